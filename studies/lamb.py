@@ -1,0 +1,34 @@
+"""Data-parallel LAMB (CoCoNet Figure 10b): Adam's moments, then a layer-wise trust ratio
+||w|| / ||u|| that scales the update. The norms are reductions: once the update runs on slices
+they need communication of their own (a norm over a Sliced tensor all-reduces its partials)."""
+
+from workbench import *
+
+N = Size("N", multiple_of=P)
+sizes = {"N": 2**28}
+
+
+def build(grad_dtype=float32) -> "Program":
+    g = Tensor(grad_dtype, [N], Local, "g")
+    w = Tensor(float32, [N], Replicated, "w")
+    m = Tensor(float32, [N], Replicated, "m")
+    v = Tensor(float32, [N], Replicated, "v")
+    lr, beta1, beta2 = Variable(float32, "lr"), Variable(float32, "beta1"), Variable(float32, "beta2")
+    eps, step, wd = Variable(float32, "eps"), Variable(float32, "step"), Variable(float32, "wd")
+    g1 = AllReduce(Sum, g)
+    g32 = Cast(float32, g1)
+    m1 = Update(m, beta1 * m + (1 - beta1) * g32)
+    v1 = Update(v, beta2 * v + (1 - beta2) * g32 * g32)
+    u = Compute(m1 / (1 - beta1**step) / (sqrt(v1 / (1 - beta2**step)) + eps) + wd * w)
+    w_norm = Norm(w)
+    u_norm = Norm(u)
+    w1 = Update(w, w - lr * (w_norm / u_norm) * u)
+    outputs = [w1, m1, v1]
+    if grad_dtype != float32:
+        outputs.append(Compute(Cast(grad_dtype, w1), name="w16"))
+    return Program(inputs=[g, w, m, v, lr, beta1, beta2, eps, step, wd], outputs=outputs,
+                   name="lamb")
+
+
+program = build()
+mixed = build(grad_dtype=float16)

@@ -1,0 +1,66 @@
+"""CoCoNet-style workbench: a DSL for distributed ML programs whose computation and
+communication are both first-class, schedule transforms over its IR, a cluster simulator,
+and a CUDA/NCCL backend. `from workbench import *` gives the DSL."""
+
+from workbench.dsl import (
+    AllGather,
+    AllReduce,
+    Broadcast,
+    Cast,
+    Compute,
+    Dropout,
+    MatMul,
+    Max,
+    Min,
+    Norm,
+    Pipeline,
+    Prod,
+    Program,
+    Reduce,
+    ReduceScatter,
+    ReduceTensor,
+    Scalar,
+    Send,
+    Size,
+    Stage,
+    Sum,
+    Tensor,
+    Update,
+    Variable,
+    exp,
+    log,
+    maximum,
+    minimum,
+    rsqrt,
+    sqrt,
+)
+from workbench.errors import WorkbenchError
+from workbench.types import (
+    P,
+    WORLD,
+    Group,
+    Local,
+    Replicated,
+    Sliced,
+    bfloat16,
+    float16,
+    float32,
+    int32,
+)
+
+__all__ = [
+    "AllGather", "AllReduce", "Broadcast", "Cast", "Compute", "Dropout", "Group", "Local",
+    "MatMul", "Max", "Min", "Norm", "P", "Pipeline", "Prod", "Program", "Reduce",
+    "ReduceScatter", "ReduceTensor", "Replicated", "Scalar", "Send", "Size", "Sliced", "Stage",
+    "Sum", "Tensor", "Update", "Variable", "WORLD", "WorkbenchError", "bfloat16", "exp",
+    "float16", "float32", "int32", "log", "maximum", "minimum", "rsqrt", "schedule", "sqrt",
+]
+
+
+def __getattr__(name):
+    # `schedule` lives with the transforms; imported lazily to keep the DSL import light.
+    if name == "schedule":
+        from workbench.schedule import schedule
+
+        return schedule
+    raise AttributeError(name)

@@ -1,0 +1,487 @@
+"""The user-facing DSL. CoCoNet's SGD reads:
+
+    N = Size("N", multiple_of=P)
+    g = Tensor(float32, [N], Local, "g")
+    w = Tensor(float32, [N], Replicated, "w")
+    lr = Variable(float32, "lr")
+    g1 = AllReduce(Sum, g)
+    w1 = Update(w, w - lr * g1)
+    program = Program(inputs=[g, w, lr], outputs=[w1])
+
+Every call type-checks at once, with the IR's own rules, so a wrong shape or layout is reported
+at the line the user wrote. `Program(...)` traces the graph into an `ir.Program`: each
+communication op, Update, MatMul, reduction and explicit `Compute` is one statement; arithmetic
+between them is inlined into the statement that consumes it. Values are named after the
+variables the caller bound them to (w1, g1, ...), or `t0, t1, ...` where no name is found.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import sympy
+
+from workbench import ir
+from workbench.errors import WorkbenchError
+from workbench.ir import ReduceOp
+from workbench.types import (
+    WORLD,
+    DType,
+    Group,
+    Layout,
+    Replicated,
+    TensorType,
+    as_shape,
+    size_symbol,
+)
+from workbench.verify import verify
+
+Sum, Max, Min, Prod = ReduceOp.Sum, ReduceOp.Max, ReduceOp.Min, ReduceOp.Prod
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+_ids = itertools.count()
+
+# What users declared with Size(name, multiple_of=m); snapshotted into each Program's facts.
+_SIZE_FACTS: dict[sympy.Symbol, sympy.Expr] = {}
+
+
+def _user_location() -> str:
+    """file:line of the innermost frame outside the workbench package (where the user wrote it)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+
+
+def _at(loc: str, e: WorkbenchError) -> WorkbenchError:
+    return type(e)(f"{e} (at {loc})" if loc else str(e))
+
+
+def Size(name: str, multiple_of: sympy.Expr | int | None = None) -> sympy.Symbol:
+    """A size symbol (a positive integer). `multiple_of=P` lets a dim of this size be Sliced
+    over a group of size P: the verifier needs that proof, and `--set` checks it on values."""
+    sym = size_symbol(name)
+    if multiple_of is None:
+        _SIZE_FACTS.pop(sym, None)
+    else:
+        _SIZE_FACTS[sym] = sympy.sympify(multiple_of)
+    return sym
+
+
+# ---------------------------------------------------------------- graph nodes
+
+
+class Node:
+    """A DSL value: an input, the result of a statement, or arithmetic on those.
+
+    `seq` numbers nodes in creation order, which is the order the user wrote them; the tracer
+    emits statements in that order (a valid topological order: arguments exist first)."""
+
+    type: TensorType | None  # None for a bare literal (weak scalar)
+
+    def __post_init__(self):
+        self.seq = next(_ids)
+
+    def __add__(self, o): return _binary("add", self, o)
+    def __radd__(self, o): return _binary("add", o, self)
+    def __sub__(self, o): return _binary("sub", self, o)
+    def __rsub__(self, o): return _binary("sub", o, self)
+    def __mul__(self, o): return _binary("mul", self, o)
+    def __rmul__(self, o): return _binary("mul", o, self)
+    def __truediv__(self, o): return _binary("div", self, o)
+    def __rtruediv__(self, o): return _binary("div", o, self)
+    def __pow__(self, o): return _binary("pow", self, o)
+    def __rpow__(self, o): return _binary("pow", o, self)
+    def __neg__(self): return _unary("neg", self)
+    def __abs__(self): return _unary("abs", self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.type}>"
+
+
+@dataclass(eq=False)
+class InputNode(Node):
+    name: str
+    type: TensorType
+
+
+@dataclass(eq=False)
+class ConstNode(Node):
+    value: float
+    type: None = None
+
+
+@dataclass(eq=False)
+class ArithNode(Node):
+    """Inline arithmetic; `build(refs)` makes its ir.Expr once leaves have names."""
+
+    kind: str  # "binary" | "unary" | "cast" | "dropout"
+    params: tuple
+    args: tuple[Node, ...]
+    type: TensorType | None
+    loc: str
+
+
+@dataclass(eq=False)
+class StmtNode(Node):
+    """A statement: `make(names)` builds its ir op from the names of its materialised args."""
+
+    make: object  # callable(list[str | ir.Expr]) -> ir.Op
+    args: tuple[Node, ...]
+    expr_args: tuple[bool, ...]  # which args are elementwise expressions (inlined, not named)
+    type: TensorType
+    loc: str
+    name: str | None = None
+
+
+def _node(x) -> Node:
+    if isinstance(x, Node):
+        return x
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return ConstNode(float(x))
+    raise WorkbenchError(f"operand must be a tensor, Variable or number, got {type(x).__name__} "
+                         f"{x!r}")
+
+
+def _probe_env(nodes: Sequence[Node]) -> tuple[dict[str, TensorType], list]:
+    """Temporary names and an ir.Expr per node, for running the IR's type rules eagerly."""
+    env: dict[str, TensorType] = {}
+    return env, [_probe_expr(n, env) for n in nodes]
+
+
+def _probe_expr(n: Node, env: dict) -> ir.Expr:
+    if isinstance(n, ConstNode):
+        return ir.Const(n.value)
+    if isinstance(n, ArithNode):
+        return _build_arith(n, [_probe_expr(a, env) for a in n.args])
+    # Inputs keep their names so eager errors read "AllReduce(Sum, w)", not a placeholder.
+    key = n.name if isinstance(n, InputNode) else (getattr(n, "name", None) or "<value>")
+    if key in env and env[key] != n.type:
+        key = f"{key}#{id(n)}"
+    env[key] = n.type
+    return ir.Ref(key)
+
+
+def _build_arith(n: ArithNode, children: list) -> ir.Expr:
+    match n.kind:
+        case "binary":
+            return ir.Binary(n.params[0], *children)
+        case "unary":
+            return ir.Unary(n.params[0], *children)
+        case "cast":
+            return ir.Cast(n.params[0], *children)
+        case "dropout":
+            return ir.Dropout(n.params[0], n.params[1], *children)
+    raise AssertionError(n.kind)
+
+
+def _arith(kind: str, params: tuple, args: tuple[Node, ...]) -> ArithNode:
+    loc = _user_location()
+    node = ArithNode(kind, params, args, None, loc)
+    env, children = _probe_env(args)
+    try:
+        node.type = ir.expr_type(_build_arith(node, children), env, _describe(kind, params))
+    except WorkbenchError as e:
+        raise _at(loc, e) from None
+    return node
+
+
+def _describe(kind: str, params: tuple) -> str:
+    if kind == "binary":
+        return f"'{ir.BINARY_OPS[params[0]]}'"
+    return {"unary": params[0] if params else kind, "cast": "Cast", "dropout": "Dropout"}[kind]
+
+
+def _binary(op: str, a, b) -> ArithNode:
+    return _arith("binary", (op,), (_node(a), _node(b)))
+
+
+def _unary(fn: str, a) -> ArithNode:
+    return _arith("unary", (fn,), (_node(a),))
+
+
+# ---------------------------------------------------------------- declarations
+
+
+def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD) -> InputNode:
+    """An input tensor of logical (global) `shape`, laid out over `group` as `layout`."""
+    if not isinstance(dtype, DType):
+        raise WorkbenchError(f"Tensor {name}: dtype must be float16, bfloat16, float32 or int32, "
+                             f"got {dtype!r}")
+    return InputNode(name, TensorType(dtype, as_shape(shape), layout, group))
+
+
+def Variable(dtype: DType, name: str, group: Group = WORLD) -> InputNode:
+    """A runtime scalar, the same on every rank (a learning rate, a step count)."""
+    return InputNode(name, TensorType(dtype, (), Replicated, group))
+
+
+Scalar = Variable
+
+
+def Stage(name: str, size: sympy.Expr | int | None = None) -> Group:
+    """A pipeline stage: a process group of `size` ranks (default P, the world's size)."""
+    return Group(name, sympy.sympify(size) if size is not None else WORLD.size)
+
+
+# ---------------------------------------------------------------- elementwise functions
+
+
+def sqrt(x): return _unary("sqrt", x)
+def rsqrt(x): return _unary("rsqrt", x)
+def exp(x): return _unary("exp", x)
+def log(x): return _unary("log", x)
+def maximum(a, b): return _binary("max", a, b)
+def minimum(a, b): return _binary("min", a, b)
+
+
+def Cast(dtype: DType, x) -> Node:
+    """Convert x to dtype (round to nearest even); a cast to x's own dtype is x itself."""
+    x = _node(x)
+    if x.type is not None and x.type.dtype == dtype:
+        return x
+    return _arith("cast", (dtype,), (_node(x),))
+
+
+def Dropout(x, p: float, seed: int | None = None) -> ArithNode:
+    """Dropout with probability p; the mask is a hash of (seed, element index), see ir.Dropout.
+    Without a seed, each Dropout of a program gets its own, in order of appearance."""
+    return _arith("dropout", (float(p), seed), (_node(x),))
+
+
+# ---------------------------------------------------------------- statements
+
+
+def _stmt(make, args: Sequence, expr_args: Sequence[bool], name: str | None) -> StmtNode:
+    loc = _user_location()
+    nodes = tuple(_node(a) for a in args)
+    env, exprs = _probe_env(nodes)
+    names = [e if is_expr else _probe_name(e, nodes[i], env)
+             for i, (e, is_expr) in enumerate(zip(exprs, expr_args))]
+    op = make(names)
+    try:
+        t = op.infer(env, str(op))
+    except WorkbenchError as e:
+        raise _at(loc, _strip_probe_names(e)) from None
+    return StmtNode(make, nodes, tuple(expr_args), t, loc, name)
+
+
+def _probe_name(expr: ir.Expr, node: Node, env: dict) -> str:
+    """A non-expression argument that is arithmetic gets a temporary statement type."""
+    if isinstance(expr, ir.Ref):
+        return expr.name
+    key = f"<expr>#{id(node)}"
+    t = ir.expr_type(expr, env, "argument")
+    if t is None:
+        raise WorkbenchError("argument must be a tensor, got a literal number")
+    env[key] = t
+    return key
+
+
+def _strip_probe_names(e: WorkbenchError) -> WorkbenchError:
+    import re
+
+    return type(e)(re.sub(r"#\d+", "", str(e)))
+
+
+def AllReduce(op: ReduceOp, x, name: str | None = None) -> StmtNode:
+    """Reduce a Local tensor over its group; the result is Replicated."""
+    return _stmt(lambda a: ir.AllReduce(op, a[0]), [x], [False], name)
+
+
+def ReduceScatter(op: ReduceOp, x, dim: int = 0, name: str | None = None) -> StmtNode:
+    """Reduce a Local tensor over its group; rank r keeps slice r of `dim` (Sliced(dim))."""
+    return _stmt(lambda a: ir.ReduceScatter(op, a[0], dim), [x], [False], name)
+
+
+def AllGather(x, name: str | None = None) -> StmtNode:
+    """Gather a Sliced tensor onto every rank (Replicated)."""
+    return _stmt(lambda a: ir.AllGather(a[0]), [x], [False], name)
+
+
+def Broadcast(x, root: int = 0, name: str | None = None) -> StmtNode:
+    """Copy rank `root`'s value of x to every rank."""
+    return _stmt(lambda a: ir.Broadcast(a[0], root), [x], [False], name)
+
+
+def Reduce(op: ReduceOp, x, root: int = 0, name: str | None = None) -> StmtNode:
+    """Reduce a Local tensor onto rank `root` only."""
+    return _stmt(lambda a: ir.Reduce(op, a[0], root), [x], [False], name)
+
+
+def Send(x, to: Group, name: str | None = None) -> StmtNode:
+    """Send each rank's x to the same rank of pipeline stage `to` (Recv is implied there)."""
+    return _stmt(lambda a: ir.Send(a[0], to), [x], [False], name)
+
+
+def MatMul(a, b, name: str | None = None) -> StmtNode:
+    """a @ b with Megatron's layout rules (see ir.MatMul)."""
+    return _stmt(lambda n: ir.MatMul(n[0], n[1]), [a, b], [False, False], name)
+
+
+def ReduceTensor(op: ReduceOp, x, name: str | None = None) -> StmtNode:
+    """Reduce every element of x to a scalar."""
+    return _stmt(lambda a: ir.ReduceTensor(op, a[0]), [x], [False], name)
+
+
+def Norm(x, name: str | None = None) -> StmtNode:
+    """The L2 norm of x (a Replicated scalar; over a Sliced x this communicates)."""
+    return _stmt(lambda a: ir.Norm(a[0]), [x], [False], name)
+
+
+def Update(target, value, name: str | None = None) -> StmtNode:
+    """Assign `value` to the existing tensor `target` in place (an optimizer update)."""
+    if not isinstance(target, (InputNode, StmtNode)):
+        raise WorkbenchError("Update target must be a declared tensor or a statement result, "
+                             f"got {type(target).__name__}")
+    return _stmt(lambda a: ir.Update(a[0], a[1]), [target, value], [False, True], name)
+
+
+def Compute(value, name: str | None = None) -> StmtNode:
+    """Materialise an elementwise expression as its own statement (its own kernel)."""
+    return _stmt(lambda a: ir.Compute(a[0]), [value], [True], name)
+
+
+# ---------------------------------------------------------------- tracing
+
+
+def _caller_names() -> dict[int, str]:
+    """id(node) -> variable name, from the frame that called Program()."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    names: dict[int, str] = {}
+    if frame is not None:
+        for var, val in frame.f_locals.items():
+            if isinstance(val, Node) and not var.startswith("_"):
+                names.setdefault(id(val), var)
+    return names
+
+
+class _Tracer:
+    def __init__(self, inputs: Sequence[InputNode], user_names: dict[int, str]):
+        self.user_names = user_names
+        self.names: dict[int, str] = {id(n): n.name for n in inputs}
+        self.inputs = {id(n) for n in inputs}
+        self.env: dict[str, TensorType] = {n.name: n.type for n in inputs}
+        self.stmts: list[ir.Stmt] = []
+        self.fresh = itertools.count()
+        self.seeds = itertools.count(1)
+        self.seed_of: dict[int, int] = {}
+
+    def _new_name(self, node: Node) -> str:
+        explicit = getattr(node, "name", None)
+        name = explicit or self.user_names.get(id(node))
+        while name is None or name in self.env:
+            name = f"t{next(self.fresh)}"
+        return name
+
+    def expr(self, node: Node) -> ir.Expr:
+        """The node as an inline expression (arithmetic inlined, statements referenced)."""
+        if isinstance(node, ConstNode):
+            return ir.Const(node.value)
+        if isinstance(node, ArithNode):
+            children = [self.expr(a) for a in node.args]
+            if node.kind == "dropout" and node.params[1] is None:
+                seed = self.seed_of.setdefault(id(node), next(self.seeds))
+                return ir.Dropout(node.params[0], seed, children[0])
+            return _build_arith(node, children)
+        return ir.Ref(self.name(node))
+
+    def name(self, node: Node) -> str:
+        """The node as a named value, emitting its statement (and its arguments') if needed.
+
+        Arguments are emitted before the node, in the order the user created them."""
+        if id(node) in self.names:
+            return self.names[id(node)]
+        if isinstance(node, InputNode):
+            raise WorkbenchError(f"tensor '{node.name}' must be listed in Program(inputs=...), "
+                                 "got a use of it without a declaration there")
+        if isinstance(node, ConstNode):
+            raise WorkbenchError("a program value must be a tensor, got a literal number")
+        for dep in sorted(self._statement_deps(node), key=lambda n: n.seq):
+            self.name(dep)
+        if isinstance(node, ArithNode):
+            op = ir.Compute(self.expr(node))
+        else:
+            op = node.make([self.expr(a) if is_expr else self.name(a)
+                            for a, is_expr in zip(node.args, node.expr_args)])
+        name = self._new_name(node)
+        try:
+            t = op.infer(self.env, f"{name} = {op}")
+        except WorkbenchError as e:
+            raise _at(node.loc, e) from None
+        self.stmts.append(ir.Stmt((ir.Value(name, t),), op, node.loc))
+        self.env[name] = t
+        self.names[id(node)] = name
+        node.traced_name = name  # lets schedules refer to values by their DSL handles
+        return name
+
+    def _statement_deps(self, node: Node) -> list[Node]:
+        """The statement nodes (and arithmetic used as a statement argument) `node` reads."""
+        deps: list[Node] = []
+        if isinstance(node, ArithNode):
+            args = [(a, True) for a in node.args]
+        else:
+            args = list(zip(node.args, node.expr_args))
+        for a, is_expr in args:
+            if isinstance(a, StmtNode):
+                deps.append(a)
+            elif isinstance(a, ArithNode):
+                deps += self._statement_deps(a) if is_expr else [a]
+        return deps
+
+
+def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | None = None
+            ) -> ir.Program:
+    """Trace a program from its inputs to its outputs and verify it.
+
+    Statements appear in the order the outputs need them; values are named after the caller's
+    variables. `name` defaults to the file the program is written in.
+    """
+    for i, node in enumerate(inputs):
+        if not isinstance(node, InputNode):
+            raise WorkbenchError(f"Program inputs must be Tensor or Variable declarations, "
+                                 f"got {type(node).__name__} at position {i}")
+    tracer = _Tracer(inputs, _caller_names())
+    out_names = [tracer.name(_node(o)) for o in outputs]
+    if name is None:
+        loc = _user_location()
+        name = loc.split(".py")[0] if loc else "program"
+    symbols = set()
+    for t in tracer.env.values():
+        for d in (*t.shape, t.group.size):
+            symbols |= sympy.sympify(d).free_symbols
+    facts = tuple(sorted(((s, m) for s, m in _SIZE_FACTS.items() if s in symbols),
+                         key=lambda f: f[0].name))
+    program = ir.Program(
+        name,
+        tuple(ir.Value(n.name, n.type) for n in inputs),
+        tuple(tracer.stmts),
+        tuple(ir.Value(n, tracer.env[n]) for n in out_names),
+        facts,
+    )
+    return verify(program)
+
+
+def Pipeline(stages: Sequence[Group], inputs: Sequence[InputNode], outputs: Sequence[Node],
+             name: str | None = None) -> ir.Program:
+    """A pipeline-parallel program: like Program, and every Send goes from a stage to the next.
+    """
+    program = Program(inputs, outputs, name)
+    order = {g: i for i, g in enumerate(stages)}
+    for stmt in program.leaves():
+        if isinstance(stmt.op, ir.Send):
+            src = program.value(stmt.op.x).type.group
+            if order.get(src, -2) + 1 != order.get(stmt.op.dst, -1):
+                raise WorkbenchError(
+                    f"{stmt.name} = {stmt.op} (at {stmt.loc}): a pipeline Send must go from a "
+                    f"stage to the next one in {[g.name for g in stages]}, got {src.name} -> "
+                    f"{stmt.op.dst.name}")
+    return program

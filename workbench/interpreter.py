@@ -1,0 +1,333 @@
+"""The reference interpreter: runs a program on P virtual ranks with numpy. It is the semantic
+oracle for every transform and every generated kernel.
+
+Values are held per rank, as each GPU would hold them: a Local or Replicated tensor as a whole
+array on every rank, a Sliced one as each rank's slice. Numerics follow what a GPU kernel does:
+operands are loaded, arithmetic runs in f32, and each statement's result is rounded once to its
+storage dtype (bf16 through ml_dtypes). Collectives reduce in f32 in rank order.
+
+The interface is in *logical* values, so programs with different layouts can be compared:
+  Local      -> array of shape (P, *shape): rank r's tensor at [r]
+  Replicated -> array of `shape` (the interpreter checks every rank holds the same)
+  Sliced     -> array of `shape`, the concatenation of the slices
+  OnRoot(r)  -> array of `shape`, rank r's tensor
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import ml_dtypes
+import numpy as np
+import sympy
+
+from workbench import ir
+from workbench.errors import SizeError, VerifyError
+from workbench.types import (
+    DType,
+    LocalLayout,
+    OnRoot,
+    ReplicatedLayout,
+    Sliced,
+    TensorType,
+)
+
+NUMPY_DTYPES: dict[str, np.dtype] = {
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32),
+    "i32": np.dtype(np.int32),
+}
+
+
+def numpy_dtype(dtype: DType) -> np.dtype:
+    return NUMPY_DTYPES[dtype.name]
+
+
+# ---------------------------------------------------------------- sizes
+
+
+def bind_sizes(program: ir.Program, sizes: Mapping[str, int]) -> dict[sympy.Symbol, int]:
+    """Map each size symbol of the program to an int; check declared divisibility on values."""
+    bound: dict[sympy.Symbol, int] = {}
+    for sym in program.symbols():
+        if sym.name not in sizes:
+            raise SizeError(f"size {sym.name} must be set, got no value; pass it, e.g. "
+                            f"--set {sym.name}=1024 (program {program.name} uses "
+                            f"{', '.join(s.name for s in program.symbols())})")
+        value = int(sizes[sym.name])
+        if value < 1:
+            raise SizeError(f"size {sym.name} must be a positive integer, got {value}")
+        bound[sym] = value
+    for sym, multiple in program.facts:
+        m = int(sympy.sympify(multiple).subs(bound))
+        if bound[sym] % m:
+            raise SizeError(f"size {sym.name} must be a multiple of {multiple} = {m}, got "
+                            f"{bound[sym]}; pick {sym.name} = {m * max(1, bound[sym] // m)}")
+    return bound
+
+
+def concrete(expr: sympy.Expr, bound: Mapping[sympy.Symbol, int]) -> int:
+    value = sympy.sympify(expr).subs(bound)
+    if not value.is_Integer:
+        raise SizeError(f"size expression {expr} must be an integer for {bound}, got {value}")
+    return int(value)
+
+
+def concrete_shape(t: TensorType, bound) -> tuple[int, ...]:
+    return tuple(concrete(d, bound) for d in t.shape)
+
+
+# ---------------------------------------------------------------- dropout hash
+
+
+def _mix32(x: np.ndarray) -> np.ndarray:
+    """lowbias32 (Chris Wellons' integer hash); cuda/include/wb_dropout.cuh computes the same."""
+    x = x.astype(np.uint32)
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x7FEB352D)
+    x ^= x >> np.uint32(15)
+    x *= np.uint32(0x846CA68B)
+    x ^= x >> np.uint32(16)
+    return x
+
+
+def dropout_keep(seed: int, index: np.ndarray, p: float) -> np.ndarray:
+    """Keep-mask for global element indices: uniform u = top 24 bits of the hash / 2^24,
+    kept when u >= p."""
+    key = _mix32(np.array([seed], dtype=np.uint32))[0]
+    h = _mix32(index.astype(np.uint64).astype(np.uint32) ^ key)
+    u = (h >> np.uint32(8)).astype(np.float32) * np.float32(1.0 / (1 << 24))
+    return u >= np.float32(p)
+
+
+# ---------------------------------------------------------------- the interpreter
+
+
+@dataclass
+class _Machine:
+    bound: dict
+    types: dict  # name -> TensorType
+    env: dict  # name -> list of per-rank arrays
+
+    def P(self, t: TensorType) -> int:
+        return concrete(t.group.size, self.bound)
+
+    def slice_of(self, arr: np.ndarray, dim: int, rank: int, parts: int) -> np.ndarray:
+        n = arr.shape[dim] // parts
+        index = [slice(None)] * arr.ndim
+        index[dim] = slice(rank * n, (rank + 1) * n)
+        return arr[tuple(index)]
+
+    def global_index(self, t: TensorType, rank: int) -> np.ndarray:
+        shape = concrete_shape(t, self.bound)
+        idx = np.arange(int(np.prod(shape)), dtype=np.uint64).reshape(shape)
+        if isinstance(t.layout, Sliced):
+            idx = self.slice_of(idx, t.layout.dim, rank, self.P(t))
+        return idx
+
+    # -- elementwise
+
+    def eval_expr(self, expr: ir.Expr, rank: int, result: TensorType) -> np.ndarray:
+        match expr:
+            case ir.Ref(name):
+                t = self.types[name]
+                arr = self.env[name][rank].astype(np.float32)
+                if isinstance(result.layout, Sliced) and isinstance(t.layout, ReplicatedLayout):
+                    od = result.layout.dim - (result.rank - t.rank)
+                    if od >= 0 and arr.shape[od] != 1:
+                        arr = self.slice_of(arr, od, rank, self.P(result))
+                return arr
+            case ir.Const(v):
+                return np.float32(v)
+            case ir.Unary(fn, a):
+                x = self.eval_expr(a, rank, result)
+                with np.errstate(all="ignore"):
+                    return {
+                        "neg": np.negative, "sqrt": np.sqrt, "exp": np.exp, "log": np.log,
+                        "abs": np.abs, "rsqrt": lambda v: np.float32(1) / np.sqrt(v),
+                    }[fn](x).astype(np.float32)
+            case ir.Binary(op, a, b):
+                x, y = self.eval_expr(a, rank, result), self.eval_expr(b, rank, result)
+                with np.errstate(all="ignore"):
+                    return np.asarray({
+                        "add": np.add, "sub": np.subtract, "mul": np.multiply,
+                        "div": np.divide, "pow": np.power, "max": np.maximum,
+                        "min": np.minimum,
+                    }[op](x, y), dtype=np.float32)
+            case ir.Cast(dtype, a):
+                return self.eval_expr(a, rank, result).astype(numpy_dtype(dtype)).astype(
+                    np.float32)
+            case ir.Dropout(p, seed, a):
+                x = self.eval_expr(a, rank, result)
+                t = ir.expr_type(a, self.types, "Dropout")
+                keep = dropout_keep(seed, self.global_index(t, rank), p)
+                return np.where(keep, x * np.float32(1.0 / (1.0 - p)), np.float32(0))
+        raise TypeError(expr)
+
+    # -- statements
+
+    def run_stmt(self, stmt: ir.Stmt) -> None:
+        op = stmt.op
+        if isinstance(op, ir.REGION_OPS):
+            for inner in op.body:
+                self.run_stmt(inner)
+            return
+        out = stmt.out
+        t = out.type
+        P = self.P(t)
+        dt = numpy_dtype(t.dtype)
+        self.types[out.name] = t
+        match op:
+            case ir.Compute(expr) | ir.Update(_, expr):
+                vals = [np.broadcast_to(self.eval_expr(expr, r, t),
+                                        self._local_shape(t)).astype(dt) for r in range(P)]
+            case ir.AllReduce(rop, x):
+                total = _reduce(rop, self.env[x]).astype(dt)
+                vals = [total.copy() for _ in range(P)]
+            case ir.ReduceScatter(rop, x, dim):
+                total = _reduce(rop, self.env[x]).astype(dt)
+                vals = [self.slice_of(total, dim, r, P).copy() for r in range(P)]
+            case ir.AllGather(x):
+                whole = np.concatenate(self.env[x], axis=self.types[x].layout.dim)
+                vals = [whole.copy() for _ in range(P)]
+            case ir.Broadcast(x, root):
+                vals = [self.env[x][root].copy() for _ in range(P)]
+            case ir.Reduce(rop, x, root):
+                total = _reduce(rop, self.env[x]).astype(dt)
+                vals = [total if r == root else np.full_like(total, np.nan) for r in range(P)]
+            case ir.Send(x, _):
+                vals = [a.copy() for a in self.env[x]]
+            case ir.MatMul(a, b):
+                vals = [np.matmul(self.env[a][r].astype(np.float32),
+                                  self.env[b][r].astype(np.float32)).astype(dt)
+                        for r in range(P)]
+            case ir.ReduceTensor(rop, x) | ir.Norm(x) as red:
+                vals = self._reduction(red, x, P)
+            case _:
+                raise TypeError(f"interpreter has no rule for {op!r}")
+        self.env[out.name] = vals
+
+    def _local_shape(self, t: TensorType) -> tuple[int, ...]:
+        return tuple(concrete(d, self.bound) for d in t.local_shape())
+
+    def _reduction(self, red, x: str, P: int) -> list[np.ndarray]:
+        arrays = [a.astype(np.float64) for a in self.env[x]]
+        if isinstance(red, ir.Norm):
+            partial = [np.sum(a * a) for a in arrays]
+            finish = np.sqrt
+            rop = ir.ReduceOp.Sum
+        else:
+            partial = [_reduce(red.op, [a.reshape(-1)], axis=1)[0] if a.size else 0.0
+                       for a in arrays]
+            finish = np.asarray
+            rop = red.op
+        if isinstance(self.types[x].layout, Sliced):
+            combined = _reduce(rop, [np.asarray(p) for p in partial])
+            partial = [combined] * P
+        return [np.asarray(finish(p), dtype=np.float32) for p in partial]
+
+
+def _reduce(rop: ir.ReduceOp, arrays, axis: int | None = None) -> np.ndarray:
+    """Reduce per-rank arrays in rank order, in f32 (f64 for scalar partials)."""
+    if axis is not None:
+        stacked = np.stack([np.asarray(a) for a in arrays])
+        fn = {ir.ReduceOp.Sum: np.sum, ir.ReduceOp.Max: np.max, ir.ReduceOp.Min: np.min,
+              ir.ReduceOp.Prod: np.prod}[rop]
+        return fn(stacked, axis=axis)
+    acc = np.asarray(arrays[0], dtype=np.float64 if np.ndim(arrays[0]) == 0 else np.float32)
+    for a in arrays[1:]:
+        a = np.asarray(a, dtype=acc.dtype)
+        acc = {ir.ReduceOp.Sum: np.add, ir.ReduceOp.Max: np.maximum,
+               ir.ReduceOp.Min: np.minimum, ir.ReduceOp.Prod: np.multiply}[rop](acc, a)
+    return acc
+
+
+# ---------------------------------------------------------------- logical <-> per rank
+
+
+def to_ranks(value: np.ndarray, t: TensorType, bound) -> list[np.ndarray]:
+    """Split a logical value into what each rank holds."""
+    P = concrete(t.group.size, bound)
+    shape = concrete_shape(t, bound)
+    value = np.asarray(value, dtype=numpy_dtype(t.dtype))
+    expect = (P, *shape) if isinstance(t.layout, LocalLayout) else shape
+    if value.shape != tuple(expect):
+        raise SizeError(f"input must have logical shape {tuple(expect)} for {t}, got "
+                        f"{value.shape}")
+    if isinstance(t.layout, LocalLayout):
+        return [value[r].copy() for r in range(P)]
+    if isinstance(t.layout, Sliced):
+        n = shape[t.layout.dim] // P
+        return [np.take(value, range(r * n, (r + 1) * n), axis=t.layout.dim) for r in range(P)]
+    return [value.copy() for _ in range(P)]
+
+
+def from_ranks(name: str, arrays: list[np.ndarray], t: TensorType) -> np.ndarray:
+    """Assemble a logical value from what each rank holds (checking replicas agree)."""
+    match t.layout:
+        case LocalLayout():
+            return np.stack(arrays)
+        case Sliced(dim):
+            return np.concatenate(arrays, axis=dim)
+        case OnRoot(root):
+            return arrays[root]
+        case ReplicatedLayout():
+            for r, a in enumerate(arrays[1:], start=1):
+                if not np.array_equal(a, arrays[0], equal_nan=True):
+                    raise VerifyError(f"Replicated value '{name}' must be equal on every rank, "
+                                      f"got rank {r} different from rank 0")
+            return arrays[0]
+    raise TypeError(t.layout)
+
+
+def random_inputs(program: ir.Program, sizes: Mapping[str, int], seed: int = 0
+                  ) -> dict[str, np.ndarray]:
+    """Random logical inputs: normal tensors, and positive scalars in (0.5, 1) (so a learning
+    rate or an Adam beta is a sensible number)."""
+    bound = bind_sizes(program, sizes)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for v in program.inputs:
+        t = v.type
+        shape = concrete_shape(t, bound)
+        if isinstance(t.layout, LocalLayout):
+            shape = (concrete(t.group.size, bound), *shape)
+        if t.rank == 0:
+            data = rng.uniform(0.5, 1.0, size=shape)
+        else:
+            data = rng.standard_normal(shape)
+        out[v.name] = np.asarray(data).astype(numpy_dtype(t.dtype))
+    return out
+
+
+def run(program: ir.Program, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int]
+        ) -> dict[str, np.ndarray]:
+    """Run `program` on logical `inputs` with `sizes` bound; return its logical outputs."""
+    bound = bind_sizes(program, sizes)
+    m = _Machine(bound, {}, {})
+    for v in program.inputs:
+        if v.name not in inputs:
+            raise SizeError(f"input '{v.name}' must be given a value, got none")
+        m.types[v.name] = v.type
+        m.env[v.name] = to_ranks(inputs[v.name], v.type, bound)
+    for stmt in program.stmts:
+        m.run_stmt(stmt)
+    return {v.name: from_ranks(v.name, m.env[v.name], v.type) for v in program.outputs}
+
+
+# Relative error bounds by dtype, used for interpreter-vs-interpreter and GPU-vs-interpreter
+# checks. Half types round each statement once (2^-11, 2^-8 unit roundoff); the bounds leave room
+# for a few roundings and for different reduction orders.
+RTOL = {"f32": 1e-5, "f16": 5e-3, "bf16": 4e-2, "i32": 0.0}
+
+
+def max_relative_error(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| / max(|b|, 1): relative for large values, absolute near zero."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a64.shape != b64.shape:
+        return float("inf")
+    if a64.size == 0:
+        return 0.0
+    return float(np.max(np.abs(a64 - b64) / np.maximum(np.abs(b64), 1.0)))

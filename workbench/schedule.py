@@ -1,0 +1,117 @@
+"""Schedules: named, replayable sequences of transforms applied to a program.
+
+In a program file:
+
+    @schedule(program)
+    def fused(s):
+        rs, ag = s.split(g1)            # AllReduce -> ReduceScatter + AllGather
+        s.reorder(w1, before=ag)        # the update runs on slices
+        s.fuse(rs, w1, ag)              # one FusedAllReduce kernel
+
+`s` is a Scheduler: each method builds one transform (workbench.transforms), applies it to the
+current program (pure IR -> IR, verified) and records it, so a schedule is also its trace of
+transforms, which is what the autotuner saves as JSON and replays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from workbench import ir
+
+
+def _name(x) -> str:
+    """A value's name from a DSL handle (the node a DSL call returned) or a string."""
+    if isinstance(x, str):
+        return x
+    name = getattr(x, "traced_name", None) or getattr(x, "name", None)
+    if not isinstance(name, str):
+        from workbench.errors import WorkbenchError
+
+        raise WorkbenchError(f"schedule argument must be a value of the program (a DSL handle or "
+                             f"a name), got {x!r}")
+    return name
+
+
+class Scheduler:
+    """The object a schedule function receives; holds the current program and the trace."""
+
+    def __init__(self, program: ir.Program):
+        self.program = program
+        self.trace: list = []
+
+    def apply(self, transform):
+        """Apply one transform (checked, verified) and record it; returns what it returns."""
+        self.program = transform.apply(self.program)
+        self.trace.append(transform)
+        return transform.results(self.program)
+
+    def split(self, allreduce) -> tuple[str, str]:
+        """AllReduce -> ReduceScatter + AllGather; returns (reduce-scatter, all-gather) names."""
+        from workbench.transforms import Split
+
+        return self.apply(Split(_name(allreduce)))
+
+    def reorder(self, *values, before) -> tuple[str, ...]:
+        """Move computations that read an AllGather's output ahead of it, onto slices."""
+        from workbench.transforms import Reorder
+
+        return self.apply(Reorder(tuple(_name(v) for v in values), _name(before)))
+
+    def as_slice(self, *values) -> None:
+        """Keep these program inputs/outputs Sliced (each rank owns its slice of the state)."""
+        from workbench.transforms import AsSlice
+
+        return self.apply(AsSlice(tuple(_name(v) for v in values)))
+
+    def fuse(self, *values, kind: str | None = None) -> str:
+        """Fuse consecutive statements into one kernel (FusedAllReduce, FusedCompute, ...)."""
+        from workbench.transforms import Fuse
+
+        return self.apply(Fuse(tuple(_name(v) for v in values), kind))
+
+    def overlap(self, producer, consumer, chunks: int = 4) -> str:
+        """Overlap producer and consumer chunk by chunk (a MatMul and its AllReduce)."""
+        from workbench.transforms import Overlap
+
+        return self.apply(Overlap(_name(producer), _name(consumer), chunks))
+
+    def dce(self) -> None:
+        """Remove statements no output needs."""
+        from workbench.transforms import DeadCodeElimination
+
+        return self.apply(DeadCodeElimination())
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A named schedule of a program: a function of a Scheduler."""
+
+    name: str
+    program: ir.Program
+    fn: Callable = field(compare=False)
+    doc: str = ""
+
+    def run(self) -> Scheduler:
+        s = Scheduler(self.program)
+        self.fn(s)
+        return s
+
+    def apply(self) -> ir.Program:
+        """The scheduled program."""
+        return self.run().program
+
+    def transforms(self) -> tuple:
+        """The transforms this schedule applies, in order (replayable)."""
+        return tuple(self.run().trace)
+
+
+def schedule(program: ir.Program, name: str | None = None):
+    """Decorator: register a function of a Scheduler as a named schedule of `program`."""
+
+    def wrap(fn: Callable) -> Schedule:
+        return Schedule(name or fn.__name__.replace("_", "-"), program, fn,
+                        (fn.__doc__ or "").strip())
+
+    return wrap

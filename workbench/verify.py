@@ -1,0 +1,123 @@
+"""`verify(program)`: definitions before use, shapes, dtypes, layouts, groups, divisibility.
+
+Types are re-inferred from each op's rule and compared with the stored ones, so a transform that
+builds a statement with a wrong type is caught where it is built. On failure the message names
+the statement, where the user wrote it, and prints the program around it.
+"""
+
+from __future__ import annotations
+
+from workbench.errors import VerifyError, WorkbenchError
+from workbench.ir import (
+    AllGather,
+    Compute,
+    Fused,
+    Overlapped,
+    Program,
+    ReduceScatter,
+    Send,
+    Stmt,
+    Update,
+    proven_divisible,
+)
+from workbench.printer import format_program
+from workbench.types import Sliced, TensorType
+
+_ELEMENTWISE = (Compute, Update)
+
+
+def _kind_pattern_ok(kind: str, body: tuple[Stmt, ...]) -> bool:
+    ops = [s.op for s in body]
+    if not ops:
+        return False
+    n_gather = 0
+    while n_gather < len(ops) and isinstance(ops[-1 - n_gather], AllGather):
+        n_gather += 1
+    middle = ops[1:len(ops) - n_gather] if kind in ("allreduce", "reducescatter") else ops
+    match kind:
+        case "compute":
+            return all(isinstance(o, _ELEMENTWISE) for o in ops)
+        case "allreduce":
+            return (isinstance(ops[0], ReduceScatter) and n_gather >= 1
+                    and all(isinstance(o, _ELEMENTWISE) for o in middle))
+        case "reducescatter":
+            return (isinstance(ops[0], ReduceScatter) and n_gather == 0 and len(ops) > 1
+                    and all(isinstance(o, _ELEMENTWISE) for o in ops[1:]))
+        case "allgather":
+            body_ops = ops[: len(ops) - n_gather]
+            return n_gather >= 1 and bool(body_ops) and all(
+                isinstance(o, _ELEMENTWISE) for o in body_ops)
+        case "send":
+            return (isinstance(ops[-1], Send) and len(ops) > 1
+                    and all(isinstance(o, _ELEMENTWISE) for o in ops[:-1]))
+    return False
+
+
+def _check_divisible(program: Program, t: TensorType, what: str) -> None:
+    if isinstance(t.layout, Sliced):
+        dim = t.shape[t.layout.dim]
+        if not proven_divisible(dim, t.group.size, program.facts):
+            raise VerifyError(
+                f"{what}: Sliced({t.layout.dim}) dim {dim} must be provably divisible by the group "
+                f"size {t.group.size}, got no proof; declare it, e.g. "
+                f"Size(\"{dim}\", multiple_of={t.group.size})"
+            )
+
+
+def _where(stmt: Stmt) -> str:
+    return f"{stmt.name} = {stmt.op}" + (f" (at {stmt.loc})" if stmt.loc else "")
+
+
+def _verify_stmt(program: Program, stmt: Stmt, env: dict[str, TensorType]) -> None:
+    what = _where(stmt)
+    if isinstance(stmt.op, (Fused, Overlapped)):
+        if isinstance(stmt.op, Fused):
+            if stmt.op.kind not in ("compute", "allreduce", "reducescatter", "allgather", "send"):
+                raise VerifyError(f"{what}: unknown fused kind {stmt.op.kind!r}")
+            if not _kind_pattern_ok(stmt.op.kind, stmt.op.body):
+                raise VerifyError(f"{what}: body does not match the pattern of a fused "
+                                  f"{stmt.op.kind} kernel (see ir.Fused)")
+        elif len(stmt.op.body) != 2 or stmt.op.chunks < 1:
+            raise VerifyError(f"{what}: an overlap must hold a producer and a consumer and "
+                              f"chunks >= 1, got {len(stmt.op.body)} statements, "
+                              f"chunks={stmt.op.chunks}")
+        inner_outs = []
+        for inner in stmt.op.body:
+            _verify_stmt(program, inner, env)
+            inner_outs += inner.outs
+        if tuple(inner_outs) != stmt.outs:
+            raise VerifyError(f"{what}: a region must define exactly its body's values")
+        return
+    for name in stmt.op.operands():
+        if name not in env:
+            raise VerifyError(f"{what}: value '{name}' must be defined before use")
+    inferred = stmt.op.infer(env, what)
+    (out,) = stmt.outs
+    if out.name in env:
+        raise VerifyError(f"{what}: value '{out.name}' must be defined once, got a redefinition")
+    if inferred != out.type:
+        raise VerifyError(f"{what}: stored type must be the inferred {inferred}, got {out.type}")
+    _check_divisible(program, out.type, what)
+    env[out.name] = out.type
+
+
+def verify(program: Program) -> Program:
+    """Check every invariant of `program`; return it unchanged, or raise a WorkbenchError whose
+    message names the statement and shows the program with that statement marked '>>'."""
+    env: dict[str, TensorType] = {}
+    for v in program.inputs:
+        if v.name in env:
+            raise VerifyError(f"input '{v.name}' must be declared once, got it twice")
+        _check_divisible(program, v.type, f"input {v.name}")
+        env[v.name] = v.type
+    for stmt in program.stmts:
+        try:
+            _verify_stmt(program, stmt, env)
+        except WorkbenchError as e:
+            listing = format_program(program, mark=stmt.outs[0].name)
+            raise type(e)(f"{e}\n\nin program:\n{listing}") from None
+    for v in program.outputs:
+        if env.get(v.name) != v.type:
+            raise VerifyError(f"output '{v.name}' must be a value of the program with type "
+                              f"{env.get(v.name)}, got {v.type}")
+    return program
