@@ -2,6 +2,11 @@
 
 `program` is fp32 throughout; `mixed` has fp16 gradients and fp32 master weights and moments,
 and also produces the fp16 copy of the weights that the next forward pass reads.
+
+Schedules: `rs-c-ag` (split, update on slices, gather everything), `rs-c-ag-sliced-state` (the
+moments stay sliced: each rank keeps only its slice of m and v), and `fuse-rs-c-ag` (that in one
+FusedAllReduce kernel). In `mixed`, the fp32 master weights stay sliced too and only the fp16
+weights are gathered, which halves the all-gather's bytes.
 """
 
 from workbench import *
@@ -10,12 +15,13 @@ N = Size("N", multiple_of=P)
 sizes = {"N": 2**28}
 
 
-def build(grad_dtype=float32) -> "Program":
+def build(grad_dtype=float32):
     g = Tensor(grad_dtype, [N], Local, "g")
     w = Tensor(float32, [N], Replicated, "w")
     m = Tensor(float32, [N], Replicated, "m")
-    v = Tensor(float32, [N], Replicated, "v")
-    lr, beta1, beta2 = Variable(float32, "lr"), Variable(float32, "beta1"), Variable(float32, "beta2")
+    v = Tensor(float32, [N], Replicated, "v", range=(0.0, 1.0))  # a second moment: >= 0
+    lr = Variable(float32, "lr")
+    beta1, beta2 = Variable(float32, "beta1"), Variable(float32, "beta2")
     eps, step = Variable(float32, "eps"), Variable(float32, "step")
     g1 = AllReduce(Sum, g)
     g32 = Cast(float32, g1)
@@ -24,12 +30,41 @@ def build(grad_dtype=float32) -> "Program":
     m_hat = m1 / (1 - beta1**step)
     v_hat = v1 / (1 - beta2**step)
     w1 = Update(w, w - lr * m_hat / (sqrt(v_hat) + eps))
+    mixed = grad_dtype != float32
+    updates = [m1, v1, w1]
     outputs = [w1, m1, v1]
-    if grad_dtype != float32:
-        w16 = Compute(Cast(grad_dtype, w1))
+    if mixed:
+        w16 = Compute(Cast(grad_dtype, w1), name="w16")
+        updates.append(w16)
         outputs.append(w16)
-    return Program(inputs=[g, w, m, v, lr, beta1, beta2, eps, step], outputs=outputs, name="adam")
+    program = Program(inputs=[g, w, m, v, lr, beta1, beta2, eps, step], outputs=outputs,
+                      name="adam")
+    state = (m, v, w) if mixed else (m, v)  # what each rank may keep as a slice only
+
+    @schedule(program)
+    def rs_c_ag(s):
+        """ReduceScatter, the whole update on slices, AllGather of weights and moments."""
+        rs, ag = s.split(g1)
+        s.reorder(*updates, before=ag)
+
+    @schedule(program)
+    def rs_c_ag_sliced_state(s):
+        """rs-c-ag, keeping the optimizer state sliced (only the weights are gathered)."""
+        rs, ag = s.split(g1)
+        s.reorder(*updates, before=ag)
+        s.as_slice(*state)
+
+    @schedule(program)
+    def fuse_rs_c_ag(s):
+        """rs-c-ag-sliced-state as one FusedAllReduce kernel."""
+        rs, ag = s.split(g1)
+        sliced = s.reorder(*updates, before=ag)
+        s.as_slice(*state)
+        gathered = [w16] if mixed else [w1]
+        s.fuse(rs, *sliced, *gathered)
+
+    return program, [rs_c_ag, rs_c_ag_sliced_state, fuse_rs_c_ag]
 
 
-program = build()
-mixed = build(grad_dtype=float16)
+program, schedules = build()
+mixed, mixed_schedules = build(grad_dtype=float16)

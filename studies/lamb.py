@@ -1,6 +1,11 @@
 """Data-parallel LAMB (CoCoNet Figure 10b): Adam's moments, then a layer-wise trust ratio
 ||w|| / ||u|| that scales the update. The norms are reductions: once the update runs on slices
-they need communication of their own (a norm over a Sliced tensor all-reduces its partials)."""
+they need communication of their own (a norm over a Sliced tensor all-reduces its partials).
+
+Schedules: `rs-c-ag` (split; moments, update direction, both norms and the update on slices),
+`rs-c-ag-sliced-state` (moments stay sliced) and `fuse-rs-c-ag` (one FusedAllReduce kernel whose
+middle phase all-reduces the two norms' partial sums).
+"""
 
 from workbench import *
 
@@ -8,12 +13,13 @@ N = Size("N", multiple_of=P)
 sizes = {"N": 2**28}
 
 
-def build(grad_dtype=float32) -> "Program":
+def build(grad_dtype=float32):
     g = Tensor(grad_dtype, [N], Local, "g")
     w = Tensor(float32, [N], Replicated, "w")
     m = Tensor(float32, [N], Replicated, "m")
-    v = Tensor(float32, [N], Replicated, "v")
-    lr, beta1, beta2 = Variable(float32, "lr"), Variable(float32, "beta1"), Variable(float32, "beta2")
+    v = Tensor(float32, [N], Replicated, "v", range=(0.0, 1.0))  # a second moment: >= 0
+    lr = Variable(float32, "lr")
+    beta1, beta2 = Variable(float32, "beta1"), Variable(float32, "beta2")
     eps, step, wd = Variable(float32, "eps"), Variable(float32, "step"), Variable(float32, "wd")
     g1 = AllReduce(Sum, g)
     g32 = Cast(float32, g1)
@@ -23,12 +29,40 @@ def build(grad_dtype=float32) -> "Program":
     w_norm = Norm(w)
     u_norm = Norm(u)
     w1 = Update(w, w - lr * (w_norm / u_norm) * u)
+    mixed = grad_dtype != float32
+    updates = [m1, v1, u, w_norm, u_norm, w1]
     outputs = [w1, m1, v1]
-    if grad_dtype != float32:
-        outputs.append(Compute(Cast(grad_dtype, w1), name="w16"))
-    return Program(inputs=[g, w, m, v, lr, beta1, beta2, eps, step, wd], outputs=outputs,
-                   name="lamb")
+    if mixed:
+        w16 = Compute(Cast(grad_dtype, w1), name="w16")
+        updates.append(w16)
+        outputs.append(w16)
+    program = Program(inputs=[g, w, m, v, lr, beta1, beta2, eps, step, wd], outputs=outputs,
+                      name="lamb")
+    state = (m, v, w) if mixed else (m, v)
+
+    @schedule(program)
+    def rs_c_ag(s):
+        """ReduceScatter, moments, norms and update on slices, AllGather of the results."""
+        rs, ag = s.split(g1)
+        s.reorder(*updates, before=ag)
+
+    @schedule(program)
+    def rs_c_ag_sliced_state(s):
+        """rs-c-ag, keeping the optimizer state sliced."""
+        rs, ag = s.split(g1)
+        s.reorder(*updates, before=ag)
+        s.as_slice(*state)
+
+    @schedule(program)
+    def fuse_rs_c_ag(s):
+        """rs-c-ag-sliced-state as one FusedAllReduce kernel (norms reduced inside it)."""
+        rs, ag = s.split(g1)
+        sliced = s.reorder(*updates, before=ag)
+        s.as_slice(*state)
+        s.fuse(rs, *sliced, w16 if mixed else w1)
+
+    return program, [rs_c_ag, rs_c_ag_sliced_state, fuse_rs_c_ag]
 
 
-program = build()
-mixed = build(grad_dtype=float16)
+program, schedules = build()
+mixed, mixed_schedules = build(grad_dtype=float16)

@@ -1,6 +1,11 @@
 """Megatron-style model-parallel layer (CoCoNet Figure 11): the row-parallel MatMul of a
 transformer block leaves partial sums on every rank; AllReduce them, then add the bias, apply
-dropout and add the residual."""
+dropout and add the residual.
+
+Schedules: the program as written is MatMul, AllReduce, then the epilogue kernel;
+`fuse-ar-c` runs the epilogue on slices inside a FusedAllReduce; `overlap-mm-fuse-ar-c` also
+overlaps the MatMul with that fused collective, chunk by chunk.
+"""
 
 from workbench import *
 
@@ -9,15 +14,32 @@ H = Size("H", multiple_of=P)  # hidden size
 sizes = {"T": 8192, "H": 12288}
 
 
-def build(dtype=float16) -> "Program":
+def build(dtype=float16, chunks=4):
     x = Tensor(dtype, [T, H], Sliced(1), "x")  # activations, column-sliced by the layer before
     W = Tensor(dtype, [H, H], Sliced(0), "W")  # row-parallel weight
     b = Tensor(dtype, [H], Replicated, "b")
     r = Tensor(dtype, [T, H], Replicated, "r")  # residual
     y = MatMul(x, W)
-    s = AllReduce(Sum, y)
-    out = Compute(Dropout(s + b, 0.1) + r)
-    return Program(inputs=[x, W, b, r], outputs=[out], name="model_parallel")
+    summed = AllReduce(Sum, y)
+    out = Compute(Dropout(summed + b, 0.1) + r)
+    program = Program(inputs=[x, W, b, r], outputs=[out], name="model_parallel")
+
+    @schedule(program)
+    def fuse_ar_c(s):
+        """bias + dropout + residual on slices inside one FusedAllReduce."""
+        rs, ag = s.split(summed)
+        (out_s,) = s.reorder(out, before=ag)
+        s.fuse(rs, out_s, out)
+
+    @schedule(program)
+    def overlap_mm_fuse_ar_c(s):
+        """fuse-ar-c, with the MatMul overlapped chunk by chunk with the fused collective."""
+        rs, ag = s.split(summed)
+        (out_s,) = s.reorder(out, before=ag)
+        s.fuse(rs, out_s, out)
+        s.overlap(y, rs, chunks=chunks)
+
+    return program, [fuse_ar_c, overlap_mm_fuse_ar_c]
 
 
-program = build()
+program, schedules = build()

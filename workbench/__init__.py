@@ -35,11 +35,12 @@ from workbench.dsl import (
     sqrt,
 )
 from workbench.errors import WorkbenchError
+from workbench.scheduling import schedule
 from workbench.types import (
-    P,
     WORLD,
     Group,
     Local,
+    P,
     Replicated,
     Sliced,
     bfloat16,
@@ -60,7 +61,7 @@ __all__ = [
 def __getattr__(name):
     # `schedule` lives with the transforms; imported lazily to keep the DSL import light.
     if name == "schedule":
-        from workbench.schedule import schedule
+        from workbench.scheduling import schedule
 
         return schedule
     raise AttributeError(name)

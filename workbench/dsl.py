@@ -18,10 +18,11 @@ variables the caller bound them to (w1, g1, ...), or `t0, t1, ...` where no name
 from __future__ import annotations
 
 import itertools
+import linecache
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import sympy
 
@@ -109,6 +110,7 @@ class Node:
 class InputNode(Node):
     name: str
     type: TensorType
+    range: tuple[float, float] | None = None
 
 
 @dataclass(eq=False)
@@ -209,12 +211,20 @@ def _unary(fn: str, a) -> ArithNode:
 # ---------------------------------------------------------------- declarations
 
 
-def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD) -> InputNode:
-    """An input tensor of logical (global) `shape`, laid out over `group` as `layout`."""
+def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD,
+           range: tuple[float, float] | None = None) -> InputNode:
+    """An input tensor of logical (global) `shape`, laid out over `group` as `layout`.
+
+    `range=(low, high)` says where its values live (Adam's second moment is >= 0); random test
+    inputs are drawn uniformly from it, and from a standard normal otherwise."""
     if not isinstance(dtype, DType):
         raise WorkbenchError(f"Tensor {name}: dtype must be float16, bfloat16, float32 or int32, "
                              f"got {dtype!r}")
-    return InputNode(name, TensorType(dtype, as_shape(shape), layout, group))
+    if range is not None and not (len(range) == 2 and range[0] < range[1]):
+        raise WorkbenchError(f"Tensor {name}: range must be (low, high) with low < high, got "
+                             f"{range!r}")
+    return InputNode(name, TensorType(dtype, as_shape(shape), layout, group),
+                     None if range is None else (float(range[0]), float(range[1])))
 
 
 def Variable(dtype: DType, name: str, group: Group = WORLD) -> InputNode:
@@ -356,12 +366,35 @@ def _caller_names() -> dict[int, str]:
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back
-    names: dict[int, str] = {}
+    candidates: dict[int, list[str]] = {}
     if frame is not None:
         for var, val in frame.f_locals.items():
             if isinstance(val, Node) and not var.startswith("_"):
-                names.setdefault(id(val), var)
-    return names
+                candidates.setdefault(id(val), []).append(var)
+    nodes = {id(v): v for v in frame.f_locals.values()} if frame is not None else {}
+    return {key: _defining_name(nodes[key], vars_) for key, vars_ in candidates.items()}
+
+
+def _defining_name(node: Node, names: list[str]) -> str:
+    """Of the variables bound to one node (`g32 = Cast(f32, g1)` may return g1 itself), prefer
+    the one assigned on the line that created the node."""
+    if len(names) > 1 and getattr(node, "loc", ""):
+        filename, _, line = node.loc.rpartition(":")
+        for frame_file in _source_files():
+            if Path(frame_file).name == filename:
+                text = linecache.getline(frame_file, int(line))
+                target = text.split("=", 1)[0].strip() if "=" in text else ""
+                if target in names:
+                    return target
+    return names[0]
+
+
+def _source_files() -> list[str]:
+    files, frame = [], sys._getframe(1)
+    while frame is not None:
+        files.append(frame.f_code.co_filename)
+        frame = frame.f_back
+    return files
 
 
 class _Tracer:
@@ -466,6 +499,7 @@ def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | No
         tuple(tracer.stmts),
         tuple(ir.Value(n, tracer.env[n]) for n in out_names),
         facts,
+        tuple((n.name, *n.range) for n in inputs if n.range is not None),
     )
     return verify(program)
 

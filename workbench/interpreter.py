@@ -15,8 +15,8 @@ The interface is in *logical* values, so programs with different layouts can be 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import ml_dtypes
 import numpy as np
@@ -197,14 +197,18 @@ class _Machine:
             case ir.Reduce(rop, x, root):
                 total = _reduce(rop, self.env[x]).astype(dt)
                 vals = [total if r == root else np.full_like(total, np.nan) for r in range(P)]
+            case ir.Slice(x, dim) if self.types[x].layout == t.layout:
+                vals = [a.copy() for a in self.env[x]]
+            case ir.Slice(x, dim):
+                vals = [self.slice_of(self.env[x][r], dim, r, P).copy() for r in range(P)]
             case ir.Send(x, _):
                 vals = [a.copy() for a in self.env[x]]
             case ir.MatMul(a, b):
                 vals = [np.matmul(self.env[a][r].astype(np.float32),
                                   self.env[b][r].astype(np.float32)).astype(dt)
                         for r in range(P)]
-            case ir.ReduceTensor(rop, x) | ir.Norm(x) as red:
-                vals = self._reduction(red, x, P)
+            case ir.ReduceTensor(_, x) | ir.Norm(x):
+                vals = self._reduction(op, x, P)
             case _:
                 raise TypeError(f"interpreter has no rule for {op!r}")
         self.env[out.name] = vals
@@ -288,13 +292,16 @@ def random_inputs(program: ir.Program, sizes: Mapping[str, int], seed: int = 0
     rate or an Adam beta is a sensible number)."""
     bound = bind_sizes(program, sizes)
     rng = np.random.default_rng(seed)
+    ranges = {name: (lo, hi) for name, lo, hi in program.input_ranges}
     out = {}
     for v in program.inputs:
         t = v.type
         shape = concrete_shape(t, bound)
         if isinstance(t.layout, LocalLayout):
             shape = (concrete(t.group.size, bound), *shape)
-        if t.rank == 0:
+        if v.name in ranges:
+            data = rng.uniform(*ranges[v.name], size=shape)
+        elif t.rank == 0:
             data = rng.uniform(0.5, 1.0, size=shape)
         else:
             data = rng.standard_normal(shape)
@@ -330,4 +337,37 @@ def max_relative_error(a: np.ndarray, b: np.ndarray) -> float:
         return float("inf")
     if a64.size == 0:
         return 0.0
-    return float(np.max(np.abs(a64 - b64) / np.maximum(np.abs(b64), 1.0)))
+    nan_a, nan_b = np.isnan(a64), np.isnan(b64)
+    if not np.array_equal(nan_a, nan_b):
+        return float("inf")  # a NaN on one side only is a wrong result, not a rounding
+    ok = ~nan_b
+    if not ok.any():
+        return 0.0
+    return float(np.max(np.abs(a64[ok] - b64[ok]) / np.maximum(np.abs(b64[ok]), 1.0)))
+
+
+def output_tolerance(t: TensorType) -> float:
+    return RTOL[t.dtype.name]
+
+
+def compare_programs(original: ir.Program, transformed: ir.Program, sizes: Mapping[str, int],
+                     seed: int = 0) -> list[tuple[str, float, float]]:
+    """Run both programs on the same random logical inputs; per output position return
+    (name, max relative error, tolerance). Outputs are matched by position."""
+    if len(original.outputs) != len(transformed.outputs):
+        raise VerifyError(f"transformed program must have {len(original.outputs)} outputs, got "
+                          f"{len(transformed.outputs)}")
+    inputs = random_inputs(original, sizes, seed)
+    a = run(original, inputs, sizes)
+    b = run(transformed, inputs, sizes)
+    return [(va.name, max_relative_error(b[vb.name], a[va.name]), output_tolerance(va.type))
+            for va, vb in zip(original.outputs, transformed.outputs)]
+
+
+def assert_equivalent(original: ir.Program, transformed: ir.Program,
+                      sizes: Mapping[str, int], seed: int = 0) -> None:
+    """Raise VerifyError naming the output when the programs disagree beyond tolerance."""
+    for name, err, tol in compare_programs(original, transformed, sizes, seed):
+        if not err <= tol:
+            raise VerifyError(f"output '{name}' must match the original within {tol:g}, got "
+                              f"max relative error {err:.3g} (sizes {dict(sizes)}, seed {seed})")

@@ -4,7 +4,7 @@ statements and programs.
 A Program is straight-line SSA: `inputs`, then `stmts` in order, then `outputs`. Each statement
 defines one or more named values. Elementwise arithmetic lives inside `Compute` and `Update`
 statements as an expression tree over earlier values, so one statement is one kernel in the
-unscheduled program. Transforms (workbench.schedule) rewrite programs into programs; fused
+unscheduled program. Transforms (workbench.transforms) rewrite programs into programs; fused
 kernels are statements whose op (`Fused`, `Overlapped`) holds a body of ordinary statements that
 one kernel executes, so their meaning is always "run the body in order".
 
@@ -14,9 +14,9 @@ structurally and a transform can never mutate its input.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterator, Mapping
 
 import sympy
 
@@ -62,7 +62,7 @@ def proven_equal(a: sympy.Expr, b: sympy.Expr) -> bool:
     return sympy.simplify(a - b) == 0
 
 
-def proven_divisible(expr: sympy.Expr, by: sympy.Expr, facts: "Facts") -> bool:
+def proven_divisible(expr: sympy.Expr, by: sympy.Expr, facts: Facts) -> bool:
     """True when expr / by is provably an integer, given the `multiple_of` facts of sizes.
 
     Each fact (N, m) says N is a multiple of m: substitute N -> m * N_q with a fresh positive
@@ -118,8 +118,8 @@ class Binary:
     """a <op> b, elementwise with numpy (trailing-dimension) broadcasting."""
 
     op: str
-    a: "Expr"
-    b: "Expr"
+    a: Expr
+    b: Expr
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +127,7 @@ class Unary:
     """fn(a), elementwise."""
 
     fn: str
-    a: "Expr"
+    a: Expr
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +135,7 @@ class Cast:
     """Convert a to `dtype` (round to nearest even, as CUDA's __float2half_rn does)."""
 
     dtype: DType
-    a: "Expr"
+    a: Expr
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +149,7 @@ class Dropout:
 
     p: float
     seed: int
-    a: "Expr"
+    a: Expr
 
 
 Expr = Ref | Const | Binary | Unary | Cast | Dropout
@@ -338,7 +338,7 @@ class Compute:
     def operands(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(expr_refs(self.expr)))
 
-    def rename(self, m: Mapping[str, str]) -> "Compute":
+    def rename(self, m: Mapping[str, str]) -> Compute:
         return Compute(rename_expr(self.expr, m))
 
     def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
@@ -366,7 +366,7 @@ class Update:
     def operands(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys((self.target, *expr_refs(self.expr))))
 
-    def rename(self, m: Mapping[str, str]) -> "Update":
+    def rename(self, m: Mapping[str, str]) -> Update:
         return Update(m.get(self.target, self.target), rename_expr(self.expr, m))
 
     def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
@@ -543,6 +543,37 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
+class Slice:
+    """Each rank takes its own slice of a Replicated tensor: Replicated -> Sliced(dim).
+
+    No data moves (a view at an offset); schedules insert it so that a reduction such as
+    Norm(w) runs on 1/P of the data once the update it feeds runs on slices.
+    """
+
+    x: str
+    dim: int = 0
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return Slice(m.get(self.x, self.x), self.dim)
+
+    def infer(self, env, what):
+        t = env[self.x]
+        if t.layout == Sliced(self.dim):
+            return t  # already each rank's own slice (an as-slice'd input): the view is itself
+        _require_layout(what, t, (ReplicatedLayout,), "only a Replicated tensor can be viewed "
+                        "as slices; a Local one must be reduced (ReduceScatter)")
+        if not 0 <= self.dim < t.rank:
+            raise ShapeError(f"{what}: dim must be in [0, {t.rank}), got {self.dim}")
+        return t.with_(layout=Sliced(self.dim))
+
+    def __str__(self):
+        return f"Slice({self.x}" + (f", dim={self.dim})" if self.dim else ")")
+
+
+@dataclass(frozen=True, slots=True)
 class MatMul:
     """a @ b for a of shape [..., M, K] and a 2-D b of shape [K, N], with Megatron's layouts.
 
@@ -662,17 +693,20 @@ FUSED_KINDS = ("compute", "allreduce", "reducescatter", "allgather", "send")
 class Fused:
     """Several statements executed by one kernel; meaning: run `body` in order.
 
-    kind  | body pattern (C = Compute/Update/Norm-free elementwise)
-    ------+-----------------------------------------------------------------
-    compute       C+                       consecutive elementwise kernels as one
-    allreduce     ReduceScatter C* AllGather+   CoCoNet's FusedAllReduce
-    reducescatter ReduceScatter C+         the reduced slice is consumed in-kernel
-    allgather     C+ AllGather+            computed slices are gathered in-kernel
-    send          C+ Send                  computation fused into the P2P transfer
+    kind          | body pattern; C = elementwise (Compute, Update) or a reduction on slices
+    --------------+----------------------------------------------------------------------
+    compute       | C C+                      consecutive elementwise kernels as one
+    allreduce     | ReduceScatter C* AllGather+   CoCoNet's FusedAllReduce
+    reducescatter | ReduceScatter C+          the reduced slice is consumed in-kernel
+    allgather     | C+ AllGather+             computed slices are gathered in-kernel
+    send          | [ReduceScatter] C* Send   computation fused into the P2P transfer
+
+    "Reduction on slices" is Slice, Norm or ReduceTensor: a norm inside a fused collective
+    needs a grid-wide, cross-GPU reduction of one scalar between the kernel's phases.
     """
 
     kind: str
-    body: tuple["Stmt", ...]
+    body: tuple[Stmt, ...]
 
     def operands(self):
         defined, used = set(), []
@@ -698,7 +732,7 @@ class Overlapped:
     """
 
     chunks: int
-    body: tuple["Stmt", ...]
+    body: tuple[Stmt, ...]
 
     def operands(self):
         return Fused.operands(self)  # same rule: uses not defined earlier in the body
@@ -711,10 +745,12 @@ class Overlapped:
 
 
 Op = (Compute | Update | AllReduce | ReduceScatter | AllGather | Broadcast | Reduce | Send
-      | MatMul | ReduceTensor | Norm | Fused | Overlapped)
+      | Slice | MatMul | ReduceTensor | Norm | Fused | Overlapped)
 COMMUNICATION_OPS = (AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send)
 ELEMENTWISE_OPS = (Compute, Update)
 REGION_OPS = (Fused, Overlapped)
+# What may sit between the collective stages of a fused kernel.
+FUSABLE_COMPUTATION = (Compute, Update, Slice, Norm, ReduceTensor)
 
 
 # ---------------------------------------------------------------- statements and programs
@@ -739,11 +775,11 @@ class Stmt:
     def name(self) -> str:
         return self.outs[0].name if len(self.outs) == 1 else ",".join(v.name for v in self.outs)
 
-    def rename(self, m: Mapping[str, str]) -> "Stmt":
+    def rename(self, m: Mapping[str, str]) -> Stmt:
         """Rename the values this statement reads (not the ones it defines)."""
         return Stmt(self.outs, self.op.rename(m), self.loc)
 
-    def leaves(self) -> Iterator["Stmt"]:
+    def leaves(self) -> Iterator[Stmt]:
         """The plain statements inside, in execution order (itself if it is plain)."""
         if isinstance(self.op, REGION_OPS):
             for s in self.op.body:
@@ -765,6 +801,9 @@ class Program:
     stmts: tuple[Stmt, ...]
     outputs: tuple[Value, ...]
     facts: Facts = ()
+    # Where random test inputs are drawn from, per input: (name, low, high); e.g. a second
+    # moment must be >= 0. Inputs not listed draw from a standard normal.
+    input_ranges: tuple[tuple[str, float, float], ...] = ()
 
     def groups(self) -> tuple[Group, ...]:
         seen = dict.fromkeys(v.type.group for v in self.all_values())
@@ -800,10 +839,10 @@ class Program:
                 syms |= sympy.sympify(d).free_symbols
         return tuple(sorted(syms, key=lambda s: s.name))
 
-    def with_stmts(self, stmts, outputs=None, inputs=None) -> "Program":
+    def with_stmts(self, stmts, outputs=None, inputs=None) -> Program:
         return Program(self.name, tuple(inputs if inputs is not None else self.inputs),
                        tuple(stmts), tuple(outputs if outputs is not None else self.outputs),
-                       self.facts)
+                       self.facts, self.input_ranges)
 
     def __str__(self) -> str:
         from workbench.printer import format_program

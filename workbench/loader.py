@@ -24,7 +24,7 @@ class ProgramFile:
     path: Path
     attr: str
     program: ir.Program
-    schedules: dict = field(default_factory=dict)  # name -> workbench.schedule.Schedule
+    schedules: dict = field(default_factory=dict)  # name -> workbench.scheduling.Schedule
     sizes: dict = field(default_factory=dict)
 
 
@@ -65,10 +65,14 @@ def load(spec: str) -> ProgramFile:
         raise ProgramFileError(
             f"program file {path} must bind a Program to `{attr}`, got "
             f"{type(program).__name__ if program is not None else 'nothing'}{hint}")
-    from workbench.schedule import Schedule
+    from workbench.scheduling import Schedule
 
-    schedules = {v.name: v for v in namespace.values()
-                 if isinstance(v, Schedule) and v.program == program}
+    schedules = {}
+    for v in namespace.values():  # schedules at module level, or in lists/dicts of them
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else [v]
+        for item in items:
+            if isinstance(item, Schedule) and item.program == program:
+                schedules[item.name] = item
     sizes = namespace.get("sizes", {})
     if not isinstance(sizes, dict):
         raise ProgramFileError(f"`sizes` in {path} must be a dict like {{'N': 2**28}}, got "

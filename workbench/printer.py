@@ -34,7 +34,10 @@ def format_program(program: Program, mark: str | None = None) -> str:
     groups = program.groups()
     if len(groups) > 1:
         lines += [f"  group {g}" for g in groups]
-    lines += [f"  in  {v.name}: {v.type}" for v in program.inputs]
+    ranges = {name: (lo, hi) for name, lo, hi in program.input_ranges}
+    lines += [f"  in  {v.name}: {v.type}"
+              + (f" in [{ranges[v.name][0]:g}, {ranges[v.name][1]:g}]" if v.name in ranges else "")
+              for v in program.inputs]
     for stmt in program.stmts:
         text = _format_stmt(stmt, "  ")
         if mark is not None and any(v.name == mark for v in stmt.outs):

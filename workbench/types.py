@@ -167,7 +167,7 @@ class TensorType:
     def nbytes(self) -> sympy.Expr:
         return self.numel() * self.dtype.nbytes
 
-    def with_(self, **changes) -> "TensorType":
+    def with_(self, **changes) -> TensorType:
         fields = {"dtype": self.dtype, "shape": self.shape, "layout": self.layout,
                   "group": self.group}
         fields.update(changes)

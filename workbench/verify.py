@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from workbench.errors import VerifyError, WorkbenchError
 from workbench.ir import (
+    FUSABLE_COMPUTATION,
+    FUSED_KINDS,
     AllGather,
     Compute,
     Fused,
@@ -26,31 +28,31 @@ from workbench.types import Sliced, TensorType
 _ELEMENTWISE = (Compute, Update)
 
 
-def _kind_pattern_ok(kind: str, body: tuple[Stmt, ...]) -> bool:
+def fused_kind_of(body) -> str | None:
+    """The fused kind whose pattern (see ir.Fused) the statements' ops match, or None."""
     ops = [s.op for s in body]
-    if not ops:
-        return False
-    n_gather = 0
-    while n_gather < len(ops) and isinstance(ops[-1 - n_gather], AllGather):
-        n_gather += 1
-    middle = ops[1:len(ops) - n_gather] if kind in ("allreduce", "reducescatter") else ops
-    match kind:
-        case "compute":
-            return all(isinstance(o, _ELEMENTWISE) for o in ops)
-        case "allreduce":
-            return (isinstance(ops[0], ReduceScatter) and n_gather >= 1
-                    and all(isinstance(o, _ELEMENTWISE) for o in middle))
-        case "reducescatter":
-            return (isinstance(ops[0], ReduceScatter) and n_gather == 0 and len(ops) > 1
-                    and all(isinstance(o, _ELEMENTWISE) for o in ops[1:]))
-        case "allgather":
-            body_ops = ops[: len(ops) - n_gather]
-            return n_gather >= 1 and bool(body_ops) and all(
-                isinstance(o, _ELEMENTWISE) for o in body_ops)
-        case "send":
-            return (isinstance(ops[-1], Send) and len(ops) > 1
-                    and all(isinstance(o, _ELEMENTWISE) for o in ops[:-1]))
-    return False
+    if len(ops) < 2:
+        return None
+    head_rs = isinstance(ops[0], ReduceScatter)
+    tail = len(ops)
+    while tail > 0 and isinstance(ops[tail - 1], AllGather):
+        tail -= 1
+    n_gather = len(ops) - tail
+    ends_send = isinstance(ops[-1], Send)
+    middle = ops[int(head_rs):tail - int(ends_send and not n_gather)]
+    if not all(isinstance(o, FUSABLE_COMPUTATION) for o in middle):
+        return None
+    if head_rs and n_gather:
+        return "allreduce"
+    if head_rs and ends_send:
+        return "send"
+    if head_rs:
+        return "reducescatter" if middle else None
+    if n_gather:
+        return "allgather" if middle else None
+    if ends_send:
+        return "send" if middle else None
+    return "compute" if all(isinstance(o, _ELEMENTWISE) for o in ops) else None
 
 
 def _check_divisible(program: Program, t: TensorType, what: str) -> None:
@@ -72,9 +74,10 @@ def _verify_stmt(program: Program, stmt: Stmt, env: dict[str, TensorType]) -> No
     what = _where(stmt)
     if isinstance(stmt.op, (Fused, Overlapped)):
         if isinstance(stmt.op, Fused):
-            if stmt.op.kind not in ("compute", "allreduce", "reducescatter", "allgather", "send"):
-                raise VerifyError(f"{what}: unknown fused kind {stmt.op.kind!r}")
-            if not _kind_pattern_ok(stmt.op.kind, stmt.op.body):
+            if stmt.op.kind not in FUSED_KINDS:
+                raise VerifyError(f"{what}: fused kind must be one of {FUSED_KINDS}, got "
+                                  f"{stmt.op.kind!r}")
+            if fused_kind_of(stmt.op.body) != stmt.op.kind:
                 raise VerifyError(f"{what}: body does not match the pattern of a fused "
                                   f"{stmt.op.kind} kernel (see ir.Fused)")
         elif len(stmt.op.body) != 2 or stmt.op.chunks < 1:

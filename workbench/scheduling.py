@@ -15,8 +15,8 @@ transforms, which is what the autotuner saves as JSON and replays.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from workbench import ir
 
