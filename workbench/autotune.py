@@ -1,0 +1,260 @@
+"""The autotuner: enumerate legal transform sequences of a program, breadth first.
+
+From each program it proposes the moves that CoCoNet's schedules are made of (split every
+AllReduce; reorder the computations that read an AllGather onto slices; keep optimizer state
+sliced; fuse ReduceScatter/computation/AllGather windows, elementwise runs and computation +
+Send; overlap a producer with the collective that consumes it, for several chunk counts),
+keeps the legal ones, and deduplicates the resulting programs by their printed IR. Each distinct
+program is a Candidate: its transforms replay from JSON (`save` / `load_candidates` / `replay`).
+
+The search is bounded by depth and by the number of candidates; the record says when a bound
+cut it short.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench import ir
+from workbench.errors import ProgramFileError, WorkbenchError
+from workbench.transforms import (  # noqa: I001
+    _REORDERABLE,
+    AsSlice,
+    Fuse,
+    Overlap,
+    Reorder,
+    Split,
+    Transform,
+    transform_from_json,
+)
+from workbench.types import ReplicatedLayout
+from workbench.verify import fused_kind_of
+
+OVERLAP_CHUNKS = (2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One program the autotuner reached, and how."""
+
+    name: str
+    transforms: tuple[Transform, ...]
+    program: ir.Program
+
+    @property
+    def ir_digest(self) -> str:
+        return hashlib.sha256(str(self.program).encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "transforms": [t.to_json() for t in self.transforms],
+                "ir_sha256_16": self.ir_digest}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The candidates (the unscheduled program first) and whether a bound cut the search."""
+
+    candidates: tuple[Candidate, ...]
+    truncated: bool
+    max_depth: int
+    max_candidates: int
+
+
+# ---------------------------------------------------------------- moves
+
+
+def _plain_stmts(program):
+    return [(i, s) for i, s in enumerate(program.stmts) if not isinstance(s.op, ir.REGION_OPS)]
+
+
+def _reorder_moves(program) -> list[Transform]:
+    moves = []
+    for i, ag in _plain_stmts(program):
+        if not isinstance(ag.op, ir.AllGather):
+            continue
+        closure, reached = [], {ag.out.name}
+        for _, s in _plain_after(program, i):
+            if not isinstance(s.op, _REORDERABLE):
+                continue
+            if set(s.op.operands()) & reached:
+                closure.append(s.out.name)
+                reached.add(s.out.name)
+        # Norms of Replicated tensors that the moved computation reads go onto slices too.
+        for _, s in _plain_after(program, i):
+            if (isinstance(s.op, (ir.Norm, ir.ReduceTensor)) and s.out.name not in closure
+                    and isinstance(program.value(s.op.x).type.layout, ReplicatedLayout)
+                    and any(s.out.name in program.stmt_defining(c).op.operands()
+                            for c in closure)):
+                closure.append(s.out.name)
+        order = {s.out.name: k for k, s in _plain_after(program, i)}
+        # Only the whole closure: a partial reorder gathers values that the rest re-slices.
+        if closure:
+            moves.append(Reorder(tuple(sorted(closure, key=order.get)), ag.out.name))
+    return moves
+
+
+def _plain_after(program, i):
+    return [(k, s) for k, s in _plain_stmts(program) if k > i]
+
+
+def _as_slice_moves(program) -> list[Transform]:
+    """Inputs whose in-place updates are gathered only to be returned: keep them sliced."""
+    gathered_outputs = set()
+    for out in program.outputs:
+        try:
+            stmt = program.stmt_defining(out.name)
+        except KeyError:
+            continue
+        if not isinstance(stmt.op, ir.REGION_OPS) and isinstance(stmt.op, ir.AllGather):
+            src = program.stmt_defining(stmt.op.x)
+            if not isinstance(src.op, ir.REGION_OPS) and isinstance(src.op, ir.Update):
+                gathered_outputs.add(src.op.target)
+    names = tuple(v.name for v in program.inputs if v.name in gathered_outputs)
+    # Which state may stay sliced is the user's call (weights the next forward pass reads must
+    # be gathered; optimizer moments need not), so every non-empty subset is a move; state
+    # tensors per program are few (Adam: w, m, v), and past 4 only the whole set is tried.
+    if len(names) > 4:
+        return [AsSlice(names)]
+    return [AsSlice(tuple(n for k, n in enumerate(names) if mask >> k & 1))
+            for mask in range(1, 1 << len(names))]
+
+
+def _fuse_moves(program) -> list[Transform]:
+    """Maximal windows of consecutive plain statements that form a fused kernel."""
+    plain = _plain_stmts(program)
+    windows = []
+    for a in range(len(plain)):
+        window = []
+        for k in range(a, len(plain)):
+            if k > a and plain[k][0] != plain[k - 1][0] + 1:
+                break  # a region sits in between
+            window.append(plain[k][1])
+            if len(window) >= 2 and fused_kind_of(window) is not None:
+                # Longest windows are the interesting ones; shorter ones come from other starts.
+                nxt = plain[k + 1][1] if k + 1 < len(plain) else None
+                if nxt is None or fused_kind_of(window + [nxt]) is None:
+                    windows.append(tuple(s.outs[0].name for s in window))
+    # Drop windows that are the tail of a longer one (fusing less of the same run).
+    maximal = [w for w in windows
+               if not any(len(o) > len(w) and o[-len(w):] == w for o in windows)]
+    return [Fuse(tuple(n for n in w if not isinstance(program.stmt_defining(n).op, ir.Slice)))
+            for w in maximal]
+
+
+def _overlap_moves(program) -> list[Transform]:
+    moves = []
+    for prod, cons in zip(program.stmts, program.stmts[1:]):
+        if isinstance(prod.op, ir.Overlapped) or isinstance(cons.op, ir.Overlapped):
+            continue
+        if not set(cons.op.operands()) & {v.name for v in prod.outs}:
+            continue
+        if not any(isinstance(s.op, ir.COMMUNICATION_OPS) for s in cons.leaves()):
+            continue
+        # Worth pipelining: a MatMul feeding a collective (model parallel), or transfers that
+        # cross a stage boundary (pipeline parallel). A ReduceScatter overlapped with its own
+        # AllGather is just an AllReduce, which the fused kernels already pipeline.
+        leaves = [*prod.leaves(), *cons.leaves()]
+        if not any(isinstance(s.op, (ir.MatMul, ir.Send)) for s in leaves):
+            continue
+        moves += [Overlap(prod.outs[0].name, cons.outs[0].name, c) for c in OVERLAP_CHUNKS]
+    return moves
+
+
+def candidate_moves(program: ir.Program) -> list[Transform]:
+    """Every transform worth trying on `program` (legality is checked by the caller)."""
+    splits = [Split(s.out.name) for _, s in _plain_stmts(program)
+              if isinstance(s.op, ir.AllReduce)]
+    return (splits + _reorder_moves(program) + _as_slice_moves(program) + _fuse_moves(program)
+            + _overlap_moves(program))
+
+
+# ---------------------------------------------------------------- search
+
+
+def _candidate_name(transforms) -> str:
+    if not transforms:
+        return "unscheduled"
+    return "+".join(t.name + (f"{t.chunks}" if isinstance(t, Overlap) else "")
+                    for t in transforms)
+
+
+def search(program: ir.Program, max_depth: int = 8, max_candidates: int = 200) -> SearchResult:
+    """Breadth-first search over legal transform sequences, deduplicated by printed IR."""
+    seen = {str(program): Candidate("unscheduled", (), program)}
+    queue = deque([(program, ())])
+    truncated = False
+    while queue:
+        current, trace = queue.popleft()
+        if len(trace) >= max_depth:
+            truncated = truncated or bool(candidate_moves(current))
+            continue
+        for move in candidate_moves(current):
+            try:
+                nxt = move.apply(current)
+            except WorkbenchError:
+                continue  # illegal here; check() would give the reason
+            key = str(nxt)
+            if key in seen:
+                continue
+            if len(seen) >= max_candidates:
+                truncated = True
+                queue.clear()
+                break
+            seen[key] = Candidate(_candidate_name(trace + (move,)), trace + (move,), nxt)
+            queue.append((nxt, trace + (move,)))
+    names: dict[str, int] = {}
+    out = []
+    for cand in seen.values():  # disambiguate equal names by a counter
+        k = names.get(cand.name, 0)
+        names[cand.name] = k + 1
+        out.append(cand if k == 0 else Candidate(f"{cand.name}#{k + 1}", cand.transforms,
+                                                 cand.program))
+    return SearchResult(tuple(out), truncated, max_depth, max_candidates)
+
+
+def label_named(result: SearchResult, schedules: dict) -> dict[str, str]:
+    """candidate name -> the named schedule that produces the same program, where one does."""
+    by_ir = {str(s.apply()): name for name, s in schedules.items()}
+    return {c.name: by_ir[str(c.program)] for c in result.candidates if str(c.program) in by_ir}
+
+
+# ---------------------------------------------------------------- JSON records
+
+
+def save(result: SearchResult, program: ir.Program, path: Path) -> None:
+    """Write the candidates as JSON: enough to replay each one on the same program."""
+    record = {
+        "program": program.name,
+        "program_ir_sha256_16": hashlib.sha256(str(program).encode()).hexdigest()[:16],
+        "truncated": result.truncated,
+        "max_depth": result.max_depth,
+        "max_candidates": result.max_candidates,
+        "candidates": [c.to_json() for c in result.candidates],
+    }
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def load_candidates(path: Path) -> dict:
+    """Read a candidates file written by `save`; errors name the file and the field."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProgramFileError(f"candidates file must exist, got no file at {path}; write one "
+                               "with `workbench schedules PROGRAM --autotune --json FILE`")
+    try:
+        record = json.loads(path.read_text())
+        record["candidates"][0]["transforms"]
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError) as e:
+        raise ProgramFileError(f"candidates file {path} must be a JSON record with a "
+                               f"'candidates' list of {{name, transforms}}, got {e!r}") from None
+    return record
+
+
+def replay(program: ir.Program, candidate: dict) -> ir.Program:
+    """Apply a saved candidate's transforms to `program` (each checked and verified)."""
+    for data in candidate["transforms"]:
+        program = transform_from_json(data).apply(program)
+    return program
