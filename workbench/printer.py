@@ -41,7 +41,7 @@ def format_program(program: Program, mark: str | None = None) -> str:
     for stmt in program.stmts:
         text = _format_stmt(stmt, "  ")
         if mark is not None and any(v.name == mark for v in stmt.outs):
-            text = [">>" + line[2:] for line in text]
+            text = [">> " + line[2:] for line in text]
         lines += text
     lines.append("  out " + ", ".join(v.name for v in program.outputs))
     return "\n".join(lines)
