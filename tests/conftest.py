@@ -44,7 +44,7 @@ def assert_golden(relpath: str, text: str) -> None:
                                       "intended, regenerate with WORKBENCH_REGEN_GOLDEN=1")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_study(spec: str):
     """A study's ProgramFile, loaded once per test session (loading is deterministic)."""
     from workbench.loader import load

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from conftest import STUDY_SPECS, assert_golden, load_study
+
 from workbench import autotune as at
 from workbench.errors import ProgramFileError
 from workbench.interpreter import assert_equivalent

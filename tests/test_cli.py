@@ -5,8 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, STUDY_SPECS
+
 from workbench.cli import main
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"

@@ -1,7 +1,6 @@
 """The printed IR of every study, and of each of its named schedules, is pinned."""
 
 import pytest
-
 from conftest import STUDY_SPECS, assert_golden
 
 

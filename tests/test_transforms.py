@@ -3,12 +3,11 @@ data, sizes and group sizes 1..8); illegal transforms say why; the checker catch
 
 import numpy as np
 import pytest
+from conftest import STUDY_SPECS, load_study
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import STUDY_SPECS, load_study
 from workbench import ir
-from workbench.errors import IllegalTransform
 from workbench.interpreter import assert_equivalent, compare_programs
 from workbench.transforms import (
     AsSlice,
@@ -60,8 +59,8 @@ def test_split_needs_an_allreduce():
 
 
 def test_split_needs_a_divisible_dim():
-    from workbench import Local, Program, Size, Sum, Tensor, float32
     from workbench import AllReduce as AR
+    from workbench import Local, Program, Size, Sum, Tensor, float32
 
     M = Size("M")
     g = Tensor(float32, [M], Local, "g")
