@@ -1,0 +1,59 @@
+"""Comparator and report, on tables whose answers are known by construction."""
+
+import pandas as pd
+import pytest
+
+from workbench.cli import main
+from workbench.compare import compare, per_case, summarize
+from workbench.errors import WorkbenchError
+
+
+def _tables():
+    rows_p, rows_m = [], []
+    # Case 1: simulator orders a < b < c like the GPU; case 2: it swaps the best two.
+    for size, pred, meas in (("N=2^20", (1.0, 2.0, 3.0), (1.1, 1.9, 3.3)),
+                             ("N=2^24", (1.0, 1.2, 3.0), (1.3, 1.0, 2.5))):
+        for sched, p, m in zip(("unscheduled", "b", "c"), pred, meas):
+            rows_p.append({"study": "adam", "schedule": sched, "size": size, "gpus": 4,
+                           "predicted_s": p})
+            rows_m.append({"study": "adam", "schedule": sched, "size": size, "gpus": 4,
+                           "measured_s": m})
+    return pd.DataFrame(rows_p), pd.DataFrame(rows_m)
+
+
+def test_errors_and_picks():
+    predicted, measured = _tables()
+    joined = compare(predicted, measured)
+    row = joined[(joined["size"] == "N=2^20") & (joined["schedule"] == "unscheduled")].iloc[0]
+    assert row["signed_error"] == pytest.approx((1.0 - 1.1) / 1.1)
+    cases = per_case(joined).set_index("size")
+    assert bool(cases.loc["N=2^20", "picks_best"]) is True
+    assert bool(cases.loc["N=2^24", "picks_best"]) is False
+    assert cases.loc["N=2^20", "kendall_tau"] == pytest.approx(1.0)
+    assert cases.loc["N=2^24", "kendall_tau"] == pytest.approx(1 / 3)
+    summary = summarize(joined).set_index("study")
+    assert summary.loc["ALL", "picks_best_share"] == 0.5
+    assert summary.loc["adam", "max_abs_error"] == pytest.approx(abs(1.0 - 1.3) / 1.3)
+
+
+def test_missing_column_is_named():
+    predicted, measured = _tables()
+    with pytest.raises(WorkbenchError, match="measured table must have columns .*\\(missing "
+                       "\\['measured_s'\\]"):
+        compare(predicted, measured.drop(columns=["measured_s"]))
+
+
+def test_report_command_writes_tables_and_figures(tmp_path, capsys):
+    predicted, measured = _tables()
+    predicted.to_csv(tmp_path / "predicted.csv", index=False)
+    measured.to_csv(tmp_path / "measured.csv", index=False)
+    assert main(["report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "## Summary" in out and "picks_best_share" in out
+    for name in ("report.md", "adam.png", "adam.pdf"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_report_of_empty_dir(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "must hold predicted.csv or measured.csv, got neither" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""The comparator: reconcile predicted (simulator) and measured (GPU) times.
+
+Both sides are tables with one row per (study, schedule, size, gpus):
+
+    predicted: study, schedule, size, gpus, predicted_s   [, bottleneck]
+    measured:  study, schedule, size, gpus, measured_s    [, check]
+
+`size` is a label of the sizes (e.g. "N=2^28"); `gpus` the group size. `compare` joins them and
+adds the error columns; `summarize` gives, per study: median and max |error|, whether the
+simulator picks the measured-best schedule at each size, and Kendall's tau between the
+predicted and measured orders of the schedules.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from workbench.errors import WorkbenchError
+
+KEYS = ["study", "schedule", "size", "gpus"]
+
+
+def _require(df: pd.DataFrame, columns: list[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise WorkbenchError(f"{what} table must have columns {columns}, got {list(df.columns)} "
+                             f"(missing {missing})")
+
+
+def compare(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """Join predicted and measured rows; error = (predicted - measured) / measured."""
+    _require(predicted, KEYS + ["predicted_s"], "predicted")
+    _require(measured, KEYS + ["measured_s"], "measured")
+    joined = predicted.merge(measured, on=KEYS, how="inner", validate="one_to_one")
+    joined["signed_error"] = (joined["predicted_s"] - joined["measured_s"]) / joined["measured_s"]
+    joined["abs_error"] = joined["signed_error"].abs()
+    return joined.sort_values(KEYS).reset_index(drop=True)
+
+
+def _kendall_tau(group: pd.DataFrame) -> float:
+    from scipy.stats import kendalltau
+
+    if len(group) < 2:
+        return float("nan")
+    return float(kendalltau(group["predicted_s"], group["measured_s"]).statistic)
+
+
+def per_case(joined: pd.DataFrame) -> pd.DataFrame:
+    """One row per (study, size, gpus): does the simulator pick the measured-best schedule, and
+    how well does it order the schedules (Kendall tau)."""
+    rows = []
+    for (study, size, gpus), g in joined.groupby(["study", "size", "gpus"], sort=True):
+        predicted_best = g.loc[g["predicted_s"].idxmin(), "schedule"]
+        measured_best = g.loc[g["measured_s"].idxmin(), "schedule"]
+        rows.append({"study": study, "size": size, "gpus": gpus, "schedules": len(g),
+                     "predicted_best": predicted_best, "measured_best": measured_best,
+                     "picks_best": predicted_best == measured_best,
+                     "kendall_tau": _kendall_tau(g)})
+    return pd.DataFrame(rows)
+
+
+def summarize(joined: pd.DataFrame) -> pd.DataFrame:
+    """Per study and overall: median/max |error|, share of cases where the measured-best
+    schedule is picked, and median Kendall tau."""
+    cases = per_case(joined)
+    rows = []
+    for study, g in list(joined.groupby("study", sort=True)) + [("ALL", joined)]:
+        c = cases if study == "ALL" else cases[cases["study"] == study]
+        rows.append({
+            "study": study,
+            "rows": len(g),
+            "median_abs_error": g["abs_error"].median(),
+            "max_abs_error": g["abs_error"].max(),
+            "median_signed_error": g["signed_error"].median(),
+            "picks_best_share": c["picks_best"].mean() if len(c) else float("nan"),
+            "median_kendall_tau": c["kendall_tau"].median() if len(c) else float("nan"),
+        })
+    return pd.DataFrame(rows)
