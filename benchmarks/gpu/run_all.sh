@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One device run on the 2x (or 4x) H200 machine, from the repo root, with `.whl` carried:
+# install the carried wheels, build pycuda if no wheel of it was carried, run the GPU tests,
+# then measure every study schedule and the baselines. Results and logs go under $OUT; the
+# result tables are printed last.
+#   usage: bash benchmarks/gpu/run_all.sh [P] [quick]
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 WB_CACHE_DIR=/tmp/wb-cubin
+P=${1:-2}
+MODE=${2:-full}
+OUT=${OUT:-/tmp/wb-out}
+RES=/tmp/wb-res  # everything lands here; packed into $OUT/results.tgz (few files come back)
+mkdir -p "$OUT" "$RES"
+REPO=$(pwd)
+trap 'tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
+t0=$(date +%s)
+stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
+
+stamp "machine"
+nvidia-smi -L
+nvidia-smi topo -m 2>&1 | head -4
+python3 -c "import torch; print('torch', torch.__version__, 'gpus', torch.cuda.device_count(), 'nccl', torch.cuda.nccl.version())"
+
+stamp "wheels"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+  .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$REPO
+if ! python3 -c "import pycuda.driver" 2>/dev/null; then
+  stamp "build pycuda from sdist"
+  ( cd /tmp && tar xzf "$REPO"/.whl/pycuda-2026.1.tar.gz && cd pycuda-2026.1 \
+    && python3 configure.py --cuda-root=/usr/local/cuda \
+    && python3 -m pip wheel --no-deps --no-build-isolation -w /tmp/w . ) \
+    > "$RES"/pycuda_build.log 2>&1 || { tail -30 "$RES"/pycuda_build.log; exit 1; }
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/w/pycuda*.whl || exit 1
+  cp /tmp/w/pycuda*.whl "$OUT"/  # bring it back: later runs skip the build
+fi
+python3 -c "import pycuda, pycuda.driver as d; d.init(); print('pycuda', pycuda.VERSION_TEXT, d.Device(0).name())"
+
+stamp "tests (CPU parts, nvcc compile, GPU end to end, dying rank)"
+python3 -m pytest -q -p no:cacheprovider tests/codegen tests/runtime \
+  -k "not every_schedule or sgd" 2>&1 | tee "$RES"/pytest.log | tail -12
+stamp "no worker left: $(pgrep -fc workbench.runtime.worker || true)"
+
+WB="python3 -m workbench.cli compile-and-measure --gpus $P --out $RES"
+if [ "$MODE" = quick ]; then
+  SIZES="--set N=2**24 --set N=2**28"
+else
+  SIZES="--set N=2**24 --set N=2**26 --set N=2**28"
+fi
+stamp "fused AllReduce vs NCCL all_reduce"
+$WB benchmarks/gpu/allreduce.py --set N=2**24 --set N=2**26 --set N=2**28 \
+  --name allreduce-h200x$P 2> "$RES"/allreduce.log | tee "$RES"/allreduce.txt
+stamp "SGD fp32 and mixed"
+$WB studies/sgd.py studies/sgd.py:mixed $SIZES --name sgd-h200x$P 2> "$RES"/sgd.log \
+  | tee "$RES"/sgd.txt
+stamp "Adam fp32 and mixed, LAMB"
+$WB studies/adam.py studies/adam.py:mixed studies/lamb.py $SIZES --name adam-lamb-h200x$P \
+  2> "$RES"/adam.log | tee "$RES"/adam.txt
+stamp "done"
+for f in allreduce sgd adam; do
+  tail -3 "$RES"/$f.log
+done
+cut -c1-220 "$RES"/allreduce.txt "$RES"/sgd.txt "$RES"/adam.txt

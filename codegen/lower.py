@@ -1,0 +1,553 @@
+"""Lower a (scheduled) program to a Plan: device buffers, where each value lives, and the steps
+that compute it (generated kernels and NCCL collectives), for a group of P ranks.
+
+Storage rules (the whole runtime relies on them):
+- every program input gets a buffer of its local shape;
+- an Update writes in place into its target's buffer; an Update that turns a whole (Replicated)
+  target into a Sliced value writes rank r's slice of it, at offset r * slice;
+- an AllGather of such a slice gathers in place into the whole buffer; any other AllGather,
+  every other collective and every Compute whose value is read outside its kernel gets a fresh
+  buffer; values used only inside one fused kernel live in registers.
+
+Index expressions stay sympy until the last moment and are printed with the integer-division
+printer (codegen.cprinter): `rank` and the size symbols are kernel parameters, `e` is the element
+index inside a kernel's domain.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+
+from codegen.cprinter import c_index
+from codegen.spec import THREADS, Assign, KernelSpec, Load, Param, Store, mangle
+from workbench import ir
+from workbench.errors import RuntimeFault
+from workbench.types import LocalLayout, ReplicatedLayout, Sliced, TensorType
+
+RANK = sympy.Symbol("rank", integer=True, nonnegative=True)
+ELEM = sympy.Symbol("e", integer=True, nonnegative=True)
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A device buffer on every rank: `numel` elements of `dtype` (sympy, sizes unbound);
+    `peer` buffers are mapped into every other rank (CUDA IPC) for fused collectives."""
+
+    name: str
+    dtype: str
+    numel: sympy.Expr
+    peer: bool = False
+    holds_input: str = ""
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where a value lives on a rank: `numel` elements at `offset` of `buffer`. `whole_offset`
+    is set when the value is this rank's slice of a whole tensor held in the same buffer."""
+
+    buffer: str
+    offset: sympy.Expr
+    numel: sympy.Expr
+    whole_offset: sympy.Expr | None = None
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """Launch one generated kernel; `flags` names its barrier-flag buffer (collectives)."""
+
+    spec: KernelSpec
+    stmts: tuple[str, ...]
+    flags: str = ""
+    extent: sympy.Expr = sympy.Integer(0)  # elements per rank (sizes unbound)
+
+
+@dataclass(frozen=True)
+class NcclStep:
+    """One NCCL collective on buffers: count is elements per rank (send count for all_gather,
+    receive count for reduce_scatter)."""
+
+    op: str
+    reduce: str
+    src: Loc
+    dst: Loc
+    count: sympy.Expr
+    dtype: str
+    stmt: str
+    root: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A program lowered for P ranks: buffers, value locations, and steps in order."""
+
+    program: ir.Program
+    P: int
+    buffers: tuple[BufferSpec, ...]
+    locs: dict = field(hash=False, compare=False)
+    steps: tuple = ()
+
+    def kernels(self) -> tuple[KernelSpec, ...]:
+        return tuple(s.spec for s in self.steps if isinstance(s, KernelStep))
+
+
+# Max blocks of a fused collective: its flag buffer holds [2][MAX_BLOCKS][P] u32.
+MAX_BLOCKS = 1024
+
+_C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
+_REDUCE = {ir.ReduceOp.Sum: "add", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min",
+           ir.ReduceOp.Prod: "mul"}
+
+
+def _ident(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def _fault(what: str) -> RuntimeFault:
+    return RuntimeFault(what)
+
+
+def _numel(shape) -> sympy.Expr:
+    return sympy.Mul(*shape) if shape else sympy.Integer(1)
+
+
+def _c_type(t: TensorType) -> str:
+    if t.dtype.name not in _C_TYPES:
+        raise _fault(f"codegen element type must be one of {sorted(_C_TYPES)}, got {t.dtype}")
+    return _C_TYPES[t.dtype.name]
+
+
+def _float_literal(x: float) -> str:
+    # The decimal repr of the f32 value: the compiler's rounding then gives exactly that f32,
+    # which is what the interpreter's np.float32(v) holds.
+    return repr(float(np.float32(x))) + "f"
+
+
+# ---------------------------------------------------------------- storage
+
+
+class _Planner:
+    def __init__(self, program: ir.Program, P: int):
+        self.program = program
+        self.P = P
+        self.psub = {g.size: P for g in program.groups()}
+        self.types: dict[str, TensorType] = {v.name: v.type for v in program.all_values()}
+        for s in program.leaves():
+            for v in s.outs:
+                self.types[v.name] = v.type
+        self.buffers: dict[str, BufferSpec] = {}
+        self.locs: dict[str, Loc] = {}
+        self.kernel_of: dict[str, int] = {}
+        self.uses: dict[str, set[int]] = {}
+        self._use_order: dict[str, list[int]] = {}
+
+    def sub(self, expr) -> sympy.Expr:
+        return sympy.sympify(expr).subs(self.psub)
+
+    def local_numel(self, name: str) -> sympy.Expr:
+        return self.sub(_numel(self.types[name].local_shape()))
+
+    def whole_numel(self, name: str) -> sympy.Expr:
+        return self.sub(_numel(self.types[name].shape))
+
+    def new_buffer(self, name: str, numel, holds_input: str = "") -> Loc:
+        bname = _ident(name)
+        while bname in self.buffers:
+            bname += "_"
+        self.buffers[bname] = BufferSpec(bname, self.types[name].dtype.name, self.sub(numel),
+                                         holds_input=holds_input)
+        return Loc(bname, sympy.Integer(0), self.sub(numel))
+
+    def mark_peer(self, buffer: str) -> None:
+        b = self.buffers[buffer]
+        self.buffers[buffer] = BufferSpec(b.name, b.dtype, b.numel, True, b.holds_input)
+
+    def analyse_uses(self) -> None:
+        for k, stmt in enumerate(self.program.stmts):
+            for leaf in stmt.leaves():
+                for v in leaf.outs:
+                    self.kernel_of[v.name] = k
+        order = 0
+        for k, stmt in enumerate(self.program.stmts):
+            for leaf in stmt.leaves():
+                for name in leaf.op.operands():
+                    self.uses.setdefault(name, set()).add(k)
+                    self._use_order.setdefault(name, []).append(order)
+                order += 1
+
+    def needs_memory(self, name: str) -> bool:
+        if any(v.name == name for v in self.program.outputs):
+            return True
+        k = self.kernel_of.get(name)
+        return any(u != k for u in self.uses.get(name, ()))
+
+    def last_use(self, name: str, leaf_index: int) -> bool:
+        """No statement after leaf `leaf_index` reads `name`, and it is no program output."""
+        later = [o for o in self._use_order.get(name, []) if o > leaf_index]
+        return not later and not any(v.name == name for v in self.program.outputs)
+
+    def check_inplace(self, target: str, leaf_index: int, what: str) -> None:
+        later = [o for o in self._use_order.get(target, []) if o > leaf_index]
+        if later or any(v.name == target for v in self.program.outputs):
+            raise _fault(f"{what}: an in-place Update must be the last use of its target "
+                         f"'{target}', got later uses; Compute a new value instead")
+
+
+def lower(program: ir.Program, P: int) -> Plan:
+    """Lower `program` for a group of P ranks; raises RuntimeFault for ops the GPU backend does
+    not generate yet (the message names the op and the statement)."""
+    groups = program.groups()
+    if len(groups) != 1:
+        raise _fault(f"the GPU backend must get a program of one process group, got "
+                     f"{len(groups)} ({', '.join(g.name for g in groups)}); pipelines are not "
+                     "generated yet")
+    pl = _Planner(program, P)
+    pl.analyse_uses()
+    for v in program.inputs:
+        pl.locs[v.name] = pl.new_buffer(v.name, pl.local_numel(v.name), holds_input=v.name)
+    steps = []
+    leaf_index = 0
+    for stmt in program.stmts:
+        leaves = list(stmt.leaves())
+        first = leaf_index
+        leaf_index += len(leaves)
+        op = stmt.op
+        what = f"statement {stmt.name} ({op})"
+        if isinstance(op, ir.Fused) and op.kind in ("allreduce", "reducescatter", "allgather"):
+            steps.append(_collective_kernel(pl, stmt, first))
+        elif isinstance(op, ir.Fused) and op.kind == "compute" or isinstance(
+                op, ir.ELEMENTWISE_OPS):
+            steps.append(_elementwise_kernel(pl, stmt, first))
+        elif isinstance(op, (ir.AllReduce, ir.ReduceScatter, ir.AllGather, ir.Broadcast)):
+            steps.append(_nccl_step(pl, stmt, first))
+        else:
+            raise _fault(f"the GPU backend must support every op of {program.name}, got {what}, "
+                         "which it does not generate yet; measure a schedule without it")
+    return Plan(program, P, tuple(pl.buffers.values()), dict(pl.locs), tuple(steps))
+
+
+def _result_loc(pl: _Planner, leaf: ir.Stmt, index: int, what: str) -> Loc | None:
+    """Location of a leaf's value (None: registers only)."""
+    out = leaf.out
+    op = leaf.op
+    if isinstance(op, ir.Update):
+        pl.check_inplace(op.target, index, what)
+        tl = pl.locs.get(op.target)
+        if tl is None:
+            raise _fault(f"{what}: the target of an Update must live in memory, got "
+                         f"'{op.target}' in registers")
+        tt, rt = pl.types[op.target], out.type
+        if tt.layout == rt.layout:
+            return tl
+        if (isinstance(rt.layout, Sliced) and rt.layout.dim == 0
+                and isinstance(tt.layout, (ReplicatedLayout, LocalLayout))):
+            s = pl.local_numel(out.name)
+            return Loc(tl.buffer, tl.offset + RANK * s, s, whole_offset=tl.offset)
+        raise _fault(f"{what}: an Update from {tt.layout} to {rt.layout} must slice dim 0, "
+                     f"got {rt.layout}")
+    if isinstance(op, ir.AllGather):
+        src = pl.locs.get(op.x)
+        if src is not None and src.whole_offset is not None:
+            return Loc(src.buffer, src.whole_offset, pl.local_numel(out.name))
+        return pl.new_buffer(out.name, pl.local_numel(out.name))
+    if pl.needs_memory(out.name):
+        return pl.new_buffer(out.name, pl.local_numel(out.name))
+    return None
+
+
+# ---------------------------------------------------------------- NCCL steps
+
+
+def _nccl_step(pl: _Planner, stmt: ir.Stmt, index: int) -> NcclStep:
+    op, out = stmt.op, stmt.out
+    what = f"statement {out.name} ({op})"
+    src = pl.locs[op.x]
+    if isinstance(op, ir.AllGather):
+        dst = _result_loc(pl, stmt, index, what)
+    elif isinstance(op, ir.AllReduce) and pl.last_use(op.x, index):
+        # In place, as data-parallel training reduces its gradients (NCCL's in-place form);
+        # the gradient is dead afterwards, so the program's meaning is unchanged.
+        dst = src
+    else:
+        dst = pl.new_buffer(out.name, pl.local_numel(out.name))
+    pl.locs[out.name] = dst
+    dtype = out.type.dtype.name
+    if isinstance(op, ir.ReduceScatter) and op.dim != 0:
+        raise _fault(f"{what}: ReduceScatter must scatter dim 0 on GPUs, got dim {op.dim}")
+    if isinstance(op, ir.AllGather) and pl.types[op.x].layout != Sliced(0):
+        raise _fault(f"{what}: AllGather must gather dim 0 on GPUs, got "
+                     f"{pl.types[op.x].layout}")
+    if isinstance(op, ir.AllReduce):
+        return NcclStep("all_reduce", _REDUCE[op.op], src, dst, dst.numel, dtype, out.name)
+    if isinstance(op, ir.ReduceScatter):
+        return NcclStep("reduce_scatter", _REDUCE[op.op], src, dst, dst.numel, dtype, out.name)
+    if isinstance(op, ir.AllGather):
+        return NcclStep("all_gather", "", src, dst, src.numel, dtype, out.name)
+    return NcclStep("broadcast", "", src, dst, dst.numel, dtype, out.name, root=op.root)
+
+
+# ---------------------------------------------------------------- kernels
+
+
+class _KernelBuilder:
+    """Collects the params, loads, statements and stores of one kernel over a domain."""
+
+    def __init__(self, pl: _Planner, domain: TensorType, what: str):
+        self.pl = pl
+        self.domain = domain
+        self.what = what
+        self.extent = pl.sub(_numel(domain.local_shape()))
+        self.params: dict[str, Param] = {}
+        self.loads: dict[str, Load] = {}
+        self.scalars: dict[str, Load] = {}
+        self.assigns: list[Assign] = []
+        self.stores: list[Store] = []
+        self.regs: dict[str, str] = {}
+        self.symbols: set[sympy.Symbol] = set()
+        self.dropout = False
+
+    # -- parameters
+
+    def _c(self, expr) -> str:
+        expr = self.pl.sub(expr)
+        self.symbols |= {s for s in expr.free_symbols if s not in (RANK, ELEM)}
+        return c_index(expr)
+
+    def buf_param(self, buffer: str, const: bool) -> str:
+        name = f"p_{buffer}"
+        b = self.pl.buffers[buffer]
+        decl = f"{'const ' if const else ''}{_C_TYPES[b.dtype]}* __restrict__ {name}"
+        old = self.params.get(name)
+        if old is None or (old.c_decl.startswith("const") and not const):
+            self.params[name] = Param(name, decl, "buf", buffer)
+        return name
+
+    def peer_params(self, buffer: str, const: bool) -> tuple[str, ...]:
+        self.pl.mark_peer(buffer)
+        ctype = _C_TYPES[self.pl.buffers[buffer].dtype]
+        names = []
+        for k in range(self.pl.P):
+            name = f"p_{buffer}_peer{k}"
+            # No __restrict__: a rank's own entry aliases its local pointer.
+            self.params[name] = Param(name, f"{'const ' if const else ''}{ctype}* {name}",
+                                      "peer", buffer, k)
+            names.append(name)
+        return tuple(names)
+
+    # -- reading operands
+
+    def operand(self, name: str) -> tuple[str, bool]:
+        """C text of a value inside an expression, and whether it is per-element."""
+        if name in self.regs:
+            return self.regs[name], True
+        t = self.pl.types[name]
+        loc = self.pl.locs.get(name)
+        if loc is None:
+            raise _fault(f"{self.what}: value '{name}' must be in memory or computed in this "
+                         "kernel, got neither")
+        ctype = _c_type(t)
+        if t.rank == 0:
+            var = f"s_{_ident(name)}"
+            if var not in self.scalars:
+                ptr = self.buf_param(loc.buffer, const=True)
+                self.scalars[var] = Load(var, ctype, "scalar", ptr, self._c(loc.offset))
+            return var, False
+        var = f"a_{_ident(name)}"
+        if var not in self.loads:
+            ptr = self.buf_param(loc.buffer, const=True)
+            self.loads[var] = self._read(var, name, t, loc, ctype, ptr)
+        return var, True
+
+    def _read(self, var, name, t, loc, ctype, ptr) -> Load:
+        d = self.domain
+        same_local = (len(t.shape) == len(d.shape) and all(
+            ir.proven_equal(self.pl.sub(a), self.pl.sub(b))
+            for a, b in zip(t.local_shape(), d.local_shape())))
+        if same_local and (t.layout == d.layout or not isinstance(d.layout, Sliced)):
+            return Load(var, ctype, "contig", ptr, self._c(loc.offset))
+        whole = len(t.shape) == len(d.shape) and all(
+            ir.proven_equal(self.pl.sub(a), self.pl.sub(b)) for a, b in zip(t.shape, d.shape))
+        if (whole and isinstance(d.layout, Sliced) and d.layout.dim == 0
+                and not isinstance(t.layout, Sliced)):
+            # A whole tensor read by a computation on slices: rank r's slice of it.
+            return Load(var, ctype, "contig", ptr, self._c(loc.offset + RANK * self.extent))
+        return Load(var, ctype, "gather", ptr, self._c(loc.offset),
+                    index=self._c(self._gather_index(t)))
+
+    def _gather_index(self, t: TensorType) -> sympy.Expr:
+        """Element index of a broadcast operand for domain element `e` (numpy broadcasting)."""
+        d = self.domain
+        dl = [self.pl.sub(x) for x in d.local_shape()]
+        tl = [self.pl.sub(x) for x in t.local_shape()]
+        coords = []
+        stride = sympy.Integer(1)
+        for k in reversed(range(len(dl))):
+            coords.append(sympy.Mod(sympy.floor(ELEM / stride), dl[k]))
+            stride = stride * dl[k]
+        coords.reverse()
+        index = sympy.Integer(0)
+        ostride = sympy.Integer(1)
+        for k in reversed(range(len(tl))):
+            dk = k + len(dl) - len(tl)
+            if tl[k] != 1:
+                c = coords[dk]
+                if (isinstance(d.layout, Sliced) and d.layout.dim == dk
+                        and not isinstance(t.layout, Sliced)):
+                    c = c + RANK * dl[dk]
+                index = index + c * ostride
+            ostride = ostride * tl[k]
+        return index
+
+    # -- expressions
+
+    def expr(self, e: ir.Expr, env_types) -> str:
+        match e:
+            case ir.Ref(name):
+                var, vec = self.operand(name)
+                return f"{var}[j]" if vec else var
+            case ir.Const(v):
+                return _float_literal(v)
+            case ir.Binary(op, a, b):
+                x, y = self.expr(a, env_types), self.expr(b, env_types)
+                if op in ("add", "sub", "mul", "div"):
+                    return f"({x} {ir.BINARY_OPS[op]} {y})"
+                return {"pow": f"wb::pow_ref({x}, {y})", "max": f"fmaxf({x}, {y})",
+                        "min": f"fminf({x}, {y})"}[op]
+            case ir.Unary(fn, a):
+                x = self.expr(a, env_types)
+                return {"neg": f"(-{x})", "sqrt": f"sqrtf({x})", "rsqrt": f"(1.0f / sqrtf({x}))",
+                        "exp": f"expf({x})", "log": f"logf({x})", "abs": f"fabsf({x})"}[fn]
+            case ir.Cast(dtype, a):
+                return f"wb::round_to<{_C_TYPES[dtype.name]}>({self.expr(a, env_types)})"
+            case ir.Dropout(p, seed, a):
+                self.dropout = True
+                t = ir.expr_type(a, env_types, self.what)
+                gidx = ELEM
+                if isinstance(t.layout, Sliced):
+                    if t.layout.dim != 0:
+                        raise _fault(f"{self.what}: Dropout on slices must slice dim 0, got "
+                                     f"{t.layout}")
+                    gidx = ELEM + RANK * self.extent
+                scale = _float_literal(float(np.float32(1.0 / (1.0 - p))))
+                return (f"wb::dropout({self.expr(a, env_types)}, {int(seed) & 0xFFFFFFFF}u, "
+                        f"static_cast<unsigned long long>({self._c(gidx)}), "
+                        f"{_float_literal(p)}, {scale})")
+        raise _fault(f"{self.what}: expression must be elementwise, got {e!r}")
+
+    def compute(self, leaf: ir.Stmt, index: int) -> None:
+        out = leaf.out
+        what = f"statement {out.name} ({leaf.op})"
+        if not ir.proven_equal(self.pl.sub(_numel(out.type.local_shape())), self.extent):
+            raise _fault(f"{what}: a fused computation must have the kernel's domain of "
+                         f"{self.extent} elements per rank, got {out.type}")
+        text = self.expr(leaf.op.expr, self.pl.types)
+        var = f"r_{_ident(out.name)}"
+        self.assigns.append(Assign(var, _c_type(out.type), text))
+        self.regs[out.name] = var
+        loc = _result_loc(self.pl, leaf, index, what)
+        if loc is not None:
+            self.pl.locs[out.name] = loc
+            ptr = self.buf_param(loc.buffer, const=False)
+            self.stores.append(Store(var, _c_type(out.type), ptr, self._c(loc.offset)))
+
+    def spec(self, kind: str, template: str, P: int, extra: list[Param], comment: str,
+             vec_types: list[str]) -> KernelSpec:
+        extent = self._c(self.extent)
+        params = list(self.params.values())
+        params += [Param(s.name, f"long long {s.name}", "size", s.name)
+                   for s in sorted(self.symbols, key=lambda s: s.name)]
+        params.append(Param("rank", "int rank", "rank"))
+        params += extra
+        sizes = [{"float": 4, "__half": 2, "__nv_bfloat16": 2}[c] for c in vec_types]
+        vec = 16 // min(sizes) if sizes else 4
+        spec = KernelSpec(kind, template, P, vec, extent, tuple(params),
+                          tuple(self.loads.values()), tuple(self.assigns), tuple(self.stores),
+                          tuple(self.scalars.values()), self.dropout, comment)
+        return mangle(spec)
+
+    def vec_types(self) -> list[str]:
+        return ([ld.c_type for ld in self.loads.values() if ld.mode in ("contig", "reduce")]
+                + [s.c_type for s in self.stores])
+
+
+def _elementwise_kernel(pl: _Planner, stmt: ir.Stmt, first: int) -> KernelStep:
+    leaves = list(stmt.leaves())
+    kb = _KernelBuilder(pl, leaves[0].out.type, f"statement {stmt.name} ({stmt.op})")
+    for k, leaf in enumerate(leaves):
+        if not isinstance(leaf.op, ir.ELEMENTWISE_OPS):
+            raise _fault(f"a fused compute kernel must hold only Compute/Update, got {leaf.op}")
+        kb.compute(leaf, first + k)
+    spec = kb.spec("elementwise", "elementwise.cu.j2", pl.P, [],
+                   "; ".join(f"{s.name} = {s.op}" for s in leaves), kb.vec_types())
+    return KernelStep(spec, tuple(s.name for s in leaves), extent=kb.extent)
+
+
+def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int) -> KernelStep:
+    """FusedAllReduce / FusedReduceScatter / FusedAllGather: ReduceScatter by peer loads, the
+    computation on this rank's slice in registers, AllGather by peer stores, one kernel."""
+    op: ir.Fused = stmt.op
+    leaves = list(stmt.leaves())
+    what = f"statement {stmt.name} ({op})"
+    head = leaves[0]
+    if isinstance(head.op, ir.ReduceScatter):
+        domain = head.out.type
+    else:
+        domain = head.out.type
+    if not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
+        raise _fault(f"{what}: a fused collective must compute on dim-0 slices, got "
+                     f"{domain.layout}")
+    kb = _KernelBuilder(pl, domain, what)
+    for k, leaf in enumerate(leaves):
+        index = first + k
+        lop = leaf.op
+        if isinstance(lop, ir.ReduceScatter):
+            if lop.dim != 0:
+                raise _fault(f"{what}: ReduceScatter must scatter dim 0, got {lop.dim}")
+            src = pl.locs[lop.x]
+            peers = kb.peer_params(src.buffer, const=True)
+            var = f"a_{_ident(leaf.out.name)}"
+            ctype = _c_type(pl.types[lop.x])
+            kb.loads[var] = Load(var, ctype, "reduce", "", kb._c(src.offset + RANK * kb.extent),
+                                 peers=peers, reduce=_REDUCE[lop.op])
+            rvar = f"r_{_ident(leaf.out.name)}"
+            kb.assigns.append(Assign(rvar, _c_type(leaf.out.type), f"{var}[j]"))
+            kb.regs[leaf.out.name] = rvar
+            loc = _result_loc(pl, leaf, index, what)
+            if loc is not None:
+                pl.locs[leaf.out.name] = loc
+                ptr = kb.buf_param(loc.buffer, const=False)
+                kb.stores.append(Store(rvar, _c_type(leaf.out.type), ptr, kb._c(loc.offset)))
+        elif isinstance(lop, ir.AllGather):
+            if lop.x not in kb.regs:
+                raise _fault(f"{what}: a fused AllGather must gather a value computed in the "
+                             f"kernel, got '{lop.x}'")
+            src_loc = pl.locs.get(lop.x)
+            dst = _result_loc(pl, leaf, index, what)
+            pl.locs[leaf.out.name] = dst
+            peers = kb.peer_params(dst.buffer, const=False)
+            self_stored = src_loc is not None and src_loc.whole_offset is not None
+            kb.regs[leaf.out.name] = kb.regs[lop.x]
+            kb.stores.append(Store(kb.regs[lop.x], _c_type(leaf.out.type), "",
+                                   kb._c(dst.offset + RANK * kb.extent), peers, self_stored))
+        elif isinstance(lop, ir.ELEMENTWISE_OPS):
+            kb.compute(leaf, index)
+        else:
+            raise _fault(f"{what}: a fused collective may hold ReduceScatter, Compute, Update "
+                         f"and AllGather, got {lop}")
+    flags_name = f"flags_{_ident(stmt.name.split(',')[0])}"
+    pl.buffers[flags_name] = BufferSpec(flags_name, "u32", sympy.Integer(2 * MAX_BLOCKS * pl.P),
+                                        peer=True)
+    extra = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
+             for k in range(pl.P)]
+    extra.append(Param("epoch", "uint32_t epoch", "epoch"))
+    spec = kb.spec("collective", "fused_collective.cu.j2", pl.P, extra,
+                   f"Fused{op.kind.capitalize()}: " + "; ".join(
+                       f"{s.name} = {s.op}" for s in leaves), kb.vec_types())
+    return KernelStep(spec, tuple(s.name for s in leaves), flags_name, kb.extent)
+
+
+__all__ = ["BufferSpec", "KernelStep", "Loc", "MAX_BLOCKS", "NcclStep", "Plan", "RANK",
+           "THREADS", "lower"]

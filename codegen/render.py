@@ -1,0 +1,45 @@
+"""The one jinja2 Environment that turns KernelSpecs into CUDA C++ (templates in cuda/templates,
+device helpers in cuda/include). Rendering is pure: it never compiles or launches."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from codegen.spec import THREADS, KernelSpec
+from workbench.errors import RuntimeFault
+
+CUDA_DIR = Path(__file__).resolve().parents[1] / "cuda"
+
+
+def cuda_dir() -> Path:
+    """The project's cuda/ folder (templates and headers), with a clear error if missing."""
+    if not (CUDA_DIR / "templates").is_dir() or not (CUDA_DIR / "include").is_dir():
+        raise RuntimeFault(f"the cuda/ folder must hold templates/ and include/, got none at "
+                           f"{CUDA_DIR}; run from a full checkout of the workbench")
+    return CUDA_DIR
+
+
+def include_dir() -> Path:
+    """Folder of the hand-written device helpers (pass to nvcc as -I)."""
+    return cuda_dir() / "include"
+
+
+@cache
+def environment():
+    """The jinja2 Environment: StrictUndefined, no autoescape, trim_blocks, lstrip_blocks."""
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(cuda_dir() / "templates")),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def render(spec: KernelSpec) -> str:
+    """CUDA C++ source of one kernel (one translation unit, `extern "C"` entry = spec.name)."""
+    return environment().get_template(spec.template).render(spec=spec, threads=THREADS)

@@ -1,0 +1,105 @@
+"""Kernel specifications: what a template needs, as frozen dataclasses of plain strings and
+ints (sympy already lowered to C text), and the deterministic kernel name mangle.
+
+A KernelSpec says, for one generated kernel, which pointers it takes, how each operand is read
+(a contiguous vector, a gathered broadcast, a scalar, or a reduction over the peers' copies),
+which statements it computes (C expressions over f32 registers) and where each result is
+stored (locally, or into every peer's buffer for a fused AllGather).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields, replace
+
+# Threads per block of every generated kernel; fused collectives also bound registers with
+# __launch_bounds__(THREADS, 2) so that 2 blocks per SM are co-resident (see runtime grid).
+THREADS = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One kernel parameter. kind: buf (a local buffer), peer (rank `index`'s copy of a
+    peer-mapped buffer), size (a size symbol), rank, flags (rank `index`'s flag array),
+    epoch (launch counter of fused collectives)."""
+
+    name: str
+    c_decl: str
+    kind: str
+    ref: str = ""
+    index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """How the kernel reads one operand into the f32 register `var`.
+
+    mode: contig (ptr + offset + i, vectorizable), gather (ptr + index(i), for broadcasts),
+    scalar (ptr[offset], once per thread), reduce (sum over peers' ptr + offset + i, in rank
+    order, the reduce-scatter of a fused collective; `peers` are the P pointer names).
+    """
+
+    var: str
+    c_type: str
+    mode: str
+    ptr: str
+    offset: str = "0LL"
+    index: str = ""
+    peers: tuple[str, ...] = ()
+    reduce: str = "add"
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """`var = round_to<c_type>(expr)`: one statement's value in f32 registers. In `expr`,
+    tensor registers appear as `NAME[j]` (j = vector lane) and scalars as plain names."""
+
+    var: str
+    c_type: str
+    expr: str
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """Store register `var` as c_type at ptr + offset + i; with `peers`, into every rank's
+    copy (a fused AllGather), skipping this rank's own copy when `skip_self` (it is already
+    stored there by the statement that computed it)."""
+
+    var: str
+    c_type: str
+    ptr: str = ""
+    offset: str = "0LL"
+    peers: tuple[str, ...] = ()
+    skip_self: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSpec:
+    """Everything a template renders; `name` is the mangle of all other fields."""
+
+    kind: str  # "elementwise" or "collective"
+    template: str
+    P: int
+    vec: int
+    extent: str  # C expression: elements per rank this kernel loops over
+    params: tuple[Param, ...]
+    loads: tuple[Load, ...]
+    assigns: tuple[Assign, ...]
+    stores: tuple[Store, ...]
+    scalars: tuple[Load, ...] = ()
+    needs_dropout: bool = False
+    comment: str = ""
+    name: str = ""
+
+    def key(self) -> str:
+        """A canonical text of every field but the name and the comment."""
+        parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                 if f.name not in ("name", "comment")]
+        return ";".join(parts)
+
+
+def mangle(spec: KernelSpec) -> KernelSpec:
+    """The spec with its deterministic name, `wb_<kind>_p<P>_v<vec>_<hash>`; the name is also
+    the compile-cache key, so equal specs share one compiled kernel."""
+    digest = hashlib.sha256(spec.key().encode()).hexdigest()[:16]
+    return replace(spec, name=f"wb_{spec.kind}_p{spec.P}_v{spec.vec}_{digest}")

@@ -1,0 +1,57 @@
+// Cross-GPU synchronization for fused collectives over NVLink peer memory.
+//
+// Every rank owns a flag array in its own memory, mapped into every peer (CUDA IPC):
+//   flags[slot][block][src]  (slot 0: start barrier, 1: end barrier)
+// Block b of rank r signals block b of every rank q by a system-scope release store of the
+// launch's epoch into q's flags[slot][b][r], then spins with system-scope acquire loads on its
+// own flags[slot][b][*]. Epochs only grow (one per launch, the same on every rank), so flags
+// never need resetting and a fast rank cannot be confused by a slow one's previous launch.
+#pragma once
+#include <stdint.h>
+
+namespace wb {
+
+__device__ __forceinline__ void store_release_sys(uint32_t* addr, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* addr) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// A peer that never arrives (its process died or hung) must not hang this GPU forever:
+// after kSpinLimitNs the kernel traps, the launch fails, and the runtime reports the fault.
+constexpr uint64_t kSpinLimitNs = 20ull * 1000 * 1000 * 1000;
+
+// Block-level barrier with the blocks of the same index on all P ranks.
+// Before it: every thread's global writes of this block (peer stores included) are made
+// visible system-wide; after it: this block sees every peer block's writes before its signal.
+template <int P>
+__device__ __forceinline__ void block_barrier(uint32_t* const (&flags)[P], int rank, int slot,
+                                              uint32_t epoch) {
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < P) {
+    // Cumulativity: __syncthreads ordered the block's writes before this fence and release.
+    __threadfence_system();
+    uint32_t* dst = flags[t] + (static_cast<size_t>(slot) * gridDim.x + blockIdx.x) * P + rank;
+    store_release_sys(dst, epoch);
+    const uint32_t* mine =
+        flags[rank] + (static_cast<size_t>(slot) * gridDim.x + blockIdx.x) * P + t;
+    const uint64_t start = globaltimer_ns();
+    while (static_cast<int32_t>(load_acquire_sys(mine) - epoch) < 0) {
+      if (globaltimer_ns() - start > kSpinLimitNs) __trap();
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace wb

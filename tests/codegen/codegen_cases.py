@@ -1,0 +1,43 @@
+"""Programs whose generated CUDA is golden-tested and compiled: (id, spec, schedule, P)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CASES = [
+    ("sgd-unscheduled-p2", "studies/sgd.py", None, 2),
+    ("sgd-fuse-rs-c-ag-p2", "studies/sgd.py", "fuse-rs-c-ag", 2),
+    ("sgd-mixed-fuse-rs-c-ag-p2", "studies/sgd.py:mixed", "fuse-rs-c-ag", 2),
+    ("adam-unscheduled-p2", "studies/adam.py", None, 2),
+    ("adam-rs-c-ag-p2", "studies/adam.py", "rs-c-ag", 2),
+    ("adam-fuse-rs-c-ag-p2", "studies/adam.py", "fuse-rs-c-ag", 2),
+    ("adam-fuse-rs-c-ag-p4", "studies/adam.py", "fuse-rs-c-ag", 4),
+    ("adam-mixed-fuse-rs-c-ag-p2", "studies/adam.py:mixed", "fuse-rs-c-ag", 2),
+    ("allreduce-fused-p2", "benchmarks/gpu/allreduce.py", "fused", 2),
+    ("bias-dropout-broadcast-p2", "dropout", None, 2),
+]
+
+
+def dropout_program():
+    """A 2-D elementwise kernel with a broadcast operand and dropout (model-parallel epilogue)."""
+    from workbench import Compute, Dropout, Local, Program, Replicated, Size, Tensor, float16
+
+    T, H = Size("T"), Size("H")
+    x = Tensor(float16, [T, H], Local, "x")
+    b = Tensor(float16, [H], Replicated, "b")
+    r = Tensor(float16, [T, H], Local, "r")
+    out = Compute(Dropout(x + b, 0.1) + r, name="out")
+    return Program(inputs=[x, b, r], outputs=[out], name="bias_dropout")
+
+
+def case_program(case):
+    from workbench.loader import load
+
+    _, spec, schedule, _ = case
+    if spec == "dropout":
+        return dropout_program()
+    path, _, attr = spec.partition(":")
+    pf = load(str(ROOT / path) + (f":{attr}" if attr else ""))
+    return pf.schedules[schedule].apply() if schedule else pf.program

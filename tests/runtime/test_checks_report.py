@@ -1,0 +1,71 @@
+"""Checks against the interpreter (sampled and full) and the result table; CPU only."""
+
+import numpy as np
+import pytest
+from conftest import load_study
+
+from workbench import interpreter
+from workbench.runtime import checks
+from workbench.runtime.report import NVLINK_BPS, table
+from workbench.runtime.worker import comm_bytes
+
+
+def test_sampled_reference_equals_the_full_one(monkeypatch):
+    pf = load_study("studies/adam.py")
+    sizes = {"N": 2**12, "P": 2}
+    inputs = interpreter.random_inputs(pf.program, sizes, 3)
+    full, idx, _ = checks.reference(pf.program, inputs, sizes, 2)
+    assert idx is None
+    monkeypatch.setattr(checks, "FULL_CHECK_MAX_NUMEL", 2**10)
+    monkeypatch.setattr(checks, "SAMPLE_NUMEL", 2**9)
+    sampled, idx, small = checks.reference(pf.program, inputs, sizes, 2)
+    assert idx is not None and len(idx) == 2**9 and small["N"] == 2**9
+    for name in ("w1", "m1", "v1"):
+        np.testing.assert_array_equal(sampled[name], full[name][idx])
+
+
+def _gpu_like_outputs(program, sched, ref, rank, P):
+    return {vs.name: checks.rank_part(ref[vo.name], vs.type, rank, P)
+            for vs, vo in zip(sched.outputs, program.outputs)}
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_compare_passes_exact_and_locates_a_planted_error(sampled, monkeypatch):
+    pf = load_study("studies/adam.py")
+    sched = pf.schedules["fuse-rs-c-ag"].apply()  # m and v stay Sliced: outputs differ in layout
+    sizes = {"N": 2**12, "P": 2}
+    inputs = interpreter.random_inputs(pf.program, sizes, 5)
+    full, _, _ = checks.reference(pf.program, inputs, sizes, 2)
+    if sampled:
+        monkeypatch.setattr(checks, "FULL_CHECK_MAX_NUMEL", 2**10)
+        monkeypatch.setattr(checks, "SAMPLE_NUMEL", 2**11)
+    ref, idx, _ = checks.reference(pf.program, inputs, sizes, 2)
+    for rank in range(2):
+        got = _gpu_like_outputs(pf.program, sched, full, rank, 2)
+        ok = checks.compare(got, sched, pf.program, ref, idx, rank, 2, 2**12)
+        assert ok.ok and ok.max_error == 0.0
+    got = _gpu_like_outputs(pf.program, sched, full, 1, 2)
+    bad_at = int(idx[-1]) if sampled else 2**12 - 1  # an element rank 1's slice holds
+    got["m1_s"] = got["m1_s"].copy()
+    got["m1_s"][bad_at - 2**11] = np.float32(np.nan)
+    bad = checks.compare(got, sched, pf.program, ref, idx, 1, 2, 2**12)
+    assert not bad.ok and bad.output == "m1_s"
+    assert f"index {bad_at}" in bad.where and "got nan" in bad.where
+    assert bad.status().startswith("MISMATCH m1_s")
+
+
+def test_table_speedup_and_floor():
+    pf = load_study("studies/adam.py")
+    sizes = {"N": 2**28, "P": 2}
+    cb = comm_bytes(pf.program, sizes, 2)
+    assert cb == 4 * 2**28  # 2(P-1)/P x 4N bytes
+    base = {"spec": "adam", "program": "adam", "sizes": sizes, "P": 2, "comm_bytes": cb,
+            "p10_ms": 1.0, "p90_ms": 1.2, "min_ms": 1.0, "reps": 30, "check": "ok"}
+    recs = [dict(base, schedule="unscheduled", kind="workbench", median_ms=6.0),
+            dict(base, schedule="fuse-rs-c-ag", kind="workbench", median_ms=3.0)]
+    df = table(recs)
+    row = df[df.schedule == "fuse-rs-c-ag"].iloc[0]
+    assert row.speedup == pytest.approx(2.0)
+    floor_ms = cb / NVLINK_BPS * 1e3
+    assert row.floor_ms == pytest.approx(floor_ms) and 2.2 < floor_ms < 2.3
+    assert row.x_floor == pytest.approx(3.0 / floor_ms)

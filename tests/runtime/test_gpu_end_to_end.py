@@ -1,0 +1,56 @@
+"""End to end on real GPUs (marked gpu; skipped where there is none): every schedule of SGD,
+Adam and the AllReduce benchmark checks against the interpreter, and a dying rank ends the
+whole run with a message and no process left behind."""
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.errors import RuntimeFault
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _gpus() -> int:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    except OSError:
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", ["studies/sgd.py", "studies/adam.py:mixed",
+                                  "benchmarks/gpu/allreduce.py"])
+def test_every_schedule_checks_on_gpus(spec):
+    from workbench.runtime.cli import run_job
+
+    P = min(2, _gpus())
+    # 3 * 2^16 + 8 elements per rank: a vector body and a scalar tail in every kernel.
+    n = P * (3 * 2**16 + 8)
+    res = run_job([str(ROOT / spec)], P, [{"N": n}], "all", 20, 2, False, 60.0)
+    rows = [r for r in res["records"] if r["kind"] == "workbench"]
+    assert len(rows) >= 2
+    for r in rows:
+        assert r["check"].startswith("ok"), (r["schedule"], r["check"])
+        assert r["median_ms"] > 0
+
+
+@pytest.mark.gpu
+def test_a_dying_rank_ends_the_run(monkeypatch):
+    from workbench.runtime.cli import run_job
+
+    if _gpus() < 2:
+        pytest.skip("needs 2 GPUs")
+    monkeypatch.setenv("WB_TEST_DIE_RANK", "1")
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeFault, match="rank 1 must exit 0, got exit code 7"):
+        run_job([str(ROOT / "benchmarks/gpu/allreduce.py")], 2, [{"N": 2**20}], "all", 20, 2,
+                False, 60.0)
+    assert time.monotonic() - t0 < 60
+    left = subprocess.run(["pgrep", "-f", "workbench.runtime.worker"], capture_output=True,
+                          text=True).stdout.split()
+    assert [p for p in left if int(p) != os.getpid()] == []

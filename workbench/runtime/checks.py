@@ -1,0 +1,206 @@
+"""Inputs, references and result checks for measured programs (numpy only; no GPU).
+
+Every schedule is checked against the reference interpreter running the *unscheduled*
+program, output by output (outputs correspond by position; a scheduled program may keep an
+output Sliced where the original has it Replicated, and both mean the same logical value).
+
+For large N the interpreter is slow, so pointwise programs (1-D tensors of one length and
+scalars, elementwise ops and collectives only) are checked on a random sample of element
+indices: in such a program element k of every output depends only on element k of every
+input, whatever the slicing, so the interpreter on the sampled inputs gives the reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from workbench import interpreter, ir
+from workbench.types import LocalLayout, ReplicatedLayout, Sliced, TensorType
+
+# Above this many elements per tensor the check samples (pointwise programs only).
+FULL_CHECK_MAX_NUMEL = 1 << 24
+SAMPLE_NUMEL = 1 << 20
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of checking one run: `ok`, the worst output, its error, tolerance and where."""
+
+    ok: bool
+    max_error: float
+    output: str
+    where: str
+    tolerance: float
+    sampled: bool
+
+    def status(self) -> str:
+        if self.ok:
+            return "ok (sampled)" if self.sampled else "ok"
+        return (f"MISMATCH {self.output}: err {self.max_error:.3g} > {self.tolerance:g} at "
+                f"{self.where}")
+
+
+def fast_random_inputs(program: ir.Program, sizes, seed: int = 0) -> dict[str, np.ndarray]:
+    """Like interpreter.random_inputs (normal tensors, scalars in (0.5, 1)) but drawn in f32,
+    several times faster for tensors of 2^28 elements; tensors declared with a range (Adam's
+    v in [0, 1]) are drawn uniform in it."""
+    bound = interpreter.bind_sizes(program, sizes)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for v in program.inputs:
+        t = v.type
+        shape = interpreter.concrete_shape(t, bound)
+        if isinstance(t.layout, LocalLayout):
+            shape = (interpreter.concrete(t.group.size, bound), *shape)
+        if _declared_range(program, v.name) is not None:
+            lo, hi = _declared_range(program, v.name)
+            data = rng.uniform(lo, hi, size=shape).astype(np.float32)
+        elif t.rank == 0:
+            data = rng.uniform(0.5, 1.0, size=shape).astype(np.float32)
+        else:
+            data = rng.standard_normal(shape, dtype=np.float32)
+        out[v.name] = np.asarray(data).astype(interpreter.numpy_dtype(t.dtype))
+    return out
+
+
+def _declared_range(program: ir.Program, name: str):
+    ranges = getattr(program, "input_ranges", None) or ()
+    for item in ranges:
+        if item[0] == name:
+            return float(item[1]), float(item[2])
+    return None
+
+
+def make_inputs(program: ir.Program, sizes, seed: int = 0) -> dict[str, np.ndarray]:
+    """The interpreter's own random inputs up to FULL_CHECK_MAX_NUMEL elements, else f32 draws."""
+    bound = interpreter.bind_sizes(program, sizes)
+    biggest = max((int(np.prod(interpreter.concrete_shape(v.type, bound)))
+                   for v in program.inputs), default=0)
+    if biggest <= FULL_CHECK_MAX_NUMEL:
+        return interpreter.random_inputs(program, sizes, seed)
+    return fast_random_inputs(program, sizes, seed)
+
+
+def pointwise_length(program: ir.Program) -> sympy.Expr | None:
+    """The common length N when the program is pointwise over 1-D tensors of length N."""
+    length = None
+    for s in program.leaves():
+        if isinstance(s.op, (ir.MatMul, ir.ReduceTensor, ir.Norm, ir.Send, ir.Reduce,
+                             ir.Broadcast)):
+            return None
+        if isinstance(s.op, ir.ELEMENTWISE_OPS) and _has_dropout(s.op.expr):
+            return None
+    for v in program.all_values():
+        if v.type.rank == 0:
+            continue
+        if v.type.rank != 1:
+            return None
+        if length is None:
+            length = v.type.shape[0]
+        elif not ir.proven_equal(length, v.type.shape[0]):
+            return None
+    return length
+
+
+def _has_dropout(expr) -> bool:
+    match expr:
+        case ir.Dropout():
+            return True
+        case ir.Binary(_, a, b):
+            return _has_dropout(a) or _has_dropout(b)
+        case ir.Unary(_, a) | ir.Cast(_, a):
+            return _has_dropout(a)
+    return False
+
+
+def reference(program: ir.Program, inputs, sizes, P: int, seed: int = 1):
+    """Reference outputs (logical) and the element indices they stand for (None: all).
+
+    Returns (outputs, indices, sampled_sizes)."""
+    bound = interpreter.bind_sizes(program, sizes)
+    length = pointwise_length(program)
+    if length is not None:
+        n = interpreter.concrete(length, bound)
+        if n > FULL_CHECK_MAX_NUMEL:
+            k = SAMPLE_NUMEL - SAMPLE_NUMEL % P
+            rng = np.random.default_rng(seed)
+            idx = np.sort(rng.choice(n, size=k, replace=False))
+            sub = {}
+            for v in program.inputs:
+                a = inputs[v.name]
+                if v.type.rank == 0:
+                    sub[v.name] = a
+                elif isinstance(v.type.layout, LocalLayout):
+                    sub[v.name] = a[:, idx]
+                else:
+                    sub[v.name] = a[idx]
+            small = dict(sizes)
+            (sym,) = sympy.sympify(length).free_symbols
+            small[sym.name] = k
+            return interpreter.run(program, sub, small), idx, small
+    return interpreter.run(program, inputs, sizes), None, dict(sizes)
+
+
+def rank_part(logical: np.ndarray, t: TensorType, rank: int, P: int) -> np.ndarray:
+    """What rank `rank` holds of a logical value of type t."""
+    if isinstance(t.layout, LocalLayout):
+        return logical[rank]
+    if isinstance(t.layout, Sliced):
+        return np.array_split(logical, P, axis=t.layout.dim)[rank]
+    return logical
+
+
+def compare(outputs_gpu: dict[str, np.ndarray], scheduled: ir.Program, original: ir.Program,
+            ref: dict, indices, rank: int, P: int, n_full: int | None) -> CheckResult:
+    """Compare what this rank holds of each output with the reference (by output position)."""
+    worst = CheckResult(True, 0.0, "", "", 0.0, indices is not None)
+    for v_s, v_o in zip(scheduled.outputs, original.outputs):
+        got = outputs_gpu[v_s.name]
+        want_logical = ref[v_o.name]
+        tol = interpreter.RTOL[v_o.type.dtype.name]
+        if indices is None:
+            want = rank_part(want_logical, v_s.type, rank, P)
+            got_cmp, where_idx = got, None
+        else:
+            got_cmp, want, where_idx = _sampled(got, want_logical, v_s.type, rank, P, indices,
+                                                n_full)
+        err = interpreter.max_relative_error(got_cmp, want)
+        if got_cmp.size and not np.isfinite(err):
+            err = float("inf")
+        where = ""
+        if got_cmp.shape == want.shape and got_cmp.size:
+            diff = np.abs(got_cmp.astype(np.float64) - want.astype(np.float64))
+            diff = np.where(np.isnan(diff), np.inf, diff) / np.maximum(
+                np.abs(want.astype(np.float64)), 1.0)
+            flat = int(np.argmax(diff))
+            pos = np.unravel_index(flat, got_cmp.shape)
+            if where_idx is not None:
+                gpos = int(where_idx[flat])
+            else:  # the logical index: a Sliced output's local index shifted to its slice
+                g = [int(x) for x in pos]
+                if isinstance(v_s.type.layout, Sliced):
+                    d = v_s.type.layout.dim
+                    g[d] += rank * got_cmp.shape[d]
+                gpos = g[0] if len(g) == 1 else tuple(g)
+            where = (f"rank {rank} index {gpos}: got "
+                     f"{float(got_cmp[pos])!r}, want {float(want[pos])!r}")
+        ok = err <= tol
+        if (not ok and worst.ok) or (ok == worst.ok and err / max(tol, 1e-30) >
+                                     worst.max_error / max(worst.tolerance, 1e-30)):
+            worst = CheckResult(ok, err, v_s.name, where, tol, indices is not None)
+    return worst
+
+
+def _sampled(got, want_logical, t: TensorType, rank: int, P: int, idx, n_full):
+    """The sampled elements this rank holds, from its local array `got` (1-D programs)."""
+    if isinstance(t.layout, LocalLayout):
+        return got[idx], want_logical[rank], idx
+    if isinstance(t.layout, Sliced):
+        s = n_full // P
+        mine = (idx >= rank * s) & (idx < (rank + 1) * s)
+        return got[idx[mine] - rank * s], want_logical[mine], idx[mine]
+    assert isinstance(t.layout, ReplicatedLayout), t.layout
+    return got[idx], want_logical, idx

@@ -1,0 +1,165 @@
+"""`workbench compile-and-measure` and `workbench calibrate`: run generated kernels on real
+GPUs, one process per GPU, and tabulate measured times, checks and baselines."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import itertools
+import json
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from workbench.errors import RuntimeFault, WorkbenchError
+
+
+def _gpu_count() -> int:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        raise RuntimeFault("compile-and-measure must run on a machine with NVIDIA GPUs, got no "
+                           "nvidia-smi on PATH; run it on the GPU machine")
+    out = subprocess.run([smi, "-L"], capture_output=True, text=True)
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
+    """--set N=2**24 --set N=2**26 --set T=8 -> every combination, in the order given."""
+    from workbench.loader import parse_sets
+
+    values: dict[str, list[int]] = {}
+    for item in items:
+        for name, value in parse_sets((item,)).items():
+            values.setdefault(name, []).append(value)
+    if not values:
+        return [{}]
+    names = list(values)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
+
+
+def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
+            baselines: bool, hang_s: float, echo=None) -> dict:
+    """Launch P workers on this machine for the job; return the results JSON of rank 0."""
+    from workbench.loader import load
+    from workbench.runtime.launcher import launch, python_argv
+
+    if reps < 20:
+        raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
+    for spec in specs:
+        pf = load(spec)  # errors in the program file surface here, before any GPU work
+        if schedule != "all" and schedule not in pf.schedules:
+            known = ", ".join(sorted(pf.schedules)) or "none"
+            raise WorkbenchError(f"--schedule must name a schedule of {spec}, got {schedule!r}; "
+                                 f"known: {known}")
+    present = _gpu_count()
+    if present < P:
+        raise RuntimeFault(f"--gpus must not exceed the GPUs present, got --gpus {P} on a "
+                           f"machine with {present}")
+    if importlib.util.find_spec("pycuda") is None:
+        raise RuntimeFault("pycuda must be installed for compile-and-measure, got none; "
+                           "pip install 'coconet-workbench[gpu]' (pycuda builds from source "
+                           "against /usr/local/cuda; nvcc is needed too)")
+    from workbench.runtime.compiler import nvcc_path
+
+    nvcc_path()
+    with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
+        out = Path(tmp) / "results.json"
+        job = {"programs": [{"spec": s, "schedules": [schedule]} for s in specs],
+               "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
+               "baselines": baselines, "out": str(out), "seed": 0}
+        job_path = Path(tmp) / "job.json"
+        job_path.write_text(json.dumps(job))
+        launch(P, python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
+               echo=echo)
+        return json.loads(out.read_text())
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version(), "host": platform.node()}
+    for tool in (["nvcc", "--version"], ["nvidia-smi", "--query-gpu=name,driver_version",
+                                         "--format=csv,noheader"]):
+        try:
+            text = subprocess.run(tool, capture_output=True, text=True).stdout.strip()
+            out[tool[0]] = text.splitlines()[-1] if tool[0] == "nvcc" else text
+        except (OSError, IndexError):
+            out[tool[0]] = "absent"
+    return out
+
+
+@click.command("compile-and-measure")
+@click.argument("program_files", nargs=-1, required=True, metavar="PROGRAM.py[:NAME]...")
+@click.option("--gpus", "P", type=int, required=True, help="Ranks, one per GPU.")
+@click.option("--set", "sets", multiple=True,
+              help="Size NAME=VALUE; repeat a name to sweep (e.g. --set N=2**24 --set N=2**26).")
+@click.option("--schedule", default="all", show_default=True,
+              help="Schedule to measure besides the unscheduled program, or all.")
+@click.option("--reps", default=30, show_default=True, help="Timed repetitions (>= 20).")
+@click.option("--warmup", default=5, show_default=True)
+@click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
+@click.option("--out", "out_dir", default="studies/results/gpu", show_default=True,
+              help="Folder for the CSV and JSON results.")
+@click.option("--hang-timeout", "hang_s", default=60.0, show_default=True,
+              help="Seconds without progress from a rank before the run is ended.")
+@click.option("--quiet", is_flag=True, help="Do not echo the ranks' progress lines.")
+@click.option("--name", default=None, help="Stem of the result files (default: from programs).")
+def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
+                        hang_s, quiet, name):
+    """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
+    reference interpreter, time it, and print a table with the baselines."""
+    from workbench.runtime.report import format_table, table
+
+    if P < 1:
+        raise WorkbenchError(f"--gpus must be at least 1, got {P}")
+    echo = None if quiet else (lambda r, line: click.echo(line, err=True))
+    results = run_job(list(program_files), P, _size_sweep(sets), schedule, reps, warmup,
+                      not no_baselines, hang_s, echo)
+    command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    results["meta"].update(_versions(), command=command,
+                           date=datetime.datetime.now(datetime.UTC).isoformat())
+    df = table(results["records"])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "+".join(Path(s.split(":")[0]).stem + ("-" + s.split(":")[1] if ":" in s else "")
+                    for s in program_files) + f"-p{P}"
+    stem = name or stem
+    df.to_csv(out / f"{stem}.csv", index=False)
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
+    (out / f"{stem}.command.txt").write_text(command + "\n")
+    click.echo(format_table(df))
+    click.echo(f"wrote {out / stem}.csv, .json, .command.txt")
+    bad = df[(df.kind == "workbench") & df.check.str.startswith("MISMATCH")]
+    if len(bad):
+        worst = bad.iloc[0]
+        raise RuntimeFault(f"every schedule must match the reference interpreter, got "
+                           f"{len(bad)} mismatch(es), first: {worst.spec} {worst.sizes} "
+                           f"{worst.schedule}: {worst.check}")
+
+
+@click.command("calibrate")
+@click.option("--gpus", "P", type=int, required=True)
+@click.option("--out", "out_path", default="studies/results/gpu/calibration.json",
+              show_default=True)
+def calibrate(P, out_path):
+    """Measure NCCL all_reduce and the fused AllReduce kernel over sizes 2^20..2^28 f32 and
+    write the measured bus bandwidths as JSON (a hardware profile's measured numbers)."""
+    from workbench.runtime.report import table
+
+    spec = str(Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "allreduce.py")
+    if not Path(spec).is_file():
+        raise WorkbenchError(f"calibrate must find its program at {spec}, got no file; run "
+                             "from a full checkout")
+    sizes = [{"N": 2**k} for k in range(20, 29, 2)]
+    results = run_job([spec], P, sizes, "all", 30, 5, True, 60.0)
+    df = table(results["records"])
+    df["busbw_GBps"] = df["nvlink_GBps"]
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(json.dumps({"meta": results["meta"],
+                                          "rows": df.to_dict(orient="records")}, indent=1,
+                                         default=str))
+    click.echo(df[["sizes", "schedule", "time_ms", "busbw_GBps"]].to_string(index=False))

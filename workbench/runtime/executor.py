@@ -1,0 +1,295 @@
+"""Execute a lowered Plan on this rank's GPU (pycuda on the primary context, NCCL through
+torch.distributed), with inputs, poisoning, outputs and CUDA-event timing.
+
+Every GPU library is imported inside the functions here; the worker process imports this
+module only once it has a GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+from codegen.lower import MAX_BLOCKS, NcclStep, Plan
+from codegen.render import include_dir, render
+from codegen.spec import THREADS
+from workbench import interpreter
+from workbench.errors import RuntimeFault
+from workbench.runtime.compiler import compile_cubin
+
+_ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "u32": 4, "i32": 4}
+# NaN bit patterns used to poison every buffer a run must write (f32, f16, bf16 quiet NaNs).
+_POISON = {"f32": (32, 0x7FC00000), "f16": (16, 0x7E00), "bf16": (16, 0x7FC0)}
+_TORCH_REDUCE = {"add": "SUM", "max": "MAX", "min": "MIN", "mul": "PRODUCT"}
+# Blocks per SM of a fused collective: __launch_bounds__(THREADS, 2) guarantees 2 fit, and every
+# block of every rank must be resident at once (blocks spin on their peers' counterparts).
+COLLECTIVE_BLOCKS_PER_SM = 2
+
+
+def import_pycuda():
+    """pycuda's driver module, or a RuntimeFault that says how to install it."""
+    try:
+        import pycuda.driver as drv
+    except ImportError as e:
+        raise RuntimeFault(
+            f"pycuda must be importable for compile-and-measure, got {e}; install the gpu extra "
+            "(pip install 'coconet-workbench[gpu]'; pycuda builds from source against "
+            "/usr/local/cuda)") from None
+    return drv
+
+
+class Gpu:
+    """This rank's device: the primary context shared by torch, NCCL and pycuda."""
+
+    def __init__(self, rank: int, P: int, timeout_s: float = 60.0):
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        drv = import_pycuda()
+        count = torch.cuda.device_count()
+        if count < P:
+            raise RuntimeFault(f"--gpus must not exceed the GPUs present, got --gpus {P} on a "
+                               f"machine with {count}")
+        self.rank, self.P = rank, P
+        torch.cuda.set_device(rank)
+        torch.empty(1, device="cuda")  # creates (and makes current) the primary context
+        drv.init()
+        self.device = drv.Device(rank)
+        self.context = self.device.retain_primary_context()
+        self.context.push()
+        self.drv = drv
+        self.torch = torch
+        self.dist = dist
+        dist.init_process_group("nccl", rank=rank, world_size=P,
+                                timeout=datetime.timedelta(seconds=timeout_s),
+                                device_id=torch.device("cuda", rank))
+        self.sm_count = self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+        self.name = self.device.name()
+        self.functions: dict[str, object] = {}
+
+    def all_gather(self, obj):
+        """Every rank's `obj`, in rank order (small Python objects only)."""
+        out = [None] * self.P
+        self.dist.all_gather_object(out, obj)
+        return out
+
+    def barrier(self) -> None:
+        self.dist.barrier(device_ids=[self.rank])
+
+    def function(self, spec):
+        """The compiled kernel of a spec, through the compile cache (keyed by its name)."""
+        if spec.name not in self.functions:
+            cubin = compile_cubin(spec.name, render(spec), include_dir())
+            module = self.drv.module_from_file(str(cubin))
+            self.functions[spec.name] = (module, module.get_function(spec.name))
+        return self.functions[spec.name][1]
+
+    def close(self) -> None:
+        self.context.pop()
+
+
+class _CudaArray:
+    """A raw device pointer seen by torch.as_tensor (CUDA array interface, no copy)."""
+
+    def __init__(self, ptr: int, numel: int, typestr: str):
+        self.__cuda_array_interface__ = {"shape": (numel,), "typestr": typestr,
+                                         "data": (ptr, False), "version": 3, "strides": None}
+
+
+@dataclass
+class Timing:
+    """Per-rank CUDA-event times of one measured thing, in ms."""
+
+    times_ms: list
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+
+class PlanRun:
+    """A Plan bound to sizes on this rank: buffers allocated, peers mapped, kernels compiled."""
+
+    def __init__(self, gpu: Gpu, plan: Plan, sizes: dict):
+        self.gpu, self.plan = gpu, plan
+        self.bound = interpreter.bind_sizes(plan.program, sizes)
+        self.subs = dict(self.bound)
+        from codegen.lower import RANK
+
+        self.subs[RANK] = gpu.rank
+        drv = gpu.drv
+        self.allocs, self.ptr, self.numel, self.ipc = {}, {}, {}, []
+        for b in plan.buffers:
+            n = self._int(b.numel)
+            self.numel[b.name] = n
+            self.allocs[b.name] = drv.mem_alloc(max(16, n * _ITEMSIZE[b.dtype]))
+            self.ptr[b.name] = int(self.allocs[b.name])
+        for b in plan.buffers:
+            if b.dtype == "u32":
+                drv.memset_d32(self.ptr[b.name], 0, self.numel[b.name])
+        drv.Context.synchronize()
+        self.peer_ptr = self._map_peers()
+        self.epoch = 0
+        self.launches = [self._prepare(s) for s in plan.steps]
+
+    def _int(self, expr) -> int:
+        import sympy
+
+        value = sympy.sympify(expr).subs(self.subs)
+        if not value.is_Integer:
+            raise RuntimeFault(f"buffer size {expr} must be an integer, got {value}")
+        return int(value)
+
+    def _map_peers(self) -> dict:
+        """Exchange CUDA IPC handles of the peer buffers; map every other rank's copy."""
+        drv, rank = self.gpu.drv, self.gpu.rank
+        mine = {b.name: bytes(drv.mem_get_ipc_handle(self.ptr[b.name]))
+                for b in self.plan.buffers if b.peer}
+        everyone = self.gpu.all_gather(mine)
+        peer_ptr = {}
+        for name in mine:
+            ptrs = []
+            for q, handles in enumerate(everyone):
+                if q == rank:
+                    ptrs.append(self.ptr[name])
+                else:
+                    h = drv.IPCMemoryHandle(bytearray(handles[name]),
+                                            drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS)
+                    self.ipc.append(h)
+                    ptrs.append(int(h))
+            peer_ptr[name] = ptrs
+        return peer_ptr
+
+    def _prepare(self, step):
+        if isinstance(step, NcclStep):
+            return ("nccl", step, self._tensor(step.src, step.dtype),
+                    self._tensor(step.dst, step.dtype))
+        spec = step.spec
+        fn = self.gpu.function(spec)
+        sig, args, epoch_at = "", [], None
+        for p in spec.params:
+            if p.kind == "buf":
+                sig += "P"
+                args.append(np.uintp(self.ptr[p.ref]))
+            elif p.kind in ("peer", "flags"):
+                sig += "P"
+                args.append(np.uintp(self.peer_ptr[p.ref][p.index]))
+            elif p.kind == "size":
+                sig += "q"
+                args.append(np.int64(self.bound[next(s for s in self.bound if s.name == p.ref)]))
+            elif p.kind == "rank":
+                sig += "i"
+                args.append(np.int32(self.gpu.rank))
+            elif p.kind == "epoch":
+                sig += "I"
+                epoch_at = len(args)
+                args.append(np.uint32(0))
+            else:
+                raise RuntimeFault(f"kernel parameter kind must be known, got {p.kind}")
+        fn.prepare(sig)
+        extent = self._int(step.extent)
+        if spec.kind == "collective":
+            grid = min(MAX_BLOCKS, self.gpu.sm_count * COLLECTIVE_BLOCKS_PER_SM)
+        else:
+            grid = max(1, min(-(-extent // (spec.vec * THREADS)), self.gpu.sm_count * 16))
+        return ("kernel", step, fn, grid, args, epoch_at)
+
+    def _tensor(self, loc, dtype: str):
+        torch = self.gpu.torch
+        offset, numel = self._int(loc.offset), self._int(loc.numel)
+        ptr = self.ptr[loc.buffer] + offset * _ITEMSIZE[dtype]
+        typestr = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}[dtype]
+        t = torch.as_tensor(_CudaArray(ptr, numel, typestr), device=f"cuda:{self.gpu.rank}")
+        return t.view(torch.bfloat16) if dtype == "bf16" else t
+
+    # -- running
+
+    def run(self) -> None:
+        """Enqueue one execution of the program (asynchronous, on the default stream)."""
+        dist = self.gpu.dist
+        self.epoch += 1
+        for item in self.launches:
+            if item[0] == "nccl":
+                _, step, src, dst = item
+                if step.op == "all_reduce":
+                    if src.data_ptr() != dst.data_ptr():
+                        dst.copy_(src)
+                    dist.all_reduce(dst, op=getattr(dist.ReduceOp, _TORCH_REDUCE[step.reduce]))
+                elif step.op == "reduce_scatter":
+                    dist.reduce_scatter_tensor(
+                        dst, src, op=getattr(dist.ReduceOp, _TORCH_REDUCE[step.reduce]))
+                elif step.op == "all_gather":
+                    dist.all_gather_into_tensor(dst, src)
+                else:
+                    if src.data_ptr() != dst.data_ptr():
+                        dst.copy_(src)
+                    dist.broadcast(dst, src=step.root)
+            else:
+                _, step, fn, grid, args, epoch_at = item
+                if epoch_at is not None:
+                    args[epoch_at] = np.uint32(self.epoch)
+                fn.prepared_call((grid, 1, 1), (THREADS, 1, 1), *args)
+
+    def upload(self, inputs: dict) -> None:
+        """Copy this rank's part of each logical input into its buffer."""
+        drv = self.gpu.drv
+        for v in self.plan.program.inputs:
+            part = interpreter.to_ranks(inputs[v.name], v.type, self.bound)[self.gpu.rank]
+            drv.memcpy_htod(self.ptr[self.plan.locs[v.name].buffer],
+                            np.ascontiguousarray(part))
+        drv.Context.synchronize()
+
+    def poison(self) -> None:
+        """Fill every buffer the run must write (all but inputs and flags) with NaN."""
+        drv = self.gpu.drv
+        for b in self.plan.buffers:
+            if b.holds_input or b.dtype == "u32":
+                continue
+            bits, pattern = _POISON[b.dtype]
+            fill = drv.memset_d32 if bits == 32 else drv.memset_d16
+            fill(self.ptr[b.name], pattern, self.numel[b.name])
+        drv.Context.synchronize()
+
+    def download(self, names) -> dict:
+        """This rank's array of each named value (its local shape)."""
+        drv = self.gpu.drv
+        out = {}
+        types = {v.name: v.type for s in self.plan.program.leaves() for v in s.outs}
+        types.update({v.name: v.type for v in self.plan.program.inputs})
+        for name in names:
+            loc = self.plan.locs[name]
+            t = types[name]
+            shape = tuple(interpreter.concrete(d, self.bound) for d in t.local_shape())
+            arr = np.empty(shape, dtype=interpreter.numpy_dtype(t.dtype))
+            ptr = self.ptr[loc.buffer] + self._int(loc.offset) * _ITEMSIZE[t.dtype.name]
+            drv.memcpy_dtoh(arr, ptr)
+            out[name] = arr
+        return out
+
+    def time(self, warmup: int, reps: int) -> Timing:
+        """CUDA-event time of each of `reps` runs after `warmup` runs, in ms."""
+        drv = self.gpu.drv
+        for _ in range(warmup):
+            self.run()
+        drv.Context.synchronize()
+        times = []
+        start, end = drv.Event(), drv.Event()
+        for _ in range(reps):
+            start.record()
+            self.run()
+            end.record()
+            end.synchronize()
+            times.append(start.time_till(end))
+        return Timing(times)
+
+    def free(self) -> None:
+        self.gpu.drv.Context.synchronize()
+        for h in self.ipc:
+            h.close()
+        for a in self.allocs.values():
+            a.free()
+        self.launches = []

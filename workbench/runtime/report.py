@@ -1,0 +1,50 @@
+"""Tables of measured results: one row per (program, sizes, schedule or baseline), with speedup
+over the unscheduled program and time against the NVLink floor. pandas only; no GPU."""
+
+from __future__ import annotations
+
+# NVLink per GPU per direction on H200 (NV18: 18 links x 26.562 GB/s), the floor's bandwidth
+# (../shared/device/baselines-h200x4.md, read with nvidia-smi topo on the 4x H200 machine).
+NVLINK_BPS = 478e9
+
+
+def table(records: list[dict]):
+    """A DataFrame of the records (see workbench.runtime.worker) with derived columns."""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        sizes = r.get("sizes", {})
+        size_txt = " ".join(f"{k}={v}" for k, v in sizes.items() if k != "P")
+        floor_ms = r.get("comm_bytes", 0) / NVLINK_BPS * 1e3
+        t = r.get("median_ms")
+        rows.append({
+            "spec": r["spec"], "program": r["program"], "sizes": size_txt, "P": r["P"],
+            "schedule": r["schedule"], "kind": r["kind"], "time_ms": t,
+            "spread_ms": (r["p90_ms"] - r["p10_ms"]) if t is not None else None,
+            "min_ms": r.get("min_ms"), "reps": r.get("reps"),
+            "check": r.get("check", ""), "max_error": r.get("max_error"),
+            "floor_ms": floor_ms,
+            "x_floor": (t / floor_ms) if t and floor_ms else None,
+            "nvlink_GBps": (r["comm_bytes"] / (t * 1e-3) / 1e9) if t and floor_ms else None,
+        })
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    key = ["spec", "sizes", "P"]
+    unsched = (df[df.schedule == "unscheduled"].set_index(key)["time_ms"]
+               .rename("unscheduled_ms"))
+    df = df.join(unsched, on=key)
+    df["speedup"] = df["unscheduled_ms"] / df["time_ms"]
+    return df.drop(columns=["unscheduled_ms"])
+
+
+def format_table(df) -> str:
+    """A fixed-width text table of the main columns."""
+    if df.empty:
+        return "(no results)"
+    cols = ["spec", "sizes", "schedule", "time_ms", "spread_ms", "speedup", "x_floor",
+            "nvlink_GBps", "check"]
+    view = df[cols].copy()
+    return view.to_string(index=False, float_format=lambda x: f"{x:.3f}",
+                          max_colwidth=48)

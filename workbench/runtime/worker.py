@@ -1,0 +1,169 @@
+"""One rank of `workbench compile-and-measure`: run as `python -m workbench.runtime.worker JOB`
+by the launcher (WB_RANK, WB_WORLD_SIZE, MASTER_ADDR/PORT set).
+
+For each program, size and schedule: lower, compile (cache), upload the same random inputs on
+every rank, poison what the run must write, run once and check against the reference
+interpreter, then time (warm-up, reps, CUDA events); then the PyTorch/NCCL baselines. Every
+rank checks its own part; rank 0 gathers the checks and times and writes the JSON results.
+Progress lines keep the launcher's hang detector quiet while work is being done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+
+def log(rank: int, msg: str) -> None:
+    print(f"[rank {rank} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def comm_bytes(program, sizes: dict, P: int) -> int:
+    """Bytes each GPU must send (= receive) for the program's collectives, as a ring or a
+    direct exchange moves them: AllReduce 2(P-1)/P x size, ReduceScatter/AllGather (P-1)/P x
+    size. Divided by the link bandwidth this is the NVLink floor of the step."""
+    from workbench import interpreter, ir
+
+    bound = interpreter.bind_sizes(program, sizes)
+    total = 0.0
+    types = {v.name: v.type for v in program.all_values()}
+    for s in program.leaves():
+        for v in s.outs:
+            types[v.name] = v.type
+        op = s.op
+        if isinstance(op, (ir.AllReduce, ir.ReduceScatter, ir.AllGather)):
+            t = types[op.x] if not isinstance(op, ir.AllGather) else s.out.type
+            nbytes = interpreter.concrete(t.nbytes(), bound)
+            factor = 2 if isinstance(op, ir.AllReduce) else 1
+            total += factor * (P - 1) / P * nbytes
+    return int(total)
+
+
+def _summary(per_rank_times: list[list[float]]) -> dict:
+    medians = [float(np.median(t)) for t in per_rank_times]
+    slow = int(np.argmax(medians))
+    t = np.asarray(per_rank_times[slow])
+    return {"median_ms": medians[slow], "min_ms": float(t.min()),
+            "p10_ms": float(np.percentile(t, 10)), "p90_ms": float(np.percentile(t, 90)),
+            "rank_medians_ms": medians, "reps": len(t)}
+
+
+def _baseline_kind(program) -> tuple[str | None, str]:
+    grad = program.inputs[0].type.dtype.name
+    name = program.name
+    return (name if name in ("adam", "sgd", "allreduce") else None), grad
+
+
+def main(job_path: str) -> int:
+    from codegen.lower import lower
+    from workbench.errors import RuntimeFault
+    from workbench.loader import load
+    from workbench.runtime import baselines, checks
+    from workbench.runtime.executor import Gpu, PlanRun
+
+    rank, P = int(os.environ["WB_RANK"]), int(os.environ["WB_WORLD_SIZE"])
+    job = json.loads(open(job_path).read())
+    log(rank, f"starting on GPU {rank} of {P}")
+    gpu = Gpu(rank, P)
+    log(rank, f"device {gpu.name}, {gpu.sm_count} SMs; NCCL up")
+    if os.environ.get("WB_TEST_DIE_RANK") == str(rank):
+        log(rank, "dying on purpose (WB_TEST_DIE_RANK)")
+        os._exit(7)
+    records = []
+    for entry in job["programs"]:
+        pf = load(entry["spec"])
+        original = pf.program
+        wanted = entry.get("schedules", ["all"])
+        scheds = [(n, s) for n, s in pf.schedules.items() if "all" in wanted or n in wanted]
+        programs = [("unscheduled", original)] + [(n, s.apply()) for n, s in scheds]
+        for size_set in job["sizes"]:
+            sizes = {**pf.sizes, **size_set}
+            sizes = {k: v for k, v in sizes.items()
+                     if k in {s.name for s in original.symbols()}}
+            sizes.setdefault("P", P)
+            sizes["P"] = P
+            base = {"spec": entry["spec"], "program": original.name, "sizes": sizes, "P": P,
+                    "comm_bytes": comm_bytes(original, sizes, P)}
+            log(rank, f"{entry['spec']} {sizes}: inputs and reference")
+            inputs = checks.make_inputs(original, sizes, job.get("seed", 0))
+            ref, idx, _ = checks.reference(original, inputs, sizes, P)
+            n_full = None
+            length = checks.pointwise_length(original)
+            if length is not None:
+                from workbench import interpreter
+
+                n_full = interpreter.concrete(length, interpreter.bind_sizes(original, sizes))
+            for name, program in programs:
+                rec = dict(base, schedule=name, kind="workbench")
+                try:
+                    plan = lower(program, P)
+                except RuntimeFault as e:
+                    rec.update(check=f"not generated: {e}", median_ms=None)
+                    records.append(rec)
+                    log(rank, f"  {name}: not generated ({e})")
+                    continue
+                log(rank, f"  {name}: compile and allocate")
+                run = PlanRun(gpu, plan, sizes)
+                run.upload(inputs)
+                run.poison()
+                gpu.barrier()
+                run.run()
+                gpu.drv.Context.synchronize()
+                got = run.download([v.name for v in program.outputs])
+                result = checks.compare(got, program, original, ref, idx, rank, P, n_full)
+                log(rank, f"  {name}: check {result.status()}")
+                results = gpu.all_gather(result)
+                worst = next((r for r in results if not r.ok),
+                             max(results, key=lambda r: r.max_error))
+                timing = run.time(job.get("warmup", 5), job.get("reps", 30))
+                log(rank, f"  {name}: median {timing.median_ms:.3f} ms")
+                all_times = gpu.all_gather(timing.times_ms)
+                run.free()
+                rec.update(_summary(all_times), check=worst.status(), ok=worst.ok,
+                           max_error=worst.max_error, tolerance=worst.tolerance,
+                           kernels=[k.name for k in plan.kernels()])
+                records.append(rec)
+            del inputs, ref
+            kind, grad = _baseline_kind(original)
+            if job.get("baselines", True) and kind is not None and "N" in sizes:
+                log(rank, f"  baselines ({kind}, {grad})")
+                measured = baselines.measure(kind, grad, sizes["N"], rank, P,
+                                             job.get("warmup", 5), job.get("reps", 30))
+                gathered = gpu.all_gather(measured)
+                for bname in measured:
+                    rec = dict(base, schedule=bname, kind="baseline", check="(not checked)")
+                    rec.update(_summary([g[bname] for g in gathered]))
+                    records.append(rec)
+                gpu.torch.cuda.empty_cache()
+    if rank == 0:
+        import torch
+
+        meta = {"device": gpu.name, "P": P, "torch": torch.__version__,
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                "cuda_driver": gpu.drv.get_driver_version(),
+                "pycuda": __import__("pycuda").VERSION_TEXT, "job": job}
+        with open(job["out"], "w") as f:
+            json.dump({"meta": meta, "records": records}, f, indent=1, default=str)
+        log(rank, f"wrote {job['out']}")
+    gpu.barrier()
+    gpu.close()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        code = main(sys.argv[1])
+    except BaseException:
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    # Skip interpreter teardown: NCCL and CUDA IPC mappings are released by process exit, and
+    # library destructors running in arbitrary order can hang a finished rank.
+    os._exit(code)
