@@ -1,0 +1,217 @@
+"""Alpha-beta cost of NCCL collectives per algorithm (ring, tree) and protocol (LL, LL128,
+Simple), and the peer-load/store data movement of the workbench's fused kernels.
+
+Every function takes sizes either as numbers (the simulator's fast path) or as sympy
+expressions (`workbench simulate --symbolic`), and returns the same kind.
+
+The model, per algorithm a and protocol p (NCCL's own tuning model has this shape,
+src/graph/tuning.cc):
+
+    t = host_overhead + kind_latency + base_latency[p] + steps(a, P) * (step_latency[p] + hop)
+        + bus_bytes(a, S, P) / (link_bandwidth * efficiency[p])
+
+and NCCL picks the (a, p) of least time. The channel count (one SM each) grows with the
+buffer; it decides how many SMs the collective takes from concurrent kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import sympy
+
+from cost_model.hardware import Cluster, Protocol
+
+COLLECTIVES = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce")
+
+
+# ---------------------------------------------------------------- numeric/symbolic helpers
+
+
+def is_number(*xs) -> bool:
+    """True when every argument is a plain Python/numpy number (not a sympy expression)."""
+    return all(not isinstance(x, sympy.Basic) or x.is_Number for x in xs)
+
+
+def smin(*xs):
+    """min for numbers, sympy.Min for expressions."""
+    return min(float(x) for x in xs) if is_number(*xs) else sympy.Min(*xs)
+
+
+def smax(*xs):
+    """max for numbers, sympy.Max for expressions."""
+    return max(float(x) for x in xs) if is_number(*xs) else sympy.Max(*xs)
+
+
+def sceil(x):
+    """ceil for numbers, sympy.ceiling for expressions."""
+    return math.ceil(float(x)) if is_number(x) else sympy.ceiling(x)
+
+
+def slog2(x):
+    """ceil(log2(x)) for numbers, its sympy form for expressions."""
+    return math.ceil(math.log2(float(x))) if is_number(x) else sympy.ceiling(sympy.log(x, 2))
+
+
+# ---------------------------------------------------------------- topology
+
+
+@dataclass(frozen=True, slots=True)
+class Path_:
+    """The links a collective of a group runs over: per-GPU bandwidth and per-hop latency."""
+
+    link: str  # the bottleneck resource name: "nvlink" or "nic"
+    bandwidth_Bps: float
+    hop_latency_s: float
+    nodes: int  # nodes the group spans
+
+
+def group_path(cluster: Cluster, group_size: int | None) -> Path_:
+    """Where a group of `group_size` ranks runs: within one NVSwitch domain when it fits in a
+    node, else across nodes. Across nodes NCCL spreads its channels over every NIC of a node, so
+    a ring's per-GPU bandwidth is min(NVLink, gpus_per_node x NIC) (each channel crosses the node
+    boundary through its own NIC)."""
+    g = cluster.gpus_per_node
+    if group_size is None:
+        group_size = cluster.world_size
+    if group_size <= g or cluster.nodes == 1:
+        # The fitted NCCL step latencies already include the NVLink hop: no extra hop latency.
+        return Path_("nvlink", cluster.nvlink.bandwidth_Bps, 0.0, 1)
+    nodes = math.ceil(group_size / g)
+    nic_bw = g * cluster.nic.bandwidth_Bps
+    if nic_bw < cluster.nvlink.bandwidth_Bps:
+        return Path_("nic", nic_bw, cluster.nic.latency_s, nodes)
+    return Path_("nvlink", cluster.nvlink.bandwidth_Bps, cluster.nic.latency_s, nodes)
+
+
+# ---------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How NCCL runs one collective: `steps` chunk steps of `step_bytes` each, one after the
+    other on `link`, after a fixed cost. time_s = fixed_s + steps * step_s."""
+
+    kind: str
+    algorithm: str
+    protocol: str
+    channels: object
+    steps: object
+    step_bytes: object
+    step_s: object
+    fixed_s: object
+    link: str
+    bus_bytes: object
+
+    @property
+    def time_s(self):
+        return self.fixed_s + self.steps * self.step_s
+
+
+def _ring_shape(kind: str, nbytes, P):
+    """(steps, bus bytes per GPU) of a ring collective on a buffer of `nbytes` (nccl-tests'
+    convention: the input of ReduceScatter, the output of AllGather)."""
+    if kind == "allreduce":
+        return 2 * (P - 1), 2 * (P - 1) * nbytes / P
+    if kind in ("reducescatter", "allgather"):
+        return P - 1, (P - 1) * nbytes / P
+    if kind in ("broadcast", "reduce"):
+        return P - 1, nbytes  # pipelined chain: every GPU forwards the whole buffer
+    raise ValueError(f"collective kind must be one of {COLLECTIVES}, got {kind!r}")
+
+
+def _plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster, path: Path_) -> Plan:
+    nccl = cluster.nccl
+    if algorithm == "ring":
+        steps, bus_bytes = _ring_shape(kind, nbytes, P)
+        tree_factor = 1.0
+    else:  # double binary tree across nodes, chain inside a node (NCCL's tree, AllReduce only)
+        g = cluster.gpus_per_node
+        steps = 2 * (slog2(path.nodes) + g - 1)
+        bus_bytes = nbytes
+        # NCCL discounts tree bandwidth against ring (treeCorrectionFactor in tuning.cc);
+        # 0.6 is a mid value of its table, not a measured one.
+        tree_factor = 0.6
+    channels = smax(1, smin(nccl.max_channels, sceil(bus_bytes / nccl.min_channel_bytes)))
+    factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
+    bandwidth = path.bandwidth_Bps * factor * tree_factor * proto.efficiency
+    step_s = proto.step_latency_s + path.hop_latency_s + bus_bytes / steps / bandwidth
+    fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + proto.base_latency_s
+    return Plan(kind, algorithm, proto.name, channels, steps, bus_bytes / steps, step_s,
+                fixed_s, path.link, bus_bytes)
+
+
+def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None) -> list[Plan]:
+    """Every (algorithm, protocol) plan NCCL could pick for this collective."""
+    path = group_path(cluster, group_size if group_size is not None else
+                      (int(P) if is_number(P) else None))
+    algorithms = ["ring"] + (["tree"] if kind == "allreduce" and path.nodes > 1 else [])
+    return [_plan(kind, a, p, nbytes, P, cluster, path)
+            for a in algorithms for p in cluster.nccl.protocols]
+
+
+def choose_plan(kind: str, nbytes: float, P: int, cluster: Cluster,
+                group_size: int | None = None) -> Plan:
+    """The plan NCCL picks (least modelled time) for numeric sizes."""
+    if P == 1:
+        nccl = cluster.nccl
+        return Plan(kind, "none", "none", 0, 0, 0.0, 0.0, nccl.host_overhead_s, "nvlink", 0.0)
+    return min(plans(kind, nbytes, P, cluster, group_size), key=lambda p: float(p.time_s))
+
+
+def collective_time(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None):
+    """Predicted time (s) of an NCCL collective: the least time over algorithms and protocols."""
+    if is_number(nbytes, P):
+        return float(choose_plan(kind, float(nbytes), int(P), cluster, group_size).time_s)
+    return smin(*(p.time_s for p in plans(kind, nbytes, P, cluster, group_size)))
+
+
+def collective_bus_bytes(kind: str, nbytes, P):
+    """Bytes each GPU must send (and receive) for a collective, whatever the algorithm: the
+    bandwidth lower bound (ring is optimal for these collectives)."""
+    if is_number(P) and int(P) == 1:
+        return 0
+    return _ring_shape(kind, nbytes, P)[1]
+
+
+def p2p_time(nbytes, cluster: Cluster, crosses_nodes: bool):
+    """A Send to the same rank of the next stage: one NCCL send/recv with the Simple protocol."""
+    simple = cluster.nccl.protocols[-1]
+    link = cluster.nic if crosses_nodes else cluster.nvlink
+    return (cluster.nccl.host_overhead_s + simple.base_latency_s + link.latency_s
+            + nbytes / (link.bandwidth_Bps * simple.efficiency))
+
+
+# ---------------------------------------------------------------- fused kernels
+
+
+def fused_link_bandwidths(cluster: Cluster, group_size) -> tuple[float, float, str]:
+    """(load, store) bandwidth of a fused kernel's peer accesses and the link they use.
+
+    Inside a node the generated kernels load and store peer memory over NVLink directly, at
+    the rates measured for such kernels; across nodes they are limited like a ring by
+    gpus_per_node NICs."""
+    path = group_path(cluster, group_size)
+    load, store = cluster.peer_load_bandwidth_Bps, cluster.peer_store_bandwidth_Bps
+    if path.link == "nic":
+        return min(load, path.bandwidth_Bps), min(store, path.bandwidth_Bps), "nic"
+    return load, store, "nvlink"
+
+
+def fused_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=None):
+    """Link time of a fused kernel's communication: a reduce-scatter by peer loads of
+    `rs_nbytes` and all-gathers by peer stores of `ag_nbytes` (total gathered buffer sizes).
+
+    Loads of my slice from peers use my inbound and their outbound directions, stores the
+    reverse, so both phases occupy both directions and add up."""
+    load_bw, store_bw, _ = fused_link_bandwidths(cluster, group_size if group_size is not None
+                                                 else (int(P) if is_number(P) else None))
+    return (P - 1) * rs_nbytes / P / load_bw + (P - 1) * ag_nbytes / P / store_bw
+
+
+def fused_latency_s(cluster: Cluster, group_size=None):
+    """Fixed cost of a fused collective kernel: launch plus the two barriers of a symmetric
+    window (each one flag round trip over the link)."""
+    path = group_path(cluster, group_size)
+    return cluster.gpu.launch_latency_s + 4 * path.hop_latency_s

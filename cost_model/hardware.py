@@ -1,0 +1,348 @@
+"""Hardware specifications: GPUs, links, NCCL tuning constants and clusters, with presets.
+
+Every figure carries its source in a comment. Datasheet figures are peaks; where a measured
+number exists (the h200x4 baselines, /work/shared/device/baselines-h200x4.md, copied into
+cost_model/data/) the preset uses the measured, achievable figure, because the cost model
+predicts achieved time. A profile file (JSON or YAML) replaces any field:
+
+    {"base": "h200x4", "gpu": {"hbm_bandwidth_Bps": 3.9e12}, "nvlink": {"latency_s": 1e-6}}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import HardwareError
+
+
+@dataclass(frozen=True, slots=True)
+class GPU:
+    """One GPU: SMs, achievable HBM bandwidth, peak arithmetic rates and kernel launch cost."""
+
+    name: str
+    sm_count: int
+    hbm_bandwidth_Bps: float  # achievable streaming bandwidth, not the datasheet peak
+    hbm_capacity_bytes: float
+    # Peak FLOP/s per dtype name: ("f32", 67e12) is the CUDA-core rate, f16/bf16 the dense
+    # tensor-core rate (MatMul uses these; elementwise kernels are memory bound anyway).
+    peak_flops: tuple[tuple[str, float], ...]
+    launch_latency_s: float  # gap between back-to-back kernels on one stream
+
+    def flops_for(self, dtype_name: str) -> float:
+        """Peak FLOP/s for a dtype name (f16, bf16, f32, i32); unknown names use f32's rate."""
+        table = dict(self.peak_flops)
+        return table.get(dtype_name, table["f32"])
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One direction of a link of one GPU: bandwidth per direction and one-hop latency."""
+
+    name: str
+    bandwidth_Bps: float
+    latency_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """An NCCL protocol (LL, LL128, Simple): fixed latency, per-step latency, and the fraction
+    of link bandwidth it reaches (LL sends 8-byte flag+data words: at most half)."""
+
+    name: str
+    base_latency_s: float
+    step_latency_s: float
+    efficiency: float
+
+
+@dataclass(frozen=True, slots=True)
+class NcclTuning:
+    """Constants of the NCCL collective model (alpha-beta per algorithm and protocol).
+
+    NCCL runs a collective on `channels` rings/trees, each driven by one thread block that
+    occupies one SM for the whole collective, and uses fewer channels for small buffers (at
+    least `min_channel_bytes` of bus traffic per channel).
+    """
+
+    protocols: tuple[Protocol, ...]
+    max_channels: int
+    min_channel_bytes: float
+    allreduce_bandwidth_factor: float  # AllReduce vs RS/AG bus bandwidth (fitted, see fit.py)
+    host_overhead_s: float  # per-call host cost (torch.distributed + NCCL enqueue)
+    # Extra fixed latency per collective kind (the reduction kernels' set-up); fitted.
+    collective_latency_s: tuple[tuple[str, float], ...] = ()
+
+    def kind_latency_s(self, kind: str) -> float:
+        """The extra fixed latency of a collective kind (0 when not listed)."""
+        return dict(self.collective_latency_s).get(kind, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """`nodes` nodes of `gpus_per_node` GPUs: an NVSwitch domain per node, one NIC per GPU."""
+
+    name: str
+    gpu: GPU
+    gpus_per_node: int
+    nodes: int
+    nvlink: Link  # per GPU, per direction, into the node's NVSwitch domain
+    nic: Link  # per GPU, per direction, into the inter-node network
+    # What a kernel reaches with direct peer loads / stores over NVLink, all GPUs at once
+    # (the fused kernels move data this way, not through NCCL).
+    peer_load_bandwidth_Bps: float
+    peer_store_bandwidth_Bps: float
+    nccl: NcclTuning
+
+    @property
+    def world_size(self) -> int:
+        """Number of GPUs in the cluster."""
+        return self.gpus_per_node * self.nodes
+
+    def with_nodes(self, nodes: int) -> Cluster:
+        """The same cluster with `nodes` nodes (linked by each GPU's NIC)."""
+        if not isinstance(nodes, int) or nodes < 1:
+            raise HardwareError(f"--nodes must be a positive integer, got {nodes!r}")
+        name = self.name if nodes == 1 else f"{self.name.split('*')[0]}*{nodes}"
+        return dataclasses.replace(self, nodes=nodes, name=name)
+
+
+# ---------------------------------------------------------------- NCCL constants
+
+# Fitted by cost_model/fit.py to the measured NCCL AR/RS/AG table on 4x H200
+# (cost_model/data/nccl_h200x4.csv): worst relative error printed by `python -m cost_model.fit`.
+# The protocol efficiencies and latencies land in the ranges NCCL's own tuning model uses
+# (src/graph/tuning.cc: LL ~50% of bandwidth, LL128 ~92%, Simple the most; microsecond
+# latencies), but they are fitted values, not NCCL's.
+H200_NCCL = NcclTuning(
+    protocols=(
+        Protocol("LL", base_latency_s=9.98e-6, step_latency_s=0.43e-6, efficiency=0.20),
+        Protocol("LL128", base_latency_s=12.66e-6, step_latency_s=3.77e-6, efficiency=0.536),
+        Protocol("Simple", base_latency_s=0.22e-6, step_latency_s=4.10e-6, efficiency=0.685),
+    ),
+    max_channels=32,  # NCCL 2.28 on NVSwitch systems uses up to 32 channels (NCCL_MAX_NCHANNELS)
+    # NCCL gives each channel at least ~64 KiB of bus traffic (chosen, not fitted): the number
+    # of channels sets how many SMs the communication kernel holds.
+    min_channel_bytes=65536,
+    allreduce_bandwidth_factor=0.951,
+    host_overhead_s=45.1e-6,
+    collective_latency_s=(("allreduce", 6.54e-6), ("reducescatter", 6.91e-6),
+                          ("allgather", 0.0), ("broadcast", 0.0), ("reduce", 6.91e-6)),
+)
+
+# ---------------------------------------------------------------- presets
+
+# 400 Gb/s per GPU (ConnectX-7 NDR, one per GPU, as DGX H100 has) = 50 GB/s per direction.
+# The issue fixes this NIC for the multi-node form of every preset. Latency: one InfiniBand
+# switch hop plus the NIC, ~3 us (NVIDIA ConnectX-7 product brief gives sub-600 ns port-to-port;
+# NCCL's net latency in tuning.cc is a few us).
+NIC_400G = Link("nic-400G", bandwidth_Bps=50e9, latency_s=3e-6)
+
+
+def _h200x4() -> Cluster:
+    gpu = GPU(
+        name="H200",
+        sm_count=132,  # H200 SXM = GH100 with 132 SMs (NVIDIA H200 datasheet)
+        # Datasheet peak is 4.8 TB/s; torch's fused Adam reached 3.46 TB/s and a copy 4.07 TB/s
+        # on this machine (baselines-h200x4.md). Elementwise kernels behave like the Adam kernel.
+        hbm_bandwidth_Bps=3.46e12,
+        hbm_capacity_bytes=141e9,  # 141 GB HBM3e (datasheet; nvidia-smi 143771 MiB)
+        # H200 SXM datasheet: FP32 67 TFLOPS, FP16/BF16 tensor 989 TFLOPS dense (1979 sparse).
+        peak_flops=(("f32", 67e12), ("f16", 989e12), ("bf16", 989e12)),
+        # Back-to-back launches on one stream: ~4 us (CUDA launch overhead; e.g. NVIDIA's
+        # "CUDA Graphs" blog measures 2-4 us per kernel without graphs).
+        launch_latency_s=4e-6,
+    )
+    return Cluster(
+        name="h200x4",
+        gpu=gpu,
+        gpus_per_node=4,
+        nodes=1,
+        # NV18: 18 links x 26.562 GB/s = 478 GB/s per direction (nvidia-smi nvlink -s on the
+        # machine, baselines-h200x4.md). Latency ~1 us per NVSwitch hop (NVLink4 whitepaper).
+        nvlink=Link("nvlink4-nv18", bandwidth_Bps=478e9, latency_s=1e-6),
+        nic=NIC_400G,
+        # A grid-stride kernel with float4 peer loads over NVLink, all 4 GPUs at once: 327 GB/s
+        # inbound; with float4 peer stores: 358 GB/s outbound (baselines-h200x4.md).
+        peer_load_bandwidth_Bps=327e9,
+        peer_store_bandwidth_Bps=358e9,
+        nccl=H200_NCCL,
+    )
+
+
+def _h100x8() -> Cluster:
+    gpu = GPU(
+        name="H100",
+        sm_count=132,  # H100 SXM5: 132 SMs (NVIDIA H100 datasheet / Hopper whitepaper)
+        # Datasheet 3.35 TB/s HBM3; scaled by the achieved/peak ratio measured on H200
+        # (3.46 / 4.8 = 0.72), since no H100 measurement is at hand.
+        hbm_bandwidth_Bps=3.35e12 * 0.72,
+        hbm_capacity_bytes=80e9,
+        # H100 SXM5 datasheet: FP32 67 TFLOPS, FP16/BF16 tensor 989 TFLOPS dense.
+        peak_flops=(("f32", 67e12), ("f16", 989e12), ("bf16", 989e12)),
+        launch_latency_s=4e-6,
+    )
+    return Cluster(
+        name="h100x8",
+        gpu=gpu,
+        gpus_per_node=8,  # DGX H100: 8 GPUs, 4 NVSwitch gen3 chips (DGX H100 user guide)
+        nodes=1,
+        # NVLink4, 18 links: 900 GB/s bidirectional = 450 GB/s per direction (datasheet).
+        nvlink=Link("nvlink4", bandwidth_Bps=450e9, latency_s=1e-6),
+        nic=NIC_400G,  # DGX H100: 8x ConnectX-7 400 Gb/s, one per GPU
+        # Peer load/store efficiency as measured on H200 (327/478, 358/478), applied to 450.
+        peer_load_bandwidth_Bps=450e9 * 327 / 478,
+        peer_store_bandwidth_Bps=450e9 * 358 / 478,
+        nccl=H200_NCCL,  # same NVLink4/NVSwitch generation as the calibrated h200x4
+    )
+
+
+def _a100x8() -> Cluster:
+    gpu = GPU(
+        name="A100",
+        sm_count=108,  # A100 SXM4: 108 SMs (Ampere GA100 whitepaper)
+        hbm_bandwidth_Bps=2.039e12 * 0.72,  # 80 GB HBM2e 2,039 GB/s (datasheet), x 0.72 as H200
+        hbm_capacity_bytes=80e9,
+        # A100 datasheet: FP32 19.5 TFLOPS, FP16/BF16 tensor 312 TFLOPS dense.
+        peak_flops=(("f32", 19.5e12), ("f16", 312e12), ("bf16", 312e12)),
+        launch_latency_s=4e-6,
+    )
+    return Cluster(
+        name="a100x8",
+        gpu=gpu,
+        gpus_per_node=8,  # DGX A100: 8 GPUs, 6 NVSwitch gen2 (DGX A100 user guide)
+        nodes=1,
+        # NVLink3: 12 links x 25 GB/s = 300 GB/s per direction (600 GB/s bidirectional, datasheet)
+        nvlink=Link("nvlink3", bandwidth_Bps=300e9, latency_s=1e-6),
+        nic=NIC_400G,
+        peer_load_bandwidth_Bps=300e9 * 327 / 478,
+        peer_store_bandwidth_Bps=300e9 * 358 / 478,
+        nccl=H200_NCCL,
+    )
+
+
+def _v100x16() -> Cluster:
+    gpu = GPU(
+        name="V100",
+        sm_count=80,  # V100 SXM3: 80 SMs (Volta whitepaper)
+        hbm_bandwidth_Bps=900e9 * 0.72,  # 32 GB HBM2, 900 GB/s (datasheet), x 0.72 as H200
+        hbm_capacity_bytes=32e9,
+        # V100 SXM3 (DGX-2) datasheet: FP32 15.7 TFLOPS, FP16 tensor 125 TFLOPS; no bf16 units.
+        peak_flops=(("f32", 15.7e12), ("f16", 125e12), ("bf16", 15.7e12)),
+        launch_latency_s=5e-6,
+    )
+    return Cluster(
+        name="v100x16",
+        gpu=gpu,
+        gpus_per_node=16,  # DGX-2: 16 V100 on 12 NVSwitches (the CoCoNet paper's machine)
+        nodes=1,
+        # NVLink2: 6 links x 25 GB/s = 150 GB/s per direction per GPU (DGX-2 datasheet).
+        nvlink=Link("nvlink2", bandwidth_Bps=150e9, latency_s=1.5e-6),
+        nic=NIC_400G,  # the issue's multi-node form (the real DGX-2 had 8x 100 Gb/s EDR)
+        peer_load_bandwidth_Bps=150e9 * 327 / 478,
+        peer_store_bandwidth_Bps=150e9 * 358 / 478,
+        nccl=H200_NCCL,
+    )
+
+
+PRESETS = {"h200x4": _h200x4, "h100x8": _h100x8, "a100x8": _a100x8, "v100x16": _v100x16}
+
+
+def preset(name: str, nodes: int = 1) -> Cluster:
+    """A preset cluster by name, with `nodes` nodes."""
+    if name not in PRESETS:
+        raise HardwareError(f"hardware preset must be one of {', '.join(sorted(PRESETS))}, got "
+                            f"{name!r}; or pass a profile file (.json, .yaml)")
+    return PRESETS[name]().with_nodes(nodes)
+
+
+def load_hardware(spec: str, nodes: int = 1) -> Cluster:
+    """A preset name or a profile file path (JSON or YAML) -> Cluster with `nodes` nodes."""
+    path = Path(spec)
+    if path.suffix.lower() in (".json", ".yaml", ".yml"):
+        return load_profile(path).with_nodes(nodes) if nodes != 1 else load_profile(path)
+    return preset(spec, nodes)
+
+
+def load_profile(path: Path) -> Cluster:
+    """Read a profile file: {"base": PRESET, <field>: value or {<subfield>: value}}."""
+    if not path.is_file():
+        raise HardwareError(f"hardware profile must be an existing file, got {path}")
+    text = path.read_text()
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as e:  # json and yaml raise different error types; both mean malformed
+        raise HardwareError(f"hardware profile {path} must be valid "
+                            f"{path.suffix.lstrip('.').upper()}, got {type(e).__name__}: {e}"
+                            ) from None
+    if not isinstance(data, dict):
+        raise HardwareError(f"hardware profile {path} must hold a mapping of fields, got "
+                            f"{type(data).__name__}")
+    data = dict(data)
+    base = data.pop("base", "h200x4")
+    cluster = preset(str(base))
+    return override(cluster, data, prefix="")
+
+
+def override(obj: Any, changes: dict, prefix: str) -> Any:
+    """`obj` (a frozen dataclass) with fields replaced from `changes`, recursively; a wrong
+    field name or type raises HardwareError naming the field."""
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    new = {}
+    for key, value in changes.items():
+        where = f"{prefix}{key}"
+        if key not in fields:
+            raise HardwareError(f"hardware profile field {where} must be one of "
+                                f"{', '.join(sorted(fields))}, got unknown field {key!r}")
+        old = getattr(obj, key)
+        if dataclasses.is_dataclass(old):
+            if not isinstance(value, dict):
+                raise HardwareError(f"hardware profile field {where} must be a mapping of "
+                                    f"{type(old).__name__} fields, got {value!r}")
+            new[key] = override(old, value, f"{where}.")
+        elif isinstance(old, tuple):
+            new[key] = _override_tuple(old, value, where)
+        elif isinstance(old, str):
+            if not isinstance(value, str):
+                raise HardwareError(f"hardware profile field {where} must be a string, got "
+                                    f"{value!r}")
+            new[key] = value
+        else:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise HardwareError(f"hardware profile field {where} must be a positive number, "
+                                    f"got {value!r}")
+            new[key] = int(value) if isinstance(old, int) else float(value)
+    return dataclasses.replace(obj, **new)
+
+
+def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
+    """Tuples in specs are (name, number) tables or tuples of named dataclasses; a profile
+    gives a mapping name -> number or name -> {field: value}."""
+    if not isinstance(value, dict):
+        raise HardwareError(f"hardware profile field {where} must be a mapping by name, got "
+                            f"{value!r}")
+    if old and dataclasses.is_dataclass(old[0]):
+        by_name = {item.name: item for item in old}
+        for name, sub in value.items():
+            if name not in by_name:
+                raise HardwareError(f"hardware profile field {where}.{name} must name one of "
+                                    f"{', '.join(by_name)}, got {name!r}")
+            if not isinstance(sub, dict):
+                raise HardwareError(f"hardware profile field {where}.{name} must be a mapping, "
+                                    f"got {sub!r}")
+            by_name[name] = override(by_name[name], sub, f"{where}.{name}.")
+        return tuple(by_name.values())
+    table = dict(old)
+    for name, number in value.items():
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0:
+            raise HardwareError(f"hardware profile field {where}.{name} must be a "
+                                f"non-negative number, got {number!r}")
+        table[str(name)] = float(number)
+    return tuple(table.items())

@@ -1,0 +1,376 @@
+"""Time of every IR op and fused op on a Cluster, as a sympy expression or a number.
+
+Computation is a roofline: max(HBM bytes / HBM bandwidth, flops / peak) plus a launch.
+Collectives use cost_model.collectives (NCCL alpha-beta). Fused kernels are what the generated
+code does: peer loads/stores over NVLink for the collective part, the computation's HBM traffic
+on the 1/P slice, overlapped inside one kernel.
+
+`CostContext.symbolic` selects sympy expressions in the program's size symbols (for
+`--symbolic`) or plain floats (fast; what the simulator uses). The topology (which links a
+group spans) always comes from the bound sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import sympy
+
+from cost_model import collectives as coll
+from cost_model.collectives import smax, smin
+from cost_model.hardware import Cluster
+from workbench import ir
+from workbench.errors import WorkbenchError
+from workbench.types import Group, ReplicatedLayout, TensorType
+
+RESOURCES = ("link", "hbm")
+
+
+@dataclass(frozen=True)
+class CostContext:
+    """A program, a cluster, the bound sizes, and whether to build symbolic expressions."""
+
+    program: ir.Program
+    cluster: Cluster
+    bound: Mapping[sympy.Symbol, int]
+    symbolic: bool = False
+    types: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.types:
+            self.types.update({v.name: v.type for v in self.program.all_values()})
+
+    def size(self, expr):
+        """A size expression: kept symbolic, or evaluated to a number with the bound sizes."""
+        expr = sympy.sympify(expr)
+        return expr if self.symbolic else float(expr.subs(self.bound))
+
+    def group_size(self, group: Group) -> int:
+        """The bound (numeric) size of a group: decides the links it spans."""
+        return int(sympy.sympify(group.size).subs(self.bound))
+
+    def P(self, group: Group):
+        return self.size(group.size)
+
+    def local_nbytes(self, name: str):
+        """Bytes of value `name` that one rank holds."""
+        t: TensorType = self.types[name]
+        n = sympy.Mul(*t.local_shape()) if t.shape else sympy.Integer(1)
+        return self.size(n * t.dtype.nbytes)
+
+    def full_nbytes(self, name: str):
+        """Bytes of the whole logical value `name`."""
+        return self.size(self.types[name].nbytes())
+
+    def local_numel(self, name: str):
+        t: TensorType = self.types[name]
+        return self.size(sympy.Mul(*t.local_shape()) if t.shape else sympy.Integer(1))
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Predicted time of one statement, the bandwidth-only busy time it needs on each resource
+    (a lower bound: no latency, peak link bandwidth), and its bottleneck."""
+
+    time_s: object
+    busy_s: dict  # resource -> seconds
+    bottleneck: str
+
+
+# ---------------------------------------------------------------- computation
+
+
+def expr_flops(expr: ir.Expr) -> int:
+    """Arithmetic operations per element of an elementwise expression."""
+    match expr:
+        case ir.Ref() | ir.Const():
+            return 0
+        case ir.Binary(_, a, b):
+            return 1 + expr_flops(a) + expr_flops(b)
+        case ir.Unary(_, a) | ir.Cast(_, a) | ir.Dropout(_, _, a):
+            return 1 + expr_flops(a)
+    return 0
+
+
+def roofline_s(cluster: Cluster, hbm_bytes, flops, dtype_name: str = "f32",
+               sm_fraction: float = 1.0):
+    """Busy time of a kernel moving `hbm_bytes` and doing `flops` with a fraction of the SMs.
+
+    With fewer SMs (a communication kernel holds some) the arithmetic rate falls in proportion;
+    HBM bandwidth stays saturated down to about half the SMs (a streaming kernel needs enough
+    loads in flight, not all SMs; an assumption, consistent with copy kernels reaching full
+    bandwidth at half occupancy), and falls in proportion below that."""
+    gpu = cluster.gpu
+    mem_scale = min(1.0, 2.0 * sm_fraction)
+    return smax(hbm_bytes / (gpu.hbm_bandwidth_Bps * mem_scale),
+                flops / (gpu.flops_for(dtype_name) * sm_fraction))
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a kernel (or its computation part) does: HBM bytes, flops, and the flops' dtype."""
+
+    hbm_bytes: object
+    flops: object
+    dtype: str = "f32"
+
+    def __add__(self, other: Work) -> Work:
+        return Work(self.hbm_bytes + other.hbm_bytes, self.flops + other.flops, self.dtype)
+
+
+def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Work:
+    """HBM traffic and flops of elementwise statements run as one kernel: each tensor read from
+    HBM once (values produced inside the kernel are not re-read), each result written once."""
+    reads, writes, flops = {}, {}, 0
+    dtype = "f32"
+    inside = set(produced_inside)
+    for s in stmts:
+        expr = s.op.expr
+        for name in ir.expr_refs(expr):
+            if name not in inside:
+                reads[name] = ctx.local_nbytes(name)
+        out = s.out.name
+        writes[out] = ctx.local_nbytes(out)
+        flops = flops + expr_flops(expr) * ctx.local_numel(out)
+        dtype = s.out.type.dtype.name
+        inside.add(out)
+    return Work(sum(reads.values()) + sum(writes.values()), flops, dtype)
+
+
+def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:
+    a, b = s.op.a, s.op.b
+    ta = ctx.types[a]
+    k_local = ctx.size(ta.local_shape()[-1])
+    flops = 2 * ctx.local_numel(s.out.name) * k_local
+    return Work(ctx.local_nbytes(a) + ctx.local_nbytes(b) + ctx.local_nbytes(s.out.name),
+                flops, ta.dtype.name)
+
+
+def _compute_cost(ctx: CostContext, work: Work) -> OpCost:
+    c = ctx.cluster
+    busy = roofline_s(c, work.hbm_bytes, work.flops, work.dtype)
+    mem = work.hbm_bytes / c.gpu.hbm_bandwidth_Bps
+    bottleneck = "hbm"
+    if not ctx.symbolic and busy > float(mem) * 1.0000001:
+        bottleneck = "sm"
+    return OpCost(c.gpu.launch_latency_s + busy, {"hbm": busy}, bottleneck)
+
+
+# ---------------------------------------------------------------- communication
+
+
+def _collective_kind(op) -> str:
+    return {ir.AllReduce: "allreduce", ir.ReduceScatter: "reducescatter",
+            ir.AllGather: "allgather", ir.Broadcast: "broadcast", ir.Reduce: "reduce"}[type(op)]
+
+
+def collective_nbytes(ctx: CostContext, s: ir.Stmt):
+    """The buffer size in nccl-tests' convention: the whole (unsliced) tensor."""
+    return ctx.full_nbytes(s.op.x)
+
+
+def peak_link_Bps(ctx: CostContext, group: Group) -> float:
+    path = coll.group_path(ctx.cluster, ctx.group_size(group))
+    return path.bandwidth_Bps
+
+
+def _collective_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    kind = _collective_kind(s.op)
+    group = ctx.types[s.op.x].group
+    nbytes, P = collective_nbytes(ctx, s), ctx.P(group)
+    t = coll.collective_time(kind, nbytes, P, ctx.cluster, ctx.group_size(group))
+    busy = coll.collective_bus_bytes(kind, nbytes, P) / peak_link_Bps(ctx, group)
+    return OpCost(t, {"link": busy}, "link")
+
+
+def _scalar_allreduce_s(ctx: CostContext, group: Group):
+    return coll.collective_time("allreduce", 4, ctx.P(group), ctx.cluster, ctx.group_size(group))
+
+
+def _send_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    src = ctx.types[s.op.x].group
+    nbytes = ctx.local_nbytes(s.op.x)
+    crosses = send_crosses_nodes(ctx, src)
+    link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
+    t = coll.p2p_time(nbytes, ctx.cluster, crosses)
+    return OpCost(t, {"link": nbytes / link.bandwidth_Bps}, "link")
+
+
+def send_crosses_nodes(ctx: CostContext, src: Group) -> bool:
+    """Stages are laid out one after another: stage k's rank r is GPU k * P + r, so a Send
+    crosses nodes when a stage does not share a node with the next one."""
+    size = ctx.group_size(src)
+    return ctx.cluster.nodes > 1 and 2 * size > ctx.cluster.gpus_per_node
+
+
+# ---------------------------------------------------------------- fused kernels
+
+
+@dataclass(frozen=True)
+class FusedParts:
+    """A fused kernel split into its link traffic and its computation."""
+
+    rs_nbytes: object  # buffer reduce-scattered by peer loads
+    ag_nbytes: object  # buffers all-gathered by peer stores
+    send_nbytes: object  # bytes sent point-to-point
+    work: Work  # HBM traffic and flops of the computation (and of the collective's buffers)
+    group: Group | None
+
+
+def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
+    """Split a Fused statement's body into communication and computation."""
+    rs, ag, send = 0, 0, 0
+    group = None
+    elementwise, produced, extra = [], set(), Work(0, 0)
+    for leaf in s.op.body:
+        op = leaf.op
+        if isinstance(op, ir.ReduceScatter):
+            group = ctx.types[op.x].group
+            rs = rs + ctx.full_nbytes(op.x)
+            # peers load my whole input (S bytes from my HBM in total) and I write my slice
+            extra = extra + Work(ctx.local_nbytes(op.x) + ctx.local_nbytes(leaf.out.name), 0)
+            produced.add(leaf.out.name)
+        elif isinstance(op, ir.AllGather):
+            group = ctx.types[op.x].group
+            ag = ag + ctx.full_nbytes(leaf.out.name)
+            # peers store their slices into my HBM: the whole gathered buffer is written
+            extra = extra + Work(ctx.local_nbytes(leaf.out.name), 0)
+        elif isinstance(op, ir.Send):
+            group = ctx.types[op.x].group
+            send = send + ctx.local_nbytes(op.x)
+        elif isinstance(op, ir.ELEMENTWISE_OPS):
+            elementwise.append(leaf)
+        else:
+            raise WorkbenchError(f"fused {s.op.kind} body must hold collectives and elementwise "
+                                 f"statements only, got {type(op).__name__}")
+    work = elementwise_work(ctx, elementwise, frozenset(produced)) + extra
+    return FusedParts(rs, ag, send, work, group)
+
+
+def fused_link_s(ctx: CostContext, parts: FusedParts):
+    """Link time of a fused kernel's communication (peer loads/stores or a P2P send)."""
+    t = 0
+    if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
+        t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
+                                 ctx.cluster, ctx.group_size(parts.group))
+    if parts.send_nbytes:
+        crosses = send_crosses_nodes(ctx, parts.group)
+        link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
+        simple = ctx.cluster.nccl.protocols[-1]
+        t = t + parts.send_nbytes / (link.bandwidth_Bps * simple.efficiency)
+    return t
+
+
+def fused_link_lower_s(ctx: CostContext, parts: FusedParts):
+    """Bandwidth-only link busy time at peak link bandwidth (a lower bound)."""
+    t = 0
+    if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
+        P = ctx.P(parts.group)
+        t = (P - 1) * (parts.rs_nbytes + parts.ag_nbytes) / P / peak_link_Bps(ctx, parts.group)
+    if parts.send_nbytes:
+        crosses = send_crosses_nodes(ctx, parts.group)
+        link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
+        t = t + parts.send_nbytes / link.bandwidth_Bps
+    return t
+
+
+def fused_latency_s(ctx: CostContext, s: ir.Stmt, parts: FusedParts):
+    if parts.group is None:
+        return ctx.cluster.gpu.launch_latency_s
+    if parts.send_nbytes and not (parts.rs_nbytes or parts.ag_nbytes):
+        crosses = send_crosses_nodes(ctx, parts.group)
+        link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
+        return ctx.cluster.gpu.launch_latency_s + link.latency_s
+    return coll.fused_latency_s(ctx.cluster, ctx.group_size(parts.group))
+
+
+def _fused_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    parts = fused_parts(ctx, s)
+    comp = roofline_s(ctx.cluster, parts.work.hbm_bytes, parts.work.flops, parts.work.dtype)
+    link = fused_link_s(ctx, parts)
+    # The kernel pipelines chunks: communication of one chunk overlaps computation of another.
+    t = fused_latency_s(ctx, s, parts) + smax(link, comp)
+    bottleneck = "link" if (ctx.symbolic or float(link) >= float(comp)) else "hbm"
+    if parts.group is None:
+        bottleneck = "hbm"
+    return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp}, bottleneck)
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+def stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    """Predicted time of one top-level statement (plain, Fused or Overlapped)."""
+    op = s.op
+    if isinstance(op, ir.ELEMENTWISE_OPS):
+        return _compute_cost(ctx, elementwise_work(ctx, [s]))
+    if isinstance(op, ir.MatMul):
+        return _compute_cost(ctx, matmul_work(ctx, s))
+    if isinstance(op, (ir.ReduceTensor, ir.Norm)):
+        t_in = ctx.types[op.x]
+        cost = _compute_cost(ctx, Work(ctx.local_nbytes(op.x), 2 * ctx.local_numel(op.x)))
+        if isinstance(t_in.layout, ReplicatedLayout) or not _is_sliced(t_in):
+            return cost
+        # over a Sliced input the per-rank partials are all-reduced (a 4-byte AllReduce)
+        return OpCost(cost.time_s + _scalar_allreduce_s(ctx, t_in.group), cost.busy_s, "hbm")
+    if isinstance(op, ir.Send):
+        return _send_cost(ctx, s)
+    if isinstance(op, ir.COMMUNICATION_OPS):
+        return _collective_cost(ctx, s)
+    if isinstance(op, ir.Fused):
+        if op.kind == "compute":
+            return _compute_cost(ctx, elementwise_work(ctx, op.body))
+        return _fused_cost(ctx, s)
+    if isinstance(op, ir.Overlapped):
+        producer, consumer = (stmt_cost(ctx, b) for b in op.body)
+        tp, tc = producer.time_s, consumer.time_s
+        # chunk i of the consumer waits for chunk i of the producer: the slower one runs the
+        # whole time, the faster one adds one chunk of pipeline fill
+        t = smax(tp, tc) + smin(tp, tc) / op.chunks
+        busy = _add_busy(producer.busy_s, consumer.busy_s)
+        slow = producer if ctx.symbolic or float(tp) >= float(tc) else consumer
+        return OpCost(t, busy, slow.bottleneck)
+    raise WorkbenchError(f"cost model must know op {type(op).__name__}, got no rule; add one in "
+                         "cost_model/ops.py")
+
+
+def _is_sliced(t: TensorType) -> bool:
+    from workbench.types import Sliced
+
+    return isinstance(t.layout, Sliced)
+
+
+def _add_busy(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+@dataclass(frozen=True)
+class ProgramCost:
+    """Closed-form time of a whole program (statements run one after another on each rank),
+    the per-statement costs, and the bandwidth-only lower bound."""
+
+    time_s: object
+    stmts: tuple
+    busy_s: dict
+
+    @property
+    def lower_bound_s(self):
+        """No schedule of these kernels on this machine can be faster: each resource must be
+        busy this long and serves one kernel at a time."""
+        return smax(*self.busy_s.values()) if self.busy_s else 0
+
+
+def program_cost(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
+                 symbolic: bool = False) -> ProgramCost:
+    """The cost model's prediction for a program on a cluster."""
+    ctx = CostContext(program, cluster, bound, symbolic)
+    costs = tuple(stmt_cost(ctx, s) for s in program.stmts)
+    total = sum((c.time_s for c in costs), sympy.Integer(0) if symbolic else 0.0)
+    busy: dict = {}
+    for c in costs:
+        busy = _add_busy(busy, c.busy_s)
+    return ProgramCost(total, costs, busy)
