@@ -216,13 +216,14 @@ class FusedParts:
     send_nbytes: object  # bytes sent point-to-point
     work: Work  # HBM traffic and flops of the computation (and of the collective's buffers)
     group: Group | None
+    scalar_allreduces: tuple = ()  # groups of Norms/ReduceTensors over Sliced inputs
 
 
 def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     """Split a Fused statement's body into communication and computation."""
     rs, ag, send = 0, 0, 0
     group = None
-    elementwise, produced, extra = [], set(), Work(0, 0)
+    elementwise, produced, extra, scalars = [], set(), Work(0, 0), []
     for leaf in s.op.body:
         op = leaf.op
         if isinstance(op, ir.ReduceScatter):
@@ -241,11 +242,19 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
             send = send + ctx.local_nbytes(op.x)
         elif isinstance(op, ir.ELEMENTWISE_OPS):
             elementwise.append(leaf)
+        elif isinstance(op, ir.Slice):
+            continue  # a view of the input: no data moves
+        elif isinstance(op, (ir.Norm, ir.ReduceTensor)):
+            # read the input once (unless this kernel produced it) and reduce the partials
+            read = 0 if op.x in produced else ctx.local_nbytes(op.x)
+            extra = extra + Work(read, 2 * ctx.local_numel(op.x))
+            if _is_sliced(ctx.types[op.x]):
+                scalars.append(ctx.types[op.x].group)
         else:
             raise WorkbenchError(f"fused {s.op.kind} body must hold collectives and elementwise "
                                  f"statements only, got {type(op).__name__}")
     work = elementwise_work(ctx, elementwise, frozenset(produced)) + extra
-    return FusedParts(rs, ag, send, work, group)
+    return FusedParts(rs, ag, send, work, group, tuple(scalars))
 
 
 def fused_link_s(ctx: CostContext, parts: FusedParts):
@@ -275,7 +284,14 @@ def fused_link_lower_s(ctx: CostContext, parts: FusedParts):
     return t
 
 
-def fused_latency_s(ctx: CostContext, s: ir.Stmt, parts: FusedParts):
+def fused_latency_s(ctx: CostContext, s: ir.Stmt, parts: FusedParts):  # noqa: ARG001
+    """Fixed cost of a fused kernel: launch, barriers, and the all-reduces of scalar partials
+    (a norm over slices needs one before the values that use it)."""
+    scalars = sum((_scalar_allreduce_s(ctx, g) for g in parts.scalar_allreduces), 0)
+    return scalars + _fused_fixed_s(ctx, parts)
+
+
+def _fused_fixed_s(ctx: CostContext, parts: FusedParts):
     if parts.group is None:
         return ctx.cluster.gpu.launch_latency_s
     if parts.send_nbytes and not (parts.rs_nbytes or parts.ag_nbytes):
@@ -303,6 +319,8 @@ def _fused_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
 def stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     """Predicted time of one top-level statement (plain, Fused or Overlapped)."""
     op = s.op
+    if isinstance(op, ir.Slice):
+        return OpCost(0.0 if not ctx.symbolic else sympy.Integer(0), {}, "none")  # a view
     if isinstance(op, ir.ELEMENTWISE_OPS):
         return _compute_cost(ctx, elementwise_work(ctx, [s]))
     if isinstance(op, ir.MatMul):

@@ -1,0 +1,357 @@
+"""SimPy model of a program running on a cluster.
+
+Each simulated GPU owns its resources: `link` (its NVLink/NIC directions; a ring step sends on
+the out direction while receiving on the in direction, and by the symmetry of collectives every
+GPU does both at once, so one resource stands for the pair), `hbm` (the memory pipeline that
+computation chunks hold) and `sms` (a Container of SMs: a communication kernel holds one SM per
+NCCL channel, a computation kernel takes what is free). Each rank runs its statements in order
+on one stream; an Overlapped region runs its producer and consumer on two streams. Every
+duration comes from cost_model (the simulator has no formulas of its own): NCCL plans give the
+chunk steps, roofline_s gives computation chunks, fused_comm_time the fused kernels' transfers.
+
+Large clusters: every rank of a group does the same work at the same time (data- and
+model-parallel programs are symmetric), so `reduced=True` simulates one representative rank per
+group and skips the cross-rank waits (which are then all satisfied at the same instant) and
+batches a ring's identical steps. `reduced=False` simulates every rank with the ring
+dependencies (rank r's step k waits for rank r-1's step k-1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import simpy
+import sympy
+
+from cost_model import collectives as coll
+from cost_model.hardware import Cluster
+from cost_model.ops import (
+    CostContext,
+    Work,
+    elementwise_work,
+    fused_latency_s,
+    fused_link_s,
+    fused_parts,
+    matmul_work,
+    roofline_s,
+    send_crosses_nodes,
+)
+from workbench import ir
+from workbench.errors import WorkbenchError
+
+# Ranks above which simulate() reduces by symmetry unless told otherwise.
+FULL_RANK_LIMIT = 16
+# Computation kernels are cut into this many chunks (thread-block waves, coarsely) so that
+# overlapped kernels interleave on HBM at this granularity.
+COMPUTE_CHUNKS = 8
+# Most events one reduced collective may cost: identical ring steps are batched beyond this.
+MAX_STEP_EVENTS = 64
+# Chunks of a fused collective kernel's pipeline (load -> compute -> store).
+FUSED_CHUNKS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One timeline row: `op` held `resource` of GPU `gpu` from t_start to t_end (seconds)."""
+
+    t_start: float
+    t_end: float
+    gpu: int
+    resource: str
+    op: str
+
+
+@dataclass
+class SimResult:
+    """What a simulation produced: the time, the timeline, and how it was reduced."""
+
+    time_s: float
+    rows: list[Row]
+    ranks_simulated: int
+    ranks_total: int
+    reduced: bool
+    busy_s: dict = field(default_factory=dict)  # resource -> busy seconds on the busiest GPU
+
+    def dataframe(self):
+        """The timeline as a pandas DataFrame (t_start, t_end, gpu, resource, op)."""
+        import pandas as pd
+
+        columns = ["t_start", "t_end", "gpu", "resource", "op"]
+        return pd.DataFrame([[getattr(r, c) for c in columns] for r in self.rows],
+                            columns=columns)
+
+    def bottleneck(self, link_name: str = "nvlink") -> str:
+        """The resource busy longest; 'latency' when none is busy half of the time."""
+        if not self.busy_s or self.time_s <= 0:
+            return "latency"
+        res, busy = max(self.busy_s.items(), key=lambda kv: kv[1])
+        if busy < 0.5 * self.time_s:
+            return "latency"
+        return link_name if res == "link" else res
+
+    def note(self) -> str:
+        """A sentence saying whether the simulation was reduced by symmetry."""
+        if not self.reduced:
+            return f"simulated all {self.ranks_total} ranks"
+        return (f"reduced by symmetry: simulated {self.ranks_simulated} representative "
+                f"rank(s) of {self.ranks_total}")
+
+    def chrome_trace(self) -> dict:
+        """The timeline as a Chrome/Perfetto trace (JSON object format, microseconds)."""
+        events = [{"name": r.op, "ph": "X", "ts": r.t_start * 1e6,
+                   "dur": (r.t_end - r.t_start) * 1e6, "pid": r.gpu, "tid": r.resource}
+                  for r in self.rows]
+        return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+class _Gpu:
+    """The resources of one simulated GPU."""
+
+    def __init__(self, env: simpy.Environment, cluster: Cluster, gpu_id: int):
+        self.id = gpu_id
+        self.link = simpy.Resource(env, capacity=1)
+        self.hbm = simpy.Resource(env, capacity=1)
+        self.sms = simpy.Container(env, capacity=cluster.gpu.sm_count,
+                                   init=cluster.gpu.sm_count)
+        self.busy = {"link": 0.0, "hbm": 0.0}
+
+
+class Simulation:
+    """One run of a program on a cluster (see module docstring)."""
+
+    def __init__(self, program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
+                 reduced: bool | None = None, record: bool = True):
+        self.program = program
+        self.cluster = cluster
+        self.ctx = CostContext(program, cluster, bound)
+        self.env = simpy.Environment()
+        self.record = record
+        self.rows: list[Row] = []
+        self.groups = program.groups()
+        sizes = [self.ctx.group_size(g) for g in self.groups]
+        self.ranks_total = sum(sizes)
+        self.reduced = self.ranks_total > FULL_RANK_LIMIT if reduced is None else reduced
+        self.offsets, off = {}, 0
+        for g, n in zip(self.groups, sizes):
+            self.offsets[g] = off
+            off += n
+        self.ranks = {g: (1 if self.reduced else n) for g, n in zip(self.groups, sizes)}
+        self.gpus = {(g, r): _Gpu(self.env, cluster, self.offsets[g] + r)
+                     for g in self.groups for r in range(self.ranks[g])}
+        self.events: dict = {}
+
+    # ------------------------------------------------------------ helpers
+
+    def _event(self, key):
+        ev = self.events.get(key)
+        if ev is None:
+            ev = self.events[key] = self.env.event()
+        return ev
+
+    def _hold(self, gpu: _Gpu, resource: str, duration: float, op: str):
+        res = gpu.link if resource == "link" else gpu.hbm
+        with res.request() as req:
+            yield req
+            start = self.env.now
+            yield self.env.timeout(duration)
+            gpu.busy[resource] += duration
+            if self.record:
+                self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
+
+    def _take_sms(self, gpu: _Gpu, wanted: int):
+        """Take up to `wanted` SMs, at least one (a block scheduler fills whatever is free,
+        which a FIFO Container would not: so ask only for what is there)."""
+        take = max(1, min(wanted, int(gpu.sms.level)))
+        yield gpu.sms.get(take)
+        return take
+
+    def _stmt_group(self, s: ir.Stmt):
+        names = s.op.operands()
+        for n in names:
+            t = self.ctx.types[n]
+            if t.shape or len(names) == 1:
+                return t.group
+        return s.outs[0].type.group
+
+    # ------------------------------------------------------------ kernels
+
+    def _compute(self, gpu: _Gpu, work: Work, op: str, scale: float = 1.0,
+                 leave_sms: int = 0):
+        cluster = self.cluster
+        yield self.env.timeout(cluster.gpu.launch_latency_s)
+        take = yield from self._take_sms(gpu, cluster.gpu.sm_count - leave_sms)
+        frac = take / cluster.gpu.sm_count
+        per_chunk = roofline_s(cluster, float(work.hbm_bytes) * scale / COMPUTE_CHUNKS,
+                               float(work.flops) * scale / COMPUTE_CHUNKS, work.dtype, frac)
+        for _ in range(COMPUTE_CHUNKS):
+            yield from self._hold(gpu, "hbm", per_chunk, op)
+        yield gpu.sms.put(take)
+
+    def _collective(self, g, r: int, gpu: _Gpu, kind: str, nbytes: float, op: str, key):
+        P = self.ctx.group_size(g)
+        plan = coll.choose_plan(kind, nbytes, P, self.cluster, P)
+        take = yield from self._take_sms(gpu, int(plan.channels) or 1)
+        yield self.env.timeout(plan.fixed_s)
+        steps = int(plan.steps)
+        if steps:
+            if self.reduced:
+                batches = min(steps, MAX_STEP_EVENTS)
+                for b in range(batches):
+                    n = steps // batches + (1 if b < steps % batches else 0)
+                    yield from self._hold(gpu, "link", n * plan.step_s, op)
+            else:
+                for k in range(steps):
+                    if k:  # the data of step k comes from the previous rank's step k-1
+                        yield self._event((key, (r - 1) % P, k - 1))
+                    yield from self._hold(gpu, "link", plan.step_s, op)
+                    self._event((key, r, k)).succeed()
+        yield gpu.sms.put(take)
+
+    def _fused(self, gpu: _Gpu, s: ir.Stmt, op: str, scale: float = 1.0):
+        parts = fused_parts(self.ctx, s)
+        env = self.env
+        yield env.timeout(fused_latency_s(self.ctx, s, parts))
+        take = yield from self._take_sms(gpu, self.cluster.gpu.sm_count)
+        frac = take / self.cluster.gpu.sm_count
+        rs_part = FusedCopy(parts, rs=True)
+        ag_part = FusedCopy(parts, rs=False)
+        load_s = fused_link_s(self.ctx, rs_part.parts) * scale / FUSED_CHUNKS
+        store_s = fused_link_s(self.ctx, ag_part.parts) * scale / FUSED_CHUNKS
+        comp_s = roofline_s(self.cluster, float(parts.work.hbm_bytes) * scale / FUSED_CHUNKS,
+                            float(parts.work.flops) * scale / FUSED_CHUNKS, parts.work.dtype, frac)
+        loaded = [env.event() for _ in range(FUSED_CHUNKS)]
+        computed = [env.event() for _ in range(FUSED_CHUNKS)]
+
+        def loader():
+            for c in range(FUSED_CHUNKS):
+                if load_s:
+                    yield from self._hold(gpu, "link", load_s, op)
+                loaded[c].succeed()
+
+        def computer():
+            for c in range(FUSED_CHUNKS):
+                yield loaded[c]
+                if comp_s:
+                    yield from self._hold(gpu, "hbm", comp_s, op)
+                computed[c].succeed()
+
+        def storer():
+            for c in range(FUSED_CHUNKS):
+                yield computed[c]
+                if store_s:
+                    yield from self._hold(gpu, "link", store_s, op)
+
+        procs = [env.process(loader()), env.process(computer()), env.process(storer())]
+        yield env.all_of(procs)
+        yield gpu.sms.put(take)
+
+    # ------------------------------------------------------------ statements
+
+    def _run(self, g, r: int, gpu: _Gpu, s: ir.Stmt, key, scale: float = 1.0,
+             leave_sms: int = 0):
+        op = s.op
+        name = f"{s.name} = {type(op).__name__}"
+        start = self.env.now
+        if isinstance(op, ir.Slice):
+            pass  # a view: no data moves
+        elif isinstance(op, ir.ELEMENTWISE_OPS):
+            yield from self._compute(gpu, elementwise_work(self.ctx, [s]), name, scale,
+                                     leave_sms)
+        elif isinstance(op, ir.MatMul):
+            yield from self._compute(gpu, matmul_work(self.ctx, s), name, scale, leave_sms)
+        elif isinstance(op, (ir.ReduceTensor, ir.Norm)):
+            x = op.x
+            work = Work(self.ctx.local_nbytes(x), 2 * self.ctx.local_numel(x))
+            yield from self._compute(gpu, work, name, scale)
+            if self.ctx.types[x].layout.__class__.__name__ == "Sliced":
+                yield from self._collective(g, r, gpu, "allreduce", 4.0, name, (key, "norm"))
+        elif isinstance(op, ir.Send):
+            nbytes = float(self.ctx.local_nbytes(op.x)) * scale
+            crosses = send_crosses_nodes(self.ctx, g)
+            fixed_s = coll.p2p_time(0.0, self.cluster, crosses)  # the latency part
+            yield self.env.timeout(fixed_s)
+            # the link holds for the bandwidth part of the cost model's p2p time
+            duration = coll.p2p_time(nbytes, self.cluster, crosses) - fixed_s
+            yield from self._hold(gpu, "link", duration, name)
+        elif isinstance(op, ir.COMMUNICATION_OPS):
+            kind = {ir.AllReduce: "allreduce", ir.ReduceScatter: "reducescatter",
+                    ir.AllGather: "allgather", ir.Broadcast: "broadcast",
+                    ir.Reduce: "reduce"}[type(op)]
+            nbytes = float(self.ctx.full_nbytes(op.x)) * scale
+            yield from self._collective(g, r, gpu, kind, nbytes, name, key)
+        elif isinstance(op, ir.Fused):
+            if op.kind == "compute":
+                yield from self._compute(gpu, elementwise_work(self.ctx, op.body),
+                                         f"{s.name} = FusedCompute", scale)
+            else:
+                yield from self._fused(gpu, s, f"{s.name} = {op}", scale)
+        elif isinstance(op, ir.Overlapped):
+            yield from self._overlapped(g, r, gpu, s, key)
+        else:
+            raise WorkbenchError(f"simulator must know op {type(op).__name__}, got no rule")
+        if self.record:
+            self.rows.append(Row(start, self.env.now, gpu.id, "stream", name))
+
+    def _overlapped(self, g, r, gpu, s: ir.Stmt, key):
+        producer, consumer = s.op.body
+        chunks = s.op.chunks
+        env = self.env
+        done = [env.event() for _ in range(chunks)]
+
+        def produce():
+            for c in range(chunks):
+                # the producer leaves NCCL's channel SMs free for the concurrent consumer
+                yield from self._run(g, r, gpu, producer, (key, "p", c), 1.0 / chunks,
+                                     self.cluster.nccl.max_channels)
+                done[c].succeed()
+
+        def consume():
+            for c in range(chunks):
+                yield done[c]
+                yield from self._run(g, r, gpu, consumer, (key, "c", c), 1.0 / chunks)
+
+        yield env.all_of([env.process(produce()), env.process(consume())])
+
+    def _rank(self, g, r: int):
+        gpu = self.gpus[(g, r)]
+        for i, s in enumerate(self.program.stmts):
+            sg = self._stmt_group(s)
+            if sg == g:
+                yield from self._run(g, r, gpu, s, i)
+                if any(isinstance(leaf.op, ir.Send) for leaf in s.leaves()):
+                    self._event((i, "sent", r)).succeed()  # the receiver may go on
+            elif any(isinstance(leaf.op, ir.Send) and leaf.op.dst == g for leaf in s.leaves()):
+                yield self._event((i, "sent", r))  # receive from the same rank of the stage
+
+    def run(self) -> SimResult:
+        """Simulate the program; returns the time of the slowest rank and the timeline."""
+        procs = [self.env.process(self._rank(g, r))
+                 for g in self.groups for r in range(self.ranks[g])]
+        self.env.run(self.env.all_of(procs))
+        busiest = max(self.gpus.values(), key=lambda x: max(x.busy.values()))
+        return SimResult(float(self.env.now), self.rows,
+                         sum(self.ranks.values()), self.ranks_total, self.reduced,
+                         dict(busiest.busy))
+
+
+@dataclass(frozen=True)
+class FusedCopy:
+    """The load (reduce-scatter) or store (all-gather, send) half of a fused kernel's parts."""
+
+    full: object
+    rs: bool
+
+    @property
+    def parts(self):
+        import dataclasses
+
+        if self.rs:
+            return dataclasses.replace(self.full, ag_nbytes=0, send_nbytes=0)
+        return dataclasses.replace(self.full, rs_nbytes=0)
+
+
+def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
+             reduced: bool | None = None, record: bool = True) -> SimResult:
+    """Simulate `program` on `cluster` with sizes `bound`; reduced=None picks by rank count."""
+    return Simulation(program, cluster, bound, reduced, record).run()

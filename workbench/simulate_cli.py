@@ -1,0 +1,167 @@
+"""`workbench simulate`: predict every schedule of a program on a modelled cluster.
+
+    workbench simulate studies/adam.py --hardware h200x4 --set N=2**26
+
+One row per schedule (the unscheduled program, the file's named schedules, and any extra
+candidates such as the autotuner's): simulated time, the cost model's closed form, the speedup
+over the unscheduled program, and the bottleneck resource; the best row is marked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from workbench import ir
+from workbench.errors import SizeError, WorkbenchError
+
+UNSCHEDULED = "unscheduled"
+
+
+@dataclass
+class Prediction:
+    """One schedule's prediction: simulated and closed-form time, and its timeline."""
+
+    name: str
+    program: ir.Program
+    time_s: float
+    model_s: float
+    lower_bound_s: float
+    bottleneck: str
+    result: object  # simulator.SimResult
+    formula: object = None
+
+
+def resolve_sizes(program: ir.Program, defaults: dict, sets: dict, cluster) -> dict:
+    """Sizes for a run: the file's `sizes`, then --set, and P from the hardware unless set.
+
+    Every group whose size is the symbol P gets an equal share of the cluster's GPUs (a
+    pipeline of two stages of P ranks on 8 GPUs has P = 4)."""
+    sizes = {**defaults, **sets}
+    p_groups = [g for g in program.groups() if str(g.size) == "P"]
+    world = cluster.world_size
+    if "P" not in sets and p_groups:
+        if world % len(p_groups):
+            raise SizeError(f"group size P must split the {world} GPUs of {cluster.name} into "
+                            f"{len(p_groups)} equal groups, got {world} GPUs; pass --set P=... "
+                            "or another --nodes")
+        sizes["P"] = world // len(p_groups)
+    if p_groups and sizes["P"] * len(p_groups) > world:
+        raise SizeError(f"group size P must fit the cluster: {len(p_groups)} group(s) of P ranks "
+                        f"on {world} GPUs of {cluster.name}, got P={sizes['P']}; lower P or "
+                        "add --nodes")
+    return sizes
+
+
+def candidates(loaded, autotune: Iterable[tuple[str, ir.Program]] | None = None):
+    """(name, program) for the unscheduled program, each named schedule, then `autotune`'s."""
+    yield UNSCHEDULED, loaded.program
+    for name, sched in loaded.schedules.items():
+        yield name, sched.apply()
+    if autotune is not None:
+        yield from autotune
+
+
+def predict(loaded, cluster, sets: dict | None = None,
+            autotune: Iterable[tuple[str, ir.Program]] | None = None,
+            symbolic: bool = False, reduced: bool | None = None, progress: bool = False,
+            ) -> list[Prediction]:
+    """Simulate every candidate schedule of a loaded program file on `cluster`.
+
+    `autotune` is the hook for extra candidates: any iterable of (name, Program), e.g. the
+    autotuner's legal transform sequences applied to the program."""
+    from cost_model.ops import program_cost
+    from simulator import simulate
+    from workbench.interpreter import bind_sizes
+
+    sizes = resolve_sizes(loaded.program, loaded.sizes, sets or {}, cluster)
+    items = list(candidates(loaded, autotune))
+    out = []
+    iterator = items
+    if progress and len(items) > 3:
+        from rich.console import Console
+        from rich.progress import track
+
+        iterator = track(items, description="simulating", console=Console(stderr=True),
+                         transient=True)
+    link = "nic" if cluster.nodes > 1 and cluster.gpus_per_node * cluster.nic.bandwidth_Bps \
+        < cluster.nvlink.bandwidth_Bps else "nvlink"
+    for name, program in iterator:
+        bound = bind_sizes(program, sizes)
+        cost = program_cost(program, cluster, bound)
+        result = simulate(program, cluster, bound, reduced=reduced)
+        formula = program_cost(program, cluster, bound, symbolic=True).time_s if symbolic else None
+        out.append(Prediction(name, program, result.time_s, float(cost.time_s),
+                              float(cost.lower_bound_s), result.bottleneck(link), result,
+                              formula))
+    return out
+
+
+def table(predictions: list[Prediction]):
+    """The pandas table: one row per schedule, the best marked."""
+    import pandas as pd
+
+    base = next((p.time_s for p in predictions if p.name == UNSCHEDULED), predictions[0].time_s)
+    best = min(predictions, key=lambda p: p.time_s)
+    return pd.DataFrame({
+        "schedule": [p.name for p in predictions],
+        "time_ms": [p.time_s * 1e3 for p in predictions],
+        "model_ms": [p.model_s * 1e3 for p in predictions],
+        "speedup": [base / p.time_s for p in predictions],
+        "bottleneck": [p.bottleneck for p in predictions],
+        "best": ["*" if p is best else "" for p in predictions],
+    })
+
+
+@click.command()
+@click.argument("program_file", metavar="PROGRAM.py[:NAME]")
+@click.option("--hardware", default="h200x4", show_default=True,
+              help="Preset (h200x4, h100x8, a100x8, v100x16) or a profile file (.json/.yaml).")
+@click.option("--nodes", type=int, default=1, show_default=True,
+              help="Nodes of the preset, linked by a 400 Gb/s NIC per GPU.")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="Bind a size, e.g. --set N=2**28 (P defaults to the cluster's GPUs).")
+@click.option("--symbolic", is_flag=True, help="Also print each schedule's closed-form time.")
+@click.option("--full", is_flag=True, help="Simulate every rank (no reduction by symmetry).")
+@click.option("--autotune", is_flag=True,
+              help="Add the autotuner's candidates (workbench.autotune.candidates).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Chrome/Perfetto trace of the best schedule's timeline.")
+def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, csv_path,
+             json_path, trace_path) -> None:
+    """Predict each schedule's time on a modelled cluster (no GPU needed)."""
+    from cost_model.hardware import load_hardware
+    from workbench.loader import load, parse_sets
+
+    cluster = load_hardware(hardware, nodes)
+    loaded = load(program_file)
+    extra = None
+    if autotune:
+        try:
+            from workbench import autotune as tuner
+        except ModuleNotFoundError:
+            raise WorkbenchError("--autotune must find the autotuner (workbench.autotune), got "
+                                 "no such module; run without --autotune") from None
+        extra = tuner.candidates(loaded.program)
+    predictions = predict(loaded, cluster, parse_sets(sets), extra, symbolic,
+                          reduced=False if full else None, progress=True)
+    df = table(predictions)
+    click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "
+               f"{predictions[0].result.note()}")
+    click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if symbolic:
+        for p in predictions:
+            click.echo(f"\n{p.name}: t(s) = {p.formula}")
+    if csv_path:
+        df.to_csv(csv_path, index=False)
+    if json_path:
+        Path(json_path).write_text(df.to_json(orient="records", indent=2))
+    if trace_path:
+        best = min(predictions, key=lambda p: p.time_s)
+        Path(trace_path).write_text(json.dumps(best.result.chrome_trace()))
