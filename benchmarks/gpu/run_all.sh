@@ -51,6 +51,10 @@ fi
 stamp "fused AllReduce vs NCCL all_reduce"
 $WB benchmarks/gpu/allreduce.py --set N=2**24 --set N=2**26 --set N=2**28 \
   --name allreduce-h200x$P 2> "$RES"/allreduce.log | tee "$RES"/allreduce.txt
+stamp "tuning: fused AllReduce with 1 block per SM instead of 2"
+WB_COLLECTIVE_BLOCKS_PER_SM=1 $WB benchmarks/gpu/allreduce.py --set N=2**26 --set N=2**28 \
+  --no-baselines --name allreduce-1blk-h200x$P 2> "$RES"/allreduce-1blk.log \
+  | tee "$RES"/allreduce-1blk.txt
 stamp "SGD fp32 and mixed"
 $WB studies/sgd.py studies/sgd.py:mixed $SIZES --name sgd-h200x$P 2> "$RES"/sgd.log \
   | tee "$RES"/sgd.txt
@@ -61,4 +65,4 @@ stamp "done"
 for f in allreduce sgd adam; do
   tail -3 "$RES"/$f.log
 done
-cut -c1-220 "$RES"/allreduce.txt "$RES"/sgd.txt "$RES"/adam.txt
+cut -c1-220 "$RES"/allreduce.txt "$RES"/allreduce-1blk.txt "$RES"/sgd.txt "$RES"/adam.txt

@@ -69,3 +69,17 @@ def test_table_speedup_and_floor():
     floor_ms = cb / NVLINK_BPS * 1e3
     assert row.floor_ms == pytest.approx(floor_ms) and 2.2 < floor_ms < 2.3
     assert row.x_floor == pytest.approx(3.0 / floor_ms)
+
+
+def test_rank_part_matches_the_interpreter():
+    from workbench.runtime.executor import _rank_part
+
+    pf = load_study("studies/adam.py")
+    sched = pf.schedules["fuse-rs-c-ag"].apply()
+    sizes = {"N": 64, "P": 4}
+    inputs = interpreter.random_inputs(pf.program, sizes, 1)
+    bound = interpreter.bind_sizes(sched, sizes)
+    for v in sched.inputs:
+        parts = interpreter.to_ranks(inputs[v.name], v.type, bound)
+        for r in range(4):
+            np.testing.assert_array_equal(_rank_part(inputs[v.name], v.type, r, 4), parts[r])

@@ -28,6 +28,15 @@ _TORCH_REDUCE = {"add": "SUM", "max": "MAX", "min": "MIN", "mul": "PRODUCT"}
 COLLECTIVE_BLOCKS_PER_SM = 2
 
 
+def _collective_blocks_per_sm() -> int:
+    # WB_COLLECTIVE_BLOCKS_PER_SM=1 halves the grid (a tuning experiment); more than 2 could
+    # leave blocks unscheduled while their peers spin, so it is capped at the launch bound.
+    import os
+
+    return max(1, min(COLLECTIVE_BLOCKS_PER_SM,
+                      int(os.environ.get("WB_COLLECTIVE_BLOCKS_PER_SM", COLLECTIVE_BLOCKS_PER_SM))))
+
+
 def import_pycuda():
     """pycuda's driver module, or a RuntimeFault that says how to install it."""
     try:
@@ -90,6 +99,22 @@ class Gpu:
 
     def close(self) -> None:
         self.context.pop()
+
+
+def _rank_part(value: np.ndarray, t, rank: int, P: int) -> np.ndarray:
+    """Rank `rank`'s part of a logical value, as a view (interpreter.to_ranks builds every
+    rank's copy through np.take with a Python range: minutes at 2^28 elements)."""
+    from workbench.types import LocalLayout, Sliced
+
+    if isinstance(t.layout, LocalLayout):
+        return value[rank]
+    if isinstance(t.layout, Sliced):
+        d = t.layout.dim
+        n = value.shape[d] // P
+        index = [slice(None)] * value.ndim
+        index[d] = slice(rank * n, (rank + 1) * n)
+        return value[tuple(index)]
+    return value
 
 
 class _CudaArray:
@@ -193,7 +218,7 @@ class PlanRun:
         fn.prepare(sig)
         extent = self._int(step.extent)
         if spec.kind == "collective":
-            grid = min(MAX_BLOCKS, self.gpu.sm_count * COLLECTIVE_BLOCKS_PER_SM)
+            grid = min(MAX_BLOCKS, self.gpu.sm_count * _collective_blocks_per_sm())
         else:
             grid = max(1, min(-(-extent // (spec.vec * THREADS)), self.gpu.sm_count * 16))
         return ("kernel", step, fn, grid, args, epoch_at)
@@ -238,7 +263,9 @@ class PlanRun:
         """Copy this rank's part of each logical input into its buffer."""
         drv = self.gpu.drv
         for v in self.plan.program.inputs:
-            part = interpreter.to_ranks(inputs[v.name], v.type, self.bound)[self.gpu.rank]
+            part = _rank_part(np.asarray(inputs[v.name],
+                                         dtype=interpreter.numpy_dtype(v.type.dtype)),
+                              v.type, self.gpu.rank, self.gpu.P)
             drv.memcpy_htod(self.ptr[self.plan.locs[v.name].buffer],
                             np.ascontiguousarray(part))
         drv.Context.synchronize()
