@@ -315,6 +315,7 @@ def override(obj: Any, changes: dict, prefix: str) -> Any:
                                     f"{value!r}")
             new[key] = value
         else:
+            value = _number(value)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise HardwareError(f"hardware profile field {where} must be a positive number, "
                                     f"got {value!r}")
@@ -341,8 +342,19 @@ def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
         return tuple(by_name.values())
     table = dict(old)
     for name, number in value.items():
+        number = _number(number)
         if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0:
             raise HardwareError(f"hardware profile field {where}.{name} must be a "
                                 f"non-negative number, got {number!r}")
         table[str(name)] = float(number)
     return tuple(table.items())
+
+
+def _number(value: Any) -> Any:
+    """YAML 1.1 reads 1.0e11 as a string: accept numeric strings as numbers."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value

@@ -1,0 +1,131 @@
+"""The SimPy simulator: agreement with the cost model, symmetry reduction, lower bound,
+timeline output."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cost_model import load_hardware, program_cost
+from simulator import simulate
+from workbench.interpreter import bind_sizes
+from workbench.loader import load
+
+STUDIES = ["sgd", "adam", "lamb", "model_parallel", "pipeline"]
+
+
+def programs(study):
+    loaded = load(f"studies/{study}.py")
+    yield "unscheduled", loaded.program, loaded.sizes
+    for name, sched in loaded.schedules.items():
+        yield name, sched.apply(), loaded.sizes
+
+
+def all_programs():
+    return [(study, name, prog, sizes) for study in STUDIES
+            for name, prog, sizes in programs(study)]
+
+
+ALL = all_programs()
+IDS = [f"{s}:{n}" for s, n, _, _ in ALL]
+
+
+def small_sizes(sizes, P):
+    return {k: max(P, v // 64) for k, v in sizes.items()} | {"P": P}
+
+
+@pytest.mark.parametrize("hardware, nodes", [("h200x4", 1), ("h100x8", 1), ("h200x4", 2)])
+@pytest.mark.parametrize("study, name, program, sizes", ALL, ids=IDS)
+def test_reduced_equals_full_within_1_percent(hardware, nodes, study, name, program, sizes):
+    cluster = load_hardware(hardware, nodes)
+    P = cluster.world_size // len(program.groups())
+    bound = bind_sizes(program, small_sizes(sizes, P))
+    full = simulate(program, cluster, bound, reduced=False)
+    reduced = simulate(program, cluster, bound, reduced=True)
+    assert not full.reduced and reduced.reduced
+    assert reduced.ranks_simulated < full.ranks_simulated
+    assert abs(reduced.time_s / full.time_s - 1) <= 0.01
+
+
+@pytest.mark.parametrize("study, name, program, sizes", ALL, ids=IDS)
+def test_sequential_programs_match_the_closed_form(study, name, program, sizes):
+    """Without Overlapped regions nothing runs concurrently: the simulated time is the cost
+    model's sum, up to the fused kernels' pipeline fill (at most one chunk of computation)."""
+    from workbench import ir
+
+    cluster = load_hardware("h200x4")
+    P = cluster.world_size // len(program.groups())
+    bound = bind_sizes(program, {**sizes, "P": P})
+    sim = simulate(program, cluster, bound).time_s
+    model = program_cost(program, cluster, bound).time_s
+    if any(isinstance(s.op, ir.Overlapped) for s in program.stmts):
+        assert sim >= 0.5 * model
+    else:
+        assert model * 0.999 <= sim <= model * 1.15
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=st.sampled_from(range(len(ALL))), log_n=st.integers(10, 24),
+       hardware=st.sampled_from(["h200x4", "h100x8", "a100x8", "v100x16"]),
+       nodes=st.sampled_from([1, 2]))
+def test_simulated_time_never_below_the_lower_bound(case, log_n, hardware, nodes):
+    study, name, program, sizes = ALL[case]
+    cluster = load_hardware(hardware, nodes)
+    P = cluster.world_size // len(program.groups())
+    chosen = {k: max(P, (2**log_n // P) * P) for k in sizes} | {"P": P}
+    bound = bind_sizes(program, chosen)
+    lower = program_cost(program, cluster, bound).lower_bound_s
+    assert lower > 0
+    assert simulate(program, cluster, bound, reduced=True).time_s >= lower * (1 - 1e-9)
+
+
+def test_fused_allreduce_beats_allreduce_plus_update_at_large_sizes():
+    loaded = load("studies/adam.py")
+    fused = [s for n, s in loaded.schedules.items() if n.startswith("fuse")]
+    assert fused, "adam.py must name a fused schedule"
+    cluster = load_hardware("h200x4")
+    for n in (2**26, 2**28):
+        bound = bind_sizes(loaded.program, {"N": n, "P": 4})
+        base = simulate(loaded.program, cluster, bound).time_s
+        best = min(simulate(s.apply(), cluster, bound).time_s for s in fused)
+        assert best < base
+
+
+def test_timeline_dataframe_and_chrome_trace():
+    loaded = load("studies/sgd.py")
+    cluster = load_hardware("h200x4")
+    bound = bind_sizes(loaded.program, {"N": 2**20, "P": 4})
+    result = simulate(loaded.program, cluster, bound)
+    df = result.dataframe()
+    assert list(df.columns) == ["t_start", "t_end", "gpu", "resource", "op"]
+    assert set(df.gpu) == {0, 1, 2, 3}
+    assert (df.t_end >= df.t_start).all()
+    assert df.t_end.max() == pytest.approx(result.time_s)
+    assert {"link", "hbm", "stream"} <= set(df.resource)
+    trace = json.loads(json.dumps(result.chrome_trace()))
+    assert len(trace["traceEvents"]) == len(df)
+    assert all(e["ph"] == "X" for e in trace["traceEvents"])
+
+
+def test_communication_kernel_holds_sms_and_slows_overlapped_compute():
+    """In an Overlapped region the producer leaves NCCL's channel SMs to the consumer, so the
+    overlapped MatMul runs longer than alone."""
+    loaded = load("studies/model_parallel.py")
+    sched = next(s for n, s in loaded.schedules.items() if n.startswith("overlap"))
+    program = sched.apply()
+    cluster = load_hardware("h200x4")
+    bound = bind_sizes(program, {**loaded.sizes, "P": 4})
+    df = simulate(program, cluster, bound).dataframe()
+    mm = df[(df.resource == "stream") & df.op.str.contains("MatMul") & (df.gpu == 0)]
+    alone = program_cost(loaded.program, cluster, bound).stmts[0].time_s
+    assert (mm.t_end - mm.t_start).sum() > alone
+
+
+def test_large_cluster_is_reduced_and_says_so():
+    loaded = load("studies/adam.py")
+    cluster = load_hardware("h100x8", nodes=128)
+    bound = bind_sizes(loaded.program, {"N": 2**28, "P": 1024})
+    result = simulate(loaded.program, cluster, bound)
+    assert result.reduced and result.ranks_simulated == 1
+    assert "reduced by symmetry" in result.note() and "1024" in result.note()
