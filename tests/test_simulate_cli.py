@@ -75,3 +75,8 @@ def test_pipeline_stages_split_the_cluster(capsys):
     assert code == 0 and "8 GPUs" in out
     code, _, err = run(capsys, "studies/pipeline.py", "--hardware", "h200x4", "--set", "P=4")
     assert code == 2 and "group size P must fit the cluster" in err
+
+
+def test_autotune_adds_candidates(capsys):
+    code, out, _ = run(capsys, "studies/sgd.py", "--autotune", "--set", "N=2**20")
+    assert code == 0 and "auto:" in out

@@ -128,7 +128,7 @@ def table(predictions: list[Prediction]):
 @click.option("--symbolic", is_flag=True, help="Also print each schedule's closed-form time.")
 @click.option("--full", is_flag=True, help="Simulate every rank (no reduction by symmetry).")
 @click.option("--autotune", is_flag=True,
-              help="Add the autotuner's candidates (workbench.autotune.candidates).")
+              help="Add the autotuner's candidates (workbench.autotune.search).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
@@ -148,7 +148,9 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, csv_
         except ModuleNotFoundError:
             raise WorkbenchError("--autotune must find the autotuner (workbench.autotune), got "
                                  "no such module; run without --autotune") from None
-        extra = tuner.candidates(loaded.program)
+        found = tuner.search(loaded.program).candidates
+        # the search lists the unscheduled program first; predict() already has it
+        extra = [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
     predictions = predict(loaded, cluster, parse_sets(sets), extra, symbolic,
                           reduced=False if full else None, progress=True)
     df = table(predictions)
