@@ -3,7 +3,7 @@
 from conftest import ROOT
 
 COMMANDS = [
-    "pip install -e '.[dev]' && workbench schedules studies/adam.py --autotune",
+    "pip install -e '.[dev]' && workbench simulate studies/adam.py --hardware h200x4",
     "python -m pytest",
 ]
 
