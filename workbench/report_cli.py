@@ -80,12 +80,14 @@ def build_report(results_dir: Path) -> str:
         raise ProgramFileError(f"results directory must hold predicted.csv or measured.csv, got "
                                f"neither in {results_dir}; run a study sweep first")
     parts = [f"# Report for {results_dir.name}", ""]
-    if predicted is not None:
-        parts += ["## Predicted speedup over the unscheduled program", "",
-                  speedups(predicted, "predicted_s").to_markdown(), ""]
-    if measured is not None:
-        parts += ["## Measured speedup over the unscheduled program", "",
-                  speedups(measured, "measured_s").to_markdown(), ""]
+    for df, value, title in ((predicted, "predicted_s", "Predicted"),
+                             (measured, "measured_s", "Measured")):
+        if df is None:
+            continue
+        parts += [f"## {title} speedup over the unscheduled program", ""]
+        for study, g in df.groupby("study", sort=True):
+            table = speedups(g, value).droplevel("study")
+            parts += [f"### {study}", "", table.to_markdown(), ""]
     if predicted is not None and measured is not None:
         joined = compare(predicted, measured)
         parts += ["## Predicted vs measured", "",

@@ -1,0 +1,111 @@
+"""The CoCoNet experiments as sweeps: every study, schedule and size, predicted and measured.
+
+    python -m studies.sweep predict --hardware h200x4 --out studies/results/h200x4
+    python -m studies.sweep measured RESULT.csv [...] --out studies/results/h200x4
+    workbench report studies/results/h200x4
+
+`predict` simulates every schedule of every study over the sizes of CoCoNet's figures and
+writes predicted.csv. `measured` folds the CSVs written by `workbench compile-and-measure` into
+measured.csv (same keys). `workbench report` then compares them and draws the figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+
+STUDIES_DIR = Path(__file__).resolve().parent
+
+# study label -> (program spec, list of size dicts); sizes follow CoCoNet's figures:
+# data parallel (Fig. 10) sweeps the number of parameters, model and pipeline parallel
+# (Figs. 11, 12) the tokens per batch at a GPT-3-like hidden size of 12288.
+OPTIMIZER_SIZES = [{"N": 2**k} for k in (20, 22, 24, 26, 28)]
+LAYER_SIZES = [{"T": t, "H": 12288} for t in (1024, 2048, 4096, 8192)]
+SWEEPS = {
+    "sgd": ("sgd.py", OPTIMIZER_SIZES),
+    "sgd-mixed": ("sgd.py:mixed", OPTIMIZER_SIZES),
+    "adam": ("adam.py", OPTIMIZER_SIZES),
+    "adam-mixed": ("adam.py:mixed", OPTIMIZER_SIZES),
+    "lamb": ("lamb.py", OPTIMIZER_SIZES),
+    "lamb-mixed": ("lamb.py:mixed", OPTIMIZER_SIZES),
+    "model_parallel": ("model_parallel.py", LAYER_SIZES),
+    "pipeline": ("pipeline.py", LAYER_SIZES),
+}
+
+
+def size_label(sizes: dict) -> str:
+    """{'N': 268435456} -> 'N=2^28'; powers of two are written as such, so labels sort."""
+    def one(k, v):
+        return f"{k}=2^{v.bit_length() - 1}" if v > 1 and v & (v - 1) == 0 else f"{k}={v}"
+
+    return ",".join(one(k, int(v)) for k, v in sorted(sizes.items()) if k != "P")
+
+
+def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None):
+    """One row per (study, schedule, size): the simulator's prediction."""
+    from cost_model.hardware import load_hardware
+    from workbench.loader import load
+    from workbench.simulate_cli import predict
+
+    cluster = load_hardware(hardware, nodes)
+    rows = []
+    for study in studies or list(SWEEPS):
+        spec, size_list = SWEEPS[study]
+        loaded = load(str(STUDIES_DIR / spec))
+        for sizes in size_list:
+            for p in predict(loaded, cluster, dict(sizes)):
+                gpus = sum(1 for _ in loaded.program.groups())  # groups share the cluster
+                rows.append({"study": study, "schedule": p.name, "size": size_label(sizes),
+                             "gpus": cluster.world_size // gpus, "predicted_s": p.time_s,
+                             "model_s": p.model_s, "lower_bound_s": p.lower_bound_s,
+                             "bottleneck": p.bottleneck})
+    return pd.DataFrame(rows)
+
+
+def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
+    """Fold compile-and-measure CSVs into (study, schedule, size, gpus, measured_s, check)."""
+    frames = []
+    for path in csv_paths:
+        df = pd.read_csv(path)
+        df = df[df["kind"] == "workbench"] if "kind" in df.columns else df
+        frames.append(pd.DataFrame({
+            "study": df["study"], "schedule": df["schedule"], "size": df["size"],
+            "gpus": df["gpus"], "measured_s": df["time_ms"] / 1e3, "check": df["check"],
+        }))
+    return pd.concat(frames, ignore_index=True)
+
+
+@click.group()
+def main() -> None:
+    """Run the CoCoNet study sweeps."""
+
+
+@main.command("predict")
+@click.option("--hardware", default="h200x4", show_default=True)
+@click.option("--nodes", default=1, show_default=True)
+@click.option("--study", "studies", multiple=True, type=click.Choice(list(SWEEPS)))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
+def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], out_dir: Path) -> None:
+    """Simulate every study's schedules over its sizes; write OUT/predicted.csv."""
+    df = predict_rows(hardware, nodes, list(studies) or None)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out_dir / "predicted.csv", index=False)
+    click.echo(f"wrote {out_dir / 'predicted.csv'} ({len(df)} rows)")
+
+
+@main.command("measured")
+@click.argument("csv_paths", nargs=-1, type=click.Path(exists=True, path_type=Path),
+                required=True)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
+def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
+    """Fold compile-and-measure results into OUT/measured.csv."""
+    df = measured_rows(list(csv_paths))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out_dir / "measured.csv", index=False)
+    click.echo(f"wrote {out_dir / 'measured.csv'} ({len(df)} rows)")
+
+
+if __name__ == "__main__":
+    main()
