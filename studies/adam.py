@@ -9,6 +9,7 @@ FusedAllReduce kernel). In `mixed`, the fp32 master weights stay sliced too and 
 weights are gathered, which halves the all-gather's bytes.
 """
 
+from studies.optimizer_schedules import optimizer_schedules
 from workbench import *
 
 N = Size("N", multiple_of=P)
@@ -41,29 +42,8 @@ def build(grad_dtype=float32):
                       name="adam")
     state = (m, v, w) if mixed else (m, v)  # what each rank may keep as a slice only
 
-    @schedule(program)
-    def rs_c_ag(s):
-        """ReduceScatter, the whole update on slices, AllGather of weights and moments."""
-        rs, ag = s.split(g1)
-        s.reorder(*updates, before=ag)
-
-    @schedule(program)
-    def rs_c_ag_sliced_state(s):
-        """rs-c-ag, keeping the optimizer state sliced (only the weights are gathered)."""
-        rs, ag = s.split(g1)
-        s.reorder(*updates, before=ag)
-        s.as_slice(*state)
-
-    @schedule(program)
-    def fuse_rs_c_ag(s):
-        """rs-c-ag-sliced-state as one FusedAllReduce kernel."""
-        rs, ag = s.split(g1)
-        sliced = s.reorder(*updates, before=ag)
-        s.as_slice(*state)
-        gathered = [w16] if mixed else [w1]
-        s.fuse(rs, *sliced, *gathered)
-
-    return program, [rs_c_ag, rs_c_ag_sliced_state, fuse_rs_c_ag]
+    return program, optimizer_schedules(program, g1, updates, state,
+                                        [w16] if mixed else [w1])
 
 
 program, schedules = build()

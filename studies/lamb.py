@@ -7,6 +7,7 @@ Schedules: `rs-c-ag` (split; moments, update direction, both norms and the updat
 middle phase all-reduces the two norms' partial sums).
 """
 
+from studies.optimizer_schedules import optimizer_schedules
 from workbench import *
 
 N = Size("N", multiple_of=P)
@@ -38,30 +39,9 @@ def build(grad_dtype=float32):
         outputs.append(w16)
     program = Program(inputs=[g, w, m, v, lr, beta1, beta2, eps, step, wd], outputs=outputs,
                       name="lamb")
-    state = (m, v, w) if mixed else (m, v)
-
-    @schedule(program)
-    def rs_c_ag(s):
-        """ReduceScatter, moments, norms and update on slices, AllGather of the results."""
-        rs, ag = s.split(g1)
-        s.reorder(*updates, before=ag)
-
-    @schedule(program)
-    def rs_c_ag_sliced_state(s):
-        """rs-c-ag, keeping the optimizer state sliced."""
-        rs, ag = s.split(g1)
-        s.reorder(*updates, before=ag)
-        s.as_slice(*state)
-
-    @schedule(program)
-    def fuse_rs_c_ag(s):
-        """rs-c-ag-sliced-state as one FusedAllReduce kernel (norms reduced inside it)."""
-        rs, ag = s.split(g1)
-        sliced = s.reorder(*updates, before=ag)
-        s.as_slice(*state)
-        s.fuse(rs, *sliced, w16 if mixed else w1)
-
-    return program, [rs_c_ag, rs_c_ag_sliced_state, fuse_rs_c_ag]
+    state = (m, v, w) if mixed else (m, v)  # what each rank may keep as a slice only
+    return program, optimizer_schedules(program, g1, updates, state,
+                                        [w16] if mixed else [w1])
 
 
 program, schedules = build()

@@ -236,7 +236,7 @@ class Reorder(Transform):
             new, extra = self._on_slices(program.with_stmts(stmts), i, gathered, sliced_dim, who)
             stmts[i:i + 1] = new
             for gname, src in extra:  # place each new gather just before its first reader
-                gstmt = self._gather(program.with_stmts(stmts), gname, src, name)
+                gstmt = self._gather(program.with_stmts(stmts), gname, src)
                 readers = _readers(stmts, gname)
                 stmts.insert(readers[0] if readers else len(stmts), gstmt)
                 gathered[gname] = src
@@ -246,7 +246,7 @@ class Reorder(Transform):
         return dead_code_eliminated(program.with_stmts(stmts))
 
     @staticmethod
-    def _gather(program, gname, src, loc_of):
+    def _gather(program, gname, src):
         t = program.value(src).type.with_(layout=ir.Replicated)
         return ir.Stmt((ir.Value(gname, t),), ir.AllGather(src),
                        program.stmt_defining(src).loc)
@@ -281,9 +281,8 @@ class Reorder(Transform):
         if not isinstance(new.out.type.layout, Sliced):
             raise IllegalTransform(f"{who}: {stmt.name} = {stmt.op} must run on slices after "
                                    f"the rewrite, got layout {new.out.type.layout}")
-        if isinstance(op, ir.Send):
-            # The receiving group gathers: Send(slice) then AllGather there, under the old name.
-            return [new], [(out.name, sliced_name)]
+        # Gathered under the old name where first needed; for a Send, the receiving group
+        # gathers the slices it was sent.
         return [new], [(out.name, sliced_name)]
 
     def results(self, program):

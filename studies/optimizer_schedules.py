@@ -1,0 +1,39 @@
+"""The data-parallel optimizer schedules that SGD, Adam and LAMB share (CoCoNet Fig. 10)."""
+
+from workbench import schedule
+
+
+def optimizer_schedules(program, grad_allreduce, updates, state, gathered):
+    """The three schedules of a data-parallel optimizer step:
+
+    rs-c-ag               split the gradient AllReduce; the whole update on slices; gather
+                          every updated tensor
+    rs-c-ag-sliced-state  the same, keeping `state` (inputs) sliced: only `gathered` is gathered
+    fuse-rs-c-ag          rs-c-ag-sliced-state as one FusedAllReduce kernel
+
+    `updates` are the statements that read the reduced gradient (directly or through each
+    other), in program order; `gathered` are the outputs every rank still needs whole.
+    """
+
+    @schedule(program)
+    def rs_c_ag(s):
+        """ReduceScatter, the whole update on slices, AllGather of every updated tensor."""
+        rs, ag = s.split(grad_allreduce)
+        s.reorder(*updates, before=ag)
+
+    @schedule(program)
+    def rs_c_ag_sliced_state(s):
+        """rs-c-ag, keeping the optimizer state sliced (only the weights are gathered)."""
+        rs, ag = s.split(grad_allreduce)
+        s.reorder(*updates, before=ag)
+        s.as_slice(*state)
+
+    @schedule(program)
+    def fuse_rs_c_ag(s):
+        """rs-c-ag-sliced-state as one FusedAllReduce kernel."""
+        rs, ag = s.split(grad_allreduce)
+        sliced = s.reorder(*updates, before=ag)
+        s.as_slice(*state)
+        s.fuse(rs, *sliced, *gathered)
+
+    return [rs_c_ag, rs_c_ag_sliced_state, fuse_rs_c_ag]
