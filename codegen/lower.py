@@ -196,7 +196,11 @@ class _Planner:
                          f"'{target}', got later uses; Compute a new value instead")
 
 
-def lower(program: ir.Program, P: int) -> Plan:
+# Vectors per thread per iteration in fused collectives (more NVLink loads in flight).
+COLLECTIVE_UNROLL = 1
+
+
+def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROLL) -> Plan:
     """Lower `program` for a group of P ranks; raises RuntimeFault for ops the GPU backend does
     not generate yet (the message names the op and the statement)."""
     groups = program.groups()
@@ -217,7 +221,7 @@ def lower(program: ir.Program, P: int) -> Plan:
         op = stmt.op
         what = f"statement {stmt.name} ({op})"
         if isinstance(op, ir.Fused) and op.kind in ("allreduce", "reducescatter", "allgather"):
-            steps.append(_collective_kernel(pl, stmt, first))
+            steps.append(_collective_kernel(pl, stmt, first, collective_unroll))
         elif isinstance(op, ir.Fused) and op.kind == "compute" or isinstance(
                 op, ir.ELEMENTWISE_OPS):
             steps.append(_elementwise_kernel(pl, stmt, first))
@@ -454,7 +458,7 @@ class _KernelBuilder:
             self.stores.append(Store(var, _c_type(out.type), ptr, self._c(loc.offset)))
 
     def spec(self, kind: str, template: str, P: int, extra: list[Param], comment: str,
-             vec_types: list[str]) -> KernelSpec:
+             vec_types: list[str], unroll: int = 1) -> KernelSpec:
         extent = self._c(self.extent)
         params = list(self.params.values())
         params += [Param(s.name, f"long long {s.name}", "size", s.name)
@@ -465,7 +469,8 @@ class _KernelBuilder:
         vec = 16 // min(sizes) if sizes else 4
         spec = KernelSpec(kind, template, P, vec, extent, tuple(params),
                           tuple(self.loads.values()), tuple(self.assigns), tuple(self.stores),
-                          tuple(self.scalars.values()), self.dropout, comment)
+                          tuple(self.scalars.values()), self.dropout, unroll=unroll,
+                          comment=comment)
         return mangle(spec)
 
     def vec_types(self) -> list[str]:
@@ -485,7 +490,7 @@ def _elementwise_kernel(pl: _Planner, stmt: ir.Stmt, first: int) -> KernelStep:
     return KernelStep(spec, tuple(s.name for s in leaves), extent=kb.extent)
 
 
-def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int) -> KernelStep:
+def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int) -> KernelStep:
     """FusedAllReduce / FusedReduceScatter / FusedAllGather: ReduceScatter by peer loads, the
     computation on this rank's slice in registers, AllGather by peer stores, one kernel."""
     op: ir.Fused = stmt.op
@@ -545,7 +550,7 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int) -> KernelStep:
     extra.append(Param("epoch", "uint32_t epoch", "epoch"))
     spec = kb.spec("collective", "fused_collective.cu.j2", pl.P, extra,
                    f"Fused{op.kind.capitalize()}: " + "; ".join(
-                       f"{s.name} = {s.op}" for s in leaves), kb.vec_types())
+                       f"{s.name} = {s.op}" for s in leaves), kb.vec_types(), unroll)
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, kb.extent)
 
 

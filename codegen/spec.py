@@ -88,6 +88,7 @@ class KernelSpec:
     stores: tuple[Store, ...]
     scalars: tuple[Load, ...] = ()
     needs_dropout: bool = False
+    unroll: int = 1  # vectors per thread per loop iteration
     comment: str = ""
     name: str = ""
 

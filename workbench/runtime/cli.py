@@ -44,7 +44,7 @@ def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
 
 
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
-            baselines: bool, hang_s: float, echo=None) -> dict:
+            baselines: bool, hang_s: float, echo=None, unroll: int = 1) -> dict:
     """Launch P workers on this machine for the job; return the results JSON of rank 0."""
     from workbench.loader import load
     from workbench.runtime.launcher import launch, python_argv
@@ -72,7 +72,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         out = Path(tmp) / "results.json"
         job = {"programs": [{"spec": s, "schedules": [schedule]} for s in specs],
                "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
-               "baselines": baselines, "out": str(out), "seed": 0}
+               "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll}
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         launch(P, python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
@@ -108,8 +108,10 @@ def _versions() -> dict:
               help="Seconds without progress from a rank before the run is ended.")
 @click.option("--quiet", is_flag=True, help="Do not echo the ranks' progress lines.")
 @click.option("--name", default=None, help="Stem of the result files (default: from programs).")
+@click.option("--unroll", default=1, show_default=True,
+              help="Vectors per thread per iteration in fused collectives (1, 2 or 4).")
 def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
-                        hang_s, quiet, name):
+                        hang_s, quiet, name, unroll):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
     from workbench.runtime.report import format_table, table
@@ -117,8 +119,10 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
     echo = None if quiet else (lambda r, line: click.echo(line, err=True))
+    if unroll not in (1, 2, 4):
+        raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")
     results = run_job(list(program_files), P, _size_sweep(sets), schedule, reps, warmup,
-                      not no_baselines, hang_s, echo)
+                      not no_baselines, hang_s, echo, unroll)
     command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     results["meta"].update(_versions(), command=command,
                            date=datetime.datetime.now(datetime.UTC).isoformat())
