@@ -32,4 +32,4 @@ for U in 1 2; do
     --name adam-u$U 2> "$RES"/adam-u$U.log | tee "$RES"/adam-u$U.txt
 done
 stamp done
-tail -2 "$RES"/*.log
+tail -n 2 "$RES"/*.log
