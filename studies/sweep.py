@@ -43,8 +43,10 @@ def size_label(sizes: dict) -> str:
     return ",".join(one(k, int(v)) for k, v in sorted(sizes.items()) if k != "P")
 
 
-def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None):
-    """One row per (study, schedule, size): the simulator's prediction."""
+def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None,
+                 gpus: int | None = None):
+    """One row per (study, schedule, size): the simulator's prediction. `gpus` sets the group
+    size P (default: the cluster's GPUs shared evenly by the program's groups)."""
     from cost_model.hardware import load_hardware
     from workbench.loader import load
     from workbench.simulate_cli import predict
@@ -54,25 +56,42 @@ def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None
     for study in studies or list(SWEEPS):
         spec, size_list = SWEEPS[study]
         loaded = load(str(STUDIES_DIR / spec))
+        groups = len(loaded.program.groups())  # a pipeline's stages share the cluster
+        P = gpus or cluster.world_size // groups
         for sizes in size_list:
-            for p in predict(loaded, cluster, dict(sizes)):
-                gpus = sum(1 for _ in loaded.program.groups())  # groups share the cluster
+            for p in predict(loaded, cluster, {**sizes, "P": P}):
                 rows.append({"study": study, "schedule": p.name, "size": size_label(sizes),
-                             "gpus": cluster.world_size // gpus, "predicted_s": p.time_s,
+                             "gpus": P, "predicted_s": p.time_s,
                              "model_s": p.model_s, "lower_bound_s": p.lower_bound_s,
                              "bottleneck": p.bottleneck})
     return pd.DataFrame(rows)
 
 
+def _study_of(spec: str) -> str:
+    """'studies/adam.py:mixed' -> 'adam-mixed' (the sweep's study labels)."""
+    path, _, attr = spec.partition(":")
+    return Path(path).stem + (f"-{attr}" if attr and attr != "program" else "")
+
+
+def _parse_sizes(text: str) -> dict:
+    """'N=16777216' or 'H=12288,T=8192' -> dict of ints."""
+    return {k: int(v) for k, v in (item.split("=") for item in str(text).split(","))}
+
+
 def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
-    """Fold compile-and-measure CSVs into (study, schedule, size, gpus, measured_s, check)."""
+    """Fold compile-and-measure CSVs into (study, schedule, size, gpus, measured_s, check);
+    only the workbench's own schedules (baselines are kept in the source CSVs)."""
     frames = []
     for path in csv_paths:
         df = pd.read_csv(path)
-        df = df[df["kind"] == "workbench"] if "kind" in df.columns else df
+        df = df[df["kind"] == "workbench"]
         frames.append(pd.DataFrame({
-            "study": df["study"], "schedule": df["schedule"], "size": df["size"],
-            "gpus": df["gpus"], "measured_s": df["time_ms"] / 1e3, "check": df["check"],
+            "study": df["spec"].map(_study_of),
+            "schedule": df["schedule"],
+            "size": df["sizes"].map(lambda t: size_label(_parse_sizes(t))),
+            "gpus": df["P"].astype(int),
+            "measured_s": df["time_ms"] / 1e3,
+            "check": df["check"],
         }))
     return pd.concat(frames, ignore_index=True)
 
@@ -86,10 +105,12 @@ def main() -> None:
 @click.option("--hardware", default="h200x4", show_default=True)
 @click.option("--nodes", default=1, show_default=True)
 @click.option("--study", "studies", multiple=True, type=click.Choice(list(SWEEPS)))
+@click.option("--gpus", type=int, default=None, help="Group size P (default: from hardware).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
-def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], out_dir: Path) -> None:
+def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int | None,
+                out_dir: Path) -> None:
     """Simulate every study's schedules over its sizes; write OUT/predicted.csv."""
-    df = predict_rows(hardware, nodes, list(studies) or None)
+    df = predict_rows(hardware, nodes, list(studies) or None, gpus)
     out_dir.mkdir(parents=True, exist_ok=True)
     df.to_csv(out_dir / "predicted.csv", index=False)
     click.echo(f"wrote {out_dir / 'predicted.csv'} ({len(df)} rows)")

@@ -57,3 +57,12 @@ def test_report_command_writes_tables_and_figures(tmp_path, capsys):
 def test_report_of_empty_dir(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "must hold predicted.csv or measured.csv, got neither" in capsys.readouterr().err
+
+
+def test_unmeasured_and_failed_rows_are_left_out():
+    predicted, measured = _tables()
+    measured["check"] = "ok"
+    measured.loc[0, "measured_s"] = float("nan")  # not generated
+    measured.loc[1, "check"] = "MISMATCH max error 0.3"  # wrong output: its time means nothing
+    joined = compare(predicted, measured)
+    assert len(joined) == len(measured) - 2

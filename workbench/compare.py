@@ -31,10 +31,20 @@ def compare(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
     """Join predicted and measured rows; error = (predicted - measured) / measured."""
     _require(predicted, KEYS + ["predicted_s"], "predicted")
     _require(measured, KEYS + ["measured_s"], "measured")
+    measured = valid_measurements(measured)
     joined = predicted.merge(measured, on=KEYS, how="inner", validate="one_to_one")
     joined["signed_error"] = (joined["predicted_s"] - joined["measured_s"]) / joined["measured_s"]
     joined["abs_error"] = joined["signed_error"].abs()
     return joined.sort_values(KEYS).reset_index(drop=True)
+
+
+def valid_measurements(measured: pd.DataFrame) -> pd.DataFrame:
+    """Rows that hold a time whose output checked ok; a schedule that was not generated (no
+    time) or whose output was wrong (check != ok...) has no time worth comparing."""
+    ok = measured["measured_s"].notna() & (measured["measured_s"] > 0)
+    if "check" in measured.columns:
+        ok &= measured["check"].astype(str).str.startswith("ok")
+    return measured[ok]
 
 
 def _kendall_tau(group: pd.DataFrame) -> float:
