@@ -23,7 +23,7 @@ import numpy as np
 import sympy
 
 from codegen.cprinter import c_index
-from codegen.spec import THREADS, Assign, KernelSpec, Load, Param, Store, mangle
+from codegen.spec import THREADS, Assign, KernelSpec, Load, Param, Push, Store, mangle
 from workbench import ir
 from workbench.errors import RuntimeFault
 from workbench.types import LocalLayout, ReplicatedLayout, Sliced, TensorType
@@ -200,9 +200,19 @@ class _Planner:
 COLLECTIVE_UNROLL = 1
 
 
-def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROLL) -> Plan:
+COLLECTIVE_MODES = ("pull", "push")
+
+
+def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROLL,
+          collective_mode: str = "pull") -> Plan:
     """Lower `program` for a group of P ranks; raises RuntimeFault for ops the GPU backend does
-    not generate yet (the message names the op and the statement)."""
+    not generate yet (the message names the op and the statement).
+
+    collective_mode: how a fused collective reduce-scatters. pull: each rank loads its slice
+    from every peer's buffer over NVLink. push: each rank stores every peer's slice into that
+    peer's staging buffer, then reduces locally (all NVLink traffic is stores)."""
+    if collective_mode not in COLLECTIVE_MODES:
+        raise _fault(f"collective mode must be one of {COLLECTIVE_MODES}, got {collective_mode!r}")
     groups = program.groups()
     if len(groups) != 1:
         raise _fault(f"the GPU backend must get a program of one process group, got "
@@ -221,7 +231,7 @@ def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROL
         op = stmt.op
         what = f"statement {stmt.name} ({op})"
         if isinstance(op, ir.Fused) and op.kind in ("allreduce", "reducescatter", "allgather"):
-            steps.append(_collective_kernel(pl, stmt, first, collective_unroll))
+            steps.append(_collective_kernel(pl, stmt, first, collective_unroll, collective_mode))
         elif isinstance(op, ir.Fused) and op.kind == "compute" or isinstance(
                 op, ir.ELEMENTWISE_OPS):
             steps.append(_elementwise_kernel(pl, stmt, first))
@@ -312,6 +322,7 @@ class _KernelBuilder:
         self.regs: dict[str, str] = {}
         self.symbols: set[sympy.Symbol] = set()
         self.dropout = False
+        self.pushes: list[Push] = []
 
     # -- parameters
 
@@ -470,6 +481,7 @@ class _KernelBuilder:
         spec = KernelSpec(kind, template, P, vec, extent, tuple(params),
                           tuple(self.loads.values()), tuple(self.assigns), tuple(self.stores),
                           tuple(self.scalars.values()), self.dropout, unroll=unroll,
+                          pushes=tuple(self.pushes), elem_bytes=tuple(sorted(set(sizes))),
                           comment=comment)
         return mangle(spec)
 
@@ -490,7 +502,8 @@ def _elementwise_kernel(pl: _Planner, stmt: ir.Stmt, first: int) -> KernelStep:
     return KernelStep(spec, tuple(s.name for s in leaves), extent=kb.extent)
 
 
-def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int) -> KernelStep:
+def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
+                       mode: str = "pull") -> KernelStep:
     """FusedAllReduce / FusedReduceScatter / FusedAllGather: ReduceScatter by peer loads, the
     computation on this rank's slice in registers, AllGather by peer stores, one kernel."""
     op: ir.Fused = stmt.op
@@ -512,11 +525,27 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int) -> 
             if lop.dim != 0:
                 raise _fault(f"{what}: ReduceScatter must scatter dim 0, got {lop.dim}")
             src = pl.locs[lop.x]
-            peers = kb.peer_params(src.buffer, const=True)
             var = f"a_{_ident(leaf.out.name)}"
             ctype = _c_type(pl.types[lop.x])
-            kb.loads[var] = Load(var, ctype, "reduce", "", kb._c(src.offset + RANK * kb.extent),
-                                 peers=peers, reduce=_REDUCE[lop.op])
+            off = kb._c(src.offset + RANK * kb.extent)
+            if mode == "pull":
+                srcs = tuple(f"{p} + ({off})" for p in kb.peer_params(src.buffer, const=True))
+            else:
+                gptr = kb.buf_param(src.buffer, const=True)
+                stage = f"stage_{_ident(lop.x)}"
+                pl.buffers[stage] = BufferSpec(stage, pl.types[lop.x].dtype.name,
+                                               pl.sub(pl.P * kb.extent), peer=True)
+                speers = kb.peer_params(stage, const=False)
+                # Read the local staging buffer through a plain pointer: peers write it during
+                # this launch (before the barrier), so no __restrict__ / read-only-cache path.
+                local = f"p_{stage}_local"
+                kb.params[local] = Param(local, f"const {ctype}* {local}", "buf", stage)
+                n = kb._c(kb.extent)
+                srcs = tuple(f"(rank == {k} ? {gptr} + ({off}) : {local} + {k}LL * ({n}))"
+                             for k in range(pl.P))
+                kb.pushes.append(Push(ctype, f"{gptr} + ({kb._c(src.offset)})", speers))
+            kb.loads[var] = Load(var, ctype, "reduce", "", off, peers=srcs,
+                                 reduce=_REDUCE[lop.op])
             rvar = f"r_{_ident(leaf.out.name)}"
             kb.assigns.append(Assign(rvar, _c_type(leaf.out.type), f"{var}[j]"))
             kb.regs[leaf.out.name] = rvar

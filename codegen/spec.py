@@ -35,8 +35,9 @@ class Load:
     """How the kernel reads one operand into the f32 register `var`.
 
     mode: contig (ptr + offset + i, vectorizable), gather (ptr + index(i), for broadcasts),
-    scalar (ptr[offset], once per thread), reduce (sum over peers' ptr + offset + i, in rank
-    order, the reduce-scatter of a fused collective; `peers` are the P pointer names).
+    scalar (ptr[offset], once per thread), reduce (sum over rank k's contribution at
+    peers[k] + i, in rank order: the reduce-scatter of a fused collective; `peers` holds the P
+    C address expressions, offsets included).
     """
 
     var: str
@@ -74,6 +75,17 @@ class Store:
 
 
 @dataclass(frozen=True, slots=True)
+class Push:
+    """Phase one of a push-mode fused collective: for every other rank q, copy this rank's
+    elements q*extent + i of `src` into q's staging buffer `peers[q]` at rank*extent + i (peer
+    stores only; the owner then reduces from its local staging buffer)."""
+
+    c_type: str
+    src: str
+    peers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class KernelSpec:
     """Everything a template renders; `name` is the mangle of all other fields."""
 
@@ -89,6 +101,8 @@ class KernelSpec:
     scalars: tuple[Load, ...] = ()
     needs_dropout: bool = False
     unroll: int = 1  # vectors per thread per loop iteration
+    pushes: tuple[Push, ...] = ()  # push mode: phase one of the reduce-scatter
+    elem_bytes: tuple[int, ...] = ()  # element sizes of vector operands (alignment check)
     comment: str = ""
     name: str = ""
 

@@ -17,7 +17,14 @@ CASES = [
     ("adam-mixed-fuse-rs-c-ag-p2", "studies/adam.py:mixed", "fuse-rs-c-ag", 2),
     ("allreduce-fused-p2", "benchmarks/gpu/allreduce.py", "fused", 2),
     ("bias-dropout-broadcast-p2", "dropout", None, 2),
+    ("adam-fuse-rs-c-ag-push-p2", "studies/adam.py", "fuse-rs-c-ag", 2),
+    ("adam-mixed-fuse-rs-c-ag-push-p4", "studies/adam.py:mixed", "fuse-rs-c-ag", 4),
 ]
+
+
+def case_mode(case) -> str:
+    """The fused-collective mode a case is lowered with (its id says push)."""
+    return "push" if "-push-" in case[0] else "pull"
 
 
 def dropout_program():

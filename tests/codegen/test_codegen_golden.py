@@ -1,7 +1,7 @@
 """Golden rendered CUDA for the studies' kernels (regenerate with WORKBENCH_REGEN_GOLDEN=1)."""
 
 import pytest
-from codegen_cases import CASES, case_program
+from codegen_cases import CASES, case_mode, case_program
 from conftest import assert_golden
 
 from codegen.lower import KernelStep, NcclStep, lower
@@ -23,7 +23,7 @@ def _plan_text(plan) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_rendered_cuda_matches_golden(case):
-    plan = lower(case_program(case), P=case[3])
+    plan = lower(case_program(case), P=case[3], collective_mode=case_mode(case))
     parts = [_plan_text(plan)]
     for step in plan.steps:
         if isinstance(step, KernelStep):

@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from codegen_cases import CASES, case_program
+from codegen_cases import CASES, case_mode, case_program
 
 from codegen.lower import KernelStep, lower
 from codegen.render import include_dir, render
@@ -20,7 +20,7 @@ def test_rendered_kernels_compile(case, tmp_path, monkeypatch):
     from workbench.runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
-    plan = lower(case_program(case), P=case[3])
+    plan = lower(case_program(case), P=case[3], collective_mode=case_mode(case))
     kernels = [s.spec for s in plan.steps if isinstance(s, KernelStep)]
     assert kernels, "each case generates at least one kernel"
     for spec in kernels:

@@ -44,19 +44,24 @@ def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
 
 
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
-            baselines: bool, hang_s: float, echo=None, unroll: int = 1) -> dict:
+            baselines: bool, hang_s: float, echo=None, unroll: int = 1,
+            mode: str = "pull") -> dict:
     """Launch P workers on this machine for the job; return the results JSON of rank 0."""
     from workbench.loader import load
     from workbench.runtime.launcher import launch, python_argv
 
     if reps < 20:
         raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
+    wanted = [w.strip() for w in schedule.split(",") if w.strip()] or ["all"]
+    known: set[str] = set()
     for spec in specs:
-        pf = load(spec)  # errors in the program file surface here, before any GPU work
-        if schedule != "all" and schedule not in pf.schedules:
-            known = ", ".join(sorted(pf.schedules)) or "none"
-            raise WorkbenchError(f"--schedule must name a schedule of {spec}, got {schedule!r}; "
-                                 f"known: {known}")
+        known |= set(load(spec).schedules)  # a broken program file fails here, before GPUs
+    unknown = [w for w in wanted if w != "all" and w not in known]
+    if unknown:
+        what = specs[0] if len(specs) == 1 else "the programs"
+        raise WorkbenchError(f"--schedule must name a schedule of {what}, got "
+                             f"{', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(sorted(known)) or 'none'}")
     present = _gpu_count()
     if present < P:
         raise RuntimeFault(f"--gpus must not exceed the GPUs present, got --gpus {P} on a "
@@ -70,9 +75,10 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     nvcc_path()
     with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
         out = Path(tmp) / "results.json"
-        job = {"programs": [{"spec": s, "schedules": [schedule]} for s in specs],
+        job = {"programs": [{"spec": s, "schedules": wanted} for s in specs],
                "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
-               "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll}
+               "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll,
+               "mode": mode}
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         launch(P, python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
@@ -98,7 +104,7 @@ def _versions() -> dict:
 @click.option("--set", "sets", multiple=True,
               help="Size NAME=VALUE; repeat a name to sweep (e.g. --set N=2**24 --set N=2**26).")
 @click.option("--schedule", default="all", show_default=True,
-              help="Schedule to measure besides the unscheduled program, or all.")
+              help="Schedules to measure besides the unscheduled program (comma-separated), or all.")
 @click.option("--reps", default=30, show_default=True, help="Timed repetitions (>= 20).")
 @click.option("--warmup", default=5, show_default=True)
 @click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
@@ -110,8 +116,11 @@ def _versions() -> dict:
 @click.option("--name", default=None, help="Stem of the result files (default: from programs).")
 @click.option("--unroll", default=1, show_default=True,
               help="Vectors per thread per iteration in fused collectives (1, 2 or 4).")
+@click.option("--collective-mode", "mode", type=click.Choice(["pull", "push"]), default="pull",
+              show_default=True, help="Reduce-scatter of fused collectives: NVLink peer loads "
+              "(pull) or peer stores into the owners' staging buffers (push).")
 def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
-                        hang_s, quiet, name, unroll):
+                        hang_s, quiet, name, unroll, mode):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
     from workbench.runtime.report import format_table, table
@@ -122,7 +131,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     if unroll not in (1, 2, 4):
         raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")
     results = run_job(list(program_files), P, _size_sweep(sets), schedule, reps, warmup,
-                      not no_baselines, hang_s, echo, unroll)
+                      not no_baselines, hang_s, echo, unroll, mode)
     command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     results["meta"].update(_versions(), command=command,
                            date=datetime.datetime.now(datetime.UTC).isoformat())

@@ -101,7 +101,8 @@ def main(job_path: str) -> int:
             for name, program in programs:
                 rec = dict(base, schedule=name, kind="workbench")
                 try:
-                    plan = lower(program, P, collective_unroll=job.get("unroll", 1))
+                    plan = lower(program, P, collective_unroll=job.get("unroll", 1),
+                                 collective_mode=job.get("mode", "pull"))
                 except RuntimeFault as e:
                     rec.update(check=f"not generated: {e}", median_ms=None)
                     records.append(rec)
