@@ -104,7 +104,8 @@ def _versions() -> dict:
 @click.option("--set", "sets", multiple=True,
               help="Size NAME=VALUE; repeat a name to sweep (e.g. --set N=2**24 --set N=2**26).")
 @click.option("--schedule", default="all", show_default=True,
-              help="Schedules to measure besides the unscheduled program (comma-separated), or all.")
+              help="Schedules to measure besides the unscheduled program (comma-separated), "
+                   "or all.")
 @click.option("--reps", default=30, show_default=True, help="Timed repetitions (>= 20).")
 @click.option("--warmup", default=5, show_default=True)
 @click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
