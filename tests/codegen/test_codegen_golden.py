@@ -37,3 +37,16 @@ def test_kernel_names_are_deterministic_and_distinct():
     assert [k.name for k in a] == [k.name for k in b]
     p4 = lower(case_program(CASES[6]), P=4).kernels()
     assert {k.name for k in a}.isdisjoint({k.name for k in p4})
+
+
+def test_push_mode_stages_through_peer_stores_only():
+    case = next(c for c in CASES if c[0] == "adam-fuse-rs-c-ag-p2")
+    pull = lower(case_program(case), P=2)
+    push = lower(case_program(case), P=2, collective_mode="push")
+    peer = {m: {b.name for b in plan.buffers if b.peer} for m, plan in
+            (("pull", pull), ("push", push))}
+    # pull reads the gradient from the peers; push writes it into their staging buffer instead
+    assert "g" in peer["pull"] and "g" not in peer["push"] and "stage_g" in peer["push"]
+    stage = next(b for b in push.buffers if b.name == "stage_g")
+    assert str(stage.numel) == "N"  # P slots of N/P elements
+    assert push.kernels()[0].pushes and not pull.kernels()[0].pushes
