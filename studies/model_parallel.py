@@ -9,7 +9,7 @@ overlaps the MatMul with that fused collective, chunk by chunk.
 
 from workbench import *
 
-T = Size("T")  # tokens: batch x sequence
+T = Size("T", multiple_of=P)  # tokens: batch x sequence (Megatron splits them too)
 H = Size("H", multiple_of=P)  # hidden size
 sizes = {"T": 8192, "H": 12288}
 

@@ -9,6 +9,7 @@ def optimizer_schedules(program, grad_allreduce, updates, state, gathered):
     rs-c-ag               split the gradient AllReduce; the whole update on slices; gather
                           every updated tensor
     rs-c-ag-sliced-state  the same, keeping `state` (inputs) sliced: only `gathered` is gathered
+                          (left out when there is no state to keep sliced)
     fuse-rs-c-ag          rs-c-ag-sliced-state as one FusedAllReduce kernel
 
     `updates` are the statements that read the reduced gradient (directly or through each
@@ -21,7 +22,6 @@ def optimizer_schedules(program, grad_allreduce, updates, state, gathered):
         rs, ag = s.split(grad_allreduce)
         s.reorder(*updates, before=ag)
 
-    @schedule(program)
     def rs_c_ag_sliced_state(s):
         """rs-c-ag, keeping the optimizer state sliced (only the weights are gathered)."""
         rs, ag = s.split(grad_allreduce)
@@ -36,4 +36,6 @@ def optimizer_schedules(program, grad_allreduce, updates, state, gathered):
         s.as_slice(*state)
         s.fuse(rs, *sliced, *gathered)
 
-    return [rs_c_ag, rs_c_ag_sliced_state, fuse_rs_c_ag]
+    if not state:  # nothing to keep sliced: the schedule would be rs-c-ag again
+        return [rs_c_ag, fuse_rs_c_ag]
+    return [rs_c_ag, schedule(program)(rs_c_ag_sliced_state), fuse_rs_c_ag]

@@ -11,7 +11,7 @@ stage's AllGather (CoCoNet's best schedule).
 
 from workbench import *
 
-T = Size("T")
+T = Size("T", multiple_of=P)
 H = Size("H", multiple_of=P)
 sizes = {"T": 8192, "H": 12288}
 stage0, stage1 = Stage("stage0"), Stage("stage1")

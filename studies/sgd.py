@@ -1,37 +1,33 @@
 """Data-parallel SGD (CoCoNet's running example): AllReduce the gradients, update the weights.
 
-Schedules (CoCoNet section 2): `ar-c` is the program as written; `rs-c-ag` splits the AllReduce
-and runs the update on slices; `fuse-rs-c-ag` does that in one FusedAllReduce kernel.
+Schedules (CoCoNet section 2): the program as written is `ar-c`; `rs-c-ag` splits the
+AllReduce and runs the update on slices; `fuse-rs-c-ag` does that in one FusedAllReduce kernel.
+`mixed` has fp16 gradients and fp32 master weights and also produces the fp16 weights the next
+forward pass reads; its schedules keep the master weights sliced and gather only the fp16 copy.
 """
 
+from studies.optimizer_schedules import optimizer_schedules
 from workbench import *
 
 N = Size("N", multiple_of=P)
 sizes = {"N": 2**28}  # the default for `workbench simulate`; override with --set N=...
 
 
-def build(grad_dtype=float32, weight_dtype=float32):
+def build(grad_dtype=float32):
     g = Tensor(grad_dtype, [N], Local, "g")
-    w = Tensor(weight_dtype, [N], Replicated, "w")
+    w = Tensor(float32, [N], Replicated, "w")
     lr = Variable(float32, "lr")
     g1 = AllReduce(Sum, g)
-    w1 = Update(w, w - lr * Cast(weight_dtype, g1))
-    program = Program(inputs=[g, w, lr], outputs=[w1], name="sgd")
-
-    @schedule(program)
-    def rs_c_ag(s):
-        """ReduceScatter, the update on slices, AllGather of the new weights."""
-        rs, ag = s.split(g1)
-        s.reorder(w1, before=ag)
-
-    @schedule(program)
-    def fuse_rs_c_ag(s):
-        """rs-c-ag in one FusedAllReduce kernel."""
-        rs, ag = s.split(g1)
-        (w1_s,) = s.reorder(w1, before=ag)
-        s.fuse(rs, w1_s, w1)
-
-    return program, [rs_c_ag, fuse_rs_c_ag]
+    w1 = Update(w, w - lr * Cast(float32, g1))
+    mixed = grad_dtype != float32
+    updates, outputs = [w1], [w1]
+    if mixed:
+        w16 = Compute(Cast(grad_dtype, w1), name="w16")
+        updates.append(w16)
+        outputs.append(w16)
+    program = Program(inputs=[g, w, lr], outputs=outputs, name="sgd")
+    state = (w,) if mixed else ()  # what each rank may keep as a slice only
+    return program, optimizer_schedules(program, g1, updates, state, [w16] if mixed else [w1])
 
 
 program, schedules = build()

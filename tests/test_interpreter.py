@@ -87,7 +87,7 @@ def _epilogue(summed, b, r, p, seed):
 @given(P_=group_sizes, t=st.integers(1, 5), k=st.integers(1, 3), seed=st.integers(0, 2**16))
 def test_model_parallel_matches_numpy(study, P_, t, k, seed):
     f = study("studies/model_parallel.py")
-    sizes = {"T": t, "H": P_ * k, "P": P_}
+    sizes = {"T": P_ * t, "H": P_ * k, "P": P_}
     x = random_inputs(f.program, sizes, seed)
     out = run(f.program, x, sizes)
     f32 = {n: a.astype(np.float32) for n, a in x.items()}
@@ -102,7 +102,7 @@ def test_model_parallel_matches_numpy(study, P_, t, k, seed):
 @given(P_=group_sizes, t=st.integers(1, 5), k=st.integers(1, 3), seed=st.integers(0, 2**16))
 def test_pipeline_matches_numpy(study, P_, t, k, seed):
     f = study("studies/pipeline.py")
-    sizes = {"T": t, "H": P_ * k, "P": P_}
+    sizes = {"T": P_ * t, "H": P_ * k, "P": P_}
     x = random_inputs(f.program, sizes, seed)
     out = run(f.program, x, sizes)
     summed = x["y"].astype(np.float32).sum(axis=0).astype(np.float16).astype(np.float32)
