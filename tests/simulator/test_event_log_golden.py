@@ -3,8 +3,8 @@ simulator or the cost model that moves any event shows up as a reviewed golden d
 (regenerate with WORKBENCH_REGEN_GOLDEN=1)."""
 
 import pytest
-
 from conftest import assert_golden, load_study
+
 from cost_model.hardware import preset
 from simulator import simulate
 from workbench.interpreter import bind_sizes
