@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import sympy
 
 from workbench import ir
 from workbench.errors import SizeError, WorkbenchError
@@ -159,7 +160,8 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, csv_
     click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if symbolic:
         for p in predictions:
-            click.echo(f"\n{p.name}: t(s) = {p.formula}")
+            # 4 significant digits: the constants are fitted, more digits would be noise.
+            click.echo(f"\n{p.name}: t(s) = {sympy.N(p.formula, 4)}")
     if csv_path:
         df.to_csv(csv_path, index=False)
     if json_path:
