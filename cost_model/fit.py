@@ -1,48 +1,145 @@
-"""Check (and document) the fit of the NCCL constants to the measured h200x4 table.
+"""Fit the NCCL constants of the collective model to a measured table, and check a fit.
 
-    python -m cost_model.fit        # prints predicted/measured - 1 for AR, RS, AG
+    python -m cost_model.fit            # predicted/measured - 1 of H200_NCCL on the 4x table
+    python -m cost_model.fit --refit    # fit again (differential evolution) and print the same
 
 How H200_NCCL (cost_model/hardware.py) was fitted: the model of cost_model/collectives.py with
 free host overhead, per-kind latency (AR, RS; AG = 0), per-protocol (base latency, step latency,
 efficiency) and the AllReduce bandwidth factor, minimising the worst relative error over the 24
 points of data/nccl_h200x4.csv with scipy.optimize.differential_evolution (seed 0, popsize 30).
 Worst error: 12.4% (AllReduce at 256 KiB, 16 MiB; ReduceScatter at 4 MiB, 256 MiB).
+
+`fit_nccl` is that fit as a function of any measured table, group size and base cluster:
+`workbench calibrate` (cost_model/calibration.py) calls it on the table it measured.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from cost_model.collectives import choose_plan, collective_time
-from cost_model.hardware import preset
+from cost_model.hardware import Cluster, NcclTuning, Protocol, preset
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl_h200x4.csv"
 KINDS = ("allreduce", "reducescatter", "allgather")
 
+# A measured table: one row per buffer size, (nbytes, {kind: measured seconds}).
+Table = list[tuple[int, dict[str, float]]]
+
+# Search box of the free parameters (seconds, fractions). Wide enough to hold every fitted value
+# seen so far (H200_NCCL) with room on both sides; efficiencies stay under 1 (a protocol cannot
+# beat its link) and the AllReduce factor near 1 (NCCL's AR reaches about RS/AG bus bandwidth).
+_LATENCY_BOUND_S = (0.0, 30e-6)
+_STEP_BOUND_S = (0.0, 10e-6)
+_HOST_BOUND_S = (0.0, 100e-6)
+_EFFICIENCY_BOUND = (0.05, 1.0)
+_FACTOR_BOUND = (0.5, 1.2)
+
+
+@dataclass(frozen=True, slots=True)
+class NcclFit:
+    """The result of `fit_nccl`: the fitted constants and their worst relative error."""
+
+    tuning: NcclTuning
+    worst_error: float
+
+
+def read_table(path: Path) -> Table:
+    """A CSV of `nbytes,allreduce_ms,reducescatter_ms,allgather_ms` ('#' lines are comments)
+    -> Table in seconds."""
+    with open(path) as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    return [(int(r["nbytes"]), {k: float(r[f"{k}_ms"]) * 1e-3 for k in KINDS
+                                if r.get(f"{k}_ms") not in (None, "")}) for r in rows]
+
+
+def table_errors(table: Table, P: int, cluster: Cluster) -> list[tuple[int, dict[str, float]]]:
+    """(nbytes, {kind: predicted / measured - 1}) for every point of a measured table."""
+    return [(n, {k: collective_time(k, n, P, cluster) / t - 1 for k, t in row.items()})
+            for n, row in table]
+
+
+def _vector(nccl: NcclTuning) -> list[float]:
+    """NcclTuning -> the free parameters, in the order `_tuning` reads them."""
+    x = [nccl.host_overhead_s, nccl.kind_latency_s("allreduce"),
+         nccl.kind_latency_s("reducescatter"), nccl.allreduce_bandwidth_factor]
+    for p in nccl.protocols:
+        x += [p.base_latency_s, p.step_latency_s, p.efficiency]
+    return x
+
+
+def _bounds(nccl: NcclTuning) -> list[tuple[float, float]]:
+    return ([_HOST_BOUND_S, _LATENCY_BOUND_S, _LATENCY_BOUND_S, _FACTOR_BOUND]
+            + [_LATENCY_BOUND_S, _STEP_BOUND_S, _EFFICIENCY_BOUND] * len(nccl.protocols))
+
+
+def _tuning(x, base: NcclTuning) -> NcclTuning:
+    """The free parameters -> NcclTuning (the rest, e.g. channels, from `base`)."""
+    host, lat_ar, lat_rs, factor = (float(v) for v in x[:4])
+    protocols = tuple(Protocol(p.name, float(x[4 + 3 * i]), float(x[5 + 3 * i]),
+                               float(x[6 + 3 * i])) for i, p in enumerate(base.protocols))
+    # AllGather's own latency stays 0: it is not separable from the host overhead (the fit of
+    # H200_NCCL found the same); Reduce runs the ReduceScatter reduction kernel.
+    latency = dict(base.collective_latency_s, allreduce=lat_ar, reducescatter=lat_rs,
+                   reduce=lat_rs, allgather=0.0)
+    return dataclasses.replace(base, protocols=protocols, allreduce_bandwidth_factor=factor,
+                               host_overhead_s=host, collective_latency_s=tuple(latency.items()))
+
+
+def _worst(x, table: Table, P: int, cluster: Cluster) -> float:
+    """The objective: worst |relative error| over the table for parameters x."""
+    c = dataclasses.replace(cluster, nccl=_tuning(x, cluster.nccl))
+    return max(abs(e) for _, errs in table_errors(table, P, c) for e in errs.values())
+
+
+def fit_nccl(table: Table, P: int, cluster: Cluster, *, seed: int = 0, popsize: int = 30,
+             maxiter: int = 1000) -> NcclFit:
+    """Fit the NCCL constants of `cluster` to a measured table of a group of P GPUs.
+
+    Minimises the worst relative error (not squared error: the studies need every size right,
+    and the small sizes are latency bound while the large ones are bandwidth bound) with
+    scipy.optimize.differential_evolution, started from `cluster`'s own constants (so the fit
+    is never worse than them on this table)."""
+    from scipy.optimize import differential_evolution
+
+    result = differential_evolution(
+        _worst, _bounds(cluster.nccl), args=(table, P, cluster), seed=seed, popsize=popsize,
+        maxiter=maxiter, tol=1e-4, polish=False,  # L-BFGS polishing does not suit a max
+        x0=[min(max(v, lo), hi) for v, (lo, hi) in zip(_vector(cluster.nccl),
+                                                      _bounds(cluster.nccl))])
+    return NcclFit(_tuning(result.x, cluster.nccl), float(result.fun))
+
 
 def errors() -> list[tuple[int, dict]]:
-    """(nbytes, {kind: predicted / measured - 1}) for every row of the measured table."""
-    cluster = preset("h200x4")
-    with open(DATA) as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
-    out = []
-    for row in rows:
-        n = int(row["nbytes"])
-        out.append((n, {k: collective_time(k, n, 4, cluster) / (float(row[f"{k}_ms"]) * 1e-3)
-                        - 1 for k in KINDS}))
-    return out
+    """(nbytes, {kind: predicted / measured - 1}) of H200_NCCL on the 4x H200 table."""
+    return table_errors(read_table(DATA), 4, preset("h200x4"))
+
+
+def print_errors(table: Table, P: int, cluster: Cluster) -> float:
+    """Print the error table of `cluster` on a measured table; return the worst error."""
+    print(f"{'nbytes':>12} " + " ".join(f"{k:>14}" for k in KINDS) + "  AR protocol")
+    worst = 0.0
+    for n, errs in table_errors(table, P, cluster):
+        worst = max(worst, *(abs(e) for e in errs.values()))
+        proto = choose_plan("allreduce", n, P, cluster).protocol
+        print(f"{n:>12} " + " ".join(f"{errs.get(k, float('nan')):>+14.3f}" for k in KINDS)
+              + f"  {proto}")
+    print(f"worst relative error: {worst:.3f}")
+    return worst
 
 
 def main() -> None:
     cluster = preset("h200x4")
-    print(f"{'nbytes':>12} " + " ".join(f"{k:>14}" for k in KINDS) + "  AR protocol")
-    worst = 0.0
-    for n, errs in errors():
-        worst = max(worst, *(abs(e) for e in errs.values()))
-        proto = choose_plan("allreduce", n, 4, cluster).protocol
-        print(f"{n:>12} " + " ".join(f"{errs[k]:>+14.3f}" for k in KINDS) + f"  {proto}")
-    print(f"worst relative error: {worst:.3f}")
+    table = read_table(DATA)
+    if "--refit" in sys.argv[1:]:
+        fit = fit_nccl(table, 4, cluster)
+        cluster = dataclasses.replace(cluster, nccl=fit.tuning)
+        print(fit.tuning)
+    print_errors(table, 4, cluster)
 
 
 if __name__ == "__main__":

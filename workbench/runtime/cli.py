@@ -156,24 +156,38 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
 
 
 @click.command("calibrate")
-@click.option("--gpus", "P", type=int, required=True)
-@click.option("--out", "out_path", default="studies/results/gpu/calibration.json",
-              show_default=True)
-def calibrate(P, out_path):
-    """Measure NCCL all_reduce and the fused AllReduce kernel over sizes 2^20..2^28 f32 and
-    write the measured bus bandwidths as JSON (a hardware profile's measured numbers)."""
-    from workbench.runtime.report import table
+@click.option("--gpus", "P", type=int, required=True, help="Ranks, one per GPU.")
+@click.option("--out", "out_path", default="profile.json", show_default=True,
+              help="The hardware profile to write; raw measurements go beside it "
+                   "(PROFILE.raw.json, .nccl.csv, .fused.csv) with the fit errors (.fit.txt).")
+@click.option("--base", default="h200x4", show_default=True,
+              help="Preset whose unmeasured fields (NVLink, NIC, channels) the profile keeps.")
+@click.option("--from-raw", "raw_in", default=None,
+              help="Fit a raw file measured earlier instead of measuring (no GPU needed).")
+@click.option("--hang-timeout", "hang_s", default=120.0, show_default=True,
+              help="Seconds without progress from a rank before the run is ended.")
+def calibrate(P, out_path, base, raw_in, hang_s):
+    """Run microbenchmarks only (NCCL collectives, HBM, launch gap, GEMM, the fused peer
+    load/store kernel) on P GPUs and write a hardware profile for `simulate --hardware`."""
+    from cost_model import calibration
+    from workbench.runtime.calibrate import measure, write_csvs
 
-    spec = str(Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "allreduce.py")
-    if not Path(spec).is_file():
-        raise WorkbenchError(f"calibrate must find its program at {spec}, got no file; run "
-                             "from a full checkout")
-    sizes = [{"N": 2**k} for k in range(20, 29, 2)]
-    results = run_job([spec], P, sizes, "all", 30, 5, True, 60.0)
-    df = table(results["records"])
-    df["busbw_GBps"] = df["nvlink_GBps"]
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_path).write_text(json.dumps({"meta": results["meta"],
-                                          "rows": df.to_dict(orient="records")}, indent=1,
-                                         default=str))
-    click.echo(df[["sizes", "schedule", "time_ms", "busbw_GBps"]].to_string(index=False))
+    if P < 1:
+        raise WorkbenchError(f"--gpus must be at least 1, got {P}")
+    out = Path(out_path)
+    if out.suffix.lower() != ".json":
+        raise WorkbenchError(f"--out must name a .json profile, got {out_path}; e.g. "
+                             "--out profile.json")
+    stem = out.with_suffix("")
+    raw_path = stem.with_name(stem.name + ".raw.json")
+    if raw_in is None:
+        measure(P, raw_path, echo=lambda r, line: click.echo(line, err=True), hang_s=hang_s)
+    else:
+        raw_path = Path(raw_in)
+    raw = calibration.read_raw(raw_path, P)
+    written = write_csvs(raw, stem) if raw_in is None else []
+    cal = calibration.fit(raw, base)
+    written += calibration.write(cal, out)
+    click.echo(calibration.fit_report(cal), nl=False)
+    click.echo(json.dumps(cal.profile, indent=1))
+    click.echo("wrote " + ", ".join(str(p) for p in [*written, raw_path]))
