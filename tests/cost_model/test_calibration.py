@@ -1,0 +1,146 @@
+"""Calibration fit: a synthetic raw table from a known cluster is recovered, the written
+profile loads and simulates, and bad raw files fail with pinned messages."""
+
+import dataclasses
+import json
+
+import pytest
+
+from cost_model import calibration
+from cost_model.collectives import collective_time
+from cost_model.fit import fit_nccl, read_table, table_errors
+from cost_model.hardware import Protocol, load_hardware, preset
+from workbench.errors import HardwareError
+
+NBYTES = [2**k for k in range(16, 31, 2)]
+FUSED = [2**k for k in (22, 26, 28, 30)]
+
+
+def _known():
+    """A cluster unlike the base preset: different GPU, NCCL constants and peer bandwidth."""
+    c = preset("h200x4")
+    nccl = dataclasses.replace(
+        c.nccl, host_overhead_s=20e-6, allreduce_bandwidth_factor=1.1,
+        protocols=(Protocol("LL", 12e-6, 1e-6, 0.3), Protocol("LL128", 9e-6, 2e-6, 0.5),
+                   Protocol("Simple", 5e-6, 3e-6, 0.8)))
+    gpu = dataclasses.replace(c.gpu, hbm_bandwidth_Bps=4.2e12, launch_latency_s=6e-6,
+                              peak_flops=(("f32", 50e12), ("f16", 750e12), ("bf16", 780e12)))
+    return dataclasses.replace(c, gpu=gpu, nccl=nccl, peer_load_bandwidth_Bps=250e9,
+                               peer_store_bandwidth_Bps=250e9 * 358 / 327)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    known = _known()
+    raw = calibration.synthetic_raw(known, 2, NBYTES, FUSED)
+    return known, raw, calibration.fit(raw, nccl_maxiter=60, nccl_popsize=10)
+
+
+def test_fit_recovers_the_device_fields_exactly(fitted):
+    known, _, cal = fitted
+    assert cal.cluster.gpu.hbm_bandwidth_Bps == pytest.approx(4.2e12, rel=1e-3)
+    assert cal.cluster.gpu.launch_latency_s == pytest.approx(6e-6, rel=1e-3)
+    assert cal.cluster.gpu.flops_for("bf16") == pytest.approx(780e12, rel=1e-3)
+    assert cal.cluster.gpus_per_node == 2
+
+
+def test_fit_recovers_peer_bandwidth(fitted):
+    _, _, cal = fitted
+    assert cal.cluster.peer_load_bandwidth_Bps == pytest.approx(250e9, rel=2e-3)
+    assert cal.cluster.peer_store_bandwidth_Bps == pytest.approx(250e9 * 358 / 327, rel=2e-3)
+    assert cal.fused_worst_error < 0.01
+
+
+def test_fit_recovers_nccl_times(fitted):
+    # The 13 NCCL constants are not identifiable one by one from 8 sizes; the times are.
+    known, raw, cal = fitted
+    base_worst = max(abs(e) for _, errs in table_errors(calibration.nccl_table(raw), 2,
+                                                        preset("h200x4"))
+                     for e in errs.values())
+    assert base_worst > 0.3  # the known cluster is far from the base preset ...
+    assert cal.nccl_worst_error < 0.08  # ... and the fit brings the times back
+    for n in (2**16, 2**24, 2**30):
+        for kind in ("allreduce", "allgather"):
+            assert collective_time(kind, n, 2, cal.cluster) == pytest.approx(
+                collective_time(kind, n, 2, known), rel=0.08)
+
+
+def test_written_profile_loads_and_simulates(fitted, tmp_path):
+    from workbench.loader import load
+    from workbench.simulate_cli import predict
+
+    _, _, cal = fitted
+    paths = calibration.write(cal, tmp_path / "profile.json")
+    assert [p.name for p in paths] == ["profile.json", "profile.fit.txt"]
+    cluster = load_hardware(str(tmp_path / "profile.json"))
+    assert dataclasses.asdict(cluster) == dataclasses.asdict(cal.cluster)
+    loaded = load("benchmarks/gpu/allreduce.py")
+    rows = {p.name: p.time_s for p in predict(loaded, cluster, {"N": 2**26, "P": 2})}
+    # the fused kernel's model in calibration is the simulator's
+    assert rows["fused"] == pytest.approx(
+        calibration.fused_allreduce_time(2**28, 2, cluster), rel=1e-6)
+
+
+def test_outlier_is_left_out_of_the_nccl_fit():
+    raw = calibration.synthetic_raw(preset("h200x4"), 2, NBYTES, [])
+    raw["collectives"][2]["reducescatter_ms"] *= 3
+    assert calibration.nccl_outliers(raw) == [(NBYTES[2], "reducescatter")]
+
+
+def test_fit_nccl_reproduces_the_4x_table_within_the_documented_error():
+    table = read_table(calibration.Path(__file__).resolve().parents[2]
+                       / "cost_model" / "data" / "nccl_h200x4.csv")
+    fit = fit_nccl(table, 4, preset("h200x4"), popsize=8, maxiter=20)
+    assert fit.worst_error <= 0.125  # never worse than the H200_NCCL start (12.4 %)
+
+
+# ---------------------------------------------------------------- bad input, pinned
+
+
+def _raw_file(tmp_path, raw):
+    p = tmp_path / "p.raw.json"
+    p.write_text(json.dumps(raw))
+    return p
+
+
+def test_missing_raw_file(tmp_path):
+    with pytest.raises(HardwareError, match=r"calibration raw file must be an existing file, "
+                       r"got .*nope\.json; run `workbench calibrate --gpus P`"):
+        calibration.read_raw(tmp_path / "nope.json", 2)
+
+
+def test_malformed_raw_file(tmp_path):
+    p = tmp_path / "p.raw.json"
+    p.write_text("{not json")
+    with pytest.raises(HardwareError, match=r"must be valid JSON, got JSONDecodeError"):
+        calibration.read_raw(p, 2)
+
+
+def test_gpu_count_mismatch(tmp_path):
+    p = _raw_file(tmp_path, calibration.synthetic_raw(preset("h200x4"), 4, NBYTES, []))
+    with pytest.raises(HardwareError, match=r"calibration raw file's gpus must equal --gpus, "
+                       r"got 4 in .* with --gpus 2; pass --gpus 4 or measure again with "
+                       r"--gpus 2"):
+        calibration.read_raw(p, 2)
+
+
+def test_missing_device_section(tmp_path):
+    raw = calibration.synthetic_raw(preset("h200x4"), 2, NBYTES, [])
+    del raw["device"]["triad"]
+    with pytest.raises(HardwareError, match=r"must hold device measurements \(copy.Bps, "
+                       r"triad.Bps, launch.eager_s_per_kernel, gemm.f16\), got"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_bad_collective_row(tmp_path):
+    raw = calibration.synthetic_raw(preset("h200x4"), 2, NBYTES, [])
+    raw["collectives"][0]["allgather_ms"] = -1
+    with pytest.raises(HardwareError, match=r"collective rows must give nbytes and "
+                       r"allreduce_ms, reducescatter_ms, allgather_ms as positive numbers"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_committed_h200x2_profile_loads():
+    c = load_hardware("studies/results/calibration/h200x2/profile.json")
+    assert c.gpus_per_node == 2
+    assert 3e12 < c.gpu.hbm_bandwidth_Bps < 5e12

@@ -1,0 +1,57 @@
+"""`workbench calibrate`: CLI errors (no GPU needed) and fitting a raw file with --from-raw."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cost_model import calibration
+from cost_model.hardware import load_hardware, preset
+from workbench.runtime.cli import calibrate
+
+
+def _run(args):
+    return CliRunner().invoke(calibrate, args)
+
+
+def test_gpus_must_be_positive():
+    r = _run(["--gpus", "0"])
+    assert "--gpus must be at least 1, got 0" in str(r.exception)
+
+
+def test_out_must_be_json(tmp_path):
+    r = _run(["--gpus", "2", "--out", str(tmp_path / "p.txt")])
+    assert "--out must name a .json profile" in str(r.exception)
+
+
+def test_from_raw_gpu_mismatch(tmp_path):
+    raw = tmp_path / "r.json"
+    raw.write_text(json.dumps(calibration.synthetic_raw(preset("h200x4"), 2, [2**20], [])))
+    r = _run(["--gpus", "4", "--from-raw", str(raw), "--out", str(tmp_path / "p.json")])
+    assert "gpus must equal --gpus, got 2" in str(r.exception)
+
+
+def test_from_raw_single_gpu_writes_a_loadable_profile(tmp_path):
+    # P = 1: no collectives to fit, so this runs in a moment; the device fields come through
+    raw = tmp_path / "r.json"
+    raw.write_text(json.dumps(calibration.synthetic_raw(preset("h100x8"), 1, [], [])))
+    out = tmp_path / "p.json"
+    r = _run(["--gpus", "1", "--from-raw", str(raw), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    c = load_hardware(str(out))
+    assert c.gpus_per_node == 1
+    assert c.gpu.hbm_bandwidth_Bps == pytest.approx(preset("h100x8").gpu.hbm_bandwidth_Bps,
+                                                    rel=1e-3)
+
+
+@pytest.mark.gpu
+def test_calibrate_on_gpus(tmp_path):
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    out = tmp_path / "profile.json"
+    r = _run(["--gpus", "2", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert load_hardware(str(out)).gpus_per_node == 2
+    assert (tmp_path / "profile.raw.json").is_file()
