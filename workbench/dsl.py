@@ -121,7 +121,7 @@ class ConstNode(Node):
 
 @dataclass(eq=False)
 class ArithNode(Node):
-    """Inline arithmetic; `build(refs)` makes its ir.Expr once leaves have names."""
+    """Inline arithmetic; `_build_arith` makes its ir.Expr once its leaves have names."""
 
     kind: str  # "binary" | "unary" | "cast" | "dropout"
     params: tuple

@@ -43,9 +43,10 @@ class Scheduler:
 
     def apply(self, transform):
         """Apply one transform (checked, verified) and record it; returns what it returns."""
-        self.program = transform.apply(self.program)
+        before = self.program
+        self.program = transform.apply(before)
         self.trace.append(transform)
-        return transform.results(self.program)
+        return transform.results(before, self.program)
 
     def split(self, allreduce) -> tuple[str, str]:
         """AllReduce -> ReduceScatter + AllGather; returns (reduce-scatter, all-gather) names."""

@@ -131,7 +131,7 @@ class Transform:
             return Legality(False, str(e).split("\n\nin program:")[0])
         return Legality(True)
 
-    def results(self, program: ir.Program):
+    def results(self, before: ir.Program, after: ir.Program):
         """What a Scheduler call returns after this transform (names of new values)."""
         return None
 
@@ -181,8 +181,8 @@ class Split(Transform):
         ag = _retype(ir.Stmt(stmt.outs, ir.AllGather(rs_name), stmt.loc), env)
         return program.with_stmts(program.stmts[:i] + (rs, ag) + program.stmts[i + 1:])
 
-    def results(self, program):
-        ag = program.stmts[_top_index(program, self.allreduce, "split")]
+    def results(self, before, after):
+        ag = after.stmts[_top_index(after, self.allreduce, "split")]
         return ag.op.x, self.allreduce
 
 
@@ -285,9 +285,15 @@ class Reorder(Transform):
         # gathers the slices it was sent.
         return [new], [(out.name, sliced_name)]
 
-    def results(self, program):
-        names = {v.name for v in program.all_values()}
-        return tuple(f"{v}_s" if f"{v}_s" in names else v for v in self.values)
+    def results(self, before, after):
+        """The sliced value of each moved statement, named as `rewrite` names it (a norm keeps
+        its name: it stays Replicated)."""
+        out = []
+        for v in self.values:
+            op = before.stmt_defining(v).op
+            out.append(v if isinstance(op, (ir.Norm, ir.ReduceTensor)) else _fresh(before,
+                                                                                 f"{v}_s"))
+        return tuple(out)
 
 
 # ---------------------------------------------------------------- as-slice
@@ -476,7 +482,7 @@ class Fuse(Transform):
                 f"{who}: fused statements must share one iteration space, got {na} over "
                 f"{list(a)} and {nb} over {list(b)}")
 
-    def results(self, program):
+    def results(self, before, after):
         return self.values[0]
 
 
@@ -529,7 +535,7 @@ class Overlap(Transform):
                          prod.loc)
         return program.with_stmts(stmts[:k] + [region] + stmts[k + 2:])
 
-    def results(self, program):
+    def results(self, before, after):
         return self.producer
 
 
