@@ -7,12 +7,15 @@ a raw file; this module reads it, fits the model's constants and writes a profil
 | profile field | from |
 |---|---|
 | gpu.hbm_bandwidth_Bps | triad a = b + 0.5 c over 1 GiB (3 streams, like elementwise kernels) |
+| gpu.hbm_read/write_bandwidth_Bps | one kernel streaming k arrays (n_in read, n_out written, |
+| | k = 2..9, 1 GiB): least squares of time = read / R + written / W (`fit_hbm_read_write`) |
 | gpu.launch_latency_s | back-to-back tiny kernels launched eagerly from Python, per kernel |
 | gpu.peak_flops | 8192^3 torch.matmul per dtype (f32 with TF32 off) |
 | gpu.sm_count, hbm_capacity_bytes, name | the device's properties |
 | nccl.* | `cost_model.fit.fit_nccl` on the measured all_reduce/reduce_scatter/all_gather table |
 | peer_load/store_bandwidth_Bps | the fused AllReduce kernel (benchmarks/gpu/allreduce.py, no |
 | | computation) across sizes, inverted through the model of its time |
+| fused_fixed_s | the same rows: the fixed cost beyond launch gap and barrier hops (`fit_fused`) |
 
 What is not measured stays the base preset's (NVLink datasheet bandwidth, NIC, channels).
 """
@@ -44,6 +47,7 @@ class Calibration:
     nccl_errors: list  # (nbytes, {kind: predicted / measured - 1})
     fused_errors: list  # (nbytes, predicted / measured - 1)
     nccl_outliers: list = ()  # (nbytes, kind) left out of the NCCL fit
+    hbm_errors: list = ()  # (inputs, outputs, predicted / measured - 1) of the k-stream kernel
 
 
 # ---------------------------------------------------------------- reading the raw file
@@ -85,6 +89,18 @@ def read_raw(path: Path, gpus: int) -> dict:
                 raise HardwareError(f"calibration raw file {path} collective rows must give "
                                     f"nbytes and {', '.join(f'{k}_ms' for k in KINDS)} as "
                                     f"positive numbers, got {row!r}; {FIX}")
+    streams = dev.get("streams")
+    if streams is not None:
+        if not isinstance(streams, list):
+            raise HardwareError(f"calibration raw file {path} device.streams must be a list of "
+                                f"rows, got {streams!r}; {FIX}")
+        for row in streams:
+            if not isinstance(row, dict) or not all(
+                    _positive(row.get(k)) for k in ("inputs", "outputs", "nbytes", "ms")) \
+                    or any(not isinstance(row[k], int) for k in ("inputs", "outputs")):
+                raise HardwareError(f"calibration raw file {path} device.streams rows must give "
+                                    f"inputs and outputs as positive integers and nbytes and ms "
+                                    f"as positive numbers, got {row!r}; {FIX}")
     for row in raw.get("fused", []) or []:
         if not isinstance(row, dict) or not _positive(row.get("nbytes")) \
                 or not _positive(row.get("ms")):
@@ -162,6 +178,70 @@ def fit_peer_scale(rows: list[tuple[int, float]], P: int, cluster: Cluster) -> f
     return float(ks[int(np.argmin(worst))])
 
 
+def fit_fused(rows: list[tuple[int, float]], P: int, cluster: Cluster
+              ) -> tuple[float, float]:
+    """(k, fixed_s): the factor k on (peer_load, peer_store) bandwidth and the fused kernel's
+    fixed cost beyond launch gap and barrier hops (`Cluster.fused_fixed_s`) that minimise the
+    worst relative error of `fused_allreduce_time` over all measured (nbytes, seconds) rows.
+
+    time = L + c + a / k: for each k of a dense geometric grid, the worst error is minimised
+    over c >= 0 on a grid of 0.01 us; the load/store ratio stays the base preset's (see
+    `fit_peer_scale`). With fewer than two sizes the fixed cost cannot be told from the
+    bandwidth: then c = 0 and k as `fit_peer_scale`."""
+    import numpy as np
+
+    if len({n for n, _ in rows}) < 2:
+        return fit_peer_scale(rows, P, cluster), 0.0
+    base = dataclasses.replace(cluster, fused_fixed_s=0.0)
+    lat = float(fused_latency_s(base, P))
+    n = np.array([r[0] for r in rows], dtype=float)
+    t = np.array([r[1] for r in rows], dtype=float)
+    a = np.array([fused_allreduce_time(x, P, base) for x in n]) - lat
+    cs = np.arange(0.0, float(t.min()) - lat, 1e-8) if t.min() > lat else np.zeros(1)
+    best = (math.inf, 1.0, 0.0)
+    for k in np.geomspace(0.05, 20.0, 4001):
+        worst = np.max(np.abs((lat + cs[:, None] + a[None, :] / k) / t[None, :] - 1), axis=1)
+        i = int(np.argmin(worst))
+        if worst[i] < best[0]:
+            best = (float(worst[i]), float(k), float(cs[i]))
+    return best[1], best[2]
+
+
+def fit_hbm_read_write(rows: list[dict]) -> tuple[float, float]:
+    """(read_Bps, write_Bps) from the k-stream kernel rows (inputs, outputs, nbytes, ms; the
+    nbytes split evenly over the inputs + outputs arrays): least squares of the relative error
+    of time = read bytes / R + written bytes / W (linear in 1/R and 1/W)."""
+    import numpy as np
+
+    shares = {r["outputs"] / (r["inputs"] + r["outputs"]) for r in rows}
+    if len(shares) < 2:
+        raise HardwareError(f"calibration raw file device.streams must hold at least two write "
+                            f"shares to fit read and write bandwidth, got {sorted(shares)}; {FIX}")
+    A, b = [], []
+    for r in rows:
+        per = float(r["nbytes"]) / (r["inputs"] + r["outputs"])
+        t = float(r["ms"]) * 1e-3
+        A.append([r["inputs"] * per / t, r["outputs"] * per / t])
+        b.append(1.0)
+    (inv_r, inv_w), *_ = np.linalg.lstsq(np.array(A), np.array(b), rcond=None)
+    if inv_r <= 0 or inv_w <= 0:
+        raise HardwareError(f"calibration raw file device.streams must fit positive read and "
+                            f"write bandwidths, got 1/R = {inv_r:.3g}, 1/W = {inv_w:.3g} s/B; "
+                            f"{FIX}")
+    return 1.0 / float(inv_r), 1.0 / float(inv_w)
+
+
+def hbm_stream_errors(rows: list[dict], cluster: Cluster) -> list[tuple[int, int, float]]:
+    """(inputs, outputs, predicted / measured - 1) of the k-stream rows under `cluster`."""
+    out = []
+    for r in rows:
+        k = r["inputs"] + r["outputs"]
+        writes = float(r["nbytes"]) * r["outputs"] / k
+        t = float(cluster.gpu.hbm_time_s(float(r["nbytes"]), writes))
+        out.append((r["inputs"], r["outputs"], t / (float(r["ms"]) * 1e-3) - 1))
+    return out
+
+
 # ---------------------------------------------------------------- the profile
 
 
@@ -184,6 +264,11 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
                                                cluster.gpu.hbm_capacity_bytes)),
            "peak_flops": flops,
            "launch_latency_s": _sig(dev["launch"]["eager_s_per_kernel"])}
+    streams = dev.get("streams") or []
+    if streams:
+        read_Bps, write_Bps = fit_hbm_read_write(streams)
+        gpu["hbm_read_bandwidth_Bps"] = _sig(read_Bps)
+        gpu["hbm_write_bandwidth_Bps"] = _sig(write_Bps)
     profile: dict = {"base": base, "name": f"calibrated-{P}gpu", "gpus_per_node": P, "gpu": gpu}
     nccl_worst = None
     if P > 1:
@@ -201,9 +286,11 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
     if P > 1 and fused:
         # the fused kernel's fixed cost uses the calibrated launch gap: fit after the GPU fields
         partial = _apply(profile)
-        k = fit_peer_scale(fused, P, partial)
+        k, fixed_s = fit_fused(fused, P, partial)
         profile["peer_load_bandwidth_Bps"] = _sig(k * cluster.peer_load_bandwidth_Bps)
         profile["peer_store_bandwidth_Bps"] = _sig(k * cluster.peer_store_bandwidth_Bps)
+        if fixed_s > 0:  # profile numbers must be positive; 0 is the preset's default
+            profile["fused_fixed_s"] = _sig(fixed_s)
     final = _apply(profile)
     # errors over every measured point, outliers included: the report shows what they are
     full = [(int(r["nbytes"]), {k: float(r[f"{k}_ms"]) * 1e-3 for k in KINDS})
@@ -217,7 +304,7 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         if P > 1 else []
     fused_worst = max((abs(e) for _, e in fused_errors), default=None)
     return Calibration(profile, final, nccl_worst, fused_worst, nccl_errors, fused_errors,
-                       outliers)
+                       outliers, hbm_stream_errors(streams, final))
 
 
 def _apply(profile: dict) -> Cluster:
@@ -258,8 +345,18 @@ def fit_report(cal: Calibration) -> str:
         for n, e in cal.fused_errors:
             lines.append(f"{n:>12} {e:>+14.3f}")
         lines.append(f"fused AllReduce worst relative error: {cal.fused_worst_error:.3f} "
-                     f"(bandwidth fitted on sizes of at least {BANDWIDTH_BOUND_FACTOR:.0f}x the "
-                     "modelled fixed cost)")
+                     f"(peer bandwidth and fixed cost "
+                     f"{cal.cluster.fused_fixed_s * 1e6:.2f} us fitted on every size)")
+        lines.append("")
+    if cal.hbm_errors:
+        g = cal.cluster.gpu
+        lines.append(f"{'inputs':>7} {'outputs':>7} {'HBM k-stream kernel':>20}   (read "
+                     f"{g.hbm_read_bandwidth_Bps / 1e12:.3f} TB/s, write "
+                     f"{g.hbm_write_bandwidth_Bps / 1e12:.3f} TB/s)")
+        for i, o, e in cal.hbm_errors:
+            lines.append(f"{i:>7} {o:>7} {e:>+20.3f}")
+        lines.append(f"HBM k-stream worst relative error: "
+                     f"{max(abs(e) for _, _, e in cal.hbm_errors):.3f}")
     return "\n".join(lines) + "\n"
 
 
@@ -276,9 +373,22 @@ def synthetic_raw(cluster: Cluster, P: int, nbytes: list[int], fused_nbytes: lis
                    "copy": {"Bps": g.hbm_bandwidth_Bps * 1.1},
                    "triad": {"Bps": g.hbm_bandwidth_Bps},
                    "launch": {"eager_s_per_kernel": g.launch_latency_s},
-                   "gemm": {k: {"flops": v} for k, v in g.peak_flops}},
+                   "gemm": {k: {"flops": v} for k, v in g.peak_flops},
+                   **({"streams": [_synthetic_stream(g, i, o) for i, o in STREAM_SHAPES]}
+                      if g.hbm_read_bandwidth_Bps is not None else {})},
         "collectives": [{"nbytes": n, **{f"{k}_ms": collective_time(k, n, P, cluster) * 1e3
                                          for k in KINDS}} for n in nbytes] if P > 1 else [],
         "fused": [{"nbytes": n, "ms": fused_allreduce_time(n, P, cluster) * 1e3}
                   for n in fused_nbytes],
     }
+
+
+# (inputs, outputs) of the calibration's k-stream kernels (workbench/runtime/calibrate_worker.py)
+STREAM_SHAPES = [(1, 1), (2, 1), (4, 1), (6, 1), (8, 1), (4, 3), (5, 4)]
+
+
+def _synthetic_stream(g, n_in: int, n_out: int, nbytes: int = 2**30) -> dict:
+    k = n_in + n_out
+    t = float(g.hbm_time_s(float(nbytes), float(nbytes) * n_out / k))
+    return {"inputs": n_in, "outputs": n_out, "streams": k, "nbytes": nbytes, "ms": t * 1e3,
+            "Bps": nbytes / t}

@@ -211,7 +211,8 @@ def fused_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=None):
 
 
 def fused_latency_s(cluster: Cluster, group_size=None):
-    """Fixed cost of a fused collective kernel: launch plus the two barriers of a symmetric
-    window (each one flag round trip over the link)."""
+    """Fixed cost of a fused collective kernel: launch, the two barriers of a symmetric
+    window (each one flag round trip over the link), and the cluster's measured fixed cost of
+    such a kernel beyond those (`Cluster.fused_fixed_s`, 0 unless calibrated)."""
     path = group_path(cluster, group_size)
-    return cluster.gpu.launch_latency_s + 4 * path.hop_latency_s
+    return cluster.gpu.launch_latency_s + 4 * path.hop_latency_s + cluster.fused_fixed_s

@@ -31,6 +31,28 @@ class GPU:
     # tensor-core rate (MatMul uses these; elementwise kernels are memory bound anyway).
     peak_flops: tuple[tuple[str, float], ...]
     launch_latency_s: float  # gap between back-to-back kernels on one stream
+    # Optional split of HBM bandwidth into a read and a write rate: an elementwise kernel that
+    # reads R and writes W bytes streams for R / read + W / write seconds. Calibrated from one
+    # kernel streaming k arrays (k = 2..9, 1 GiB; cost_model/calibration.py): on H200 the write
+    # share, not the array count, sets its bandwidth (6 in + 1 out 4.08 TB/s, 4 in + 3 out
+    # 3.82, 1 in + 1 out 3.69). None (the presets): every byte at hbm_bandwidth_Bps.
+    hbm_read_bandwidth_Bps: float | None = None
+    hbm_write_bandwidth_Bps: float | None = None
+
+    def __post_init__(self):
+        if (self.hbm_read_bandwidth_Bps is None) != (self.hbm_write_bandwidth_Bps is None):
+            given = "hbm_read_bandwidth_Bps" if self.hbm_write_bandwidth_Bps is None \
+                else "hbm_write_bandwidth_Bps"
+            raise HardwareError(f"gpu.hbm_read_bandwidth_Bps and gpu.hbm_write_bandwidth_Bps "
+                                f"must be given together, got only {given}")
+
+    def hbm_time_s(self, hbm_bytes, write_bytes=None):
+        """Time to stream `hbm_bytes` of which `write_bytes` are writes (None: unknown, or no
+        read/write split in this spec: all at hbm_bandwidth_Bps)."""
+        if write_bytes is None or self.hbm_read_bandwidth_Bps is None:
+            return hbm_bytes / self.hbm_bandwidth_Bps
+        return ((hbm_bytes - write_bytes) / self.hbm_read_bandwidth_Bps
+                + write_bytes / self.hbm_write_bandwidth_Bps)
 
     def flops_for(self, dtype_name: str) -> float:
         """Peak FLOP/s for a dtype name (f16, bf16, f32, i32); unknown names use f32's rate."""
@@ -95,6 +117,11 @@ class Cluster:
     peer_load_bandwidth_Bps: float
     peer_store_bandwidth_Bps: float
     nccl: NcclTuning
+    # Fixed cost of a fused collective kernel beyond the launch gap and its barriers' hop
+    # latencies (grid start, flag handshakes, the first chunk's pipeline fill). 0 in the presets
+    # (as before); fitted by cost_model/calibration.py from the fused AllReduce at 4 MiB..1 GiB
+    # (2x H200: 33 us at 4 MiB against 19 us without it).
+    fused_fixed_s: float = 0.0
 
     @property
     def world_size(self) -> int:

@@ -94,29 +94,41 @@ def expr_flops(expr: ir.Expr) -> int:
 
 
 def roofline_s(cluster: Cluster, hbm_bytes, flops, dtype_name: str = "f32",
-               sm_fraction: float = 1.0):
+               sm_fraction: float = 1.0, write_bytes=None):
     """Busy time of a kernel moving `hbm_bytes` and doing `flops` with a fraction of the SMs.
 
     With fewer SMs (a communication kernel holds some) the arithmetic rate falls in proportion;
     HBM bandwidth stays saturated down to about half the SMs (a streaming kernel needs enough
     loads in flight, not all SMs; an assumption, consistent with copy kernels reaching full
-    bandwidth at half occupancy), and falls in proportion below that."""
+    bandwidth at half occupancy), and falls in proportion below that. `write_bytes` (of
+    hbm_bytes) prices writes at the GPU's write rate where the spec splits reads and writes."""
     gpu = cluster.gpu
     mem_scale = min(1.0, 2.0 * sm_fraction)
-    return smax(hbm_bytes / (gpu.hbm_bandwidth_Bps * mem_scale),
+    return smax(gpu.hbm_time_s(hbm_bytes, write_bytes) / mem_scale,
                 flops / (gpu.flops_for(dtype_name) * sm_fraction))
 
 
 @dataclass(frozen=True)
 class Work:
-    """What a kernel (or its computation part) does: HBM bytes, flops, and the flops' dtype."""
+    """What a kernel (or its computation part) does: HBM bytes, flops, the flops' dtype, and
+    how many of the bytes are writes (None: not known; priced at the flat HBM bandwidth)."""
 
     hbm_bytes: object
     flops: object
     dtype: str = "f32"
+    write_bytes: object = None
 
     def __add__(self, other: Work) -> Work:
-        return Work(self.hbm_bytes + other.hbm_bytes, self.flops + other.flops, self.dtype)
+        writes = None if self.write_bytes is None or other.write_bytes is None \
+            else self.write_bytes + other.write_bytes
+        return Work(self.hbm_bytes + other.hbm_bytes, self.flops + other.flops, self.dtype,
+                    writes)
+
+    def scaled(self, factor: float) -> Work:
+        """The same kernel on `factor` of the data (numbers: the simulator's chunks)."""
+        writes = None if self.write_bytes is None else float(self.write_bytes) * factor
+        return Work(float(self.hbm_bytes) * factor, float(self.flops) * factor, self.dtype,
+                    writes)
 
 
 def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Work:
@@ -135,7 +147,7 @@ def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Wo
         flops = flops + expr_flops(expr) * ctx.local_numel(out)
         dtype = s.out.type.dtype.name
         inside.add(out)
-    return Work(sum(reads.values()) + sum(writes.values()), flops, dtype)
+    return Work(sum(reads.values()) + sum(writes.values()), flops, dtype, sum(writes.values()))
 
 
 def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:
@@ -149,8 +161,8 @@ def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:
 
 def _compute_cost(ctx: CostContext, work: Work) -> OpCost:
     c = ctx.cluster
-    busy = roofline_s(c, work.hbm_bytes, work.flops, work.dtype)
-    mem = work.hbm_bytes / c.gpu.hbm_bandwidth_Bps
+    busy = roofline_s(c, work.hbm_bytes, work.flops, work.dtype, write_bytes=work.write_bytes)
+    mem = c.gpu.hbm_time_s(work.hbm_bytes, work.write_bytes)
     bottleneck = "hbm"
     if not ctx.symbolic and busy > float(mem) * 1.0000001:
         bottleneck = "sm"
@@ -223,20 +235,22 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     """Split a Fused statement's body into communication and computation."""
     rs, ag, send = 0, 0, 0
     group = None
-    elementwise, produced, extra, scalars = [], set(), Work(0, 0), []
+    elementwise, produced, extra, scalars = [], set(), Work(0, 0, write_bytes=0), []
     for leaf in s.op.body:
         op = leaf.op
         if isinstance(op, ir.ReduceScatter):
             group = ctx.types[op.x].group
             rs = rs + ctx.full_nbytes(op.x)
             # peers load my whole input (S bytes from my HBM in total) and I write my slice
-            extra = extra + Work(ctx.local_nbytes(op.x) + ctx.local_nbytes(leaf.out.name), 0)
+            extra = extra + Work(ctx.local_nbytes(op.x) + ctx.local_nbytes(leaf.out.name), 0,
+                                 write_bytes=ctx.local_nbytes(leaf.out.name))
             produced.add(leaf.out.name)
         elif isinstance(op, ir.AllGather):
             group = ctx.types[op.x].group
             ag = ag + ctx.full_nbytes(leaf.out.name)
             # peers store their slices into my HBM: the whole gathered buffer is written
-            extra = extra + Work(ctx.local_nbytes(leaf.out.name), 0)
+            extra = extra + Work(ctx.local_nbytes(leaf.out.name), 0,
+                                 write_bytes=ctx.local_nbytes(leaf.out.name))
         elif isinstance(op, ir.Send):
             group = ctx.types[op.x].group
             send = send + ctx.local_nbytes(op.x)
@@ -247,7 +261,7 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
         elif isinstance(op, (ir.Norm, ir.ReduceTensor)):
             # read the input once (unless this kernel produced it) and reduce the partials
             read = 0 if op.x in produced else ctx.local_nbytes(op.x)
-            extra = extra + Work(read, 2 * ctx.local_numel(op.x))
+            extra = extra + Work(read, 2 * ctx.local_numel(op.x), write_bytes=0)
             if _is_sliced(ctx.types[op.x]):
                 scalars.append(ctx.types[op.x].group)
         else:
@@ -303,7 +317,8 @@ def _fused_fixed_s(ctx: CostContext, parts: FusedParts):
 
 def _fused_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     parts = fused_parts(ctx, s)
-    comp = roofline_s(ctx.cluster, parts.work.hbm_bytes, parts.work.flops, parts.work.dtype)
+    comp = roofline_s(ctx.cluster, parts.work.hbm_bytes, parts.work.flops, parts.work.dtype,
+                      write_bytes=parts.work.write_bytes)
     link = fused_link_s(ctx, parts)
     # The kernel pipelines chunks: communication of one chunk overlaps computation of another.
     t = fused_latency_s(ctx, s, parts) + smax(link, comp)

@@ -182,8 +182,8 @@ class Simulation:
         yield self.env.timeout(cluster.gpu.launch_latency_s)
         take = yield from self._take_sms(gpu, cluster.gpu.sm_count - leave_sms)
         frac = take / cluster.gpu.sm_count
-        per_chunk = roofline_s(cluster, float(work.hbm_bytes) * scale / COMPUTE_CHUNKS,
-                               float(work.flops) * scale / COMPUTE_CHUNKS, work.dtype, frac)
+        w = work.scaled(scale / COMPUTE_CHUNKS)
+        per_chunk = roofline_s(cluster, w.hbm_bytes, w.flops, w.dtype, frac, w.write_bytes)
         for _ in range(COMPUTE_CHUNKS):
             yield from self._hold(gpu, "hbm", per_chunk, op)
         yield gpu.sms.put(take)
@@ -218,8 +218,8 @@ class Simulation:
         ag_part = FusedCopy(parts, rs=False)
         load_s = fused_link_s(self.ctx, rs_part.parts) * scale / FUSED_CHUNKS
         store_s = fused_link_s(self.ctx, ag_part.parts) * scale / FUSED_CHUNKS
-        comp_s = roofline_s(self.cluster, float(parts.work.hbm_bytes) * scale / FUSED_CHUNKS,
-                            float(parts.work.flops) * scale / FUSED_CHUNKS, parts.work.dtype, frac)
+        w = parts.work.scaled(scale / FUSED_CHUNKS)
+        comp_s = roofline_s(self.cluster, w.hbm_bytes, w.flops, w.dtype, frac, w.write_bytes)
         loaded = [env.event() for _ in range(FUSED_CHUNKS)]
         computed = [env.event() for _ in range(FUSED_CHUNKS)]
 

@@ -144,3 +144,98 @@ def test_committed_h200x2_profile_loads():
     c = load_hardware("studies/results/calibration/h200x2/profile.json")
     assert c.gpus_per_node == 2
     assert 3e12 < c.gpu.hbm_bandwidth_Bps < 5e12
+
+
+# ---------------------------------------------------------------- k-stream HBM, fused fixed cost
+
+
+def _known_split():
+    """The known cluster with a read/write HBM split and a fused-kernel fixed cost."""
+    c = _known()
+    gpu = dataclasses.replace(c.gpu, hbm_read_bandwidth_Bps=4.1e12,
+                              hbm_write_bandwidth_Bps=3.3e12)
+    return dataclasses.replace(c, gpu=gpu, fused_fixed_s=14e-6)
+
+
+@pytest.fixture(scope="module")
+def fitted_split():
+    known = _known_split()
+    raw = calibration.synthetic_raw(known, 2, NBYTES, FUSED)
+    return known, raw, calibration.fit(raw, nccl_maxiter=20, nccl_popsize=5)
+
+
+def test_fit_recovers_hbm_read_write_split(fitted_split):
+    _, raw, cal = fitted_split
+    assert len(raw["device"]["streams"]) == len(calibration.STREAM_SHAPES)
+    assert cal.cluster.gpu.hbm_read_bandwidth_Bps == pytest.approx(4.1e12, rel=1e-3)
+    assert cal.cluster.gpu.hbm_write_bandwidth_Bps == pytest.approx(3.3e12, rel=1e-3)
+    assert max(abs(e) for _, _, e in cal.hbm_errors) < 1e-3
+
+
+def test_fit_recovers_fused_fixed_cost(fitted_split):
+    _, _, cal = fitted_split
+    assert cal.cluster.fused_fixed_s == pytest.approx(14e-6, abs=0.05e-6)
+    assert cal.cluster.peer_load_bandwidth_Bps == pytest.approx(250e9, rel=2e-3)
+    assert cal.fused_worst_error < 0.005
+
+
+def test_no_streams_no_split_and_no_fixed_cost(fitted):
+    # a raw file without k-stream rows (and a cluster without a fixed cost) fits as before
+    _, raw, cal = fitted
+    assert "streams" not in raw["device"]
+    assert cal.cluster.gpu.hbm_read_bandwidth_Bps is None
+    assert cal.cluster.fused_fixed_s == pytest.approx(0.0, abs=0.05e-6)
+
+
+def test_split_prices_writes_slower():
+    c = _known_split()
+    flat = _known()
+    gib = 2.0**30
+    assert c.gpu.hbm_time_s(gib) == flat.gpu.hbm_time_s(gib) == gib / 4.2e12  # unknown writes
+    assert c.gpu.hbm_time_s(gib, gib / 3) == pytest.approx(2 * gib / 3 / 4.1e12 + gib / 3 / 3.3e12)
+    assert flat.gpu.hbm_time_s(gib, gib / 3) == gib / 4.2e12  # presets: flat, as before
+
+
+def test_bad_streams_row(tmp_path):
+    raw = calibration.synthetic_raw(_known_split(), 2, NBYTES, [])
+    raw["device"]["streams"][0]["outputs"] = 0
+    with pytest.raises(HardwareError, match=r"device.streams rows must give inputs and outputs "
+                       r"as positive integers and nbytes and ms as positive numbers, got"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_streams_not_a_list(tmp_path):
+    raw = calibration.synthetic_raw(_known_split(), 2, NBYTES, [])
+    raw["device"]["streams"] = {"k": 3}
+    with pytest.raises(HardwareError, match=r"device.streams must be a list of rows, got"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_streams_of_one_write_share():
+    rows = [{"inputs": 2, "outputs": 1, "nbytes": 2**30, "ms": 0.27}] * 2
+    with pytest.raises(HardwareError, match=r"device.streams must hold at least two write "
+                       r"shares to fit read and write bandwidth, got \[0.333"):
+        calibration.fit_hbm_read_write(rows)
+
+
+def test_profile_with_only_one_of_read_write(tmp_path):
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"base": "h200x4", "gpu": {"hbm_read_bandwidth_Bps": 4e12}}))
+    with pytest.raises(HardwareError, match=r"gpu.hbm_read_bandwidth_Bps and "
+                       r"gpu.hbm_write_bandwidth_Bps must be given together, got only "
+                       r"hbm_read_bandwidth_Bps"):
+        load_hardware(str(p))
+
+
+def test_profile_fused_fixed_cost_must_be_positive(tmp_path):
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"base": "h200x4", "fused_fixed_s": -1e-6}))
+    with pytest.raises(HardwareError, match=r"hardware profile field fused_fixed_s must be a "
+                       r"positive number, got -1e-06"):
+        load_hardware(str(p))
+
+
+def test_committed_h200x2_profile_has_split_and_fixed_cost():
+    c = load_hardware("studies/results/calibration/h200x2/profile.json")
+    assert c.gpu.hbm_write_bandwidth_Bps < c.gpu.hbm_read_bandwidth_Bps
+    assert 5e-6 < c.fused_fixed_s < 40e-6

@@ -4,7 +4,9 @@
 
 Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, f32, 64 KiB to
 1 GiB); rank 0 alone also measures its GPU: HBM copy and triad bandwidth, the gap between
-back-to-back tiny kernels, and GEMM throughput. Times are CUDA-event medians after warm-up;
+back-to-back tiny kernels, GEMM throughput, and the HBM bandwidth of an elementwise kernel
+streaming k arrays (`streams`: a kernel shaped like the generated ones, nvcc + pycuda), with
+torch's fused Adam beside it as a 7-stream cross-check. Times are CUDA-event medians after warm-up;
 a collective's time is the slowest rank's median (the step waits for it). Rank 0 writes OUT.json.
 torch is imported inside the functions: this module imports on a machine without GPUs.
 """
@@ -19,6 +21,10 @@ import sys
 COLLECTIVE_NBYTES = [2**k for k in range(16, 31)]  # 64 KiB .. 1 GiB, the NCCL table's range
 HBM_NBYTES = 2**30  # far beyond the 50 MiB L2: streams from HBM
 GEMM_N = 8192
+# (inputs, outputs) of the k-array streaming kernels, ~1 GiB in all: k = 2, 3, 5, 7, 9 with one
+# output, and k = 7, 9 with several (Adam reads 4 and writes 3 arrays).
+STREAM_SHAPES = [(1, 1), (2, 1), (4, 1), (6, 1), (8, 1), (4, 3), (5, 4)]
+STREAM_THREADS = 512  # as codegen.spec.THREADS; grid as the runtime's: min(work, 16 per SM)
 
 
 def log(rank: int, msg: str) -> None:
@@ -118,6 +124,84 @@ def device(torch, rank: int, warmup: int, reps: int) -> dict:
     return out
 
 
+def _streams_source(n_in: int, n_out: int) -> tuple[str, str]:
+    """A grid-stride float4 kernel like the generated elementwise ones: n_in arrays read,
+    n_out written, each element once (a weighted sum, so no load is dead)."""
+    name = f"wb_cal_streams_i{n_in}_o{n_out}"
+    params = [f"const float4* __restrict__ in{j}" for j in range(n_in)]
+    params += [f"float4* __restrict__ out{j}" for j in range(n_out)]
+    body = [f"    const float4 a{j} = in{j}[i];" for j in range(n_in)]
+    for c in "xyzw":
+        terms = " + ".join(f"{1.0 / (j + 1):.3f}f * a{j}.{c}" for j in range(n_in))
+        body.append(f"    const float s{c} = {terms};")
+    for j in range(n_out):
+        f = f"{1.0 + j:.1f}f"
+        body.append(f"    out{j}[i] = make_float4({f} * sx, {f} * sy, {f} * sz, {f} * sw);")
+    src = (f'extern "C" __global__ void __launch_bounds__({STREAM_THREADS}) {name}(\n    '
+           + ",\n    ".join(params + ["long long n4"]) + ") {\n"
+           "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4;\n"
+           "       i += (long long)gridDim.x * blockDim.x) {\n" + "\n".join(body) + "\n  }\n}\n")
+    return name, src
+
+
+def streams(torch, rank: int, warmup: int, reps: int) -> list[dict]:
+    """HBM bandwidth of one elementwise kernel streaming k = n_in + n_out arrays of ~1 GiB / k
+    each (bytes moved / time), for every shape in STREAM_SHAPES."""
+    import numpy as np
+
+    from codegen.render import include_dir
+    from workbench.runtime.compiler import compile_cubin
+    from workbench.runtime.executor import import_pycuda
+
+    drv = import_pycuda()
+    dev = torch.device("cuda", rank)
+    torch.empty(1, device=dev)  # the primary context, shared with pycuda
+    drv.init()
+    ctx = drv.Device(rank).retain_primary_context()
+    ctx.push()
+    sm = torch.cuda.get_device_properties(dev).multi_processor_count
+    rows = []
+    try:
+        for n_in, n_out in STREAM_SHAPES:
+            k = n_in + n_out
+            n4 = HBM_NBYTES // k // 16  # float4 vectors per array
+            name, src = _streams_source(n_in, n_out)
+            module = drv.module_from_file(str(compile_cubin(name, src, include_dir())))
+            fn = module.get_function(name)
+            arrays = [torch.randn(4 * n4, device=dev) for _ in range(k)]
+            args = [np.uintp(a.data_ptr()) for a in arrays] + [np.int64(n4)]
+            grid = max(1, min(-(-n4 // STREAM_THREADS), sm * 16))
+            ms = statistics.median(_event_times(
+                torch, lambda fn=fn, args=args, grid=grid: fn(
+                    *args, block=(STREAM_THREADS, 1, 1), grid=(grid, 1, 1)), warmup, reps))
+            nbytes = 16 * n4 * k
+            rows.append({"inputs": n_in, "outputs": n_out, "streams": k, "nbytes": nbytes,
+                         "ms": ms, "Bps": nbytes / (ms * 1e-3)})
+            log(rank, f"streams {n_in} in + {n_out} out: {rows[-1]['Bps'] / 1e12:.3f} TB/s")
+            del arrays
+            torch.cuda.empty_cache()
+    finally:
+        ctx.pop()
+    return rows
+
+
+def torch_adam(torch, rank: int, warmup: int, reps: int) -> dict:
+    """torch.optim.Adam(fused=True).step on 2^28 f32 parameters: 7 streams (p, g, m, v read;
+    p, m, v written); a cross-check of the k-stream curve, not used by the fit."""
+    dev = torch.device("cuda", rank)
+    n = 2**28
+    p = torch.zeros(n, device=dev, requires_grad=True)
+    p.grad = torch.randn(n, device=dev)
+    opt = torch.optim.Adam([p], lr=1e-3, fused=True)
+    ms = statistics.median(_event_times(torch, opt.step, warmup, reps))
+    nbytes = 7 * 4 * n
+    out = {"numel": n, "streams": 7, "nbytes": nbytes, "ms": ms, "Bps": nbytes / (ms * 1e-3)}
+    log(rank, f"torch fused Adam {out['Bps'] / 1e12:.3f} TB/s (7 streams)")
+    del opt, p
+    torch.cuda.empty_cache()
+    return out
+
+
 def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
     """Run this rank's share; rank 0 writes the raw measurements to out_path."""
     import torch
@@ -136,6 +220,13 @@ def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
         raw["collectives"] = []
     if rank == 0:
         raw["device"] = device(torch, rank, warmup, reps)
+        # Each extra benchmark on its own: a failure is recorded, the rest of the raw file kept.
+        for key, fn in (("streams", streams), ("torch_adam", torch_adam)):
+            try:
+                raw["device"][key] = fn(torch, rank, warmup, reps)
+            except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
+                raw["device"][f"{key}_error"] = f"{type(e).__name__}: {e}"
+                log(rank, f"{key} failed: {type(e).__name__}: {e}")
         with open(out_path, "w") as f:
             json.dump(raw, f, indent=1)
         log(rank, f"wrote {out_path}")
