@@ -23,7 +23,7 @@ import numpy as np
 import sympy
 
 from codegen.cprinter import c_index
-from codegen.spec import THREADS, Assign, KernelSpec, Load, Param, Push, Store, mangle
+from codegen.spec import THREADS, Assign, KernelSpec, Load, NormAcc, Param, Push, Store, mangle
 from workbench import ir
 from workbench.errors import RuntimeFault
 from workbench.types import LocalLayout, ReplicatedLayout, Sliced, TensorType
@@ -98,6 +98,8 @@ class Plan:
 MAX_BLOCKS = 1024
 
 _C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
+# Element types of buffers no program value has: f64 partial sums of squares, u32 flags.
+_BUF_C_TYPES = {**_C_TYPES, "f64": "double", "u32": "uint32_t"}
 _REDUCE = {ir.ReduceOp.Sum: "add", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min",
            ir.ReduceOp.Prod: "mul"}
 
@@ -142,6 +144,9 @@ class _Planner:
         self.locs: dict[str, Loc] = {}
         self.kernel_of: dict[str, int] = {}
         self.uses: dict[str, set[int]] = {}
+        # Values a fused region computes in one launch and reads in a later one (a norm sits
+        # between them): they need memory although one statement computes and uses them.
+        self.spill: set[str] = set()
         self._use_order: dict[str, list[int]] = {}
 
     def sub(self, expr) -> sympy.Expr:
@@ -179,7 +184,7 @@ class _Planner:
                 order += 1
 
     def needs_memory(self, name: str) -> bool:
-        if any(v.name == name for v in self.program.outputs):
+        if name in self.spill or any(v.name == name for v in self.program.outputs):
             return True
         k = self.kernel_of.get(name)
         return any(u != k for u in self.uses.get(name, ()))
@@ -231,7 +236,11 @@ def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROL
         op = stmt.op
         what = f"statement {stmt.name} ({op})"
         if isinstance(op, ir.Fused) and op.kind in ("allreduce", "reducescatter", "allgather"):
-            steps.append(_collective_kernel(pl, stmt, first, collective_unroll, collective_mode))
+            steps += _fused_collective_steps(pl, stmt, first, collective_unroll, collective_mode)
+        elif isinstance(op, ir.Slice):
+            pl.locs[stmt.out.name] = _slice_loc(pl, stmt, what)
+        elif isinstance(op, ir.Norm):
+            steps += _norm_steps(pl, stmt, first)
         elif isinstance(op, ir.Fused) and op.kind == "compute" or isinstance(
                 op, ir.ELEMENTWISE_OPS):
             steps.append(_elementwise_kernel(pl, stmt, first))
@@ -323,6 +332,8 @@ class _KernelBuilder:
         self.symbols: set[sympy.Symbol] = set()
         self.dropout = False
         self.pushes: list[Push] = []
+        self.norms: list[NormAcc] = []
+        self.pending: list[tuple[str, str, bool]] = []  # (norm, partials buffer, cross-rank)
 
     # -- parameters
 
@@ -334,7 +345,7 @@ class _KernelBuilder:
     def buf_param(self, buffer: str, const: bool) -> str:
         name = f"p_{buffer}"
         b = self.pl.buffers[buffer]
-        decl = f"{'const ' if const else ''}{_C_TYPES[b.dtype]}* __restrict__ {name}"
+        decl = f"{'const ' if const else ''}{_BUF_C_TYPES[b.dtype]}* __restrict__ {name}"
         old = self.params.get(name)
         if old is None or (old.c_decl.startswith("const") and not const):
             self.params[name] = Param(name, decl, "buf", buffer)
@@ -482,8 +493,28 @@ class _KernelBuilder:
                           tuple(self.loads.values()), tuple(self.assigns), tuple(self.stores),
                           tuple(self.scalars.values()), self.dropout, unroll=unroll,
                           pushes=tuple(self.pushes), elem_bytes=tuple(sorted(set(sizes))),
-                          comment=comment)
+                          norms=tuple(self.norms), comment=comment)
         return mangle(spec)
+
+    def norm(self, leaf: ir.Stmt) -> None:
+        """First phase of Norm(x) in this kernel: per-block f64 sums of squares of x into a
+        partials buffer; the norm's value exists only after a finishing step (_finish_step)."""
+        out, x = leaf.out, leaf.op.x
+        what = f"statement {out.name} ({leaf.op})"
+        if not ir.proven_equal(self.pl.local_numel(x), self.extent):
+            raise _fault(f"{what}: a norm in a kernel must cover the kernel's domain of "
+                         f"{self.extent} elements per rank, got {self.pl.types[x]}")
+        var, vec = self.operand(x)
+        if not vec:
+            raise _fault(f"{what}: Norm must reduce a tensor, got the scalar '{x}'")
+        cross = isinstance(self.pl.types[x].layout, Sliced)
+        partials = f"partials_{_ident(out.name)}"
+        self.pl.buffers[partials] = BufferSpec(partials, "f64", sympy.Integer(MAX_BLOCKS),
+                                               peer=cross)
+        ptr = self.buf_param(partials, const=False)
+        self.norms.append(NormAcc(var, (ptr,), MAX_BLOCKS))
+        self.pl.locs[out.name] = self.pl.new_buffer(out.name, 1)
+        self.pending.append((out.name, partials, cross))
 
     def vec_types(self) -> list[str]:
         return ([ld.c_type for ld in self.loads.values() if ld.mode in ("contig", "reduce")]
@@ -502,12 +533,118 @@ def _elementwise_kernel(pl: _Planner, stmt: ir.Stmt, first: int) -> KernelStep:
     return KernelStep(spec, tuple(s.name for s in leaves), extent=kb.extent)
 
 
-def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
-                       mode: str = "pull") -> KernelStep:
-    """FusedAllReduce / FusedReduceScatter / FusedAllGather: ReduceScatter by peer loads, the
-    computation on this rank's slice in registers, AllGather by peer stores, one kernel."""
-    op: ir.Fused = stmt.op
+def _slice_loc(pl: _Planner, leaf: ir.Stmt, what: str) -> Loc:
+    """Slice(x): rank r's slice of a whole tensor in memory, a view at an offset (no step)."""
+    op = leaf.op
+    loc = pl.locs.get(op.x)
+    if loc is None:
+        raise _fault(f"{what}: the tensor a Slice views must live in memory, got '{op.x}' in "
+                     "registers")
+    t = pl.types[op.x]
+    if t.layout == Sliced(op.dim):
+        return loc  # already this rank's slice (sliced state): the view is the value itself
+    if op.dim != 0:
+        raise _fault(f"{what}: Slice must slice dim 0 on GPUs, got dim {op.dim}")
+    n = pl.local_numel(leaf.out.name)
+    return Loc(loc.buffer, loc.offset + RANK * n, n)
+
+
+def _norm_steps(pl: _Planner, stmt: ir.Stmt, first: int) -> list[KernelStep]:
+    """An unfused Norm(x): a streaming kernel of per-block sums of squares, then the finishing
+    kernel (cross-rank through peer loads of the partials when x is Sliced)."""
+    x = stmt.op.x
+    kb = _KernelBuilder(pl, pl.types[x], f"statement {stmt.name} ({stmt.op})")
+    kb.norm(stmt)
+    spec = kb.spec("elementwise", "elementwise.cu.j2", pl.P, [],
+                   f"{stmt.name} = {stmt.op}: per-block sums of squares", kb.vec_types())
+    return [KernelStep(spec, (stmt.name,), extent=kb.extent), _finish_step(pl, kb.pending)]
+
+
+def _finish_step(pl: _Planner, pending) -> KernelStep:
+    """One block that turns partial sums of squares into norms: sqrt(sum over ranks and
+    blocks); peers' partials are read through their IPC pointers between two barriers."""
+    params, norms = [], []
+    for name, partials, cross in pending:
+        if cross:
+            ptrs = []
+            for k in range(pl.P):
+                pname = f"p_{partials}_peer{k}"
+                params.append(Param(pname, f"const double* {pname}", "peer", partials, k))
+                ptrs.append(pname)
+        else:
+            pname = f"p_{partials}"
+            params.append(Param(pname, f"const double* __restrict__ {pname}", "buf", partials))
+            ptrs = [pname]
+        out = pl.locs[name]
+        oname = f"p_{out.buffer}"
+        params.append(Param(oname, f"float* __restrict__ {oname}", "buf", out.buffer))
+        norms.append(NormAcc("", tuple(ptrs), MAX_BLOCKS, oname))
+    params.append(Param("rank", "int rank", "rank"))
+    if any(cross for _, _, cross in pending):
+        flags_name = f"flags_{_ident(pending[0][0])}"
+        pl.buffers[flags_name] = BufferSpec(flags_name, "u32",
+                                            sympy.Integer(2 * MAX_BLOCKS * pl.P), peer=True)
+        params += [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
+                   for k in range(pl.P)]
+        params.append(Param("epoch", "uint32_t epoch", "epoch"))
+    else:
+        flags_name = ""
+    names = tuple(n for n, _, _ in pending)
+    spec = mangle(KernelSpec("finish", "norm_finish.cu.j2", pl.P, 1, "1LL", tuple(params), (),
+                             (), (), norms=tuple(norms),
+                             comment=f"finish {', '.join(names)} = sqrt(sum of squares)"))
+    return KernelStep(spec, names, flags_name, sympy.Integer(1))
+
+
+def _phases(leaves: list[ir.Stmt]) -> list[int]:
+    """Launch index of each leaf of a fused region: a leaf that reads a norm runs one launch
+    after the norm's partial sums (the grid-wide, cross-GPU reduction sits in between)."""
+    phase, norms, out = {}, set(), []
+    for leaf in leaves:
+        p = max([phase[n] + (n in norms) for n in leaf.op.operands() if n in phase],
+                default=0)
+        for v in leaf.outs:
+            phase[v.name] = p
+        if isinstance(leaf.op, ir.Norm):
+            norms.add(leaf.out.name)
+        out.append(p)
+    return out
+
+
+def _fused_collective_steps(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
+                            mode: str) -> list[KernelStep]:
+    """A fused collective region as launches: one kernel per phase (see _phases), each
+    followed by the finishing kernel of the norms it accumulated. Without norms: one kernel."""
     leaves = list(stmt.leaves())
+    phases = _phases(leaves)
+    what = f"statement {stmt.name} ({stmt.op})"
+    if phases != sorted(phases):
+        raise _fault(f"{what}: a fused region must compute each norm's users after every "
+                     f"statement the norm does not wait for, got launch order {phases}")
+    names = {leaf.out.name: p for leaf, p in zip(leaves, phases)}
+    for leaf, p in zip(leaves, phases):
+        for n in leaf.op.operands():
+            if n in names and names[n] < p:
+                pl.spill.add(n)
+    steps = []
+    for p in range(phases[-1] + 1):
+        part = [(first + k, leaf) for k, (leaf, q) in enumerate(zip(leaves, phases)) if q == p]
+        step, pending = _collective_kernel(pl, stmt, part, unroll, mode,
+                                           tag=f"_{p}" if p else "")
+        steps.append(step)
+        if pending:
+            steps.append(_finish_step(pl, pending))
+    return steps
+
+
+def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str = "pull",
+                       tag: str = "") -> tuple[KernelStep, list]:
+    """FusedAllReduce / FusedReduceScatter / FusedAllGather: ReduceScatter by peer loads, the
+    computation on this rank's slice in registers, AllGather by peer stores, one kernel; `part`
+    is the (leaf index, leaf) list of one launch of the region. Also the norms' pending
+    finishing work."""
+    op: ir.Fused = stmt.op
+    leaves = [leaf for _, leaf in part]
     what = f"statement {stmt.name} ({op})"
     head = leaves[0]
     if isinstance(head.op, ir.ReduceScatter):
@@ -518,8 +655,7 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
         raise _fault(f"{what}: a fused collective must compute on dim-0 slices, got "
                      f"{domain.layout}")
     kb = _KernelBuilder(pl, domain, what)
-    for k, leaf in enumerate(leaves):
-        index = first + k
+    for index, leaf in part:
         lop = leaf.op
         if isinstance(lop, ir.ReduceScatter):
             if lop.dim != 0:
@@ -568,10 +704,17 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
                                    kb._c(dst.offset + RANK * kb.extent), peers, self_stored))
         elif isinstance(lop, ir.ELEMENTWISE_OPS):
             kb.compute(leaf, index)
+        elif isinstance(lop, ir.Slice):
+            if lop.x in kb.regs:
+                raise _fault(f"{what}: a fused Slice must view a tensor in memory, got "
+                             f"'{lop.x}' computed in the kernel")
+            pl.locs[leaf.out.name] = _slice_loc(pl, leaf, what)
+        elif isinstance(lop, ir.Norm):
+            kb.norm(leaf)
         else:
-            raise _fault(f"{what}: a fused collective may hold ReduceScatter, Compute, Update "
-                         f"and AllGather, got {lop}")
-    flags_name = f"flags_{_ident(stmt.name.split(',')[0])}"
+            raise _fault(f"{what}: a fused collective may hold ReduceScatter, Compute, Update, "
+                         f"Slice, Norm and AllGather, got {lop}")
+    flags_name = f"flags_{_ident(stmt.name.split(',')[0])}{tag}"
     pl.buffers[flags_name] = BufferSpec(flags_name, "u32", sympy.Integer(2 * MAX_BLOCKS * pl.P),
                                         peer=True)
     extra = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
@@ -580,7 +723,7 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
     spec = kb.spec("collective", "fused_collective.cu.j2", pl.P, extra,
                    f"Fused{op.kind.capitalize()}: " + "; ".join(
                        f"{s.name} = {s.op}" for s in leaves), kb.vec_types(), unroll)
-    return KernelStep(spec, tuple(s.name for s in leaves), flags_name, kb.extent)
+    return KernelStep(spec, tuple(s.name for s in leaves), flags_name, kb.extent), kb.pending
 
 
 __all__ = ["BufferSpec", "KernelStep", "Loc", "MAX_BLOCKS", "NcclStep", "Plan", "RANK",

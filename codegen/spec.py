@@ -86,10 +86,27 @@ class Push:
 
 
 @dataclass(frozen=True, slots=True)
+class NormAcc:
+    """A sum of squares (the first half of an L2 norm) that a kernel accumulates in f64.
+
+    In a streaming kernel: every thread sums `var[j]^2` over the elements it computes, the
+    block's total goes to `partials[0][blockIdx.x]`, and block 0 zeroes entries gridDim.x ..
+    count-1 (so the finishing kernel always sums exactly `count` entries). In a finishing kernel
+    (kind "finish"): `partials` holds one pointer per contributing rank, summed in rank order,
+    and `out[0] = sqrt(total)` as f32.
+    """
+
+    var: str
+    partials: tuple[str, ...]
+    count: int
+    out: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class KernelSpec:
     """Everything a template renders; `name` is the mangle of all other fields."""
 
-    kind: str  # "elementwise" or "collective"
+    kind: str  # "elementwise", "collective" or "finish" (the cross-rank end of norms)
     template: str
     P: int
     vec: int
@@ -103,13 +120,16 @@ class KernelSpec:
     unroll: int = 1  # vectors per thread per loop iteration
     pushes: tuple[Push, ...] = ()  # push mode: phase one of the reduce-scatter
     elem_bytes: tuple[int, ...] = ()  # element sizes of vector operands (alignment check)
+    norms: tuple[NormAcc, ...] = ()  # sums of squares accumulated (or finished) here
     comment: str = ""
     name: str = ""
 
     def key(self) -> str:
         """A canonical text of every field but the name and the comment."""
+        # An empty `norms` is left out so that kernels without norms keep their names.
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
-                 if f.name not in ("name", "comment")]
+                 if f.name not in ("name", "comment") and not (f.name == "norms"
+                                                             and not self.norms)]
         return ";".join(parts)
 
 

@@ -19,6 +19,13 @@ CASES = [
     ("bias-dropout-broadcast-p2", "dropout", None, 2),
     ("adam-fuse-rs-c-ag-push-p2", "studies/adam.py", "fuse-rs-c-ag", 2),
     ("adam-mixed-fuse-rs-c-ag-push-p4", "studies/adam.py:mixed", "fuse-rs-c-ag", 4),
+    ("lamb-unscheduled-p2", "studies/lamb.py", None, 2),
+    ("lamb-rs-c-ag-p2", "studies/lamb.py", "rs-c-ag", 2),
+    ("lamb-rs-c-ag-sliced-state-p2", "studies/lamb.py", "rs-c-ag-sliced-state", 2),
+    ("lamb-fuse-rs-c-ag-p2", "studies/lamb.py", "fuse-rs-c-ag", 2),
+    ("lamb-fuse-rs-c-ag-p4", "studies/lamb.py", "fuse-rs-c-ag", 4),
+    ("lamb-mixed-fuse-rs-c-ag-p2", "studies/lamb.py:mixed", "fuse-rs-c-ag", 2),
+    ("lamb-mixed-fuse-rs-c-ag-push-p2", "studies/lamb.py:mixed", "fuse-rs-c-ag", 2),
 ]
 
 

@@ -27,7 +27,8 @@ def _time(torch, fn, warmup: int, reps: int) -> list[float]:
 
 def measure(kind: str, grad_dtype: str, n: int, rank: int, P: int, warmup: int, reps: int,
             seed: int = 0) -> dict[str, list[float]]:
-    """Baseline name -> this rank's times (ms) for a study kind: allreduce, sgd or adam."""
+    """Baseline name -> this rank's times (ms) for a study kind: allreduce, sgd, adam or
+    lamb."""
     import torch
     import torch.distributed as dist
 
@@ -58,6 +59,9 @@ def measure(kind: str, grad_dtype: str, n: int, rank: int, P: int, warmup: int, 
         out["nccl all_reduce + torch sgd (w.add_)"] = _time(torch, ar_sgd, warmup, reps)
         out["nccl reduce_scatter + torch sgd + all_gather"] = _time(torch, rs_sgd_ag, warmup,
                                                                      reps)
+        return out
+    if kind == "lamb":
+        out.update(_lamb(torch, dist, g, w, gdt, rank, P, warmup, reps))
         return out
     if kind != "adam":
         return out
@@ -103,3 +107,61 @@ def measure(kind: str, grad_dtype: str, n: int, rank: int, P: int, warmup: int, 
 
 def median(xs) -> float:
     return statistics.median(xs)
+
+
+def _lamb(torch, dist, g, w, gdt, rank: int, P: int, warmup: int, reps: int):
+    """LAMB as a user writes it with torch ops (PyTorch has no fused LAMB kernel): Adam's
+    moments, the update direction u, the trust ratio ||w|| / ||u|| kept on the GPU (no host
+    sync), then the update; after an NCCL all_reduce, or on slices between NCCL reduce_scatter
+    and all_gather with the two partial sums of squares all-reduced (one 2-element all_reduce).
+    """
+    dev, n = g.device, g.numel()
+    k = n // P
+    lr, b1, b2, eps, wd = 1e-3, 0.9, 0.999, 1e-6, 0.01
+    bc1, bc2 = 1 - b1, 1 - b2  # bias corrections at step 1
+    m = torch.zeros(n, device=dev)
+    v = torch.zeros(n, device=dev)
+    mixed = gdt != torch.float32
+    g32 = torch.empty(n, device=dev) if mixed else g
+    w16 = torch.empty(n, device=dev, dtype=gdt) if mixed else None
+
+    def step(ws, gs, ms, vs, sliced: bool):
+        ms.mul_(b1).add_(gs, alpha=1 - b1)
+        vs.mul_(b2).addcmul_(gs, gs, value=1 - b2)
+        u = (ms / bc1) / ((vs / bc2).sqrt_().add_(eps)) + wd * ws
+        if sliced:
+            sq = torch.stack([ws.square().sum(), u.square().sum()])
+            dist.all_reduce(sq)
+            norms = sq.sqrt()
+            wn, un = norms[0], norms[1]
+        else:
+            wn, un = torch.linalg.vector_norm(ws), torch.linalg.vector_norm(u)
+        ws.sub_(u * (lr * wn / un))
+
+    def ar_lamb():
+        dist.all_reduce(g)
+        if mixed:
+            g32.copy_(g)
+        step(w, g32, m, v, sliced=False)
+        if mixed:
+            w16.copy_(w)
+
+    gs = torch.empty(k, device=dev, dtype=gdt)
+    gs32 = torch.empty(k, device=dev) if mixed else gs
+    ws, ms, vs = (x[rank * k:(rank + 1) * k] for x in (w, m, v))
+
+    def rs_lamb_ag():
+        dist.reduce_scatter_tensor(gs, g)
+        if mixed:
+            gs32.copy_(gs)
+        step(ws, gs32, ms, vs, sliced=True)
+        if mixed:
+            w16s = w16[rank * k:(rank + 1) * k]
+            w16s.copy_(ws)
+            dist.all_gather_into_tensor(w16, w16s)
+        else:
+            dist.all_gather_into_tensor(w, ws)
+
+    return {"nccl all_reduce + torch lamb": _time(torch, ar_lamb, warmup, reps),
+            "nccl reduce_scatter + torch lamb + all_gather": _time(torch, rs_lamb_ag, warmup,
+                                                                    reps)}

@@ -19,9 +19,10 @@ from workbench import interpreter
 from workbench.errors import RuntimeFault
 from workbench.runtime.compiler import compile_cubin
 
-_ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "u32": 4, "i32": 4}
+_ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "u32": 4, "i32": 4, "f64": 8}
 # NaN bit patterns used to poison every buffer a run must write (f32, f16, bf16 quiet NaNs).
-_POISON = {"f32": (32, 0x7FC00000), "f16": (16, 0x7E00), "bf16": (16, 0x7FC0)}
+_POISON = {"f32": (32, 0x7FC00000), "f16": (16, 0x7E00), "bf16": (16, 0x7FC0),
+           "f64": (32, 0x7FF80000)}  # f64: 0x7FF800007FF80000, a quiet NaN
 _TORCH_REDUCE = {"add": "SUM", "max": "MAX", "min": "MIN", "mul": "PRODUCT"}
 # Blocks per SM of a fused collective: __launch_bounds__(THREADS, 2) guarantees 2 fit, and every
 # block of every rank must be resident at once (blocks spin on their peers' counterparts).
@@ -219,8 +220,13 @@ class PlanRun:
         extent = self._int(step.extent)
         if spec.kind == "collective":
             grid = min(MAX_BLOCKS, self.gpu.sm_count * _collective_blocks_per_sm())
+        elif spec.kind == "finish":
+            grid = 1  # one block sums every partial (a few thousand numbers)
         else:
             grid = max(1, min(-(-extent // (spec.vec * THREADS)), self.gpu.sm_count * 16))
+            if spec.norms:
+                # One partial per block, in a buffer of MAX_BLOCKS entries.
+                grid = min(grid, MAX_BLOCKS)
         return ("kernel", step, fn, grid, args, epoch_at)
 
     def _tensor(self, loc, dtype: str):

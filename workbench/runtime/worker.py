@@ -56,7 +56,7 @@ def _summary(per_rank_times: list[list[float]]) -> dict:
 def _baseline_kind(program) -> tuple[str | None, str]:
     grad = program.inputs[0].type.dtype.name
     name = program.name
-    return (name if name in ("adam", "sgd", "allreduce") else None), grad
+    return (name if name in ("adam", "sgd", "lamb", "allreduce") else None), grad
 
 
 def main(job_path: str) -> int:
@@ -140,6 +140,8 @@ def main(job_path: str) -> int:
                     rec = dict(base, schedule=bname, kind="baseline", check="(not checked)")
                     rec.update(_summary([g[bname] for g in gathered]))
                     records.append(rec)
+                    # Logged as well: a run cut off later still shows what it measured.
+                    log(rank, f"  {bname}: median {rec['median_ms']:.3f} ms")
                 gpu.torch.cuda.empty_cache()
     if rank == 0:
         import torch

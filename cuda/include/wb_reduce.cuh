@@ -1,0 +1,43 @@
+// Block-wide f64 sums for norms (sum of squares per block, then a finishing reduction).
+// f64 because the reference interpreter sums squares in f64: an f32 accumulator over 2^28
+// elements would drift far outside the f32 check tolerance.
+#pragma once
+#include <stdint.h>
+
+namespace wb {
+
+// Sum of `x` over the block, returned to every thread. Every thread of the block must call
+// it (it synchronizes); the order of additions depends only on blockDim, so every rank that
+// runs it on the same data gets the same bits.
+__device__ __forceinline__ double block_sum(double x) {
+  __shared__ double warp_sums[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // warp_sums may still be read by a previous call
+  if (lane == 0) warp_sums[warp] = x;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  double total = 0.0;
+  for (int k = 0; k < nwarps; ++k) total += warp_sums[k];
+  return total;
+}
+
+// End of a streaming kernel's norm: this block's sum of squares into partials[blockIdx.x];
+// block 0 zeroes the entries of blocks this grid does not have, so a finisher sums `count`.
+__device__ __forceinline__ void write_block_partial(double acc, double* partials, int count) {
+  const double total = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  if (blockIdx.x == 0) {
+    for (int b = gridDim.x + threadIdx.x; b < count; b += blockDim.x) partials[b] = 0.0;
+  }
+}
+
+// Sum of `count` partials (one rank's), by one block, returned to every thread.
+__device__ __forceinline__ double sum_partials(const double* partials, int count) {
+  double acc = 0.0;
+  for (int b = threadIdx.x; b < count; b += blockDim.x) acc += partials[b];
+  return block_sum(acc);
+}
+
+}  // namespace wb
