@@ -197,7 +197,15 @@ def _collective_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
 
 
 def _scalar_allreduce_s(ctx: CostContext, group: Group):
-    return coll.collective_time("allreduce", 4, ctx.P(group), ctx.cluster, ctx.group_size(group))
+    """Combining a norm's per-rank partial sums, as the generated code does it: one small
+    finish kernel that waits on a peer-flag barrier and reads every rank's partials by peer
+    loads (codegen's norm_finish kernel), not an NCCL all_reduce of 4 bytes, whose host and
+    protocol latency (tens of us) the generated code never pays. Cost: a launch, a barrier
+    round trip over the group's link, and the calibrated fixed cost of a fused kernel."""
+    c = ctx.cluster
+    crosses = c.nodes > 1 and ctx.group_size(group) > c.gpus_per_node
+    link = c.nic if crosses else c.nvlink
+    return c.gpu.launch_latency_s + 2 * link.latency_s + c.fused_fixed_s
 
 
 def _send_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:

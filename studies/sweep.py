@@ -84,6 +84,16 @@ def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
     frames = []
     for path in csv_paths:
         df = pd.read_csv(path)
+        if "median_ms" in df.columns:  # a table parsed from a cut-off run's worker log
+            frames.append(pd.DataFrame({
+                "study": df["program"].map(_study_of),
+                "schedule": df["schedule"],
+                "size": df["N"].map(lambda n: size_label({"N": int(n)})),
+                "gpus": df["rank_medians_ms"].str.split().str.len(),
+                "measured_s": df["median_ms"] / 1e3,
+                "check": df["check"],
+            }))
+            continue
         df = df[df["kind"] == "workbench"]
         frames.append(pd.DataFrame({
             "study": df["spec"].map(_study_of),
