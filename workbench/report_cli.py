@@ -65,7 +65,9 @@ def _figure(study: str, predicted, measured, out_dir: Path) -> list[Path]:
     fig.tight_layout()
     paths = [out_dir / f"{study}.png", out_dir / f"{study}.pdf"]
     for p in paths:
-        fig.savefig(p)
+        # No creation date in the PDF: regenerating a report from the same CSVs gives the same
+        # files, so git shows only real changes.
+        fig.savefig(p, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
     plt.close(fig)
     return paths
 
