@@ -5,17 +5,13 @@
 # result tables are printed last.
 #   usage: bash benchmarks/gpu/run_all.sh [P] [quick]
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 WB_CACHE_DIR=/tmp/wb-cubin
+source "$(dirname "$0")/env.sh"
 P=${1:-2}
 MODE=${2:-full}
 OUT=${OUT:-/tmp/wb-out}
 RES=/tmp/wb-res  # everything lands here; packed into $OUT/results.tgz (few files come back)
 mkdir -p "$OUT" "$RES"
-REPO=$(pwd)
 trap 'tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
-t0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
 
 stamp "machine"
 nvidia-smi -L
@@ -23,9 +19,7 @@ nvidia-smi topo -m 2>&1 | head -4
 python3 -c "import torch; print('torch', torch.__version__, 'gpus', torch.cuda.device_count(), 'nccl', torch.cuda.nccl.version())"
 
 stamp "wheels"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-  .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$REPO
+install_wheels || exit 1
 if ! python3 -c "import pycuda.driver" 2>/dev/null; then
   stamp "build pycuda from sdist"
   ( cd /tmp && tar xzf "$REPO"/.whl/pycuda-2026.1.tar.gz && cd pycuda-2026.1 \

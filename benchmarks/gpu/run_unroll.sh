@@ -3,19 +3,13 @@
 # 2 vectors per thread per iteration (--unroll). Same conventions as run_all.sh.
 #   usage: bash benchmarks/gpu/run_unroll.sh [P]
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 WB_CACHE_DIR=/tmp/wb-cubin
+source "$(dirname "$0")/env.sh"
 P=${1:-2}
 OUT=${OUT:-/tmp/wb-out}
 RES=/tmp/wb-res
 mkdir -p "$OUT" "$RES"
-REPO=$(pwd)
 trap 'tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
-t0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-  .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$REPO
+install_wheels || exit 1
 stamp "GPU tests"
 python3 -m pytest -q -p no:cacheprovider tests/runtime -k "dying or sgd" 2>&1 \
   | tee "$RES"/pytest.log | tail -5

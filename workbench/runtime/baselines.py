@@ -9,7 +9,8 @@ from __future__ import annotations
 import statistics
 
 
-def _time(torch, fn, warmup: int, reps: int) -> list[float]:
+def event_times(torch, fn, warmup: int, reps: int) -> list[float]:
+    """Per-repetition times (ms) of fn() between CUDA events, after `warmup` untimed calls."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -39,7 +40,7 @@ def measure(kind: str, grad_dtype: str, n: int, rank: int, P: int, warmup: int, 
     out: dict[str, list[float]] = {}
     g = torch.randn(n, device=dev, generator=gen).to(gdt)
     if kind == "allreduce":
-        out["nccl all_reduce"] = _time(torch, lambda: dist.all_reduce(g), warmup, reps)
+        out["nccl all_reduce"] = event_times(torch, lambda: dist.all_reduce(g), warmup, reps)
         return out
     w = torch.randn(n, device=dev, generator=gen)
     lr = 1e-3
@@ -56,8 +57,8 @@ def measure(kind: str, grad_dtype: str, n: int, rank: int, P: int, warmup: int, 
             ws.add_(gs, alpha=-lr)
             dist.all_gather_into_tensor(w, ws)
 
-        out["nccl all_reduce + torch sgd (w.add_)"] = _time(torch, ar_sgd, warmup, reps)
-        out["nccl reduce_scatter + torch sgd + all_gather"] = _time(torch, rs_sgd_ag, warmup,
+        out["nccl all_reduce + torch sgd (w.add_)"] = event_times(torch, ar_sgd, warmup, reps)
+        out["nccl reduce_scatter + torch sgd + all_gather"] = event_times(torch, rs_sgd_ag, warmup,
                                                                      reps)
         return out
     if kind == "lamb":
@@ -99,8 +100,8 @@ def measure(kind: str, grad_dtype: str, n: int, rank: int, P: int, warmup: int, 
             w16s.copy_(ws)
             dist.all_gather_into_tensor(w16, w16s)
 
-    out["nccl all_reduce + torch._fused_adam_"] = _time(torch, ar_adam, warmup, reps)
-    out["nccl reduce_scatter + torch._fused_adam_ + all_gather"] = _time(torch, rs_adam_ag,
+    out["nccl all_reduce + torch._fused_adam_"] = event_times(torch, ar_adam, warmup, reps)
+    out["nccl reduce_scatter + torch._fused_adam_ + all_gather"] = event_times(torch, rs_adam_ag,
                                                                           warmup, reps)
     return out
 
@@ -162,6 +163,6 @@ def _lamb(torch, dist, g, w, gdt, rank: int, P: int, warmup: int, reps: int):
         else:
             dist.all_gather_into_tensor(w, ws)
 
-    return {"nccl all_reduce + torch lamb": _time(torch, ar_lamb, warmup, reps),
-            "nccl reduce_scatter + torch lamb + all_gather": _time(torch, rs_lamb_ag, warmup,
+    return {"nccl all_reduce + torch lamb": event_times(torch, ar_lamb, warmup, reps),
+            "nccl reduce_scatter + torch lamb + all_gather": event_times(torch, rs_lamb_ag, warmup,
                                                                     reps)}

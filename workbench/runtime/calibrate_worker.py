@@ -18,6 +18,8 @@ import os
 import statistics
 import sys
 
+from workbench.runtime.baselines import event_times
+
 COLLECTIVE_NBYTES = [2**k for k in range(16, 31)]  # 64 KiB .. 1 GiB, the NCCL table's range
 HBM_NBYTES = 2**30  # far beyond the 50 MiB L2: streams from HBM
 GEMM_N = 8192
@@ -30,22 +32,6 @@ STREAM_THREADS = 512  # as codegen.spec.THREADS; grid as the runtime's: min(work
 def log(rank: int, msg: str) -> None:
     """A progress line (the launcher ends a rank that stays silent too long)."""
     print(f"[calibrate rank {rank}] {msg}", flush=True)
-
-
-def _event_times(torch, fn, warmup: int, reps: int) -> list[float]:
-    """Per-repetition times (ms) of fn() between CUDA events, after warm-up."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return times
 
 
 def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int) -> list[dict]:
@@ -63,7 +49,7 @@ def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int) -> list[
         row = {"nbytes": nbytes}
         for kind, fn in ops.items():
             dist.barrier()
-            med = torch.tensor([statistics.median(_event_times(torch, fn, warmup, reps))],
+            med = torch.tensor([statistics.median(event_times(torch, fn, warmup, reps))],
                                device=dev)
             dist.all_reduce(med, op=dist.ReduceOp.MAX)
             row[f"{kind}_ms"] = float(med.item())
@@ -81,10 +67,10 @@ def device(torch, rank: int, warmup: int, reps: int) -> dict:
            "hbm_capacity_bytes": props.total_memory}
     n = HBM_NBYTES // 4
     src, dst, c = (torch.randn(n, device=dev) for _ in range(3))
-    ms = statistics.median(_event_times(torch, lambda: dst.copy_(src), warmup, reps))
+    ms = statistics.median(event_times(torch, lambda: dst.copy_(src), warmup, reps))
     out["copy"] = {"nbytes": HBM_NBYTES, "ms": ms, "Bps": 2 * HBM_NBYTES / (ms * 1e-3)}
     # a = b + 0.5 c: two streams in, one out, like the elementwise kernels the model prices
-    ms = statistics.median(_event_times(torch, lambda: torch.add(src, c, alpha=0.5, out=dst),
+    ms = statistics.median(event_times(torch, lambda: torch.add(src, c, alpha=0.5, out=dst),
                                         warmup, reps))
     out["triad"] = {"nbytes": HBM_NBYTES, "ms": ms, "Bps": 3 * HBM_NBYTES / (ms * 1e-3)}
     log(rank, f"hbm copy {out['copy']['Bps'] / 1e12:.3f} TB/s, "
@@ -97,7 +83,7 @@ def device(torch, rank: int, warmup: int, reps: int) -> dict:
     def burst():
         for _ in range(kernels):
             tiny.add_(1.0)
-    eager_ms = statistics.median(_event_times(torch, burst, 1, 11))
+    eager_ms = statistics.median(event_times(torch, burst, 1, 11))
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream(device=dev)
     with torch.cuda.stream(stream):
@@ -105,7 +91,7 @@ def device(torch, rank: int, warmup: int, reps: int) -> dict:
         torch.cuda.synchronize()
         with torch.cuda.graph(graph, stream=stream):
             burst()
-    graph_ms = statistics.median(_event_times(torch, graph.replay, 1, 11))
+    graph_ms = statistics.median(event_times(torch, graph.replay, 1, 11))
     out["launch"] = {"kernels": kernels, "eager_ms": eager_ms, "graph_ms": graph_ms,
                      "eager_s_per_kernel": eager_ms * 1e-3 / kernels,
                      "graph_s_per_kernel": graph_ms * 1e-3 / kernels}
@@ -117,7 +103,7 @@ def device(torch, rank: int, warmup: int, reps: int) -> dict:
     for name, dtype in (("f16", torch.float16), ("bf16", torch.bfloat16), ("f32", torch.float32)):
         a = torch.randn(GEMM_N, GEMM_N, device=dev).to(dtype)  # random, never zeros
         b = torch.randn(GEMM_N, GEMM_N, device=dev).to(dtype)
-        ms = statistics.median(_event_times(torch, lambda a=a, b=b: torch.matmul(a, b), 3,
+        ms = statistics.median(event_times(torch, lambda a=a, b=b: torch.matmul(a, b), 3,
                                             max(5, reps // 2)))
         out["gemm"][name] = {"n": GEMM_N, "ms": ms, "flops": 2 * GEMM_N**3 / (ms * 1e-3)}
         log(rank, f"gemm {name} {out['gemm'][name]['flops'] / 1e12:.1f} TFLOP/s")
@@ -171,7 +157,7 @@ def streams(torch, rank: int, warmup: int, reps: int) -> list[dict]:
             arrays = [torch.randn(4 * n4, device=dev) for _ in range(k)]
             args = [np.uintp(a.data_ptr()) for a in arrays] + [np.int64(n4)]
             grid = max(1, min(-(-n4 // STREAM_THREADS), sm * 16))
-            ms = statistics.median(_event_times(
+            ms = statistics.median(event_times(
                 torch, lambda fn=fn, args=args, grid=grid: fn(
                     *args, block=(STREAM_THREADS, 1, 1), grid=(grid, 1, 1)), warmup, reps))
             nbytes = 16 * n4 * k
@@ -193,7 +179,7 @@ def torch_adam(torch, rank: int, warmup: int, reps: int) -> dict:
     p = torch.zeros(n, device=dev, requires_grad=True)
     p.grad = torch.randn(n, device=dev)
     opt = torch.optim.Adam([p], lr=1e-3, fused=True)
-    ms = statistics.median(_event_times(torch, opt.step, warmup, reps))
+    ms = statistics.median(event_times(torch, opt.step, warmup, reps))
     nbytes = 7 * 4 * n
     out = {"numel": n, "streams": 7, "nbytes": nbytes, "ms": ms, "Bps": nbytes / (ms * 1e-3)}
     log(rank, f"torch fused Adam {out['Bps'] / 1e12:.3f} TB/s (7 streams)")
