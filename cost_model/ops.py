@@ -196,7 +196,7 @@ def _collective_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     return OpCost(t, {"link": busy}, "link")
 
 
-def _scalar_allreduce_s(ctx: CostContext, group: Group):
+def norm_combine_s(ctx: CostContext, group: Group):
     """Combining a norm's per-rank partial sums, as the generated code does it: one small
     finish kernel that waits on a peer-flag barrier and reads every rank's partials by peer
     loads (codegen's norm_finish kernel), not an NCCL all_reduce of 4 bytes, whose host and
@@ -309,7 +309,7 @@ def fused_link_lower_s(ctx: CostContext, parts: FusedParts):
 def fused_latency_s(ctx: CostContext, s: ir.Stmt, parts: FusedParts):  # noqa: ARG001
     """Fixed cost of a fused kernel: launch, barriers, and the all-reduces of scalar partials
     (a norm over slices needs one before the values that use it)."""
-    scalars = sum((_scalar_allreduce_s(ctx, g) for g in parts.scalar_allreduces), 0)
+    scalars = sum((norm_combine_s(ctx, g) for g in parts.scalar_allreduces), 0)
     return scalars + _fused_fixed_s(ctx, parts)
 
 
@@ -354,7 +354,7 @@ def stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
         if isinstance(t_in.layout, ReplicatedLayout) or not _is_sliced(t_in):
             return cost
         # over a Sliced input the per-rank partials are all-reduced (a 4-byte AllReduce)
-        return OpCost(cost.time_s + _scalar_allreduce_s(ctx, t_in.group), cost.busy_s, "hbm")
+        return OpCost(cost.time_s + norm_combine_s(ctx, t_in.group), cost.busy_s, "hbm")
     if isinstance(op, ir.Send):
         return _send_cost(ctx, s)
     if isinstance(op, ir.COMMUNICATION_OPS):

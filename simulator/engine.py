@@ -34,6 +34,7 @@ from cost_model.ops import (
     fused_link_s,
     fused_parts,
     matmul_work,
+    norm_combine_s,
     roofline_s,
     send_crosses_nodes,
 )
@@ -265,7 +266,9 @@ class Simulation:
             work = Work(self.ctx.local_nbytes(x), 2 * self.ctx.local_numel(x))
             yield from self._compute(gpu, work, name, scale)
             if self.ctx.types[x].layout.__class__.__name__ == "Sliced":
-                yield from self._collective(g, r, gpu, "allreduce", 4.0, name, (key, "norm"))
+                # Combining the ranks' partial sums: the cost model's price for what the
+                # generated code does (finish kernel, peer barrier), a latency on no resource.
+                yield self.env.timeout(norm_combine_s(self.ctx, g))
         elif isinstance(op, ir.Send):
             nbytes = float(self.ctx.local_nbytes(op.x)) * scale
             crosses = send_crosses_nodes(self.ctx, g)
