@@ -37,6 +37,7 @@ from cost_model.ops import (
     norm_combine_s,
     roofline_s,
     send_crosses_nodes,
+    stmt_cost,
 )
 from workbench import ir
 from workbench.errors import WorkbenchError
@@ -189,11 +190,15 @@ class Simulation:
             yield from self._hold(gpu, "hbm", per_chunk, op)
         yield gpu.sms.put(take)
 
-    def _collective(self, g, r: int, gpu: _Gpu, kind: str, nbytes: float, op: str, key):
+    def _collective(self, g, r: int, gpu: _Gpu, kind: str, nbytes: float, op: str, key,
+                    host_paid: bool = False):
         P = self.ctx.group_size(g)
         plan = coll.choose_plan(kind, nbytes, P, self.cluster, P)
         take = yield from self._take_sms(gpu, int(plan.channels) or 1)
-        yield self.env.timeout(plan.fixed_s)
+        # NCCL's per-call host cost is in the plan's fixed part; when the caller paid it on
+        # the host timeline, only the GPU-side latency remains here.
+        host_s = self.cluster.nccl.host_overhead_s if host_paid else 0.0
+        yield self.env.timeout(plan.fixed_s - host_s)
         steps = int(plan.steps)
         if steps:
             if self.reduced:
@@ -249,8 +254,15 @@ class Simulation:
 
     # ------------------------------------------------------------ statements
 
+    def _host_issue_s(self, s: ir.Stmt) -> float:
+        """The host's issue cost of a top-level statement: NCCL's per-call cost for a plain
+        collective or Send (the cost model's OpCost.host_s), nothing for kernels."""
+        if isinstance(s.op, ir.COMMUNICATION_OPS):
+            return float(stmt_cost(self.ctx, s).host_s)
+        return 0.0
+
     def _run(self, g, r: int, gpu: _Gpu, s: ir.Stmt, key, scale: float = 1.0,
-             leave_sms: int = 0):
+             leave_sms: int = 0, host_paid: bool = False):
         op = s.op
         name = f"{s.name} = {type(op).__name__}"
         start = self.env.now
@@ -273,6 +285,8 @@ class Simulation:
             nbytes = float(self.ctx.local_nbytes(op.x)) * scale
             crosses = send_crosses_nodes(self.ctx, g)
             fixed_s = coll.p2p_time(0.0, self.cluster, crosses)  # the latency part
+            if host_paid:  # the host's share was paid on the host timeline
+                fixed_s -= self.cluster.nccl.host_overhead_s
             yield self.env.timeout(fixed_s)
             # the link holds for the bandwidth part of the cost model's p2p time
             duration = coll.p2p_time(nbytes, self.cluster, crosses) - fixed_s
@@ -282,7 +296,7 @@ class Simulation:
                     ir.AllGather: "allgather", ir.Broadcast: "broadcast",
                     ir.Reduce: "reduce"}[type(op)]
             nbytes = float(self.ctx.full_nbytes(op.x)) * scale
-            yield from self._collective(g, r, gpu, kind, nbytes, name, key)
+            yield from self._collective(g, r, gpu, kind, nbytes, name, key, host_paid)
         elif isinstance(op, ir.Fused):
             if op.kind == "compute":
                 yield from self._compute(gpu, elementwise_work(self.ctx, op.body),
@@ -318,10 +332,18 @@ class Simulation:
 
     def _rank(self, g, r: int):
         gpu = self.gpus[(g, r)]
+        host_t = 0.0  # when this rank's host has issued everything so far
         for i, s in enumerate(self.program.stmts):
             sg = self._stmt_group(s)
             if sg == g:
-                yield from self._run(g, r, gpu, s, i)
+                host_s = self._host_issue_s(s)
+                if host_s:
+                    # The host issues NCCL calls ahead of the GPU (cost_model.ops.
+                    # host_overlapped_total): the op starts once both are ready.
+                    host_t += host_s
+                    if host_t > self.env.now:
+                        yield self.env.timeout(host_t - self.env.now)
+                yield from self._run(g, r, gpu, s, i, host_paid=bool(host_s))
                 if any(isinstance(leaf.op, ir.Send) for leaf in s.leaves()):
                     self._event((i, "sent", r)).succeed()  # the receiver may go on
             elif any(isinstance(leaf.op, ir.Send) and leaf.op.dst == g for leaf in s.leaves()):
