@@ -155,9 +155,6 @@ class _Planner:
     def local_numel(self, name: str) -> sympy.Expr:
         return self.sub(_numel(self.types[name].local_shape()))
 
-    def whole_numel(self, name: str) -> sympy.Expr:
-        return self.sub(_numel(self.types[name].shape))
-
     def new_buffer(self, name: str, numel, holds_input: str = "") -> Loc:
         bname = _ident(name)
         while bname in self.buffers:

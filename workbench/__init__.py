@@ -57,11 +57,3 @@ __all__ = [
     "float16", "float32", "int32", "log", "maximum", "minimum", "rsqrt", "schedule", "sqrt",
 ]
 
-
-def __getattr__(name):
-    # `schedule` lives with the transforms; imported lazily to keep the DSL import light.
-    if name == "schedule":
-        from workbench.scheduling import schedule
-
-        return schedule
-    raise AttributeError(name)
