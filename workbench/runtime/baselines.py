@@ -26,16 +26,20 @@ def event_times(torch, fn, warmup: int, reps: int) -> list[float]:
     return times
 
 
-def measure(kind: str, grad_dtype: str, n: int, rank: int, P: int, warmup: int, reps: int,
-            seed: int = 0) -> dict[str, list[float]]:
-    """Baseline name -> this rank's times (ms) for a study kind: allreduce, sgd, adam or
-    lamb."""
+def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: int,
+            reps: int, seed: int = 0) -> dict[str, list[float]]:
+    """Baseline name -> this rank's times (ms) for a study kind: allreduce, sgd, adam, lamb
+    (sizes["N"] elements) or model_parallel (sizes["T"] tokens, sizes["H"] hidden)."""
     import torch
     import torch.distributed as dist
 
     dev = torch.device("cuda", rank)
     gdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[grad_dtype]
     gen = torch.Generator(device=dev).manual_seed(seed + rank)
+    if kind == "model_parallel":
+        return _model_parallel(torch, dist, sizes["T"], sizes["H"], gdt, gen, rank, P, warmup,
+                               reps)
+    n = sizes["N"]
     k = n // P
     out: dict[str, list[float]] = {}
     g = torch.randn(n, device=dev, generator=gen).to(gdt)
@@ -166,3 +170,28 @@ def _lamb(torch, dist, g, w, gdt, rank: int, P: int, warmup: int, reps: int):
     return {"nccl all_reduce + torch lamb": event_times(torch, ar_lamb, warmup, reps),
             "nccl reduce_scatter + torch lamb + all_gather": event_times(torch, rs_lamb_ag, warmup,
                                                                     reps)}
+
+
+def _model_parallel(torch, dist, T: int, H: int, dtype, gen, rank: int, P: int, warmup: int,
+                    reps: int):
+    """The Megatron row-parallel layer as PyTorch runs it: cuBLAS MatMul of the local column
+    slice of x with the local row slice of W, NCCL all_reduce of the partial sums, then the
+    epilogue as eager ops (bias add, dropout, residual add: one kernel each)."""
+    dev = gen.device
+    x = torch.randn(T, H // P, device=dev, generator=gen).to(dtype)
+    W = (torch.randn(H // P, H, device=dev, generator=gen) / H ** 0.5).to(dtype)
+    b = torch.randn(H, device=dev, generator=gen).to(dtype)
+    r = torch.randn(T, H, device=dev, generator=gen).to(dtype)
+    y = torch.empty(T, H, device=dev, dtype=dtype)
+
+    def layer():
+        torch.matmul(x, W, out=y)
+        dist.all_reduce(y)
+        return torch.nn.functional.dropout(y + b, 0.1, training=True) + r
+
+    def matmul_only():
+        torch.matmul(x, W, out=y)
+
+    return {"cublas matmul + nccl all_reduce + torch epilogue": event_times(torch, layer, warmup,
+                                                                           reps),
+            "cublas matmul alone": event_times(torch, matmul_only, warmup, reps)}

@@ -8,6 +8,7 @@ module only once it has a GPU.
 from __future__ import annotations
 
 import statistics
+from contextlib import nullcontext as _nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +90,43 @@ class Gpu:
 
     def barrier(self) -> None:
         self.dist.barrier(device_ids=[self.rank])
+
+    def collective(self, op: str, reduce: str, src: int, dst: int, count: int, dtype: str,
+                   root: int = 0, stream: int = 0) -> None:
+        """Enqueue one NCCL collective on raw device addresses: op is all_reduce,
+        reduce_scatter, all_gather or broadcast (codegen.lower.NcclStep); count is elements
+        per rank (the send count of all_gather, the receive count of reduce_scatter); stream
+        is a CUstream handle (0: the legacy default stream)."""
+        torch, dist = self.torch, self.dist
+        n_src = count * (self.P if op == "reduce_scatter" else 1)
+        n_dst = count * (self.P if op == "all_gather" else 1)
+        s, d = self._tensor(src, n_src, dtype), self._tensor(dst, n_dst, dtype)
+        red = getattr(dist.ReduceOp, _TORCH_REDUCE[reduce]) if reduce else None
+        ctx = (torch.cuda.stream(torch.cuda.ExternalStream(stream)) if stream
+               else _nullcontext())
+        with ctx:
+            if op == "all_reduce":
+                if src != dst:
+                    d.copy_(s)
+                dist.all_reduce(d, op=red)
+            elif op == "reduce_scatter":
+                dist.reduce_scatter_tensor(d, s, op=red)
+            elif op == "all_gather":
+                dist.all_gather_into_tensor(d, s)
+            elif op == "broadcast":
+                if src != dst:
+                    d.copy_(s)
+                dist.broadcast(d, src=root)
+            else:
+                raise RuntimeFault(f"NCCL op must be all_reduce, reduce_scatter, all_gather or "
+                                   f"broadcast, got {op!r}")
+
+    def _tensor(self, ptr: int, numel: int, dtype: str):
+        """A torch view of `numel` elements at a raw device address (no copy)."""
+        typestr = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}[dtype]
+        t = self.torch.as_tensor(_CudaArray(ptr, numel, typestr),
+                                 device=f"cuda:{self.rank}")
+        return t.view(self.torch.bfloat16) if dtype == "bf16" else t
 
     def function(self, spec):
         """The compiled kernel of a spec, through the compile cache (keyed by its name)."""
@@ -192,8 +230,8 @@ class PlanRun:
 
     def _prepare(self, step):
         if isinstance(step, NcclStep):
-            return ("nccl", step, self._tensor(step.src, step.dtype),
-                    self._tensor(step.dst, step.dtype))
+            return ("nccl", step, self._address(step.src, step.dtype),
+                    self._address(step.dst, step.dtype), self._int(step.count))
         spec = step.spec
         fn = self.gpu.function(spec)
         sig, args, epoch_at = "", [], None
@@ -229,39 +267,24 @@ class PlanRun:
                 grid = min(grid, MAX_BLOCKS)
         return ("kernel", step, fn, grid, args, epoch_at)
 
-    def _tensor(self, loc, dtype: str):
-        torch = self.gpu.torch
-        offset, numel = self._int(loc.offset), self._int(loc.numel)
-        ptr = self.ptr[loc.buffer] + offset * _ITEMSIZE[dtype]
-        typestr = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}[dtype]
-        t = torch.as_tensor(_CudaArray(ptr, numel, typestr), device=f"cuda:{self.gpu.rank}")
-        return t.view(torch.bfloat16) if dtype == "bf16" else t
+    def _address(self, loc, dtype: str) -> int:
+        """Device address of a value's first element on this rank."""
+        return self.ptr[loc.buffer] + self._int(loc.offset) * _ITEMSIZE[dtype]
 
     # -- running
 
     def run(self) -> None:
         """Enqueue one execution of the program (asynchronous, on the default stream)."""
-        dist = self.gpu.dist
-        self.epoch += 1
         for item in self.launches:
             if item[0] == "nccl":
-                _, step, src, dst = item
-                if step.op == "all_reduce":
-                    if src.data_ptr() != dst.data_ptr():
-                        dst.copy_(src)
-                    dist.all_reduce(dst, op=getattr(dist.ReduceOp, _TORCH_REDUCE[step.reduce]))
-                elif step.op == "reduce_scatter":
-                    dist.reduce_scatter_tensor(
-                        dst, src, op=getattr(dist.ReduceOp, _TORCH_REDUCE[step.reduce]))
-                elif step.op == "all_gather":
-                    dist.all_gather_into_tensor(dst, src)
-                else:
-                    if src.data_ptr() != dst.data_ptr():
-                        dst.copy_(src)
-                    dist.broadcast(dst, src=step.root)
+                _, step, src, dst, count = item
+                self.gpu.collective(step.op, step.reduce, src, dst, count, step.dtype,
+                                    root=step.root)
             else:
                 _, step, fn, grid, args, epoch_at = item
                 if epoch_at is not None:
+                    # One epoch per collective launch, the same sequence on every rank.
+                    self.epoch += 1
                     args[epoch_at] = np.uint32(self.epoch)
                 fn.prepared_call((grid, 1, 1), (THREADS, 1, 1), *args)
 

@@ -56,7 +56,8 @@ def _summary(per_rank_times: list[list[float]]) -> dict:
 def _baseline_kind(program) -> tuple[str | None, str]:
     grad = program.inputs[0].type.dtype.name
     name = program.name
-    return (name if name in ("adam", "sgd", "lamb", "allreduce") else None), grad
+    known = ("adam", "sgd", "lamb", "allreduce", "model_parallel")
+    return (name if name in known else None), grad
 
 
 def main(job_path: str) -> int:
@@ -131,9 +132,9 @@ def main(job_path: str) -> int:
                 records.append(rec)
             del inputs, ref
             kind, grad = _baseline_kind(original)
-            if job.get("baselines", True) and kind is not None and "N" in sizes:
+            if job.get("baselines", True) and kind is not None:
                 log(rank, f"  baselines ({kind}, {grad})")
-                measured = baselines.measure(kind, grad, sizes["N"], rank, P,
+                measured = baselines.measure(kind, grad, sizes, rank, P,
                                              job.get("warmup", 5), job.get("reps", 30))
                 gathered = gpu.all_gather(measured)
                 for bname in measured:
