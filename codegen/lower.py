@@ -30,6 +30,8 @@ from workbench.types import LocalLayout, ReplicatedLayout, Sliced, TensorType
 
 RANK = sympy.Symbol("rank", integer=True, nonnegative=True)
 ELEM = sympy.Symbol("e", integer=True, nonnegative=True)
+# Chunk index of an overlapped consumer kernel (a kernel parameter, one launch per chunk).
+CHUNK = sympy.Symbol("chunk", integer=True, nonnegative=True)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,36 @@ class NcclStep:
 
 
 @dataclass(frozen=True)
+class GemmStep:
+    """c = a @ b on this rank's local blocks, row-major: a is m x k, b is k x n, c is m x n
+    (cuBLAS through a maintained library; the runtime picks it). All sizes unbound."""
+
+    a: Loc
+    b: Loc
+    c: Loc
+    m: sympy.Expr
+    k: sympy.Expr
+    n: sympy.Expr
+    dtype: str
+    stmt: str
+
+
+@dataclass(frozen=True)
+class OverlapStep:
+    """CoCoNet's overlap: the producer (a GemmStep) and the consumer run as `chunks` pieces
+    along the rows of the producer's output, on two streams: consumer chunk i waits for
+    producer chunk i only, so chunk i's communication runs beside chunk i+1's MatMul.
+
+    The consumer is a fused collective KernelStep whose spec takes a `chunk` parameter
+    (launched once per chunk), or an NcclStep (one NCCL call per chunk of count / chunks)."""
+
+    chunks: int
+    producer: GemmStep
+    consumer: KernelStep | NcclStep
+    stmt: str
+
+
+@dataclass(frozen=True)
 class Plan:
     """A program lowered for P ranks: buffers, value locations, and steps in order."""
 
@@ -91,7 +123,8 @@ class Plan:
     steps: tuple = ()
 
     def kernels(self) -> tuple[KernelSpec, ...]:
-        return tuple(s.spec for s in self.steps if isinstance(s, KernelStep))
+        flat = [s.consumer if isinstance(s, OverlapStep) else s for s in self.steps]
+        return tuple(s.spec for s in flat if isinstance(s, KernelStep))
 
 
 # Max blocks of a fused collective: its flag buffer holds [2][MAX_BLOCKS][P] u32.
@@ -232,7 +265,11 @@ def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROL
         leaf_index += len(leaves)
         op = stmt.op
         what = f"statement {stmt.name} ({op})"
-        if isinstance(op, ir.Fused) and op.kind in ("allreduce", "reducescatter", "allgather"):
+        if isinstance(op, ir.Overlapped):
+            steps.append(_overlap_step(pl, stmt, first, collective_unroll, collective_mode))
+        elif isinstance(op, ir.MatMul):
+            steps.append(_gemm_step(pl, stmt, what))
+        elif isinstance(op, ir.Fused) and op.kind in ("allreduce", "reducescatter", "allgather"):
             steps += _fused_collective_steps(pl, stmt, first, collective_unroll, collective_mode)
         elif isinstance(op, ir.Slice):
             pl.locs[stmt.out.name] = _slice_loc(pl, stmt, what)
@@ -281,6 +318,65 @@ def _result_loc(pl: _Planner, leaf: ir.Stmt, index: int, what: str) -> Loc | Non
 # ---------------------------------------------------------------- NCCL steps
 
 
+def _gemm_step(pl: _Planner, stmt: ir.Stmt, what: str) -> GemmStep:
+    """MatMul(a, b) on local blocks: [M, K] @ [K, N] -> a fresh [M, N] buffer (the MatMul's
+    output always gets memory: cuBLAS writes it, whoever reads it)."""
+    op, out = stmt.op, stmt.out
+    ta, tb = pl.types[op.a], pl.types[op.b]
+    la, lb = ta.local_shape(), tb.local_shape()
+    if len(la) != 2 or len(lb) != 2:
+        raise _fault(f"{what}: a MatMul on GPUs must multiply 2-D blocks, got local shapes "
+                     f"{list(la)} @ {list(lb)}; flatten the leading dims into one")
+    a, b = pl.locs.get(op.a), pl.locs.get(op.b)
+    for name, loc in ((op.a, a), (op.b, b)):
+        if loc is None:
+            raise _fault(f"{what}: MatMul operands must live in memory, got '{name}' in "
+                         "registers")
+    dtype = out.type.dtype.name
+    _c_type(out.type)
+    c = pl.new_buffer(out.name, pl.local_numel(out.name))
+    pl.locs[out.name] = c
+    return GemmStep(a, b, c, pl.sub(la[0]), pl.sub(la[1]), pl.sub(lb[1]), dtype, out.name)
+
+
+def _overlap_step(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
+                  mode: str) -> OverlapStep:
+    """Overlapped(chunks){MatMul; consumer}: chunks along the MatMul's output rows (dim 0)."""
+    op: ir.Overlapped = stmt.op
+    what = f"statement {stmt.name} ({op})"
+    prod, cons = op.body
+    if not isinstance(prod.op, ir.MatMul):
+        raise _fault(f"{what}: the GPU backend overlaps a MatMul producer, got {prod.op}; "
+                     "measure a schedule without this overlap")
+    gemm = _gemm_step(pl, prod, f"statement {prod.name} ({prod.op})")
+    n_prod = len(list(prod.leaves()))
+    cop = cons.op
+    cwhat = f"statement {cons.name} ({cop})"
+    if isinstance(cop, ir.Fused) and cop.kind == "allreduce":
+        steps = _fused_collective_steps(pl, cons, first + n_prod, unroll, mode, op.chunks)
+        if len(steps) != 1:
+            raise _fault(f"{cwhat}: an overlapped fused collective must be one launch, got "
+                         f"{len(steps)} (a norm splits it); overlap a schedule without norms")
+        consumer = steps[0]
+    elif isinstance(cop, ir.AllReduce) and cop.x == prod.out.name:
+        consumer = _nccl_step(pl, cons, first + n_prod)
+    else:
+        raise _fault(f"{what}: the GPU backend overlaps a MatMul with a fused AllReduce or an "
+                     f"AllReduce of its output, got {cop}; measure a schedule without it")
+    return OverlapStep(op.chunks, gemm, consumer, stmt.name)
+
+
+def check_overlap_rows(step: OverlapStep, rows: int, P: int) -> None:
+    """Raise unless `rows` (the MatMul's output rows, sizes bound) split into the step's
+    chunks, and each chunk evenly over the P ranks when a fused collective consumes it."""
+    per = step.chunks * (P if isinstance(step.consumer, KernelStep) else 1)
+    if rows % per:
+        raise _fault(f"statement {step.stmt}: the MatMul's {rows} output rows must be a "
+                     f"multiple of {'chunks x ranks = ' if per != step.chunks else 'chunks = '}"
+                     f"{per} to overlap in {step.chunks} chunks; pick sizes that divide, or "
+                     "fewer chunks")
+
+
 def _nccl_step(pl: _Planner, stmt: ir.Stmt, index: int) -> NcclStep:
     op, out = stmt.op, stmt.out
     what = f"statement {out.name} ({op})"
@@ -315,11 +411,20 @@ def _nccl_step(pl: _Planner, stmt: ir.Stmt, index: int) -> NcclStep:
 class _KernelBuilder:
     """Collects the params, loads, statements and stores of one kernel over a domain."""
 
-    def __init__(self, pl: _Planner, domain: TensorType, what: str):
+    def __init__(self, pl: _Planner, domain: TensorType, what: str, chunks: int = 1):
         self.pl = pl
         self.domain = domain
         self.what = what
-        self.extent = pl.sub(_numel(domain.local_shape()))
+        self.chunks = chunks
+        self.domain_numel = pl.sub(_numel(domain.local_shape()))
+        # Elements per rank of one launch. Chunked (an overlapped consumer): launch `chunk`
+        # covers rows [chunk * rows/chunks, (chunk+1) * rows/chunks) of the whole tensor and
+        # rank r its r-th part of those rows, so `slice_index` counts parts of that size.
+        self.extent = self.domain_numel / chunks
+        self.slice_index = RANK if chunks == 1 else CHUNK * pl.P + RANK
+        if chunks > 1 and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
+            raise _fault(f"{what}: an overlapped kernel must compute on dim-0 slices, got "
+                         f"{domain.layout}")
         self.params: dict[str, Param] = {}
         self.loads: dict[str, Load] = {}
         self.scalars: dict[str, Load] = {}
@@ -334,10 +439,22 @@ class _KernelBuilder:
 
     # -- parameters
 
+    @property
+    def slice_base(self) -> sympy.Expr:
+        """Whole-tensor element index of this rank's first element in this launch."""
+        return self.slice_index * self.extent
+
     def _c(self, expr) -> str:
         expr = self.pl.sub(expr)
-        self.symbols |= {s for s in expr.free_symbols if s not in (RANK, ELEM)}
+        self.symbols |= {s for s in expr.free_symbols if s not in (RANK, ELEM, CHUNK)}
         return c_index(expr)
+
+    def _unchunked(self, thing: str) -> None:
+        """Raise for what an overlapped (chunked) kernel cannot do: `thing` says what."""
+        if self.chunks > 1:
+            raise _fault(f"{self.what}: an overlapped fused collective must read whole tensors "
+                         f"and keep what it computes in registers, got {thing}; measure this "
+                         "schedule without the overlap")
 
     def buf_param(self, buffer: str, const: bool) -> str:
         name = f"p_{buffer}"
@@ -390,13 +507,14 @@ class _KernelBuilder:
             ir.proven_equal(self.pl.sub(a), self.pl.sub(b))
             for a, b in zip(t.local_shape(), d.local_shape())))
         if same_local and (t.layout == d.layout or not isinstance(d.layout, Sliced)):
+            self._unchunked(f"'{name}', a slice held per rank")
             return Load(var, ctype, "contig", ptr, self._c(loc.offset))
         whole = len(t.shape) == len(d.shape) and all(
             ir.proven_equal(self.pl.sub(a), self.pl.sub(b)) for a, b in zip(t.shape, d.shape))
         if (whole and isinstance(d.layout, Sliced) and d.layout.dim == 0
                 and not isinstance(t.layout, Sliced)):
             # A whole tensor read by a computation on slices: rank r's slice of it.
-            return Load(var, ctype, "contig", ptr, self._c(loc.offset + RANK * self.extent))
+            return Load(var, ctype, "contig", ptr, self._c(loc.offset + self.slice_base))
         return Load(var, ctype, "gather", ptr, self._c(loc.offset),
                     index=self._c(self._gather_index(t)))
 
@@ -404,6 +522,7 @@ class _KernelBuilder:
         """Element index of a broadcast operand for domain element `e` (numpy broadcasting)."""
         d = self.domain
         dl = [self.pl.sub(x) for x in d.local_shape()]
+        dl[0] = dl[0] / self.chunks  # rows of one launch
         tl = [self.pl.sub(x) for x in t.local_shape()]
         coords = []
         stride = sympy.Integer(1)
@@ -419,7 +538,7 @@ class _KernelBuilder:
                 c = coords[dk]
                 if (isinstance(d.layout, Sliced) and d.layout.dim == dk
                         and not isinstance(t.layout, Sliced)):
-                    c = c + RANK * dl[dk]
+                    c = c + self.slice_index * dl[dk]
                 index = index + c * ostride
             ostride = ostride * tl[k]
         return index
@@ -453,7 +572,9 @@ class _KernelBuilder:
                     if t.layout.dim != 0:
                         raise _fault(f"{self.what}: Dropout on slices must slice dim 0, got "
                                      f"{t.layout}")
-                    gidx = ELEM + RANK * self.extent
+                    gidx = ELEM + self.slice_base
+                else:
+                    self._unchunked("a Dropout of a whole tensor")
                 scale = _float_literal(float(np.float32(1.0 / (1.0 - p))))
                 return (f"wb::dropout({self.expr(a, env_types)}, {int(seed) & 0xFFFFFFFF}u, "
                         f"static_cast<unsigned long long>({self._c(gidx)}), "
@@ -463,15 +584,16 @@ class _KernelBuilder:
     def compute(self, leaf: ir.Stmt, index: int) -> None:
         out = leaf.out
         what = f"statement {out.name} ({leaf.op})"
-        if not ir.proven_equal(self.pl.sub(_numel(out.type.local_shape())), self.extent):
+        if not ir.proven_equal(self.pl.sub(_numel(out.type.local_shape())), self.domain_numel):
             raise _fault(f"{what}: a fused computation must have the kernel's domain of "
-                         f"{self.extent} elements per rank, got {out.type}")
+                         f"{self.domain_numel} elements per rank, got {out.type}")
         text = self.expr(leaf.op.expr, self.pl.types)
         var = f"r_{_ident(out.name)}"
         self.assigns.append(Assign(var, _c_type(out.type), text))
         self.regs[out.name] = var
         loc = _result_loc(self.pl, leaf, index, what)
         if loc is not None:
+            self._unchunked(f"'{out.name}' stored in memory")
             self.pl.locs[out.name] = loc
             ptr = self.buf_param(loc.buffer, const=False)
             self.stores.append(Store(var, _c_type(out.type), ptr, self._c(loc.offset)))
@@ -483,6 +605,8 @@ class _KernelBuilder:
         params += [Param(s.name, f"long long {s.name}", "size", s.name)
                    for s in sorted(self.symbols, key=lambda s: s.name)]
         params.append(Param("rank", "int rank", "rank"))
+        if self.chunks > 1:
+            params.append(Param("chunk", "long long chunk", "chunk"))
         params += extra
         sizes = [{"float": 4, "__half": 2, "__nv_bfloat16": 2}[c] for c in vec_types]
         vec = 16 // min(sizes) if sizes else 4
@@ -498,6 +622,7 @@ class _KernelBuilder:
         partials buffer; the norm's value exists only after a finishing step (_finish_step)."""
         out, x = leaf.out, leaf.op.x
         what = f"statement {out.name} ({leaf.op})"
+        self._unchunked(f"the norm {out.name}")
         if not ir.proven_equal(self.pl.local_numel(x), self.extent):
             raise _fault(f"{what}: a norm in a kernel must cover the kernel's domain of "
                          f"{self.extent} elements per rank, got {self.pl.types[x]}")
@@ -609,7 +734,7 @@ def _phases(leaves: list[ir.Stmt]) -> list[int]:
 
 
 def _fused_collective_steps(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
-                            mode: str) -> list[KernelStep]:
+                            mode: str, chunks: int = 1) -> list[KernelStep]:
     """A fused collective region as launches: one kernel per phase (see _phases), each
     followed by the finishing kernel of the norms it accumulated. Without norms: one kernel."""
     leaves = list(stmt.leaves())
@@ -627,7 +752,7 @@ def _fused_collective_steps(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int
     for p in range(phases[-1] + 1):
         part = [(first + k, leaf) for k, (leaf, q) in enumerate(zip(leaves, phases)) if q == p]
         step, pending = _collective_kernel(pl, stmt, part, unroll, mode,
-                                           tag=f"_{p}" if p else "")
+                                           tag=f"_{p}" if p else "", chunks=chunks)
         steps.append(step)
         if pending:
             steps.append(_finish_step(pl, pending))
@@ -635,7 +760,7 @@ def _fused_collective_steps(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int
 
 
 def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str = "pull",
-                       tag: str = "") -> tuple[KernelStep, list]:
+                       tag: str = "", chunks: int = 1) -> tuple[KernelStep, list]:
     """FusedAllReduce / FusedReduceScatter / FusedAllGather: ReduceScatter by peer loads, the
     computation on this rank's slice in registers, AllGather by peer stores, one kernel; `part`
     is the (leaf index, leaf) list of one launch of the region. Also the norms' pending
@@ -643,15 +768,11 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
     op: ir.Fused = stmt.op
     leaves = [leaf for _, leaf in part]
     what = f"statement {stmt.name} ({op})"
-    head = leaves[0]
-    if isinstance(head.op, ir.ReduceScatter):
-        domain = head.out.type
-    else:
-        domain = head.out.type
+    domain = leaves[0].out.type
     if not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
         raise _fault(f"{what}: a fused collective must compute on dim-0 slices, got "
                      f"{domain.layout}")
-    kb = _KernelBuilder(pl, domain, what)
+    kb = _KernelBuilder(pl, domain, what, chunks)
     for index, leaf in part:
         lop = leaf.op
         if isinstance(lop, ir.ReduceScatter):
@@ -660,7 +781,7 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
             src = pl.locs[lop.x]
             var = f"a_{_ident(leaf.out.name)}"
             ctype = _c_type(pl.types[lop.x])
-            off = kb._c(src.offset + RANK * kb.extent)
+            off = kb._c(src.offset + kb.slice_base)
             if mode == "pull":
                 srcs = tuple(f"{p} + ({off})" for p in kb.peer_params(src.buffer, const=True))
             else:
@@ -676,7 +797,10 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
                 n = kb._c(kb.extent)
                 srcs = tuple(f"(rank == {k} ? {gptr} + ({off}) : {local} + {k}LL * ({n}))"
                              for k in range(pl.P))
-                kb.pushes.append(Push(ctype, f"{gptr} + ({kb._c(src.offset)})", speers))
+                # This launch's rows of the source: rank q's part starts q * extent later.
+                chunk_base = kb.slice_base.subs(RANK, 0)
+                kb.pushes.append(Push(ctype, f"{gptr} + ({kb._c(src.offset + chunk_base)})",
+                                      speers))
             kb.loads[var] = Load(var, ctype, "reduce", "", off, peers=srcs,
                                  reduce=_REDUCE[lop.op])
             rvar = f"r_{_ident(leaf.out.name)}"
@@ -684,6 +808,7 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
             kb.regs[leaf.out.name] = rvar
             loc = _result_loc(pl, leaf, index, what)
             if loc is not None:
+                kb._unchunked(f"'{leaf.out.name}' stored in memory")
                 pl.locs[leaf.out.name] = loc
                 ptr = kb.buf_param(loc.buffer, const=False)
                 kb.stores.append(Store(rvar, _c_type(leaf.out.type), ptr, kb._c(loc.offset)))
@@ -698,7 +823,7 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
             self_stored = src_loc is not None and src_loc.whole_offset is not None
             kb.regs[leaf.out.name] = kb.regs[lop.x]
             kb.stores.append(Store(kb.regs[lop.x], _c_type(leaf.out.type), "",
-                                   kb._c(dst.offset + RANK * kb.extent), peers, self_stored))
+                                   kb._c(dst.offset + kb.slice_base), peers, self_stored))
         elif isinstance(lop, ir.ELEMENTWISE_OPS):
             kb.compute(leaf, index)
         elif isinstance(lop, ir.Slice):
@@ -723,5 +848,5 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, kb.extent), kb.pending
 
 
-__all__ = ["BufferSpec", "KernelStep", "Loc", "MAX_BLOCKS", "NcclStep", "Plan", "RANK",
-           "THREADS", "lower"]
+__all__ = ["BufferSpec", "CHUNK", "GemmStep", "KernelStep", "Loc", "MAX_BLOCKS", "NcclStep",
+           "OverlapStep", "Plan", "RANK", "THREADS", "check_overlap_rows", "lower"]

@@ -26,6 +26,12 @@ CASES = [
     ("lamb-fuse-rs-c-ag-p4", "studies/lamb.py", "fuse-rs-c-ag", 4),
     ("lamb-mixed-fuse-rs-c-ag-p2", "studies/lamb.py:mixed", "fuse-rs-c-ag", 2),
     ("lamb-mixed-fuse-rs-c-ag-push-p2", "studies/lamb.py:mixed", "fuse-rs-c-ag", 2),
+    ("model-parallel-unscheduled-p2", "studies/model_parallel.py", None, 2),
+    ("model-parallel-fuse-ar-c-p2", "studies/model_parallel.py", "fuse-ar-c", 2),
+    ("model-parallel-overlap-mm-fuse-ar-c-p2", "studies/model_parallel.py",
+     "overlap-mm-fuse-ar-c", 2),
+    ("model-parallel-overlap-mm-fuse-ar-c-push-p4", "studies/model_parallel.py",
+     "overlap-mm-fuse-ar-c", 4),
 ]
 
 

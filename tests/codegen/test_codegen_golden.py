@@ -4,7 +4,7 @@ import pytest
 from codegen_cases import CASES, case_mode, case_program
 from conftest import assert_golden
 
-from codegen.lower import KernelStep, NcclStep, lower
+from codegen.lower import GemmStep, NcclStep, OverlapStep, lower
 from codegen.render import render
 
 
@@ -13,21 +13,27 @@ def _plan_text(plan) -> str:
     for b in plan.buffers:
         lines.append(f"// buffer {b.name}: {b.dtype}[{b.numel}]{' peer' if b.peer else ''}")
     for s in plan.steps:
-        if isinstance(s, NcclStep):
-            lines.append(f"// nccl {s.op}({s.reduce}) {s.src.buffer}+{s.src.offset} -> "
-                         f"{s.dst.buffer}+{s.dst.offset} count {s.count} {s.dtype}")
-        else:
-            lines.append(f"// kernel {s.spec.name} for {', '.join(s.stmts)}")
+        lines.append(_step_text(s))
     return "\n".join(lines) + "\n"
+
+
+def _step_text(s) -> str:
+    if isinstance(s, NcclStep):
+        return (f"// nccl {s.op}({s.reduce}) {s.src.buffer}+{s.src.offset} -> "
+                f"{s.dst.buffer}+{s.dst.offset} count {s.count} {s.dtype}")
+    if isinstance(s, GemmStep):
+        return (f"// gemm {s.c.buffer} = {s.a.buffer} @ {s.b.buffer}: [{s.m}, {s.k}] @ "
+                f"[{s.k}, {s.n}] {s.dtype}")
+    if isinstance(s, OverlapStep):
+        return (f"// overlap in {s.chunks} chunks:\n//   {_step_text(s.producer)[3:]}\n"
+                f"//   {_step_text(s.consumer)[3:]}")
+    return f"// kernel {s.spec.name} for {', '.join(s.stmts)}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_rendered_cuda_matches_golden(case):
     plan = lower(case_program(case), P=case[3], collective_mode=case_mode(case))
-    parts = [_plan_text(plan)]
-    for step in plan.steps:
-        if isinstance(step, KernelStep):
-            parts.append(render(step.spec))
+    parts = [_plan_text(plan)] + [render(spec) for spec in plan.kernels()]
     assert_golden(f"cuda/{case[0]}.cu", "\n".join(parts))
 
 

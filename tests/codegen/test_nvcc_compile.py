@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from codegen_cases import CASES, case_mode, case_program
 
-from codegen.lower import KernelStep, lower
+from codegen.lower import lower
 from codegen.render import include_dir, render
 from workbench.errors import RuntimeFault
 
@@ -21,7 +21,7 @@ def test_rendered_kernels_compile(case, tmp_path, monkeypatch):
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     plan = lower(case_program(case), P=case[3], collective_mode=case_mode(case))
-    kernels = [s.spec for s in plan.steps if isinstance(s, KernelStep)]
+    kernels = plan.kernels()
     assert kernels, "each case generates at least one kernel"
     for spec in kernels:
         cubin = compile_cubin(spec.name, render(spec), include_dir())

@@ -40,6 +40,23 @@ def test_every_schedule_checks_on_gpus(spec):
 
 
 @pytest.mark.gpu
+def test_model_parallel_schedules_check_on_gpus():
+    """MatMul through cuBLAS, alone and overlapped chunk by chunk with the fused AllReduce:
+    aligned sizes (the vector path) and a hidden size that leaves a scalar tail."""
+    from workbench.runtime.cli import run_job
+
+    P = min(2, _gpus())
+    sizes = [{"T": 8 * P * 4, "H": 512}, {"T": 5 * P * 4, "H": 264}]
+    res = run_job([str(ROOT / "studies/model_parallel.py")], P, sizes, "all", 20, 2, False,
+                  120.0)
+    rows = [r for r in res["records"] if r["kind"] == "workbench"]
+    assert {r["schedule"] for r in rows} == {"unscheduled", "fuse-ar-c", "overlap-mm-fuse-ar-c"}
+    assert len(rows) == 6
+    for r in rows:
+        assert r["check"] == "ok", (r["schedule"], r["sizes"], r["check"])
+
+
+@pytest.mark.gpu
 def test_a_dying_rank_ends_the_run(monkeypatch):
     from workbench.runtime.cli import run_job
 

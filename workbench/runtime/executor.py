@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.lower import MAX_BLOCKS, NcclStep, Plan
+from codegen.lower import MAX_BLOCKS, GemmStep, NcclStep, OverlapStep, Plan, check_overlap_rows
 from codegen.render import include_dir, render
 from codegen.spec import THREADS
 from workbench import interpreter
@@ -159,9 +159,37 @@ def _rank_part(value: np.ndarray, t, rank: int, P: int) -> np.ndarray:
 class _CudaArray:
     """A raw device pointer seen by torch.as_tensor (CUDA array interface, no copy)."""
 
-    def __init__(self, ptr: int, numel: int, typestr: str):
-        self.__cuda_array_interface__ = {"shape": (numel,), "typestr": typestr,
+    def __init__(self, ptr: int, numel: int | tuple, typestr: str):
+        shape = numel if isinstance(numel, tuple) else (numel,)
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
                                          "data": (ptr, False), "version": 3, "strides": None}
+
+
+def torch_view(ptr: int, shape: tuple, dtype: str, device: int):
+    """A row-major torch tensor over `shape` elements of `dtype` at a raw device address."""
+    import torch
+
+    typestr = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}[dtype]
+    t = torch.as_tensor(_CudaArray(ptr, tuple(shape), typestr), device=f"cuda:{device}")
+    return t.view(torch.bfloat16) if dtype == "bf16" else t
+
+
+class _Gemm:
+    """A GemmStep bound to this rank's buffers: cuBLAS through torch.matmul(out=...), whole or
+    on a block of rows (an overlap chunk)."""
+
+    def __init__(self, run: PlanRun, step: GemmStep):
+        m, k, n = (run._int(x) for x in (step.m, step.k, step.n))
+        dev = run.gpu.rank
+        self.a = torch_view(run._address(step.a, step.dtype), (m, k), step.dtype, dev)
+        self.b = torch_view(run._address(step.b, step.dtype), (k, n), step.dtype, dev)
+        self.c = torch_view(run._address(step.c, step.dtype), (m, n), step.dtype, dev)
+        self.m = m
+
+    def __call__(self, rows: slice = slice(None)) -> None:
+        import torch
+
+        torch.matmul(self.a[rows], self.b, out=self.c[rows])
 
 
 @dataclass
@@ -232,6 +260,10 @@ class PlanRun:
         if isinstance(step, NcclStep):
             return ("nccl", step, self._address(step.src, step.dtype),
                     self._address(step.dst, step.dtype), self._int(step.count))
+        if isinstance(step, GemmStep):
+            return ("gemm", _Gemm(self, step))
+        if isinstance(step, OverlapStep):
+            return ("overlap", self._prepare_overlap(step))
         spec = step.spec
         fn = self.gpu.function(spec)
         sig, args, epoch_at = "", [], None
@@ -252,6 +284,9 @@ class PlanRun:
                 sig += "I"
                 epoch_at = len(args)
                 args.append(np.uint32(0))
+            elif p.kind == "chunk":
+                sig += "q"
+                args.append(np.int64(0))  # set per launch (_Overlap)
             else:
                 raise RuntimeFault(f"kernel parameter kind must be known, got {p.kind}")
         fn.prepare(sig)
@@ -267,6 +302,11 @@ class PlanRun:
                 grid = min(grid, MAX_BLOCKS)
         return ("kernel", step, fn, grid, args, epoch_at)
 
+    def _prepare_overlap(self, step: OverlapStep) -> _Overlap:
+        gemm = _Gemm(self, step.producer)
+        check_overlap_rows(step, gemm.m, self.gpu.P)
+        return _Overlap(self, step, gemm, self._prepare(step.consumer))
+
     def _address(self, loc, dtype: str) -> int:
         """Device address of a value's first element on this rank."""
         return self.ptr[loc.buffer] + self._int(loc.offset) * _ITEMSIZE[dtype]
@@ -280,13 +320,24 @@ class PlanRun:
                 _, step, src, dst, count = item
                 self.gpu.collective(step.op, step.reduce, src, dst, count, step.dtype,
                                     root=step.root)
+            elif item[0] == "gemm":
+                item[1]()
+            elif item[0] == "overlap":
+                item[1].run()
             else:
-                _, step, fn, grid, args, epoch_at = item
-                if epoch_at is not None:
-                    # One epoch per collective launch, the same sequence on every rank.
-                    self.epoch += 1
-                    args[epoch_at] = np.uint32(self.epoch)
-                fn.prepared_call((grid, 1, 1), (THREADS, 1, 1), *args)
+                self.launch(item)
+
+    def launch(self, item, stream=None, chunk: int | None = None) -> None:
+        """Launch one prepared kernel (on `stream`; `chunk`: the launch's chunk parameter)."""
+        _, step, fn, grid, args, epoch_at = item
+        if epoch_at is not None:
+            # One epoch per collective launch, the same sequence on every rank.
+            self.epoch += 1
+            args[epoch_at] = np.uint32(self.epoch)
+        if chunk is not None:
+            at = next(i for i, p in enumerate(step.spec.params) if p.kind == "chunk")
+            args[at] = np.int64(chunk)
+        fn.prepared_async_call((grid, 1, 1), (THREADS, 1, 1), stream, *args)
 
     def upload(self, inputs: dict) -> None:
         """Copy this rank's part of each logical input into its buffer."""
@@ -349,3 +400,47 @@ class PlanRun:
         for a in self.allocs.values():
             a.free()
         self.launches = []
+
+
+class _Overlap:
+    """An OverlapStep bound to this rank: producer chunks on one stream, consumer chunks on
+    another; consumer chunk i waits for producer chunk i's event only.
+
+    Both streams are blocking streams (pycuda's default flags), so work on the legacy default
+    stream (every other step, and the timing events) orders against them both ways; the join
+    at the start also keeps a run's MatMul from overwriting rows that the previous run's
+    consumer may still be reading on a peer (its end barrier covers the rest)."""
+
+    def __init__(self, run: PlanRun, step: OverlapStep, gemm: _Gemm, consumer):
+        import torch
+
+        drv = run.gpu.drv
+        self.run_, self.step, self.gemm, self.consumer = run, step, gemm, consumer
+        self.producer_stream, self.consumer_stream = drv.Stream(), drv.Stream()
+        self.torch_stream = torch.cuda.ExternalStream(int(self.producer_stream.handle))
+        self.join = drv.Event(drv.event_flags.DISABLE_TIMING)
+        self.done = [drv.Event(drv.event_flags.DISABLE_TIMING) for _ in range(step.chunks)]
+        self.rows = gemm.m // step.chunks
+
+    def run(self) -> None:
+        import torch
+
+        C, r = self.step.chunks, self.rows
+        self.join.record()  # on the legacy stream: after everything enqueued before
+        self.producer_stream.wait_for_event(self.join)
+        self.consumer_stream.wait_for_event(self.join)
+        for i in range(C):
+            with torch.cuda.stream(self.torch_stream):
+                self.gemm(slice(i * r, (i + 1) * r))
+            self.done[i].record(self.producer_stream)
+            self.consumer_stream.wait_for_event(self.done[i])
+            if self.consumer[0] == "nccl":
+                _, nstep, src, dst, count = self.consumer
+                part = count // C
+                size = _ITEMSIZE[nstep.dtype]
+                self.run_.gpu.collective(nstep.op, nstep.reduce, src + i * part * size,
+                                         dst + i * part * size, part, nstep.dtype,
+                                         root=nstep.root,
+                                         stream=int(self.consumer_stream.handle))
+            else:
+                self.run_.launch(self.consumer, self.consumer_stream, chunk=i)
