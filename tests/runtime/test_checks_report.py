@@ -83,3 +83,30 @@ def test_rank_part_matches_the_interpreter():
         parts = interpreter.to_ranks(inputs[v.name], v.type, bound)
         for r in range(4):
             np.testing.assert_array_equal(_rank_part(inputs[v.name], v.type, r, 4), parts[r])
+
+
+def test_matmul_outputs_are_checked_normwise():
+    """A one-ulp rounding flip of a large MatMul sum, left on a small output element, passes;
+    a wrong row fails (the errors a chunking or indexing bug makes)."""
+    pf = load_study("studies/model_parallel.py")
+    sizes = {"T": 16, "H": 32, "P": 2}
+    inputs = interpreter.random_inputs(pf.program, sizes, 3)
+    ref, idx, _ = checks.reference(pf.program, inputs, sizes, 2)
+    want = ref["out"]
+    assert checks.normwise(pf.program) and not checks.normwise(load_study("studies/adam.py")
+                                                                .program)
+    exact = checks.compare({"out": want.copy()}, pf.program, pf.program, ref, idx, 0, 2, None)
+    assert exact.ok and exact.status() == "ok (normwise)"
+    small = int(np.argmin(np.abs(want.astype(np.float32))))
+    flipped = want.copy().reshape(-1)
+    ulp = np.spacing(np.float16(np.max(np.abs(want.astype(np.float32)))))
+    flipped[small] = np.float16(flipped[small].astype(np.float32) + 2 * ulp)
+    flipped = flipped.reshape(want.shape)
+    elementwise = interpreter.max_relative_error(flipped, want)
+    assert elementwise > interpreter.RTOL["f16"]  # what an elementwise check would flag
+    assert checks.compare({"out": flipped}, pf.program, pf.program, ref, idx, 0, 2, None).ok
+    swapped = want.copy()
+    swapped[[3, 4]] = swapped[[4, 3]]
+    bad = checks.compare({"out": swapped}, pf.program, pf.program, ref, idx, 1, 2, None)
+    assert not bad.ok and bad.status().startswith("MISMATCH out: err")
+    assert bad.status().endswith("(normwise)")

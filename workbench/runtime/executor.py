@@ -39,6 +39,16 @@ def _collective_blocks_per_sm() -> int:
                       int(os.environ.get("WB_COLLECTIVE_BLOCKS_PER_SM", COLLECTIVE_BLOCKS_PER_SM))))
 
 
+def _overlap_blocks(default: int) -> int:
+    # Blocks of an overlapped consumer kernel: it shares the SMs with the MatMul chunks it
+    # overlaps, so fewer blocks can leave cuBLAS more of the GPU. WB_OVERLAP_BLOCKS (the same on
+    # every rank: blocks meet their peers by index) sets it; unset, the full grid.
+    import os
+
+    value = int(os.environ.get("WB_OVERLAP_BLOCKS", "0") or 0)
+    return min(default, value) if value > 0 else default
+
+
 def import_pycuda():
     """pycuda's driver module, or a RuntimeFault that says how to install it."""
     try:
@@ -305,7 +315,10 @@ class PlanRun:
     def _prepare_overlap(self, step: OverlapStep) -> _Overlap:
         gemm = _Gemm(self, step.producer)
         check_overlap_rows(step, gemm.m, self.gpu.P)
-        return _Overlap(self, step, gemm, self._prepare(step.consumer))
+        consumer = self._prepare(step.consumer)
+        if consumer[0] == "kernel":
+            consumer = (*consumer[:3], _overlap_blocks(consumer[3]), *consumer[4:])
+        return _Overlap(self, step, gemm, consumer)
 
     def _address(self, loc, dtype: str) -> int:
         """Device address of a value's first element on this rank."""
