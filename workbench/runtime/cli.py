@@ -45,8 +45,14 @@ def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
 
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
             baselines: bool, hang_s: float, echo=None, unroll: int = 1,
-            mode: str = "pull") -> dict:
-    """Launch P workers on this machine for the job; return the results JSON of rank 0."""
+            mode: str = "pull", partial: str | Path | None = None) -> dict:
+    """Launch P workers on this machine for the job; return the results JSON of rank 0.
+
+    Rank 0 rewrites its results as it goes into `partial` (default: STEM.partial.json in
+    compile-and-measure's --out folder, else in the temporary folder), which is removed once
+    the run is complete. A run that fails raises its RuntimeFault plus where the records
+    written before the fault are; a run cut off from outside leaves that file behind.
+    """
     from workbench.loader import load
     from workbench.runtime.launcher import launch, python_argv
 
@@ -73,17 +79,58 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     from workbench.runtime.compiler import nvcc_path
 
     nvcc_path()
+    out = Path(partial) if partial is not None else _partial_path(specs, P)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)  # an earlier run's leftover: this run rewrites it
     with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
-        out = Path(tmp) / "results.json"
         job = {"programs": [{"spec": s, "schedules": wanted} for s in specs],
                "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
                "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll,
                "mode": mode}
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
-        launch(P, python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
-               echo=echo)
-        return json.loads(out.read_text())
+        try:
+            launch(P, python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
+                   echo=echo)
+        except RuntimeFault as e:
+            raise RuntimeFault(f"{e}\n{_partial_note(out)}") from None
+    results = _read_results(out)
+    if not results.get("meta", {}).get("complete"):
+        raise RuntimeFault(f"rank 0 must mark its results complete when every rank exits 0, "
+                           f"got an incomplete file; {_partial_note(out)}")
+    out.unlink()
+    return results
+
+
+def _partial_path(specs, P: int) -> Path:
+    """Where rank 0 writes as it goes: STEM.partial.json in compile-and-measure's --out folder
+    (STEM as the final results are named), else in the temporary folder."""
+    ctx = click.get_current_context(silent=True)
+    params = ctx.params if ctx is not None else {}
+    stem = params.get("name") or ("+".join(
+        Path(s.split(":")[0]).stem + ("-" + s.split(":")[1] if ":" in s else "")
+        for s in specs) + f"-p{P}")
+    folder = params.get("out_dir") or tempfile.gettempdir()
+    return Path(folder) / f"{stem}.partial.json"
+
+
+def _read_results(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RuntimeFault(f"rank 0's results must be readable JSON at {path}, got {e}; rerun, "
+                           "and look at rank 0's last lines") from None
+
+
+def _partial_note(path: Path) -> str:
+    """How many records a failed run wrote, and where; or that it wrote none."""
+    if not path.exists():
+        return f"No records were written before the fault (rank 0 had not started {path})."
+    try:
+        n = len(json.loads(path.read_text())["records"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"The partial results at {path} could not be read ({e})."
+    return f"{n} record{'s were' if n != 1 else ' was'} written before the fault: {path}"
 
 
 def _versions() -> dict:

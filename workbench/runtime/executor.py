@@ -62,13 +62,15 @@ def import_pycuda():
 
 
 class Gpu:
-    """This rank's device: the primary context shared by torch, NCCL and pycuda."""
+    """This rank's device: the primary context shared by torch, NCCL and pycuda, and the
+    rank's communication (workbench.runtime.comm): host exchange through mpi4py under mpirun
+    (else torch.distributed), NCCL through nccl4py (else torch.distributed)."""
 
     def __init__(self, rank: int, P: int, timeout_s: float = 60.0):
-        import datetime
-
         import torch
         import torch.distributed as dist
+
+        from workbench.runtime import comm
 
         drv = import_pycuda()
         count = torch.cuda.device_count()
@@ -85,31 +87,36 @@ class Gpu:
         self.drv = drv
         self.torch = torch
         self.dist = dist
-        dist.init_process_group("nccl", rank=rank, world_size=P,
-                                timeout=datetime.timedelta(seconds=timeout_s),
-                                device_id=torch.device("cuda", rank))
+        self.comm = comm.connect(rank, P, torch=torch, dist=dist,
+                                 device=torch.device("cuda", rank), timeout_s=timeout_s,
+                                 view=self._tensor)
         self.sm_count = self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
         self.name = self.device.name()
         self.functions: dict[str, object] = {}
 
     def all_gather(self, obj):
         """Every rank's `obj`, in rank order (small Python objects only)."""
-        out = [None] * self.P
-        self.dist.all_gather_object(out, obj)
-        return out
+        return self.comm.host.allgather(obj)
 
     def barrier(self) -> None:
-        self.dist.barrier(device_ids=[self.rank])
+        """Every rank's host reaches this point before any goes on (synchronize the GPU
+        first where its work must be finished too)."""
+        self.comm.host.barrier()
 
     def collective(self, op: str, reduce: str, src: int, dst: int, count: int, dtype: str,
                    root: int = 0, stream: int = 0) -> None:
         """Enqueue one NCCL collective on raw device addresses: op is all_reduce,
         reduce_scatter, all_gather or broadcast (codegen.lower.NcclStep); count is elements
         per rank (the send count of all_gather, the receive count of reduce_scatter); stream
-        is a CUstream handle (0: the legacy default stream)."""
+        is a CUstream handle (0: the legacy default stream). Through nccl4py where it
+        imports, else torch.distributed."""
+        from workbench.runtime.comm import element_counts
+
+        if self.comm.nccl is not None:
+            self.comm.nccl.collective(op, reduce, src, dst, count, dtype, root, stream)
+            return
         torch, dist = self.torch, self.dist
-        n_src = count * (self.P if op == "reduce_scatter" else 1)
-        n_dst = count * (self.P if op == "all_gather" else 1)
+        n_src, n_dst = element_counts(op, count, self.P)
         s, d = self._tensor(src, n_src, dtype), self._tensor(dst, n_dst, dtype)
         red = getattr(dist.ReduceOp, _TORCH_REDUCE[reduce]) if reduce else None
         ctx = (torch.cuda.stream(torch.cuda.ExternalStream(stream)) if stream
@@ -123,13 +130,10 @@ class Gpu:
                 dist.reduce_scatter_tensor(d, s, op=red)
             elif op == "all_gather":
                 dist.all_gather_into_tensor(d, s)
-            elif op == "broadcast":
+            else:
                 if src != dst:
                     d.copy_(s)
                 dist.broadcast(d, src=root)
-            else:
-                raise RuntimeFault(f"NCCL op must be all_reduce, reduce_scatter, all_gather or "
-                                   f"broadcast, got {op!r}")
 
     def _tensor(self, ptr: int, numel: int, dtype: str):
         """A torch view of `numel` elements at a raw device address (no copy)."""
@@ -147,6 +151,8 @@ class Gpu:
         return self.functions[spec.name][1]
 
     def close(self) -> None:
+        """End the rank's communication (MPI_Finalize under mpirun) and pop the context."""
+        self.comm.close()
         self.context.pop()
 
 

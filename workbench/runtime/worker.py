@@ -1,11 +1,13 @@
 """One rank of `workbench compile-and-measure`: run as `python -m workbench.runtime.worker JOB`
-by the launcher (WB_RANK, WB_WORLD_SIZE, MASTER_ADDR/PORT set).
+by the launcher (WB_RANK, WB_WORLD_SIZE, MASTER_ADDR/PORT set), or by a bare
+`mpirun -np P python -m workbench.runtime.worker JOB` (rank and size from mpirun's variables).
 
 For each program, size and schedule: lower, compile (cache), upload the same random inputs on
 every rank, poison what the run must write, run once and check against the reference
 interpreter, then time (warm-up, reps, CUDA events); then the PyTorch/NCCL baselines. Every
-rank checks its own part; rank 0 gathers the checks and times and writes the JSON results.
-Progress lines keep the launcher's hang detector quiet while work is being done.
+rank checks its own part; rank 0 gathers the checks and times and rewrites the JSON results
+after every record (`meta.complete` false until the end), so a run cut off keeps what it
+measured. Progress lines keep the launcher's hang detector quiet while work is being done.
 """
 
 from __future__ import annotations
@@ -53,6 +55,52 @@ def _summary(per_rank_times: list[list[float]]) -> dict:
             "rank_medians_ms": medians, "reps": len(t)}
 
 
+def write_json_atomic(path: str, obj) -> None:
+    """Write `obj` as JSON to `path` so that a reader sees the old file or the new one, never
+    half of one (a temporary file beside it, then os.replace)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=1, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+class ResultsLog(list):
+    """The run's records. On the writing rank (rank 0) every append rewrites `path` with
+    {"meta": {..., "complete": false}, "records": [...]}; `finish()` writes it complete."""
+
+    def __init__(self, path: str, meta: dict, writing: bool):
+        super().__init__()
+        self.path, self.meta, self.writing, self.complete = path, meta, writing, False
+        self._write()
+
+    def append(self, record: dict) -> None:
+        super().append(record)
+        self._write()
+
+    def finish(self) -> None:
+        self.complete = True
+        self._write()
+
+    def _write(self) -> None:
+        if self.writing:
+            write_json_atomic(self.path, {"meta": {**self.meta, "complete": self.complete},
+                                          "records": list(self)})
+
+
+def _meta(gpu, P: int, job: dict) -> dict:
+    import torch
+
+    return {"device": gpu.name, "P": P, "torch": torch.__version__,
+            "torch_nccl": ".".join(map(str, torch.cuda.nccl.version())),
+            **gpu.comm.info, "cuda_driver": gpu.drv.get_driver_version(),
+            "pycuda": __import__("pycuda").VERSION_TEXT, "job": job}
+
+
 def _baseline_kind(program) -> tuple[str | None, str]:
     grad = program.inputs[0].type.dtype.name
     name = program.name
@@ -65,17 +113,19 @@ def main(job_path: str) -> int:
     from workbench.errors import RuntimeFault
     from workbench.loader import load
     from workbench.runtime import baselines, checks
+    from workbench.runtime.comm import rank_env
     from workbench.runtime.executor import Gpu, PlanRun
 
-    rank, P = int(os.environ["WB_RANK"]), int(os.environ["WB_WORLD_SIZE"])
+    env = rank_env()
+    rank, P = env.rank, env.size
     job = json.loads(open(job_path).read())
     log(rank, f"starting on GPU {rank} of {P}")
     gpu = Gpu(rank, P)
-    log(rank, f"device {gpu.name}, {gpu.sm_count} SMs; NCCL up")
+    log(rank, f"device {gpu.name}, {gpu.sm_count} SMs; {gpu.comm.summary()}")
+    records = ResultsLog(job["out"], _meta(gpu, P, job), writing=rank == 0)
     if os.environ.get("WB_TEST_DIE_RANK") == str(rank):
         log(rank, "dying on purpose (WB_TEST_DIE_RANK)")
         os._exit(7)
-    records = []
     for entry in job["programs"]:
         pf = load(entry["spec"])
         original = pf.program
@@ -144,16 +194,9 @@ def main(job_path: str) -> int:
                     # Logged as well: a run cut off later still shows what it measured.
                     log(rank, f"  {bname}: median {rec['median_ms']:.3f} ms")
                 gpu.torch.cuda.empty_cache()
+    records.finish()
     if rank == 0:
-        import torch
-
-        meta = {"device": gpu.name, "P": P, "torch": torch.__version__,
-                "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-                "cuda_driver": gpu.drv.get_driver_version(),
-                "pycuda": __import__("pycuda").VERSION_TEXT, "job": job}
-        with open(job["out"], "w") as f:
-            json.dump({"meta": meta, "records": records}, f, indent=1, default=str)
-        log(rank, f"wrote {job['out']}")
+        log(rank, f"wrote {job['out']} ({len(records)} records, complete)")
     gpu.barrier()
     gpu.close()
     return 0
