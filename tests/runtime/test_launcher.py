@@ -203,3 +203,12 @@ def test_exit_marker_after_a_partial_line_keeps_the_text():
     assert (run.ranks[0].exit_code, list(run.ranks[0].tail)) == (0, [])
     assert list(run.own.tail) == ["mpirun says"]
     assert L._first_failure(run.ranks) is run.ranks[1]
+
+
+def test_find_mpirun_looks_beside_this_python(tmp_path, monkeypatch):
+    monkeypatch.delenv("WB_MPIRUN", raising=False)
+    monkeypatch.setattr(L.shutil, "which", lambda name: None)
+    monkeypatch.setattr(L.sys, "executable", str(tmp_path / "python"))
+    assert L.find_mpirun() is None
+    (tmp_path / "mpirun").write_text("")
+    assert L.find_mpirun() == str(tmp_path / "mpirun")
