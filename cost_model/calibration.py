@@ -12,12 +12,21 @@ a raw file; this module reads it, fits the model's constants and writes a profil
 | gpu.launch_latency_s | back-to-back tiny kernels launched eagerly from Python, per kernel |
 | gpu.peak_flops | 8192^3 torch.matmul per dtype (f32 with TF32 off) |
 | gpu.sm_count, hbm_capacity_bytes, name | the device's properties |
+| gpu.hbm_f16_read/write_bandwidth_Bps | mixed f16/f32 stream kernels (`device.streams_f16`), |
+| | only where their 2-byte bytes stream at other rates than f32's (`fit_hbm_f16`) |
 | nccl.* | `cost_model.fit.fit_nccl` on the measured all_reduce/reduce_scatter/all_gather table |
+| | (f32) |
+| nccl_dtypes.f16, .bf16 | the same fit on the same collectives in f16 and bf16 |
+| | (`collectives_by_dtype`), started from the f32 constants; written only when measured |
 | peer_load/store_bandwidth_Bps | the fused AllReduce kernel (benchmarks/gpu/allreduce.py, no |
 | | computation) across sizes, inverted through the model of its time |
 | fused_fixed_s | the same rows: the fixed cost beyond launch gap and barrier hops (`fit_fused`) |
+| fused_block_bandwidth | the same kernel at 256 MiB with grids of 4 .. 2 x SMs blocks |
+| | (`fused_blocks`): its bandwidth as a fraction of the full grid's (`fit_fused_blocks`) |
 
-What is not measured stays the base preset's (NVLink datasheet bandwidth, NIC, channels).
+What is not measured stays the base preset's (NVLink datasheet bandwidth, NIC, channels). Raw
+files written before a section existed (e.g. studies/results/calibration/h200x2) still fit:
+each section is optional, and a missing one leaves its fields as the base preset has them.
 """
 
 from __future__ import annotations
@@ -25,12 +34,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cost_model.collectives import fused_comm_time, fused_latency_s
 from cost_model.fit import KINDS, Table, fit_nccl, table_errors
-from cost_model.hardware import Cluster, load_profile, preset
+from cost_model.hardware import NCCL_DTYPES, Cluster, NcclTuning, load_profile, preset
 from workbench.errors import HardwareError
 
 FIX = "run `workbench calibrate --gpus P` on the GPU machine to measure it again"
@@ -48,6 +57,28 @@ class Calibration:
     fused_errors: list  # (nbytes, predicted / measured - 1)
     nccl_outliers: list = ()  # (nbytes, kind) left out of the NCCL fit
     hbm_errors: list = ()  # (inputs, outputs, predicted / measured - 1) of the k-stream kernel
+    # per dtype (f16, bf16) of `collectives_by_dtype`: the same as nccl_* for f32
+    nccl_dtype_errors: dict = field(default_factory=dict)
+    nccl_dtype_worst_error: dict = field(default_factory=dict)
+    nccl_dtype_outliers: dict = field(default_factory=dict)
+    hbm_f16: HbmF16Fit | None = None  # the mixed f16/f32 stream fit, when measured
+    # (nbytes, blocks, predicted / measured - 1) of the fused kernel on fewer blocks
+    fused_block_errors: list = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HbmF16Fit:
+    """What `fit_hbm_f16` found: the rates of 2-byte reads and writes beside the f32 read and
+    write rates, whether they differ enough to be written to the profile, and the errors of
+    the mixed stream rows without them (f32 rates for every byte) and with the profile."""
+
+    read_Bps: float
+    write_Bps: float
+    f32_read_Bps: float
+    f32_write_Bps: float
+    written: bool
+    errors_f32_rates: list  # (shape, predicted / measured - 1), every byte at the f32 rates
+    errors: list  # (shape, predicted / measured - 1) under the fitted profile
 
 
 # ---------------------------------------------------------------- reading the raw file
@@ -82,35 +113,84 @@ def read_raw(path: Path, gpus: int) -> dict:
         if not isinstance(rows, list) or not rows:
             raise HardwareError(f"calibration raw file {path} must hold collective rows for "
                                 f"{gpus} GPUs, got {rows!r}; {FIX}")
-        for row in rows:
-            if not isinstance(row, dict) or any(not _positive(row.get(f"{k}_ms"))
-                                                for k in KINDS) or not _positive(
-                                                    row.get("nbytes")):
-                raise HardwareError(f"calibration raw file {path} collective rows must give "
-                                    f"nbytes and {', '.join(f'{k}_ms' for k in KINDS)} as "
-                                    f"positive numbers, got {row!r}; {FIX}")
-    streams = dev.get("streams")
-    if streams is not None:
-        if not isinstance(streams, list):
-            raise HardwareError(f"calibration raw file {path} device.streams must be a list of "
-                                f"rows, got {streams!r}; {FIX}")
-        for row in streams:
-            if not isinstance(row, dict) or not all(
-                    _positive(row.get(k)) for k in ("inputs", "outputs", "nbytes", "ms")) \
-                    or any(not isinstance(row[k], int) for k in ("inputs", "outputs")):
-                raise HardwareError(f"calibration raw file {path} device.streams rows must give "
-                                    f"inputs and outputs as positive integers and nbytes and ms "
-                                    f"as positive numbers, got {row!r}; {FIX}")
-    for row in raw.get("fused", []) or []:
-        if not isinstance(row, dict) or not _positive(row.get("nbytes")) \
-                or not _positive(row.get("ms")):
-            raise HardwareError(f"calibration raw file {path} fused rows must give nbytes and "
-                                f"ms as positive numbers, got {row!r}; {FIX}")
+        _check_collective_rows(rows, path, "collective rows")
+    by_dtype = raw.get("collectives_by_dtype")
+    if by_dtype is not None:
+        if not isinstance(by_dtype, dict) or any(d not in NCCL_DTYPES for d in by_dtype):
+            raise HardwareError(f"calibration raw file {path} collectives_by_dtype must map a "
+                                f"dtype ({', '.join(NCCL_DTYPES)}) to collective rows, got "
+                                f"{sorted(by_dtype) if isinstance(by_dtype, dict) else by_dtype!r}"
+                                f"; {FIX}")
+        for dtype, drows in by_dtype.items():
+            if not isinstance(drows, list) or not drows:
+                raise HardwareError(f"calibration raw file {path} collectives_by_dtype.{dtype} "
+                                    f"must be a non-empty list of rows, got {drows!r}; {FIX}")
+            _check_collective_rows(drows, path, f"collectives_by_dtype.{dtype} rows")
+    _check_rows(dev.get("streams"), path, "device.streams",
+                lambda r: all(_count(r.get(k), 1) for k in ("inputs", "outputs"))
+                and all(_positive(r.get(k)) for k in ("nbytes", "ms")),
+                "inputs and outputs as positive integers and nbytes and ms as positive numbers")
+    _check_rows(dev.get("streams_f16"), path, "device.streams_f16", _stream_f16_ok,
+                f"{', '.join(F16_STREAM_KEYS)} as non-negative integers (at least one input, "
+                f"one output and one f16 array) and numel and ms as positive numbers")
+    if dev.get("streams_f16") and not dev.get("streams"):
+        raise HardwareError(f"calibration raw file {path} device.streams_f16 needs the f32 "
+                            f"k-stream rows device.streams to compare with, got none; {FIX}")
+    _check_rows(raw.get("fused"), path, "fused",
+                lambda r: _positive(r.get("nbytes")) and _positive(r.get("ms")),
+                "nbytes and ms as positive numbers")
+    _check_rows(raw.get("fused_blocks"), path, "fused_blocks",
+                lambda r: _count(r.get("blocks"), 1) and _positive(r.get("nbytes"))
+                and _positive(r.get("ms")),
+                "blocks as a positive integer and nbytes and ms as positive numbers")
     return raw
 
 
 def _positive(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 and math.isfinite(x)
+
+
+def _count(x, least: int = 0) -> bool:
+    """An integer (not a bool) of at least `least`."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= least
+
+
+def _check_collective_rows(rows: list, path: Path, where: str) -> None:
+    """Each row must give nbytes and every kind's time as positive numbers."""
+    for row in rows:
+        if not isinstance(row, dict) or any(not _positive(row.get(f"{k}_ms"))
+                                            for k in KINDS) or not _positive(row.get("nbytes")):
+            raise HardwareError(f"calibration raw file {path} {where} must give nbytes and "
+                                f"{', '.join(f'{k}_ms' for k in KINDS)} as positive numbers, "
+                                f"got {row!r}; {FIX}")
+
+
+# The array counts of a mixed f16/f32 stream row (device.streams_f16).
+F16_STREAM_KEYS = ("f32_inputs", "f16_inputs", "f32_outputs", "f16_outputs")
+
+
+def _stream_f16_ok(row: dict) -> bool:
+    """A device.streams_f16 row: non-negative array counts with at least one input, one
+    output and one f16 array; positive numel and ms."""
+    return all(_count(row.get(k)) for k in F16_STREAM_KEYS) \
+        and all(_positive(row.get(k)) for k in ("numel", "ms")) \
+        and row["f32_inputs"] + row["f16_inputs"] >= 1 \
+        and row["f32_outputs"] + row["f16_outputs"] >= 1 \
+        and row["f16_inputs"] + row["f16_outputs"] >= 1
+
+
+def _check_rows(rows, path: Path, where: str, row_ok, what: str) -> None:
+    """An optional section of rows (None: absent, as in raw files older than it): a list of
+    mappings that `row_ok` accepts, else an error naming the section and what a row gives."""
+    if rows is None:
+        return
+    if not isinstance(rows, list):
+        raise HardwareError(f"calibration raw file {path} {where} must be a list of rows, got "
+                            f"{rows!r}; {FIX}")
+    for row in rows:
+        if not isinstance(row, dict) or not row_ok(row):
+            raise HardwareError(f"calibration raw file {path} {where} rows must give {what}, "
+                                f"got {row!r}; {FIX}")
 
 
 # A collective's time cannot fall as its buffer grows: a point slower than this factor times a
@@ -120,10 +200,19 @@ def _positive(x) -> bool:
 OUTLIER_FACTOR = 1.2
 
 
-def nccl_table(raw: dict) -> Table:
-    """The raw file's collective rows as a fit Table (seconds), outliers left out."""
+def collective_rows(raw: dict, dtype: str = "f32") -> list[dict]:
+    """The raw file's collective rows of one dtype (f32: `collectives`, f16 and bf16:
+    `collectives_by_dtype`; none where that dtype was not measured)."""
+    if dtype == "f32":
+        return raw.get("collectives", []) or []
+    return (raw.get("collectives_by_dtype") or {}).get(dtype, [])
+
+
+def nccl_table(raw: dict, dtype: str = "f32") -> Table:
+    """The raw file's collective rows of `dtype` as a fit Table (seconds), outliers left
+    out."""
     table = [(int(r["nbytes"]), {k: float(r[f"{k}_ms"]) * 1e-3 for k in KINDS})
-             for r in sorted(raw.get("collectives", []), key=lambda r: r["nbytes"])]
+             for r in sorted(collective_rows(raw, dtype), key=lambda r: r["nbytes"])]
     out = []
     for i, (n, row) in enumerate(table):
         kept = {k: t for k, t in row.items()
@@ -132,10 +221,10 @@ def nccl_table(raw: dict) -> Table:
     return out
 
 
-def nccl_outliers(raw: dict) -> list[tuple[int, str]]:
-    """(nbytes, kind) of the measured points that `nccl_table` leaves out."""
-    kept = dict(nccl_table(raw))
-    return [(int(r["nbytes"]), k) for r in raw.get("collectives", []) for k in KINDS
+def nccl_outliers(raw: dict, dtype: str = "f32") -> list[tuple[int, str]]:
+    """(nbytes, kind) of the measured points of `dtype` that `nccl_table` leaves out."""
+    kept = dict(nccl_table(raw, dtype))
+    return [(int(r["nbytes"]), k) for r in collective_rows(raw, dtype) for k in KINDS
             if k not in kept[int(r["nbytes"])]]
 
 
@@ -242,6 +331,111 @@ def hbm_stream_errors(rows: list[dict], cluster: Cluster) -> list[tuple[int, int
     return out
 
 
+# A 2-byte rate is written to the profile when it differs from its f32 rate by more than this:
+# twice the k-stream fit's worst error on 2x H200 (2.7 %) and above the triad's run-to-run
+# drift (3 %); closer than that the two cannot be told apart, and the profile stays simpler.
+F16_RATE_TOLERANCE = 0.05
+
+# (f32_inputs, f16_inputs, f32_outputs, f16_outputs) of the mixed stream kernels
+# (workbench/runtime/calibrate_worker.py), each array of the same element count, shaped like
+# the mixed-precision optimizers' kernels: a cast of the f16 gradient, a moment update
+# m = b m + (1 - b) g (f16 g), the f16 copy of the weights, the fused mixed Adam (w, m, v, g
+# in; w, m, v, w16 out), and two all-f16 kernels.
+F16_STREAM_SHAPES = [(0, 1, 1, 0), (1, 1, 1, 0), (1, 0, 0, 1), (3, 1, 3, 1), (0, 2, 0, 1),
+                     (0, 1, 0, 1)]
+
+
+def f16_stream_bytes(row: dict) -> tuple[float, float, float, float]:
+    """(f32 read, f16 read, f32 written, f16 written) bytes of a device.streams_f16 row."""
+    n = float(row["numel"])
+    return (4 * n * row["f32_inputs"], 2 * n * row["f16_inputs"], 4 * n * row["f32_outputs"],
+            2 * n * row["f16_outputs"])
+
+
+def _shape(row: dict) -> tuple[int, ...]:
+    return tuple(int(row[k]) for k in F16_STREAM_KEYS)
+
+
+def fit_hbm_f16(rows: list[dict], read_Bps: float, write_Bps: float) -> tuple[float, float]:
+    """(f16 read_Bps, f16 write_Bps): the rates of the bytes of 2-byte elements in the mixed
+    f16/f32 stream rows, the f32 bytes priced at the f32 read/write split (`read_Bps`,
+    `write_Bps`, from `fit_hbm_read_write`): least squares of the relative error of
+    time = f32 read / R + f32 written / W + f16 read / R16 + f16 written / W16
+    (linear in 1/R16 and 1/W16).
+
+    On CPU, synthetic rows (tests/cost_model/test_calibration.py) from a cluster whose 2-byte
+    elements stream at the f32 rates give R16 = R and W16 = W within 0.1 %, and `fit` then
+    writes nothing; from one whose f16 reads are 15 % slower the fit recovers that rate and
+    `fit` writes both. Which case real GPUs are, the GPU run decides: the generated mixed
+    kernels run 8 elements per lane (16-byte f16 loads, two 16-byte f32 loads per array), so
+    their f16 bytes may well stream at the f32 rates, and the mixed-Adam miss of the 2x H200
+    comparison then lies in NCCL's f16 collectives instead."""
+    import numpy as np
+
+    A, b = [], []
+    for r in rows:
+        f32r, f16r, f32w, f16w = f16_stream_bytes(r)
+        t = float(r["ms"]) * 1e-3
+        A.append([f16r / t, f16w / t])
+        b.append(1.0 - (f32r / read_Bps + f32w / write_Bps) / t)
+    A = np.array(A)
+    if len(rows) < 2 or np.linalg.matrix_rank(A) < 2:
+        raise HardwareError(f"calibration raw file device.streams_f16 must hold kernels that "
+                            f"read and write f16 in at least two proportions to fit both "
+                            f"rates, got shapes {[_shape(r) for r in rows]} "
+                            f"({', '.join(F16_STREAM_KEYS)}); {FIX}")
+    (inv_r, inv_w), *_ = np.linalg.lstsq(A, np.array(b), rcond=None)
+    if inv_r <= 0 or inv_w <= 0:
+        raise HardwareError(f"calibration raw file device.streams_f16 must fit positive f16 "
+                            f"read and write bandwidths, got 1/R16 = {inv_r:.3g}, "
+                            f"1/W16 = {inv_w:.3g} s/B; {FIX}")
+    return 1.0 / float(inv_r), 1.0 / float(inv_w)
+
+
+def f16_stream_errors(rows: list[dict], cluster: Cluster) -> list[tuple[tuple, float]]:
+    """(shape, predicted / measured - 1) of the mixed f16/f32 stream rows under `cluster`."""
+    out = []
+    for r in rows:
+        f32r, f16r, f32w, f16w = f16_stream_bytes(r)
+        t = float(cluster.gpu.hbm_time_s(f32r + f16r + f32w + f16w, f32w + f16w, f16r, f16w))
+        out.append((_shape(r), t / (float(r["ms"]) * 1e-3) - 1))
+    return out
+
+
+def fit_fused_blocks(rows: list[tuple[int, int, float]], P: int, cluster: Cluster
+                     ) -> list[tuple[int, float]]:
+    """(blocks, fraction) per measured block count: the fused AllReduce kernel's peer
+    bandwidth with that many blocks as a fraction of its bandwidth with the most blocks
+    measured (the runtime's full grid), from (nbytes, blocks, seconds) rows.
+
+    At each size the kernel's time is its fixed cost (`fused_latency_s` of `cluster`, the
+    fitted one) plus the link time, so fraction = (t_full - L) / (t_blocks - L); several sizes
+    are averaged. The fraction at the full grid is 1 by construction."""
+    lat = float(fused_latency_s(cluster, P))
+    by_size: dict[int, dict[int, float]] = {}
+    for n, b, t in rows:
+        if t <= lat:
+            raise HardwareError(f"calibration raw file fused_blocks rows must take longer than "
+                                f"the fused kernel's fixed cost ({lat * 1e6:.2f} us) to give a "
+                                f"bandwidth, got {t * 1e6:.2f} us at nbytes {n}, blocks {b}; "
+                                f"{FIX}")
+        by_size.setdefault(n, {})[b] = t
+    fractions: dict[int, list[float]] = {}
+    for times in by_size.values():
+        full = times[max(times)]
+        for b, t in times.items():
+            fractions.setdefault(b, []).append((full - lat) / (t - lat))
+    return [(b, sum(f) / len(f)) for b, f in sorted(fractions.items())]
+
+
+def fused_block_errors(rows: list[tuple[int, int, float]], P: int, cluster: Cluster
+                       ) -> list[tuple[int, int, float]]:
+    """(nbytes, blocks, predicted / measured - 1) of the fused kernel on fewer blocks."""
+    lat = float(fused_latency_s(cluster, P))
+    return [(n, b, (lat + float(fused_comm_time(n, n, P, cluster, blocks=b))) / t - 1)
+            for n, b, t in rows]
+
+
 # ---------------------------------------------------------------- the profile
 
 
@@ -265,23 +459,34 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
            "peak_flops": flops,
            "launch_latency_s": _sig(dev["launch"]["eager_s_per_kernel"])}
     streams = dev.get("streams") or []
+    streams16 = dev.get("streams_f16") or []
+    hbm_f16 = None
     if streams:
         read_Bps, write_Bps = fit_hbm_read_write(streams)
         gpu["hbm_read_bandwidth_Bps"] = _sig(read_Bps)
         gpu["hbm_write_bandwidth_Bps"] = _sig(write_Bps)
+        if streams16:
+            # against the rates the profile holds (four digits), so that the f32 bytes of the
+            # mixed rows are priced as the cost model will price them
+            read_Bps, write_Bps = gpu["hbm_read_bandwidth_Bps"], gpu["hbm_write_bandwidth_Bps"]
+            r16, w16 = fit_hbm_f16(streams16, read_Bps, write_Bps)
+            written = max(abs(r16 / read_Bps - 1), abs(w16 / write_Bps - 1)) \
+                > F16_RATE_TOLERANCE
+            if written:
+                gpu["hbm_f16_read_bandwidth_Bps"] = _sig(r16)
+                gpu["hbm_f16_write_bandwidth_Bps"] = _sig(w16)
+            hbm_f16 = HbmF16Fit(r16, w16, read_Bps, write_Bps, written, [], [])
     profile: dict = {"base": base, "name": f"calibrated-{P}gpu", "gpus_per_node": P, "gpu": gpu}
-    nccl_worst = None
+    dtypes = sorted(raw.get("collectives_by_dtype") or {}) if P > 1 else []
     if P > 1:
         nfit = fit_nccl(nccl_table(raw), P, cluster, popsize=nccl_popsize, maxiter=nccl_maxiter)
-        t = nfit.tuning
-        profile["nccl"] = {
-            # profile numbers must be positive: a latency fitted to 0 is written as 1 ns
-            "protocols": {p.name: {"base_latency_s": _sig(max(p.base_latency_s, 1e-9)),
-                                   "step_latency_s": _sig(max(p.step_latency_s, 1e-9)),
-                                   "efficiency": _sig(p.efficiency)} for p in t.protocols},
-            "allreduce_bandwidth_factor": _sig(t.allreduce_bandwidth_factor),
-            "host_overhead_s": _sig(max(t.host_overhead_s, 1e-9)),
-            "collective_latency_s": {k: _sig(v) for k, v in t.collective_latency_s}}
+        profile["nccl"] = _nccl_fields(nfit.tuning)
+        # each dtype's fit starts from the f32 constants (its population includes them)
+        f32 = dataclasses.replace(cluster, nccl=nfit.tuning)
+        for dtype in dtypes:
+            dfit = fit_nccl(nccl_table(raw, dtype), P, f32, popsize=nccl_popsize,
+                            maxiter=nccl_maxiter)
+            profile.setdefault("nccl_dtypes", {})[dtype] = _nccl_fields(dfit.tuning)
     fused = [(int(r["nbytes"]), float(r["ms"]) * 1e-3) for r in raw.get("fused", []) or []]
     if P > 1 and fused:
         # the fused kernel's fixed cost uses the calibrated launch gap: fit after the GPU fields
@@ -291,20 +496,57 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         profile["peer_store_bandwidth_Bps"] = _sig(k * cluster.peer_store_bandwidth_Bps)
         if fixed_s > 0:  # profile numbers must be positive; 0 is the preset's default
             profile["fused_fixed_s"] = _sig(fixed_s)
+    blocks = [(int(r["nbytes"]), int(r["blocks"]), float(r["ms"]) * 1e-3)
+              for r in raw.get("fused_blocks", []) or []] if P > 1 else []
+    if blocks:
+        # the fractions subtract the fitted fixed cost: fit after the fused fields
+        curve = fit_fused_blocks(blocks, P, _apply(profile))
+        profile["fused_block_bandwidth"] = {str(b): _sig(f) for b, f in curve}
     final = _apply(profile)
-    # errors over every measured point, outliers included: the report shows what they are
-    full = [(int(r["nbytes"]), {k: float(r[f"{k}_ms"]) * 1e-3 for k in KINDS})
-            for r in raw.get("collectives", [])]
-    nccl_errors = table_errors(full, P, final) if P > 1 else []
-    outliers = nccl_outliers(raw) if P > 1 else []
-    if nccl_errors:
-        nccl_worst = max(abs(e) for n, errs in nccl_errors for k, e in errs.items()
-                         if (n, k) not in outliers)
+    nccl_errors, nccl_worst, outliers = _nccl_errors(raw, "f32", P, final)
+    by_dtype = {d: _nccl_errors(raw, d, P, final.for_dtype(d)) for d in dtypes}
     fused_errors = [(n, fused_allreduce_time(n, P, final) / t - 1) for n, t in fused] \
         if P > 1 else []
     fused_worst = max((abs(e) for _, e in fused_errors), default=None)
+    if hbm_f16 is not None:
+        flat = dataclasses.replace(final.gpu, hbm_f16_read_bandwidth_Bps=None,
+                                   hbm_f16_write_bandwidth_Bps=None)
+        hbm_f16 = dataclasses.replace(
+            hbm_f16, errors=f16_stream_errors(streams16, final),
+            errors_f32_rates=f16_stream_errors(streams16, dataclasses.replace(final, gpu=flat)))
     return Calibration(profile, final, nccl_worst, fused_worst, nccl_errors, fused_errors,
-                       outliers, hbm_stream_errors(streams, final))
+                       outliers, hbm_stream_errors(streams, final),
+                       nccl_dtype_errors={d: e[0] for d, e in by_dtype.items()},
+                       nccl_dtype_worst_error={d: e[1] for d, e in by_dtype.items()},
+                       nccl_dtype_outliers={d: e[2] for d, e in by_dtype.items()},
+                       hbm_f16=hbm_f16,
+                       fused_block_errors=fused_block_errors(blocks, P, final))
+
+
+def _nccl_fields(t: NcclTuning) -> dict:
+    """The profile mapping of fitted NCCL constants (profile numbers must be positive: a
+    latency fitted to 0 is written as 1 ns)."""
+    return {"protocols": {p.name: {"base_latency_s": _sig(max(p.base_latency_s, 1e-9)),
+                                   "step_latency_s": _sig(max(p.step_latency_s, 1e-9)),
+                                   "efficiency": _sig(p.efficiency)} for p in t.protocols},
+            "allreduce_bandwidth_factor": _sig(t.allreduce_bandwidth_factor),
+            "host_overhead_s": _sig(max(t.host_overhead_s, 1e-9)),
+            "collective_latency_s": {k: _sig(v) for k, v in t.collective_latency_s}}
+
+
+def _nccl_errors(raw: dict, dtype: str, P: int, cluster: Cluster):
+    """(errors, worst, outliers) of `cluster` on the measured collectives of `dtype`: errors
+    over every measured point, outliers included (the report shows what they are); the worst
+    over the points the fit kept (None when nothing was measured)."""
+    if P == 1:
+        return [], None, []
+    full = [(int(r["nbytes"]), {k: float(r[f"{k}_ms"]) * 1e-3 for k in KINDS})
+            for r in collective_rows(raw, dtype)]
+    errors = table_errors(full, P, cluster)
+    outliers = nccl_outliers(raw, dtype)
+    worst = max((abs(e) for n, errs in errors for k, e in errs.items()
+                 if (n, k) not in outliers), default=None)
+    return errors, worst, outliers
 
 
 def _apply(profile: dict) -> Cluster:
@@ -333,12 +575,18 @@ def write(cal: Calibration, out: Path) -> list[Path]:
 def fit_report(cal: Calibration) -> str:
     """The fit errors as text (predicted / measured - 1 per measured point)."""
     lines = [f"profile {cal.profile.get('name')}: predicted / measured - 1 per measured point", ""]
-    if cal.nccl_errors:
-        lines.append(f"{'nbytes':>12} " + " ".join(f"{k:>14}" for k in KINDS))
-        for n, errs in cal.nccl_errors:
+    tables = [("f32", cal.nccl_errors, cal.nccl_worst_error, cal.nccl_outliers)]
+    tables += [(d, cal.nccl_dtype_errors[d], cal.nccl_dtype_worst_error[d],
+                cal.nccl_dtype_outliers[d]) for d in sorted(cal.nccl_dtype_errors)]
+    for dtype, errors, worst, outliers in tables:
+        if not errors:
+            continue
+        lines.append(f"{'nbytes':>12} " + " ".join(f"{k:>14}" for k in KINDS) + f"   ({dtype})")
+        for n, errs in errors:
             lines.append(f"{n:>12} " + " ".join(f"{errs[k]:>+14.3f}" for k in KINDS))
-        lines.append(f"NCCL worst relative error: {cal.nccl_worst_error:.3f} (outliers left "
-                     f"out of the fit: {list(cal.nccl_outliers) or 'none'})")
+        what = "NCCL" if dtype == "f32" else f"NCCL {dtype} (nccl_dtypes.{dtype})"
+        lines.append(f"{what} worst relative error: {worst:.3f} (outliers left out of the "
+                     f"fit: {list(outliers) or 'none'})")
         lines.append("")
     if cal.fused_errors:
         lines.append(f"{'nbytes':>12} {'fused AR':>14}")
@@ -357,7 +605,29 @@ def fit_report(cal: Calibration) -> str:
             lines.append(f"{i:>7} {o:>7} {e:>+20.3f}")
         lines.append(f"HBM k-stream worst relative error: "
                      f"{max(abs(e) for _, _, e in cal.hbm_errors):.3f}")
-    return "\n".join(lines) + "\n"
+        lines.append("")
+    if cal.hbm_f16 is not None:
+        h = cal.hbm_f16
+        lines.append(f"{'f32 in, f16 in, f32 out, f16 out':>33} {'f32 rates':>10} "
+                     f"{'profile':>10}   (mixed f16/f32 stream kernels)")
+        for (shape, e32), (_, e) in zip(h.errors_f32_rates, h.errors):
+            lines.append(f"{str(shape):>33} {e32:>+10.3f} {e:>+10.3f}")
+        verdict = (f"written to the profile (differ by more than {F16_RATE_TOLERANCE:.0%})"
+                   if h.written else f"not written: within {F16_RATE_TOLERANCE:.0%} of the "
+                   f"f32 rates, 2-byte elements cost as f32 bytes")
+        lines.append(f"f16 bytes: read {h.read_Bps / 1e12:.3f} TB/s (f32 "
+                     f"{h.f32_read_Bps / 1e12:.3f}), write {h.write_Bps / 1e12:.3f} TB/s (f32 "
+                     f"{h.f32_write_Bps / 1e12:.3f}); {verdict}")
+        lines.append("")
+    if cal.fused_block_errors:
+        curve = dict((int(b), f) for b, f in cal.cluster.fused_block_bandwidth)
+        lines.append(f"{'nbytes':>12} {'blocks':>7} {'bandwidth':>10} {'fused AR':>14}   "
+                     f"(fused AllReduce on fewer blocks; bandwidth = fraction of the full grid)")
+        for n, b, e in cal.fused_block_errors:
+            lines.append(f"{n:>12} {b:>7} {curve[b]:>10.3f} {e:>+14.3f}")
+        lines.append(f"fused AllReduce on fewer blocks worst relative error: "
+                     f"{max(abs(e) for _, _, e in cal.fused_block_errors):.3f}")
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def synthetic_raw(cluster: Cluster, P: int, nbytes: list[int], fused_nbytes: list[int]) -> dict:
@@ -366,7 +636,12 @@ def synthetic_raw(cluster: Cluster, P: int, nbytes: list[int], fused_nbytes: lis
     from cost_model.collectives import collective_time
 
     g = cluster.gpu
-    return {
+
+    def rows(c: Cluster) -> list[dict]:
+        return [{"nbytes": n, **{f"{k}_ms": collective_time(k, n, P, c) * 1e3 for k in KINDS}}
+                for n in nbytes] if P > 1 else []
+
+    raw = {
         "gpus": P,
         "device": {"name": g.name, "sm_count": g.sm_count,
                    "hbm_capacity_bytes": g.hbm_capacity_bytes,
@@ -374,13 +649,47 @@ def synthetic_raw(cluster: Cluster, P: int, nbytes: list[int], fused_nbytes: lis
                    "triad": {"Bps": g.hbm_bandwidth_Bps},
                    "launch": {"eager_s_per_kernel": g.launch_latency_s},
                    "gemm": {k: {"flops": v} for k, v in g.peak_flops},
-                   **({"streams": [_synthetic_stream(g, i, o) for i, o in STREAM_SHAPES]}
+                   **({"streams": [_synthetic_stream(g, i, o) for i, o in STREAM_SHAPES],
+                       "streams_f16": [_synthetic_stream_f16(g, s) for s in F16_STREAM_SHAPES]}
                       if g.hbm_read_bandwidth_Bps is not None else {})},
-        "collectives": [{"nbytes": n, **{f"{k}_ms": collective_time(k, n, P, cluster) * 1e3
-                                         for k in KINDS}} for n in nbytes] if P > 1 else [],
+        "collectives": rows(cluster),
         "fused": [{"nbytes": n, "ms": fused_allreduce_time(n, P, cluster) * 1e3}
                   for n in fused_nbytes],
     }
+    if P > 1 and cluster.nccl_dtypes:
+        raw["collectives_by_dtype"] = {d: rows(cluster.for_dtype(d))
+                                       for d, _ in cluster.nccl_dtypes}
+    if P > 1 and cluster.fused_block_bandwidth:
+        lat = float(fused_latency_s(cluster, P))
+        raw["fused_blocks"] = [
+            {"nbytes": FUSED_BLOCKS_NBYTES, "blocks": int(b),
+             "ms": (lat + fused_comm_time(FUSED_BLOCKS_NBYTES, FUSED_BLOCKS_NBYTES, P, cluster,
+                                          blocks=int(b))) * 1e3}
+            for b, _ in cluster.fused_block_bandwidth]
+    return raw
+
+
+# The buffer of the fused kernel's block sweep (workbench/runtime/calibrate_worker.py): 256 MiB.
+# On 2x H200 the full grid takes 0.81 ms there, 36x the kernel's fixed cost (22.6 us), so the
+# time is bandwidth; fewer blocks only take longer.
+FUSED_BLOCKS_NBYTES = 2**28
+
+
+def fused_block_counts(sm_count: int, full_grid: int) -> list[int]:
+    """The grids of the fused kernel's block sweep: sm_count / 32 .. sm_count blocks (one per
+    SM, down to a handful), then the runtime's full grid."""
+    counts = {max(1, sm_count // d) for d in (32, 16, 8, 4, 2, 1)} | {full_grid}
+    return sorted(c for c in counts if c <= full_grid)
+
+
+def _synthetic_stream_f16(g, shape: tuple[int, int, int, int], nbytes: int = 2**30) -> dict:
+    row = dict(zip(F16_STREAM_KEYS, shape))
+    per = 4 * (shape[0] + shape[2]) + 2 * (shape[1] + shape[3])  # bytes per element index
+    row["numel"] = nbytes // per // 8 * 8
+    f32r, f16r, f32w, f16w = f16_stream_bytes(row)
+    total = f32r + f16r + f32w + f16w
+    t = float(g.hbm_time_s(total, f32w + f16w, f16r, f16w))
+    return {**row, "nbytes": int(total), "ms": t * 1e3, "Bps": total / t}
 
 
 # (inputs, outputs) of the calibration's k-stream kernels (workbench/runtime/calibrate_worker.py)

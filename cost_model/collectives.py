@@ -186,27 +186,70 @@ def p2p_time(nbytes, cluster: Cluster, crosses_nodes: bool):
 # ---------------------------------------------------------------- fused kernels
 
 
-def fused_link_bandwidths(cluster: Cluster, group_size) -> tuple[float, float, str]:
+def fused_block_fraction(cluster: Cluster, blocks: float) -> float:
+    """The fraction of its full grid's peer bandwidth that a fused collective kernel reaches
+    with `blocks` thread blocks, from the calibrated curve (`Cluster.fused_block_bandwidth`).
+
+    Linear between measured block counts; below the smallest, in proportion to the blocks
+    (each block keeps a bounded number of loads in flight); at or above the largest (the
+    full grid), that count's fraction. 1 without a curve (the presets): the model has always
+    priced the peer bandwidth independently of the grid."""
+    curve = sorted((int(b), float(f)) for b, f in cluster.fused_block_bandwidth)
+    if not curve:
+        return 1.0
+    if blocks <= curve[0][0]:
+        return curve[0][1] * max(float(blocks), 0.0) / curve[0][0]
+    for (b0, f0), (b1, f1) in zip(curve, curve[1:]):
+        if blocks <= b1:
+            return f0 + (f1 - f0) * (blocks - b0) / (b1 - b0)
+    return curve[-1][1]
+
+
+def fused_blocks_on(cluster: Cluster, sms: float) -> float:
+    """Thread blocks of a fused collective kernel that holds `sms` SMs: the full grid's
+    blocks per SM (the curve's largest count / sm_count; the runtime launches 2 per SM) on
+    each. Without a curve: 2 per SM (only the fraction, 1 then, is ever used)."""
+    curve = [int(b) for b, _ in cluster.fused_block_bandwidth]
+    per_sm = max(curve) / cluster.gpu.sm_count if curve else 2.0
+    return sms * per_sm
+
+
+def fused_collective_bandwidth(cluster: Cluster, blocks: float,
+                               group_size: int | None = None) -> tuple[float, float]:
+    """(load, store) peer bandwidth of a fused collective kernel launched with `blocks`
+    thread blocks (see `fused_block_fraction`); across nodes still capped by the NICs."""
+    load, store, _ = fused_link_bandwidths(cluster, group_size, blocks)
+    return load, store
+
+
+def fused_link_bandwidths(cluster: Cluster, group_size, blocks: float | None = None
+                          ) -> tuple[float, float, str]:
     """(load, store) bandwidth of a fused kernel's peer accesses and the link they use.
 
     Inside a node the generated kernels load and store peer memory over NVLink directly, at
-    the rates measured for such kernels; across nodes they are limited like a ring by
+    the rates measured for such kernels (scaled by `fused_block_fraction` when the kernel runs
+    `blocks` blocks; None: its full grid); across nodes they are limited like a ring by
     gpus_per_node NICs."""
     path = group_path(cluster, group_size)
-    load, store = cluster.peer_load_bandwidth_Bps, cluster.peer_store_bandwidth_Bps
+    scale = 1.0 if blocks is None else fused_block_fraction(cluster, blocks)
+    load = cluster.peer_load_bandwidth_Bps * scale
+    store = cluster.peer_store_bandwidth_Bps * scale
     if path.link == "nic":
         return min(load, path.bandwidth_Bps), min(store, path.bandwidth_Bps), "nic"
     return load, store, "nvlink"
 
 
-def fused_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=None):
+def fused_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=None,
+                    blocks: float | None = None):
     """Link time of a fused kernel's communication: a reduce-scatter by peer loads of
-    `rs_nbytes` and all-gathers by peer stores of `ag_nbytes` (total gathered buffer sizes).
+    `rs_nbytes` and all-gathers by peer stores of `ag_nbytes` (total gathered buffer sizes),
+    by a kernel of `blocks` thread blocks (None: its full grid).
 
     Loads of my slice from peers use my inbound and their outbound directions, stores the
     reverse, so both phases occupy both directions and add up."""
     load_bw, store_bw, _ = fused_link_bandwidths(cluster, group_size if group_size is not None
-                                                 else (int(P) if is_number(P) else None))
+                                                 else (int(P) if is_number(P) else None),
+                                                 blocks)
     return (P - 1) * rs_nbytes / P / load_bw + (P - 1) * ag_nbytes / P / store_bw
 
 

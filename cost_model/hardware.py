@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,26 +38,51 @@ class GPU:
     # 3.82, 1 in + 1 out 3.69). None (the presets): every byte at hbm_bandwidth_Bps.
     hbm_read_bandwidth_Bps: float | None = None
     hbm_write_bandwidth_Bps: float | None = None
+    # Optional rates of the bytes of 2-byte elements (f16, bf16) read and written by a kernel
+    # that has them (the generated kernels then run 8 elements per lane: 16-byte f16 loads,
+    # two 16-byte f32 loads). Fitted from mixed f16/f32 stream kernels and written only when
+    # they differ from the read/write split above (cost_model/calibration.py,
+    # `fit_hbm_f16`); they refine that split, so they need it. None (the presets, and a
+    # calibration whose f16 streams ran at the f32 rates): 2-byte elements cost as f32 bytes.
+    hbm_f16_read_bandwidth_Bps: float | None = None
+    hbm_f16_write_bandwidth_Bps: float | None = None
 
     def __post_init__(self):
-        if (self.hbm_read_bandwidth_Bps is None) != (self.hbm_write_bandwidth_Bps is None):
-            given = "hbm_read_bandwidth_Bps" if self.hbm_write_bandwidth_Bps is None \
-                else "hbm_write_bandwidth_Bps"
-            raise HardwareError(f"gpu.hbm_read_bandwidth_Bps and gpu.hbm_write_bandwidth_Bps "
-                                f"must be given together, got only {given}")
+        _together(self, "hbm_read_bandwidth_Bps", "hbm_write_bandwidth_Bps")
+        _together(self, "hbm_f16_read_bandwidth_Bps", "hbm_f16_write_bandwidth_Bps")
+        if self.hbm_f16_read_bandwidth_Bps is not None and self.hbm_read_bandwidth_Bps is None:
+            raise HardwareError("gpu.hbm_f16_read_bandwidth_Bps and "
+                                "gpu.hbm_f16_write_bandwidth_Bps must come with "
+                                "gpu.hbm_read_bandwidth_Bps and gpu.hbm_write_bandwidth_Bps "
+                                "(they refine that split), got no read/write split")
 
-    def hbm_time_s(self, hbm_bytes, write_bytes=None):
+    def hbm_time_s(self, hbm_bytes, write_bytes=None, f16_read_bytes=0, f16_write_bytes=0):
         """Time to stream `hbm_bytes` of which `write_bytes` are writes (None: unknown, or no
-        read/write split in this spec: all at hbm_bandwidth_Bps)."""
+        read/write split in this spec: all at hbm_bandwidth_Bps). `f16_read_bytes` and
+        `f16_write_bytes` (of the reads and of the writes) are bytes of 2-byte elements:
+        priced at their own rates where the spec has them, else as any other byte."""
         if write_bytes is None or self.hbm_read_bandwidth_Bps is None:
             return hbm_bytes / self.hbm_bandwidth_Bps
-        return ((hbm_bytes - write_bytes) / self.hbm_read_bandwidth_Bps
-                + write_bytes / self.hbm_write_bandwidth_Bps)
+        t = ((hbm_bytes - write_bytes) / self.hbm_read_bandwidth_Bps
+             + write_bytes / self.hbm_write_bandwidth_Bps)
+        if self.hbm_f16_read_bandwidth_Bps is None:
+            return t
+        return (t + f16_read_bytes * (1 / self.hbm_f16_read_bandwidth_Bps
+                                      - 1 / self.hbm_read_bandwidth_Bps)
+                + f16_write_bytes * (1 / self.hbm_f16_write_bandwidth_Bps
+                                     - 1 / self.hbm_write_bandwidth_Bps))
 
     def flops_for(self, dtype_name: str) -> float:
         """Peak FLOP/s for a dtype name (f16, bf16, f32, i32); unknown names use f32's rate."""
         table = dict(self.peak_flops)
         return table.get(dtype_name, table["f32"])
+
+
+def _together(spec, a: str, b: str) -> None:
+    """Two optional fields of `spec` (a GPU) that are given both or neither."""
+    if (getattr(spec, a) is None) != (getattr(spec, b) is None):
+        given = a if getattr(spec, b) is None else b
+        raise HardwareError(f"gpu.{a} and gpu.{b} must be given together, got only {given}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +127,10 @@ class NcclTuning:
         return dict(self.collective_latency_s).get(kind, 0.0)
 
 
+# Dtypes that may have NCCL constants of their own (Cluster.nccl_dtypes); f32 uses Cluster.nccl.
+NCCL_DTYPES = ("f16", "bf16")
+
+
 @dataclass(frozen=True, slots=True)
 class Cluster:
     """`nodes` nodes of `gpus_per_node` GPUs: an NVSwitch domain per node, one NIC per GPU."""
@@ -122,11 +151,42 @@ class Cluster:
     # (as before); fitted by cost_model/calibration.py from the fused AllReduce at 4 MiB..1 GiB
     # (2x H200: 33 us at 4 MiB against 19 us without it).
     fused_fixed_s: float = 0.0
+    # NCCL constants fitted to the collectives of one dtype (f16, bf16), for collectives of
+    # that dtype; a dtype not listed (f32 always) uses `nccl`. Empty in the presets; filled by
+    # calibration when it measured NCCL in that dtype. A profile gives
+    # {"f16": {<NcclTuning fields>}}; fields it leaves out come from `nccl`.
+    nccl_dtypes: tuple[tuple[str, NcclTuning], ...] = field(
+        default=(), metadata={"template": "nccl"})
+    # Peer bandwidth of a fused collective kernel launched with fewer blocks, as a fraction of
+    # its full grid's (block count, as a string -> fraction; the largest count is the runtime's
+    # full grid, 2 blocks per SM). Measured by calibration (the fused AllReduce kernel at
+    # 256 MiB with grids of 4 .. 2 x SMs blocks); empty in the presets: bandwidth does not
+    # depend on blocks. `cost_model.collectives.fused_collective_bandwidth` reads it.
+    fused_block_bandwidth: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self):
+        for name, _ in self.nccl_dtypes:
+            if name not in NCCL_DTYPES:
+                raise HardwareError(f"hardware profile field nccl_dtypes must name one of "
+                                    f"{', '.join(NCCL_DTYPES)} (f32 collectives use nccl), "
+                                    f"got {name!r}")
+        for blocks, fraction in self.fused_block_bandwidth:
+            if not str(blocks).isdigit() or int(blocks) < 1 or not fraction > 0:
+                raise HardwareError(f"hardware profile field fused_block_bandwidth must map "
+                                    f"block counts (positive integers) to positive fractions "
+                                    f"of the full grid's bandwidth, got {blocks!r}: "
+                                    f"{fraction!r}")
 
     @property
     def world_size(self) -> int:
         """Number of GPUs in the cluster."""
         return self.gpus_per_node * self.nodes
+
+    def for_dtype(self, dtype: str) -> Cluster:
+        """This cluster with the NCCL constants measured for collectives of `dtype` (a dtype
+        name: f16, bf16, f32) where it has them, else this cluster unchanged."""
+        tuning = dict(self.nccl_dtypes).get(dtype)
+        return self if tuning is None else dataclasses.replace(self, nccl=tuning)
 
     def with_nodes(self, nodes: int) -> Cluster:
         """The same cluster with `nodes` nodes (linked by each GPU's NIC)."""
@@ -323,13 +383,21 @@ def override(obj: Any, changes: dict, prefix: str) -> Any:
     field name or type raises HardwareError naming the field."""
     fields = {f.name: f for f in dataclasses.fields(obj)}
     new = {}
-    for key, value in changes.items():
+    # Tables of a field's per-name variants (metadata "template": Cluster.nccl_dtypes) come
+    # last, so that their entries start from the field as this profile changed it.
+    last = [k for k in changes if k in fields and fields[k].metadata.get("template")]
+    for key in [k for k in changes if k not in last] + last:
+        value = changes[key]
         where = f"{prefix}{key}"
         if key not in fields:
             raise HardwareError(f"hardware profile field {where} must be one of "
                                 f"{', '.join(sorted(fields))}, got unknown field {key!r}")
         old = getattr(obj, key)
-        if dataclasses.is_dataclass(old):
+        template = fields[key].metadata.get("template")
+        if template:
+            base = new.get(template, getattr(obj, template))
+            new[key] = _override_variants(old, value, where, base)
+        elif dataclasses.is_dataclass(old):
             if not isinstance(value, dict):
                 raise HardwareError(f"hardware profile field {where} must be a mapping of "
                                     f"{type(old).__name__} fields, got {value!r}")
@@ -348,6 +416,21 @@ def override(obj: Any, changes: dict, prefix: str) -> Any:
                                     f"got {value!r}")
             new[key] = int(value) if isinstance(old, int) else float(value)
     return dataclasses.replace(obj, **new)
+
+
+def _override_variants(old: tuple, value: Any, where: str, base: Any) -> tuple:
+    """A (name, dataclass) table from a mapping name -> {field: value}: a name already in
+    the table changes its entry, a new name starts from `base` (e.g. nccl_dtypes from nccl)."""
+    if not isinstance(value, dict):
+        raise HardwareError(f"hardware profile field {where} must be a mapping by name, got "
+                            f"{value!r}")
+    table = dict(old)
+    for name, sub in value.items():
+        if not isinstance(sub, dict):
+            raise HardwareError(f"hardware profile field {where}.{name} must be a mapping of "
+                                f"{type(base).__name__} fields, got {sub!r}")
+        table[str(name)] = override(table.get(str(name), base), sub, f"{where}.{name}.")
+    return tuple(table.items())
 
 
 def _override_tuple(old: tuple, value: Any, where: str) -> tuple:

@@ -97,41 +97,68 @@ def expr_flops(expr: ir.Expr) -> int:
 
 
 def roofline_s(cluster: Cluster, hbm_bytes, flops, dtype_name: str = "f32",
-               sm_fraction: float = 1.0, write_bytes=None):
+               sm_fraction: float = 1.0, write_bytes=None, f16_read_bytes=0,
+               f16_write_bytes=0):
     """Busy time of a kernel moving `hbm_bytes` and doing `flops` with a fraction of the SMs.
 
     With fewer SMs (a communication kernel holds some) the arithmetic rate falls in proportion;
     HBM bandwidth stays saturated down to about half the SMs (a streaming kernel needs enough
     loads in flight, not all SMs; an assumption, consistent with copy kernels reaching full
     bandwidth at half occupancy), and falls in proportion below that. `write_bytes` (of
-    hbm_bytes) prices writes at the GPU's write rate where the spec splits reads and writes."""
+    hbm_bytes) prices writes at the GPU's write rate where the spec splits reads and writes;
+    `f16_read_bytes` / `f16_write_bytes` are the bytes of 2-byte elements among the reads and
+    writes (`GPU.hbm_time_s`)."""
     gpu = cluster.gpu
     mem_scale = min(1.0, 2.0 * sm_fraction)
-    return smax(gpu.hbm_time_s(hbm_bytes, write_bytes) / mem_scale,
-                flops / (gpu.flops_for(dtype_name) * sm_fraction))
+    return smax(gpu.hbm_time_s(hbm_bytes, write_bytes, f16_read_bytes, f16_write_bytes)
+                / mem_scale, flops / (gpu.flops_for(dtype_name) * sm_fraction))
 
 
 @dataclass(frozen=True)
 class Work:
-    """What a kernel (or its computation part) does: HBM bytes, flops, the flops' dtype, and
-    how many of the bytes are writes (None: not known; priced at the flat HBM bandwidth)."""
+    """What a kernel (or its computation part) does: HBM bytes, flops, the flops' dtype, how
+    many of the bytes are writes (None: not known; priced at the flat HBM bandwidth), and how
+    many of the reads and of the writes are of 2-byte elements (f16, bf16)."""
 
     hbm_bytes: object
     flops: object
     dtype: str = "f32"
     write_bytes: object = None
+    f16_read_bytes: object = 0
+    f16_write_bytes: object = 0
 
     def __add__(self, other: Work) -> Work:
         writes = None if self.write_bytes is None or other.write_bytes is None \
             else self.write_bytes + other.write_bytes
         return Work(self.hbm_bytes + other.hbm_bytes, self.flops + other.flops, self.dtype,
-                    writes)
+                    writes, self.f16_read_bytes + other.f16_read_bytes,
+                    self.f16_write_bytes + other.f16_write_bytes)
 
     def scaled(self, factor: float) -> Work:
         """The same kernel on `factor` of the data (numbers: the simulator's chunks)."""
         writes = None if self.write_bytes is None else float(self.write_bytes) * factor
         return Work(float(self.hbm_bytes) * factor, float(self.flops) * factor, self.dtype,
-                    writes)
+                    writes, float(self.f16_read_bytes) * factor,
+                    float(self.f16_write_bytes) * factor)
+
+
+def work_s(cluster: Cluster, work: Work, sm_fraction: float = 1.0):
+    """`roofline_s` of a Work: the busy time of the kernel it describes on `sm_fraction` of
+    the SMs (the simulator prices its computation chunks with this)."""
+    return roofline_s(cluster, work.hbm_bytes, work.flops, work.dtype, sm_fraction,
+                      work.write_bytes, work.f16_read_bytes, work.f16_write_bytes)
+
+
+def io_work(ctx: CostContext, reads, writes, flops=0) -> Work:
+    """The Work of a kernel that reads the values named in `reads` and writes those in
+    `writes` (this rank's part of each), with the bytes of 2-byte elements counted apart."""
+    def f16(names):
+        return sum((ctx.local_nbytes(n) for n in names if ctx.types[n].dtype.nbytes == 2), 0)
+
+    read = sum((ctx.local_nbytes(n) for n in reads), 0)
+    write = sum((ctx.local_nbytes(n) for n in writes), 0)
+    return Work(read + write, flops, write_bytes=write, f16_read_bytes=f16(reads),
+                f16_write_bytes=f16(writes))
 
 
 def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Work:
@@ -150,7 +177,12 @@ def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Wo
         flops = flops + expr_flops(expr) * ctx.local_numel(out)
         dtype = s.out.type.dtype.name
         inside.add(out)
-    return Work(sum(reads.values()) + sum(writes.values()), flops, dtype, sum(writes.values()))
+
+    def f16(table):
+        return sum((n for name, n in table.items() if ctx.types[name].dtype.nbytes == 2), 0)
+
+    return Work(sum(reads.values()) + sum(writes.values()), flops, dtype, sum(writes.values()),
+                f16(reads), f16(writes))
 
 
 def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:
@@ -164,8 +196,9 @@ def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:
 
 def _compute_cost(ctx: CostContext, work: Work) -> OpCost:
     c = ctx.cluster
-    busy = roofline_s(c, work.hbm_bytes, work.flops, work.dtype, write_bytes=work.write_bytes)
-    mem = c.gpu.hbm_time_s(work.hbm_bytes, work.write_bytes)
+    busy = work_s(c, work)
+    mem = c.gpu.hbm_time_s(work.hbm_bytes, work.write_bytes, work.f16_read_bytes,
+                           work.f16_write_bytes)
     bottleneck = "hbm"
     if not ctx.symbolic and busy > float(mem) * 1.0000001:
         bottleneck = "sm"
@@ -190,13 +223,20 @@ def peak_link_Bps(ctx: CostContext, group: Group) -> float:
     return path.bandwidth_Bps
 
 
+def collective_cluster(ctx: CostContext, s: ir.Stmt) -> Cluster:
+    """The cluster whose NCCL constants price collective `s`: those measured for its dtype
+    where the cluster has them (`Cluster.for_dtype`), else its own."""
+    return ctx.cluster.for_dtype(ctx.types[s.op.x].dtype.name)
+
+
 def _collective_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     kind = _collective_kind(s.op)
     group = ctx.types[s.op.x].group
     nbytes, P = collective_nbytes(ctx, s), ctx.P(group)
-    t = coll.collective_time(kind, nbytes, P, ctx.cluster, ctx.group_size(group))
+    cluster = collective_cluster(ctx, s)
+    t = coll.collective_time(kind, nbytes, P, cluster, ctx.group_size(group))
     busy = coll.collective_bus_bytes(kind, nbytes, P) / peak_link_Bps(ctx, group)
-    return OpCost(t, {"link": busy}, "link", ctx.cluster.nccl.host_overhead_s)
+    return OpCost(t, {"link": busy}, "link", cluster.nccl.host_overhead_s)
 
 
 def norm_combine_s(ctx: CostContext, group: Group):
@@ -254,15 +294,13 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
             group = ctx.types[op.x].group
             rs = rs + ctx.full_nbytes(op.x)
             # peers load my whole input (S bytes from my HBM in total) and I write my slice
-            extra = extra + Work(ctx.local_nbytes(op.x) + ctx.local_nbytes(leaf.out.name), 0,
-                                 write_bytes=ctx.local_nbytes(leaf.out.name))
+            extra = extra + io_work(ctx, [op.x], [leaf.out.name])
             produced.add(leaf.out.name)
         elif isinstance(op, ir.AllGather):
             group = ctx.types[op.x].group
             ag = ag + ctx.full_nbytes(leaf.out.name)
             # peers store their slices into my HBM: the whole gathered buffer is written
-            extra = extra + Work(ctx.local_nbytes(leaf.out.name), 0,
-                                 write_bytes=ctx.local_nbytes(leaf.out.name))
+            extra = extra + io_work(ctx, [], [leaf.out.name])
         elif isinstance(op, ir.Send):
             group = ctx.types[op.x].group
             send = send + ctx.local_nbytes(op.x)
@@ -272,8 +310,8 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
             continue  # a view of the input: no data moves
         elif isinstance(op, (ir.Norm, ir.ReduceTensor)):
             # read the input once (unless this kernel produced it) and reduce the partials
-            read = 0 if op.x in produced else ctx.local_nbytes(op.x)
-            extra = extra + Work(read, 2 * ctx.local_numel(op.x), write_bytes=0)
+            reads = [] if op.x in produced else [op.x]
+            extra = extra + io_work(ctx, reads, [], 2 * ctx.local_numel(op.x))
             if _is_sliced(ctx.types[op.x]):
                 scalars.append(ctx.types[op.x].group)
         else:
@@ -283,12 +321,15 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     return FusedParts(rs, ag, send, work, group, tuple(scalars))
 
 
-def fused_link_s(ctx: CostContext, parts: FusedParts):
-    """Link time of a fused kernel's communication (peer loads/stores or a P2P send)."""
+def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
+    """Link time of a fused kernel's communication (peer loads/stores or a P2P send), the
+    kernel holding `sms` SMs (None: all; fewer slow the peer accesses where the cluster has a
+    calibrated block curve, `cost_model.collectives.fused_block_fraction`)."""
     t = 0
     if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
+        blocks = None if sms is None else coll.fused_blocks_on(ctx.cluster, sms)
         t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
-                                 ctx.cluster, ctx.group_size(parts.group))
+                                 ctx.cluster, ctx.group_size(parts.group), blocks)
     if parts.send_nbytes:
         crosses = send_crosses_nodes(ctx, parts.group)
         link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
@@ -327,11 +368,10 @@ def _fused_fixed_s(ctx: CostContext, parts: FusedParts):
     return coll.fused_latency_s(ctx.cluster, ctx.group_size(parts.group))
 
 
-def _fused_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+def _fused_cost(ctx: CostContext, s: ir.Stmt, sms: float | None = None) -> OpCost:
     parts = fused_parts(ctx, s)
-    comp = roofline_s(ctx.cluster, parts.work.hbm_bytes, parts.work.flops, parts.work.dtype,
-                      write_bytes=parts.work.write_bytes)
-    link = fused_link_s(ctx, parts)
+    comp = work_s(ctx.cluster, parts.work)
+    link = fused_link_s(ctx, parts, sms)
     # The kernel pipelines chunks: communication of one chunk overlaps computation of another.
     t = fused_latency_s(ctx, s, parts) + smax(link, comp)
     bottleneck = "link" if (ctx.symbolic or float(link) >= float(comp)) else "hbm"
@@ -370,14 +410,39 @@ def stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     if isinstance(op, ir.Overlapped):
         producer, consumer = (stmt_cost(ctx, b) for b in op.body)
         tp, tc = producer.time_s, consumer.time_s
-        # chunk i of the consumer waits for chunk i of the producer: the slower one runs the
-        # whole time, the faster one adds one chunk of pipeline fill
-        t = smax(tp, tc) + smin(tp, tc) / op.chunks
+        beside = _fused_beside_compute_s(ctx, *op.body)
+        if beside is None:
+            # chunk i of the consumer waits for chunk i of the producer: the slower one runs
+            # the whole time, the faster one adds one chunk of pipeline fill
+            t = smax(tp, tc) + smin(tp, tc) / op.chunks
+        else:
+            # the same pipeline, p + (c - 1) max(p, q) + q per chunk, with the consumer's
+            # chunks slower beside the producer's (fewer SMs) except the last, which runs alone
+            c = op.chunks
+            t = tp / c + (c - 1) * smax(tp / c, beside / c) + tc / c
         busy = _add_busy(producer.busy_s, consumer.busy_s)
         slow = producer if ctx.symbolic or float(tp) >= float(tc) else consumer
         return OpCost(t, busy, slow.bottleneck)
     raise WorkbenchError(f"cost model must know op {type(op).__name__}, got no rule; add one in "
                          "cost_model/ops.py")
+
+
+def _fused_beside_compute_s(ctx: CostContext, producer: ir.Stmt, consumer: ir.Stmt):
+    """Time of a fused collective consumer while a computation producer holds the SMs, or
+    None where that does not change its time.
+
+    The producer (a MatMul or elementwise kernel) leaves NCCL's channel count of SMs
+    (`nccl.max_channels`) to the concurrent communication, as the simulator does; a fused
+    collective kernel on that many SMs runs fewer blocks and reaches the fraction of its peer
+    bandwidth that the calibrated block curve gives (`Cluster.fused_block_bandwidth`). Without
+    a curve (the presets) the bandwidth does not depend on blocks: None."""
+    c = ctx.cluster
+    if not c.fused_block_bandwidth or not isinstance(producer.op, (ir.MatMul,
+                                                                  *ir.ELEMENTWISE_OPS)):
+        return None
+    if not isinstance(consumer.op, ir.Fused) or consumer.op.kind == "compute":
+        return None
+    return _fused_cost(ctx, consumer, sms=min(c.nccl.max_channels, c.gpu.sm_count)).time_s
 
 
 def _is_sliced(t: TensorType) -> bool:

@@ -29,15 +29,16 @@ from cost_model.hardware import Cluster
 from cost_model.ops import (
     CostContext,
     Work,
+    collective_cluster,
     elementwise_work,
     fused_latency_s,
     fused_link_s,
     fused_parts,
     matmul_work,
     norm_combine_s,
-    roofline_s,
     send_crosses_nodes,
     stmt_cost,
+    work_s,
 )
 from workbench import ir
 from workbench.errors import WorkbenchError
@@ -184,20 +185,22 @@ class Simulation:
         yield self.env.timeout(cluster.gpu.launch_latency_s)
         take = yield from self._take_sms(gpu, cluster.gpu.sm_count - leave_sms)
         frac = take / cluster.gpu.sm_count
-        w = work.scaled(scale / COMPUTE_CHUNKS)
-        per_chunk = roofline_s(cluster, w.hbm_bytes, w.flops, w.dtype, frac, w.write_bytes)
+        per_chunk = work_s(cluster, work.scaled(scale / COMPUTE_CHUNKS), frac)
         for _ in range(COMPUTE_CHUNKS):
             yield from self._hold(gpu, "hbm", per_chunk, op)
         yield gpu.sms.put(take)
 
     def _collective(self, g, r: int, gpu: _Gpu, kind: str, nbytes: float, op: str, key,
-                    host_paid: bool = False):
+                    host_paid: bool = False, cluster: Cluster | None = None):
+        # `cluster`: the one whose NCCL constants price this collective's dtype
+        # (cost_model.ops.collective_cluster); None: the simulation's own
+        cluster = cluster or self.cluster
         P = self.ctx.group_size(g)
-        plan = coll.choose_plan(kind, nbytes, P, self.cluster, P)
+        plan = coll.choose_plan(kind, nbytes, P, cluster, P)
         take = yield from self._take_sms(gpu, int(plan.channels) or 1)
         # NCCL's per-call host cost is in the plan's fixed part; when the caller paid it on
         # the host timeline, only the GPU-side latency remains here.
-        host_s = self.cluster.nccl.host_overhead_s if host_paid else 0.0
+        host_s = cluster.nccl.host_overhead_s if host_paid else 0.0
         yield self.env.timeout(plan.fixed_s - host_s)
         steps = int(plan.steps)
         if steps:
@@ -222,10 +225,10 @@ class Simulation:
         frac = take / self.cluster.gpu.sm_count
         rs_part = FusedCopy(parts, rs=True)
         ag_part = FusedCopy(parts, rs=False)
-        load_s = fused_link_s(self.ctx, rs_part.parts) * scale / FUSED_CHUNKS
-        store_s = fused_link_s(self.ctx, ag_part.parts) * scale / FUSED_CHUNKS
-        w = parts.work.scaled(scale / FUSED_CHUNKS)
-        comp_s = roofline_s(self.cluster, w.hbm_bytes, w.flops, w.dtype, frac, w.write_bytes)
+        # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
+        load_s = fused_link_s(self.ctx, rs_part.parts, take) * scale / FUSED_CHUNKS
+        store_s = fused_link_s(self.ctx, ag_part.parts, take) * scale / FUSED_CHUNKS
+        comp_s = work_s(self.cluster, parts.work.scaled(scale / FUSED_CHUNKS), frac)
         loaded = [env.event() for _ in range(FUSED_CHUNKS)]
         computed = [env.event() for _ in range(FUSED_CHUNKS)]
 
@@ -296,7 +299,8 @@ class Simulation:
                     ir.AllGather: "allgather", ir.Broadcast: "broadcast",
                     ir.Reduce: "reduce"}[type(op)]
             nbytes = float(self.ctx.full_nbytes(op.x)) * scale
-            yield from self._collective(g, r, gpu, kind, nbytes, name, key, host_paid)
+            yield from self._collective(g, r, gpu, kind, nbytes, name, key, host_paid,
+                                        collective_cluster(self.ctx, s))
         elif isinstance(op, ir.Fused):
             if op.kind == "compute":
                 yield from self._compute(gpu, elementwise_work(self.ctx, op.body),

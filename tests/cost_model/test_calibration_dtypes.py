@@ -1,0 +1,404 @@
+"""Calibration of f16/bf16 NCCL, of f16 HBM streams and of the fused kernel's block curve:
+synthetic raw data from a known cluster is recovered, the cost model and the simulator use
+what the profile gains (and only then), older raw files still fit, bad sections fail with
+pinned messages."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from test_calibration import _known_split
+
+from cost_model import calibration, collectives
+from cost_model.collectives import collective_time, fused_block_fraction
+from cost_model.hardware import load_hardware, preset
+from cost_model.ops import program_cost
+from simulator import simulate
+from workbench.errors import HardwareError
+from workbench.interpreter import bind_sizes
+from workbench.loader import load
+
+NBYTES = [2**k for k in range(16, 31, 2)]
+FUSED = [2**k for k in (22, 26, 28, 30)]
+COMMITTED_RAW = Path("studies/results/calibration/h200x2/profile.raw.json")
+CURVE = (("4", 0.06), ("8", 0.12), ("16", 0.25), ("33", 0.5), ("66", 0.8), ("132", 0.97),
+         ("264", 1.0))
+
+
+def _known():
+    """test_calibration's known cluster (unlike the base preset in every field calibration
+    fitted before) with the new fields too: f16 NCCL slower than f32 (lower efficiencies, more
+    host cost), bf16 like f32 but for its host cost, f16 HBM reads 15 % slower and writes 10 %
+    faster than f32's, and a block curve."""
+    c = _known_split()
+    f16 = dataclasses.replace(
+        c.nccl, host_overhead_s=28e-6,
+        protocols=tuple(dataclasses.replace(p, efficiency=p.efficiency * 0.8)
+                        for p in c.nccl.protocols))
+    bf16 = dataclasses.replace(c.nccl, host_overhead_s=24e-6)
+    gpu = dataclasses.replace(c.gpu, hbm_f16_read_bandwidth_Bps=4.1e12 * 0.85,
+                              hbm_f16_write_bandwidth_Bps=3.3e12 * 1.1)
+    return dataclasses.replace(c, gpu=gpu, nccl_dtypes=(("f16", f16), ("bf16", bf16)),
+                               fused_block_bandwidth=CURVE)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    known = _known()
+    raw = calibration.synthetic_raw(known, 2, NBYTES, FUSED)
+    return known, raw, calibration.fit(raw, nccl_maxiter=40, nccl_popsize=8)
+
+
+# ---------------------------------------------------------------- recovery
+
+
+def test_fit_recovers_per_dtype_nccl_times(fitted):
+    known, raw, cal = fitted
+    assert sorted(raw["collectives_by_dtype"]) == ["bf16", "f16"]
+    assert sorted(cal.profile["nccl_dtypes"]) == ["bf16", "f16"]
+    assert sorted(dict(cal.cluster.nccl_dtypes)) == ["bf16", "f16"]
+    for dtype in ("f16", "bf16"):
+        assert cal.nccl_dtype_worst_error[dtype] < 0.08
+        for n in (2**16, 2**24, 2**30):
+            for kind in ("allreduce", "reducescatter"):
+                assert collective_time(kind, n, 2, cal.cluster.for_dtype(dtype)) == \
+                    pytest.approx(collective_time(kind, n, 2, known.for_dtype(dtype)), rel=0.08)
+    # f16 is 25 % slower than f32 at 1 GiB in the known cluster, and so in the fitted one
+    f32_t = collective_time("allreduce", 2**30, 2, cal.cluster)
+    assert collective_time("allreduce", 2**30, 2, cal.cluster.for_dtype("f16")) > 1.2 * f32_t
+    assert "NCCL f16 (nccl_dtypes.f16) worst relative error" in calibration.fit_report(cal)
+
+
+def test_fit_recovers_f16_stream_rates_and_writes_them(fitted):
+    _, raw, cal = fitted
+    assert len(raw["device"]["streams_f16"]) == len(calibration.F16_STREAM_SHAPES)
+    g = cal.cluster.gpu
+    assert g.hbm_f16_read_bandwidth_Bps == pytest.approx(4.1e12 * 0.85, rel=2e-3)
+    assert g.hbm_f16_write_bandwidth_Bps == pytest.approx(3.3e12 * 1.1, rel=2e-3)
+    assert cal.hbm_f16.written
+    assert max(abs(e) for _, e in cal.hbm_f16.errors) < 2e-3
+    assert max(abs(e) for _, e in cal.hbm_f16.errors_f32_rates) > 0.05  # what the fields fix
+    assert "written to the profile" in calibration.fit_report(cal)
+
+
+def test_fit_recovers_the_block_curve(fitted):
+    _, raw, cal = fitted
+    assert [r["blocks"] for r in raw["fused_blocks"]] == [4, 8, 16, 33, 66, 132, 264]
+    got = {int(b): f for b, f in cal.cluster.fused_block_bandwidth}
+    for b, f in CURVE:
+        assert got[int(b)] == pytest.approx(f, rel=2e-3)
+    assert max(abs(e) for _, _, e in cal.fused_block_errors) < 5e-3
+    assert "fused AllReduce on fewer blocks worst relative error" in calibration.fit_report(cal)
+
+
+def test_written_profile_with_new_fields_loads_as_fitted(fitted, tmp_path):
+    _, _, cal = fitted
+    calibration.write(cal, tmp_path / "profile.json")
+    loaded = load_hardware(str(tmp_path / "profile.json"))
+    assert dataclasses.asdict(loaded) == dataclasses.asdict(cal.cluster)
+    data = json.loads((tmp_path / "profile.json").read_text())
+    assert set(data["nccl_dtypes"]["f16"]) == {"protocols", "allreduce_bandwidth_factor",
+                                               "host_overhead_s", "collective_latency_s"}
+    assert data["fused_block_bandwidth"]["264"] == 1.0
+
+
+def test_f16_streams_at_f32_rates_write_nothing():
+    # the known cluster without f16 rates: its mixed rows stream at the f32 rates
+    known = _known()
+    gpu = dataclasses.replace(known.gpu, hbm_f16_read_bandwidth_Bps=None,
+                              hbm_f16_write_bandwidth_Bps=None)
+    known = dataclasses.replace(known, gpu=gpu, nccl_dtypes=(), fused_block_bandwidth=())
+    raw = calibration.synthetic_raw(known, 1, [], [])
+    cal = calibration.fit(raw)
+    assert cal.hbm_f16.read_Bps == pytest.approx(4.1e12, rel=1e-3)
+    assert cal.hbm_f16.write_Bps == pytest.approx(3.3e12, rel=1e-3)
+    assert not cal.hbm_f16.written
+    assert cal.cluster.gpu.hbm_f16_read_bandwidth_Bps is None
+    assert "hbm_f16_read_bandwidth_Bps" not in cal.profile["gpu"]
+    assert "not written: within 5%" in calibration.fit_report(cal)
+
+
+# ---------------------------------------------------------------- older raw files
+
+
+def test_committed_raw_without_new_sections_fits_as_before():
+    raw = calibration.read_raw(COMMITTED_RAW, 2)
+    assert not {"collectives_by_dtype", "fused_blocks"} & set(raw)
+    assert "streams_f16" not in raw["device"]
+    cal = calibration.fit(raw, nccl_maxiter=5, nccl_popsize=5)
+    assert not {"nccl_dtypes", "fused_block_bandwidth"} & set(cal.profile)
+    assert "hbm_f16_read_bandwidth_Bps" not in cal.profile["gpu"]
+    assert cal.hbm_f16 is None and cal.nccl_dtype_errors == {} and not cal.fused_block_errors
+    # the fields an older fit wrote are fitted the same way (the NCCL constants need the full
+    # differential evolution: not compared here)
+    committed = json.loads(COMMITTED_RAW.with_name("profile.json").read_text())
+    for key in ("peer_load_bandwidth_Bps", "peer_store_bandwidth_Bps", "fused_fixed_s"):
+        assert cal.profile[key] == committed[key]
+    assert cal.profile["gpu"] == committed["gpu"]
+
+
+def test_synthetic_raw_without_new_sections_fits(fitted, tmp_path):
+    _, raw, _ = fitted
+    old = json.loads(json.dumps(raw))
+    for key in ("collectives_by_dtype", "fused_blocks"):
+        del old[key]
+    del old["device"]["streams_f16"]
+    p = tmp_path / "old.raw.json"
+    p.write_text(json.dumps(old))
+    cal = calibration.fit(calibration.read_raw(p, 2), nccl_maxiter=5, nccl_popsize=5)
+    assert cal.cluster.nccl_dtypes == () and cal.cluster.fused_block_bandwidth == ()
+    assert cal.cluster.gpu.hbm_f16_read_bandwidth_Bps is None
+
+
+# ---------------------------------------------------------------- the cost model uses them
+
+
+def _adam_mixed(N=2**24):
+    program = load("studies/adam.py:mixed").program
+    return program, bind_sizes(program, {"N": N, "P": 2})
+
+
+def test_f16_collective_uses_its_dtype_constants_in_model_and_simulator():
+    known = _known()
+    without = dataclasses.replace(known, nccl_dtypes=())
+    program, bound = _adam_mixed()
+    with_cost = program_cost(program, known, bound)
+    without_cost = program_cost(program, without, bound)
+    ar = program.stmts[0]
+    assert type(ar.op).__name__ == "AllReduce"
+    nbytes = 2 * 2**24  # f16 gradients
+    assert with_cost.stmts[0].time_s == pytest.approx(
+        collective_time("allreduce", nbytes, 2, known.for_dtype("f16")))
+    assert with_cost.stmts[0].time_s > 1.05 * without_cost.stmts[0].time_s
+    assert with_cost.stmts[0].host_s == known.for_dtype("f16").nccl.host_overhead_s
+    # the simulator prices the same collective the same way
+    sim_with = simulate(program, known, bound).time_s
+    sim_without = simulate(program, without, bound).time_s
+    assert sim_with - sim_without == pytest.approx(with_cost.time_s - without_cost.time_s,
+                                                   rel=0.02)
+    # an f32 program does not see the f16 constants
+    f32 = load("studies/adam.py").program
+    b32 = bind_sizes(f32, {"N": 2**24, "P": 2})
+    assert program_cost(f32, known, b32).time_s == program_cost(f32, without, b32).time_s
+
+
+def test_f16_hbm_rates_price_mixed_kernels_only():
+    known = _known()
+    gpu = dataclasses.replace(known.gpu, hbm_f16_read_bandwidth_Bps=None,
+                              hbm_f16_write_bandwidth_Bps=None)
+    flat = dataclasses.replace(known, gpu=gpu)
+    program, bound = _adam_mixed()
+    # m1 = b1 m + (1 - b1) g: reads f32 m (2^26 B) and f16 g (2^25 B), writes f32 m
+    m1 = next(i for i, s in enumerate(program.stmts) if s.name == "m1")
+    t_known = program_cost(program, known, bound).stmts[m1].time_s
+    t_flat = program_cost(program, flat, bound).stmts[m1].time_s
+    extra = 2**25 * (1 / (4.1e12 * 0.85) - 1 / 4.1e12)
+    assert t_known - t_flat == pytest.approx(extra, rel=1e-6)
+    f32 = load("studies/adam.py").program
+    b32 = bind_sizes(f32, {"N": 2**24, "P": 2})
+    assert program_cost(f32, known, b32).time_s == program_cost(f32, flat, b32).time_s
+    assert simulate(program, known, bound).time_s > simulate(program, flat, bound).time_s
+
+
+def test_fused_collective_bandwidth_follows_the_curve():
+    c = _known()
+    full = (c.peer_load_bandwidth_Bps, c.peer_store_bandwidth_Bps)
+    assert collectives.fused_collective_bandwidth(c, 264) == full
+    assert collectives.fused_collective_bandwidth(c, 1000) == full
+    load_bw, store_bw = collectives.fused_collective_bandwidth(c, 33)
+    assert load_bw == pytest.approx(0.5 * full[0]) and store_bw == pytest.approx(0.5 * full[1])
+    assert fused_block_fraction(c, 49.5) == pytest.approx(0.65)  # halfway from 33 to 66
+    assert fused_block_fraction(c, 2) == pytest.approx(0.03)  # below 4: in proportion
+    assert collectives.fused_blocks_on(c, 32) == 64  # the full grid's 2 blocks per SM
+    # no curve (the presets): the same bandwidth at any grid
+    p = preset("h200x4")
+    assert collectives.fused_collective_bandwidth(p, 8) == (p.peer_load_bandwidth_Bps,
+                                                            p.peer_store_bandwidth_Bps)
+
+
+def test_overlapped_fused_collective_is_slower_beside_a_matmul_with_a_curve():
+    from cost_model.ops import CostContext, stmt_cost
+
+    f = load("studies/model_parallel.py")
+    program = f.schedules["overlap-mm-fuse-ar-c"].apply()
+    curved = _known()
+    flat = dataclasses.replace(curved, fused_block_bandwidth=())
+    # many tokens, small hidden size: the fused collective is the slower stage
+    bound = bind_sizes(program, {"T": 65536, "H": 4096, "P": 2})
+    model = {k: program_cost(program, c, bound).time_s for k, c in (("c", curved), ("f", flat))}
+    sim = {k: simulate(program, c, bound).time_s for k, c in (("c", curved), ("f", flat))}
+    assert model["c"] > 1.1 * model["f"] and sim["c"] > sim["f"]
+    # the closed form: p + (c - 1) max(p, q_beside) + q_alone per chunk, the consumer beside
+    # the MatMul on nccl.max_channels = 32 SMs = 64 blocks
+    ctx = CostContext(program, curved, bound)
+    overlapped = program.stmts[0]
+    mm, fused = overlapped.op.body
+    c = overlapped.op.chunks
+    tp, tc = stmt_cost(ctx, mm).time_s, stmt_cost(ctx, fused).time_s
+    beside = (tc - fused_latency(ctx, fused)) / fused_block_fraction(curved, 64) \
+        + fused_latency(ctx, fused)
+    assert model["c"] == pytest.approx(tp / c + (c - 1) * max(tp, beside) / c + tc / c,
+                                       rel=1e-9)
+    # a large hidden size: the MatMul is the slower stage and the collective keeps up
+    big = bind_sizes(program, {"T": 8192, "H": 12288, "P": 2})
+    assert program_cost(program, curved, big).time_s == program_cost(program, flat, big).time_s
+    # the fused kernel alone (no overlap) runs on every SM: no change
+    alone = f.schedules["fuse-ar-c"].apply()
+    fb = bind_sizes(alone, {"T": 65536, "H": 4096, "P": 2})
+    assert program_cost(alone, curved, fb).time_s == program_cost(alone, flat, fb).time_s
+
+
+def fused_latency(ctx, stmt):
+    """The fixed part of a fused statement's cost (what fewer blocks do not slow)."""
+    from cost_model.ops import fused_latency_s, fused_parts
+
+    return fused_latency_s(ctx, stmt, fused_parts(ctx, stmt))
+
+
+# ---------------------------------------------------------------- bad input, pinned
+
+
+def _raw_file(tmp_path, raw):
+    p = tmp_path / "p.raw.json"
+    p.write_text(json.dumps(raw))
+    return p
+
+
+@pytest.fixture
+def raw():
+    return calibration.synthetic_raw(_known(), 2, NBYTES[:3], FUSED[:2])
+
+
+def test_collectives_by_dtype_unknown_dtype(tmp_path, raw):
+    raw["collectives_by_dtype"]["fp16"] = raw["collectives_by_dtype"].pop("f16")
+    with pytest.raises(HardwareError, match=r"collectives_by_dtype must map a dtype \(f16, "
+                       r"bf16\) to collective rows, got \['bf16', 'fp16'\]"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_collectives_by_dtype_bad_row(tmp_path, raw):
+    raw["collectives_by_dtype"]["f16"][1]["reducescatter_ms"] = "slow"
+    with pytest.raises(HardwareError, match=r"collectives_by_dtype.f16 rows must give nbytes "
+                       r"and allreduce_ms, reducescatter_ms, allgather_ms as positive numbers"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_collectives_by_dtype_empty(tmp_path, raw):
+    raw["collectives_by_dtype"]["bf16"] = []
+    with pytest.raises(HardwareError, match=r"collectives_by_dtype.bf16 must be a non-empty "
+                       r"list of rows, got \[\]"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_streams_f16_bad_row(tmp_path, raw):
+    raw["device"]["streams_f16"][0]["f16_inputs"] = 1.5
+    with pytest.raises(HardwareError, match=r"device.streams_f16 rows must give f32_inputs, "
+                       r"f16_inputs, f32_outputs, f16_outputs as non-negative integers \(at "
+                       r"least one input, one output and one f16 array\) and numel and ms as "
+                       r"positive numbers, got"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_streams_f16_without_f16(tmp_path, raw):
+    raw["device"]["streams_f16"][0].update(f16_inputs=0, f16_outputs=0, f32_inputs=1)
+    with pytest.raises(HardwareError, match=r"device.streams_f16 rows must give"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_streams_f16_without_f32_streams(tmp_path, raw):
+    del raw["device"]["streams"]
+    with pytest.raises(HardwareError, match=r"device.streams_f16 needs the f32 k-stream rows "
+                       r"device.streams to compare with, got none"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_streams_f16_not_a_list(tmp_path, raw):
+    raw["device"]["streams_f16"] = {"f16_inputs": 1}
+    with pytest.raises(HardwareError, match=r"device.streams_f16 must be a list of rows, got"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_streams_f16_of_one_proportion():
+    rows = [dict(f32_inputs=0, f16_inputs=1, f32_outputs=1, f16_outputs=0, numel=2**26,
+                 ms=0.1)] * 3
+    with pytest.raises(HardwareError, match=r"device.streams_f16 must hold kernels that read "
+                       r"and write f16 in at least two proportions to fit both rates, got "
+                       r"shapes \[\(0, 1, 1, 0\)"):
+        calibration.fit_hbm_f16(rows, 4e12, 3e12)
+
+
+def test_fused_blocks_bad_row(tmp_path, raw):
+    raw["fused_blocks"][2]["blocks"] = 0
+    with pytest.raises(HardwareError, match=r"fused_blocks rows must give blocks as a positive "
+                       r"integer and nbytes and ms as positive numbers, got"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_fused_blocks_not_a_list(tmp_path, raw):
+    raw["fused_blocks"] = "264"
+    with pytest.raises(HardwareError, match=r"fused_blocks must be a list of rows, got '264'"):
+        calibration.read_raw(_raw_file(tmp_path, raw), 2)
+
+
+def test_fused_blocks_faster_than_the_fixed_cost():
+    with pytest.raises(HardwareError, match=r"fused_blocks rows must take longer than the "
+                       r"fused kernel's fixed cost \(20.00 us\) to give a bandwidth, got "
+                       r"5.00 us at nbytes 268435456, blocks 8"):
+        calibration.fit_fused_blocks([(2**28, 8, 5e-6), (2**28, 264, 1e-3)], 2,
+                                     dataclasses.replace(_known(), fused_fixed_s=14e-6))
+
+
+def _profile(tmp_path, data):
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"base": "h200x4", **data}))
+    return str(p)
+
+
+def test_profile_nccl_dtypes_unknown_dtype(tmp_path):
+    with pytest.raises(HardwareError, match=r"hardware profile field nccl_dtypes must name one "
+                       r"of f16, bf16 \(f32 collectives use nccl\), got 'fp16'"):
+        load_hardware(_profile(tmp_path, {"nccl_dtypes": {"fp16": {"host_overhead_s": 1e-5}}}))
+
+
+def test_profile_nccl_dtypes_bad_field(tmp_path):
+    with pytest.raises(HardwareError, match=r"hardware profile field "
+                       r"nccl_dtypes.f16.host_overhead_s must be a positive number, got -1"):
+        load_hardware(_profile(tmp_path, {"nccl_dtypes": {"f16": {"host_overhead_s": -1}}}))
+
+
+def test_profile_nccl_dtypes_start_from_the_profiles_nccl(tmp_path):
+    c = load_hardware(_profile(tmp_path, {"nccl_dtypes": {"f16": {"host_overhead_s": 3e-5}},
+                                          "nccl": {"allreduce_bandwidth_factor": 1.3}}))
+    f16 = c.for_dtype("f16").nccl
+    assert f16.host_overhead_s == 3e-5 and f16.allreduce_bandwidth_factor == 1.3
+    assert c.for_dtype("bf16") is c and c.for_dtype("f32") is c
+
+
+def test_profile_block_curve_bad_key(tmp_path):
+    with pytest.raises(HardwareError, match=r"hardware profile field fused_block_bandwidth must "
+                       r"map block counts \(positive integers\) to positive fractions of the "
+                       r"full grid's bandwidth, got 'many': 0.5"):
+        load_hardware(_profile(tmp_path, {"fused_block_bandwidth": {"many": 0.5}}))
+
+
+def test_profile_block_curve_zero_fraction(tmp_path):
+    with pytest.raises(HardwareError, match=r"fused_block_bandwidth must map block counts .* "
+                       r"got '8': 0.0"):
+        load_hardware(_profile(tmp_path, {"fused_block_bandwidth": {"8": 0}}))
+
+
+def test_profile_f16_rates_need_the_split(tmp_path):
+    with pytest.raises(HardwareError, match=r"gpu.hbm_f16_read_bandwidth_Bps and "
+                       r"gpu.hbm_f16_write_bandwidth_Bps must come with "
+                       r"gpu.hbm_read_bandwidth_Bps and gpu.hbm_write_bandwidth_Bps \(they "
+                       r"refine that split\), got no read/write split"):
+        load_hardware(_profile(tmp_path, {"gpu": {"hbm_f16_read_bandwidth_Bps": 3e12,
+                                                  "hbm_f16_write_bandwidth_Bps": 3e12}}))
+
+
+def test_profile_f16_rates_together(tmp_path):
+    with pytest.raises(HardwareError, match=r"gpu.hbm_f16_read_bandwidth_Bps and "
+                       r"gpu.hbm_f16_write_bandwidth_Bps must be given together, got only "
+                       r"hbm_f16_write_bandwidth_Bps"):
+        load_hardware(_profile(tmp_path, {"gpu": {"hbm_f16_write_bandwidth_Bps": 3e12}}))
