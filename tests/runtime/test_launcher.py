@@ -4,8 +4,10 @@ Every fault test runs with both launchers: `spawn` everywhere, `mpirun` where Op
 and mpi4py are installed (the dev extra brings both)."""
 
 import importlib.util
+import itertools
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -195,7 +197,7 @@ def test_exit_marker_after_a_partial_line_keeps_the_text():
     run = L._Mpirun.__new__(L._Mpirun)
     now = time.monotonic()
     run.ranks, run.own, run.echo = [L._Rank(0, now), L._Rank(1, now)], L._Rank(-1, now), None
-    run.seq, run.lock = iter(range(1, 10)), __import__("threading").Lock()
+    run.seq, run.lock = itertools.count(1), threading.Lock()
     run._line(1, "last words without newline__wb_rank_exit__ 3")
     run._line(0, "__wb_rank_exit__ 0")
     run._line(None, "mpirun says")
