@@ -118,6 +118,28 @@ def test_multicast_stays_off_in_children(kind):
     assert [o.strip() for o in outs] == ["0 1 1 0 0 0 2 2 x True", "0 1 1 1 1 1 2 2 x True"]
 
 
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_sigterm_to_the_launcher_ends_every_rank(tmp_path, kind):
+    import signal
+    import subprocess
+
+    code = ("import sys; from workbench.runtime.launcher import launch; "
+            f"launch(2, [sys.executable, {FAKE!r}, 'hang', {str(tmp_path / 'pids')!r}], "
+            f"hang_s=60, launcher={kind!r})")
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not all((tmp_path / f"pids.{r}").exists() for r in range(2)):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=20)[1]
+    assert proc.returncode == 1
+    assert ("RuntimeFault: the launcher must run until its ranks end, got SIGTERM (a time "
+            "limit, or kill); every rank was stopped. Last lines:\n  rank 0 (") in err
+    assert _nothing_left(tmp_path, 2)
+
+
 @needs_mpirun
 def test_mpirun_failing_itself_is_reported_with_its_lines(monkeypatch):
     monkeypatch.setenv("WB_MPIRUN_ARGS", "--no-such-option-of-mpirun")

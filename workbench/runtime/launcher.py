@@ -369,15 +369,35 @@ def _first_failure(ranks: list[_Rank]) -> _Rank | None:
     return min(failed, key=lambda r: (r.failed_seq, r.rank)) if failed else None
 
 
+class _Terminated(BaseException):
+    """SIGTERM reached the launcher (a time limit, `timeout`, kill)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
 def launch(P: int, argv: list[str], *, hang_s: float = 60.0, env: dict | None = None,
            echo=None, poll_s: float = 0.1, launcher: str | None = None) -> list[str]:
     """Run `argv` as P ranks; return each rank's output lines when all exit 0.
 
     Raises RuntimeFault (and leaves no process behind) when a rank exits non-zero or prints
     nothing for `hang_s` seconds; the message names the rank and shows every rank's last lines.
+    SIGTERM to this process (from the main thread) ends the ranks too, then raises RuntimeFault.
     `launcher` is auto, mpirun or spawn (default: WB_LAUNCHER, else auto); `echo(rank, line)`
     sees every line as it comes (rank -1: mpirun's own lines).
     """
+    if threading.current_thread() is not threading.main_thread():
+        return _launch(P, argv, hang_s, env, echo, poll_s, launcher)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _launch(P, argv, hang_s, env, echo, poll_s, launcher)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll_s: float,
+            launcher: str | None) -> list[str]:
     if P < 1:
         raise RuntimeFault(f"the number of ranks must be at least 1, got {P}")
     kind = choose_launcher(launcher)
@@ -421,6 +441,12 @@ def launch(P: int, argv: list[str], *, hang_s: float = 60.0, env: dict | None = 
                     f"none for {now - r.last_output_s:.0f} s (hung, or waiting for a rank that "
                     f"hung); every rank was stopped. Last lines:\n{_describe(run)}")
             time.sleep(poll_s)
+    except _Terminated:
+        if run is not None:
+            run.end()
+        raise RuntimeFault("the launcher must run until its ranks end, got SIGTERM (a time "
+                           "limit, or kill); every rank was stopped. Last lines:\n"
+                           f"{_describe(run) if run is not None else '(none started)'}") from None
     except BaseException:
         if run is not None:
             run.end()
