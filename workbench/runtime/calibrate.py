@@ -1,10 +1,17 @@
 """The GPU half of `workbench calibrate`: run the microbenchmarks on P GPUs, write the raw file.
 
-Two jobs, each one process per GPU through the launcher (so a dead or hung rank ends the run):
-the PyTorch microbenchmarks (workbench/runtime/calibrate_worker.py: NCCL collectives, HBM,
-launch gap, GEMM), then the workbench's own fused AllReduce kernel with no computation
-(benchmarks/gpu/allreduce.py, schedule `fused`) across sizes, for the peer load/store bandwidth.
+Three jobs, each one process per GPU through the launcher (so a dead or hung rank ends the
+run): the PyTorch microbenchmarks (workbench/runtime/calibrate_worker.py: NCCL collectives in
+f32, f16 and bf16, HBM streams in f32 and mixed f16/f32, launch gap, GEMM), then the
+workbench's own fused AllReduce kernel with no computation (benchmarks/gpu/allreduce.py,
+schedule `fused`) across sizes, for the peer load/store bandwidth, then the same kernel at
+256 MiB on fewer blocks (calibrate_worker --fused-blocks), for its bandwidth against blocks.
 No study program runs: calibration never sees the study measurements.
+
+GPU time on 2x H200: the first two jobs took 85 s before the f16/bf16 collectives, the mixed
+streams and the block sweep were added; those add an estimated 30 s (two more NCCL sweeps of
+~0.5 s of collectives each plus barriers, one nvcc compile and six ~0.3 ms kernels, one more
+launch with NCCL set-up and seven grids of a 256 MiB kernel).
 """
 
 from __future__ import annotations
@@ -14,8 +21,8 @@ import tempfile
 from pathlib import Path
 
 from workbench.errors import RuntimeFault
+from workbench.runtime.calibrate_worker import ALLREDUCE_SPEC
 
-ALLREDUCE_SPEC = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "allreduce.py"
 FUSED_N = [2**k for k in (20, 22, 24, 26, 28)]  # f32 elements: 4 MiB .. 1 GiB buffers
 
 
@@ -51,29 +58,58 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0) -> dict:
                                      "ms": float(r["median_ms"]), "check": r.get("check")})
         raw["fused_meta"] = {"program": "benchmarks/gpu/allreduce.py", "schedule": "fused",
                              "dtype": "f32", **results.get("meta", {})}
+        raw.update(_fused_blocks(P, hang_s, echo))
     raw_path = Path(raw_path)
     raw_path.parent.mkdir(parents=True, exist_ok=True)
     raw_path.write_text(json.dumps(raw, indent=1, default=str) + "\n")
     return raw
 
 
+def _fused_blocks(P: int, hang_s: float, echo) -> dict:
+    """The fused kernel's block sweep (calibrate_worker --fused-blocks) as raw-file sections;
+    a failure is recorded (fused_blocks_error) and the rest of the calibration kept: the
+    profile then has no block curve, as before the sweep existed."""
+    from workbench.runtime.launcher import launch, python_argv
+
+    with tempfile.TemporaryDirectory(prefix="wb-cal-blocks-") as tmp:
+        out = Path(tmp) / "blocks.json"
+        try:
+            launch(P, python_argv("workbench.runtime.calibrate_worker", "--fused-blocks",
+                                  str(out)), hang_s=hang_s, echo=echo)
+            return json.loads(out.read_text())
+        except (RuntimeFault, OSError, ValueError) as e:
+            return {"fused_blocks_error": f"{type(e).__name__}: {e}"}
+
+
 def write_csvs(raw: dict, stem: Path) -> list[Path]:
     """The raw collective and fused tables as CSVs beside the profile (for people and for
-    `python -m cost_model.fit`-style tables)."""
+    `python -m cost_model.fit`-style tables): .nccl.csv (f32), .nccl-f16.csv and
+    .nccl-bf16.csv where measured, .fused.csv and .fused-blocks.csv."""
     paths = []
-    if raw.get("collectives"):
-        p = stem.with_name(stem.name + ".nccl.csv")
+    tables = [("nccl", "f32", raw.get("collectives"))]
+    by_dtype = raw.get("collectives_by_dtype") or {}
+    tables += [(f"nccl-{d}", d, rows) for d, rows in by_dtype.items()]
+    for suffix, dtype, rows in tables:
+        if not rows:
+            continue
         lines = [f"# workbench calibrate on {raw['gpus']} GPUs, NCCL {raw.get('nccl_version')}, "
-                 "f32, CUDA-event median (slowest rank)",
+                 f"{dtype}, CUDA-event median (slowest rank)",
                  "nbytes,allreduce_ms,reducescatter_ms,allgather_ms"]
         lines += [f"{r['nbytes']},{r['allreduce_ms']:.5f},{r['reducescatter_ms']:.5f},"
-                  f"{r['allgather_ms']:.5f}" for r in raw["collectives"]]
-        p.write_text("\n".join(lines) + "\n")
-        paths.append(p)
+                  f"{r['allgather_ms']:.5f}" for r in rows]
+        paths.append(_write_lines(stem, suffix, lines))
     if raw.get("fused"):
-        p = stem.with_name(stem.name + ".fused.csv")
         lines = ["nbytes,fused_allreduce_ms"]
         lines += [f"{r['nbytes']},{r['ms']:.5f}" for r in raw["fused"]]
-        p.write_text("\n".join(lines) + "\n")
-        paths.append(p)
+        paths.append(_write_lines(stem, "fused", lines))
+    if raw.get("fused_blocks"):
+        lines = ["nbytes,blocks,fused_allreduce_ms"]
+        lines += [f"{r['nbytes']},{r['blocks']},{r['ms']:.5f}" for r in raw["fused_blocks"]]
+        paths.append(_write_lines(stem, "fused-blocks", lines))
     return paths
+
+
+def _write_lines(stem: Path, suffix: str, lines: list[str]) -> Path:
+    p = stem.with_name(f"{stem.name}.{suffix}.csv")
+    p.write_text("\n".join(lines) + "\n")
+    return p

@@ -1,14 +1,25 @@
 """One rank of `workbench calibrate`: microbenchmarks through PyTorch, no study programs.
 
     python -m workbench.runtime.calibrate_worker OUT.json   (P copies, started by the launcher)
+    python -m workbench.runtime.calibrate_worker --fused-blocks OUT.json
 
-Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, f32, 64 KiB to
-1 GiB); rank 0 alone also measures its GPU: HBM copy and triad bandwidth, the gap between
-back-to-back tiny kernels, GEMM throughput, and the HBM bandwidth of an elementwise kernel
-streaming k arrays (`streams`: a kernel shaped like the generated ones, nvcc + pycuda), with
-torch's fused Adam beside it as a 7-stream cross-check. Times are CUDA-event medians after warm-up;
-a collective's time is the slowest rank's median (the step waits for it). Rank 0 writes OUT.json.
-torch is imported inside the functions: this module imports on a machine without GPUs.
+Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, 64 KiB to 1 GiB)
+in f32, then in f16 and bf16 (`collectives_by_dtype`); rank 0 alone also measures its GPU: HBM
+copy and triad bandwidth, the gap between back-to-back tiny kernels, GEMM throughput, the HBM
+bandwidth of an elementwise kernel streaming k arrays (`streams`: a kernel shaped like the
+generated ones, nvcc + pycuda), the same for kernels mixing f16 and f32 arrays as the mixed
+optimizers do (`streams_f16`), and torch's fused Adam beside them as a 7-stream cross-check.
+
+`--fused-blocks` is a second job (calibrate.py starts it after the fused-kernel sizes): the
+workbench's fused AllReduce kernel (benchmarks/gpu/allreduce.py, schedule fused, f32) at
+256 MiB, launched with grids of sm_count / 32 .. 2 x sm_count blocks, each checked exactly,
+for its bandwidth against blocks (`fused_blocks`). NCCL's own SM sensitivity is not measured:
+its CTA count is a per-communicator setting (NCCL_MIN/MAX_CTAS, read once per process), and
+the cost model gives NCCL its channels' SMs whatever runs beside it.
+
+Times are CUDA-event medians after warm-up; a collective's time is the slowest rank's median
+(the step waits for it). Rank 0 writes OUT.json. torch is imported inside the functions: this
+module imports on a machine without GPUs.
 """
 
 from __future__ import annotations
@@ -17,16 +28,23 @@ import json
 import os
 import statistics
 import sys
+from pathlib import Path
 
+from cost_model.calibration import F16_STREAM_SHAPES, FUSED_BLOCKS_NBYTES, STREAM_SHAPES
+from cost_model.hardware import NCCL_DTYPES
 from workbench.runtime.baselines import event_times
 
 COLLECTIVE_NBYTES = [2**k for k in range(16, 31)]  # 64 KiB .. 1 GiB, the NCCL table's range
 HBM_NBYTES = 2**30  # far beyond the 50 MiB L2: streams from HBM
 GEMM_N = 8192
-# (inputs, outputs) of the k-array streaming kernels, ~1 GiB in all: k = 2, 3, 5, 7, 9 with one
-# output, and k = 7, 9 with several (Adam reads 4 and writes 3 arrays).
-STREAM_SHAPES = [(1, 1), (2, 1), (4, 1), (6, 1), (8, 1), (4, 3), (5, 4)]
+# STREAM_SHAPES: (inputs, outputs) of the k-array streaming kernels, ~1 GiB in all: k = 2, 3,
+# 5, 7, 9 with one output, and k = 7, 9 with several (Adam reads 4 and writes 3 arrays).
+# F16_STREAM_SHAPES: (f32 in, f16 in, f32 out, f16 out) of the mixed ones (cost_model.calibration).
 STREAM_THREADS = 512  # as codegen.spec.THREADS; grid as the runtime's: min(work, 16 per SM)
+# Elements per thread per iteration of a kernel with 2-byte arrays: 16 // 2, as codegen's vec.
+F16_VEC = 8
+ALLREDUCE_SPEC = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "allreduce.py"
+_TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
 
 def log(rank: int, msg: str) -> None:
@@ -34,14 +52,18 @@ def log(rank: int, msg: str) -> None:
     print(f"[calibrate rank {rank}] {msg}", flush=True)
 
 
-def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int) -> list[dict]:
-    """One row per size: nbytes and each collective's slowest-rank median time (ms)."""
+def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int,
+                dtype: str = "f32") -> list[dict]:
+    """One row per size: nbytes and each collective's slowest-rank median time (ms), on
+    buffers of `dtype` (f32, f16, bf16; the same byte sizes in every dtype)."""
     dev = torch.device("cuda", rank)
-    big = torch.randn(COLLECTIVE_NBYTES[-1] // 4, device=dev)
-    part = torch.empty(COLLECTIVE_NBYTES[-1] // 4 // P, device=dev)
+    tdtype = getattr(torch, _TORCH_DTYPES[dtype])
+    item = torch.empty(0, dtype=tdtype).element_size()
+    big = torch.randn(COLLECTIVE_NBYTES[-1] // item, device=dev, dtype=tdtype)
+    part = torch.empty(COLLECTIVE_NBYTES[-1] // item // P, device=dev, dtype=tdtype)
     rows = []
     for nbytes in COLLECTIVE_NBYTES:
-        n = nbytes // 4
+        n = nbytes // item
         full, piece = big[:n], part[:n // P]
         ops = {"allreduce": lambda f=full: dist.all_reduce(f),
                "reducescatter": lambda f=full, p=piece: dist.reduce_scatter_tensor(p, f),
@@ -54,8 +76,10 @@ def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int) -> list[
             dist.all_reduce(med, op=dist.ReduceOp.MAX)
             row[f"{kind}_ms"] = float(med.item())
         rows.append(row)
-        log(rank, f"collectives {nbytes} B: " + ", ".join(
+        log(rank, f"collectives {dtype} {nbytes} B: " + ", ".join(
             f"{k} {v:.4f} ms" for k, v in row.items() if k != "nbytes"))
+    del big, part
+    torch.cuda.empty_cache()
     return rows
 
 
@@ -130,44 +154,127 @@ def _streams_source(n_in: int, n_out: int) -> tuple[str, str]:
     return name, src
 
 
+class _Kernels:
+    """pycuda on torch's primary context of this rank's GPU, for the hand-written stream
+    kernels: compile (nvcc, through the runtime's cache) and time one kernel launch."""
+
+    def __init__(self, torch, rank: int):
+        from workbench.runtime.executor import import_pycuda
+
+        self.torch, self.drv = torch, import_pycuda()
+        self.dev = torch.device("cuda", rank)
+        torch.empty(1, device=self.dev)  # the primary context, shared with pycuda
+        self.drv.init()
+        self.ctx = self.drv.Device(rank).retain_primary_context()
+        self.sm = torch.cuda.get_device_properties(self.dev).multi_processor_count
+
+    def __enter__(self):
+        self.ctx.push()
+        return self
+
+    def __exit__(self, *exc):
+        self.ctx.pop()
+
+    def module(self, name: str, src: str):
+        """The loaded module of `src` (cache key `name`)."""
+        from codegen.render import include_dir
+        from workbench.runtime.compiler import compile_cubin
+
+        return self.drv.module_from_file(str(compile_cubin(name, src, include_dir())))
+
+    def time_ms(self, fn, arrays, count: int, per_thread: int, warmup: int, reps: int) -> float:
+        """Median time of fn(*arrays, count) on a grid as the runtime's: enough blocks of
+        STREAM_THREADS for `count` / `per_thread` iterations, at most 16 per SM."""
+        import numpy as np
+
+        args = [np.uintp(a.data_ptr()) for a in arrays] + [np.int64(count)]
+        grid = max(1, min(-(-count // (per_thread * STREAM_THREADS)), self.sm * 16))
+        return statistics.median(event_times(
+            self.torch, lambda: fn(*args, block=(STREAM_THREADS, 1, 1), grid=(grid, 1, 1)),
+            warmup, reps))
+
+
 def streams(torch, rank: int, warmup: int, reps: int) -> list[dict]:
     """HBM bandwidth of one elementwise kernel streaming k = n_in + n_out arrays of ~1 GiB / k
     each (bytes moved / time), for every shape in STREAM_SHAPES."""
-    import numpy as np
-
-    from codegen.render import include_dir
-    from workbench.runtime.compiler import compile_cubin
-    from workbench.runtime.executor import import_pycuda
-
-    drv = import_pycuda()
-    dev = torch.device("cuda", rank)
-    torch.empty(1, device=dev)  # the primary context, shared with pycuda
-    drv.init()
-    ctx = drv.Device(rank).retain_primary_context()
-    ctx.push()
-    sm = torch.cuda.get_device_properties(dev).multi_processor_count
     rows = []
-    try:
+    with _Kernels(torch, rank) as kern:
         for n_in, n_out in STREAM_SHAPES:
             k = n_in + n_out
             n4 = HBM_NBYTES // k // 16  # float4 vectors per array
             name, src = _streams_source(n_in, n_out)
-            module = drv.module_from_file(str(compile_cubin(name, src, include_dir())))
-            fn = module.get_function(name)
-            arrays = [torch.randn(4 * n4, device=dev) for _ in range(k)]
-            args = [np.uintp(a.data_ptr()) for a in arrays] + [np.int64(n4)]
-            grid = max(1, min(-(-n4 // STREAM_THREADS), sm * 16))
-            ms = statistics.median(event_times(
-                torch, lambda fn=fn, args=args, grid=grid: fn(
-                    *args, block=(STREAM_THREADS, 1, 1), grid=(grid, 1, 1)), warmup, reps))
+            fn = kern.module(name, src).get_function(name)
+            arrays = [torch.randn(4 * n4, device=kern.dev) for _ in range(k)]
+            ms = kern.time_ms(fn, arrays, n4, 1, warmup, reps)
             nbytes = 16 * n4 * k
             rows.append({"inputs": n_in, "outputs": n_out, "streams": k, "nbytes": nbytes,
                          "ms": ms, "Bps": nbytes / (ms * 1e-3)})
             log(rank, f"streams {n_in} in + {n_out} out: {rows[-1]['Bps'] / 1e12:.3f} TB/s")
             del arrays
             torch.cuda.empty_cache()
-    finally:
-        ctx.pop()
+    return rows
+
+
+def _streams_f16_source(shapes) -> tuple[str, dict]:
+    """One CUDA source with a kernel per mixed shape (f32 in, f16 in, f32 out, f16 out), as
+    codegen renders a kernel with 2-byte arrays: F16_VEC elements per thread per iteration
+    through wb::load_vec / wb::store_vec (16-byte f16 loads, two 16-byte f32 loads), a
+    weighted sum in f32 (no load is dead), every output written. Returns (source, shape ->
+    kernel name)."""
+    names, kernels = {}, []
+    V = F16_VEC
+    for shape in shapes:
+        a, b, c, d = shape
+        name = f"wb_cal_s16_{a}_{b}_{c}_{d}"
+        names[shape] = name
+        ins = [f"x{j}" for j in range(a)] + [f"h{j}" for j in range(b)]
+        params = [f"const float* __restrict__ x{j}" for j in range(a)]
+        params += [f"const __half* __restrict__ h{j}" for j in range(b)]
+        params += [f"float* __restrict__ y{j}" for j in range(c)]
+        params += [f"__half* __restrict__ k{j}" for j in range(d)]
+        body = [f"    float s[{V}] = {{}};"]
+        for j, arr in enumerate(ins):
+            body.append(f"    {{ float t[{V}]; wb::load_vec<{V}>({arr} + i, t);")
+            body.append(f"      for (int q = 0; q < {V}; ++q) s[q] += {1.0 / (j + 1):.3f}f "
+                        f"* t[q]; }}")
+        for j, arr in enumerate([f"y{j}" for j in range(c)] + [f"k{j}" for j in range(d)]):
+            body.append(f"    {{ float o[{V}]; for (int q = 0; q < {V}; ++q) o[q] = "
+                        f"{1.0 + j:.1f}f * s[q]; wb::store_vec<{V}>({arr} + i, o); }}")
+        kernels.append(
+            f'extern "C" __global__ void __launch_bounds__({STREAM_THREADS}) {name}(\n    '
+            + ",\n    ".join(params + ["long long n"]) + ") {\n"
+            f"  for (long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * {V}; "
+            f"i < n;\n       i += (long long)gridDim.x * blockDim.x * {V}) {{\n"
+            + "\n".join(body) + "\n  }\n}\n")
+    return '#include "wb_vec.cuh"\n\n' + "\n".join(kernels), names
+
+
+def streams_f16(torch, rank: int, warmup: int, reps: int) -> list[dict]:
+    """HBM bandwidth of kernels mixing f16 and f32 arrays (F16_STREAM_SHAPES), every array of
+    the same element count, ~1 GiB moved in all: one row per shape with its array counts,
+    numel (elements per array), bytes moved and median time."""
+    src, names = _streams_f16_source(F16_STREAM_SHAPES)
+    rows = []
+    with _Kernels(torch, rank) as kern:
+        module = kern.module("wb_cal_streams_f16", src)
+        for shape in F16_STREAM_SHAPES:
+            a, b, c, d = shape
+            per = 4 * (a + c) + 2 * (b + d)  # bytes per element index
+            numel = HBM_NBYTES // per // F16_VEC * F16_VEC
+            arrays = [torch.randn(numel, device=kern.dev, dtype=dt)
+                      for count, dt in ((a, torch.float32), (b, torch.float16),
+                                        (c, torch.float32), (d, torch.float16))
+                      for _ in range(count)]
+            ms = kern.time_ms(module.get_function(names[shape]), arrays, numel, F16_VEC,
+                              warmup, reps)
+            nbytes = per * numel
+            rows.append({"f32_inputs": a, "f16_inputs": b, "f32_outputs": c, "f16_outputs": d,
+                         "numel": numel, "nbytes": nbytes, "ms": ms,
+                         "Bps": nbytes / (ms * 1e-3)})
+            log(rank, f"streams f16 {shape} (f32 in, f16 in, f32 out, f16 out): "
+                      f"{rows[-1]['Bps'] / 1e12:.3f} TB/s")
+            del arrays
+            torch.cuda.empty_cache()
     return rows
 
 
@@ -202,12 +309,22 @@ def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
         dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
         log(rank, "NCCL up")
         raw["collectives"] = collectives(torch, dist, rank, P, warmup, reps)
+        raw["collectives_by_dtype"] = {}
+        for dtype in NCCL_DTYPES:
+            # the same calls on every rank: a dtype NCCL lacks fails on all of them alike
+            try:
+                raw["collectives_by_dtype"][dtype] = collectives(torch, dist, rank, P, warmup,
+                                                                 reps, dtype)
+            except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
+                raw[f"collectives_{dtype}_error"] = f"{type(e).__name__}: {e}"
+                log(rank, f"collectives {dtype} failed: {type(e).__name__}: {e}")
     else:
         raw["collectives"] = []
     if rank == 0:
         raw["device"] = device(torch, rank, warmup, reps)
         # Each extra benchmark on its own: a failure is recorded, the rest of the raw file kept.
-        for key, fn in (("streams", streams), ("torch_adam", torch_adam)):
+        for key, fn in (("streams", streams), ("streams_f16", streams_f16),
+                        ("torch_adam", torch_adam)):
             try:
                 raw["device"][key] = fn(torch, rank, warmup, reps)
             except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
@@ -222,5 +339,95 @@ def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
     return 0
 
 
+def _with_grid(run, blocks: int | None) -> int:
+    """Launch the fused collective kernels of a PlanRun with `blocks` blocks from now on
+    (None: keep theirs); returns the grid they had. Reads the executor's prepared launches,
+    ("kernel", step, fn, grid, args, epoch_at): the calibration's one reach into it, checked."""
+    from workbench.errors import RuntimeFault
+
+    before, items = None, []
+    for item in run.launches:
+        if item[0] == "kernel" and item[1].spec.kind == "collective":
+            if len(item) != 6:
+                raise RuntimeFault(f"executor kernel launches must be (kind, step, fn, grid, "
+                                   f"args, epoch_at), got {len(item)} fields; update "
+                                   f"calibrate_worker._with_grid to the executor")
+            before = item[3]
+            item = (*item[:3], before if blocks is None else blocks, *item[4:])
+        items.append(item)
+    if before is None:
+        raise RuntimeFault("the fused AllReduce plan must launch a collective kernel, got none")
+    run.launches = items
+    return before
+
+
+def fused_blocks(out_path: str, warmup: int = 5, reps: int = 25) -> int:
+    """The fused AllReduce kernel (f32, FUSED_BLOCKS_NBYTES) with grids of fewer blocks than
+    the runtime's full grid (cost_model.calibration.fused_block_counts), each run checked
+    exactly (small integers sum without rounding) and timed; rank 0 writes
+    {"fused_blocks": rows, "fused_blocks_meta": ...} to out_path."""
+    import numpy as np
+
+    from codegen.lower import lower
+    from cost_model.calibration import fused_block_counts
+    from workbench.errors import RuntimeFault
+    from workbench.loader import load
+    from workbench.runtime.executor import Gpu, PlanRun
+
+    rank, P = int(os.environ["WB_RANK"]), int(os.environ["WB_WORLD_SIZE"])
+    gpu = Gpu(rank, P)
+    log(rank, f"fused blocks: {gpu.name}, {gpu.sm_count} SMs")
+    program = load(str(ALLREDUCE_SPEC)).schedules["fused"].apply()
+    N = FUSED_BLOCKS_NBYTES // 4
+    run = PlanRun(gpu, lower(program, P, collective_unroll=1, collective_mode="pull"),
+                  {"N": N, "P": P})
+    base = (np.arange(N) % 7).astype(np.float32)
+    run.upload({program.inputs[0].name: np.stack([base + r for r in range(P)])})
+    want = P * base + sum(range(P))
+    out = program.outputs[0].name
+    full = _with_grid(run, None)  # the runtime's grid
+    rows = []
+    for blocks in fused_block_counts(gpu.sm_count, full):
+        _with_grid(run, blocks)
+        run.poison()
+        gpu.barrier()
+        run.run()
+        gpu.drv.Context.synchronize()
+        oks = gpu.all_gather(bool(np.array_equal(run.download([out])[out], want)))
+        if not all(oks):
+            raise RuntimeFault(f"the fused AllReduce kernel must match the reference on "
+                               f"{blocks} blocks, got a mismatch on rank(s) "
+                               f"{[r for r, ok in enumerate(oks) if not ok]}")
+        times = gpu.all_gather(run.time(warmup, reps).times_ms)
+        ms = max(statistics.median(t) for t in times)  # the slowest rank's median
+        rows.append({"nbytes": 4 * N, "blocks": blocks, "ms": ms, "check": "ok (exact)"})
+        log(rank, f"fused blocks {blocks}: {ms:.3f} ms, "
+                  f"{2 * (P - 1) / P * 4 * N / (ms * 1e-3) / 1e9:.0f} GB/s bus")
+    run.free()
+    if rank == 0:
+        meta = {"program": "benchmarks/gpu/allreduce.py", "schedule": "fused", "dtype": "f32",
+                "full_grid": full, "sm_count": gpu.sm_count, "warmup": warmup, "reps": reps}
+        with open(out_path, "w") as f:
+            json.dump({"fused_blocks": rows, "fused_blocks_meta": meta}, f, indent=1)
+        log(rank, f"wrote {out_path}")
+    gpu.barrier()
+    gpu.close()
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--fused-blocks":
+        # as the compile-and-measure worker: a failure exits non-zero with its traceback, and
+        # interpreter teardown is skipped (CUDA IPC mappings and NCCL are released by process
+        # exit; library destructors in arbitrary order can hang a finished rank)
+        import traceback
+
+        try:
+            code = fused_blocks(sys.argv[2])
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(main(sys.argv[1]))

@@ -1,0 +1,104 @@
+"""The GPU half of calibration, as far as a CPU can check it: the mixed f16/f32 stream kernels
+render and compile (with nvcc where installed), the block sweep's grids and grid swap, the
+CSVs beside the profile, and a failed block sweep that leaves the rest of the raw file."""
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_calibration_dtypes import FUSED, NBYTES, _known
+
+from cost_model import calibration
+from workbench.errors import RuntimeFault
+from workbench.runtime import calibrate, calibrate_worker
+
+NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
+
+
+def test_f16_stream_source_has_a_kernel_per_shape():
+    src, names = calibrate_worker._streams_f16_source(calibration.F16_STREAM_SHAPES)
+    assert sorted(names) == sorted(calibration.F16_STREAM_SHAPES)
+    for (a, b, c, d), name in names.items():
+        kernel = src[src.index(name):].split('extern "C"')[0]
+        assert kernel.count("wb::load_vec<8>") == a + b  # one 8-element load per input
+        assert kernel.count("wb::store_vec<8>") == c + d
+        assert kernel.count("const __half*") == b and kernel.count("__half* __restrict__ k") == d
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc (CUDA toolkit) not installed")
+def test_stream_kernels_compile(tmp_path, monkeypatch):
+    from codegen.render import include_dir
+    from workbench.runtime.compiler import compile_cubin
+
+    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
+    src, names = calibrate_worker._streams_f16_source(calibration.F16_STREAM_SHAPES)
+    cubin = compile_cubin("wb_cal_streams_f16", src, include_dir()).read_bytes()
+    assert all(n.encode() in cubin for n in names.values())
+    name, src = calibrate_worker._streams_source(4, 3)
+    assert name.encode() in compile_cubin(name, src, include_dir()).read_bytes()
+
+
+def test_block_sweep_grids():
+    assert calibration.fused_block_counts(132, 264) == [4, 8, 16, 33, 66, 132, 264]
+    assert calibration.fused_block_counts(108, 216) == [3, 6, 13, 27, 54, 108, 216]
+    assert calibration.fused_block_counts(132, 132) == [4, 8, 16, 33, 66, 132]
+
+
+def _launch(kind):
+    return ("kernel", SimpleNamespace(spec=SimpleNamespace(kind=kind)), "fn", 528, ["args"], 3)
+
+
+def test_with_grid_changes_only_the_collective_kernel():
+    run = SimpleNamespace(launches=[("nccl", "step", 1, 2, 3), _launch("elementwise"),
+                                    _launch("collective")])
+    assert calibrate_worker._with_grid(run, None) == 528
+    assert calibrate_worker._with_grid(run, 16) == 528
+    assert [item[3] for item in run.launches] == [2, 528, 16]
+    assert run.launches[2][4] == ["args"] and run.launches[2][5] == 3
+    assert calibrate_worker._with_grid(run, 264) == 16
+
+
+def test_with_grid_needs_a_collective_kernel():
+    run = SimpleNamespace(launches=[_launch("elementwise")])
+    with pytest.raises(RuntimeFault, match=r"the fused AllReduce plan must launch a collective "
+                       r"kernel, got none"):
+        calibrate_worker._with_grid(run, 8)
+
+
+def test_with_grid_checks_the_launch_layout():
+    run = SimpleNamespace(launches=[_launch("collective")[:5]])
+    with pytest.raises(RuntimeFault, match=r"executor kernel launches must be \(kind, step, fn, "
+                       r"grid, args, epoch_at\), got 5 fields"):
+        calibrate_worker._with_grid(run, 8)
+
+
+def test_csvs_beside_the_profile(tmp_path):
+    raw = calibration.synthetic_raw(_known(), 2, NBYTES, FUSED)
+    paths = calibrate.write_csvs(raw, tmp_path / "profile")
+    assert sorted(p.name for p in paths) == [
+        "profile.fused-blocks.csv", "profile.fused.csv", "profile.nccl-bf16.csv",
+        "profile.nccl-f16.csv", "profile.nccl.csv"]
+    f16 = (tmp_path / "profile.nccl-f16.csv").read_text().splitlines()
+    assert f16[0].endswith("f16, CUDA-event median (slowest rank)")
+    assert f16[1] == "nbytes,allreduce_ms,reducescatter_ms,allgather_ms"
+    assert len(f16) == 2 + len(NBYTES)
+    blocks = (tmp_path / "profile.fused-blocks.csv").read_text().splitlines()
+    assert blocks[0] == "nbytes,blocks,fused_allreduce_ms" and blocks[1].startswith("268435456,4,")
+
+
+def test_failed_block_sweep_is_recorded_and_the_raw_file_still_fits(monkeypatch, tmp_path):
+    from workbench.runtime import launcher
+
+    def dead(*args, **kwargs):
+        raise RuntimeFault("rank 1 exited with code 1")
+
+    monkeypatch.setattr(launcher, "launch", dead)
+    got = calibrate._fused_blocks(2, 5.0, None)
+    assert got == {"fused_blocks_error": "RuntimeFault: rank 1 exited with code 1"}
+    raw = calibration.synthetic_raw(_known(), 1, [], [])
+    raw.update(got)
+    p = tmp_path / "r.raw.json"
+    p.write_text(json.dumps(raw))
+    assert calibration.fit(calibration.read_raw(p, 1)).cluster.fused_block_bandwidth == ()
