@@ -16,8 +16,8 @@ a raw file; this module reads it, fits the model's constants and writes a profil
 | | only where their 2-byte bytes stream at other rates than f32's (`fit_hbm_f16`) |
 | nccl.* | `cost_model.fit.fit_nccl` on the measured all_reduce/reduce_scatter/all_gather table |
 | | (f32) |
-| nccl_dtypes.f16, .bf16 | the same fit on the same collectives in f16 and bf16 |
-| | (`collectives_by_dtype`), started from the f32 constants; written only when measured |
+| nccl_dtypes.f16, .bf16 | the same collectives in f16 and bf16 (`collectives_by_dtype`): |
+| | `cost_model.fit.refit_nccl` from the f32 constants; written only when measured |
 | peer_load/store_bandwidth_Bps | the fused AllReduce kernel (benchmarks/gpu/allreduce.py, no |
 | | computation) across sizes, inverted through the model of its time |
 | fused_fixed_s | the same rows: the fixed cost beyond launch gap and barrier hops (`fit_fused`) |
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cost_model.collectives import fused_comm_time, fused_latency_s
-from cost_model.fit import KINDS, Table, fit_nccl, table_errors
+from cost_model.fit import KINDS, Table, fit_nccl, refit_nccl, table_errors
 from cost_model.hardware import NCCL_DTYPES, Cluster, NcclTuning, load_profile, preset
 from workbench.errors import HardwareError
 
@@ -481,11 +481,10 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
     if P > 1:
         nfit = fit_nccl(nccl_table(raw), P, cluster, popsize=nccl_popsize, maxiter=nccl_maxiter)
         profile["nccl"] = _nccl_fields(nfit.tuning)
-        # each dtype's fit starts from the f32 constants (its population includes them)
+        # each dtype's constants: a local search from the f32 ones (`refit_nccl`)
         f32 = dataclasses.replace(cluster, nccl=nfit.tuning)
         for dtype in dtypes:
-            dfit = fit_nccl(nccl_table(raw, dtype), P, f32, popsize=nccl_popsize,
-                            maxiter=nccl_maxiter)
+            dfit = refit_nccl(nccl_table(raw, dtype), P, f32)
             profile.setdefault("nccl_dtypes", {})[dtype] = _nccl_fields(dfit.tuning)
     fused = [(int(r["nbytes"]), float(r["ms"]) * 1e-3) for r in raw.get("fused", []) or []]
     if P > 1 and fused:

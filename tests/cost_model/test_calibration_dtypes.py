@@ -402,3 +402,14 @@ def test_profile_f16_rates_together(tmp_path):
                        r"gpu.hbm_f16_write_bandwidth_Bps must be given together, got only "
                        r"hbm_f16_write_bandwidth_Bps"):
         load_hardware(_profile(tmp_path, {"gpu": {"hbm_f16_write_bandwidth_Bps": 3e12}}))
+
+
+def test_refit_nccl_from_the_f32_constants_recovers_f16():
+    from cost_model.fit import refit_nccl, table_errors
+
+    known = _known()
+    raw = calibration.synthetic_raw(known, 2, [2**k for k in range(16, 31)], [])
+    table = calibration.nccl_table(raw, "f16")
+    start = max(abs(e) for _, errs in table_errors(table, 2, known) for e in errs.values())
+    fit = refit_nccl(table, 2, known)  # from the exact f32 constants
+    assert start > 0.15 and fit.worst_error < 0.005

@@ -8,10 +8,11 @@ schedule `fused`) across sizes, for the peer load/store bandwidth, then the same
 256 MiB on fewer blocks (calibrate_worker --fused-blocks), for its bandwidth against blocks.
 No study program runs: calibration never sees the study measurements.
 
-GPU time on 2x H200: the first two jobs took 85 s before the f16/bf16 collectives, the mixed
-streams and the block sweep were added; those add an estimated 30 s (two more NCCL sweeps of
-~0.5 s of collectives each plus barriers, one nvcc compile and six ~0.3 ms kernels, one more
-launch with NCCL set-up and seven grids of a 256 MiB kernel).
+GPU machine time on 2x H200: 85 s for the whole `workbench calibrate` before the f16/bf16
+collectives, the mixed streams and the block sweep were added. They add an estimated 30 s of
+measuring (two more NCCL sweeps of ~0.5 s of collectives each plus barriers, one nvcc compile
+and six ~0.3 ms kernels, one more launch with its NCCL set-up and seven grids of a 256 MiB
+kernel) and 10-30 s of fitting on the host (`cost_model.fit.refit_nccl` per dtype).
 """
 
 from __future__ import annotations
