@@ -74,13 +74,15 @@ def _study_of(spec: str) -> str:
 
 
 def _parse_sizes(text: str) -> dict:
-    """'N=16777216' or 'H=12288,T=8192' -> dict of ints."""
-    return {k: int(v) for k, v in (item.split("=") for item in str(text).split(","))}
+    """'N=16777216', 'H=12288,T=8192' or 'T=8192 H=12288' -> dict of ints."""
+    items = str(text).replace(",", " ").split()
+    return {k: int(v) for k, v in (item.split("=") for item in items)}
 
 
 def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
     """Fold compile-and-measure CSVs into (study, schedule, size, gpus, measured_s, check);
-    only the workbench's own schedules (baselines are kept in the source CSVs)."""
+    only the workbench's own schedules (baselines are kept in the source CSVs). A case
+    measured in several CSVs keeps the row of the last CSV given (list re-runs last)."""
     frames = []
     for path in csv_paths:
         df = pd.read_csv(path)
@@ -103,7 +105,9 @@ def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
             "measured_s": df["time_ms"] / 1e3,
             "check": df["check"],
         }))
-    return pd.concat(frames, ignore_index=True)
+    rows = pd.concat(frames, ignore_index=True)
+    return rows.drop_duplicates(["study", "schedule", "size", "gpus"], keep="last",
+                                ignore_index=True)
 
 
 @click.group()

@@ -39,14 +39,16 @@ def _collective_blocks_per_sm() -> int:
                       int(os.environ.get("WB_COLLECTIVE_BLOCKS_PER_SM", COLLECTIVE_BLOCKS_PER_SM))))
 
 
-def _overlap_blocks(default: int) -> int:
-    # Blocks of an overlapped consumer kernel: it shares the SMs with the MatMul chunks it
-    # overlaps, so fewer blocks can leave cuBLAS more of the GPU. WB_OVERLAP_BLOCKS (the same on
-    # every rank: blocks meet their peers by index) sets it; unset, the full grid.
+def _overlap_blocks(full: int) -> int:
+    # Blocks of an overlapped consumer kernel. It shares the SMs with the MatMul chunks it
+    # overlaps: a quarter of the full grid (66 blocks on an H200, one per two SMs) was the
+    # fastest of 16..264 blocks for the model-parallel layer on 2x H200 (GPU run 6,
+    # studies/results/gpu/README.md). WB_OVERLAP_BLOCKS overrides it (the same on every rank:
+    # blocks meet their peers by index).
     import os
 
     value = int(os.environ.get("WB_OVERLAP_BLOCKS", "0") or 0)
-    return min(default, value) if value > 0 else default
+    return min(full, value) if value > 0 else max(1, full // 4)
 
 
 def import_pycuda():
