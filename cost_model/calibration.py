@@ -12,12 +12,14 @@ a raw file; this module reads it, fits the model's constants and writes a profil
 | gpu.launch_latency_s | back-to-back tiny kernels launched eagerly from Python, per kernel |
 | gpu.peak_flops | 8192^3 torch.matmul per dtype (f32 with TF32 off) |
 | gpu.sm_count, hbm_capacity_bytes, name | the device's properties |
-| gpu.hbm_f16_read/write_bandwidth_Bps | mixed f16/f32 stream kernels (`device.streams_f16`), |
-| | only where their 2-byte bytes stream at other rates than f32's (`fit_hbm_f16`) |
+| gpu.hbm_f16_kernel_Bps | mixed f16/f32 stream kernels (`device.streams_f16`): the byte |
+| | classes of kernels with 2-byte arrays that stream at rates of their own, only those the |
+| | data needs (`fit_hbm_f16_kernels`) |
 | nccl.* | `cost_model.fit.fit_nccl` on the measured all_reduce/reduce_scatter/all_gather table |
 | | (f32) |
-| nccl_dtypes.f16, .bf16 | the same collectives in f16 and bf16 (`collectives_by_dtype`): |
-| | `cost_model.fit.refit_nccl` from the f32 constants; written only when measured |
+| nccl_dtypes.f16, .bf16 | the same collectives in f16 and bf16 (`collectives_by_dtype`): their |
+| | bandwidth constants (`cost_model.fit.fit_nccl_bandwidth`), the latencies f32's; only |
+| | when measured |
 | peer_load/store_bandwidth_Bps | the fused AllReduce kernel (benchmarks/gpu/allreduce.py, no |
 | | computation) across sizes, inverted through the model of its time |
 | fused_fixed_s | the same rows: the fixed cost beyond launch gap and barrier hops (`fit_fused`) |
@@ -38,7 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cost_model.collectives import fused_comm_time, fused_latency_s
-from cost_model.fit import KINDS, Table, fit_nccl, refit_nccl, table_errors
+from cost_model.fit import (
+    KINDS,
+    Table,
+    bandwidth_bound,
+    fit_nccl,
+    fit_nccl_bandwidth,
+    table_errors,
+)
 from cost_model.hardware import NCCL_DTYPES, Cluster, NcclTuning, load_profile, preset
 from workbench.errors import HardwareError
 
@@ -68,15 +77,13 @@ class Calibration:
 
 @dataclass(frozen=True, slots=True)
 class HbmF16Fit:
-    """What `fit_hbm_f16` found: the rates of 2-byte reads and writes beside the f32 read and
-    write rates, whether they differ enough to be written to the profile, and the errors of
-    the mixed stream rows without them (f32 rates for every byte) and with the profile."""
+    """What `fit_hbm_f16_kernels` found: the byte classes of mixed kernels with rates of
+    their own (empty: none written), the f32 kernels' read and write rates, and the errors of
+    the mixed stream rows at the f32 rates and under the profile."""
 
-    read_Bps: float
-    write_Bps: float
+    rates: dict  # byte class -> Bps, as written to gpu.hbm_f16_kernel_Bps
     f32_read_Bps: float
     f32_write_Bps: float
-    written: bool
     errors_f32_rates: list  # (shape, predicted / measured - 1), every byte at the f32 rates
     errors: list  # (shape, predicted / measured - 1) under the fitted profile
 
@@ -331,9 +338,11 @@ def hbm_stream_errors(rows: list[dict], cluster: Cluster) -> list[tuple[int, int
     return out
 
 
-# A 2-byte rate is written to the profile when it differs from its f32 rate by more than this:
-# twice the k-stream fit's worst error on 2x H200 (2.7 %) and above the triad's run-to-run
-# drift (3 %); closer than that the two cannot be told apart, and the profile stays simpler.
+# The f32 rates price a mixed f16/f32 kernel well enough when they predict every mixed stream
+# row within this: twice the k-stream fit's worst error on 2x H200 (2.7 %) and above the
+# triad's run-to-run drift (3 %). A byte class gets a rate of its own only when the rows need
+# it, and only if it lowers the worst error by at least half of this (a class that buys less
+# is fitting noise).
 F16_RATE_TOLERANCE = 0.05
 
 # (f32_inputs, f16_inputs, f32_outputs, f16_outputs) of the mixed stream kernels
@@ -345,59 +354,94 @@ F16_STREAM_SHAPES = [(0, 1, 1, 0), (1, 1, 1, 0), (1, 0, 0, 1), (3, 1, 3, 1), (0,
                      (0, 1, 0, 1)]
 
 
-def f16_stream_bytes(row: dict) -> tuple[float, float, float, float]:
-    """(f32 read, f16 read, f32 written, f16 written) bytes of a device.streams_f16 row."""
+def f16_stream_bytes(row: dict) -> dict[str, float]:
+    """The bytes of a device.streams_f16 row per byte class (F16_KERNEL_CLASSES)."""
     n = float(row["numel"])
-    return (4 * n * row["f32_inputs"], 2 * n * row["f16_inputs"], 4 * n * row["f32_outputs"],
-            2 * n * row["f16_outputs"])
+    return {"f32_read": 4 * n * row["f32_inputs"], "f16_read": 2 * n * row["f16_inputs"],
+            "f32_write": 4 * n * row["f32_outputs"], "f16_write": 2 * n * row["f16_outputs"]}
 
 
 def _shape(row: dict) -> tuple[int, ...]:
     return tuple(int(row[k]) for k in F16_STREAM_KEYS)
 
 
-def fit_hbm_f16(rows: list[dict], read_Bps: float, write_Bps: float) -> tuple[float, float]:
-    """(f16 read_Bps, f16 write_Bps): the rates of the bytes of 2-byte elements in the mixed
-    f16/f32 stream rows, the f32 bytes priced at the f32 read/write split (`read_Bps`,
-    `write_Bps`, from `fit_hbm_read_write`): least squares of the relative error of
-    time = f32 read / R + f32 written / W + f16 read / R16 + f16 written / W16
-    (linear in 1/R16 and 1/W16).
-
-    On CPU, synthetic rows (tests/cost_model/test_calibration.py) from a cluster whose 2-byte
-    elements stream at the f32 rates give R16 = R and W16 = W within 0.1 %, and `fit` then
-    writes nothing; from one whose f16 reads are 15 % slower the fit recovers that rate and
-    `fit` writes both. Which case real GPUs are, the GPU run decides: the generated mixed
-    kernels run 8 elements per lane (16-byte f16 loads, two 16-byte f32 loads per array), so
-    their f16 bytes may well stream at the f32 rates, and the mixed-Adam miss of the 2x H200
-    comparison then lies in NCCL's f16 collectives instead."""
+def _fit_classes(rows: list[dict], base: dict, free: list[str]):
+    """Least squares of the relative error of time = sum over classes of bytes / rate, the
+    classes in `free` fitted and the rest at `base`: (rates of `free`, worst |error|), or
+    None where the rows cannot fit them (a class no row has, or a rate not positive)."""
     import numpy as np
 
     A, b = [], []
     for r in rows:
-        f32r, f16r, f32w, f16w = f16_stream_bytes(r)
-        t = float(r["ms"]) * 1e-3
-        A.append([f16r / t, f16w / t])
-        b.append(1.0 - (f32r / read_Bps + f32w / write_Bps) / t)
-    A = np.array(A)
-    if len(rows) < 2 or np.linalg.matrix_rank(A) < 2:
-        raise HardwareError(f"calibration raw file device.streams_f16 must hold kernels that "
-                            f"read and write f16 in at least two proportions to fit both "
-                            f"rates, got shapes {[_shape(r) for r in rows]} "
-                            f"({', '.join(F16_STREAM_KEYS)}); {FIX}")
-    (inv_r, inv_w), *_ = np.linalg.lstsq(A, np.array(b), rcond=None)
-    if inv_r <= 0 or inv_w <= 0:
-        raise HardwareError(f"calibration raw file device.streams_f16 must fit positive f16 "
-                            f"read and write bandwidths, got 1/R16 = {inv_r:.3g}, "
-                            f"1/W16 = {inv_w:.3g} s/B; {FIX}")
-    return 1.0 / float(inv_r), 1.0 / float(inv_w)
+        by, t = f16_stream_bytes(r), float(r["ms"]) * 1e-3
+        A.append([by[c] / t for c in free])
+        b.append(1.0 - sum(by[c] / base[c] for c in base if c not in free) / t)
+    rates = {}
+    if free:
+        A = np.array(A)
+        if np.linalg.matrix_rank(A) < len(free):
+            return None
+        x, *_ = np.linalg.lstsq(A, np.array(b), rcond=None)
+        if any(v <= 0 for v in x):
+            return None
+        rates = {c: 1.0 / float(v) for c, v in zip(free, x)}
+    rate = {**base, **rates}
+    worst = max(abs(sum(by / rate[c] for c, by in f16_stream_bytes(r).items())
+                    / (float(r["ms"]) * 1e-3) - 1) for r in rows)
+    return rates, worst
+
+
+def fit_hbm_f16_kernels(rows: list[dict], read_Bps: float, write_Bps: float
+                        ) -> dict[str, float]:
+    """The byte classes (F16_KERNEL_CLASSES) of kernels with 2-byte arrays that stream at
+    rates of their own, with those rates, from the mixed f16/f32 stream rows; every other
+    class streams at the f32 kernels' split (`read_Bps`, `write_Bps`). Empty: the f32 rates
+    predict every row within F16_RATE_TOLERANCE.
+
+    Forward selection: while the worst relative error exceeds the tolerance, free the class
+    that lowers it most (its rate by least squares of the relative error, with the classes
+    freed before), if it lowers it by at least half the tolerance.
+
+    On CPU, synthetic rows from a cluster whose mixed kernels stream at the f32 rates select
+    nothing; from one with slower f32 writes and f16 reads in mixed kernels the fit selects
+    those two and recovers their rates (tests/cost_model/test_calibration_dtypes.py). On
+    2x H200 (studies/results/calibration/h200x2-run2) the data decided: f16 bytes stream at
+    the f32 rates (f16 in, f16 out 3.85 TB/s, as f32's 1 in + 1 out), and so do f32 reads at
+    8 per lane (f32 in, f16 out 3.97), but f32 writes at 8 per lane (two 16-byte stores 32
+    bytes apart per lane) are slow: f16 in, f32 out 2.62 TB/s. Selected: f32_write at
+    2.43 TB/s (f32 kernels 3.56), worst error 30 % -> 7 %; freeing f32_read too would buy
+    1.5 points, under the threshold."""
+    from cost_model.hardware import F16_KERNEL_CLASSES
+
+    if not rows:
+        return {}
+
+    base = {"f32_read": read_Bps, "f16_read": read_Bps, "f32_write": write_Bps,
+            "f16_write": write_Bps}
+    free: list[str] = []
+    rates, worst = _fit_classes(rows, base, free)
+    while worst > F16_RATE_TOLERANCE:
+        tries = [(c, _fit_classes(rows, base, free + [c]))
+                 for c in F16_KERNEL_CLASSES if c not in free]
+        tries = [(c, fitted) for c, fitted in tries if fitted is not None]
+        if not tries:
+            break
+        c, (new_rates, new_worst) = min(tries, key=lambda t: t[1][1])
+        if worst - new_worst < F16_RATE_TOLERANCE / 2:
+            break
+        free.append(c)
+        rates, worst = new_rates, new_worst
+    return rates
 
 
 def f16_stream_errors(rows: list[dict], cluster: Cluster) -> list[tuple[tuple, float]]:
     """(shape, predicted / measured - 1) of the mixed f16/f32 stream rows under `cluster`."""
     out = []
     for r in rows:
-        f32r, f16r, f32w, f16w = f16_stream_bytes(r)
-        t = float(cluster.gpu.hbm_time_s(f32r + f16r + f32w + f16w, f32w + f16w, f16r, f16w))
+        by = f16_stream_bytes(r)
+        writes = by["f32_write"] + by["f16_write"]
+        t = float(cluster.gpu.hbm_time_s(sum(by.values()), writes, by["f16_read"],
+                                         by["f16_write"]))
         out.append((_shape(r), t / (float(r["ms"]) * 1e-3) - 1))
     return out
 
@@ -469,22 +513,20 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
             # against the rates the profile holds (four digits), so that the f32 bytes of the
             # mixed rows are priced as the cost model will price them
             read_Bps, write_Bps = gpu["hbm_read_bandwidth_Bps"], gpu["hbm_write_bandwidth_Bps"]
-            r16, w16 = fit_hbm_f16(streams16, read_Bps, write_Bps)
-            written = max(abs(r16 / read_Bps - 1), abs(w16 / write_Bps - 1)) \
-                > F16_RATE_TOLERANCE
-            if written:
-                gpu["hbm_f16_read_bandwidth_Bps"] = _sig(r16)
-                gpu["hbm_f16_write_bandwidth_Bps"] = _sig(w16)
-            hbm_f16 = HbmF16Fit(r16, w16, read_Bps, write_Bps, written, [], [])
+            rates = {c: _sig(v) for c, v in
+                     fit_hbm_f16_kernels(streams16, read_Bps, write_Bps).items()}
+            if rates:
+                gpu["hbm_f16_kernel_Bps"] = rates
+            hbm_f16 = HbmF16Fit(rates, read_Bps, write_Bps, [], [])
     profile: dict = {"base": base, "name": f"calibrated-{P}gpu", "gpus_per_node": P, "gpu": gpu}
     dtypes = sorted(raw.get("collectives_by_dtype") or {}) if P > 1 else []
     if P > 1:
         nfit = fit_nccl(nccl_table(raw), P, cluster, popsize=nccl_popsize, maxiter=nccl_maxiter)
         profile["nccl"] = _nccl_fields(nfit.tuning)
-        # each dtype's constants: a local search from the f32 ones (`refit_nccl`)
+        # each dtype's bandwidth constants, its latencies the f32 ones (`fit_nccl_bandwidth`)
         f32 = dataclasses.replace(cluster, nccl=nfit.tuning)
         for dtype in dtypes:
-            dfit = refit_nccl(nccl_table(raw, dtype), P, f32)
+            dfit = fit_nccl_bandwidth(nccl_table(raw, dtype), P, f32)
             profile.setdefault("nccl_dtypes", {})[dtype] = _nccl_fields(dfit.tuning)
     fused = [(int(r["nbytes"]), float(r["ms"]) * 1e-3) for r in raw.get("fused", []) or []]
     if P > 1 and fused:
@@ -508,8 +550,7 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         if P > 1 else []
     fused_worst = max((abs(e) for _, e in fused_errors), default=None)
     if hbm_f16 is not None:
-        flat = dataclasses.replace(final.gpu, hbm_f16_read_bandwidth_Bps=None,
-                                   hbm_f16_write_bandwidth_Bps=None)
+        flat = dataclasses.replace(final.gpu, hbm_f16_kernel_Bps=())
         hbm_f16 = dataclasses.replace(
             hbm_f16, errors=f16_stream_errors(streams16, final),
             errors_f32_rates=f16_stream_errors(streams16, dataclasses.replace(final, gpu=flat)))
@@ -534,18 +575,23 @@ def _nccl_fields(t: NcclTuning) -> dict:
 
 
 def _nccl_errors(raw: dict, dtype: str, P: int, cluster: Cluster):
-    """(errors, worst, outliers) of `cluster` on the measured collectives of `dtype`: errors
-    over every measured point, outliers included (the report shows what they are); the worst
-    over the points the fit kept (None when nothing was measured)."""
+    """(errors, worst, left out) of `cluster` on the measured collectives of `dtype`: errors
+    over every measured point (the report shows them all); the worst over the points the fit
+    used (None when nothing was measured); the (nbytes, kind) it left out: outliers, and for
+    f16/bf16 the latency-bound points too (`fit_nccl_bandwidth` fits bandwidth only)."""
     if P == 1:
         return [], None, []
     full = [(int(r["nbytes"]), {k: float(r[f"{k}_ms"]) * 1e-3 for k in KINDS})
             for r in collective_rows(raw, dtype)]
     errors = table_errors(full, P, cluster)
-    outliers = nccl_outliers(raw, dtype)
+    used = nccl_table(raw, dtype)
+    if dtype != "f32":
+        used = bandwidth_bound(used, P, cluster)
+    used_points = {(n, k) for n, row in used for k in row}
+    left_out = [(n, k) for n, errs in errors for k in errs if (n, k) not in used_points]
     worst = max((abs(e) for n, errs in errors for k, e in errs.items()
-                 if (n, k) not in outliers), default=None)
-    return errors, worst, outliers
+                 if (n, k) in used_points), default=None)
+    return errors, worst, left_out
 
 
 def _apply(profile: dict) -> Cluster:
@@ -583,9 +629,14 @@ def fit_report(cal: Calibration) -> str:
         lines.append(f"{'nbytes':>12} " + " ".join(f"{k:>14}" for k in KINDS) + f"   ({dtype})")
         for n, errs in errors:
             lines.append(f"{n:>12} " + " ".join(f"{errs[k]:>+14.3f}" for k in KINDS))
-        what = "NCCL" if dtype == "f32" else f"NCCL {dtype} (nccl_dtypes.{dtype})"
-        lines.append(f"{what} worst relative error: {worst:.3f} (outliers left out of the "
-                     f"fit: {list(outliers) or 'none'})")
+        if dtype == "f32":
+            lines.append(f"NCCL worst relative error: {worst:.3f} (outliers left out of the "
+                         f"fit: {list(outliers) or 'none'})")
+        else:
+            used = sum(len(errs) for _, errs in errors) - len(outliers)
+            lines.append(f"NCCL {dtype} (nccl_dtypes.{dtype}: bandwidth constants fitted on "
+                         f"the {used} bandwidth-bound points, latencies f32's) worst relative "
+                         f"error there: {worst:.3f}")
         lines.append("")
     if cal.fused_errors:
         lines.append(f"{'nbytes':>12} {'fused AR':>14}")
@@ -611,12 +662,16 @@ def fit_report(cal: Calibration) -> str:
                      f"{'profile':>10}   (mixed f16/f32 stream kernels)")
         for (shape, e32), (_, e) in zip(h.errors_f32_rates, h.errors):
             lines.append(f"{str(shape):>33} {e32:>+10.3f} {e:>+10.3f}")
-        verdict = (f"written to the profile (differ by more than {F16_RATE_TOLERANCE:.0%})"
-                   if h.written else f"not written: within {F16_RATE_TOLERANCE:.0%} of the "
-                   f"f32 rates, 2-byte elements cost as f32 bytes")
-        lines.append(f"f16 bytes: read {h.read_Bps / 1e12:.3f} TB/s (f32 "
-                     f"{h.f32_read_Bps / 1e12:.3f}), write {h.write_Bps / 1e12:.3f} TB/s (f32 "
-                     f"{h.f32_write_Bps / 1e12:.3f}); {verdict}")
+        if h.rates:
+            own = ", ".join(f"{c} {v / 1e12:.3f} TB/s" for c, v in h.rates.items())
+            verdict = f"gpu.hbm_f16_kernel_Bps: {own}; other bytes at the f32 rates"
+        else:
+            verdict = (f"nothing written: the f32 rates predict every mixed kernel within "
+                       f"{F16_RATE_TOLERANCE:.0%}")
+        lines.append(f"mixed kernels (f32 kernels: read {h.f32_read_Bps / 1e12:.3f} TB/s, "
+                     f"write {h.f32_write_Bps / 1e12:.3f} TB/s): {verdict}; worst "
+                     f"{max(abs(e) for _, e in h.errors):.3f} (f32 rates "
+                     f"{max(abs(e) for _, e in h.errors_f32_rates):.3f})")
         lines.append("")
     if cal.fused_block_errors:
         curve = dict((int(b), f) for b, f in cal.cluster.fused_block_bandwidth)
@@ -685,9 +740,10 @@ def _synthetic_stream_f16(g, shape: tuple[int, int, int, int], nbytes: int = 2**
     row = dict(zip(F16_STREAM_KEYS, shape))
     per = 4 * (shape[0] + shape[2]) + 2 * (shape[1] + shape[3])  # bytes per element index
     row["numel"] = nbytes // per // 8 * 8
-    f32r, f16r, f32w, f16w = f16_stream_bytes(row)
-    total = f32r + f16r + f32w + f16w
-    t = float(g.hbm_time_s(total, f32w + f16w, f16r, f16w))
+    by = f16_stream_bytes(row)
+    total = sum(by.values())
+    t = float(g.hbm_time_s(total, by["f32_write"] + by["f16_write"], by["f16_read"],
+                           by["f16_write"]))
     return {**row, "nbytes": int(total), "ms": t * 1e3, "Bps": total / t}
 
 

@@ -11,7 +11,7 @@ Worst error: 12.4% (AllReduce at 256 KiB, 16 MiB; ReduceScatter at 4 MiB, 256 Mi
 
 `fit_nccl` is that fit as a function of any measured table, group size and base cluster:
 `workbench calibrate` (cost_model/calibration.py) calls it on the f32 table it measured, and
-`refit_nccl` (a local search from those constants) on the f16 and bf16 tables.
+`fit_nccl_bandwidth` (the bandwidth constants only, from the f32 fit) on the f16 and bf16 ones.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from cost_model.collectives import choose_plan, collective_time
 from cost_model.hardware import Cluster, NcclTuning, Protocol, preset
+from workbench.errors import HardwareError
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl_h200x4.csv"
 KINDS = ("allreduce", "reducescatter", "allgather")
@@ -116,25 +117,66 @@ def fit_nccl(table: Table, P: int, cluster: Cluster, *, seed: int = 0, popsize: 
     return NcclFit(_tuning(result.x, cluster.nccl), float(result.fun))
 
 
-def refit_nccl(table: Table, P: int, cluster: Cluster, *, maxfev: int = 20000) -> NcclFit:
-    """Fit the NCCL constants to a measured table by a local search from `cluster`'s own
-    constants (adaptive Nelder-Mead on the same minimax objective and bounds as `fit_nccl`):
-    never worse than those constants on this table.
+# A measured point is bandwidth bound when it takes at least this many times the model's time of
+# a 1-byte collective of its kind (the latency): there the bandwidth constants set the time.
+BANDWIDTH_BOUND_FACTOR = 2.0
 
-    For a table close to one already fitted: calibration refits the f16 and bf16 collectives
-    from the f32 constants (the same protocols and channels, another element type). On a
-    f16-like table made from the 2x H200 f32 table (large sizes 12 % slower) it reaches the
-    worst error of a full `fit_nccl` (11.0 %) in 4 s against 91 s, and it recovers synthetic
-    f16 constants (20 % lower efficiencies, more host cost) within 0.1 %; the GPU machine
-    runs the fit after measuring, so this keeps calibration short."""
-    from scipy.optimize import minimize
 
-    bounds = _bounds(cluster.nccl)
-    x0 = [min(max(v, lo), hi) for v, (lo, hi) in zip(_vector(cluster.nccl), bounds)]
-    result = minimize(_worst, x0, args=(table, P, cluster), method="Nelder-Mead", bounds=bounds,
-                      options={"maxfev": maxfev, "xatol": 1e-9, "fatol": 1e-6,
-                               "adaptive": True})
-    return NcclFit(_tuning(result.x, cluster.nccl), float(result.fun))
+def bandwidth_bound(table: Table, P: int, cluster: Cluster) -> Table:
+    """The points of a measured table that are bandwidth bound under `cluster`'s constants
+    (see BANDWIDTH_BOUND_FACTOR); sizes left with no point are dropped."""
+    out = []
+    for n, row in table:
+        kept = {k: t for k, t in row.items()
+                if t >= BANDWIDTH_BOUND_FACTOR * collective_time(k, 1, P, cluster)}
+        if kept:
+            out.append((n, kept))
+    return out
+
+
+def _bandwidth_tuning(x, base: NcclTuning) -> NcclTuning:
+    """(AllReduce factor, efficiency per protocol) -> NcclTuning, the rest from `base`."""
+    return dataclasses.replace(
+        base, allreduce_bandwidth_factor=float(x[0]),
+        protocols=tuple(dataclasses.replace(p, efficiency=float(e))
+                        for p, e in zip(base.protocols, x[1:])))
+
+
+def _bandwidth_worst(x, table: Table, P: int, cluster: Cluster) -> float:
+    c = dataclasses.replace(cluster, nccl=_bandwidth_tuning(x, cluster.nccl))
+    return max(abs(e) for _, errs in table_errors(table, P, c) for e in errs.values())
+
+
+def fit_nccl_bandwidth(table: Table, P: int, cluster: Cluster, *, seed: int = 0,
+                       popsize: int = 15, maxiter: int = 300) -> NcclFit:
+    """Fit only the bandwidth constants of `cluster`'s NCCL model (the AllReduce bandwidth
+    factor and each protocol's efficiency) to the bandwidth-bound points of a measured table,
+    keeping its latencies (host overhead, per-kind and per-protocol latencies): minimax
+    relative error by differential evolution, started from `cluster`'s values.
+
+    Calibration fits each collective dtype (f16, bf16) this way from the f32 constants: an
+    element type changes how fast NCCL reduces and moves bytes, not what a call costs to issue
+    or a protocol step to start. The small sizes cannot tell them apart anyway: in the second
+    2x H200 calibration the f16 and bf16 sweeps, run after the f32 one, took half the time at
+    64 KiB even for all_gather, which does no arithmetic (warm-up, not dtype); a full
+    `fit_nccl` of that f16 table would have priced every small f16 collective 2x faster. With
+    four free constants it takes a few seconds (a full `fit_nccl` takes ~90)."""
+    from scipy.optimize import differential_evolution
+
+    points = bandwidth_bound(table, P, cluster)
+    if not points:
+        raise HardwareError(f"a measured NCCL table must hold bandwidth-bound points (at least "
+                            f"{BANDWIDTH_BOUND_FACTOR:g}x the model's 1-byte time) to fit "
+                            f"bandwidth constants, got sizes {[n for n, _ in table]}; measure "
+                            f"up to 1 GiB as `workbench calibrate` does")
+    bounds = [_FACTOR_BOUND] + [_EFFICIENCY_BOUND] * len(cluster.nccl.protocols)
+    x0 = [cluster.nccl.allreduce_bandwidth_factor] + [p.efficiency
+                                                       for p in cluster.nccl.protocols]
+    result = differential_evolution(
+        _bandwidth_worst, bounds, args=(points, P, cluster), seed=seed, popsize=popsize,
+        maxiter=maxiter, tol=1e-4, polish=False,
+        x0=[min(max(v, lo), hi) for v, (lo, hi) in zip(x0, bounds)])
+    return NcclFit(_bandwidth_tuning(result.x, cluster.nccl), float(result.fun))
 
 
 def errors() -> list[tuple[int, dict]]:

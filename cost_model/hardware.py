@@ -18,6 +18,10 @@ from typing import Any
 
 from workbench.errors import HardwareError
 
+# Byte classes of a kernel with 2-byte arrays that may stream at rates of their own
+# (GPU.hbm_f16_kernel_Bps): reads and writes of its 4-byte and of its 2-byte arrays.
+F16_KERNEL_CLASSES = ("f32_read", "f16_read", "f32_write", "f16_write")
+
 
 @dataclass(frozen=True, slots=True)
 class GPU:
@@ -38,51 +42,53 @@ class GPU:
     # 3.82, 1 in + 1 out 3.69). None (the presets): every byte at hbm_bandwidth_Bps.
     hbm_read_bandwidth_Bps: float | None = None
     hbm_write_bandwidth_Bps: float | None = None
-    # Optional rates of the bytes of 2-byte elements (f16, bf16) read and written by a kernel
-    # that has them (the generated kernels then run 8 elements per lane: 16-byte f16 loads,
-    # two 16-byte f32 loads). Fitted from mixed f16/f32 stream kernels and written only when
-    # they differ from the read/write split above (cost_model/calibration.py,
-    # `fit_hbm_f16`); they refine that split, so they need it. None (the presets, and a
-    # calibration whose f16 streams ran at the f32 rates): 2-byte elements cost as f32 bytes.
-    hbm_f16_read_bandwidth_Bps: float | None = None
-    hbm_f16_write_bandwidth_Bps: float | None = None
+    # Optional rates of a kernel that has 2-byte arrays (f16, bf16), per byte class (f32_read,
+    # f16_read, f32_write, f16_write): such a kernel runs 8 elements per lane (codegen's vec =
+    # 16 // smallest element), so an f32 array moves 32 bytes per lane in two 16-byte accesses.
+    # A class not listed streams at the f32 kernels' rate above. Fitted from mixed f16/f32
+    # stream kernels (cost_model/calibration.py, `fit_hbm_f16_kernels`), a class only where
+    # the data needs it: on 2x H200 f32 writes, at 2.43 TB/s against 3.56 in f32 kernels.
+    # Empty (the presets): every kernel at the read/write split. It refines the split, so it
+    # needs it.
+    hbm_f16_kernel_Bps: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self):
-        _together(self, "hbm_read_bandwidth_Bps", "hbm_write_bandwidth_Bps")
-        _together(self, "hbm_f16_read_bandwidth_Bps", "hbm_f16_write_bandwidth_Bps")
-        if self.hbm_f16_read_bandwidth_Bps is not None and self.hbm_read_bandwidth_Bps is None:
-            raise HardwareError("gpu.hbm_f16_read_bandwidth_Bps and "
-                                "gpu.hbm_f16_write_bandwidth_Bps must come with "
-                                "gpu.hbm_read_bandwidth_Bps and gpu.hbm_write_bandwidth_Bps "
-                                "(they refine that split), got no read/write split")
+        if (self.hbm_read_bandwidth_Bps is None) != (self.hbm_write_bandwidth_Bps is None):
+            given = "hbm_read_bandwidth_Bps" if self.hbm_write_bandwidth_Bps is None \
+                else "hbm_write_bandwidth_Bps"
+            raise HardwareError(f"gpu.hbm_read_bandwidth_Bps and gpu.hbm_write_bandwidth_Bps "
+                                f"must be given together, got only {given}")
+        for name, rate in self.hbm_f16_kernel_Bps:
+            if name not in F16_KERNEL_CLASSES or not rate > 0:
+                raise HardwareError(f"gpu.hbm_f16_kernel_Bps must map byte classes "
+                                    f"({', '.join(F16_KERNEL_CLASSES)}) to positive rates, got "
+                                    f"{name!r}: {rate!r}")
+        if self.hbm_f16_kernel_Bps and self.hbm_read_bandwidth_Bps is None:
+            raise HardwareError("gpu.hbm_f16_kernel_Bps must come with gpu.hbm_read_bandwidth_Bps "
+                                "and gpu.hbm_write_bandwidth_Bps (it refines that split), got no "
+                                "read/write split")
 
     def hbm_time_s(self, hbm_bytes, write_bytes=None, f16_read_bytes=0, f16_write_bytes=0):
         """Time to stream `hbm_bytes` of which `write_bytes` are writes (None: unknown, or no
         read/write split in this spec: all at hbm_bandwidth_Bps). `f16_read_bytes` and
-        `f16_write_bytes` (of the reads and of the writes) are bytes of 2-byte elements:
-        priced at their own rates where the spec has them, else as any other byte."""
+        `f16_write_bytes` (of the reads and of the writes) are bytes of 2-byte elements: a
+        kernel with any streams at `hbm_f16_kernel_Bps` where the spec has rates there."""
         if write_bytes is None or self.hbm_read_bandwidth_Bps is None:
             return hbm_bytes / self.hbm_bandwidth_Bps
-        t = ((hbm_bytes - write_bytes) / self.hbm_read_bandwidth_Bps
-             + write_bytes / self.hbm_write_bandwidth_Bps)
-        if self.hbm_f16_read_bandwidth_Bps is None:
-            return t
-        return (t + f16_read_bytes * (1 / self.hbm_f16_read_bandwidth_Bps
-                                      - 1 / self.hbm_read_bandwidth_Bps)
-                + f16_write_bytes * (1 / self.hbm_f16_write_bandwidth_Bps
-                                     - 1 / self.hbm_write_bandwidth_Bps))
+        reads = hbm_bytes - write_bytes
+        if not self.hbm_f16_kernel_Bps or f16_read_bytes + f16_write_bytes == 0:
+            return reads / self.hbm_read_bandwidth_Bps + write_bytes / self.hbm_write_bandwidth_Bps
+        rate = {"f32_read": self.hbm_read_bandwidth_Bps, "f16_read": self.hbm_read_bandwidth_Bps,
+                "f32_write": self.hbm_write_bandwidth_Bps,
+                "f16_write": self.hbm_write_bandwidth_Bps, **dict(self.hbm_f16_kernel_Bps)}
+        return ((reads - f16_read_bytes) / rate["f32_read"] + f16_read_bytes / rate["f16_read"]
+                + (write_bytes - f16_write_bytes) / rate["f32_write"]
+                + f16_write_bytes / rate["f16_write"])
 
     def flops_for(self, dtype_name: str) -> float:
         """Peak FLOP/s for a dtype name (f16, bf16, f32, i32); unknown names use f32's rate."""
         table = dict(self.peak_flops)
         return table.get(dtype_name, table["f32"])
-
-
-def _together(spec, a: str, b: str) -> None:
-    """Two optional fields of `spec` (a GPU) that are given both or neither."""
-    if (getattr(spec, a) is None) != (getattr(spec, b) is None):
-        given = a if getattr(spec, b) is None else b
-        raise HardwareError(f"gpu.{a} and gpu.{b} must be given together, got only {given}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,3 +102,67 @@ def test_failed_block_sweep_is_recorded_and_the_raw_file_still_fits(monkeypatch,
     p = tmp_path / "r.raw.json"
     p.write_text(json.dumps(raw))
     assert calibration.fit(calibration.read_raw(p, 1)).cluster.fused_block_bandwidth == ()
+
+
+class _FakeTensor:
+    """Just enough of a torch tensor for calibrate_worker.collectives on a CPU."""
+
+    def __init__(self, n, dtype):
+        self.n, self.dtype = n, dtype
+
+    def __getitem__(self, s):
+        return _FakeTensor(len(range(*s.indices(self.n))), self.dtype)
+
+    def element_size(self):
+        return {"float32": 4, "float16": 2, "bfloat16": 2}[self.dtype]
+
+    def item(self):
+        return 0.01
+
+
+def _fake_torch_dist(calls, broken=()):
+    def make(n, device=None, dtype="float32"):
+        if dtype in broken:
+            raise RuntimeError(f"no {dtype} here")
+        return _FakeTensor(n, dtype)
+
+    event = SimpleNamespace(record=lambda: None, synchronize=lambda: None,
+                            elapsed_time=lambda other: 0.01)
+    torch = SimpleNamespace(
+        float32="float32", float16="float16", bfloat16="bfloat16", device=lambda *a: "dev",
+        empty=make, randn=make, tensor=lambda values, device=None: _FakeTensor(1, "float32"),
+        cuda=SimpleNamespace(synchronize=lambda: None, empty_cache=lambda: None,
+                             Event=lambda enable_timing: event))
+
+    def op(name):
+        def run(*tensors, **kwargs):
+            calls.append((name, tensors[-1].dtype, tensors[-1].n * tensors[-1].element_size()))
+        return run
+
+    dist = SimpleNamespace(barrier=lambda: None, all_reduce=op("allreduce"),
+                           reduce_scatter_tensor=op("reducescatter"),
+                           all_gather_into_tensor=op("allgather"),
+                           ReduceOp=SimpleNamespace(MAX="max"))
+    return torch, dist
+
+
+def test_collectives_interleave_dtypes_in_rotating_order(monkeypatch):
+    monkeypatch.setattr(calibrate_worker, "COLLECTIVE_NBYTES", [2**16, 2**17, 2**18, 2**19])
+    calls = []
+    torch, dist = _fake_torch_dist(calls)
+    rows, errors = calibrate_worker.collectives(torch, dist, 0, 2, 1, 2)
+    assert errors == {} and sorted(rows) == ["bf16", "f16", "f32"]
+    assert [r["nbytes"] for r in rows["f16"]] == [2**16, 2**17, 2**18, 2**19]
+    assert set(rows["f32"][0]) == {"nbytes", "allreduce_ms", "reducescatter_ms", "allgather_ms"}
+    # the dtype of each timed all_reduce (the MAX reductions of the medians are f32 of 4 B)
+    timed = [(dt, n) for name, dt, n in calls if name == "allreduce" and n > 4]
+    firsts = [dt for i, (dt, n) in enumerate(timed) if i == 0 or timed[i - 1][1] != n]
+    assert firsts == ["float32", "float16", "bfloat16", "float32"]  # rotating
+
+
+def test_collectives_leave_out_a_dtype_without_buffers(monkeypatch):
+    monkeypatch.setattr(calibrate_worker, "COLLECTIVE_NBYTES", [2**16, 2**17])
+    torch, dist = _fake_torch_dist([], broken=("bfloat16",))
+    rows, errors = calibrate_worker.collectives(torch, dist, 0, 2, 1, 2)
+    assert sorted(rows) == ["f16", "f32"]
+    assert errors == {"bf16": "RuntimeError: no bfloat16 here"}

@@ -53,34 +53,51 @@ def log(rank: int, msg: str) -> None:
 
 
 def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int,
-                dtype: str = "f32") -> list[dict]:
-    """One row per size: nbytes and each collective's slowest-rank median time (ms), on
-    buffers of `dtype` (f32, f16, bf16; the same byte sizes in every dtype)."""
+                dtypes=("f32", *NCCL_DTYPES)) -> tuple[dict, dict]:
+    """({dtype: rows}, {dtype: error}): one row per size with nbytes and each collective's
+    slowest-rank median time (ms), on buffers of each dtype (the same byte sizes in every
+    dtype); a dtype whose buffers cannot be made is left out with its error.
+
+    The dtypes are interleaved, size by size, in an order that rotates from one size to the
+    next: in the second 2x H200 calibration, where each dtype had its own sweep, the f16 and
+    bf16 sweeps (run after the f32 one) took half the time at 64 KiB even for all_gather,
+    which does no arithmetic; interleaved, such drift cannot pass for a dtype effect."""
     dev = torch.device("cuda", rank)
-    tdtype = getattr(torch, _TORCH_DTYPES[dtype])
-    item = torch.empty(0, dtype=tdtype).element_size()
-    big = torch.randn(COLLECTIVE_NBYTES[-1] // item, device=dev, dtype=tdtype)
-    part = torch.empty(COLLECTIVE_NBYTES[-1] // item // P, device=dev, dtype=tdtype)
-    rows = []
-    for nbytes in COLLECTIVE_NBYTES:
-        n = nbytes // item
-        full, piece = big[:n], part[:n // P]
-        ops = {"allreduce": lambda f=full: dist.all_reduce(f),
-               "reducescatter": lambda f=full, p=piece: dist.reduce_scatter_tensor(p, f),
-               "allgather": lambda f=full, p=piece: dist.all_gather_into_tensor(f, p)}
-        row = {"nbytes": nbytes}
-        for kind, fn in ops.items():
-            dist.barrier()
-            med = torch.tensor([statistics.median(event_times(torch, fn, warmup, reps))],
-                               device=dev)
-            dist.all_reduce(med, op=dist.ReduceOp.MAX)
-            row[f"{kind}_ms"] = float(med.item())
-        rows.append(row)
-        log(rank, f"collectives {dtype} {nbytes} B: " + ", ".join(
-            f"{k} {v:.4f} ms" for k, v in row.items() if k != "nbytes"))
-    del big, part
+    bufs, errors = {}, {}
+    for dtype in dtypes:
+        try:
+            tdtype = getattr(torch, _TORCH_DTYPES[dtype])
+            item = torch.empty(0, dtype=tdtype).element_size()
+            bufs[dtype] = (item, torch.randn(COLLECTIVE_NBYTES[-1] // item, device=dev,
+                                             dtype=tdtype),
+                           torch.empty(COLLECTIVE_NBYTES[-1] // item // P, device=dev,
+                                       dtype=tdtype))
+        except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
+            errors[dtype] = f"{type(e).__name__}: {e}"
+            log(rank, f"collectives {dtype} left out: {errors[dtype]}")
+    order = list(bufs)
+    rows = {dtype: [] for dtype in order}
+    for i, nbytes in enumerate(COLLECTIVE_NBYTES):
+        for dtype in order[i % len(order):] + order[:i % len(order)]:
+            item, big, part = bufs[dtype]
+            n = nbytes // item
+            full, piece = big[:n], part[:n // P]
+            ops = {"allreduce": lambda f=full: dist.all_reduce(f),
+                   "reducescatter": lambda f=full, p=piece: dist.reduce_scatter_tensor(p, f),
+                   "allgather": lambda f=full, p=piece: dist.all_gather_into_tensor(f, p)}
+            row = {"nbytes": nbytes}
+            for kind, fn in ops.items():
+                dist.barrier()
+                med = torch.tensor([statistics.median(event_times(torch, fn, warmup, reps))],
+                                   device=dev)
+                dist.all_reduce(med, op=dist.ReduceOp.MAX)
+                row[f"{kind}_ms"] = float(med.item())
+            rows[dtype].append(row)
+            log(rank, f"collectives {dtype} {nbytes} B: " + ", ".join(
+                f"{k} {v:.4f} ms" for k, v in row.items() if k != "nbytes"))
+    del bufs
     torch.cuda.empty_cache()
-    return rows
+    return rows, errors
 
 
 def device(torch, rank: int, warmup: int, reps: int) -> dict:
@@ -308,16 +325,10 @@ def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
     if P > 1:
         dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
         log(rank, "NCCL up")
-        raw["collectives"] = collectives(torch, dist, rank, P, warmup, reps)
-        raw["collectives_by_dtype"] = {}
-        for dtype in NCCL_DTYPES:
-            # the same calls on every rank: a dtype NCCL lacks fails on all of them alike
-            try:
-                raw["collectives_by_dtype"][dtype] = collectives(torch, dist, rank, P, warmup,
-                                                                 reps, dtype)
-            except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
-                raw[f"collectives_{dtype}_error"] = f"{type(e).__name__}: {e}"
-                log(rank, f"collectives {dtype} failed: {type(e).__name__}: {e}")
+        rows, errors = collectives(torch, dist, rank, P, warmup, reps)
+        raw["collectives"] = rows.pop("f32")
+        raw["collectives_by_dtype"] = rows
+        raw.update({f"collectives_{d}_error": e for d, e in errors.items()})
     else:
         raw["collectives"] = []
     if rank == 0:
