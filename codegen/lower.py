@@ -9,6 +9,12 @@ Storage rules (the whole runtime relies on them):
   every other collective and every Compute whose value is read outside its kernel gets a fresh
   buffer; values used only inside one fused kernel live in registers.
 
+Pipelines (programs of several groups, one per stage): ranks are numbered stage-major, global
+rank = stage * P + r; every buffer belongs to one group (`BufferSpec.group`) and is allocated on
+that group's ranks only, every step runs on the groups that `Plan.step_groups` names, and a
+Send writes into (fused) or receives into (NCCL) a buffer of the destination group on the
+same local rank r.
+
 Index expressions stay sympy until the last moment and are printed with the integer-division
 printer (codegen.cprinter): `rank` and the size symbols are kernel parameters, `e` is the element
 index inside a kernel's domain.
@@ -17,7 +23,7 @@ index inside a kernel's domain.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import sympy
@@ -36,14 +42,17 @@ CHUNK = sympy.Symbol("chunk", integer=True, nonnegative=True)
 
 @dataclass(frozen=True)
 class BufferSpec:
-    """A device buffer on every rank: `numel` elements of `dtype` (sympy, sizes unbound);
-    `peer` buffers are mapped into every other rank (CUDA IPC) for fused collectives."""
+    """A device buffer on every rank of group `group`: `numel` elements of `dtype` (sympy,
+    sizes unbound); `peer` buffers are mapped into other ranks (CUDA IPC): the ranks of the
+    same group for fused collectives, the same local rank of the next or previous stage for a
+    fused Send."""
 
     name: str
     dtype: str
     numel: sympy.Expr
     peer: bool = False
     holds_input: str = ""
+    group: int = 0  # the stage whose ranks hold it (pipelines)
 
 
 @dataclass(frozen=True)
@@ -98,33 +107,113 @@ class GemmStep:
 
 
 @dataclass(frozen=True)
-class OverlapStep:
-    """CoCoNet's overlap: the producer (a GemmStep) and the consumer run as `chunks` pieces
-    along the rows of the producer's output, on two streams: consumer chunk i waits for
-    producer chunk i only, so chunk i's communication runs beside chunk i+1's MatMul.
+class SendStep:
+    """An unfused Send through NCCL point-to-point: rank r of stage `src_group` sends `count`
+    elements at `src` to rank r of stage `dst_group`, which receives them at `dst`."""
 
-    The consumer is a fused collective KernelStep whose spec takes a `chunk` parameter
-    (launched once per chunk), or an NcclStep (one NCCL call per chunk of count / chunks)."""
+    src: Loc
+    dst: Loc
+    count: sympy.Expr
+    dtype: str
+    stmt: str
+    src_group: int
+    dst_group: int
+
+
+@dataclass(frozen=True)
+class OverlapStep:
+    """CoCoNet's overlap: the producer and the consumer run as `chunks` pieces along the rows
+    of the producer's output, on two streams: consumer chunk i waits for producer chunk i
+    only, so chunk i's communication runs beside chunk i+1's computation.
+
+    The producer is a GemmStep (a MatMul, chunked by rows) or an NcclStep (one NCCL call per
+    chunk of count / chunks). The consumer is a fused collective or fused Send KernelStep whose
+    spec takes a `chunk` parameter (launched once per chunk), or an NcclStep."""
 
     chunks: int
-    producer: GemmStep
+    producer: GemmStep | NcclStep
     consumer: KernelStep | NcclStep
     stmt: str
+    rows: sympy.Expr = sympy.Integer(0)  # NCCL producer: rows of the chunked tensor
+    per: int = 1  # ... which must divide into this many equal parts (check_chunk_rows)
+
+
+@dataclass(frozen=True)
+class ChunkedStep:
+    """`steps` run chunk by chunk on one stream: chunk 0 of each step in order, then chunk 1,
+    and so on. Kernel steps take the chunk as their `chunk` parameter; an NcclStep runs on its
+    count / chunks part of chunk i. A pipeline's stages overlap this way: stage 0 sends chunk
+    i+1 while stage 1 gathers chunk i (each waits only for its own chunk's flag)."""
+
+    chunks: int
+    steps: tuple
+    stmt: str
+    rows: sympy.Expr = sympy.Integer(0)  # rows of the chunked tensor (sizes unbound) ...
+    per: int = 1  # ... which must divide into this many equal parts (check_chunk_rows)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """A program lowered for P ranks: buffers, value locations, and steps in order."""
+    """A program lowered for groups of P ranks: buffers, value locations, and steps in order.
+
+    `groups` names the stages in order (one name for a program of one group); step k runs on
+    the ranks of the groups in `step_groups[k]` (a Send on both of its stages)."""
 
     program: ir.Program
     P: int
     buffers: tuple[BufferSpec, ...]
     locs: dict = field(hash=False, compare=False)
     steps: tuple = ()
+    groups: tuple[str, ...] = ("world",)
+    step_groups: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def world(self) -> int:
+        """Ranks of the whole program: P per stage."""
+        return self.P * len(self.groups)
+
+    def steps_of(self, group: int) -> tuple:
+        """The steps that the ranks of stage `group` run, in order."""
+        groups = self.step_groups or ((0,),) * len(self.steps)
+        return tuple(s for s, g in zip(self.steps, groups) if group in g)
 
     def kernels(self) -> tuple[KernelSpec, ...]:
-        flat = [s.consumer if isinstance(s, OverlapStep) else s for s in self.steps]
+        flat = []
+        for s in self.steps:
+            if isinstance(s, OverlapStep):
+                flat.append(s.consumer)
+            elif isinstance(s, ChunkedStep):
+                flat += s.steps
+            else:
+                flat.append(s)
         return tuple(s.spec for s in flat if isinstance(s, KernelStep))
+
+
+def stage_order(program: ir.Program) -> tuple:
+    """The program's groups in pipeline order: every Send goes from a stage to the next one.
+    A program of one group gives that group."""
+    groups = list(program.groups())
+    types = {v.name: v.type for v in program.all_values()}
+    nxt = {}
+    for leaf in program.leaves():
+        for v in leaf.outs:
+            types[v.name] = v.type
+        if isinstance(leaf.op, ir.Send):
+            nxt[types[leaf.op.x].group] = leaf.op.dst
+    firsts = [g for g in groups if g not in nxt.values()]
+    if len(groups) > 1 and len(firsts) != 1:
+        raise _fault(f"a pipeline's stages must form one chain of Sends, got groups "
+                     f"{', '.join(g.name for g in groups)} with Sends "
+                     f"{', '.join(f'{a.name}->{b.name}' for a, b in nxt.items()) or 'none'}; "
+                     "Send each stage's result to the next one")
+    order = [firsts[0]] if firsts else groups[:1]
+    while order[-1] in nxt and nxt[order[-1]] not in order:
+        order.append(nxt[order[-1]])
+    if len(order) != len(groups):
+        raise _fault(f"a pipeline's stages must form one chain of Sends, got the chain "
+                     f"{' -> '.join(g.name for g in order)} missing "
+                     f"{', '.join(g.name for g in groups if g not in order)}")
+    return tuple(order)
 
 
 # Max blocks of a fused collective: its flag buffer holds [2][MAX_BLOCKS][P] u32.
@@ -169,6 +258,9 @@ class _Planner:
         self.program = program
         self.P = P
         self.psub = {g.size: P for g in program.groups()}
+        self.stages = stage_order(program)
+        self.stage_of = {g: i for i, g in enumerate(self.stages)}
+        self.group = 0  # stage of the statement being lowered (its extra buffers live there)
         self.types: dict[str, TensorType] = {v.name: v.type for v in program.all_values()}
         for s in program.leaves():
             for v in s.outs:
@@ -192,13 +284,27 @@ class _Planner:
         bname = _ident(name)
         while bname in self.buffers:
             bname += "_"
-        self.buffers[bname] = BufferSpec(bname, self.types[name].dtype.name, self.sub(numel),
-                                         holds_input=holds_input)
+        t = self.types[name]
+        self.buffers[bname] = BufferSpec(bname, t.dtype.name, self.sub(numel),
+                                         holds_input=holds_input, group=self.stage_of[t.group])
         return Loc(bname, sympy.Integer(0), self.sub(numel))
 
+    def add_buffer(self, name: str, dtype: str, numel, peer: bool = False,
+                   group: int | None = None) -> None:
+        """A buffer no program value has (flags, partial sums, staging), in the stage of the
+        statement being lowered unless `group` says another."""
+        self.buffers[name] = BufferSpec(name, dtype, self.sub(numel), peer=peer,
+                                        group=self.group if group is None else group)
+
     def mark_peer(self, buffer: str) -> None:
-        b = self.buffers[buffer]
-        self.buffers[buffer] = BufferSpec(b.name, b.dtype, b.numel, True, b.holds_input)
+        self.buffers[buffer] = replace(self.buffers[buffer], peer=True)
+
+    def stage(self, stmt: ir.Stmt) -> int:
+        """The stage a statement runs in: that of the values its first leaf reads (a Send
+        reads in its source stage), or of its first value when it reads none."""
+        leaf = next(stmt.leaves())
+        names = [n for n in leaf.op.operands() if n in self.types] or [leaf.outs[0].name]
+        return self.stage_of[self.types[names[0]].group]
 
     def analyse_uses(self) -> None:
         for k, stmt in enumerate(self.program.stmts):
@@ -240,24 +346,20 @@ COLLECTIVE_MODES = ("pull", "push")
 
 def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROLL,
           collective_mode: str = "pull") -> Plan:
-    """Lower `program` for a group of P ranks; raises RuntimeFault for ops the GPU backend does
-    not generate yet (the message names the op and the statement).
+    """Lower `program` for groups of P ranks (P per stage of a pipeline, whose ranks are
+    numbered stage-major); raises RuntimeFault for ops the GPU backend does not generate yet
+    (the message names the op and the statement).
 
     collective_mode: how a fused collective reduce-scatters. pull: each rank loads its slice
     from every peer's buffer over NVLink. push: each rank stores every peer's slice into that
     peer's staging buffer, then reduces locally (all NVLink traffic is stores)."""
     if collective_mode not in COLLECTIVE_MODES:
         raise _fault(f"collective mode must be one of {COLLECTIVE_MODES}, got {collective_mode!r}")
-    groups = program.groups()
-    if len(groups) != 1:
-        raise _fault(f"the GPU backend must get a program of one process group, got "
-                     f"{len(groups)} ({', '.join(g.name for g in groups)}); pipelines are not "
-                     "generated yet")
     pl = _Planner(program, P)
     pl.analyse_uses()
     for v in program.inputs:
         pl.locs[v.name] = pl.new_buffer(v.name, pl.local_numel(v.name), holds_input=v.name)
-    steps = []
+    steps: list[tuple[object, tuple[int, ...]]] = []
     leaf_index = 0
     for stmt in program.stmts:
         leaves = list(stmt.leaves())
@@ -265,25 +367,34 @@ def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROL
         leaf_index += len(leaves)
         op = stmt.op
         what = f"statement {stmt.name} ({op})"
+        pl.group = pl.stage(stmt)
+        here = (pl.group,)
         if isinstance(op, ir.Overlapped):
-            steps.append(_overlap_step(pl, stmt, first, collective_unroll, collective_mode))
+            steps += _overlap_steps(pl, stmt, first, collective_unroll, collective_mode)
         elif isinstance(op, ir.MatMul):
-            steps.append(_gemm_step(pl, stmt, what))
+            steps.append((_gemm_step(pl, stmt, what), here))
         elif isinstance(op, ir.Fused) and op.kind in ("allreduce", "reducescatter", "allgather"):
-            steps += _fused_collective_steps(pl, stmt, first, collective_unroll, collective_mode)
+            steps += [(s, here) for s in _fused_collective_steps(
+                pl, stmt, first, collective_unroll, collective_mode)]
+        elif isinstance(op, ir.Fused) and op.kind == "send":
+            steps += _send_steps(pl, stmt, first, collective_unroll, collective_mode)
+        elif isinstance(op, ir.Send):
+            steps.append(_p2p_step(pl, stmt))
         elif isinstance(op, ir.Slice):
             pl.locs[stmt.out.name] = _slice_loc(pl, stmt, what)
         elif isinstance(op, ir.Norm):
-            steps += _norm_steps(pl, stmt, first)
+            steps += [(s, here) for s in _norm_steps(pl, stmt, first)]
         elif isinstance(op, ir.Fused) and op.kind == "compute" or isinstance(
                 op, ir.ELEMENTWISE_OPS):
-            steps.append(_elementwise_kernel(pl, stmt, first))
+            steps.append((_elementwise_kernel(pl, stmt, first), here))
         elif isinstance(op, (ir.AllReduce, ir.ReduceScatter, ir.AllGather, ir.Broadcast)):
-            steps.append(_nccl_step(pl, stmt, first))
+            steps.append((_nccl_step(pl, stmt, first), here))
         else:
             raise _fault(f"the GPU backend must support every op of {program.name}, got {what}, "
                          "which it does not generate yet; measure a schedule without it")
-    return Plan(program, P, tuple(pl.buffers.values()), dict(pl.locs), tuple(steps))
+    return Plan(program, P, tuple(pl.buffers.values()), dict(pl.locs),
+                tuple(s for s, _ in steps), tuple(g.name for g in pl.stages),
+                tuple(g for _, g in steps))
 
 
 def _result_loc(pl: _Planner, leaf: ir.Stmt, index: int, what: str) -> Loc | None:
@@ -339,31 +450,56 @@ def _gemm_step(pl: _Planner, stmt: ir.Stmt, what: str) -> GemmStep:
     return GemmStep(a, b, c, pl.sub(la[0]), pl.sub(la[1]), pl.sub(lb[1]), dtype, out.name)
 
 
-def _overlap_step(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
-                  mode: str) -> OverlapStep:
-    """Overlapped(chunks){MatMul; consumer}: chunks along the MatMul's output rows (dim 0)."""
+def _overlap_steps(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int,
+                   mode: str) -> list[tuple[object, tuple[int, ...]]]:
+    """Overlapped(chunks){producer; consumer} as (step, stages) pairs:
+
+    - MatMul; fused AllReduce or AllReduce of its output: one OverlapStep (chunks along the
+      MatMul's output rows);
+    - AllReduce (NCCL); FusedSend of what reads it: an OverlapStep in the source stage (NCCL
+      chunk i, then the fused Send of chunk i) and the receiver's chunked flag wait;
+    - FusedSend; AllGather (NCCL) of what it sent: the chunked fused kernel in the source
+      stage, and in the destination stage, per chunk, the flag wait and the AllGather of the
+      chunk (the stages overlap: chunk i is gathered while chunk i+1 is computed and sent)."""
     op: ir.Overlapped = stmt.op
     what = f"statement {stmt.name} ({op})"
     prod, cons = op.body
-    if not isinstance(prod.op, ir.MatMul):
-        raise _fault(f"{what}: the GPU backend overlaps a MatMul producer, got {prod.op}; "
-                     "measure a schedule without this overlap")
-    gemm = _gemm_step(pl, prod, f"statement {prod.name} ({prod.op})")
     n_prod = len(list(prod.leaves()))
-    cop = cons.op
+    pop, cop = prod.op, cons.op
     cwhat = f"statement {cons.name} ({cop})"
-    if isinstance(cop, ir.Fused) and cop.kind == "allreduce":
-        steps = _fused_collective_steps(pl, cons, first + n_prod, unroll, mode, op.chunks)
-        if len(steps) != 1:
-            raise _fault(f"{cwhat}: an overlapped fused collective must be one launch, got "
-                         f"{len(steps)} (a norm splits it); overlap a schedule without norms")
-        consumer = steps[0]
-    elif isinstance(cop, ir.AllReduce) and cop.x == prod.out.name:
-        consumer = _nccl_step(pl, cons, first + n_prod)
-    else:
-        raise _fault(f"{what}: the GPU backend overlaps a MatMul with a fused AllReduce or an "
-                     f"AllReduce of its output, got {cop}; measure a schedule without it")
-    return OverlapStep(op.chunks, gemm, consumer, stmt.name)
+    here = (pl.group,)
+    if isinstance(pop, ir.MatMul):
+        gemm = _gemm_step(pl, prod, f"statement {prod.name} ({pop})")
+        if isinstance(cop, ir.Fused) and cop.kind == "allreduce":
+            steps = _fused_collective_steps(pl, cons, first + n_prod, unroll, mode, op.chunks)
+            if len(steps) != 1:
+                raise _fault(f"{cwhat}: an overlapped fused collective must be one launch, got "
+                             f"{len(steps)} (a norm splits it); overlap a schedule without "
+                             "norms")
+            consumer = steps[0]
+        elif isinstance(cop, ir.AllReduce) and cop.x == prod.out.name:
+            consumer = _nccl_step(pl, cons, first + n_prod)
+        else:
+            raise _fault(f"{what}: the GPU backend overlaps a MatMul with a fused AllReduce or "
+                         f"an AllReduce of its output, got {cop}; measure a schedule without "
+                         "it")
+        return [(OverlapStep(op.chunks, gemm, consumer, stmt.name), here)]
+    if (isinstance(pop, ir.AllReduce) and isinstance(cop, ir.Fused) and cop.kind == "send"):
+        nccl = _nccl_step(pl, prod, first)
+        sent = _send_steps(pl, cons, first + n_prod, unroll, mode, op.chunks)
+        (sender, src), (waiter, dst) = sent
+        rows, per = _chunk_rows(pl, next(cons.leaves()).out.type, op.chunks)
+        return [(OverlapStep(op.chunks, nccl, sender.steps[0], stmt.name, rows, per), src),
+                (waiter, dst)]
+    if (isinstance(pop, ir.Fused) and pop.kind == "send" and isinstance(cop, ir.AllGather)
+            and cop.x == prod.outs[-1].name):
+        (sender, src), (waiter, dst) = _send_steps(pl, prod, first, unroll, mode, op.chunks)
+        pl.group = dst[0]
+        gather = _nccl_step(pl, cons, first + n_prod)
+        return [(sender, src), (replace(waiter, steps=(*waiter.steps, gather)), dst)]
+    raise _fault(f"{what}: the GPU backend overlaps a MatMul with an AllReduce, an AllReduce "
+                 f"with a fused Send, or a fused Send with an AllGather of what it sent, got "
+                 f"{pop} then {cop}; measure a schedule without this overlap")
 
 
 def check_overlap_rows(step: OverlapStep, rows: int, P: int) -> None:
@@ -375,6 +511,20 @@ def check_overlap_rows(step: OverlapStep, rows: int, P: int) -> None:
                      f"multiple of {'chunks x ranks = ' if per != step.chunks else 'chunks = '}"
                      f"{per} to overlap in {step.chunks} chunks; pick sizes that divide, or "
                      "fewer chunks")
+
+
+def check_chunk_rows(stmt: str, rows: int, per: int, chunks: int) -> None:
+    """Raise unless `rows` (sizes bound) split into `per` equal parts: `chunks` per tensor,
+    times P when each chunk is split again over the ranks of a stage."""
+    if rows % per:
+        raise _fault(f"statement {stmt}: the {rows} rows must be a multiple of "
+                     f"{'chunks x ranks = ' if per != chunks else 'chunks = '}{per} to run in "
+                     f"{chunks} chunks; pick sizes that divide, or fewer chunks")
+
+
+def _chunk_rows(pl: _Planner, t: TensorType, chunks: int) -> tuple[sympy.Expr, int]:
+    """Rows of a chunked kernel's whole tensor and the parts they must divide into."""
+    return pl.sub(t.shape[0]), chunks * (pl.P if _sliced0(t) else 1)
 
 
 def _nccl_step(pl: _Planner, stmt: ir.Stmt, index: int) -> NcclStep:
@@ -420,11 +570,15 @@ class _KernelBuilder:
         # Elements per rank of one launch. Chunked (an overlapped consumer): launch `chunk`
         # covers rows [chunk * rows/chunks, (chunk+1) * rows/chunks) of the whole tensor and
         # rank r its r-th part of those rows, so `slice_index` counts parts of that size.
+        # A chunked kernel over a whole (Replicated or Local) tensor, the fused Send of an
+        # overlap, covers the chunk's rows on every rank: its parts are counted by chunk alone.
         self.extent = self.domain_numel / chunks
-        self.slice_index = RANK if chunks == 1 else CHUNK * pl.P + RANK
-        if chunks > 1 and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
-            raise _fault(f"{what}: an overlapped kernel must compute on dim-0 slices, got "
-                         f"{domain.layout}")
+        self.sliced = isinstance(domain.layout, Sliced) and domain.layout.dim == 0
+        self.slice_index = (RANK if chunks == 1 else
+                            CHUNK * pl.P + RANK if self.sliced else CHUNK)
+        if chunks > 1 and isinstance(domain.layout, Sliced) and not self.sliced:
+            raise _fault(f"{what}: an overlapped kernel must compute on dim-0 slices or whole "
+                         f"tensors, got {domain.layout}")
         self.params: dict[str, Param] = {}
         self.loads: dict[str, Load] = {}
         self.scalars: dict[str, Load] = {}
@@ -463,6 +617,15 @@ class _KernelBuilder:
         old = self.params.get(name)
         if old is None or (old.c_decl.startswith("const") and not const):
             self.params[name] = Param(name, decl, "buf", buffer)
+        return name
+
+    def remote_param(self, buffer: str, group: int, c_type: str = "") -> str:
+        """The pointer to `buffer` on this local rank of stage `group` (a fused Send's
+        destination, mapped through CUDA IPC)."""
+        self.pl.mark_peer(buffer)
+        ctype = c_type or _BUF_C_TYPES[self.pl.buffers[buffer].dtype]
+        name = f"p_{buffer}_remote"
+        self.params[name] = Param(name, f"{ctype}* {name}", "remote", buffer, group)
         return name
 
     def peer_params(self, buffer: str, const: bool) -> tuple[str, ...]:
@@ -506,6 +669,9 @@ class _KernelBuilder:
         same_local = (len(t.shape) == len(d.shape) and all(
             ir.proven_equal(self.pl.sub(a), self.pl.sub(b))
             for a, b in zip(t.local_shape(), d.local_shape())))
+        if same_local and self.chunks > 1 and not isinstance(d.layout, Sliced):
+            # A whole-tensor domain in chunks: this launch's rows of an operand of its shape.
+            return Load(var, ctype, "contig", ptr, self._c(loc.offset + self.slice_base))
         if same_local and (t.layout == d.layout or not isinstance(d.layout, Sliced)):
             self._unchunked(f"'{name}', a slice held per rank")
             return Load(var, ctype, "contig", ptr, self._c(loc.offset))
@@ -539,6 +705,8 @@ class _KernelBuilder:
                 if (isinstance(d.layout, Sliced) and d.layout.dim == dk
                         and not isinstance(t.layout, Sliced)):
                     c = c + self.slice_index * dl[dk]
+                elif self.chunks > 1 and dk == 0 and not isinstance(d.layout, Sliced):
+                    c = c + self.slice_index * dl[dk]  # the chunk's rows of a whole tensor
                 index = index + c * ostride
             ostride = ostride * tl[k]
         return index
@@ -573,6 +741,8 @@ class _KernelBuilder:
                         raise _fault(f"{self.what}: Dropout on slices must slice dim 0, got "
                                      f"{t.layout}")
                     gidx = ELEM + self.slice_base
+                elif self.chunks > 1 and not isinstance(self.domain.layout, Sliced):
+                    gidx = ELEM + self.slice_base  # the chunk's rows of a whole tensor
                 else:
                     self._unchunked("a Dropout of a whole tensor")
                 scale = _float_literal(float(np.float32(1.0 / (1.0 - p))))
@@ -631,8 +801,7 @@ class _KernelBuilder:
             raise _fault(f"{what}: Norm must reduce a tensor, got the scalar '{x}'")
         cross = isinstance(self.pl.types[x].layout, Sliced)
         partials = f"partials_{_ident(out.name)}"
-        self.pl.buffers[partials] = BufferSpec(partials, "f64", sympy.Integer(MAX_BLOCKS),
-                                               peer=cross)
+        self.pl.add_buffer(partials, "f64", sympy.Integer(MAX_BLOCKS), peer=cross)
         ptr = self.buf_param(partials, const=False)
         self.norms.append(NormAcc(var, (ptr,), MAX_BLOCKS))
         self.pl.locs[out.name] = self.pl.new_buffer(out.name, 1)
@@ -704,8 +873,7 @@ def _finish_step(pl: _Planner, pending) -> KernelStep:
     params.append(Param("rank", "int rank", "rank"))
     if any(cross for _, _, cross in pending):
         flags_name = f"flags_{_ident(pending[0][0])}"
-        pl.buffers[flags_name] = BufferSpec(flags_name, "u32",
-                                            sympy.Integer(2 * MAX_BLOCKS * pl.P), peer=True)
+        pl.add_buffer(flags_name, "u32", sympy.Integer(2 * MAX_BLOCKS * pl.P), peer=True)
         params += [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
                    for k in range(pl.P)]
         params.append(Param("epoch", "uint32_t epoch", "epoch"))
@@ -761,15 +929,16 @@ def _fused_collective_steps(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int
 
 def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str = "pull",
                        tag: str = "", chunks: int = 1) -> tuple[KernelStep, list]:
-    """FusedAllReduce / FusedReduceScatter / FusedAllGather: ReduceScatter by peer loads, the
-    computation on this rank's slice in registers, AllGather by peer stores, one kernel; `part`
-    is the (leaf index, leaf) list of one launch of the region. Also the norms' pending
-    finishing work."""
+    """FusedAllReduce / FusedReduceScatter / FusedAllGather / FusedSend: ReduceScatter by
+    peer loads, the computation on this rank's slice in registers, AllGather by peer stores
+    or a Send by stores into the next stage's buffer, one kernel; `part` is the (leaf index,
+    leaf) list of one launch of the region. Also the norms' pending finishing work."""
     op: ir.Fused = stmt.op
     leaves = [leaf for _, leaf in part]
     what = f"statement {stmt.name} ({op})"
     domain = leaves[0].out.type
-    if not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
+    collective = any(isinstance(leaf.op, (ir.ReduceScatter, ir.AllGather)) for leaf in leaves)
+    if collective and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
         raise _fault(f"{what}: a fused collective must compute on dim-0 slices, got "
                      f"{domain.layout}")
     kb = _KernelBuilder(pl, domain, what, chunks)
@@ -787,8 +956,7 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
             else:
                 gptr = kb.buf_param(src.buffer, const=True)
                 stage = f"stage_{_ident(lop.x)}"
-                pl.buffers[stage] = BufferSpec(stage, pl.types[lop.x].dtype.name,
-                                               pl.sub(pl.P * kb.extent), peer=True)
+                pl.add_buffer(stage, pl.types[lop.x].dtype.name, pl.P * kb.extent, peer=True)
                 speers = kb.peer_params(stage, const=False)
                 # Read the local staging buffer through a plain pointer: peers write it during
                 # this launch (before the barrier), so no __restrict__ / read-only-cache path.
@@ -833,20 +1001,138 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
             pl.locs[leaf.out.name] = _slice_loc(pl, leaf, what)
         elif isinstance(lop, ir.Norm):
             kb.norm(leaf)
+        elif isinstance(lop, ir.Send) and op.kind == "send":
+            _send_store(kb, leaf, what)
         else:
             raise _fault(f"{what}: a fused collective may hold ReduceScatter, Compute, Update, "
-                         f"Slice, Norm and AllGather, got {lop}")
-    flags_name = f"flags_{_ident(stmt.name.split(',')[0])}{tag}"
-    pl.buffers[flags_name] = BufferSpec(flags_name, "u32", sympy.Integer(2 * MAX_BLOCKS * pl.P),
-                                        peer=True)
-    extra = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
-             for k in range(pl.P)]
-    extra.append(Param("epoch", "uint32_t epoch", "epoch"))
-    spec = kb.spec("collective", "fused_collective.cu.j2", pl.P, extra,
+                         f"Slice, Norm and AllGather (and a fused Send its Send), got {lop}")
+    extra, flags_name = [], ""
+    if collective:
+        flags_name = f"flags_{_ident(stmt.name.split(',')[0])}{tag}"
+        pl.add_buffer(flags_name, "u32", sympy.Integer(2 * MAX_BLOCKS * pl.P), peer=True)
+        extra = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
+                 for k in range(pl.P)]
+        extra.append(Param("epoch", "uint32_t epoch", "epoch"))
+    kind, template = "collective", "fused_collective.cu.j2"
+    if op.kind == "send":
+        kind, template = "send", "fused_send.cu.j2"
+        extra += _send_signal_params(kb, leaves, what)
+    spec = kb.spec(kind, template, pl.P, extra,
                    f"Fused{op.kind.capitalize()}: " + "; ".join(
                        f"{s.name} = {s.op}" for s in leaves), kb.vec_types(), unroll)
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, kb.extent), kb.pending
 
 
-__all__ = ["BufferSpec", "CHUNK", "GemmStep", "KernelStep", "Loc", "MAX_BLOCKS", "NcclStep",
-           "OverlapStep", "Plan", "RANK", "THREADS", "check_overlap_rows", "lower"]
+# ---------------------------------------------------------------- Send (pipelines)
+
+
+def _p2p_step(pl: _Planner, stmt: ir.Stmt) -> tuple[SendStep, tuple[int, int]]:
+    """An unfused Send: NCCL send on the source stage, recv into a fresh buffer on the next."""
+    op, out = stmt.op, stmt.out
+    what = f"statement {out.name} ({op})"
+    src = pl.locs.get(op.x)
+    if src is None:
+        raise _fault(f"{what}: the value a Send sends must live in memory, got '{op.x}' in "
+                     "registers")
+    dst = pl.new_buffer(out.name, pl.local_numel(out.name))
+    pl.locs[out.name] = dst
+    _c_type(out.type)
+    g0, g1 = pl.stage_of[pl.types[op.x].group], pl.stage_of[op.dst]
+    return SendStep(src, dst, dst.numel, out.type.dtype.name, out.name, g0, g1), (g0, g1)
+
+
+def _send_names(out: str) -> tuple[str, str, str]:
+    """Buffers of a fused Send of `out`: the receiver's flags (one per chunk), the sender's
+    count of finished blocks (one per chunk), and the sender's ack from the receiver."""
+    return f"sendflags_{_ident(out)}", f"sendcount_{_ident(out)}", f"sendack_{_ident(out)}"
+
+
+def _send_store(kb: _KernelBuilder, leaf: ir.Stmt, what: str) -> None:
+    """The Send leaf of a fused Send: store the value (registers, or loaded) straight into a
+    fresh buffer of the destination stage on this local rank, at this launch's part of it
+    (parts in chunk order: an overlapped Send of slices leaves chunk c's part at c * extent)."""
+    pl, op, out = kb.pl, leaf.op, leaf.out
+    if not ir.proven_equal(pl.local_numel(out.name), kb.domain_numel):
+        raise _fault(f"{what}: a fused Send must send the kernel's domain of "
+                     f"{kb.domain_numel} elements per rank, got {out.type}")
+    var, vec = kb.operand(op.x)
+    if not vec:
+        raise _fault(f"{what}: a fused Send must send a tensor, got the scalar '{op.x}'")
+    dst = pl.new_buffer(out.name, pl.local_numel(out.name))
+    pl.locs[out.name] = dst
+    ptr = kb.remote_param(dst.buffer, pl.stage_of[op.dst])
+    offset = dst.offset + (CHUNK * kb.extent if kb.chunks > 1 else 0)
+    kb.stores.append(Store(var, _c_type(out.type), ptr, kb._c(offset)))
+    kb.regs[out.name] = var
+
+
+def _send_signal_params(kb: _KernelBuilder, leaves, what: str) -> list[Param]:
+    """Parameters of a fused Send's handshake: the receiver's flag array (remote), the
+    sender's block counter and ack (local), and the run's sequence number."""
+    sends = [leaf for leaf in leaves if isinstance(leaf.op, ir.Send)]
+    if len(sends) != 1 or sends[0] is not leaves[-1]:
+        raise _fault(f"{what}: a fused Send must end with its one Send, got "
+                     f"{len(sends)} Sends in {', '.join(s.name for s in leaves)}")
+    pl, send = kb.pl, sends[0]
+    flags, count, ack = _send_names(send.out.name)
+    dst = pl.stage_of[send.op.dst]
+    pl.add_buffer(flags, "u32", kb.chunks, peer=True, group=dst)
+    pl.add_buffer(count, "u32", kb.chunks)
+    pl.add_buffer(ack, "u32", 1, peer=True)
+    return [Param("sendflags", "uint32_t* sendflags", "remote", flags, dst),
+            Param("sendcount", "uint32_t* sendcount", "buf", count),
+            Param("sendack", "const uint32_t* sendack", "buf", ack),
+            Param("seq", "uint32_t seq", "seq")]
+
+
+def _wait_step(pl: _Planner, send: ir.Stmt, src: int) -> KernelStep:
+    """The receiving end of a fused Send (one block, launched per chunk): ack the previous
+    run, then wait for the sender's flag of this chunk."""
+    flags, _, ack = _send_names(send.out.name)
+    params = (Param("sendflags", "const uint32_t* sendflags", "buf", flags),
+              Param("sendack", "uint32_t* sendack", "remote", ack, src),
+              Param("seq", "uint32_t seq", "seq"),
+              Param("chunk", "long long chunk", "chunk"))
+    spec = mangle(KernelSpec("wait", "recv_wait.cu.j2", pl.P, 1, "1LL", params, (), (), (),
+                             comment=f"receive {send.out.name} = {send.op}: wait for the "
+                                     "sender's flag"))
+    return KernelStep(spec, (send.out.name,), flags, sympy.Integer(1))
+
+
+def _send_steps(pl: _Planner, stmt: ir.Stmt, first: int, unroll: int, mode: str,
+                chunks: int = 1) -> list[tuple[object, tuple[int, ...]]]:
+    """A FusedSend region ([ReduceScatter] C* Send): the fused kernel on the source stage and
+    the flag wait on the destination stage, as (step, stages) pairs; chunked (an overlap):
+    both as ChunkedSteps of `chunks` launches."""
+    leaves = list(stmt.leaves())
+    what = f"statement {stmt.name} ({stmt.op})"
+    if any(p for p in _phases(leaves)):
+        raise _fault(f"{what}: a fused Send must be one launch, got a norm whose users need a "
+                     "second one; measure a schedule that does not fuse the norm")
+    src = pl.group
+    step, _ = _collective_kernel(pl, stmt, list(enumerate(leaves, start=first)), unroll,
+                                 mode, chunks=chunks)
+    send = leaves[-1]
+    if chunks > 1 and _sliced0(send.out.type):
+        uses = pl.uses.get(send.out.name, set()) - {pl.kernel_of[send.out.name]}
+        if uses or any(v.name == send.out.name for v in pl.program.outputs):
+            raise _fault(f"{what}: an overlapped Send of slices leaves its parts in chunk "
+                         f"order, so only an AllGather in the same overlap may read "
+                         f"'{send.out.name}', got other uses; overlap it with its AllGather")
+    dst = pl.stage_of[send.op.dst]
+    wait = _wait_step(pl, send, src)
+    if chunks > 1:
+        rows, per = _chunk_rows(pl, leaves[0].out.type, chunks)
+        return [(ChunkedStep(chunks, (step,), stmt.name, rows, per), (src,)),
+                (ChunkedStep(chunks, (wait,), stmt.name, rows, per), (dst,))]
+    return [(step, (src,)), (wait, (dst,))]
+
+
+def _sliced0(t: TensorType) -> bool:
+    """Whether a value is sliced along dim 0 (the layout chunked kernels split further)."""
+    return isinstance(t.layout, Sliced) and t.layout.dim == 0
+
+
+__all__ = ["BufferSpec", "CHUNK", "ChunkedStep", "GemmStep", "KernelStep", "Loc", "MAX_BLOCKS",
+           "NcclStep", "OverlapStep", "Plan", "RANK", "SendStep", "THREADS", "check_chunk_rows",
+           "check_overlap_rows", "lower", "stage_order"]

@@ -54,4 +54,40 @@ __device__ __forceinline__ void block_barrier(uint32_t* const (&flags)[P], int r
   __syncthreads();
 }
 
+// --- One-directional handshakes of a fused Send (pipeline stages) ---------------------------
+//
+// The sender stores its data straight into the receiver's buffer, then raises a flag in the
+// receiver's memory; the receiver's wait kernel spins on that flag. Values are the run's
+// sequence number (1, 2, ...), so flags never need resetting.
+
+// The whole block waits until *flag >= value (thread 0 spins with system-scope acquire loads).
+__device__ __forceinline__ void block_wait_at_least(const uint32_t* flag, uint32_t value) {
+  if (threadIdx.x == 0) {
+    const uint64_t start = globaltimer_ns();
+    while (static_cast<int32_t>(load_acquire_sys(flag) - value) < 0) {
+      if (globaltimer_ns() - start > kSpinLimitNs) __trap();
+    }
+  }
+  __syncthreads();
+}
+
+// After every block's stores to the peer: the last block of the grid to arrive (counted in
+// *count, this GPU's memory) raises *flag = value in the peer's memory. Each block fences its
+// own stores system-wide before counting itself (the threadFenceReduction pattern), so the
+// flag's release follows every block's data. The last block zeroes the counter for the next
+// launch that uses it (stream order: that launch starts after this one ends).
+__device__ __forceinline__ void grid_signal_peer(uint32_t* count, uint32_t* flag,
+                                                 uint32_t value) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    const uint32_t arrived = atomicAdd(count, 1u);
+    if (arrived == gridDim.x - 1) {
+      *count = 0;
+      __threadfence_system();
+      store_release_sys(flag, value);
+    }
+  }
+}
+
 }  // namespace wb

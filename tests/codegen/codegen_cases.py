@@ -32,6 +32,13 @@ CASES = [
      "overlap-mm-fuse-ar-c", 2),
     ("model-parallel-overlap-mm-fuse-ar-c-push-p4", "studies/model_parallel.py",
      "overlap-mm-fuse-ar-c", 4),
+    ("pipeline-unscheduled-p2", "studies/pipeline.py", None, 2),
+    ("pipeline-fuse-c-send-overlap-ar-p2", "studies/pipeline.py", "fuse-c-send-overlap-ar", 2),
+    ("pipeline-rs-c-send-ag-p2", "studies/pipeline.py", "rs-c-send-ag", 2),
+    ("pipeline-fuse-rs-c-send-ag-p2", "studies/pipeline.py", "fuse-rs-c-send-ag", 2),
+    ("pipeline-fuse-rs-c-send-ag-push-p4", "studies/pipeline.py", "fuse-rs-c-send-ag", 4),
+    ("pipeline-overlap-fuse-rs-c-send-ag-p2", "studies/pipeline.py",
+     "overlap-fuse-rs-c-send-ag", 2),
 ]
 
 

@@ -4,20 +4,32 @@ import pytest
 from codegen_cases import CASES, case_mode, case_program
 from conftest import assert_golden
 
-from codegen.lower import GemmStep, NcclStep, OverlapStep, lower
+from codegen.lower import ChunkedStep, GemmStep, NcclStep, OverlapStep, SendStep, lower
 from codegen.render import render
 
 
 def _plan_text(plan) -> str:
-    lines = [f"// plan for P={plan.P}"]
+    # A pipeline's plan also says each buffer's and step's stage (single-group plans print as
+    # they always did).
+    staged = len(plan.groups) > 1
+    lines = [f"// plan for P={plan.P}" + (f" per stage, stages {', '.join(plan.groups)}"
+                                          if staged else "")]
     for b in plan.buffers:
-        lines.append(f"// buffer {b.name}: {b.dtype}[{b.numel}]{' peer' if b.peer else ''}")
-    for s in plan.steps:
-        lines.append(_step_text(s))
+        lines.append(f"// buffer {b.name}: {b.dtype}[{b.numel}]{' peer' if b.peer else ''}"
+                     + (f" @{plan.groups[b.group]}" if staged else ""))
+    for s, g in zip(plan.steps, plan.step_groups):
+        where = f"@{'+'.join(plan.groups[k] for k in g)} " if staged else ""
+        lines.append(f"// {where}{_step_text(s)[3:]}")
     return "\n".join(lines) + "\n"
 
 
 def _step_text(s) -> str:
+    if isinstance(s, SendStep):
+        return (f"// nccl send {s.src.buffer}+{s.src.offset} -> recv {s.dst.buffer}+"
+                f"{s.dst.offset} count {s.count} {s.dtype}")
+    if isinstance(s, ChunkedStep):
+        return (f"// in {s.chunks} chunks of {s.rows} rows / {s.per}:\n" + "\n".join(
+            f"//   {_step_text(x)[3:]}" for x in s.steps))
     if isinstance(s, NcclStep):
         return (f"// nccl {s.op}({s.reduce}) {s.src.buffer}+{s.src.offset} -> "
                 f"{s.dst.buffer}+{s.dst.offset} count {s.count} {s.dtype}")

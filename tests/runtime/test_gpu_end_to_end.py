@@ -71,3 +71,28 @@ def test_a_dying_rank_ends_the_run(monkeypatch):
     left = subprocess.run(["pgrep", "-f", "workbench.runtime.worker"], capture_output=True,
                           text=True).stdout.split()
     assert [p for p in left if int(p) != os.getpid()] == []
+
+
+@pytest.mark.gpu
+def test_pipeline_schedules_check_on_gpus():
+    """Two stages: NCCL all_reduce + epilogue + NCCL send/recv (unscheduled), the fused Send
+    overlapped with the AllReduce, slices sent through NCCL and gathered, ReduceScatter +
+    epilogue + Send in one kernel, and that overlapped with the receiving stage's AllGather;
+    on 4 GPUs (2 per stage) where there are 4, else 2 (1 per stage). An aligned hidden size
+    (the vector path) and one that leaves a scalar tail; the baselines run too."""
+    from workbench.runtime.cli import run_job
+
+    gpus = 4 if _gpus() >= 4 else 2
+    P = gpus // 2
+    sizes = [{"T": 8 * P * 4, "H": 512}, {"T": 5 * P * 4, "H": 264}]
+    res = run_job([str(ROOT / "studies/pipeline.py")], gpus, sizes, "all", 20, 2, True, 120.0)
+    rows = [r for r in res["records"] if r["kind"] == "workbench"]
+    assert {r["schedule"] for r in rows} == {
+        "unscheduled", "fuse-c-send-overlap-ar", "rs-c-send-ag", "fuse-rs-c-send-ag",
+        "overlap-fuse-rs-c-send-ag"}
+    assert len(rows) == 10
+    for r in rows:
+        assert r["check"] == "ok", (r["schedule"], r["sizes"], r["check"])
+        assert r["P"] == P and r["stages"] == 2 and r["median_ms"] > 0
+    baselines = [r for r in res["records"] if r["kind"] == "baseline"]
+    assert len(baselines) == 4 and all(r["median_ms"] > 0 for r in baselines)

@@ -29,7 +29,8 @@ def event_times(torch, fn, warmup: int, reps: int) -> list[float]:
 def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: int,
             reps: int, seed: int = 0) -> dict[str, list[float]]:
     """Baseline name -> this rank's times (ms) for a study kind: allreduce, sgd, adam, lamb
-    (sizes["N"] elements) or model_parallel (sizes["T"] tokens, sizes["H"] hidden)."""
+    (sizes["N"] elements), model_parallel or pipeline (sizes["T"] tokens, sizes["H"] hidden;
+    a pipeline's `rank` is global and P counts the ranks of one stage)."""
     import torch
     import torch.distributed as dist
 
@@ -39,6 +40,8 @@ def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: 
     if kind == "model_parallel":
         return _model_parallel(torch, dist, sizes["T"], sizes["H"], gdt, gen, rank, P, warmup,
                                reps)
+    if kind == "pipeline":
+        return _pipeline(torch, dist, sizes["T"], sizes["H"], gdt, gen, rank, P, warmup, reps)
     n = sizes["N"]
     k = n // P
     out: dict[str, list[float]] = {}
@@ -195,3 +198,62 @@ def _model_parallel(torch, dist, T: int, H: int, dtype, gen, rank: int, P: int, 
     return {"cublas matmul + nccl all_reduce + torch epilogue": event_times(torch, layer, warmup,
                                                                            reps),
             "cublas matmul alone": event_times(torch, matmul_only, warmup, reps)}
+
+
+# torch process groups of the pipeline's stages, per (world size, ranks per stage): every rank
+# creates every group once, in the same order (torch.distributed.new_group is collective).
+_STAGE_GROUPS: dict[tuple[int, int], list] = {}
+
+
+def stage_groups(dist, P: int) -> list:
+    """The torch process group of each stage of P consecutive ranks (stage-major)."""
+    world = dist.get_world_size()
+    key = (world, P)
+    if key not in _STAGE_GROUPS:
+        _STAGE_GROUPS[key] = [dist.new_group(list(range(k * P, (k + 1) * P)))
+                              for k in range(world // P)]
+    return _STAGE_GROUPS[key]
+
+
+def _pipeline(torch, dist, T: int, H: int, dtype, gen, rank: int, P: int, warmup: int,
+              reps: int):
+    """The pipeline step as PyTorch runs it on two stages of P ranks: stage 0 all-reduces the
+    partial sums within the stage (NCCL), runs the epilogue as eager ops (bias add, dropout,
+    residual add) and sends the activations to the same rank of stage 1 (NCCL send/recv);
+    and the sliced form (reduce_scatter, epilogue on the slice, send the slice, all_gather on
+    stage 1). Each rank times its own side."""
+    dev = gen.device
+    stage, local = divmod(rank, P)
+    groups = stage_groups(dist, P)
+    group = groups[stage]
+    k = T // P
+    y = torch.randn(T, H, device=dev, generator=gen).to(dtype)
+    b = torch.randn(H, device=dev, generator=gen).to(dtype)
+    r = torch.randn(T, H, device=dev, generator=gen).to(dtype)
+    out = torch.empty(T, H, device=dev, dtype=dtype)
+    ys = torch.empty(k, H, device=dev, dtype=dtype)
+    outs = torch.empty(k, H, device=dev, dtype=dtype)
+    peer = rank + P if stage == 0 else rank - P
+
+    def epilogue(x, rows):
+        return torch.nn.functional.dropout(x + b, 0.1, training=True) + r[rows]
+
+    def step():
+        if stage == 0:
+            dist.all_reduce(y, group=group)
+            dist.send(epilogue(y, slice(None)).contiguous(), peer)
+        else:
+            dist.recv(out, peer)
+
+    def sliced():
+        if stage == 0:
+            dist.reduce_scatter_tensor(ys, y, group=group)
+            dist.send(epilogue(ys, slice(local * k, (local + 1) * k)).contiguous(), peer)
+        else:
+            dist.recv(outs, peer)
+            dist.all_gather_into_tensor(out, outs, group=group)
+
+    return {"nccl all_reduce + torch epilogue + nccl send/recv": event_times(torch, step, warmup,
+                                                                            reps),
+            "nccl reduce_scatter + torch epilogue + send/recv + all_gather": event_times(
+                torch, sliced, warmup, reps)}

@@ -46,7 +46,8 @@ def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
             baselines: bool, hang_s: float, echo=None, unroll: int = 1,
             mode: str = "pull", partial: str | Path | None = None) -> dict:
-    """Launch P workers on this machine for the job; return the results JSON of rank 0.
+    """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
+    runs P / S ranks per stage); return the results JSON of rank 0.
 
     Rank 0 rewrites its results as it goes into `partial` (default: STEM.partial.json in
     compile-and-measure's --out folder, else in the temporary folder), which is removed once
@@ -59,9 +60,15 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     if reps < 20:
         raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
     wanted = [w.strip() for w in schedule.split(",") if w.strip()] or ["all"]
+    from codegen.lower import stage_order
+    from workbench.runtime.worker import stage_split
+
     known: set[str] = set()
     for spec in specs:
-        known |= set(load(spec).schedules)  # a broken program file fails here, before GPUs
+        pf = load(spec)  # a broken program file fails here, before GPUs
+        known |= set(pf.schedules)
+        # A pipeline runs P = --gpus / stages ranks per stage.
+        stage_split(P, len(stage_order(pf.program)), spec)
     unknown = [w for w in wanted if w != "all" and w not in known]
     if unknown:
         what = specs[0] if len(specs) == 1 else "the programs"
@@ -147,7 +154,8 @@ def _versions() -> dict:
 
 @click.command("compile-and-measure")
 @click.argument("program_files", nargs=-1, required=True, metavar="PROGRAM.py[:NAME]...")
-@click.option("--gpus", "P", type=int, required=True, help="Ranks, one per GPU.")
+@click.option("--gpus", "P", type=int, required=True,
+              help="Ranks, one per GPU (all stages of a pipeline together).")
 @click.option("--set", "sets", multiple=True,
               help="Size NAME=VALUE; repeat a name to sweep (e.g. --set N=2**24 --set N=2**26).")
 @click.option("--schedule", default="all", show_default=True,

@@ -192,6 +192,23 @@ def share_unique_id(host, rank: int, make_id) -> bytes:
     return bytes(raw)
 
 
+def group_unique_id(host, rank: int, members: tuple[int, ...], make_id) -> bytes:
+    """The NCCL unique id of the group `members` (global ranks, this rank among them): made by
+    the group's first rank, exchanged through one host allgather in which every rank of the
+    world takes part (each group's first rank contributes its id)."""
+    if rank not in members:
+        raise RuntimeFault(f"a rank must belong to the group it joins, got rank {rank} and "
+                           f"group {list(members)}; split the world into stages of consecutive "
+                           "ranks")
+    everyone = host.allgather(bytes(make_id()) if rank == members[0] else None)
+    raw = everyone[members[0]]
+    if not isinstance(raw, (bytes, bytearray)) or len(raw) != UNIQUE_ID_BYTES:
+        raise RuntimeFault(f"the NCCL unique id of group {list(members)} must be "
+                           f"{UNIQUE_ID_BYTES} bytes from rank {members[0]}, got {raw!r:.40}; "
+                           "every rank must split the world into the same stages")
+    return bytes(raw)
+
+
 # -- NCCL through nccl4py
 
 
@@ -206,13 +223,37 @@ class Nccl4py:
 
     kind = "nccl4py"
 
-    def __init__(self, host, rank: int, size: int, view, nccl=None):
+    def __init__(self, host, rank: int, size: int, view, nccl=None, members=None):
         if nccl is None:
             from nccl import core as nccl
-        self.nccl, self.size, self.view = nccl, size, view
-        uid = share_unique_id(host, rank, lambda: bytes(nccl.get_unique_id()))
-        self.comm = nccl.Communicator.init(size, rank, nccl.UniqueId.from_bytes(uid))
+        self.nccl, self.view = nccl, view
+        if members is None:  # every rank of the world
+            uid = share_unique_id(host, rank, lambda: bytes(nccl.get_unique_id()))
+            self.size, mine = size, rank
+        else:  # a group of the world (a pipeline stage): its first rank makes the id
+            uid = group_unique_id(host, rank, tuple(members),
+                                  lambda: bytes(nccl.get_unique_id()))
+            self.size, mine = len(members), list(members).index(rank)
+        self.comm = nccl.Communicator.init(self.size, mine, nccl.UniqueId.from_bytes(uid))
         self._views: dict[tuple[int, int, str], object] = {}
+
+    def subgroup(self, host, rank: int, members: tuple[int, ...]) -> Nccl4py:
+        """A communicator of the ranks `members` (global ranks; this rank among them) for a
+        stage's collectives. Every rank of the world calls it at once, each with its own
+        group (the unique ids travel through one host allgather)."""
+        return Nccl4py(host, rank, len(members), self.view, self.nccl, members)
+
+    def p2p(self, op: str, ptr: int, count: int, dtype: str, peer: int, stream: int = 0) -> None:
+        """Enqueue an NCCL send (op "send") or recv of `count` elements at `ptr` with rank
+        `peer` of this communicator, on `stream`. One call each side, no group: a pipeline
+        Send goes one way between one pair of ranks."""
+        buf = self._buffer(ptr, count, dtype)
+        method = getattr(self.comm, op, None)
+        if method is None:
+            raise RuntimeFault(f"nccl4py's Communicator must have {op}() for an NCCL Send, got "
+                               f"none in nccl4py {self.versions().get('nccl4py')}; run with "
+                               "WB_NCCL=torch")
+        method(buf, peer, stream=int(stream))
 
     def _buffer(self, ptr: int, numel: int, dtype: str):
         key = (ptr, numel, dtype)

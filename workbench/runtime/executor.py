@@ -1,5 +1,9 @@
 """Execute a lowered Plan on this rank's GPU (pycuda on the primary context, NCCL through
-torch.distributed), with inputs, poisoning, outputs and CUDA-event timing.
+nccl4py or torch.distributed), with inputs, poisoning, outputs and CUDA-event timing.
+
+A pipeline's ranks are numbered stage-major (global rank = stage * P + local rank): a rank
+allocates the buffers of its own stage, runs the steps of its stage (a Send on both of its
+stages), and runs its collectives on its stage's communicator (Gpu.use_stages).
 
 Every GPU library is imported inside the functions here; the worker process imports this
 module only once it has a GPU.
@@ -13,7 +17,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.lower import MAX_BLOCKS, GemmStep, NcclStep, OverlapStep, Plan, check_overlap_rows
+from codegen.lower import (
+    MAX_BLOCKS,
+    ChunkedStep,
+    GemmStep,
+    NcclStep,
+    OverlapStep,
+    Plan,
+    SendStep,
+    check_chunk_rows,
+    check_overlap_rows,
+)
 from codegen.render import include_dir, render
 from codegen.spec import THREADS
 from workbench import interpreter
@@ -95,6 +109,40 @@ class Gpu:
         self.sm_count = self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
         self.name = self.device.name()
         self.functions: dict[str, object] = {}
+        self.world = P
+        self.stages = 1
+        self.group = None  # this stage's communicator (None: the world's)
+        self._stage_comms: dict[int, object] = {}
+
+    def use_stages(self, stages: int) -> int:
+        """Run collectives within this rank's stage from now on: the world splits into
+        `stages` groups of P = world / stages consecutive ranks (stage-major numbering). Every
+        rank must call it with the same number at the same point (it creates communicators
+        the first time). Returns P."""
+        if stages < 1 or self.world % stages:
+            raise RuntimeFault(f"the {self.world} ranks must split evenly into the program's "
+                               f"{stages} stages, got a remainder of {self.world % stages}; "
+                               f"run on a multiple of {stages} GPUs")
+        P = self.world // stages
+        if stages not in self._stage_comms:
+            members = [tuple(range(k * P, (k + 1) * P)) for k in range(stages)]
+            mine = members[self.rank // P]
+            if stages == 1:
+                comm = None
+            elif self.comm.nccl is not None:
+                comm = self.comm.nccl.subgroup(self.comm.host, self.rank, mine)
+            else:
+                # torch.distributed: every rank creates every group, in the same order.
+                groups = [self.dist.new_group(list(m)) for m in members]
+                comm = groups[self.rank // P]
+            self._stage_comms[stages] = comm
+        self.stages, self.group = stages, self._stage_comms[stages]
+        return P
+
+    @property
+    def stage_size(self) -> int:
+        """Ranks of this rank's stage (the world's size for a program of one group)."""
+        return self.world // self.stages
 
     def all_gather(self, obj):
         """Every rank's `obj`, in rank order (small Python objects only)."""
@@ -115,27 +163,50 @@ class Gpu:
         from workbench.runtime.comm import element_counts
 
         if self.comm.nccl is not None:
-            self.comm.nccl.collective(op, reduce, src, dst, count, dtype, root, stream)
+            nccl = self.group if self.group is not None else self.comm.nccl
+            nccl.collective(op, reduce, src, dst, count, dtype, root, stream)
             return
         torch, dist = self.torch, self.dist
-        n_src, n_dst = element_counts(op, count, self.P)
+        n_src, n_dst = element_counts(op, count, self.stage_size)
         s, d = self._tensor(src, n_src, dtype), self._tensor(dst, n_dst, dtype)
         red = getattr(dist.ReduceOp, _TORCH_REDUCE[reduce]) if reduce else None
         ctx = (torch.cuda.stream(torch.cuda.ExternalStream(stream)) if stream
                else _nullcontext())
+        group = {"group": self.group} if self.group is not None else {}
         with ctx:
             if op == "all_reduce":
                 if src != dst:
                     d.copy_(s)
-                dist.all_reduce(d, op=red)
+                dist.all_reduce(d, op=red, **group)
             elif op == "reduce_scatter":
-                dist.reduce_scatter_tensor(d, s, op=red)
+                dist.reduce_scatter_tensor(d, s, op=red, **group)
             elif op == "all_gather":
-                dist.all_gather_into_tensor(d, s)
+                dist.all_gather_into_tensor(d, s, **group)
             else:
                 if src != dst:
                     d.copy_(s)
-                dist.broadcast(d, src=root)
+                # torch names the root by its global rank
+                first = (self.rank // self.stage_size) * self.stage_size
+                dist.broadcast(d, src=first + root, **group)
+
+    def p2p(self, op: str, ptr: int, count: int, dtype: str, peer: int, stream: int = 0) -> None:
+        """Enqueue one NCCL point-to-point transfer with global rank `peer`: op is send or
+        recv; `count` elements of `dtype` at a raw device address (nccl4py's world
+        communicator where it imports, else torch.distributed)."""
+        if op not in ("send", "recv"):
+            raise RuntimeFault(f"a point-to-point op must be send or recv, got {op!r}")
+        if self.comm.nccl is not None:
+            self.comm.nccl.p2p(op, ptr, count, dtype, peer, stream)
+            return
+        torch, dist = self.torch, self.dist
+        t = self._tensor(ptr, count, dtype)
+        ctx = (torch.cuda.stream(torch.cuda.ExternalStream(stream)) if stream
+               else _nullcontext())
+        with ctx:
+            # isend/irecv + wait: the wait makes the current stream wait for NCCL's stream
+            # (no host block), so later work on this stream sees the data.
+            work = (dist.isend if op == "send" else dist.irecv)(t, peer)
+            work.wait()
 
     def _tensor(self, ptr: int, numel: int, dtype: str):
         """A torch view of `numel` elements at a raw device address (no copy)."""
@@ -226,25 +297,34 @@ class PlanRun:
 
     def __init__(self, gpu: Gpu, plan: Plan, sizes: dict):
         self.gpu, self.plan = gpu, plan
+        if plan.world != gpu.world:
+            raise RuntimeFault(f"a plan for {len(plan.groups)} stage(s) of {plan.P} ranks must "
+                               f"run on {plan.world} ranks, got {gpu.world}; lower it with "
+                               f"P = {gpu.world // len(plan.groups)} (Gpu.use_stages)")
+        self.P = plan.P
+        self.stage, self.local = divmod(gpu.rank, plan.P)
         self.bound = interpreter.bind_sizes(plan.program, sizes)
         self.subs = dict(self.bound)
         from codegen.lower import RANK
 
-        self.subs[RANK] = gpu.rank
+        self.subs[RANK] = self.local
         drv = gpu.drv
         self.allocs, self.ptr, self.numel, self.ipc = {}, {}, {}, []
-        for b in plan.buffers:
+        self.buffers = [b for b in plan.buffers if b.group == self.stage]
+        for b in self.buffers:
             n = self._int(b.numel)
             self.numel[b.name] = n
             self.allocs[b.name] = drv.mem_alloc(max(16, n * _ITEMSIZE[b.dtype]))
             self.ptr[b.name] = int(self.allocs[b.name])
-        for b in plan.buffers:
+        for b in self.buffers:
             if b.dtype == "u32":
                 drv.memset_d32(self.ptr[b.name], 0, self.numel[b.name])
         drv.Context.synchronize()
-        self.peer_ptr = self._map_peers()
+        self.handles = self._exchange_handles()
+        self.mapped: dict[tuple[str, int], int] = {}
         self.epoch = 0
-        self.launches = [self._prepare(s) for s in plan.steps]
+        self.seqs: dict[int, list[int]] = {}
+        self.launches = [self._prepare(s) for s in plan.steps_of(self.stage)]
 
     def _int(self, expr) -> int:
         import sympy
@@ -254,50 +334,72 @@ class PlanRun:
             raise RuntimeFault(f"buffer size {expr} must be an integer, got {value}")
         return int(value)
 
-    def _map_peers(self) -> dict:
-        """Exchange CUDA IPC handles of the peer buffers; map every other rank's copy."""
-        drv, rank = self.gpu.drv, self.gpu.rank
+    def _exchange_handles(self) -> list[dict]:
+        """Every rank's CUDA IPC handles of its peer buffers, by global rank (a collective:
+        every rank of the world calls it)."""
+        drv = self.gpu.drv
         mine = {b.name: bytes(drv.mem_get_ipc_handle(self.ptr[b.name]))
-                for b in self.plan.buffers if b.peer}
-        everyone = self.gpu.all_gather(mine)
-        peer_ptr = {}
-        for name in mine:
-            ptrs = []
-            for q, handles in enumerate(everyone):
-                if q == rank:
-                    ptrs.append(self.ptr[name])
-                else:
-                    h = drv.IPCMemoryHandle(bytearray(handles[name]),
-                                            drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS)
-                    self.ipc.append(h)
-                    ptrs.append(int(h))
-            peer_ptr[name] = ptrs
-        return peer_ptr
+                for b in self.buffers if b.peer}
+        return self.gpu.all_gather(mine)
+
+    def pointer(self, name: str, rank: int) -> int:
+        """The address of buffer `name` of global rank `rank` in this process (this rank's
+        own allocation, or the other rank's mapped through CUDA IPC once)."""
+        if rank == self.gpu.rank:
+            return self.ptr[name]
+        key = (name, rank)
+        if key not in self.mapped:
+            handle = self.handles[rank].get(name)
+            if handle is None:
+                raise RuntimeFault(f"rank {rank} must export buffer '{name}' (a peer buffer of "
+                                   f"its stage), got no CUDA IPC handle for it; every rank "
+                                   "must lower the same program with the same P")
+            drv = self.gpu.drv
+            h = drv.IPCMemoryHandle(bytearray(handle), drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS)
+            self.ipc.append(h)
+            self.mapped[key] = int(h)
+        return self.mapped[key]
 
     def _prepare(self, step):
         if isinstance(step, NcclStep):
             return ("nccl", step, self._address(step.src, step.dtype),
                     self._address(step.dst, step.dtype), self._int(step.count))
+        if isinstance(step, SendStep):
+            sending = self.stage == step.src_group
+            peer = (step.dst_group if sending else step.src_group) * self.P + self.local
+            loc = step.src if sending else step.dst
+            return ("p2p", "send" if sending else "recv", self._address(loc, step.dtype),
+                    self._int(step.count), step.dtype, peer)
         if isinstance(step, GemmStep):
             return ("gemm", _Gemm(self, step))
         if isinstance(step, OverlapStep):
             return ("overlap", self._prepare_overlap(step))
+        if isinstance(step, ChunkedStep):
+            check_chunk_rows(step.stmt, self._int(step.rows), step.per, step.chunks)
+            return ("chunked", step.chunks, [self._prepare(s) for s in step.steps])
         spec = step.spec
         fn = self.gpu.function(spec)
-        sig, args, epoch_at = "", [], None
+        sig, args, epoch_at, seq_at = "", [], None, None
         for p in spec.params:
             if p.kind == "buf":
                 sig += "P"
                 args.append(np.uintp(self.ptr[p.ref]))
             elif p.kind in ("peer", "flags"):
-                sig += "P"
-                args.append(np.uintp(self.peer_ptr[p.ref][p.index]))
+                sig += "P"  # rank p.index of this stage
+                args.append(np.uintp(self.pointer(p.ref, self.stage * self.P + p.index)))
+            elif p.kind == "remote":
+                sig += "P"  # this local rank of stage p.index
+                args.append(np.uintp(self.pointer(p.ref, p.index * self.P + self.local)))
+            elif p.kind == "seq":
+                sig += "I"
+                seq_at = len(args)
+                args.append(np.uint32(0))
             elif p.kind == "size":
                 sig += "q"
                 args.append(np.int64(self.bound[next(s for s in self.bound if s.name == p.ref)]))
             elif p.kind == "rank":
                 sig += "i"
-                args.append(np.int32(self.gpu.rank))
+                args.append(np.int32(self.local))
             elif p.kind == "epoch":
                 sig += "I"
                 epoch_at = len(args)
@@ -309,24 +411,34 @@ class PlanRun:
                 raise RuntimeFault(f"kernel parameter kind must be known, got {p.kind}")
         fn.prepare(sig)
         extent = self._int(step.extent)
-        if spec.kind == "collective":
+        barrier = any(p.kind == "flags" for p in spec.params)
+        if spec.kind == "collective" or spec.kind == "send" and barrier:
             grid = min(MAX_BLOCKS, self.gpu.sm_count * _collective_blocks_per_sm())
-        elif spec.kind == "finish":
-            grid = 1  # one block sums every partial (a few thousand numbers)
+        elif spec.kind in ("finish", "wait"):
+            grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
         else:
             grid = max(1, min(-(-extent // (spec.vec * THREADS)), self.gpu.sm_count * 16))
             if spec.norms:
                 # One partial per block, in a buffer of MAX_BLOCKS entries.
                 grid = min(grid, MAX_BLOCKS)
+        if seq_at is not None:
+            # Where the `seq` of a fused Send (or its wait) goes, and how many runs of the step
+            # were launched; kept beside the launch tuple, whose 6 fields others read
+            # (calibrate_worker._with_grid), and keyed by its argument list, which they keep.
+            self.seqs[id(args)] = [seq_at, 0]
         return ("kernel", step, fn, grid, args, epoch_at)
 
     def _prepare_overlap(self, step: OverlapStep) -> _Overlap:
-        gemm = _Gemm(self, step.producer)
-        check_overlap_rows(step, gemm.m, self.gpu.P)
+        if isinstance(step.producer, GemmStep):
+            producer = _Gemm(self, step.producer)
+            check_overlap_rows(step, producer.m, self.P)
+        else:
+            check_chunk_rows(step.stmt, self._int(step.rows), step.per, step.chunks)
+            producer = self._prepare(step.producer)
         consumer = self._prepare(step.consumer)
-        if consumer[0] == "kernel":
+        if consumer[0] == "kernel" and isinstance(step.producer, GemmStep):
             consumer = (*consumer[:3], _overlap_blocks(consumer[3]), *consumer[4:])
-        return _Overlap(self, step, gemm, consumer)
+        return _Overlap(self, step, producer, consumer)
 
     def _address(self, loc, dtype: str) -> int:
         """Device address of a value's first element on this rank."""
@@ -338,23 +450,47 @@ class PlanRun:
         """Enqueue one execution of the program (asynchronous, on the default stream)."""
         for item in self.launches:
             if item[0] == "nccl":
-                _, step, src, dst, count = item
-                self.gpu.collective(step.op, step.reduce, src, dst, count, step.dtype,
-                                    root=step.root)
+                self.nccl(item)
+            elif item[0] == "p2p":
+                self.gpu.p2p(*item[1:])
             elif item[0] == "gemm":
                 item[1]()
             elif item[0] == "overlap":
                 item[1].run()
+            elif item[0] == "chunked":
+                _, chunks, items = item
+                for i in range(chunks):
+                    for sub in items:
+                        if sub[0] == "nccl":
+                            self.nccl(sub, chunk=i, chunks=chunks)
+                        else:
+                            self.launch(sub, chunk=i)
             else:
                 self.launch(item)
+
+    def nccl(self, item, stream: int = 0, chunk: int | None = None, chunks: int = 1) -> None:
+        """Enqueue a prepared NCCL step, or its part of chunk `chunk` of `chunks`."""
+        _, step, src, dst, count = item
+        if chunk is not None:
+            src, dst, count = nccl_chunk(step.op, src, dst, count, step.dtype, chunk, chunks,
+                                         self.P)
+        self.gpu.collective(step.op, step.reduce, src, dst, count, step.dtype, root=step.root,
+                            stream=stream)
 
     def launch(self, item, stream=None, chunk: int | None = None) -> None:
         """Launch one prepared kernel (on `stream`; `chunk`: the launch's chunk parameter)."""
         _, step, fn, grid, args, epoch_at = item
         if epoch_at is not None:
-            # One epoch per collective launch, the same sequence on every rank.
+            # One epoch per collective launch, the same sequence on every rank of the stage.
             self.epoch += 1
             args[epoch_at] = np.uint32(self.epoch)
+        seq = self.seqs.get(id(args))
+        if seq is not None:
+            # One sequence number per run of the step (chunk 0 starts a run), the same on the
+            # sending and the receiving rank.
+            if not chunk:
+                seq[1] += 1
+            args[seq[0]] = np.uint32(seq[1] & 0xFFFFFFFF)
         if chunk is not None:
             at = next(i for i, p in enumerate(step.spec.params) if p.kind == "chunk")
             args[at] = np.int64(chunk)
@@ -364,9 +500,11 @@ class PlanRun:
         """Copy this rank's part of each logical input into its buffer."""
         drv = self.gpu.drv
         for v in self.plan.program.inputs:
+            if not self.holds(v.name):
+                continue  # another stage's input
             part = _rank_part(np.asarray(inputs[v.name],
                                          dtype=interpreter.numpy_dtype(v.type.dtype)),
-                              v.type, self.gpu.rank, self.gpu.P)
+                              v.type, self.local, self.P)
             drv.memcpy_htod(self.ptr[self.plan.locs[v.name].buffer],
                             np.ascontiguousarray(part))
         drv.Context.synchronize()
@@ -374,13 +512,18 @@ class PlanRun:
     def poison(self) -> None:
         """Fill every buffer the run must write (all but inputs and flags) with NaN."""
         drv = self.gpu.drv
-        for b in self.plan.buffers:
+        for b in self.buffers:
             if b.holds_input or b.dtype == "u32":
                 continue
             bits, pattern = _POISON[b.dtype]
             fill = drv.memset_d32 if bits == 32 else drv.memset_d16
             fill(self.ptr[b.name], pattern, self.numel[b.name])
         drv.Context.synchronize()
+
+    def holds(self, name: str) -> bool:
+        """Whether this rank holds value `name` (it lives in a buffer of this rank's stage)."""
+        loc = self.plan.locs.get(name)
+        return loc is not None and loc.buffer in self.ptr
 
     def download(self, names) -> dict:
         """This rank's array of each named value (its local shape)."""
@@ -389,6 +532,10 @@ class PlanRun:
         types = {v.name: v.type for s in self.plan.program.leaves() for v in s.outs}
         types.update({v.name: v.type for v in self.plan.program.inputs})
         for name in names:
+            if not self.holds(name):
+                raise RuntimeFault(f"value '{name}' must live on this rank's stage "
+                                   f"{self.plan.groups[self.stage]} to be downloaded, got it on "
+                                   "another stage; download what PlanRun.holds")
             loc = self.plan.locs[name]
             t = types[name]
             shape = tuple(interpreter.concrete(d, self.bound) for d in t.local_shape())
@@ -423,45 +570,57 @@ class PlanRun:
         self.launches = []
 
 
+def nccl_chunk(op: str, src: int, dst: int, count: int, dtype: str, i: int, chunks: int,
+               P: int) -> tuple[int, int, int]:
+    """Source and destination addresses and count of chunk i of an NCCL op on `count`
+    elements per rank (codegen.lower.NcclStep): the chunk's rows of every tensor, whose parts
+    are P times longer on the side that holds every rank's part (the source of
+    reduce_scatter, the destination of all_gather)."""
+    part = count // chunks
+    size = _ITEMSIZE[dtype]
+    src_mul = P if op == "reduce_scatter" else 1
+    dst_mul = P if op == "all_gather" else 1
+    return src + i * part * src_mul * size, dst + i * part * dst_mul * size, part
+
+
 class _Overlap:
     """An OverlapStep bound to this rank: producer chunks on one stream, consumer chunks on
-    another; consumer chunk i waits for producer chunk i's event only.
+    another; consumer chunk i waits for producer chunk i's event only. The producer is a
+    MatMul (cuBLAS on rows) or an NCCL collective (its chunk's part).
 
     Both streams are blocking streams (pycuda's default flags), so work on the legacy default
     stream (every other step, and the timing events) orders against them both ways; the join
     at the start also keeps a run's MatMul from overwriting rows that the previous run's
     consumer may still be reading on a peer (its end barrier covers the rest)."""
 
-    def __init__(self, run: PlanRun, step: OverlapStep, gemm: _Gemm, consumer):
+    def __init__(self, run: PlanRun, step: OverlapStep, producer, consumer):
         import torch
 
         drv = run.gpu.drv
-        self.run_, self.step, self.gemm, self.consumer = run, step, gemm, consumer
+        self.run_, self.step, self.producer, self.consumer = run, step, producer, consumer
         self.producer_stream, self.consumer_stream = drv.Stream(), drv.Stream()
         self.torch_stream = torch.cuda.ExternalStream(int(self.producer_stream.handle))
         self.join = drv.Event(drv.event_flags.DISABLE_TIMING)
         self.done = [drv.Event(drv.event_flags.DISABLE_TIMING) for _ in range(step.chunks)]
-        self.rows = gemm.m // step.chunks
+        self.rows = producer.m // step.chunks if isinstance(producer, _Gemm) else 0
 
     def run(self) -> None:
         import torch
 
         C, r = self.step.chunks, self.rows
+        run = self.run_
         self.join.record()  # on the legacy stream: after everything enqueued before
         self.producer_stream.wait_for_event(self.join)
         self.consumer_stream.wait_for_event(self.join)
         for i in range(C):
-            with torch.cuda.stream(self.torch_stream):
-                self.gemm(slice(i * r, (i + 1) * r))
+            if isinstance(self.producer, _Gemm):
+                with torch.cuda.stream(self.torch_stream):
+                    self.producer(slice(i * r, (i + 1) * r))
+            else:
+                run.nccl(self.producer, int(self.producer_stream.handle), chunk=i, chunks=C)
             self.done[i].record(self.producer_stream)
             self.consumer_stream.wait_for_event(self.done[i])
             if self.consumer[0] == "nccl":
-                _, nstep, src, dst, count = self.consumer
-                part = count // C
-                size = _ITEMSIZE[nstep.dtype]
-                self.run_.gpu.collective(nstep.op, nstep.reduce, src + i * part * size,
-                                         dst + i * part * size, part, nstep.dtype,
-                                         root=nstep.root,
-                                         stream=int(self.consumer_stream.handle))
+                run.nccl(self.consumer, int(self.consumer_stream.handle), chunk=i, chunks=C)
             else:
-                self.run_.launch(self.consumer, self.consumer_stream, chunk=i)
+                run.launch(self.consumer, self.consumer_stream, chunk=i)

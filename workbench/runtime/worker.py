@@ -20,6 +20,8 @@ import traceback
 
 import numpy as np
 
+from workbench.errors import RuntimeFault
+
 
 def log(rank: int, msg: str) -> None:
     print(f"[rank {rank} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -104,25 +106,44 @@ def _meta(gpu, P: int, job: dict) -> dict:
 def _baseline_kind(program) -> tuple[str | None, str]:
     grad = program.inputs[0].type.dtype.name
     name = program.name
-    known = ("adam", "sgd", "lamb", "allreduce", "model_parallel")
+    known = ("adam", "sgd", "lamb", "allreduce", "model_parallel", "pipeline")
     return (name if name in known else None), grad
 
 
+def stage_split(world: int, stages: int, program: str = "the program") -> int:
+    """Ranks per stage: the world (one rank per GPU) split into `stages` equal stages, or a
+    RuntimeFault that says which GPU counts work."""
+    if stages < 1 or world < stages or world % stages:
+        fits = sorted({stages * max(1, world // stages), stages * (world // stages + 1)})
+        raise RuntimeFault(f"--gpus must be a multiple of the {stages} stages of {program}, got "
+                           f"--gpus {world}; use --gpus {' or '.join(map(str, fits))} (stages x "
+                           "ranks per stage)")
+    return world // stages
+
+
+def held_outputs(run, scheduled, original):
+    """The outputs this rank holds (those of its stage), as (scheduled, original) programs
+    whose outputs correspond by position, as checks.compare reads them."""
+    keep = [k for k, v in enumerate(scheduled.outputs) if run.holds(v.name)]
+    pick = [scheduled.outputs[k] for k in keep]
+    return (scheduled.with_stmts(scheduled.stmts, outputs=pick),
+            original.with_stmts(original.stmts, outputs=[original.outputs[k] for k in keep]))
+
+
 def main(job_path: str) -> int:
-    from codegen.lower import lower
-    from workbench.errors import RuntimeFault
+    from codegen.lower import lower, stage_order
     from workbench.loader import load
     from workbench.runtime import baselines, checks
     from workbench.runtime.comm import rank_env
     from workbench.runtime.executor import Gpu, PlanRun
 
     env = rank_env()
-    rank, P = env.rank, env.size
+    rank, world = env.rank, env.size
     job = json.loads(open(job_path).read())
-    log(rank, f"starting on GPU {rank} of {P}")
-    gpu = Gpu(rank, P)
+    log(rank, f"starting on GPU {rank} of {world}")
+    gpu = Gpu(rank, world)
     log(rank, f"device {gpu.name}, {gpu.sm_count} SMs; {gpu.comm.summary()}")
-    records = ResultsLog(job["out"], _meta(gpu, P, job), writing=rank == 0)
+    records = ResultsLog(job["out"], _meta(gpu, world, job), writing=rank == 0)
     if os.environ.get("WB_TEST_DIE_RANK") == str(rank):
         log(rank, "dying on purpose (WB_TEST_DIE_RANK)")
         os._exit(7)
@@ -132,6 +153,10 @@ def main(job_path: str) -> int:
         wanted = entry.get("schedules", ["all"])
         scheds = [(n, s) for n, s in pf.schedules.items() if "all" in wanted or n in wanted]
         programs = [("unscheduled", original)] + [(n, s.apply()) for n, s in scheds]
+        # A pipeline's stages split the world: P ranks per stage, stage-major.
+        stages = len(stage_order(original))
+        P = stage_split(world, stages, entry["spec"])
+        gpu.use_stages(stages)
         for size_set in job["sizes"]:
             sizes = {**pf.sizes, **size_set}
             sizes = {k: v for k, v in sizes.items()
@@ -140,6 +165,8 @@ def main(job_path: str) -> int:
             sizes["P"] = P
             base = {"spec": entry["spec"], "program": original.name, "sizes": sizes, "P": P,
                     "comm_bytes": comm_bytes(original, sizes, P)}
+            if stages > 1:
+                base["stages"] = stages
             log(rank, f"{entry['spec']} {sizes}: inputs and reference")
             inputs = checks.make_inputs(original, sizes, job.get("seed", 0))
             ref, idx, _ = checks.reference(original, inputs, sizes, P)
@@ -166,8 +193,9 @@ def main(job_path: str) -> int:
                 gpu.barrier()
                 run.run()
                 gpu.drv.Context.synchronize()
-                got = run.download([v.name for v in program.outputs])
-                result = checks.compare(got, program, original, ref, idx, rank, P, n_full)
+                mine, theirs = held_outputs(run, program, original)
+                got = run.download([v.name for v in mine.outputs])
+                result = checks.compare(got, mine, theirs, ref, idx, run.local, P, n_full)
                 log(rank, f"  {name}: check {result.status()}")
                 results = gpu.all_gather(result)
                 worst = next((r for r in results if not r.ok),
