@@ -4,7 +4,7 @@
     python -m workbench.runtime.calibrate_worker --fused-blocks OUT.json
 
 Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, 64 KiB to 1 GiB)
-in f32, then in f16 and bf16 (`collectives_by_dtype`); rank 0 alone also measures its GPU: HBM
+in f32, f16 and bf16 (`collectives_by_dtype`), interleaved; rank 0 alone also measures its GPU: HBM
 copy and triad bandwidth, the gap between back-to-back tiny kernels, GEMM throughput, the HBM
 bandwidth of an elementwise kernel streaming k arrays (`streams`: a kernel shaped like the
 generated ones, nvcc + pycuda), the same for kernels mixing f16 and f32 arrays as the mixed
