@@ -211,3 +211,19 @@ def test_a_computation_on_what_was_received_runs_in_the_next_stage():
     plan = lower(program, P=2)
     assert [type(s).__name__ for s in plan.steps] == ["NcclStep", "SendStep", "KernelStep"]
     assert plan.step_groups == ((0,), (0, 1), (1,))
+
+
+def test_an_overlapped_send_of_slices_read_elsewhere_is_a_clear_fault():
+    """Chunk c's part lands at c * extent of the receiver's slice buffer (chunk order, not the
+    slice's row order): only the AllGather overlapped with it may read it."""
+    from studies.pipeline import build
+
+    _, schedules = build(chunks=4)
+    p = next(s for s in schedules if s.name == "overlap-fuse-rs-c-send-ag").apply()
+    p = p.with_stmts(p.stmts, outputs=[p.value("out_s"), p.value("out")])
+    with pytest.raises(RuntimeFault, match=r"^statement summed_rs,z_s,out_s \(FusedSend\): an "
+                                           r"overlapped Send of slices leaves its parts in "
+                                           r"chunk order, so only an AllGather in the same "
+                                           r"overlap may read 'out_s', got other uses; overlap "
+                                           r"it with its AllGather$"):
+        lower(p, P=2)

@@ -316,3 +316,14 @@ def test_fuse_c_send_overlap_ar_overlaps_allreduce_chunks_with_the_send(monkeypa
         assert sends[0]["p_out_remote"] == runs[q + 2].ptr["out"]
     for q in (2, 3):
         assert [e[1] for e in logs[q]] == ["wait"] * 4
+
+
+def test_comm_bytes_count_the_send():
+    from workbench.runtime.worker import comm_bytes
+
+    sizes = {"T": 16, "H": 8, "P": 2}
+    whole = 16 * 8 * 2  # f16
+    # AllReduce within the stage 2 (P-1)/P x size, then each rank sends all of z
+    assert comm_bytes(_program(None), sizes, 2) == whole + whole
+    # ReduceScatter (P-1)/P x size, a slice sent, AllGather (P-1)/P x size on stage 1
+    assert comm_bytes(_program("rs-c-send-ag"), sizes, 2) == whole // 2 * 3

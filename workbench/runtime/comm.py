@@ -245,8 +245,10 @@ class Nccl4py:
 
     def p2p(self, op: str, ptr: int, count: int, dtype: str, peer: int, stream: int = 0) -> None:
         """Enqueue an NCCL send (op "send") or recv of `count` elements at `ptr` with rank
-        `peer` of this communicator, on `stream`. One call each side, no group: a pipeline
-        Send goes one way between one pair of ranks."""
+        `peer` of this communicator, on `stream`: nccl4py's Communicator.send(sendbuf, peer,
+        *, stream) and recv(recvbuf, peer, *, stream) (its documented point-to-point
+        methods). One call each side, no group call: a pipeline Send goes one way between one
+        pair of ranks."""
         buf = self._buffer(ptr, count, dtype)
         method = getattr(self.comm, op, None)
         if method is None:

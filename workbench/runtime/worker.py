@@ -30,8 +30,10 @@ def log(rank: int, msg: str) -> None:
 def comm_bytes(program, sizes: dict, P: int) -> int:
     """Bytes each GPU must send (= receive) for the program's collectives, as a ring or a
     direct exchange moves them: AllReduce 2(P-1)/P x size, ReduceScatter/AllGather (P-1)/P x
-    size. Divided by the link bandwidth this is the NVLink floor of the step."""
+    size; a pipeline's Send, each rank's local part (1/P of the tensor when sliced). Divided by
+    the link bandwidth this is the NVLink floor of the step."""
     from workbench import interpreter, ir
+    from workbench.types import Sliced
 
     bound = interpreter.bind_sizes(program, sizes)
     total = 0.0
@@ -45,6 +47,10 @@ def comm_bytes(program, sizes: dict, P: int) -> int:
             nbytes = interpreter.concrete(t.nbytes(), bound)
             factor = 2 if isinstance(op, ir.AllReduce) else 1
             total += factor * (P - 1) / P * nbytes
+        elif isinstance(op, ir.Send):
+            t = types[op.x]
+            nbytes = interpreter.concrete(t.nbytes(), bound)
+            total += nbytes / P if isinstance(t.layout, Sliced) else nbytes
     return int(total)
 
 
