@@ -1,6 +1,7 @@
 """End to end on real GPUs (marked gpu; skipped where there is none): every schedule of SGD,
-Adam and the AllReduce benchmark checks against the interpreter, and a dying rank ends the
-whole run with a message and no process left behind."""
+Adam, the AllReduce benchmark, the model-parallel layer and the two-stage pipeline checks
+against the interpreter, and a dying rank ends the whole run with a message and no process
+left behind."""
 
 import os
 import subprocess
@@ -96,3 +97,20 @@ def test_pipeline_schedules_check_on_gpus():
         assert r["P"] == P and r["stages"] == 2 and r["median_ms"] > 0
     baselines = [r for r in res["records"] if r["kind"] == "baseline"]
     assert len(baselines) == 4 and all(r["median_ms"] > 0 for r in baselines)
+
+
+@pytest.mark.gpu
+def test_pipeline_checks_with_torch_distributed_nccl(monkeypatch):
+    """The same schedules with NCCL through torch.distributed (WB_NCCL=torch): stage groups
+    from new_group, the unfused Send as isend/irecv."""
+    from workbench.runtime.cli import run_job
+
+    monkeypatch.setenv("WB_NCCL", "torch")
+    gpus = 4 if _gpus() >= 4 else 2
+    P = gpus // 2
+    res = run_job([str(ROOT / "studies/pipeline.py")], gpus, [{"T": 8 * P * 4, "H": 512}],
+                  "all", 20, 2, False, 120.0)
+    rows = [r for r in res["records"] if r["kind"] == "workbench"]
+    assert len(rows) == 5
+    for r in rows:
+        assert r["check"] == "ok", (r["schedule"], r["check"])
