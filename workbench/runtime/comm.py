@@ -118,7 +118,9 @@ class MpiHost:
     def world(cls, env: RankEnv) -> MpiHost:
         from mpi4py import MPI  # initialises MPI
 
-        return cls(MPI.COMM_WORLD, env, MPI.Get_library_version().splitlines()[0].strip())
+        # Open MPI's version string ends in a NUL byte: strip it (it lands in logs and JSON).
+        version = MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
+        return cls(MPI.COMM_WORLD, env, version)
 
     def allgather(self, obj) -> list:
         return self.comm.allgather(obj)
