@@ -506,20 +506,18 @@ def check_overlap_rows(step: OverlapStep, rows: int, P: int) -> None:
     """Raise unless `rows` (the MatMul's output rows, sizes bound) split into the step's
     chunks, and each chunk evenly over the P ranks when a fused collective consumes it."""
     per = step.chunks * (P if isinstance(step.consumer, KernelStep) else 1)
-    if rows % per:
-        raise _fault(f"statement {step.stmt}: the MatMul's {rows} output rows must be a "
-                     f"multiple of {'chunks x ranks = ' if per != step.chunks else 'chunks = '}"
-                     f"{per} to overlap in {step.chunks} chunks; pick sizes that divide, or "
-                     "fewer chunks")
+    check_chunk_rows(step.stmt, rows, per, step.chunks, rows_are="the MatMul's {} output rows",
+                     action="overlap in")
 
 
-def check_chunk_rows(stmt: str, rows: int, per: int, chunks: int) -> None:
+def check_chunk_rows(stmt: str, rows: int, per: int, chunks: int,
+                     rows_are: str = "the {} rows", action: str = "run in") -> None:
     """Raise unless `rows` (sizes bound) split into `per` equal parts: `chunks` per tensor,
     times P when each chunk is split again over the ranks of a stage."""
     if rows % per:
-        raise _fault(f"statement {stmt}: the {rows} rows must be a multiple of "
-                     f"{'chunks x ranks = ' if per != chunks else 'chunks = '}{per} to run in "
-                     f"{chunks} chunks; pick sizes that divide, or fewer chunks")
+        raise _fault(f"statement {stmt}: {rows_are.format(rows)} must be a multiple of "
+                     f"{'chunks x ranks = ' if per != chunks else 'chunks = '}{per} to "
+                     f"{action} {chunks} chunks; pick sizes that divide, or fewer chunks")
 
 
 def _chunk_rows(pl: _Planner, t: TensorType, chunks: int) -> tuple[sympy.Expr, int]:
