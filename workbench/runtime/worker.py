@@ -12,9 +12,11 @@ measured. Progress lines keep the launcher's hang detector quiet while work is b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -25,6 +27,27 @@ from workbench.errors import RuntimeFault
 
 def log(rank: int, msg: str) -> None:
     print(f"[rank {rank} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+@contextlib.contextmanager
+def busy(rank: int, what: str, every_s: float = 20.0):
+    """Log "still <what>" every `every_s` seconds while the body runs: long CPU work (the
+    reference interpreter on 2^28 elements takes minutes) is progress, and the launcher's hang
+    detector must not take it for a hung rank. GPU and NCCL waits are never wrapped in it."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def beat():
+        while not done.wait(every_s):
+            log(rank, f"  still {what} ({time.monotonic() - start:.0f} s)")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def comm_bytes(program, sizes: dict, P: int) -> int:
@@ -174,8 +197,9 @@ def main(job_path: str) -> int:
             if stages > 1:
                 base["stages"] = stages
             log(rank, f"{entry['spec']} {sizes}: inputs and reference")
-            inputs = checks.make_inputs(original, sizes, job.get("seed", 0))
-            ref, idx, _ = checks.reference(original, inputs, sizes, P)
+            with busy(rank, "computing inputs and the reference"):
+                inputs = checks.make_inputs(original, sizes, job.get("seed", 0))
+                ref, idx, _ = checks.reference(original, inputs, sizes, P)
             n_full = None
             length = checks.pointwise_length(original)
             if length is not None:
