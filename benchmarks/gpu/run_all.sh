@@ -8,10 +8,7 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 P=${1:-2}
 MODE=${2:-full}
-OUT=${OUT:-/tmp/wb-out}
-RES=/tmp/wb-res  # everything lands here; packed into $OUT/results.tgz (few files come back)
-mkdir -p "$OUT" "$RES"
-trap 'tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
+pack_results
 
 stamp "machine"
 nvidia-smi -L

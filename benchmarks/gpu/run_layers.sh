@@ -6,10 +6,7 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 P=${1:-2}
-OUT=${OUT:-/tmp/wb-out}
-RES=/tmp/wb-res
-mkdir -p "$OUT" "$RES"
-trap 'tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
+pack_results
 stamp "machine"
 nvidia-smi -L
 stamp "wheels"

@@ -5,10 +5,7 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 P=${1:-2}
-OUT=${OUT:-/tmp/wb-out}
-RES=/tmp/wb-res
-mkdir -p "$OUT" "$RES"
-trap 'tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
+pack_results
 install_wheels || exit 1
 for M in push pull; do
   stamp "mode $M"

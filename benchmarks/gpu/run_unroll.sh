@@ -5,10 +5,7 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 P=${1:-2}
-OUT=${OUT:-/tmp/wb-out}
-RES=/tmp/wb-res
-mkdir -p "$OUT" "$RES"
-trap 'tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
+pack_results
 install_wheels || exit 1
 stamp "GPU tests"
 python3 -m pytest -q -p no:cacheprovider tests/runtime -k "dying or sgd" 2>&1 \
