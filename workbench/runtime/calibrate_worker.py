@@ -4,8 +4,9 @@
     python -m workbench.runtime.calibrate_worker --fused-blocks OUT.json
 
 Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, 64 KiB to 1 GiB)
-in f32, f16 and bf16 (`collectives_by_dtype`), interleaved; rank 0 alone also measures its GPU: HBM
-copy and triad bandwidth, the gap between back-to-back tiny kernels, GEMM throughput, the HBM
+in f32, f16 and bf16 (`collectives_by_dtype`), interleaved, and NCCL send/recv from each rank of
+the first half of the GPUs to the same rank of the second half (`p2p`: a pipeline's Send
+between two stages); rank 0 alone also measures its GPU: HBM copy and triad bandwidth, the gap between back-to-back tiny kernels, GEMM throughput, the HBM
 bandwidth of an elementwise kernel streaming k arrays (`streams`: a kernel shaped like the
 generated ones, nvcc + pycuda), the same for kernels mixing f16 and f32 arrays as the mixed
 optimizers do (`streams_f16`), and torch's fused Adam beside them as a 7-stream cross-check.
@@ -98,6 +99,35 @@ def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int,
     del bufs
     torch.cuda.empty_cache()
     return rows, errors
+
+
+def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int) -> list[dict]:
+    """One row per size (64 KiB .. 1 GiB) with the time (ms) of an NCCL send/recv from each
+    rank of the first half of the GPUs to the same rank of the second half, all pairs at
+    once: the pipeline's Send between stages (stage k's rank r is GPU k * P + r). The time is
+    the slowest rank's median, senders and receivers both (the transfer ends when both do)."""
+    dev = torch.device("cuda", rank)
+    half = P // 2
+    peer = rank + half if rank < half else rank - half
+    buf = torch.empty(COLLECTIVE_NBYTES[-1], device=dev, dtype=torch.uint8)
+    rows = []
+    for nbytes in COLLECTIVE_NBYTES:
+        piece = buf[:nbytes]
+        if rank < half:
+            def fn(t=piece):
+                dist.send(t, peer)
+        else:
+            def fn(t=piece):
+                dist.recv(t, peer)
+        dist.barrier()
+        med = torch.tensor([statistics.median(event_times(torch, fn, warmup, reps))],
+                           device=dev)
+        dist.all_reduce(med, op=dist.ReduceOp.MAX)
+        rows.append({"nbytes": nbytes, "sendrecv_ms": float(med.item())})
+        log(rank, f"p2p {nbytes} B: send/recv {rows[-1]['sendrecv_ms']:.4f} ms")
+    del buf
+    torch.cuda.empty_cache()
+    return rows
 
 
 def device(torch, rank: int, warmup: int, reps: int) -> dict:
@@ -329,6 +359,12 @@ def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
         raw["collectives"] = rows.pop("f32")
         raw["collectives_by_dtype"] = rows
         raw.update({f"collectives_{d}_error": e for d, e in errors.items()})
+        if P % 2 == 0:
+            try:
+                raw["p2p"] = p2p(torch, dist, rank, P, warmup, reps)
+            except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
+                raw["p2p_error"] = f"{type(e).__name__}: {e}"
+                log(rank, f"p2p failed: {type(e).__name__}: {e}")
     else:
         raw["collectives"] = []
     if rank == 0:
