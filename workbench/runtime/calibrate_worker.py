@@ -130,6 +130,53 @@ def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int) -> list[dict]:
     return rows
 
 
+def host_issue(torch, dist, rank: int, P: int, calls: int = 200) -> dict:
+    """Host time of one NCCL call (4-byte all_reduce; send/recv between the halves), issued
+    back to back without waiting for the GPU, through torch.distributed and through nccl4py
+    (the runtime's path; left out where it does not import): seconds per call, the slowest
+    rank's. The NCCL fit's host overhead is torch's (its tables are timed through torch); the
+    workbench's own programs pay nccl4py's."""
+    import time
+
+    from workbench.runtime.comm import Nccl4py, TorchHost
+    from workbench.runtime.executor import torch_view
+
+    dev = torch.device("cuda", rank)
+    buf = torch.zeros(1, device=dev)
+    half = P // 2
+    peer = rank + half if rank < half else rank - half
+    calls_of = {"torch_allreduce": lambda: dist.all_reduce(buf),
+                "torch_sendrecv": (lambda: dist.send(buf, peer)) if rank < half
+                else (lambda: dist.recv(buf, peer))}
+    try:
+        nccl = Nccl4py(TorchHost(dist, rank, rank), rank, P,
+                       lambda ptr, n, dt: torch_view(ptr, (n,), dt, rank))
+        stream = torch.cuda.current_stream().cuda_stream
+        ptr = buf.data_ptr()
+        calls_of["nccl4py_allreduce"] = lambda: nccl.collective(
+            "all_reduce", "add", ptr, ptr, 1, "f32", stream=stream)
+        calls_of["nccl4py_sendrecv"] = lambda: nccl.p2p(
+            "send" if rank < half else "recv", ptr, 1, "f32", peer, stream)
+    except Exception as e:  # noqa: BLE001 - recorded and logged; torch's are still measured
+        log(rank, f"host issue through nccl4py left out: {type(e).__name__}: {e}")
+    out = {}
+    for name, fn in calls_of.items():
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per_call = torch.tensor([(time.perf_counter() - t0) / calls], device=dev,
+                                dtype=torch.float64)
+        torch.cuda.synchronize()
+        dist.all_reduce(per_call, op=dist.ReduceOp.MAX)
+        out[f"{name}_s"] = float(per_call.item())
+        log(rank, f"host issue {name}: {out[f'{name}_s'] * 1e6:.1f} us per call")
+    return out
+
+
 def device(torch, rank: int, warmup: int, reps: int) -> dict:
     """HBM copy/triad bandwidth, back-to-back launch gap and GEMM FLOP/s of this GPU."""
     dev = torch.device("cuda", rank)
@@ -360,11 +407,13 @@ def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
         raw["collectives_by_dtype"] = rows
         raw.update({f"collectives_{d}_error": e for d, e in errors.items()})
         if P % 2 == 0:
-            try:
-                raw["p2p"] = p2p(torch, dist, rank, P, warmup, reps)
-            except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
-                raw["p2p_error"] = f"{type(e).__name__}: {e}"
-                log(rank, f"p2p failed: {type(e).__name__}: {e}")
+            for key, fn in (("p2p", p2p), ("host_issue", host_issue)):
+                try:
+                    raw[key] = fn(torch, dist, rank, P, *((warmup, reps) if key == "p2p"
+                                                           else ()))
+                except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
+                    raw[f"{key}_error"] = f"{type(e).__name__}: {e}"
+                    log(rank, f"{key} failed: {type(e).__name__}: {e}")
     else:
         raw["collectives"] = []
     if rank == 0:
