@@ -23,6 +23,11 @@ a raw file; this module reads it, fits the model's constants and writes a profil
 | peer_load/store_bandwidth_Bps | the fused AllReduce kernel (benchmarks/gpu/allreduce.py, no |
 | | computation) across sizes, inverted through the model of its time |
 | fused_fixed_s | the same rows: the fixed cost beyond launch gap and barrier hops (`fit_fused`) |
+| nccl.host_overhead_s | the fit's (torch.distributed timed the tables), moved by the measured |
+| | host cost per call of nccl4py (the runtime's) less torch's (`host_issue`; `_runtime_host`) |
+| p2p_latency_s, p2p_bandwidth_Bps | NCCL send/recv from each GPU of the first half to the same |
+| | one of the second half, 64 KiB .. 1 GiB (`p2p`): least squares of the relative error of |
+| | host + latency + nbytes / bandwidth (`fit_p2p`), disturbed sizes left out (`p2p_kept`) |
 | fused_block_bandwidth | the same kernel at 256 MiB with grids of 4 .. 2 x SMs blocks |
 | | (`fused_blocks`): its bandwidth as a fraction of the full grid's (`fit_fused_blocks`) |
 
@@ -73,6 +78,9 @@ class Calibration:
     hbm_f16: HbmF16Fit | None = None  # the mixed f16/f32 stream fit, when measured
     # (nbytes, blocks, predicted / measured - 1) of the fused kernel on fewer blocks
     fused_block_errors: list = ()
+    p2p_errors: list = ()  # (nbytes, predicted / measured - 1) of NCCL send/recv
+    p2p_kept: list = ()  # the (nbytes, seconds) send/recv rows the fit used
+    host_note: str = ""  # how the NCCL host overhead was moved to the runtime's path
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +151,15 @@ def read_raw(path: Path, gpus: int) -> dict:
     if dev.get("streams_f16") and not dev.get("streams"):
         raise HardwareError(f"calibration raw file {path} device.streams_f16 needs the f32 "
                             f"k-stream rows device.streams to compare with, got none; {FIX}")
+    issue = raw.get("host_issue")
+    if issue is not None and (not isinstance(issue, dict)
+                              or not all(_positive(v) for v in issue.values())):
+        raise HardwareError(f"calibration raw file {path} host_issue must map each NCCL path's "
+                            f"call (e.g. torch_allreduce_s, nccl4py_allreduce_s) to its host "
+                            f"seconds, positive numbers, got {issue!r}; {FIX}")
+    _check_rows(raw.get("p2p"), path, "p2p",
+                lambda r: _positive(r.get("nbytes")) and _positive(r.get("sendrecv_ms")),
+                "nbytes and sendrecv_ms as positive numbers")
     _check_rows(raw.get("fused"), path, "fused",
                 lambda r: _positive(r.get("nbytes")) and _positive(r.get("ms")),
                 "nbytes and ms as positive numbers")
@@ -325,6 +342,40 @@ def fit_hbm_read_write(rows: list[dict]) -> tuple[float, float]:
                             f"write bandwidths, got 1/R = {inv_r:.3g}, 1/W = {inv_w:.3g} s/B; "
                             f"{FIX}")
     return 1.0 / float(inv_r), 1.0 / float(inv_w)
+
+
+def p2p_kept(rows: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The send/recv rows the fit uses: as for the collectives (`nccl_table`), a size slower
+    than OUTLIER_FACTOR times a larger size's time is left out (2x H200, calibration run 3:
+    64 KiB .. 4 MiB took 74-92 us, 8 MiB 55 us)."""
+    rows = sorted(rows)
+    return [(n, t) for i, (n, t) in enumerate(rows)
+            if all(t <= OUTLIER_FACTOR * later for _, later in rows[i + 1:])]
+
+
+def fit_p2p(rows: list[tuple[int, float]], host_overhead_s: float) -> tuple[float, float]:
+    """(latency_s, bandwidth_Bps) of NCCL send/recv from its (nbytes, seconds) rows: least
+    squares of the relative error of time = host + a + nbytes / B (linear in a and 1/B),
+    every size weighing alike; `a` is what remains beyond NCCL's per-call host cost (the
+    profile's nccl.host_overhead_s), at least 1 ns (profile numbers must be positive)."""
+    import numpy as np
+
+    if len(rows) < 2:
+        raise HardwareError(f"calibration raw file p2p must hold at least two sizes to fit "
+                            f"latency and bandwidth, got {len(rows)}; {FIX}")
+    A = np.array([[1.0 / t, n / t] for n, t in rows])
+    (a, inv_b), *_ = np.linalg.lstsq(A, np.ones(len(rows)), rcond=None)
+    if inv_b <= 0:
+        raise HardwareError(f"calibration raw file p2p must fit a positive bandwidth (time "
+                            f"growing with size), got 1/B = {inv_b:.3g} s/B; {FIX}")
+    return max(float(a) - host_overhead_s, 1e-9), 1.0 / float(inv_b)
+
+
+def p2p_errors(rows: list[tuple[int, float]], cluster: Cluster) -> list[tuple[int, float]]:
+    """(nbytes, predicted / measured - 1) of the cluster's send/recv on the measured rows."""
+    from cost_model.collectives import p2p_time
+
+    return [(n, p2p_time(n, cluster, False) / t - 1) for n, t in rows]
 
 
 def hbm_stream_errors(rows: list[dict], cluster: Cluster) -> list[tuple[int, int, float]]:
@@ -528,6 +579,13 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         for dtype in dtypes:
             dfit = fit_nccl_bandwidth(nccl_table(raw, dtype), P, f32)
             profile.setdefault("nccl_dtypes", {})[dtype] = _nccl_fields(dfit.tuning)
+    p2p = [(int(r["nbytes"]), float(r["sendrecv_ms"]) * 1e-3)
+           for r in raw.get("p2p", []) or []] if P > 1 else []
+    if p2p:
+        host_s = _apply(profile).nccl.host_overhead_s
+        latency_s, bandwidth_Bps = fit_p2p(p2p_kept(p2p), host_s)
+        profile["p2p_latency_s"] = _sig(latency_s)
+        profile["p2p_bandwidth_Bps"] = _sig(bandwidth_Bps)
     fused = [(int(r["nbytes"]), float(r["ms"]) * 1e-3) for r in raw.get("fused", []) or []]
     if P > 1 and fused:
         # the fused kernel's fixed cost uses the calibrated launch gap: fit after the GPU fields
@@ -554,13 +612,37 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         hbm_f16 = dataclasses.replace(
             hbm_f16, errors=f16_stream_errors(streams16, final),
             errors_f32_rates=f16_stream_errors(streams16, dataclasses.replace(final, gpu=flat)))
-    return Calibration(profile, final, nccl_worst, fused_worst, nccl_errors, fused_errors,
+    host_note = _runtime_host(profile, raw.get("host_issue") if P > 1 else None)
+    runtime = _apply(profile)
+    return Calibration(profile, runtime, nccl_worst, fused_worst, nccl_errors, fused_errors,
                        outliers, hbm_stream_errors(streams, final),
                        nccl_dtype_errors={d: e[0] for d, e in by_dtype.items()},
                        nccl_dtype_worst_error={d: e[1] for d, e in by_dtype.items()},
                        nccl_dtype_outliers={d: e[2] for d, e in by_dtype.items()},
                        hbm_f16=hbm_f16,
-                       fused_block_errors=fused_block_errors(blocks, P, final))
+                       fused_block_errors=fused_block_errors(blocks, P, final),
+                       p2p_errors=p2p_errors(p2p, final), p2p_kept=p2p_kept(p2p),
+                       host_note=host_note)
+
+
+def _runtime_host(profile: dict, issue: dict | None) -> str:
+    """Move the profile's NCCL host overhead (fitted on tables timed through torch.distributed)
+    to the workbench runtime's NCCL path, nccl4py, by the difference of their measured host
+    costs per call (`host_issue`; 2x H200, calibration run 4: 26.7 against 22.0 us for a
+    4-byte all_reduce); the GPU-side constants stay (both paths run the same NCCL). Changes
+    `profile` in place when `issue` has both costs; returns a line for the fit report. The
+    fit errors stay the fitted (torch) constants' on the tables they were fitted to."""
+    if not issue or "torch_allreduce_s" not in issue or "nccl4py_allreduce_s" not in issue:
+        return ""
+    torch_s, runtime_s = float(issue["torch_allreduce_s"]), float(issue["nccl4py_allreduce_s"])
+    fitted = profile["nccl"]["host_overhead_s"]
+    for fields in [profile["nccl"], *profile.get("nccl_dtypes", {}).values()]:
+        fields["host_overhead_s"] = _sig(max(fields["host_overhead_s"] + runtime_s - torch_s,
+                                             1e-9))
+    return (f"NCCL host overhead per call: {fitted * 1e6:.2f} us fitted on the torch.distributed "
+            f"tables; host issue measured {torch_s * 1e6:.1f} us through torch.distributed, "
+            f"{runtime_s * 1e6:.1f} us through nccl4py (the runtime's); the profile holds "
+            f"{profile['nccl']['host_overhead_s'] * 1e6:.2f} us, the runtime's")
 
 
 def _nccl_fields(t: NcclTuning) -> dict:
@@ -673,6 +755,20 @@ def fit_report(cal: Calibration) -> str:
                      f"{max(abs(e) for _, e in h.errors):.3f} (f32 rates "
                      f"{max(abs(e) for _, e in h.errors_f32_rates):.3f})")
         lines.append("")
+    if cal.host_note:
+        lines += [cal.host_note, ""]
+    if cal.p2p_errors:
+        c = cal.cluster
+        lines.append(f"{'nbytes':>12} {'send/recv':>14}   (NCCL send/recv between two GPUs: "
+                     f"latency {c.p2p_latency_s * 1e6:.2f} us beyond the per-call host "
+                     f"cost, "
+                     f"{c.p2p_bandwidth_Bps / 1e9:.1f} GB/s)")
+        kept = {n for n, _ in cal.p2p_kept}
+        for n, e in cal.p2p_errors:
+            lines.append(f"{n:>12} {e:>+14.3f}" + ("" if n in kept else "   (left out)"))
+        lines.append(f"send/recv worst relative error on the fitted sizes: "
+                     f"{max(abs(e) for n, e in cal.p2p_errors if n in kept):.3f}")
+        lines.append("")
     if cal.fused_block_errors:
         curve = dict((int(b), f) for b, f in cal.cluster.fused_block_bandwidth)
         lines.append(f"{'nbytes':>12} {'blocks':>7} {'bandwidth':>10} {'fused AR':>14}   "
@@ -710,6 +806,11 @@ def synthetic_raw(cluster: Cluster, P: int, nbytes: list[int], fused_nbytes: lis
         "fused": [{"nbytes": n, "ms": fused_allreduce_time(n, P, cluster) * 1e3}
                   for n in fused_nbytes],
     }
+    if P > 1 and P % 2 == 0 and cluster.p2p_bandwidth_Bps:
+        from cost_model.collectives import p2p_time
+
+        raw["p2p"] = [{"nbytes": n, "sendrecv_ms": p2p_time(n, cluster, False) * 1e3}
+                      for n in nbytes]
     if P > 1 and cluster.nccl_dtypes:
         raw["collectives_by_dtype"] = {d: rows(cluster.for_dtype(d))
                                        for d, _ in cluster.nccl_dtypes}

@@ -176,7 +176,12 @@ def collective_bus_bytes(kind: str, nbytes, P):
 
 
 def p2p_time(nbytes, cluster: Cluster, crosses_nodes: bool):
-    """A Send to the same rank of the next stage: one NCCL send/recv with the Simple protocol."""
+    """A Send to the same rank of the next stage: one NCCL send/recv. Inside a node at the
+    cluster's calibrated send/recv latency and bandwidth where it has them, else (and across
+    nodes) as the Simple protocol over the link."""
+    if not crosses_nodes and cluster.p2p_bandwidth_Bps:
+        return (cluster.nccl.host_overhead_s + cluster.p2p_latency_s
+                + nbytes / cluster.p2p_bandwidth_Bps)
     simple = cluster.nccl.protocols[-1]
     link = cluster.nic if crosses_nodes else cluster.nvlink
     return (cluster.nccl.host_overhead_s + simple.base_latency_s + link.latency_s

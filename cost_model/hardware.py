@@ -157,6 +157,13 @@ class Cluster:
     # (as before); fitted by cost_model/calibration.py from the fused AllReduce at 4 MiB..1 GiB
     # (2x H200: 33 us at 4 MiB against 19 us without it).
     fused_fixed_s: float = 0.0
+    # NCCL send/recv inside a node (a pipeline's Send between stages): its fixed latency beyond
+    # NCCL's per-call host cost, and its bandwidth. 0 in the presets: priced as NCCL's Simple
+    # protocol over the link (Simple base latency + link latency; link bandwidth x Simple
+    # efficiency). Fitted by calibration from its send/recv sweep (`p2p`; 2x H200: 369 GB/s
+    # at 1 GiB, where the ring collectives' Simple efficiency gave 291 GB/s).
+    p2p_latency_s: float = 0.0
+    p2p_bandwidth_Bps: float = 0.0
     # NCCL constants fitted to the collectives of one dtype (f16, bf16), for collectives of
     # that dtype; a dtype not listed (f32 always) uses `nccl`. Empty in the presets; filled by
     # calibration when it measured NCCL in that dtype. A profile gives

@@ -236,7 +236,29 @@ def _collective_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     cluster = collective_cluster(ctx, s)
     t = coll.collective_time(kind, nbytes, P, cluster, ctx.group_size(group))
     busy = coll.collective_bus_bytes(kind, nbytes, P) / peak_link_Bps(ctx, group)
+    copy = single_rank_copy(ctx, s)
+    if copy is not None:
+        c = _compute_cost(ctx, copy)
+        return OpCost(t + c.time_s, {"link": busy, **c.busy_s}, "hbm",
+                      cluster.nccl.host_overhead_s)
     return OpCost(t, {"link": busy}, "link", cluster.nccl.host_overhead_s)
+
+
+def single_rank_copy(ctx: CostContext, s: ir.Stmt) -> Work | None:
+    """The device copy that collective `s` makes over a group of one rank, or None.
+
+    NCCL with one rank copies an out-of-place buffer, and the generated code gives every
+    collective a fresh output buffer except an AllGather of the slice that an Update wrote
+    into its whole target (gathered in place; codegen.lower's storage rules). A 2-GPU
+    pipeline has one rank per stage: measured (GPU run 9), its schedules with an AllGather
+    took ~0.09 ms more at T=8192, the copy of 201 MB."""
+    if ctx.group_size(ctx.types[s.op.x].group) != 1:
+        return None
+    if isinstance(s.op, ir.AllGather):
+        producer = next((p for p in ctx.program.leaves() if p.out.name == s.op.x), None)
+        if producer is not None and isinstance(producer.op, ir.Update):
+            return None
+    return io_work(ctx, [s.op.x], [s.out.name])
 
 
 def norm_combine_s(ctx: CostContext, group: Group):
@@ -331,11 +353,21 @@ def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
         t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
                                  ctx.cluster, ctx.group_size(parts.group), blocks)
     if parts.send_nbytes:
-        crosses = send_crosses_nodes(ctx, parts.group)
-        link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
-        simple = ctx.cluster.nccl.protocols[-1]
-        t = t + parts.send_nbytes / (link.bandwidth_Bps * simple.efficiency)
+        t = t + parts.send_nbytes / fused_send_Bps(ctx, parts, sms)
     return t
+
+
+def fused_send_Bps(ctx: CostContext, parts: FusedParts, sms: float | None = None) -> float:
+    """Bandwidth of a fused Send: inside a node the kernel stores into the next stage's
+    buffer over NVLink, at the rate measured for peer stores (scaled by the block curve when
+    it holds `sms` SMs); across nodes it goes out through the NIC, like NCCL's Simple
+    protocol. (It was priced as an NCCL send, at NVLink x Simple efficiency: 291 GB/s on the
+    calibrated 2x H200 against 326 GB/s measured for the fused Send of the pipeline step.)"""
+    if send_crosses_nodes(ctx, parts.group):
+        return ctx.cluster.nic.bandwidth_Bps * ctx.cluster.nccl.protocols[-1].efficiency
+    scale = 1.0 if sms is None else coll.fused_block_fraction(
+        ctx.cluster, coll.fused_blocks_on(ctx.cluster, sms))
+    return ctx.cluster.peer_store_bandwidth_Bps * scale
 
 
 def fused_link_lower_s(ctx: CostContext, parts: FusedParts):

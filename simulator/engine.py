@@ -37,6 +37,7 @@ from cost_model.ops import (
     matmul_work,
     norm_combine_s,
     send_crosses_nodes,
+    single_rank_copy,
     stmt_cost,
     work_s,
 )
@@ -301,6 +302,13 @@ class Simulation:
             nbytes = float(self.ctx.full_nbytes(op.x)) * scale
             yield from self._collective(g, r, gpu, kind, nbytes, name, key, host_paid,
                                         collective_cluster(self.ctx, s))
+            copy = single_rank_copy(self.ctx, s)
+            if copy is not None:
+                # one rank: NCCL copies the buffer (cost_model.ops.single_rank_copy) with
+                # cudaMemcpyAsync, on the HBM without taking SMs (a copy engine's transfer)
+                yield self.env.timeout(self.cluster.gpu.launch_latency_s)
+                yield from self._hold(gpu, "hbm", work_s(self.cluster, copy.scaled(scale)),
+                                      name)
         elif isinstance(op, ir.Fused):
             if op.kind == "compute":
                 yield from self._compute(gpu, elementwise_work(self.ctx, op.body),

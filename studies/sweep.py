@@ -45,8 +45,10 @@ def size_label(sizes: dict) -> str:
 
 def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None,
                  gpus: int | None = None):
-    """One row per (study, schedule, size): the simulator's prediction. `gpus` sets the group
-    size P (default: the cluster's GPUs shared evenly by the program's groups)."""
+    """One row per (study, schedule, size): the simulator's prediction. `gpus` is the number
+    of GPUs the run uses, as `compile-and-measure --gpus` (default: the cluster's); a
+    program's groups (a pipeline's stages) share them evenly, so each group has P = gpus /
+    groups ranks, the `P` a measured CSV records."""
     from cost_model.hardware import load_hardware
     from workbench.loader import load
     from workbench.simulate_cli import predict
@@ -56,8 +58,13 @@ def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None
     for study in studies or list(SWEEPS):
         spec, size_list = SWEEPS[study]
         loaded = load(str(STUDIES_DIR / spec))
-        groups = len(loaded.program.groups())  # a pipeline's stages share the cluster
-        P = gpus or cluster.world_size // groups
+        groups = len(loaded.program.groups())  # a pipeline's stages share the GPUs
+        used = gpus or cluster.world_size
+        if used % groups:
+            raise click.UsageError(
+                f"--gpus {used}: study {study!r} has {groups} stages and needs a multiple of "
+                f"{groups} GPUs; pass --gpus {groups * max(1, used // groups)} or leave it out")
+        P = used // groups
         for sizes in size_list:
             for p in predict(loaded, cluster, {**sizes, "P": P}):
                 rows.append({"study": study, "schedule": p.name, "size": size_label(sizes),
@@ -79,13 +86,32 @@ def _parse_sizes(text: str) -> dict:
     return {k: int(v) for k, v in (item.split("=") for item in items)}
 
 
+def _read_results(path: Path) -> pd.DataFrame:
+    """A compile-and-measure CSV, or its JSON (NAME.json, or NAME.partial.json that a run
+    cut off left behind) as the same table."""
+    if path.suffix != ".json":
+        return pd.read_csv(path)
+    import json
+
+    from workbench.runtime.report import table
+
+    try:
+        records = json.loads(path.read_text())["records"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise click.UsageError(f"{path} must be compile-and-measure's JSON (an object with "
+                               f"'records'), got {type(e).__name__}: {e}; pass its CSV or the "
+                               f"run's NAME.json / NAME.partial.json") from None
+    return table(records)
+
+
 def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
-    """Fold compile-and-measure CSVs into (study, schedule, size, gpus, measured_s, check);
+    """Fold compile-and-measure CSVs (or their JSON, partial ones included) into (study,
+    schedule, size, gpus, measured_s, check);
     only the workbench's own schedules (baselines are kept in the source CSVs). A case
     measured in several CSVs keeps the row of the last CSV given (list re-runs last)."""
     frames = []
     for path in csv_paths:
-        df = pd.read_csv(path)
+        df = _read_results(Path(path))
         if "median_ms" in df.columns:  # a table parsed from a cut-off run's worker log
             frames.append(pd.DataFrame({
                 "study": df["program"].map(_study_of),
@@ -119,7 +145,9 @@ def main() -> None:
 @click.option("--hardware", default="h200x4", show_default=True)
 @click.option("--nodes", default=1, show_default=True)
 @click.option("--study", "studies", multiple=True, type=click.Choice(list(SWEEPS)))
-@click.option("--gpus", type=int, default=None, help="Group size P (default: from hardware).")
+@click.option("--gpus", type=int, default=None,
+              help="GPUs the run uses, as compile-and-measure --gpus (default: the "
+                   "hardware's); each stage of a pipeline gets an equal share.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
 def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int | None,
                 out_dir: Path) -> None:

@@ -1,6 +1,10 @@
 """studies.sweep: folding measured CSVs and predicting the study sweeps (CPU only)."""
 
+import json
+
+import click
 import pandas as pd
+import pytest
 
 from studies import sweep
 
@@ -43,3 +47,34 @@ def test_predict_rows_cover_every_schedule_and_size_of_a_study():
     assert set(df["size"]) == sizes
     assert {"unscheduled", "fuse-rs-c-ag"} <= set(df["schedule"])
     assert (df["predicted_s"] > 0).all()
+
+
+def test_a_pipelines_stages_share_the_gpus_of_the_run():
+    # --gpus is the run's GPU count, as compile-and-measure's: 2 GPUs, 2 stages -> P = 1,
+    # the P a measured pipeline CSV records
+    df = sweep.predict_rows("h200x4", studies=["pipeline"], gpus=2)
+    assert set(df["gpus"]) == {1}
+    assert set(sweep.predict_rows("h200x4", studies=["sgd"], gpus=2)["gpus"]) == {2}
+
+
+def test_a_pipeline_needs_a_multiple_of_its_stages():
+    with pytest.raises(click.UsageError, match=r"--gpus 3: study 'pipeline' has 2 stages and "
+                       r"needs a multiple of 2 GPUs; pass --gpus 2 or leave it out"):
+        sweep.predict_rows("h200x4", studies=["pipeline"], gpus=3)
+
+
+def test_measured_rows_read_a_runs_json_and_a_partial_one(tmp_path):
+    record = {"spec": "studies/lamb.py:mixed", "program": "lamb", "sizes": {"N": 2**24, "P": 2},
+              "P": 2, "comm_bytes": 2**26, "schedule": "fuse-rs-c-ag", "kind": "workbench",
+              "median_ms": 0.25, "p10_ms": 0.24, "p90_ms": 0.26, "check": "ok"}
+    path = tmp_path / "lamb.partial.json"
+    path.write_text(json.dumps({"meta": {"complete": False}, "records": [record]}))
+    rows = sweep.measured_rows([path])
+    assert rows.iloc[0][["study", "schedule", "size", "gpus"]].tolist() == [
+        "lamb-mixed", "fuse-rs-c-ag", "N=2^24", 2]
+    assert rows.iloc[0]["measured_s"] == 0.25e-3
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    with pytest.raises(click.UsageError, match=r"bad.json must be compile-and-measure's JSON "
+                       r"\(an object with 'records'\), got TypeError"):
+        sweep.measured_rows([bad])

@@ -6,10 +6,12 @@
 Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, 64 KiB to 1 GiB)
 in f32, f16 and bf16 (`collectives_by_dtype`), interleaved, and NCCL send/recv from each rank of
 the first half of the GPUs to the same rank of the second half (`p2p`: a pipeline's Send
-between two stages); rank 0 alone also measures its GPU: HBM copy and triad bandwidth, the gap between back-to-back tiny kernels, GEMM throughput, the HBM
-bandwidth of an elementwise kernel streaming k arrays (`streams`: a kernel shaped like the
-generated ones, nvcc + pycuda), the same for kernels mixing f16 and f32 arrays as the mixed
-optimizers do (`streams_f16`), and torch's fused Adam beside them as a 7-stream cross-check.
+between two stages), and the host cost of one NCCL call through torch.distributed and through
+nccl4py (`host_issue`); rank 0 alone also measures its GPU: HBM copy and triad bandwidth, the
+gap between back-to-back tiny kernels, GEMM throughput, the HBM bandwidth of an elementwise
+kernel streaming k arrays (`streams`: a kernel shaped like the generated ones, nvcc + pycuda),
+the same for kernels mixing f16 and f32 arrays as the mixed optimizers do (`streams_f16`), and
+torch's fused Adam beside them as a 7-stream cross-check.
 
 `--fused-blocks` is a second job (calibrate.py starts it after the fused-kernel sizes): the
 workbench's fused AllReduce kernel (benchmarks/gpu/allreduce.py, schedule fused, f32) at

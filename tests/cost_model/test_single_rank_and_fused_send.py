@@ -1,0 +1,76 @@
+"""Two prices the 2x H200 pipeline run (GPU run 9, one rank per stage) corrected: a collective
+over a group of one rank copies its buffer unless it runs in place, and a fused Send moves
+its bytes by peer stores. Checked on the model and on the simulator."""
+
+import dataclasses
+
+import pytest
+
+from cost_model.hardware import preset
+from cost_model.ops import CostContext, fused_link_s, fused_parts, single_rank_copy, stmt_cost
+from simulator import simulate
+from workbench.interpreter import bind_sizes
+from workbench.loader import load
+from workbench.simulate_cli import candidates
+
+SIZES = {"T": 2048, "H": 12288}
+COPY_BYTES = 2 * 2048 * 12288 * 2  # read and write T x H f16
+
+
+def _schedules(path):
+    return dict(candidates(load(path)))
+
+
+def _ctx(program, P, cluster=None):
+    cluster = cluster or dataclasses.replace(preset("h200x4"), gpus_per_node=2)
+    return CostContext(program, cluster, bind_sizes(program, {**SIZES, "P": P}))
+
+
+def _stmt(program, name):
+    return next(s for s in program.stmts if s.name == name)
+
+
+def test_a_one_rank_allreduce_costs_a_copy_and_a_two_rank_one_does_not():
+    program = _schedules("studies/pipeline.py")["unscheduled"]
+    ar = _stmt(program, "summed")
+    one, two = _ctx(program, 1), _ctx(program, 2)
+    work = single_rank_copy(one, ar)
+    assert work is not None and work.hbm_bytes == COPY_BYTES
+    assert single_rank_copy(two, ar) is None
+    cost = stmt_cost(one, ar)
+    c = one.cluster
+    assert cost.time_s == pytest.approx(c.nccl.host_overhead_s + c.gpu.launch_latency_s
+                                        + c.gpu.hbm_time_s(COPY_BYTES, COPY_BYTES / 2))
+    assert cost.bottleneck == "hbm"
+
+
+def test_an_allgather_of_an_updates_slice_runs_in_place_even_on_one_rank():
+    adam = _schedules("studies/adam.py")["rs-c-ag-sliced-state"]
+    gathers = [s for s in adam.stmts if type(s.op).__name__ == "AllGather"]
+    assert gathers
+    ctx = CostContext(adam, preset("h200x4"), bind_sizes(adam, {"N": 2**20, "P": 1}))
+    assert all(single_rank_copy(ctx, s) is None for s in gathers)
+    # the pipeline's AllGather of what the Send received gathers into a fresh buffer: a copy
+    pipe = _schedules("studies/pipeline.py")["rs-c-send-ag"]
+    assert single_rank_copy(_ctx(pipe, 1), _stmt(pipe, "out")) is not None
+
+
+def test_the_simulator_adds_the_copy_where_the_model_does():
+    program = _schedules("studies/pipeline.py")["rs-c-send-ag"]
+    cluster = dataclasses.replace(preset("h200x4"), gpus_per_node=2)
+    one = simulate(program, cluster, bind_sizes(program, {**SIZES, "P": 1}))
+    copies = one.dataframe().query("resource == 'hbm' and op.str.contains('Gather|Scatter')")
+    # the ReduceScatter's and the AllGather's copies, on the GPU of each stage that runs them
+    assert len(copies) == 2
+    per_copy = cluster.gpu.hbm_time_s(COPY_BYTES, COPY_BYTES / 2)
+    assert (copies.t_end - copies.t_start).tolist() == pytest.approx([per_copy] * 2)
+
+
+def test_a_fused_send_moves_its_bytes_at_the_peer_store_bandwidth():
+    program = _schedules("studies/pipeline.py")["fuse-rs-c-send-ag"]
+    fused = _stmt(program, "summed_rs,z_s,out_s")
+    ctx = _ctx(program, 1)
+    parts = fused_parts(ctx, fused)
+    assert parts.send_nbytes == COPY_BYTES / 2
+    assert fused_link_s(ctx, parts) == pytest.approx(
+        parts.send_nbytes / ctx.cluster.peer_store_bandwidth_Bps)
