@@ -103,45 +103,64 @@ def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int,
     return rows, errors
 
 
-def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int) -> list[dict]:
+def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int, nccl=None) -> list[dict]:
     """One row per size (64 KiB .. 1 GiB) with the time (ms) of an NCCL send/recv from each
     rank of the first half of the GPUs to the same rank of the second half, all pairs at
-    once: the pipeline's Send between stages (stage k's rank r is GPU k * P + r). The time is
-    the slowest rank's median, senders and receivers both (the transfer ends when both do)."""
+    once: the pipeline's Send between stages (stage k's rank r is GPU k * P + r). Through
+    torch.distributed (`sendrecv_ms`) and, where `nccl` (the runtime's nccl4py communicator)
+    is given, through it as the runtime sends (`nccl4py_sendrecv_ms`), the two interleaved
+    size by size. A time is the slowest rank's median, senders and receivers both (the
+    transfer ends when both do)."""
     dev = torch.device("cuda", rank)
     half = P // 2
     peer = rank + half if rank < half else rank - half
+    sender = rank < half
     buf = torch.empty(COLLECTIVE_NBYTES[-1], device=dev, dtype=torch.uint8)
+    stream, ptr = torch.cuda.current_stream().cuda_stream, buf.data_ptr()
     rows = []
     for nbytes in COLLECTIVE_NBYTES:
         piece = buf[:nbytes]
-        if rank < half:
-            def fn(t=piece):
-                dist.send(t, peer)
-        else:
-            def fn(t=piece):
-                dist.recv(t, peer)
-        dist.barrier()
-        med = torch.tensor([statistics.median(event_times(torch, fn, warmup, reps))],
-                           device=dev)
-        dist.all_reduce(med, op=dist.ReduceOp.MAX)
-        rows.append({"nbytes": nbytes, "sendrecv_ms": float(med.item())})
-        log(rank, f"p2p {nbytes} B: send/recv {rows[-1]['sendrecv_ms']:.4f} ms")
+        paths = {"sendrecv_ms": (lambda t=piece: dist.send(t, peer)) if sender
+                 else (lambda t=piece: dist.recv(t, peer))}
+        if nccl is not None:
+            paths["nccl4py_sendrecv_ms"] = lambda n=nbytes: nccl.p2p(
+                "send" if sender else "recv", ptr, n // 4, "f32", peer, stream)
+        row = {"nbytes": nbytes}
+        for key, fn in paths.items():
+            dist.barrier()
+            med = torch.tensor([statistics.median(event_times(torch, fn, warmup, reps))],
+                               device=dev)
+            dist.all_reduce(med, op=dist.ReduceOp.MAX)
+            row[key] = float(med.item())
+        rows.append(row)
+        log(rank, f"p2p {nbytes} B: " + ", ".join(f"{k} {v:.4f} ms" for k, v in row.items()
+                                                 if k != "nbytes"))
     del buf
     torch.cuda.empty_cache()
     return rows
 
 
-def host_issue(torch, dist, rank: int, P: int, calls: int = 200) -> dict:
-    """Host time of one NCCL call (4-byte all_reduce; send/recv between the halves), issued
-    back to back without waiting for the GPU, through torch.distributed and through nccl4py
-    (the runtime's path; left out where it does not import): seconds per call, the slowest
-    rank's. The NCCL fit's host overhead is torch's (its tables are timed through torch); the
-    workbench's own programs pay nccl4py's."""
-    import time
-
+def runtime_nccl(torch, dist, rank: int, P: int):
+    """The runtime's NCCL communicator (nccl4py, workbench.runtime.comm) beside
+    torch.distributed's, or None where nccl4py does not import (logged)."""
     from workbench.runtime.comm import Nccl4py, TorchHost
     from workbench.runtime.executor import torch_view
+
+    try:
+        return Nccl4py(TorchHost(dist, rank, rank), rank, P,
+                       lambda ptr, n, dt: torch_view(ptr, (n,), dt, rank))
+    except Exception as e:  # noqa: BLE001 - the torch paths are still measured
+        log(rank, f"nccl4py left out: {type(e).__name__}: {e}")
+        return None
+
+
+def host_issue(torch, dist, rank: int, P: int, nccl=None, calls: int = 200) -> dict:
+    """Host time of one NCCL call (4-byte all_reduce; send/recv between the halves), issued
+    back to back without waiting for the GPU, through torch.distributed and through `nccl`
+    (the runtime's nccl4py communicator; left out where None): seconds per call, the slowest
+    rank's. The NCCL fit's host overhead is torch's (its tables are timed through
+    torch.distributed); the workbench's own programs pay nccl4py's."""
+    import time
 
     dev = torch.device("cuda", rank)
     buf = torch.zeros(1, device=dev)
@@ -150,17 +169,13 @@ def host_issue(torch, dist, rank: int, P: int, calls: int = 200) -> dict:
     calls_of = {"torch_allreduce": lambda: dist.all_reduce(buf),
                 "torch_sendrecv": (lambda: dist.send(buf, peer)) if rank < half
                 else (lambda: dist.recv(buf, peer))}
-    try:
-        nccl = Nccl4py(TorchHost(dist, rank, rank), rank, P,
-                       lambda ptr, n, dt: torch_view(ptr, (n,), dt, rank))
+    if nccl is not None:
         stream = torch.cuda.current_stream().cuda_stream
         ptr = buf.data_ptr()
         calls_of["nccl4py_allreduce"] = lambda: nccl.collective(
             "all_reduce", "add", ptr, ptr, 1, "f32", stream=stream)
         calls_of["nccl4py_sendrecv"] = lambda: nccl.p2p(
             "send" if rank < half else "recv", ptr, 1, "f32", peer, stream)
-    except Exception as e:  # noqa: BLE001 - recorded and logged; torch's are still measured
-        log(rank, f"host issue through nccl4py left out: {type(e).__name__}: {e}")
     out = {}
     for name, fn in calls_of.items():
         for _ in range(10):
@@ -409,10 +424,11 @@ def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
         raw["collectives_by_dtype"] = rows
         raw.update({f"collectives_{d}_error": e for d, e in errors.items()})
         if P % 2 == 0:
-            for key, fn in (("p2p", p2p), ("host_issue", host_issue)):
+            nccl = runtime_nccl(torch, dist, rank, P)
+            for key, run in (("p2p", lambda: p2p(torch, dist, rank, P, warmup, reps, nccl)),
+                             ("host_issue", lambda: host_issue(torch, dist, rank, P, nccl))):
                 try:
-                    raw[key] = fn(torch, dist, rank, P, *((warmup, reps) if key == "p2p"
-                                                           else ()))
+                    raw[key] = run()
                 except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
                     raw[f"{key}_error"] = f"{type(e).__name__}: {e}"
                     log(rank, f"{key} failed: {type(e).__name__}: {e}")
