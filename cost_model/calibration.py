@@ -81,6 +81,7 @@ class Calibration:
     p2p_errors: list = ()  # (nbytes, predicted / measured - 1) of NCCL send/recv
     p2p_kept: list = ()  # the (nbytes, seconds) send/recv rows the fit used
     host_note: str = ""  # how the NCCL host overhead was moved to the runtime's path
+    p2p_path: str = ""  # the path the fitted send/recv rows were timed on
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,10 +580,12 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         for dtype in dtypes:
             dfit = fit_nccl_bandwidth(nccl_table(raw, dtype), P, f32)
             profile.setdefault("nccl_dtypes", {})[dtype] = _nccl_fields(dfit.tuning)
-    p2p = [(int(r["nbytes"]), float(r["sendrecv_ms"]) * 1e-3)
-           for r in raw.get("p2p", []) or []] if P > 1 else []
+    p2p, p2p_path = p2p_rows(raw) if P > 1 else ([], "")
+    issue = raw.get("host_issue") if P > 1 else None
     if p2p:
-        host_s = _apply(profile).nccl.host_overhead_s
+        # the latency is what remains beyond the host cost of the path the rows were timed on
+        host_s = _apply(profile).nccl.host_overhead_s + (
+            _host_delta(issue) if p2p_path == "nccl4py" else 0.0)
         latency_s, bandwidth_Bps = fit_p2p(p2p_kept(p2p), host_s)
         profile["p2p_latency_s"] = _sig(latency_s)
         profile["p2p_bandwidth_Bps"] = _sig(bandwidth_Bps)
@@ -612,7 +615,7 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         hbm_f16 = dataclasses.replace(
             hbm_f16, errors=f16_stream_errors(streams16, final),
             errors_f32_rates=f16_stream_errors(streams16, dataclasses.replace(final, gpu=flat)))
-    host_note = _runtime_host(profile, raw.get("host_issue") if P > 1 else None)
+    host_note = _runtime_host(profile, issue)
     runtime = _apply(profile)
     return Calibration(profile, runtime, nccl_worst, fused_worst, nccl_errors, fused_errors,
                        outliers, hbm_stream_errors(streams, final),
@@ -621,8 +624,28 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
                        nccl_dtype_outliers={d: e[2] for d, e in by_dtype.items()},
                        hbm_f16=hbm_f16,
                        fused_block_errors=fused_block_errors(blocks, P, final),
-                       p2p_errors=p2p_errors(p2p, final), p2p_kept=p2p_kept(p2p),
+                       p2p_errors=p2p_errors(p2p, runtime if p2p_path == "nccl4py"
+                                             else final),
+                       p2p_kept=p2p_kept(p2p), p2p_path=p2p_path,
                        host_note=host_note)
+
+
+def p2p_rows(raw: dict) -> tuple[list[tuple[int, float]], str]:
+    """The send/recv rows (nbytes, seconds) the fit uses and the path they were timed on:
+    nccl4py's (the runtime's Sends) where every row has them, else torch.distributed's."""
+    rows = raw.get("p2p", []) or []
+    if rows and all("nccl4py_sendrecv_ms" in r for r in rows):
+        return [(int(r["nbytes"]), float(r["nccl4py_sendrecv_ms"]) * 1e-3) for r in rows], \
+            "nccl4py"
+    return [(int(r["nbytes"]), float(r["sendrecv_ms"]) * 1e-3) for r in rows], \
+        "torch.distributed" if rows else ""
+
+
+def _host_delta(issue: dict | None) -> float:
+    """nccl4py's host cost per NCCL call less torch.distributed's (0 when not measured)."""
+    if not issue or "torch_allreduce_s" not in issue or "nccl4py_allreduce_s" not in issue:
+        return 0.0
+    return float(issue["nccl4py_allreduce_s"]) - float(issue["torch_allreduce_s"])
 
 
 def _runtime_host(profile: dict, issue: dict | None) -> str:
@@ -632,12 +655,12 @@ def _runtime_host(profile: dict, issue: dict | None) -> str:
     4-byte all_reduce); the GPU-side constants stay (both paths run the same NCCL). Changes
     `profile` in place when `issue` has both costs; returns a line for the fit report. The
     fit errors stay the fitted (torch) constants' on the tables they were fitted to."""
-    if not issue or "torch_allreduce_s" not in issue or "nccl4py_allreduce_s" not in issue:
+    if not _host_delta(issue):
         return ""
     torch_s, runtime_s = float(issue["torch_allreduce_s"]), float(issue["nccl4py_allreduce_s"])
     fitted = profile["nccl"]["host_overhead_s"]
     for fields in [profile["nccl"], *profile.get("nccl_dtypes", {}).values()]:
-        fields["host_overhead_s"] = _sig(max(fields["host_overhead_s"] + runtime_s - torch_s,
+        fields["host_overhead_s"] = _sig(max(fields["host_overhead_s"] + _host_delta(issue),
                                              1e-9))
     return (f"NCCL host overhead per call: {fitted * 1e6:.2f} us fitted on the torch.distributed "
             f"tables; host issue measured {torch_s * 1e6:.1f} us through torch.distributed, "
@@ -759,7 +782,8 @@ def fit_report(cal: Calibration) -> str:
         lines += [cal.host_note, ""]
     if cal.p2p_errors:
         c = cal.cluster
-        lines.append(f"{'nbytes':>12} {'send/recv':>14}   (NCCL send/recv between two GPUs: "
+        lines.append(f"{'nbytes':>12} {'send/recv':>14}   (NCCL send/recv between two GPUs "
+                     f"through {cal.p2p_path}: "
                      f"latency {c.p2p_latency_s * 1e6:.2f} us beyond the per-call host "
                      f"cost, "
                      f"{c.p2p_bandwidth_Bps / 1e9:.1f} GB/s)")

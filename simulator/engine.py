@@ -36,7 +36,9 @@ from cost_model.ops import (
     fused_parts,
     matmul_work,
     norm_combine_s,
+    overlap_consumer_sms,
     send_crosses_nodes,
+    shares_sms,
     single_rank_copy,
     stmt_cost,
     work_s,
@@ -218,11 +220,13 @@ class Simulation:
                     self._event((key, r, k)).succeed()
         yield gpu.sms.put(take)
 
-    def _fused(self, gpu: _Gpu, s: ir.Stmt, op: str, scale: float = 1.0):
+    def _fused(self, gpu: _Gpu, s: ir.Stmt, op: str, scale: float = 1.0,
+               sm_cap: int | None = None):
+        # sm_cap: at most this many SMs (an overlapped consumer's grid), else all that are free
         parts = fused_parts(self.ctx, s)
         env = self.env
         yield env.timeout(fused_latency_s(self.ctx, s, parts))
-        take = yield from self._take_sms(gpu, self.cluster.gpu.sm_count)
+        take = yield from self._take_sms(gpu, sm_cap or self.cluster.gpu.sm_count)
         frac = take / self.cluster.gpu.sm_count
         rs_part = FusedCopy(parts, rs=True)
         ag_part = FusedCopy(parts, rs=False)
@@ -266,7 +270,7 @@ class Simulation:
         return 0.0
 
     def _run(self, g, r: int, gpu: _Gpu, s: ir.Stmt, key, scale: float = 1.0,
-             leave_sms: int = 0, host_paid: bool = False):
+             leave_sms: int = 0, host_paid: bool = False, sm_cap: int | None = None):
         op = s.op
         name = f"{s.name} = {type(op).__name__}"
         start = self.env.now
@@ -314,7 +318,7 @@ class Simulation:
                 yield from self._compute(gpu, elementwise_work(self.ctx, op.body),
                                          f"{s.name} = FusedCompute", scale)
             else:
-                yield from self._fused(gpu, s, f"{s.name} = {op}", scale)
+                yield from self._fused(gpu, s, f"{s.name} = {op}", scale, sm_cap)
         elif isinstance(op, ir.Overlapped):
             yield from self._overlapped(g, r, gpu, s, key)
         else:
@@ -328,17 +332,35 @@ class Simulation:
         env = self.env
         done = [env.event() for _ in range(chunks)]
 
+        if shares_sms(self.cluster, producer, consumer):
+            # A computation and a fused collective time-share the SMs (cost_model.ops.
+            # _fused_beside_compute_s): one at a time, each producer chunk on every SM, each
+            # consumer chunk on its overlapped grid as soon as its data is ready.
+            lane = simpy.Resource(env, capacity=1)
+            leave, cap = 0, overlap_consumer_sms(self.cluster)
+        else:
+            # the producer leaves NCCL's channel SMs free for the concurrent consumer
+            lane, leave, cap = None, self.cluster.nccl.max_channels, None
+
+        def on_lane(step):
+            if lane is None:
+                yield from step
+                return
+            with lane.request() as turn:
+                yield turn
+                yield from step
+
         def produce():
             for c in range(chunks):
-                # the producer leaves NCCL's channel SMs free for the concurrent consumer
-                yield from self._run(g, r, gpu, producer, (key, "p", c), 1.0 / chunks,
-                                     self.cluster.nccl.max_channels)
+                yield from on_lane(self._run(g, r, gpu, producer, (key, "p", c), 1.0 / chunks,
+                                             leave))
                 done[c].succeed()
 
         def consume():
             for c in range(chunks):
                 yield done[c]
-                yield from self._run(g, r, gpu, consumer, (key, "c", c), 1.0 / chunks)
+                yield from on_lane(self._run(g, r, gpu, consumer, (key, "c", c), 1.0 / chunks,
+                                             sm_cap=cap))
 
         yield env.all_of([env.process(produce()), env.process(consume())])
 

@@ -117,3 +117,21 @@ def test_the_2x_h200_run_4_raw_file_fits_send_recv_and_the_runtime_host():
     issue = raw["host_issue"]
     assert issue["nccl4py_allreduce_s"] < issue["torch_allreduce_s"]
     assert cal.host_note.startswith("NCCL host overhead per call:")
+
+
+def test_send_recv_timed_through_nccl4py_is_fitted_against_the_runtimes_host_cost(fitted):
+    raw, cal = fitted
+    # the runtime's path: 9 us less host cost per call, the same GPU time
+    issue = {"torch_allreduce_s": 30e-6, "nccl4py_allreduce_s": 21e-6}
+    rows = [dict(r, nccl4py_sendrecv_ms=r["sendrecv_ms"] - 9e-3) for r in raw["p2p"]]
+    both = calibration.fit(dict(raw, p2p=rows, host_issue=issue), nccl_maxiter=30,
+                           nccl_popsize=6)
+    assert both.p2p_path == "nccl4py"
+    assert both.cluster.p2p_bandwidth_Bps == pytest.approx(cal.cluster.p2p_bandwidth_Bps,
+                                                           rel=1e-3)
+    assert both.cluster.p2p_latency_s == pytest.approx(cal.cluster.p2p_latency_s, abs=1e-8)
+    assert max(abs(e) for _, e in both.p2p_errors) < 1e-3
+    assert "send/recv between two GPUs through nccl4py" in calibration.fit_report(both)
+    # rows where one size lacks the nccl4py time fall back to torch.distributed's
+    rows[0].pop("nccl4py_sendrecv_ms")
+    assert calibration.p2p_rows(dict(raw, p2p=rows))[1] == "torch.distributed"
