@@ -182,3 +182,23 @@ def test_unset_size_and_bad_multiple():
         run(prog, {}, {"P": 2})
     with pytest.raises(SizeError, match="size N must be a multiple of P = 4, got 10; pick N = 8"):
         run(prog, {}, {"P": 4, "N": 10})
+
+
+def test_relative_error_where_matches_whole_array_numpy_across_chunks(monkeypatch):
+    from workbench import interpreter
+
+    monkeypatch.setattr(interpreter, "ERROR_CHUNK", 7)  # many chunks, a ragged last one
+    rng = np.random.default_rng(3)
+    want = rng.standard_normal((5, 11)).astype(np.float32)
+    got = want + rng.standard_normal(want.shape).astype(np.float32) * 1e-3
+    got[4, 2] += 0.5  # the worst element, in the last chunks
+    err, flat = interpreter.relative_error_where(got, want)
+    g64, w64 = got.astype(np.float64), want.astype(np.float64)
+    plain = np.abs(g64 - w64) / np.maximum(np.abs(w64), 1.0)
+    assert err == plain.max() and flat == int(np.argmax(plain)) == 4 * 11 + 2
+    # NaN in both places is equal; in one only, a wrong result at that index
+    got[1, 1] = want[1, 1] = np.nan
+    assert interpreter.relative_error_where(got, want)[0] == plain.max()
+    got[0, 3] = np.nan
+    assert interpreter.relative_error_where(got, want) == (np.inf, 3)
+    assert interpreter.relative_error_where(got[:2], want) == (np.inf, None)

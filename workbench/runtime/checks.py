@@ -184,20 +184,13 @@ def compare(outputs_gpu: dict[str, np.ndarray], scheduled: ir.Program, original:
         else:
             got_cmp, want, where_idx = _sampled(got, want_logical, v_s.type, rank, P, indices,
                                                 n_full)
+        scale = 1.0
         if by_norm:
             scale = max(float(np.max(np.abs(want.astype(np.float64)), initial=0.0)), 1.0)
-            err = interpreter.max_relative_error(got_cmp / scale, want / scale) if (
-                got_cmp.shape == want.shape) else float("inf")
-        else:
-            err = interpreter.max_relative_error(got_cmp, want)
-        if got_cmp.size and not np.isfinite(err):
-            err = float("inf")
+        err, flat = interpreter.relative_error_where(
+            got_cmp / scale if by_norm else got_cmp, want / scale if by_norm else want)
         where = ""
-        if got_cmp.shape == want.shape and got_cmp.size:
-            diff = np.abs(got_cmp.astype(np.float64) - want.astype(np.float64))
-            diff = np.where(np.isnan(diff), np.inf, diff) / np.maximum(
-                np.abs(want.astype(np.float64)), 1.0)
-            flat = int(np.argmax(diff))
+        if flat is not None:
             pos = np.unravel_index(flat, got_cmp.shape)
             if where_idx is not None:
                 gpos = int(where_idx[flat])
