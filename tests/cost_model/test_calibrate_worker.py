@@ -166,3 +166,45 @@ def test_collectives_leave_out_a_dtype_without_buffers(monkeypatch):
     rows, errors = calibrate_worker.collectives(torch, dist, 0, 2, 1, 2)
     assert sorted(rows) == ["f16", "f32"]
     assert errors == {"bf16": "RuntimeError: no bfloat16 here"}
+
+
+def test_collectives_take_the_median_of_passes(monkeypatch):
+    monkeypatch.setattr(calibrate_worker, "COLLECTIVE_NBYTES", [2**16, 2**17])
+    timed = iter(range(1, 1000))
+    seen = []
+
+    def fake_median(torch, dist, dev, fn, warmup, reps):
+        seen.append(next(timed))
+        return float(seen[-1]) * (10 if len(seen) % 5 == 0 else 1)  # an outlier now and then
+
+    monkeypatch.setattr(calibrate_worker, "_slowest_median", fake_median)
+    torch, dist = _fake_torch_dist([])
+    rows, _ = calibrate_worker.collectives(torch, dist, 0, 2, 1, 2, dtypes=("f32",), passes=3)
+    # 2 sizes x 3 kinds per pass: pass k times the first all_reduce as call 6k + 1
+    assert len(seen) == 18
+    first = rows["f32"][0]
+    assert first["nbytes"] == 2**16 and first["allreduce_ms"] == 7.0  # median of 1, 7, 13
+    assert rows["f32"][1]["allreduce_ms"] == 16.0  # median of 4, 100 (10 x 10), 16: no outlier
+
+
+def test_send_recv_pairs_the_halves_through_both_paths(monkeypatch):
+    monkeypatch.setattr(calibrate_worker, "COLLECTIVE_NBYTES", [2**16, 2**20])
+    monkeypatch.setattr(calibrate_worker, "_slowest_median",
+                        lambda torch, dist, dev, fn, w, r: fn() or 0.5)
+    calls = []
+    torch, dist = _fake_torch_dist(calls)
+    torch.uint8 = "uint8"
+    _FakeTensor.data_ptr = lambda self: 4096
+    torch.cuda.current_stream = lambda: SimpleNamespace(cuda_stream=7)
+    dist.send = lambda t, peer: calls.append(("send", peer, t.n))
+    dist.recv = lambda t, peer: calls.append(("recv", peer, t.n))
+    nccl = SimpleNamespace(p2p=lambda op, ptr, n, dt, peer, stream: calls.append(
+        (f"nccl4py {op}", peer, n, dt, stream)))
+    rows = calibrate_worker.p2p(torch, dist, 1, 4, 1, 2, nccl)  # rank 1 of 4 sends to rank 3
+    assert rows == [{"nbytes": 2**16, "sendrecv_ms": 0.5, "nccl4py_sendrecv_ms": 0.5},
+                    {"nbytes": 2**20, "sendrecv_ms": 0.5, "nccl4py_sendrecv_ms": 0.5}]
+    assert calls == [("send", 3, 2**16), ("nccl4py send", 3, 2**14, "f32", 7),
+                     ("send", 3, 2**20), ("nccl4py send", 3, 2**18, "f32", 7)]
+    calls.clear()
+    calibrate_worker.p2p(torch, dist, 2, 4, 1, 2, None)  # rank 2 receives from rank 0
+    assert calls == [("recv", 0, 2**16), ("recv", 0, 2**20)]

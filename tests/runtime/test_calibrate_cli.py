@@ -19,6 +19,11 @@ def test_gpus_must_be_positive():
     assert "--gpus must be at least 1, got 0" in str(r.exception)
 
 
+def test_passes_must_be_positive():
+    r = _run(["--gpus", "2", "--passes", "0"])
+    assert "--passes must be at least 1, got 0" in str(r.exception)
+
+
 def test_out_must_be_json(tmp_path):
     r = _run(["--gpus", "2", "--out", str(tmp_path / "p.txt")])
     assert "--out must name a .json profile" in str(r.exception)

@@ -28,8 +28,9 @@ from workbench.runtime.calibrate_worker import ALLREDUCE_SPEC
 FUSED_N = [2**k for k in (20, 22, 24, 26, 28)]  # f32 elements: 4 MiB .. 1 GiB buffers
 
 
-def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0) -> dict:
-    """Measure on P GPUs of this machine and write the raw JSON to raw_path."""
+def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: int = 1) -> dict:
+    """Measure on P GPUs of this machine and write the raw JSON to raw_path; `passes` sweeps
+    of the NCCL collectives and send/recv, each point the median over them."""
     import importlib.util
 
     from workbench.runtime.cli import _gpu_count, run_job
@@ -41,8 +42,8 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0) -> dict:
                            f"machine with {present}")
     with tempfile.TemporaryDirectory(prefix="wb-cal-") as tmp:
         out = Path(tmp) / "raw.json"
-        launch(P, python_argv("workbench.runtime.calibrate_worker", str(out)), hang_s=hang_s,
-               echo=echo)
+        launch(P, python_argv("workbench.runtime.calibrate_worker", str(out), "--passes",
+                              str(passes)), hang_s=hang_s, echo=echo)
         raw = json.loads(out.read_text())
     raw["fused"] = []
     if P > 1:

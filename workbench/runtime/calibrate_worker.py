@@ -1,6 +1,6 @@
 """One rank of `workbench calibrate`: microbenchmarks through PyTorch, no study programs.
 
-    python -m workbench.runtime.calibrate_worker OUT.json   (P copies, started by the launcher)
+    python -m workbench.runtime.calibrate_worker OUT.json [--passes K]   (P copies, by the launcher)
     python -m workbench.runtime.calibrate_worker --fused-blocks OUT.json
 
 Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, 64 KiB to 1 GiB)
@@ -56,10 +56,12 @@ def log(rank: int, msg: str) -> None:
 
 
 def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int,
-                dtypes=("f32", *NCCL_DTYPES)) -> tuple[dict, dict]:
+                dtypes=("f32", *NCCL_DTYPES), passes: int = 1) -> tuple[dict, dict]:
     """({dtype: rows}, {dtype: error}): one row per size with nbytes and each collective's
     slowest-rank median time (ms), on buffers of each dtype (the same byte sizes in every
-    dtype); a dtype whose buffers cannot be made is left out with its error.
+    dtype); a dtype whose buffers cannot be made is left out with its error. With `passes`
+    > 1 the whole sweep runs that many times and each point is the median of its passes:
+    single sweeps on 2x H200 (calibration runs 4 and 5) moved latency-bound points by 20-25 %.
 
     The dtypes are interleaved, size by size, in an order that rotates from one size to the
     next: in the second 2x H200 calibration, where each dtype had its own sweep, the f16 and
@@ -79,8 +81,8 @@ def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int,
             errors[dtype] = f"{type(e).__name__}: {e}"
             log(rank, f"collectives {dtype} left out: {errors[dtype]}")
     order = list(bufs)
-    rows = {dtype: [] for dtype in order}
-    for i, nbytes in enumerate(COLLECTIVE_NBYTES):
+    samples = {dtype: {n: {} for n in COLLECTIVE_NBYTES} for dtype in order}
+    for i, nbytes in enumerate(COLLECTIVE_NBYTES * passes):
         for dtype in order[i % len(order):] + order[:i % len(order)]:
             item, big, part = bufs[dtype]
             n = nbytes // item
@@ -88,56 +90,63 @@ def collectives(torch, dist, rank: int, P: int, warmup: int, reps: int,
             ops = {"allreduce": lambda f=full: dist.all_reduce(f),
                    "reducescatter": lambda f=full, p=piece: dist.reduce_scatter_tensor(p, f),
                    "allgather": lambda f=full, p=piece: dist.all_gather_into_tensor(f, p)}
-            row = {"nbytes": nbytes}
+            times = samples[dtype][nbytes]
             for kind, fn in ops.items():
-                dist.barrier()
-                med = torch.tensor([statistics.median(event_times(torch, fn, warmup, reps))],
-                                   device=dev)
-                dist.all_reduce(med, op=dist.ReduceOp.MAX)
-                row[f"{kind}_ms"] = float(med.item())
-            rows[dtype].append(row)
-            log(rank, f"collectives {dtype} {nbytes} B: " + ", ".join(
-                f"{k} {v:.4f} ms" for k, v in row.items() if k != "nbytes"))
+                times.setdefault(f"{kind}_ms", []).append(_slowest_median(
+                    torch, dist, dev, fn, warmup, reps))
+            log(rank, f"collectives {dtype} {nbytes} B (pass {i // len(COLLECTIVE_NBYTES) + 1}"
+                f"): " + ", ".join(f"{k} {v[-1]:.4f} ms" for k, v in times.items()))
     del bufs
     torch.cuda.empty_cache()
-    return rows, errors
+    return {dtype: _median_rows(by_size) for dtype, by_size in samples.items()}, errors
 
 
-def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int, nccl=None) -> list[dict]:
+def _slowest_median(torch, dist, dev, fn, warmup: int, reps: int) -> float:
+    """The slowest rank's median time (ms) of fn() between CUDA events (every rank calls)."""
+    dist.barrier()
+    med = torch.tensor([statistics.median(event_times(torch, fn, warmup, reps))], device=dev)
+    dist.all_reduce(med, op=dist.ReduceOp.MAX)
+    return float(med.item())
+
+
+def _median_rows(by_size: dict) -> list[dict]:
+    """{nbytes: {key: [ms per pass]}} -> rows of nbytes and each key's median over passes."""
+    return [{"nbytes": n, **{k: statistics.median(v) for k, v in times.items()}}
+            for n, times in by_size.items()]
+
+
+def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int, nccl=None,
+        passes: int = 1) -> list[dict]:
     """One row per size (64 KiB .. 1 GiB) with the time (ms) of an NCCL send/recv from each
     rank of the first half of the GPUs to the same rank of the second half, all pairs at
     once: the pipeline's Send between stages (stage k's rank r is GPU k * P + r). Through
     torch.distributed (`sendrecv_ms`) and, where `nccl` (the runtime's nccl4py communicator)
     is given, through it as the runtime sends (`nccl4py_sendrecv_ms`), the two interleaved
     size by size. A time is the slowest rank's median, senders and receivers both (the
-    transfer ends when both do)."""
+    transfer ends when both do); with `passes` > 1, the median of that many sweeps."""
     dev = torch.device("cuda", rank)
     half = P // 2
     peer = rank + half if rank < half else rank - half
     sender = rank < half
     buf = torch.empty(COLLECTIVE_NBYTES[-1], device=dev, dtype=torch.uint8)
     stream, ptr = torch.cuda.current_stream().cuda_stream, buf.data_ptr()
-    rows = []
-    for nbytes in COLLECTIVE_NBYTES:
+    samples = {n: {} for n in COLLECTIVE_NBYTES}
+    for nbytes in COLLECTIVE_NBYTES * passes:
         piece = buf[:nbytes]
         paths = {"sendrecv_ms": (lambda t=piece: dist.send(t, peer)) if sender
                  else (lambda t=piece: dist.recv(t, peer))}
         if nccl is not None:
             paths["nccl4py_sendrecv_ms"] = lambda n=nbytes: nccl.p2p(
                 "send" if sender else "recv", ptr, n // 4, "f32", peer, stream)
-        row = {"nbytes": nbytes}
+        times = samples[nbytes]
         for key, fn in paths.items():
-            dist.barrier()
-            med = torch.tensor([statistics.median(event_times(torch, fn, warmup, reps))],
-                               device=dev)
-            dist.all_reduce(med, op=dist.ReduceOp.MAX)
-            row[key] = float(med.item())
-        rows.append(row)
-        log(rank, f"p2p {nbytes} B: " + ", ".join(f"{k} {v:.4f} ms" for k, v in row.items()
-                                                 if k != "nbytes"))
+            times.setdefault(key, []).append(_slowest_median(torch, dist, dev, fn, warmup,
+                                                             reps))
+        log(rank, f"p2p {nbytes} B: " + ", ".join(f"{k} {v[-1]:.4f} ms"
+                                                 for k, v in times.items()))
     del buf
     torch.cuda.empty_cache()
-    return rows
+    return _median_rows(samples)
 
 
 def runtime_nccl(torch, dist, rank: int, P: int):
@@ -406,7 +415,7 @@ def torch_adam(torch, rank: int, warmup: int, reps: int) -> dict:
     return out
 
 
-def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
+def main(out_path: str, warmup: int = 5, reps: int = 25, passes: int = 1) -> int:
     """Run this rank's share; rank 0 writes the raw measurements to out_path."""
     import torch
     import torch.distributed as dist
@@ -415,17 +424,20 @@ def main(out_path: str, warmup: int = 5, reps: int = 25) -> int:
     torch.cuda.set_device(rank)
     raw: dict = {"gpus": P, "nccl_version": ".".join(map(str, torch.cuda.nccl.version())),
                  "torch_version": torch.__version__, "warmup": warmup, "reps": reps,
-                 "timing": "CUDA events, median of reps; collectives: slowest rank's median"}
+                 "passes": passes,
+                 "timing": "CUDA events, median of reps; collectives: slowest rank's median, "
+                           "median over passes"}
     if P > 1:
         dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
         log(rank, "NCCL up")
-        rows, errors = collectives(torch, dist, rank, P, warmup, reps)
+        rows, errors = collectives(torch, dist, rank, P, warmup, reps, passes=passes)
         raw["collectives"] = rows.pop("f32")
         raw["collectives_by_dtype"] = rows
         raw.update({f"collectives_{d}_error": e for d, e in errors.items()})
         if P % 2 == 0:
             nccl = runtime_nccl(torch, dist, rank, P)
-            for key, run in (("p2p", lambda: p2p(torch, dist, rank, P, warmup, reps, nccl)),
+            for key, run in (("p2p", lambda: p2p(torch, dist, rank, P, warmup, reps, nccl,
+                                                   passes)),
                              ("host_issue", lambda: host_issue(torch, dist, rank, P, nccl))):
                 try:
                     raw[key] = run()
@@ -544,4 +556,5 @@ if __name__ == "__main__":
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    sys.exit(main(sys.argv[1]))
+    passes = int(sys.argv[sys.argv.index("--passes") + 1]) if "--passes" in sys.argv else 1
+    sys.exit(main(sys.argv[1], passes=passes))

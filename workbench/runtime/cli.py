@@ -221,7 +221,11 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
               help="Fit a raw file measured earlier instead of measuring (no GPU needed).")
 @click.option("--hang-timeout", "hang_s", default=120.0, show_default=True,
               help="Seconds without progress from a rank before the run is ended.")
-def calibrate(P, out_path, base, raw_in, hang_s):
+@click.option("--passes", default=3, show_default=True,
+              help="Whole sweeps of the NCCL collectives and send/recv, one after another; "
+                   "each point is the median over them (one sweep's latency-bound points "
+                   "moved 20-25 % between runs on 2x H200).")
+def calibrate(P, out_path, base, raw_in, hang_s, passes):
     """Run microbenchmarks only (NCCL collectives, HBM, launch gap, GEMM, the fused peer
     load/store kernel) on P GPUs and write a hardware profile for `simulate --hardware`."""
     from cost_model import calibration
@@ -229,6 +233,8 @@ def calibrate(P, out_path, base, raw_in, hang_s):
 
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
+    if passes < 1:
+        raise WorkbenchError(f"--passes must be at least 1, got {passes}")
     out = Path(out_path)
     if out.suffix.lower() != ".json":
         raise WorkbenchError(f"--out must name a .json profile, got {out_path}; e.g. "
@@ -236,7 +242,8 @@ def calibrate(P, out_path, base, raw_in, hang_s):
     stem = out.with_suffix("")
     raw_path = stem.with_name(stem.name + ".raw.json")
     if raw_in is None:
-        measure(P, raw_path, echo=lambda r, line: click.echo(line, err=True), hang_s=hang_s)
+        measure(P, raw_path, echo=lambda r, line: click.echo(line, err=True), hang_s=hang_s,
+                passes=passes)
     else:
         raw_path = Path(raw_in)
     raw = calibration.read_raw(raw_path, P)
