@@ -452,7 +452,10 @@ def stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
             # and each consumer chunk on its overlapped grid in the gaps (one kernel's fixed
             # cost per chunk); see _fused_beside_compute_s
             t = tp + beside
-        busy = _add_busy(producer.busy_s, consumer.busy_s)
+        if stmt_group(ctx, op.body[0]) == stmt_group(ctx, op.body[1]):
+            busy = _add_busy(producer.busy_s, consumer.busy_s)
+        else:  # the consumer runs in the next stage, on other GPUs, at the same time
+            busy = _max_busy(producer.busy_s, consumer.busy_s)
         slow = producer if ctx.symbolic or float(tp) >= float(tc) else consumer
         return OpCost(t, busy, slow.bottleneck)
     raise WorkbenchError(f"cost model must know op {type(op).__name__}, got no rule; add one in "
@@ -499,6 +502,24 @@ def _is_sliced(t: TensorType) -> bool:
     from workbench.types import Sliced
 
     return isinstance(t.layout, Sliced)
+
+
+def stmt_group(ctx: CostContext, s: ir.Stmt) -> Group:
+    """The group whose ranks run statement `s`: that of its first operand with a shape (a
+    Send's destination stage receives, but the source stage runs it)."""
+    names = s.op.operands()
+    for n in names:
+        t = ctx.types[n]
+        if t.shape or len(names) == 1:
+            return t.group
+    return s.outs[0].type.group
+
+
+def _max_busy(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = smax(out.get(k, 0), v)
+    return out
 
 
 def _add_busy(a: dict, b: dict) -> dict:

@@ -41,6 +41,7 @@ from cost_model.ops import (
     shares_sms,
     single_rank_copy,
     stmt_cost,
+    stmt_group,
     work_s,
 )
 from workbench import ir
@@ -171,14 +172,6 @@ class Simulation:
         take = max(1, min(wanted, int(gpu.sms.level)))
         yield gpu.sms.get(take)
         return take
-
-    def _stmt_group(self, s: ir.Stmt):
-        names = s.op.operands()
-        for n in names:
-            t = self.ctx.types[n]
-            if t.shape or len(names) == 1:
-                return t.group
-        return s.outs[0].type.group
 
     # ------------------------------------------------------------ kernels
 
@@ -331,8 +324,14 @@ class Simulation:
         chunks = s.op.chunks
         env = self.env
         done = [env.event() for _ in range(chunks)]
+        # A consumer in the next stage (a Send's AllGather) runs on that stage's GPU of the
+        # same local rank, chunk by chunk as the chunks arrive, beside nothing of the producer.
+        cg = stmt_group(self.ctx, consumer)
+        cgpu = gpu if cg == g else self.gpus[(cg, r)]
 
-        if shares_sms(self.cluster, producer, consumer):
+        if cgpu is not gpu:
+            lane, leave, cap = None, 0, None
+        elif shares_sms(self.cluster, producer, consumer):
             # A computation and a fused collective time-share the SMs (cost_model.ops.
             # _fused_beside_compute_s): one at a time, each producer chunk on every SM, each
             # consumer chunk on its overlapped grid as soon as its data is ready.
@@ -359,8 +358,8 @@ class Simulation:
         def consume():
             for c in range(chunks):
                 yield done[c]
-                yield from on_lane(self._run(g, r, gpu, consumer, (key, "c", c), 1.0 / chunks,
-                                             sm_cap=cap))
+                yield from on_lane(self._run(cg, r, cgpu, consumer, (key, "c", c),
+                                             1.0 / chunks, sm_cap=cap))
 
         yield env.all_of([env.process(produce()), env.process(consume())])
 
@@ -368,7 +367,7 @@ class Simulation:
         gpu = self.gpus[(g, r)]
         host_t = 0.0  # when this rank's host has issued everything so far
         for i, s in enumerate(self.program.stmts):
-            sg = self._stmt_group(s)
+            sg = stmt_group(self.ctx, s)
             if sg == g:
                 host_s = self._host_issue_s(s)
                 if host_s:

@@ -129,3 +129,22 @@ def test_large_cluster_is_reduced_and_says_so():
     result = simulate(loaded.program, cluster, bound)
     assert result.reduced and result.ranks_simulated == 1
     assert "reduced by symmetry" in result.note() and "1024" in result.note()
+
+
+def test_a_cross_stage_overlap_runs_its_consumer_on_the_next_stages_gpu():
+    # overlap-fuse-rs-c-send-ag: the fused Send's chunks on stage 0, the AllGather of each
+    # chunk on stage 1 as it arrives (it used to run on the sender's GPU, after its chunks)
+    import dataclasses
+
+    program = load("studies/pipeline.py").schedules["overlap-fuse-rs-c-send-ag"].apply()
+    cluster = dataclasses.replace(load_hardware("h200x4"), gpus_per_node=2)
+    bound = bind_sizes(program, {"T": 8192, "H": 12288, "P": 1})
+    result = simulate(program, cluster, bound)
+    streams = result.dataframe().query("resource == 'stream'")
+    gathers = streams[streams.op == "out = AllGather"]
+    sends = streams[streams.op == "summed_rs,z_s,out_s = Fused"]
+    assert len(gathers) == len(sends) == 4
+    assert set(gathers.gpu) == {1} and set(sends.gpu) == {0}
+    # chunk i's AllGather starts when chunk i's Send ends, while chunk i + 1 is being sent
+    assert gathers.t_start.tolist() == pytest.approx(sends.t_end.tolist())
+    assert result.time_s >= program_cost(program, cluster, bound).lower_bound_s
