@@ -25,8 +25,9 @@ if [ "$PART" = a ]; then
   run sgd studies/sgd.py studies/sgd.py:mixed $N
   run adam studies/adam.py studies/adam.py:mixed $N
   run model_parallel studies/model_parallel.py $T
-else
+elif [ "$PART" = b ]; then
   run lamb studies/lamb.py studies/lamb.py:mixed $N
+else
   run pipeline studies/pipeline.py $T
 fi
 stamp "done"
