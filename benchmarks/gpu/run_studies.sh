@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Every study's schedules and baselines with the current runtime (mpirun where present,
-# NCCL through nccl4py), for the predicted-vs-measured comparison. Two parts, each under the
-# device's 10-minute limit:
+# NCCL through nccl4py), for the predicted-vs-measured comparison. Three parts, each meant to
+# fit the device's 10-minute limit (2x H200, run 10: part a took 320 s; LAMB alone ran past
+# 580 s, before the output checks got faster):
 #   bash benchmarks/gpu/run_studies.sh P a   SGD, Adam (fp32 and mixed), model-parallel layer
-#   bash benchmarks/gpu/run_studies.sh P b   LAMB (fp32 and mixed), pipeline step
+#   bash benchmarks/gpu/run_studies.sh P b   LAMB (fp32 and mixed)
+#   bash benchmarks/gpu/run_studies.sh P c   pipeline step
 # Sizes are the sweeps' (studies/sweep.py): N = 2^24, 2^26, 2^28; T = 1024 .. 8192, H = 12288.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
