@@ -655,13 +655,13 @@ def _runtime_host(profile: dict, issue: dict | None) -> str:
     4-byte all_reduce); the GPU-side constants stay (both paths run the same NCCL). Changes
     `profile` in place when `issue` has both costs; returns a line for the fit report. The
     fit errors stay the fitted (torch) constants' on the tables they were fitted to."""
-    if not _host_delta(issue):
+    delta = _host_delta(issue)
+    if not delta:
         return ""
     torch_s, runtime_s = float(issue["torch_allreduce_s"]), float(issue["nccl4py_allreduce_s"])
     fitted = profile["nccl"]["host_overhead_s"]
     for fields in [profile["nccl"], *profile.get("nccl_dtypes", {}).values()]:
-        fields["host_overhead_s"] = _sig(max(fields["host_overhead_s"] + _host_delta(issue),
-                                             1e-9))
+        fields["host_overhead_s"] = _sig(max(fields["host_overhead_s"] + delta, 1e-9))
     return (f"NCCL host overhead per call: {fitted * 1e6:.2f} us fitted on the torch.distributed "
             f"tables; host issue measured {torch_s * 1e6:.1f} us through torch.distributed, "
             f"{runtime_s * 1e6:.1f} us through nccl4py (the runtime's); the profile holds "
