@@ -348,26 +348,25 @@ def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
     kernel holding `sms` SMs (None: all; fewer slow the peer accesses where the cluster has a
     calibrated block curve, `cost_model.collectives.fused_block_fraction`)."""
     t = 0
+    blocks = None if sms is None else coll.fused_blocks_on(ctx.cluster, sms)
     if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
-        blocks = None if sms is None else coll.fused_blocks_on(ctx.cluster, sms)
         t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
                                  ctx.cluster, ctx.group_size(parts.group), blocks)
     if parts.send_nbytes:
-        t = t + parts.send_nbytes / fused_send_Bps(ctx, parts, sms)
+        t = t + parts.send_nbytes / fused_send_Bps(ctx, parts, blocks)
     return t
 
 
-def fused_send_Bps(ctx: CostContext, parts: FusedParts, sms: float | None = None) -> float:
+def fused_send_Bps(ctx: CostContext, parts: FusedParts, blocks: float | None = None) -> float:
     """Bandwidth of a fused Send: inside a node the kernel stores into the next stage's
     buffer over NVLink, at the rate measured for peer stores (scaled by the block curve when
-    it holds `sms` SMs); across nodes it goes out through the NIC, like NCCL's Simple
-    protocol. (It was priced as an NCCL send, at NVLink x Simple efficiency: 291 GB/s on the
-    calibrated 2x H200 against 326 GB/s measured for the fused Send of the pipeline step.)"""
+    it runs `blocks` blocks; None: its full grid); across nodes it goes out through the NIC,
+    like NCCL's Simple protocol. (It was priced as an NCCL send, at NVLink x Simple
+    efficiency: 291 GB/s on the calibrated 2x H200 against 326 GB/s measured for the fused
+    Send of the pipeline step.)"""
     if send_crosses_nodes(ctx, parts.group):
         return ctx.cluster.nic.bandwidth_Bps * ctx.cluster.nccl.protocols[-1].efficiency
-    scale = 1.0 if sms is None else coll.fused_block_fraction(
-        ctx.cluster, coll.fused_blocks_on(ctx.cluster, sms))
-    return ctx.cluster.peer_store_bandwidth_Bps * scale
+    return coll.fused_link_bandwidths(ctx.cluster, 1, blocks)[1]  # a pair inside a node
 
 
 def fused_link_lower_s(ctx: CostContext, parts: FusedParts):

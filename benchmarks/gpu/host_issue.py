@@ -1,7 +1,9 @@
 """How much host time one NCCL call costs, through torch.distributed and through nccl4py (the
-runtime's path since GPU run 8), and what a tiny collective and send/recv take between CUDA
-events as calibration times them. Answers whether the cost model's per-call host overhead,
-fitted on torch.distributed timings, also prices the runtime's nccl4py calls.
+runtime's path since GPU run 8), and what the call takes between CUDA events as calibration
+times it, at 4 B and 1 MiB. Answers whether the cost model's per-call host overhead, fitted
+on torch.distributed timings, also prices the runtime's nccl4py calls. The calls and the host
+timing are calibration's (`workbench.runtime.calibrate_worker`), which now measures the 4-byte
+host costs itself (`host_issue`); this probe adds the event times and a second size.
 
     python3 benchmarks/gpu/host_issue.py OUT.json     (on a machine with >= 2 GPUs)
 """
@@ -10,7 +12,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 
 def rank_main(rank: int, P: int, out: str) -> None:
@@ -18,52 +19,17 @@ def rank_main(rank: int, P: int, out: str) -> None:
     import torch.distributed as dist
 
     from workbench.runtime.baselines import event_times
-    from workbench.runtime.comm import Nccl4py, TorchHost
-    from workbench.runtime.executor import torch_view
+    from workbench.runtime.calibrate_worker import host_issue_s, nccl_calls, runtime_nccl
 
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
     dist.init_process_group("nccl", rank=rank, world_size=P, device_id=dev)
-    nccl = Nccl4py(TorchHost(dist, rank, rank), rank, P,
-                   lambda ptr, n, dt: torch_view(ptr, (n,), dt, rank))
-    stream = torch.cuda.current_stream().cuda_stream
+    nccl = runtime_nccl(torch, dist, rank, P)
     buf = torch.zeros(2**20, device=dev)
-    peer = (rank + P // 2) % P
-    sender = rank < P // 2
-
-    def torch_ar(n):
-        return lambda: dist.all_reduce(buf[:n])
-
-    def nccl_ar(n):
-        return lambda: nccl.collective("all_reduce", "add", buf.data_ptr(), buf.data_ptr(),
-                                       n, "f32", stream=stream)
-
-    def torch_p2p(n):
-        return (lambda: dist.send(buf[:n], peer)) if sender else (
-            lambda: dist.recv(buf[:n], peer))
-
-    def nccl_p2p(n):
-        return lambda: nccl.p2p("send" if sender else "recv", buf.data_ptr(), n, "f32", peer,
-                                stream)
-
-    def host_s(fn, calls=200):
-        for _ in range(10):
-            fn()
-        torch.cuda.synchronize()
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        return (t1 - t0) / calls
-
     res = {}
-    for name, make in (("torch_allreduce", torch_ar), ("nccl4py_allreduce", nccl_ar),
-                       ("torch_sendrecv", torch_p2p), ("nccl4py_sendrecv", nccl_p2p)):
-        for n in (1, 2**18):
-            fn = make(n)
-            h = host_s(fn)
+    for n in (1, 2**18):
+        for name, fn in nccl_calls(torch, dist, rank, P, buf, n, nccl).items():
+            h = host_issue_s(torch, dist, fn)
             dist.barrier()
             ev = statistics.median(event_times(torch, fn, 5, 50)) * 1e-3
             row = torch.tensor([h, ev], device=dev, dtype=torch.float64)

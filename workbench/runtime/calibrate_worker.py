@@ -125,9 +125,7 @@ def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int, nccl=None,
     size by size. A time is the slowest rank's median, senders and receivers both (the
     transfer ends when both do); with `passes` > 1, the median of that many sweeps."""
     dev = torch.device("cuda", rank)
-    half = P // 2
-    peer = rank + half if rank < half else rank - half
-    sender = rank < half
+    peer, sender = halves_peer(rank, P)
     buf = torch.empty(COLLECTIVE_NBYTES[-1], device=dev, dtype=torch.uint8)
     stream, ptr = torch.cuda.current_stream().cuda_stream, buf.data_ptr()
     samples = {n: {} for n in COLLECTIVE_NBYTES}
@@ -163,40 +161,60 @@ def runtime_nccl(torch, dist, rank: int, P: int):
         return None
 
 
+def halves_peer(rank: int, P: int) -> tuple[int, bool]:
+    """(peer, sender) of a send/recv between the halves of P GPUs: rank r < P/2 sends to
+    r + P/2 (stage k's rank r is GPU k * P/2 + r in a two-stage pipeline)."""
+    half = P // 2
+    return (rank + half, True) if rank < half else (rank - half, False)
+
+
+def nccl_calls(torch, dist, rank: int, P: int, buf, n: int, nccl=None) -> dict:
+    """The NCCL calls whose host cost calibration measures, on the first n f32 elements of
+    `buf`: an all_reduce and a send/recv between the halves, through torch.distributed and,
+    where `nccl` (the runtime's nccl4py communicator) is given, through it."""
+    peer, sender = halves_peer(rank, P)
+    piece = buf[:n]
+    calls = {"torch_allreduce": lambda: dist.all_reduce(piece),
+             "torch_sendrecv": (lambda: dist.send(piece, peer)) if sender
+             else (lambda: dist.recv(piece, peer))}
+    if nccl is not None:
+        stream, ptr = torch.cuda.current_stream().cuda_stream, buf.data_ptr()
+        calls["nccl4py_allreduce"] = lambda: nccl.collective(
+            "all_reduce", "add", ptr, ptr, n, "f32", stream=stream)
+        calls["nccl4py_sendrecv"] = lambda: nccl.p2p(
+            "send" if sender else "recv", ptr, n, "f32", peer, stream)
+    return calls
+
+
+def host_issue_s(torch, dist, fn, calls: int = 200) -> float:
+    """This rank's host seconds per call of fn(), issued back to back without waiting for
+    the GPU (after 10 warm-up calls and a barrier)."""
+    import time
+
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    per_call = (time.perf_counter() - t0) / calls
+    torch.cuda.synchronize()
+    return per_call
+
+
 def host_issue(torch, dist, rank: int, P: int, nccl=None, calls: int = 200) -> dict:
     """Host time of one NCCL call (4-byte all_reduce; send/recv between the halves), issued
     back to back without waiting for the GPU, through torch.distributed and through `nccl`
     (the runtime's nccl4py communicator; left out where None): seconds per call, the slowest
     rank's. The NCCL fit's host overhead is torch's (its tables are timed through
     torch.distributed); the workbench's own programs pay nccl4py's."""
-    import time
-
     dev = torch.device("cuda", rank)
     buf = torch.zeros(1, device=dev)
-    half = P // 2
-    peer = rank + half if rank < half else rank - half
-    calls_of = {"torch_allreduce": lambda: dist.all_reduce(buf),
-                "torch_sendrecv": (lambda: dist.send(buf, peer)) if rank < half
-                else (lambda: dist.recv(buf, peer))}
-    if nccl is not None:
-        stream = torch.cuda.current_stream().cuda_stream
-        ptr = buf.data_ptr()
-        calls_of["nccl4py_allreduce"] = lambda: nccl.collective(
-            "all_reduce", "add", ptr, ptr, 1, "f32", stream=stream)
-        calls_of["nccl4py_sendrecv"] = lambda: nccl.p2p(
-            "send" if rank < half else "recv", ptr, 1, "f32", peer, stream)
     out = {}
-    for name, fn in calls_of.items():
-        for _ in range(10):
-            fn()
-        torch.cuda.synchronize()
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_call = torch.tensor([(time.perf_counter() - t0) / calls], device=dev,
+    for name, fn in nccl_calls(torch, dist, rank, P, buf, 1, nccl).items():
+        per_call = torch.tensor([host_issue_s(torch, dist, fn, calls)], device=dev,
                                 dtype=torch.float64)
-        torch.cuda.synchronize()
         dist.all_reduce(per_call, op=dist.ReduceOp.MAX)
         out[f"{name}_s"] = float(per_call.item())
         log(rank, f"host issue {name}: {out[f'{name}_s'] * 1e6:.1f} us per call")
