@@ -194,7 +194,7 @@ def test_send_recv_pairs_the_halves_through_both_paths(monkeypatch):
     calls = []
     torch, dist = _fake_torch_dist(calls)
     torch.uint8 = "uint8"
-    _FakeTensor.data_ptr = lambda self: 4096
+    monkeypatch.setattr(_FakeTensor, "data_ptr", lambda self: 4096, raising=False)
     torch.cuda.current_stream = lambda: SimpleNamespace(cuda_stream=7)
     dist.send = lambda t, peer: calls.append(("send", peer, t.n))
     dist.recv = lambda t, peer: calls.append(("recv", peer, t.n))
@@ -208,3 +208,27 @@ def test_send_recv_pairs_the_halves_through_both_paths(monkeypatch):
     calls.clear()
     calibrate_worker.p2p(torch, dist, 2, 4, 1, 2, None)  # rank 2 receives from rank 0
     assert calls == [("recv", 0, 2**16), ("recv", 0, 2**20)]
+
+
+def test_host_issue_times_each_path_once_per_rank(monkeypatch):
+    calls = []
+    torch, dist = _fake_torch_dist(calls)
+    torch.float64 = "float64"
+    torch.zeros = lambda n, device=None: _FakeTensor(n, "float32")
+    torch.tensor = lambda values, device=None, dtype=None: _FakeTensor(1, "float32")
+    torch.cuda.current_stream = lambda: SimpleNamespace(cuda_stream=7)
+    monkeypatch.setattr(_FakeTensor, "data_ptr", lambda self: 4096, raising=False)
+    dist.send = lambda t, peer: calls.append(("send", peer))
+    dist.recv = lambda t, peer: calls.append(("recv", peer))
+    nccl = SimpleNamespace(
+        collective=lambda op, red, src, dst, n, dt, stream: calls.append(("nccl4py " + op, n)),
+        p2p=lambda op, ptr, n, dt, peer, stream: calls.append(("nccl4py " + op, peer)))
+    monkeypatch.setattr(calibrate_worker, "host_issue_s", lambda torch, dist, fn, calls: fn())
+    out = calibrate_worker.host_issue(torch, dist, 3, 4, nccl)  # rank 3 of 4 receives from 1
+    assert sorted(out) == ["nccl4py_allreduce_s", "nccl4py_sendrecv_s", "torch_allreduce_s",
+                           "torch_sendrecv_s"]
+    slowest = ("allreduce", "float32", 4)  # the MAX over ranks after each timed call
+    assert calls == [("allreduce", "float32", 4), slowest, ("recv", 1), slowest,
+                     ("nccl4py all_reduce", 1), slowest, ("nccl4py recv", 1), slowest]
+    assert calibrate_worker.halves_peer(0, 2) == (1, True)
+    assert calibrate_worker.halves_peer(1, 2) == (0, False)
