@@ -354,11 +354,23 @@ def p2p_kept(rows: list[tuple[int, float]]) -> list[tuple[int, float]]:
             if all(t <= OUTLIER_FACTOR * later for _, later in rows[i + 1:])]
 
 
+# A send/recv row is bandwidth bound when it takes at least this many times the fastest one (the
+# latency); as cost_model.fit.BANDWIDTH_BOUND_FACTOR for the collectives.
+P2P_BANDWIDTH_BOUND_FACTOR = 2.0
+
+
 def fit_p2p(rows: list[tuple[int, float]], host_overhead_s: float) -> tuple[float, float]:
     """(latency_s, bandwidth_Bps) of NCCL send/recv from its (nbytes, seconds) rows: least
     squares of the relative error of time = host + a + nbytes / B (linear in a and 1/B),
     every size weighing alike; `a` is what remains beyond NCCL's per-call host cost (the
-    profile's nccl.host_overhead_s), at least 1 ns (profile numbers must be positive)."""
+    profile's nccl.host_overhead_s), at least 1 ns (profile numbers must be positive).
+
+    Where the free fit puts `a` below the host cost (2x H200, calibration run 6: small
+    send/recvs took 29 us through nccl4py, less than the 39 us host cost the NCCL fit holds),
+    1/B is fitted again as the slope of time against size (ordinary least squares, its own
+    intercept) over the bandwidth-bound sizes (at least P2P_BANDWIDTH_BOUND_FACTOR times the
+    fastest row): with `a` clipped the small sizes are over-predicted whatever B is, and a
+    relative-error fit would pull B off the large sends it prices."""
     import numpy as np
 
     if len(rows) < 2:
@@ -369,7 +381,17 @@ def fit_p2p(rows: list[tuple[int, float]], host_overhead_s: float) -> tuple[floa
     if inv_b <= 0:
         raise HardwareError(f"calibration raw file p2p must fit a positive bandwidth (time "
                             f"growing with size), got 1/B = {inv_b:.3g} s/B; {FIX}")
-    return max(float(a) - host_overhead_s, 1e-9), 1.0 / float(inv_b)
+    if a - host_overhead_s >= 1e-9:
+        return float(a) - host_overhead_s, 1.0 / float(inv_b)
+    fastest = min(t for _, t in rows)
+    bound = [(n, t) for n, t in rows if t >= P2P_BANDWIDTH_BOUND_FACTOR * fastest]
+    if len(bound) >= 2:
+        inv_b = float(np.polyfit([n for n, _ in bound], [t for _, t in bound], 1)[0])
+    if inv_b <= 0:
+        raise HardwareError(f"calibration raw file p2p must fit a positive bandwidth (time "
+                            f"growing with size) on its bandwidth-bound sizes, got 1/B = "
+                            f"{inv_b:.3g} s/B; {FIX}")
+    return 1e-9, 1.0 / inv_b
 
 
 def p2p_errors(rows: list[tuple[int, float]], cluster: Cluster) -> list[tuple[int, float]]:

@@ -14,8 +14,9 @@ install_wheels() {
 pack_results() {
   # Results and logs go to $RES and come back packed as $OUT/results.tgz (few files come back
   # from the device machine). RES starts empty: a warm machine keeps /tmp between calls.
+  # RES_DIR names another folder (a script that runs another inside it).
   OUT=${OUT:-/tmp/wb-out}
-  RES=/tmp/wb-res
+  RES=${RES_DIR:-/tmp/wb-res}
   rm -rf "$RES"
   mkdir -p "$OUT" "$RES"
   trap 'tar czf "$OUT"/results.tgz -C "$RES" .' EXIT

@@ -80,15 +80,18 @@ def main(out_path: str) -> int:
             per.append((time.perf_counter() - t0) / REPS)
         return statistics.median(per)
 
-    def ce(src_dev, push=True, piece=NBYTES):
+    def ce(src_dev, push=True, piece=NBYTES, span=(0, NBYTES), stream_key=None):
+        """Copy-engine transfer of bytes [span) of src to the peer's dst, in pieces."""
         dst_dev = 1 - src_dev
-        s = streams[src_dev if push else dst_dev]
+        on = src_dev if push else dst_dev
+        s = streams[on if stream_key is None else stream_key]
         src, dst = bufs[src_dev]["src"].data.ptr, bufs[dst_dev]["dst"].data.ptr
 
         def f():
-            with cp.cuda.Device(src_dev if push else dst_dev):
-                for off in range(0, NBYTES, piece):
-                    rt.memcpyPeerAsync(dst + off, dst_dev, src + off, src_dev, piece, s.ptr)
+            with cp.cuda.Device(on):
+                for off in range(span[0], span[1], piece):
+                    n = min(piece, span[1] - off)
+                    rt.memcpyPeerAsync(dst + off, dst_dev, src + off, src_dev, n, s.ptr)
         return f
 
     def ptr(dev, key):  # buffers go to kernels as raw pointers (peer ones included)
@@ -103,11 +106,27 @@ def main(out_path: str) -> int:
                 k((grid,), (block,), args, stream=s, shared_mem=smem)
         return f
 
-    def sm(src_dev, push=True, blocks=2 * sms):
+    def sm(src_dev, push=True, blocks=2 * sms, span=(0, NBYTES), stream_key=None):
+        """SM copy of bytes [span) of src to the peer's dst (peer stores or peer loads)."""
         dst_dev = 1 - src_dev
         on = src_dev if push else dst_dev
         return kernel(on, "sm_copy", blocks, 512,
-                      (ptr(src_dev, "src"), ptr(dst_dev, "dst"), cp.int64(NBYTES // 16)))
+                      (cp.uint64(bufs[src_dev]["src"].data.ptr + span[0]),
+                       cp.uint64(bufs[dst_dev]["dst"].data.ptr + span[0]),
+                       cp.int64((span[1] - span[0]) // 16)), stream_key=stream_key)
+
+    def ce_and_sm(src_dev, ce_share):
+        """The first ce_share of the bytes by copy engine, the rest by peer stores beside it."""
+        cut = int(NBYTES * ce_share) // 2**20 * 2**20
+        c = ce(src_dev, True, span=(0, cut))
+        k = sm(src_dev, True, span=(cut, NBYTES), stream_key=("side", src_dev))
+        return lambda: (c(), k())
+
+    def ce_two_streams(src_dev):
+        """Two copy-engine pushes of half the bytes each, on two streams."""
+        a = ce(src_dev, True, span=(0, NBYTES // 2))
+        b = ce(src_dev, True, span=(NBYTES // 2, NBYTES), stream_key=("side", src_dev))
+        return lambda: (a(), b())
 
     def sm_store_only(src_dev):
         return kernel(src_dev, "sm_store_only", 2 * sms, 512,
@@ -141,6 +160,9 @@ def main(out_path: str) -> int:
         "sm stores of registers": sm_store_only,
         "tma copy push": tma,
         "tma stores of shared memory": tma_store_only,
+        "ce push on two streams": ce_two_streams,
+        "ce 3/4 + sm stores 1/4 at once": lambda d: ce_and_sm(d, 0.75),
+        "ce 1/2 + sm stores 1/2 at once": lambda d: ce_and_sm(d, 0.5),
     }
     rows = []
 

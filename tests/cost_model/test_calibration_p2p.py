@@ -56,6 +56,18 @@ def test_send_recv_disturbed_small_sizes_are_left_out():
     assert latency_s == 1e-9  # what remains beyond the host is below it: the floor
 
 
+def test_send_recv_bandwidth_is_refitted_when_the_host_cost_exceeds_the_latency():
+    # calibration run 6 on 2x H200: 29 us small send/recvs through nccl4py under a 39 us host
+    # cost; with the latency held at the floor, the bandwidth fits the large sends
+    host, true_bw = 39e-6, 364e9
+    rows = [(n, 29e-6 + n / true_bw) for n in (2**16, 2**20, 2**24, 2**26, 2**28, 2**30)]
+    latency_s, bandwidth_Bps = calibration.fit_p2p(rows, host_overhead_s=host)
+    assert latency_s == 1e-9
+    for n, t in rows[-3:]:  # 64 MiB .. 1 GiB: the sizes of the pipeline's sends
+        assert abs((host + n / bandwidth_Bps) / t - 1) < 0.05
+    assert bandwidth_Bps == pytest.approx(true_bw, rel=1e-6)  # the slope of the large sizes
+
+
 def test_p2p_time_uses_calibrated_send_recv_inside_a_node_only():
     known, base = _known(), preset("h200x4")
     n = 2**28
