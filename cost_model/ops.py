@@ -392,7 +392,13 @@ def fused_latency_s(ctx: CostContext, s: ir.Stmt, parts: FusedParts):  # noqa: A
 def _fused_fixed_s(ctx: CostContext, parts: FusedParts):
     if parts.group is None:
         return ctx.cluster.gpu.launch_latency_s
-    if parts.send_nbytes and not (parts.rs_nbytes or parts.ag_nbytes):
+    # A one-rank group's collective parts touch no peer: the kernel pays no cross-GPU barrier
+    # (the calibrated fused_fixed_s is that of 2 GPUs'). Measured on 2x H200 (GPU run 12,
+    # pipeline with one GPU per stage), fuse-rs-c-send-ag's fixed cost is a fused Send's.
+    peers = (parts.rs_nbytes or parts.ag_nbytes) and ctx.group_size(parts.group) > 1
+    if not peers:
+        if not parts.send_nbytes:
+            return ctx.cluster.gpu.launch_latency_s
         crosses = send_crosses_nodes(ctx, parts.group)
         link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
         return ctx.cluster.gpu.launch_latency_s + link.latency_s

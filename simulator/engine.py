@@ -285,12 +285,12 @@ class Simulation:
         elif isinstance(op, ir.Send):
             nbytes = float(self.ctx.local_nbytes(op.x)) * scale
             crosses = send_crosses_nodes(self.ctx, g)
-            fixed_s = coll.p2p_time(0.0, self.cluster, crosses)  # the latency part
-            if host_paid:  # the host's share was paid on the host timeline
-                fixed_s -= self.cluster.nccl.host_overhead_s
-            yield self.env.timeout(fixed_s)
+            latency_s = coll.p2p_time(0.0, self.cluster, crosses)  # host cost included
             # the link holds for the bandwidth part of the cost model's p2p time
-            duration = coll.p2p_time(nbytes, self.cluster, crosses) - fixed_s
+            duration = coll.p2p_time(nbytes, self.cluster, crosses) - latency_s
+            if host_paid:  # the host's share was paid on the host timeline
+                latency_s -= self.cluster.nccl.host_overhead_s
+            yield self.env.timeout(latency_s)
             yield from self._hold(gpu, "link", duration, name)
         elif isinstance(op, ir.COMMUNICATION_OPS):
             kind = {ir.AllReduce: "allreduce", ir.ReduceScatter: "reducescatter",

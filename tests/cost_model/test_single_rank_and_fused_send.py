@@ -7,7 +7,14 @@ import dataclasses
 import pytest
 
 from cost_model.hardware import preset
-from cost_model.ops import CostContext, fused_link_s, fused_parts, single_rank_copy, stmt_cost
+from cost_model.ops import (
+    CostContext,
+    fused_latency_s,
+    fused_link_s,
+    fused_parts,
+    single_rank_copy,
+    stmt_cost,
+)
 from simulator import simulate
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
@@ -74,3 +81,19 @@ def test_a_fused_send_moves_its_bytes_at_the_peer_store_bandwidth():
     assert parts.send_nbytes == COPY_BYTES / 2
     assert fused_link_s(ctx, parts) == pytest.approx(
         parts.send_nbytes / ctx.cluster.peer_store_bandwidth_Bps)
+
+
+def test_a_one_rank_fused_collective_pays_no_cross_gpu_barrier():
+    # 2x H200 GPU run 12 (one GPU per stage): fuse-rs-c-send-ag measured 0.103 ms at T=1024,
+    # which the 2-GPU fused kernel's fixed cost (17 us) priced 12 % slow (0.115 ms)
+    program = _schedules("studies/pipeline.py")["fuse-rs-c-send-ag"]
+    fused = _stmt(program, "summed_rs,z_s,out_s")
+    base = dataclasses.replace(preset("h200x4"), gpus_per_node=2)
+    slow_barrier = dataclasses.replace(base, fused_fixed_s=1e-3)
+    one, two = _ctx(program, 1, slow_barrier), _ctx(program, 2, slow_barrier)
+    parts = fused_parts(one, fused)
+    c = one.cluster
+    assert fused_latency_s(one, fused, parts) == pytest.approx(
+        c.gpu.launch_latency_s + c.nvlink.latency_s)
+    # two ranks per stage: the reduce-scatter reads the peer, behind the kernel's barriers
+    assert fused_latency_s(two, fused, fused_parts(two, fused)) > 1e-3

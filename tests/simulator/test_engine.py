@@ -61,8 +61,10 @@ def test_sequential_programs_match_the_closed_form(study, name, program, sizes):
     model = program_cost(program, cluster, bound).time_s
     if any(isinstance(s.op, ir.Overlapped) for s in program.stmts):
         assert sim >= 0.5 * model
-    else:
+    elif any(isinstance(s.op, ir.Fused) and s.op.kind != "compute" for s in program.stmts):
         assert model * 0.999 <= sim <= model * 1.15
+    else:  # kernels and NCCL calls one after another: the same sum (a Send's host cost once)
+        assert sim == pytest.approx(model, rel=1e-6)
 
 
 @settings(max_examples=25, deadline=None)
