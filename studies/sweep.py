@@ -2,6 +2,7 @@
 
     python -m studies.sweep predict --hardware h200x4 --out studies/results/h200x4
     python -m studies.sweep measured RESULT.csv [...] --out studies/results/h200x4
+    python -m studies.sweep steps RESULT.json --hardware PROFILE   # per step (--per-step runs)
     workbench report studies/results/h200x4
 
 `predict` simulates every schedule of every study over the sizes of CoCoNet's figures and
@@ -136,6 +137,42 @@ def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
                                 ignore_index=True)
 
 
+def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1) -> pd.DataFrame:
+    """Per-step measured times (compile-and-measure --per-step: the records' "steps") beside
+    the cost model's time of the top-level statement each step runs, where a step runs one
+    whole statement (a statement that lowers to several steps, e.g. LAMB's fused kernel
+    with its norm combine, has no prediction per step). predicted_gpu_ms leaves out the
+    host's issue cost of an NCCL call, which a host ahead of the GPU hides in a sequence."""
+    import json
+
+    from cost_model.hardware import load_hardware
+    from cost_model.ops import program_cost
+    from workbench.interpreter import bind_sizes
+    from workbench.loader import load
+
+    cluster = load_hardware(hardware, nodes)
+    rows = []
+    for path in result_paths:
+        for r in json.loads(Path(path).read_text())["records"]:
+            if r.get("kind") != "workbench" or not r.get("steps"):
+                continue
+            loaded = load(r["spec"])
+            program = (loaded.program if r["schedule"] == "unscheduled"
+                       else loaded.schedules[r["schedule"]].apply())
+            cost = program_cost(program, cluster, bind_sizes(program, r["sizes"]))
+            by_name = {s.name: c for s, c in zip(program.stmts, cost.stmts)}
+            for st in r["steps"]:
+                c = by_name.get(st["stmts"])
+                t = float(c.time_s) * 1e3 if c is not None else None
+                gpu = float(c.time_s - c.host_s) * 1e3 if c is not None else None
+                rows.append({"study": _study_of(r["spec"]), "schedule": r["schedule"],
+                             "size": size_label(r["sizes"]), "stage": st["stage"],
+                             "stmts": st["stmts"], "measured_ms": st["median_ms"],
+                             "predicted_ms": t, "predicted_gpu_ms": gpu,
+                             "error": (gpu / st["median_ms"] - 1) if gpu else None})
+    return pd.DataFrame(rows)
+
+
 @click.group()
 def main() -> None:
     """Run the CoCoNet study sweeps."""
@@ -168,6 +205,25 @@ def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     df.to_csv(out_dir / "measured.csv", index=False)
     click.echo(f"wrote {out_dir / 'measured.csv'} ({len(df)} rows)")
+
+
+@main.command("steps")
+@click.argument("json_paths", nargs=-1, type=click.Path(exists=True, path_type=Path),
+                required=True)
+@click.option("--hardware", default="h200x4", show_default=True)
+@click.option("--nodes", default=1, show_default=True)
+@click.option("--out", "out_csv", type=click.Path(path_type=Path), default=None)
+def steps_cmd(json_paths: tuple[Path, ...], hardware: str, nodes: int,
+              out_csv: Path | None) -> None:
+    """Per-step measured (compile-and-measure --per-step JSON) against predicted times."""
+    df = step_rows(list(json_paths), hardware, nodes)
+    if df.empty:
+        raise click.UsageError("the results must hold per-step times, got none; measure with "
+                               "workbench compile-and-measure --per-step")
+    click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if out_csv is not None:
+        df.to_csv(out_csv, index=False)
+        click.echo(f"wrote {out_csv} ({len(df)} rows)")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
 
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
             baselines: bool, hang_s: float, echo=None, unroll: int = 1,
-            mode: str = "pull", partial: str | Path | None = None) -> dict:
+            mode: str = "pull", partial: str | Path | None = None,
+            per_step: bool = False) -> dict:
     """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
     runs P / S ranks per stage); return the results JSON of rank 0.
 
@@ -53,6 +54,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     compile-and-measure's --out folder, else in the temporary folder), which is removed once
     the run is complete. A run that fails raises its RuntimeFault plus where the records
     written before the fault are; a run cut off from outside leaves that file behind.
+    `per_step`: also time each step of every schedule (the records' "steps").
     """
     from workbench.loader import load
     from workbench.runtime.launcher import launch, python_argv
@@ -93,7 +95,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         job = {"programs": [{"spec": s, "schedules": wanted} for s in specs],
                "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
                "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll,
-               "mode": mode}
+               "mode": mode, "per_step": per_step}
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         try:
@@ -175,11 +177,14 @@ def _versions() -> dict:
 @click.option("--collective-mode", "mode", type=click.Choice(["pull", "push"]), default="pull",
               show_default=True, help="Reduce-scatter of fused collectives: NVLink peer loads "
               "(pull) or peer stores into the owners' staging buffers (push).")
+@click.option("--per-step", is_flag=True,
+              help="Also time each step (kernel, NCCL call, GEMM, overlap) of every schedule, "
+                   "with CUDA events between steps; written to NAME.steps.csv.")
 def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
-                        hang_s, quiet, name, unroll, mode):
+                        hang_s, quiet, name, unroll, mode, per_step):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
-    from workbench.runtime.report import format_table, table
+    from workbench.runtime.report import format_table, steps_table, table
 
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
@@ -187,7 +192,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     if unroll not in (1, 2, 4):
         raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")
     results = run_job(list(program_files), P, _size_sweep(sets), schedule, reps, warmup,
-                      not no_baselines, hang_s, echo, unroll, mode)
+                      not no_baselines, hang_s, echo, unroll, mode, per_step=per_step)
     command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     results["meta"].update(_versions(), command=command,
                            date=datetime.datetime.now(datetime.UTC).isoformat())
@@ -201,7 +206,13 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     (out / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
     (out / f"{stem}.command.txt").write_text(command + "\n")
     click.echo(format_table(df))
-    click.echo(f"wrote {out / stem}.csv, .json, .command.txt")
+    written = ".csv, .json, .command.txt"
+    if per_step:
+        steps = steps_table(results["records"])
+        steps.to_csv(out / f"{stem}.steps.csv", index=False)
+        click.echo(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        written += ", .steps.csv"
+    click.echo(f"wrote {out / stem}{written}")
     bad = df[(df.kind == "workbench") & df.check.str.startswith("MISMATCH")]
     if len(bad):
         worst = bad.iloc[0]

@@ -324,7 +324,8 @@ class PlanRun:
         self.mapped: dict[tuple[str, int], int] = {}
         self.epoch = 0
         self.seqs: dict[int, list[int]] = {}
-        self.launches = [self._prepare(s) for s in plan.steps_of(self.stage)]
+        self.steps = plan.steps_of(self.stage)
+        self.launches = [self._prepare(s) for s in self.steps]
 
     def _int(self, expr) -> int:
         import sympy
@@ -449,24 +450,28 @@ class PlanRun:
     def run(self) -> None:
         """Enqueue one execution of the program (asynchronous, on the default stream)."""
         for item in self.launches:
-            if item[0] == "nccl":
-                self.nccl(item)
-            elif item[0] == "p2p":
-                self.gpu.p2p(*item[1:])
-            elif item[0] == "gemm":
-                item[1]()
-            elif item[0] == "overlap":
-                item[1].run()
-            elif item[0] == "chunked":
-                _, chunks, items = item
-                for i in range(chunks):
-                    for sub in items:
-                        if sub[0] == "nccl":
-                            self.nccl(sub, chunk=i, chunks=chunks)
-                        else:
-                            self.launch(sub, chunk=i)
-            else:
-                self.launch(item)
+            self._enqueue(item)
+
+    def _enqueue(self, item) -> None:
+        """Enqueue one prepared step (see _prepare for the kinds)."""
+        if item[0] == "nccl":
+            self.nccl(item)
+        elif item[0] == "p2p":
+            self.gpu.p2p(*item[1:])
+        elif item[0] == "gemm":
+            item[1]()
+        elif item[0] == "overlap":
+            item[1].run()
+        elif item[0] == "chunked":
+            _, chunks, items = item
+            for i in range(chunks):
+                for sub in items:
+                    if sub[0] == "nccl":
+                        self.nccl(sub, chunk=i, chunks=chunks)
+                    else:
+                        self.launch(sub, chunk=i)
+        else:
+            self.launch(item)
 
     def nccl(self, item, stream: int = 0, chunk: int | None = None, chunks: int = 1) -> None:
         """Enqueue a prepared NCCL step, or its part of chunk `chunk` of `chunks`."""
@@ -561,6 +566,27 @@ class PlanRun:
             times.append(start.time_till(end))
         return Timing(times)
 
+    def time_steps(self, warmup: int, reps: int) -> list[tuple[str, list[float]]]:
+        """(step label, CUDA-event ms of each of `reps` runs) per step of this rank, in order:
+        a run with an event on the default stream between consecutive steps. A step's time is
+        what it adds in the sequence (host gaps included, as in a whole run); the events cost
+        a little, so the whole run stays timed by `time`, without them."""
+        drv = self.gpu.drv
+        for _ in range(warmup):
+            self.run()
+        drv.Context.synchronize()
+        events = [drv.Event() for _ in range(len(self.launches) + 1)]
+        times: list[list[float]] = [[] for _ in self.launches]
+        for _ in range(reps):
+            events[0].record()
+            for item, after in zip(self.launches, events[1:]):
+                self._enqueue(item)
+                after.record()
+            events[-1].synchronize()
+            for i, t in enumerate(times):
+                t.append(events[i].time_till(events[i + 1]))
+        return [(step_label(step), t) for step, t in zip(self.steps, times)]
+
     def free(self) -> None:
         self.gpu.drv.Context.synchronize()
         for h in self.ipc:
@@ -568,6 +594,13 @@ class PlanRun:
         for a in self.allocs.values():
             a.free()
         self.launches = []
+
+
+def step_label(step) -> str:
+    """The statement(s) a plan step runs, as the cost model names top-level statements
+    (comma-joined names of a fused or overlapped statement's outputs)."""
+    names = getattr(step, "stmts", None)
+    return ",".join(names) if names else str(step.stmt)
 
 
 def nccl_chunk(op: str, src: int, dst: int, count: int, dtype: str, i: int, chunks: int,

@@ -39,6 +39,22 @@ def table(records: list[dict]):
     return df.drop(columns=["unscheduled_ms"])
 
 
+def steps_table(records: list[dict]):
+    """A DataFrame of the per-step times of the records measured with `--per-step` (see
+    workbench.runtime.worker.step_summary): one row per step of each stage, in order."""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        size_txt = " ".join(f"{k}={v}" for k, v in r.get("sizes", {}).items() if k != "P")
+        for i, st in enumerate(r.get("steps") or []):
+            rows.append({"spec": r["spec"], "sizes": size_txt, "P": r["P"],
+                         "schedule": r["schedule"], "stage": st["stage"], "step": i,
+                         "stmts": st["stmts"], "time_ms": st["median_ms"],
+                         "spread_ms": st["spread_ms"]})
+    return pd.DataFrame(rows)
+
+
 def format_table(df) -> str:
     """A fixed-width text table of the main columns."""
     if df.empty:

@@ -86,6 +86,21 @@ def _summary(per_rank_times: list[list[float]]) -> dict:
             "rank_medians_ms": medians, "reps": len(t)}
 
 
+def step_summary(per_rank: list[list[tuple[str, list[float]]]], P: int) -> list[dict]:
+    """Per-step times of every rank (PlanRun.time_steps, gathered) -> one row per step of
+    each stage, in order: its statements, the slowest rank's median (ms) and the spread of
+    that rank's times (p90 - p10). Ranks r of stage r // P run the same steps."""
+    rows = []
+    for stage in range(len(per_rank) // P):
+        ranks = per_rank[stage * P:(stage + 1) * P]
+        for i, (label, _) in enumerate(ranks[0]):
+            medians = [float(np.median(r[i][1])) for r in ranks]
+            slow = np.asarray(ranks[int(np.argmax(medians))][i][1])
+            rows.append({"stage": stage, "stmts": label, "median_ms": max(medians),
+                         "spread_ms": float(np.percentile(slow, 90) - np.percentile(slow, 10))})
+    return rows
+
+
 def write_json_atomic(path: str, obj) -> None:
     """Write `obj` as JSON to `path` so that a reader sees the old file or the new one, never
     half of one (a temporary file beside it, then os.replace)."""
@@ -233,6 +248,9 @@ def main(job_path: str) -> int:
                 timing = run.time(job.get("warmup", 5), job.get("reps", 30))
                 log(rank, f"  {name}: median {timing.median_ms:.3f} ms")
                 all_times = gpu.all_gather(timing.times_ms)
+                if job.get("per_step"):
+                    steps = run.time_steps(2, job.get("reps", 30))
+                    rec["steps"] = step_summary(gpu.all_gather(steps), P)
                 run.free()
                 rec.update(_summary(all_times), check=worst.status(), ok=worst.ok,
                            max_error=worst.max_error, tolerance=worst.tolerance,
