@@ -169,10 +169,14 @@ def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Wo
     inside = set(produced_inside)
     for s in stmts:
         expr = s.op.expr
+        out = s.out.name
         for name in ir.expr_refs(expr):
             if name not in inside:
-                reads[name] = ctx.local_nbytes(name)
-        out = s.out.name
+                # An elementwise statement on a slice reads only that slice of a Replicated
+                # operand (GPU run 14: Adam's rs-c-ag updates measured at the slice's bytes);
+                # broadcast operands (a bias, a scalar) are read whole.
+                slice_bytes = ctx.local_numel(out) * ctx.types[name].dtype.nbytes
+                reads[name] = smin(ctx.local_nbytes(name), slice_bytes)
         writes[out] = ctx.local_nbytes(out)
         flops = flops + expr_flops(expr) * ctx.local_numel(out)
         dtype = s.out.type.dtype.name

@@ -97,3 +97,20 @@ def test_a_one_rank_fused_collective_pays_no_cross_gpu_barrier():
         c.gpu.launch_latency_s + c.nvlink.latency_s)
     # two ranks per stage: the reduce-scatter reads the peer, behind the kernel's barriers
     assert fused_latency_s(two, fused, fused_parts(two, fused)) > 1e-3
+
+
+def test_an_update_on_a_slice_reads_only_that_slice_of_a_replicated_operand():
+    # GPU run 14 (per-step times): Adam rs-c-ag's m1_s took 0.388 ms, the bytes of the slice;
+    # priced at the whole replicated m it was 0.551 ms. A broadcast bias stays whole.
+    from cost_model.ops import elementwise_work
+
+    adam = _schedules("studies/adam.py")["rs-c-ag"]
+    N, P = 2**20, 2
+    ctx = CostContext(adam, preset("h200x4"), bind_sizes(adam, {"N": N, "P": P}))
+    work = elementwise_work(ctx, [_stmt(adam, "m1_s")])
+    assert work.hbm_bytes == 3 * (N // P) * 4 + 4  # m's slice, g1_rs, m1_s; the scalar beta1
+    layer = _schedules("studies/model_parallel.py")["unscheduled"]
+    ctx = _ctx(layer, 2)
+    out = _stmt(layer, "out")
+    T, H = SIZES["T"], SIZES["H"]
+    assert elementwise_work(ctx, [out]).hbm_bytes == (3 * T * H + H) * 2  # summed, r, out; b
