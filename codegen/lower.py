@@ -244,6 +244,11 @@ def _c_type(t: TensorType) -> str:
     return _C_TYPES[t.dtype.name]
 
 
+def _costly(e: ir.Expr) -> bool:
+    """Whether computing `e` takes more than a register or a literal: worth hoisting."""
+    return any(isinstance(x, (ir.Unary, ir.Binary)) for x in ir.expr_nodes(e))
+
+
 def _float_literal(x: float) -> str:
     # The decimal repr of the f32 value: the compiler's rounding then gives exactly that f32,
     # which is what the interpreter's np.float32(v) holds.
@@ -711,7 +716,32 @@ class _KernelBuilder:
 
     # -- expressions
 
-    def expr(self, e: ir.Expr, env_types) -> str:
+    def expr(self, e: ir.Expr, env_types, hoist: bool = True) -> str:
+        """C text of an elementwise expression; the largest costly parts that read only
+        scalars (Adam's 1 - beta1 ** step) are hoisted out of the loop (`_hoist`)."""
+        if hoist and self._uniform(e) and _costly(e):
+            return self._hoist(self._expr(e, env_types, hoist=False))
+        return self._expr(e, env_types, hoist)
+
+    def _uniform(self, e: ir.Expr) -> bool:
+        """Whether `e` reads only scalars held in memory (no per-element value, no dropout,
+        no cast), so it has one value per kernel launch."""
+        if any(isinstance(x, (ir.Dropout, ir.Cast)) for x in ir.expr_nodes(e)):
+            return False
+        return all(name not in self.regs and self.pl.types[name].rank == 0
+                   for name in ir.expr_refs(e))
+
+    def _hoist(self, text: str) -> str:
+        """A register computed once per thread before the loop, holding C expression `text`
+        (of scalars only); the same text gets the same register."""
+        for load in self.scalars.values():
+            if load.mode == "hoisted" and load.expr == text:
+                return load.var
+        var = f"h_{sum(1 for x in self.scalars.values() if x.mode == 'hoisted')}"
+        self.scalars[var] = Load(var, "float", "hoisted", "", expr=text)
+        return var
+
+    def _expr(self, e: ir.Expr, env_types, hoist: bool = True) -> str:
         match e:
             case ir.Ref(name):
                 var, vec = self.operand(name)
@@ -719,17 +749,17 @@ class _KernelBuilder:
             case ir.Const(v):
                 return _float_literal(v)
             case ir.Binary(op, a, b):
-                x, y = self.expr(a, env_types), self.expr(b, env_types)
+                x, y = self.expr(a, env_types, hoist), self.expr(b, env_types, hoist)
                 if op in ("add", "sub", "mul", "div"):
                     return f"({x} {ir.BINARY_OPS[op]} {y})"
                 return {"pow": f"wb::pow_ref({x}, {y})", "max": f"fmaxf({x}, {y})",
                         "min": f"fminf({x}, {y})"}[op]
             case ir.Unary(fn, a):
-                x = self.expr(a, env_types)
+                x = self.expr(a, env_types, hoist)
                 return {"neg": f"(-{x})", "sqrt": f"sqrtf({x})", "rsqrt": f"(1.0f / sqrtf({x}))",
                         "exp": f"expf({x})", "log": f"logf({x})", "abs": f"fabsf({x})"}[fn]
             case ir.Cast(dtype, a):
-                return f"wb::round_to<{_C_TYPES[dtype.name]}>({self.expr(a, env_types)})"
+                return f"wb::round_to<{_C_TYPES[dtype.name]}>({self.expr(a, env_types, hoist)})"
             case ir.Dropout(p, seed, a):
                 self.dropout = True
                 t = ir.expr_type(a, env_types, self.what)
@@ -744,7 +774,8 @@ class _KernelBuilder:
                 else:
                     self._unchunked("a Dropout of a whole tensor")
                 scale = _float_literal(float(np.float32(1.0 / (1.0 - p))))
-                return (f"wb::dropout({self.expr(a, env_types)}, {int(seed) & 0xFFFFFFFF}u, "
+                x = self.expr(a, env_types, hoist)
+                return (f"wb::dropout({x}, {int(seed) & 0xFFFFFFFF}u, "
                         f"static_cast<unsigned long long>({self._c(gidx)}), "
                         f"{_float_literal(p)}, {scale})")
         raise _fault(f"{self.what}: expression must be elementwise, got {e!r}")

@@ -37,7 +37,8 @@ class Load:
     mode: contig (ptr + offset + i, vectorizable), gather (ptr + index(i), for broadcasts),
     scalar (ptr[offset], once per thread), reduce (sum over rank k's contribution at
     peers[k] + i, in rank order: the reduce-scatter of a fused collective; `peers` holds the P
-    C address expressions, offsets included).
+    C address expressions, offsets included), hoisted (`expr`, a C expression of scalars
+    only, computed once per thread before the loop instead of once per element).
     """
 
     var: str
@@ -48,6 +49,7 @@ class Load:
     index: str = ""
     peers: tuple[str, ...] = ()
     reduce: str = "add"
+    expr: str = ""
 
 
 @dataclass(frozen=True, slots=True)

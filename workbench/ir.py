@@ -155,6 +155,17 @@ class Dropout:
 Expr = Ref | Const | Binary | Unary | Cast | Dropout
 
 
+def expr_nodes(expr: Expr) -> Iterator[Expr]:
+    """Every node of an expression tree, parents before their children."""
+    yield expr
+    match expr:
+        case Binary(_, a, b):
+            yield from expr_nodes(a)
+            yield from expr_nodes(b)
+        case Unary(_, a) | Cast(_, a) | Dropout(_, _, a):
+            yield from expr_nodes(a)
+
+
 def expr_refs(expr: Expr) -> Iterator[str]:
     """Names of the values an expression reads, in first-use order, with repeats."""
     match expr:

@@ -8,7 +8,7 @@
 // buffer sendack_out: u32[1] peer @stage0
 // @stage0 overlap in 4 chunks:
 //   nccl all_reduce(add) y+0 -> y+0 count H*T f16
-//   kernel wb_send_p2_v8_fd0d28879b8977bc for z, out
+//   kernel wb_send_p2_v8_249773ce25561c15 for z, out
 // @stage1 in 4 chunks of T rows / 4:
 //   kernel wb_wait_p2_v1_225f919c08efaecc for out
 
@@ -23,7 +23,7 @@
 #include "wb_vec.cuh"
 #include "wb_dropout.cuh"
 
-extern "C" __global__ void __launch_bounds__(512) wb_send_p2_v8_fd0d28879b8977bc(
+extern "C" __global__ void __launch_bounds__(512) wb_send_p2_v8_249773ce25561c15(
     const __half* __restrict__ p_y,
     const __half* __restrict__ p_b,
     const __half* __restrict__ p_r,

@@ -8,7 +8,7 @@
 // buffer sendcount_out_s: u32[1] @stage0
 // buffer sendack_out_s: u32[1] peer @stage0
 // buffer out: f16[H*T] @stage1
-// @stage0 kernel wb_send_p2_v8_45d604e654c43361 for summed_rs, z_s, out_s
+// @stage0 kernel wb_send_p2_v8_03f9de39c9886697 for summed_rs, z_s, out_s
 // @stage1 kernel wb_wait_p2_v1_831489851dea4999 for out_s
 // @stage1 nccl all_gather() out_s+0 -> out+0 count H*T/2 f16
 
@@ -24,7 +24,7 @@
 #include "wb_vec.cuh"
 #include "wb_dropout.cuh"
 
-extern "C" __global__ void __launch_bounds__(512, 2) wb_send_p2_v8_45d604e654c43361(
+extern "C" __global__ void __launch_bounds__(512, 2) wb_send_p2_v8_03f9de39c9886697(
     const __half* p_y_peer0,
     const __half* p_y_peer1,
     const __half* __restrict__ p_b,

@@ -9,7 +9,7 @@
 // buffer sendcount_out_s: u32[1] @stage0
 // buffer sendack_out_s: u32[1] peer @stage0
 // buffer out: f16[H*T] @stage1
-// @stage0 kernel wb_send_p4_v8_849724938968e3b3 for summed_rs, z_s, out_s
+// @stage0 kernel wb_send_p4_v8_26463e761ff8a490 for summed_rs, z_s, out_s
 // @stage1 kernel wb_wait_p4_v1_edc7d19483ee3d58 for out_s
 // @stage1 nccl all_gather() out_s+0 -> out+0 count H*T/4 f16
 
@@ -25,7 +25,7 @@
 #include "wb_vec.cuh"
 #include "wb_dropout.cuh"
 
-extern "C" __global__ void __launch_bounds__(512, 2) wb_send_p4_v8_849724938968e3b3(
+extern "C" __global__ void __launch_bounds__(512, 2) wb_send_p4_v8_26463e761ff8a490(
     const __half* __restrict__ p_y,
     __half* p_stage_y_peer0,
     __half* p_stage_y_peer1,

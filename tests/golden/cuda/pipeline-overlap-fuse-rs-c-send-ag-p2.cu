@@ -9,7 +9,7 @@
 // buffer sendack_out_s: u32[1] peer @stage0
 // buffer out: f16[H*T] @stage1
 // @stage0 in 4 chunks of T rows / 8:
-//   kernel wb_send_p2_v8_24a7daa85b3e550e for summed_rs, z_s, out_s
+//   kernel wb_send_p2_v8_be1c1074d9af0259 for summed_rs, z_s, out_s
 // @stage1 in 4 chunks of T rows / 8:
 //   kernel wb_wait_p2_v1_831489851dea4999 for out_s
 //   nccl all_gather() out_s+0 -> out+0 count H*T/2 f16
@@ -26,7 +26,7 @@
 #include "wb_vec.cuh"
 #include "wb_dropout.cuh"
 
-extern "C" __global__ void __launch_bounds__(512, 2) wb_send_p2_v8_24a7daa85b3e550e(
+extern "C" __global__ void __launch_bounds__(512, 2) wb_send_p2_v8_be1c1074d9af0259(
     const __half* p_y_peer0,
     const __half* p_y_peer1,
     const __half* __restrict__ p_b,

@@ -7,7 +7,7 @@
 // buffer out_s: f16[H*T/2] @stage1
 // buffer out: f16[H*T] @stage1
 // @stage0 nccl reduce_scatter(add) y+0 -> summed_rs+0 count H*T/2 f16
-// @stage0 kernel wb_elementwise_p2_v8_777e1d192cc24b66 for z_s
+// @stage0 kernel wb_elementwise_p2_v8_64bb50a0ee11b6d7 for z_s
 // @stage0+stage1 nccl send z_s+0 -> recv out_s+0 count H*T/2 f16
 // @stage1 nccl all_gather() out_s+0 -> out+0 count H*T/2 f16
 
@@ -16,7 +16,7 @@
 #include "wb_vec.cuh"
 #include "wb_dropout.cuh"
 
-extern "C" __global__ void __launch_bounds__(512) wb_elementwise_p2_v8_777e1d192cc24b66(
+extern "C" __global__ void __launch_bounds__(512) wb_elementwise_p2_v8_64bb50a0ee11b6d7(
     const __half* __restrict__ p_summed_rs,
     const __half* __restrict__ p_b,
     const __half* __restrict__ p_r,
