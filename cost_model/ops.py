@@ -450,13 +450,18 @@ def stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
         return _fused_cost(ctx, s)
     if isinstance(op, ir.Overlapped):
         producer, consumer = (stmt_cost(ctx, b) for b in op.body)
-        tp, tc = producer.time_s, consumer.time_s
+        # each chunk is its own kernel or NCCL call: every chunk after the first pays the
+        # statement's fixed cost again (the simulator runs the chunks so)
+        again = op.chunks - 1
+        tp = producer.time_s + again * stmt_fixed_s(ctx, op.body[0], op.chunks)
         beside = _fused_beside_compute_s(ctx, *op.body, op.chunks)
         if beside is None:
+            tc = consumer.time_s + again * stmt_fixed_s(ctx, op.body[1], op.chunks)
             # chunk i of the consumer waits for chunk i of the producer: the slower one runs
             # the whole time, the faster one adds one chunk of pipeline fill
             t = smax(tp, tc) + smin(tp, tc) / op.chunks
         else:
+            tc = consumer.time_s
             # the SMs are time-shared, not partitioned: the producer runs at its own speed
             # and each consumer chunk on its overlapped grid in the gaps (one kernel's fixed
             # cost per chunk); see _fused_beside_compute_s
@@ -469,6 +474,31 @@ def stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
         return OpCost(t, busy, slow.bottleneck)
     raise WorkbenchError(f"cost model must know op {type(op).__name__}, got no rule; add one in "
                          "cost_model/ops.py")
+
+
+def stmt_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
+    """The part of a statement's time that does not shrink with its data, for one of
+    `chunks` equal pieces of it: a launch for a kernel, a fused kernel's fixed cost, NCCL's
+    per-call cost (host, kind and protocol latency of the plan a piece gets) for a
+    collective, a Send's latency. An overlap pays it once per chunk."""
+    op, c = s.op, ctx.cluster
+    if isinstance(op, ir.Fused) and op.kind != "compute":
+        return fused_latency_s(ctx, s, fused_parts(ctx, s))
+    if isinstance(op, ir.Send):
+        return coll.p2p_time(0.0, c, send_crosses_nodes(ctx, ctx.types[op.x].group))
+    if isinstance(op, ir.COMMUNICATION_OPS):
+        cluster = collective_cluster(ctx, s)
+        group = ctx.types[op.x].group
+        if single_rank_copy(ctx, s) is not None:
+            return cluster.nccl.host_overhead_s + c.gpu.launch_latency_s
+        nccl = cluster.nccl
+        call = nccl.host_overhead_s + nccl.kind_latency_s(_collective_kind(op))
+        if ctx.symbolic:
+            return call + min(p.base_latency_s for p in nccl.protocols)
+        piece = float(collective_nbytes(ctx, s)) / chunks
+        return coll.choose_plan(_collective_kind(op), piece, ctx.group_size(group), cluster,
+                                ctx.group_size(group)).fixed_s
+    return c.gpu.launch_latency_s
 
 
 def _fused_beside_compute_s(ctx: CostContext, producer: ir.Stmt, consumer: ir.Stmt,

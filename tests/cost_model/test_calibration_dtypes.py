@@ -238,20 +238,23 @@ def test_overlapped_fused_collective_time_shares_the_sms_with_a_matmul_with_a_cu
     overlapped = program.stmts[0]
     mm, fused = overlapped.op.body
     c = overlapped.op.chunks
-    # the closed form: the MatMul at its own speed, then the collective's chunks in its gaps
-    # on nccl.max_channels = 32 SMs = 64 blocks, one kernel's fixed cost per chunk
+    # the closed form: the MatMul at its own speed (a launch per chunk), then the
+    # collective's chunks in its gaps on nccl.max_channels = 32 SMs = 64 blocks, one
+    # kernel's fixed cost per chunk
     for sizes in ({"T": 8192, "H": 12288}, {"T": 65536, "H": 4096}):
         bound = bind_sizes(program, {**sizes, "P": 2})
         ctx = CostContext(program, curved, bound)
+        launch = curved.gpu.launch_latency_s
         tp, tc = stmt_cost(ctx, mm).time_s, stmt_cost(ctx, fused).time_s
         lat = fused_latency(ctx, fused)
         beside = (tc - lat) / fused_block_fraction(curved, 64) + c * lat
         model = program_cost(program, curved, bound).time_s
-        assert model == pytest.approx(tp + beside, rel=1e-9)
+        assert model == pytest.approx(tp + (c - 1) * launch + beside, rel=1e-9)
         # without a curve (the presets) the overlap stays a pipeline: the slower stage plus
-        # one chunk of the other
+        # one chunk of the other, each stage paying its fixed cost once per chunk
+        tp_c, tc_c = tp + (c - 1) * launch, tc + (c - 1) * lat
         assert program_cost(program, flat, bound).time_s == pytest.approx(
-            max(tp, tc) + min(tp, tc) / c, rel=1e-9)
+            max(tp_c, tc_c) + min(tp_c, tc_c) / c, rel=1e-9)
         # the simulator runs the same schedule: one kernel at a time, within 2 %
         assert simulate(program, curved, bound).time_s == pytest.approx(model, rel=0.02)
     # the fused kernel alone (no overlap) runs on every SM: the curve changes nothing

@@ -150,3 +150,28 @@ def test_a_cross_stage_overlap_runs_its_consumer_on_the_next_stages_gpu():
     # chunk i's AllGather starts when chunk i's Send ends, while chunk i + 1 is being sent
     assert gathers.t_start.tolist() == pytest.approx(sends.t_end.tolist())
     assert result.time_s >= program_cost(program, cluster, bound).lower_bound_s
+
+
+@pytest.mark.parametrize("spec, T", [("studies/pipeline.py", 1024), ("studies/pipeline.py", 8192),
+                                     ("studies/model_parallel.py", 1024),
+                                     ("studies/model_parallel.py", 8192)])
+def test_overlaps_simulate_near_the_closed_form_without_contention(spec, T):
+    """With a calibrated 2-GPU profile (SM time-sharing, one GPU per pipeline stage) nothing
+    contends beyond what the closed form prices, so the two agree: each chunk pays its
+    statement's fixed cost again in both (cost_model.ops.stmt_fixed_s)."""
+    from pathlib import Path
+
+    from cost_model.hardware import load_profile
+    from workbench import ir
+
+    cluster = load_profile(Path("studies/results/calibration/h200x2-run7/profile.json"))
+    loaded = load(spec)
+    P = 2 // len(loaded.program.groups())
+    for name, sched in loaded.schedules.items():
+        program = sched.apply()
+        if not any(isinstance(s.op, ir.Overlapped) for s in program.stmts):
+            continue
+        bound = bind_sizes(program, {"T": T, "H": 12288, "P": P})
+        sim = simulate(program, cluster, bound).time_s
+        model = program_cost(program, cluster, bound).time_s
+        assert model <= sim <= 1.05 * model, name
