@@ -66,3 +66,32 @@ def test_unmeasured_and_failed_rows_are_left_out():
     measured.loc[1, "check"] = "MISMATCH max error 0.3"  # wrong output: its time means nothing
     joined = compare(predicted, measured)
     assert len(joined) == len(measured) - 2
+
+
+def _steps():
+    return pd.DataFrame({
+        "study": ["adam", "adam"], "schedule": ["rs-c-ag", "rs-c-ag"],
+        "size": ["N=2^28", "N=2^28"], "stage": [0, 0], "stmts": ["g1_rs", "m1_s"],
+        "measured_ms": [2.0, 0.388], "predicted_ms": [2.02, 0.551],
+        "predicted_gpu_ms": [2.0, 0.551], "error": [0.0, 0.42]})
+
+
+def test_report_adds_the_per_step_table_and_its_misses(tmp_path, capsys):
+    predicted, measured = _tables()
+    predicted.to_csv(tmp_path / "predicted.csv", index=False)
+    _steps().to_csv(tmp_path / "steps.csv", index=False)
+    assert main(["report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "## Per step: measured vs the cost model" in out
+    assert "Steps off by more than 15%: 1 of 2" in out
+    assert "- adam rs-c-ag N=2^28 `m1_s`: +42.0%" in out
+
+
+def test_report_names_what_a_malformed_steps_csv_lacks(tmp_path, capsys):
+    predicted, _ = _tables()
+    predicted.to_csv(tmp_path / "predicted.csv", index=False)
+    _steps().drop(columns=["error"]).to_csv(tmp_path / "steps.csv", index=False)
+    assert main(["report", str(tmp_path)]) == 2
+    assert ("steps.csv must have the columns of python -m studies.sweep steps, got one without "
+            "error; write it with python -m studies.sweep steps RESULT.json --out "
+            "DIR/steps.csv") in capsys.readouterr().err

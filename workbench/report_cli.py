@@ -3,7 +3,9 @@
 Reads `predicted.csv` (from the simulator) and `measured.csv` (from compile-and-measure) in
 RESULTS_DIR, either of which may be absent, and writes `report.md` (pandas tables: speedups
 over the unscheduled program, predicted vs measured, the comparator's summary) and one figure
-per study (`<study>.png` and `.pdf`) with predicted and measured times side by side. No GPU.
+per study (`<study>.png` and `.pdf`) with predicted and measured times side by side; with a
+`steps.csv` (`python -m studies.sweep steps ... --out RESULTS_DIR/steps.csv`) also the
+per-step table and the steps the cost model misses. No GPU.
 """
 
 from __future__ import annotations
@@ -100,6 +102,9 @@ def build_report(results_dir: Path) -> str:
                   "## Does the simulator pick the measured-best schedule?", "",
                   per_case(joined).to_markdown(index=False), "",
                   "## Summary", "", summarize(joined).round(3).to_markdown(index=False), ""]
+    steps_csv = results_dir / "steps.csv"
+    if steps_csv.is_file():
+        parts += _steps_section(pd.read_csv(steps_csv))
     studies = sorted(set().union(*[set(df["study"]) for df in (predicted, measured)
                                    if df is not None]))
     for study in studies:
@@ -109,6 +114,29 @@ def build_report(results_dir: Path) -> str:
     text = "\n".join(parts)
     (results_dir / "report.md").write_text(text)
     return text
+
+
+# A step whose predicted time is off by more than this is listed under the per-step table.
+STEP_MISS = 0.15
+
+
+def _steps_section(steps: pd.DataFrame) -> list[str]:
+    """Markdown of steps.csv (`python -m studies.sweep steps ... --out DIR/steps.csv`): each
+    measured step beside the cost model's time of its statement, and the steps it misses."""
+    cols = ["study", "schedule", "size", "stage", "stmts", "measured_ms", "predicted_gpu_ms",
+            "error"]
+    missing = [c for c in cols if c not in steps.columns]
+    if missing:
+        raise ProgramFileError(f"steps.csv must have the columns of python -m studies.sweep "
+                               f"steps, got one without {', '.join(missing)}; write it with "
+                               f"python -m studies.sweep steps RESULT.json --out DIR/steps.csv")
+    misses = steps[steps["error"].abs() > STEP_MISS]
+    lines = ["## Per step: measured vs the cost model", "",
+             steps[cols].round(4).to_markdown(index=False), "",
+             f"Steps off by more than {STEP_MISS:.0%}: {len(misses)} of {len(steps)}"]
+    lines += [f"- {r.study} {r.schedule} {r.size} `{r.stmts}`: {r.error:+.1%}"
+              for r in misses.itertuples()]
+    return lines + [""]
 
 
 @click.command()
