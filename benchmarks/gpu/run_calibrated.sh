@@ -6,7 +6,7 @@
 # PART is run_studies.sh's parts in order (a: SGD, Adam, model-parallel; b: LAMB; c: the
 # pipeline); one that starts with a first runs the NVLink mechanism probe and
 # `workbench calibrate --passes 3`. E.g. `a` then `cb` (2x H200: 330 s, then 44 s + LAMB),
-# or `ac` in one call.
+# or `ac` in one call. LAMB (b) took ~360 s on 2x H200 (GPU run 12: cut at 330 s).
 # Everything comes back in $OUT/results.tgz; each step has its own time limit so that the
 # results of the ones before it come back.
 set -uo pipefail
@@ -31,7 +31,7 @@ fi
 for part in $(echo "$PART" | grep -o .); do
   stamp "studies part $part"
   # run_studies.sh packs its own results folder into OUT/results.tgz: both under ours
-  RES_DIR="/tmp/wb-part-$part" OUT="$RES/part-$part" timeout $([ "$part" = b ] && echo 330 || echo 380) \
+  RES_DIR="/tmp/wb-part-$part" OUT="$RES/part-$part" timeout $([ "$part" = b ] && echo 420 || echo 380) \
     bash benchmarks/gpu/run_studies.sh "$P" "$part" > "$RES/part-$part.out" 2>&1
   stamp "part $part rc=$?"
   tail -4 "$RES/part-$part.out"
