@@ -280,10 +280,8 @@ def norm_combine_s(ctx: CostContext, group: Group):
 def _send_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     src = ctx.types[s.op.x].group
     nbytes = ctx.local_nbytes(s.op.x)
-    crosses = send_crosses_nodes(ctx, src)
-    link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
-    t = coll.p2p_time(nbytes, ctx.cluster, crosses)
-    return OpCost(t, {"link": nbytes / link.bandwidth_Bps}, "link",
+    t = coll.p2p_time(nbytes, ctx.cluster, send_crosses_nodes(ctx, src))
+    return OpCost(t, {"link": nbytes / send_link(ctx, src).bandwidth_Bps}, "link",
                   ctx.cluster.nccl.host_overhead_s)
 
 
@@ -292,6 +290,11 @@ def send_crosses_nodes(ctx: CostContext, src: Group) -> bool:
     crosses nodes when a stage does not share a node with the next one."""
     size = ctx.group_size(src)
     return ctx.cluster.nodes > 1 and 2 * size > ctx.cluster.gpus_per_node
+
+
+def send_link(ctx: CostContext, src: Group):
+    """The link a Send from stage `src` to the next stage goes over: the NIC or NVLink."""
+    return ctx.cluster.nic if send_crosses_nodes(ctx, src) else ctx.cluster.nvlink
 
 
 # ---------------------------------------------------------------- fused kernels
@@ -380,9 +383,7 @@ def fused_link_lower_s(ctx: CostContext, parts: FusedParts):
         P = ctx.P(parts.group)
         t = (P - 1) * (parts.rs_nbytes + parts.ag_nbytes) / P / peak_link_Bps(ctx, parts.group)
     if parts.send_nbytes:
-        crosses = send_crosses_nodes(ctx, parts.group)
-        link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
-        t = t + parts.send_nbytes / link.bandwidth_Bps
+        t = t + parts.send_nbytes / send_link(ctx, parts.group).bandwidth_Bps
     return t
 
 
@@ -403,9 +404,7 @@ def _fused_fixed_s(ctx: CostContext, parts: FusedParts):
     if not peers:
         if not parts.send_nbytes:
             return ctx.cluster.gpu.launch_latency_s
-        crosses = send_crosses_nodes(ctx, parts.group)
-        link = ctx.cluster.nic if crosses else ctx.cluster.nvlink
-        return ctx.cluster.gpu.launch_latency_s + link.latency_s
+        return ctx.cluster.gpu.launch_latency_s + send_link(ctx, parts.group).latency_s
     return coll.fused_latency_s(ctx.cluster, ctx.group_size(parts.group))
 
 

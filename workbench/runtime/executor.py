@@ -132,9 +132,9 @@ class Gpu:
             elif self.comm.nccl is not None:
                 comm = self.comm.nccl.subgroup(self.comm.host, self.rank, mine)
             else:
-                # torch.distributed: every rank creates every group, in the same order.
-                groups = [self.dist.new_group(list(m)) for m in members]
-                comm = groups[self.rank // P]
+                from workbench.runtime.baselines import stage_groups
+
+                comm = stage_groups(self.dist, P)[self.rank // P]
             self._stage_comms[stages] = comm
         self.stages, self.group = stages, self._stage_comms[stages]
         return P
@@ -466,12 +466,18 @@ class PlanRun:
             _, chunks, items = item
             for i in range(chunks):
                 for sub in items:
-                    if sub[0] == "nccl":
-                        self.nccl(sub, chunk=i, chunks=chunks)
-                    else:
-                        self.launch(sub, chunk=i)
+                    self.launch_chunk(sub, i, chunks)
         else:
             self.launch(item)
+
+    def launch_chunk(self, item, i: int, chunks: int, stream=None) -> None:
+        """Enqueue chunk i of `chunks` of a prepared kernel or NCCL step, on pycuda `stream`
+        (None: the default stream)."""
+        if item[0] == "nccl":
+            self.nccl(item, int(stream.handle) if stream is not None else 0, chunk=i,
+                      chunks=chunks)
+        else:
+            self.launch(item, stream, chunk=i)
 
     def nccl(self, item, stream: int = 0, chunk: int | None = None, chunks: int = 1) -> None:
         """Enqueue a prepared NCCL step, or its part of chunk `chunk` of `chunks`."""
@@ -650,10 +656,7 @@ class _Overlap:
                 with torch.cuda.stream(self.torch_stream):
                     self.producer(slice(i * r, (i + 1) * r))
             else:
-                run.nccl(self.producer, int(self.producer_stream.handle), chunk=i, chunks=C)
+                run.launch_chunk(self.producer, i, C, self.producer_stream)
             self.done[i].record(self.producer_stream)
             self.consumer_stream.wait_for_event(self.done[i])
-            if self.consumer[0] == "nccl":
-                run.nccl(self.consumer, int(self.consumer_stream.handle), chunk=i, chunks=C)
-            else:
-                run.launch(self.consumer, self.consumer_stream, chunk=i)
+            run.launch_chunk(self.consumer, i, C, self.consumer_stream)

@@ -94,10 +94,9 @@ def step_summary(per_rank: list[list[tuple[str, list[float]]]], P: int) -> list[
     for stage in range(len(per_rank) // P):
         ranks = per_rank[stage * P:(stage + 1) * P]
         for i, (label, _) in enumerate(ranks[0]):
-            medians = [float(np.median(r[i][1])) for r in ranks]
-            slow = np.asarray(ranks[int(np.argmax(medians))][i][1])
-            rows.append({"stage": stage, "stmts": label, "median_ms": max(medians),
-                         "spread_ms": float(np.percentile(slow, 90) - np.percentile(slow, 10))})
+            s = _summary([r[i][1] for r in ranks])
+            rows.append({"stage": stage, "stmts": label, "median_ms": s["median_ms"],
+                         "spread_ms": s["p90_ms"] - s["p10_ms"]})
     return rows
 
 
