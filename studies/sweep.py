@@ -87,22 +87,26 @@ def _parse_sizes(text: str) -> dict:
     return {k: int(v) for k, v in (item.split("=") for item in items)}
 
 
-def _read_results(path: Path) -> pd.DataFrame:
-    """A compile-and-measure CSV, or its JSON (NAME.json, or NAME.partial.json that a run
-    cut off left behind) as the same table."""
-    if path.suffix != ".json":
-        return pd.read_csv(path)
+def _records(path: Path) -> list[dict]:
+    """The records of a compile-and-measure JSON (NAME.json, or NAME.partial.json that a run
+    cut off left behind)."""
     import json
 
-    from workbench.runtime.report import table
-
     try:
-        records = json.loads(path.read_text())["records"]
+        return json.loads(Path(path).read_text())["records"]
     except (ValueError, KeyError, TypeError) as e:
         raise click.UsageError(f"{path} must be compile-and-measure's JSON (an object with "
                                f"'records'), got {type(e).__name__}: {e}; pass its CSV or the "
                                f"run's NAME.json / NAME.partial.json") from None
-    return table(records)
+
+
+def _read_results(path: Path) -> pd.DataFrame:
+    """A compile-and-measure CSV, or its JSON (see _records) as the same table."""
+    if path.suffix != ".json":
+        return pd.read_csv(path)
+    from workbench.runtime.report import table
+
+    return table(_records(path))
 
 
 def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
@@ -143,8 +147,6 @@ def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1) -> pd.Dat
     whole statement (a statement that lowers to several steps, e.g. LAMB's fused kernel
     with its norm combine, has no prediction per step). predicted_gpu_ms leaves out the
     host's issue cost of an NCCL call, which a host ahead of the GPU hides in a sequence."""
-    import json
-
     from cost_model.hardware import load_hardware
     from cost_model.ops import program_cost
     from workbench.interpreter import bind_sizes
@@ -153,12 +155,18 @@ def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1) -> pd.Dat
     cluster = load_hardware(hardware, nodes)
     rows = []
     for path in result_paths:
-        for r in json.loads(Path(path).read_text())["records"]:
+        for r in _records(path):
             if r.get("kind") != "workbench" or not r.get("steps"):
                 continue
             loaded = load(r["spec"])
-            program = (loaded.program if r["schedule"] == "unscheduled"
-                       else loaded.schedules[r["schedule"]].apply())
+            name = r["schedule"]
+            if name != "unscheduled" and name not in loaded.schedules:
+                raise click.UsageError(
+                    f"{path}: schedule {name!r} must be one of {r['spec']}'s, got none of that "
+                    f"name (known: {', '.join(sorted(loaded.schedules))}); compare with the "
+                    "program file the run measured")
+            program = (loaded.program if name == "unscheduled"
+                       else loaded.schedules[name].apply())
             cost = program_cost(program, cluster, bind_sizes(program, r["sizes"]))
             by_name = {s.name: c for s, c in zip(program.stmts, cost.stmts)}
             for st in r["steps"]:

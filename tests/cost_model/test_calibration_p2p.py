@@ -68,6 +68,15 @@ def test_send_recv_bandwidth_is_refitted_when_the_host_cost_exceeds_the_latency(
     assert bandwidth_Bps == pytest.approx(true_bw, rel=1e-6)  # the slope of the large sizes
 
 
+def test_send_recv_bandwidth_bound_sizes_must_grow_with_size():
+    # the latency clips at the host cost, and the large sizes' slope is negative
+    with pytest.raises(HardwareError, match=r"p2p must fit a positive bandwidth \(time growing "
+                       r"with size\) on its bandwidth-bound sizes, got 1/B = -.* run `workbench "
+                       r"calibrate --gpus P` on the GPU machine"):
+        calibration.fit_p2p([(2**16, 30e-6), (2**20, 31e-6), (2**24, 100e-6), (2**25, 95e-6)],
+                            40e-6)
+
+
 def test_p2p_time_uses_calibrated_send_recv_inside_a_node_only():
     known, base = _known(), preset("h200x4")
     n = 2**28

@@ -164,3 +164,21 @@ def test_compile_and_measure_per_step_asks_the_workers_and_writes_the_steps_csv(
     steps = (tmp_path / "t.steps.csv").read_text().splitlines()
     assert steps[0] == "spec,sizes,P,schedule,stage,step,stmts,time_ms,spread_ms"
     assert [line.split(",")[6] for line in steps[1:]] == ["g1", "m1"]
+
+
+def test_steps_command_names_a_schedule_the_program_lacks(tmp_path):
+    rec = dict(_adam_mixed_record({"g1": 0.2}), schedule="no-such")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"records": [rec]}))
+    result = CliRunner().invoke(sweep_main, ["steps", str(path)])
+    assert result.exit_code != 0
+    assert (f"{path}: schedule 'no-such' must be one of studies/adam.py:mixed's, got none of "
+            "that name (known: fuse-rs-c-ag, rs-c-ag, rs-c-ag-sliced-state)") in result.output
+
+
+def test_steps_command_says_what_a_malformed_json_lacks(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"no": "records"}))
+    result = CliRunner().invoke(sweep_main, ["steps", str(path)])
+    assert result.exit_code != 0
+    assert "must be compile-and-measure's JSON (an object with 'records')" in result.output
