@@ -842,6 +842,15 @@ class Program:
         for s in self.stmts:
             yield from s.leaves()
 
+    def dead_after(self, name: str, leaf: Stmt) -> bool:
+        """No leaf after `leaf` reads `name`, and it is no program output: a collective on
+        `name` at `leaf` may then run in place (the GPU backend's storage rule, which the cost
+        model must price alike)."""
+        leaves = list(self.leaves())
+        later = leaves[next(i for i, s in enumerate(leaves) if s is leaf) + 1:]
+        return (not any(name in s.op.operands() for s in later)
+                and not any(v.name == name for v in self.outputs))
+
     def symbols(self) -> tuple[sympy.Symbol, ...]:
         """Every size symbol the program's types use, sorted by name (group sizes included)."""
         syms: set[sympy.Symbol] = set()
