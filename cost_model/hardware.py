@@ -177,6 +177,13 @@ class Cluster:
     # 132 0.97); empty in the presets: bandwidth does not depend on blocks.
     # `cost_model.collectives.fused_collective_bandwidth` reads it.
     fused_block_bandwidth: tuple[tuple[str, float], ...] = ()
+    # What the GPU's copy engines reach peer to peer over NVLink (cuMemcpyDtoDAsync between
+    # CUDA-IPC-mapped buffers of two GPUs), per GPU per direction with every direction busy:
+    # how a fused collective moved by copy engines (Fused.engine == "copy") moves its bytes.
+    # 2x H200 (benchmarks/gpu/link_probe.py, GPU run 11, three machines): 389-392 GB/s both
+    # ways at once, against 363-366 for SM peer stores; copy engines keep that rate beside an
+    # HBM-bound kernel. 0: not known, priced at the peer store bandwidth.
+    copy_engine_bandwidth_Bps: float = 0.0
 
     def __post_init__(self):
         for name, _ in self.nccl_dtypes:
@@ -270,6 +277,9 @@ def _h200x4() -> Cluster:
         peer_load_bandwidth_Bps=327e9,
         peer_store_bandwidth_Bps=358e9,
         nccl=H200_NCCL,
+        # Copy engines both ways at once between two H200s of one HGX board (NV18 through its
+        # NVSwitches, as here): 391 GB/s per direction (link probe, GPU run 11).
+        copy_engine_bandwidth_Bps=391e9,
     )
 
 
@@ -296,6 +306,7 @@ def _h100x8() -> Cluster:
         # Peer load/store efficiency as measured on H200 (327/478, 358/478), applied to 450.
         peer_load_bandwidth_Bps=450e9 * 327 / 478,
         peer_store_bandwidth_Bps=450e9 * 358 / 478,
+        copy_engine_bandwidth_Bps=450e9 * 391 / 478,  # H200's copy-engine efficiency
         nccl=H200_NCCL,  # same NVLink4/NVSwitch generation as the calibrated h200x4
     )
 
@@ -320,6 +331,7 @@ def _a100x8() -> Cluster:
         nic=NIC_400G,
         peer_load_bandwidth_Bps=300e9 * 327 / 478,
         peer_store_bandwidth_Bps=300e9 * 358 / 478,
+        copy_engine_bandwidth_Bps=300e9 * 391 / 478,  # H200's copy-engine efficiency
         nccl=H200_NCCL,
     )
 
@@ -344,6 +356,7 @@ def _v100x16() -> Cluster:
         nic=NIC_400G,  # the issue's multi-node form (the real DGX-2 had 8x 100 Gb/s EDR)
         peer_load_bandwidth_Bps=150e9 * 327 / 478,
         peer_store_bandwidth_Bps=150e9 * 358 / 478,
+        copy_engine_bandwidth_Bps=150e9 * 391 / 478,  # H200's copy-engine efficiency
         nccl=H200_NCCL,
     )
 
