@@ -38,6 +38,8 @@ RANK = sympy.Symbol("rank", integer=True, nonnegative=True)
 ELEM = sympy.Symbol("e", integer=True, nonnegative=True)
 # Chunk index of an overlapped consumer kernel (a kernel parameter, one launch per chunk).
 CHUNK = sympy.Symbol("chunk", integer=True, nonnegative=True)
+# The other rank of a copy-engine copy (PeerCopy offsets).
+PEER = sympy.Symbol("peer", integer=True, nonnegative=True)
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,39 @@ class OverlapStep:
 
 
 @dataclass(frozen=True)
+class PeerCopy:
+    """Copy-engine copies between this rank and every other rank k of its stage, of `numel`
+    elements of `dtype`, cut into the pieces of a CopyEngineStep. A pull copies rank k's
+    `src` region into this rank's `dst` region; a push copies this rank's `src` region into
+    rank k's `dst` region. Offsets are element offsets, expressions of RANK (this rank) and
+    PEER (rank k), with sizes unbound."""
+
+    src: str
+    src_offset: sympy.Expr
+    dst: str
+    dst_offset: sympy.Expr
+    numel: sympy.Expr
+    dtype: str
+    pull: bool
+
+
+@dataclass(frozen=True)
+class CopyEngineStep:
+    """A fused collective whose bytes copy engines move (ir.Fused.engine == "copy"): a
+    barrier kernel (every rank's inputs are complete), then piece by piece on three streams
+    the pulls of piece i, the kernel on window i of this rank's slice once they are done, the
+    pushes of its results once it is done; then a barrier kernel after every push (every
+    peer's pushes into this rank have landed). The SMs move no data over NVLink."""
+
+    start: KernelStep
+    kernel: KernelStep
+    end: KernelStep
+    copies: tuple[PeerCopy, ...]
+    chunks: int
+    stmts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ChunkedStep:
     """`steps` run chunk by chunk on one stream: chunk 0 of each step in order, then chunk 1,
     and so on. Kernel steps take the chunk as their `chunk` parameter; an NcclStep runs on its
@@ -182,6 +217,8 @@ class Plan:
         for s in self.steps:
             if isinstance(s, OverlapStep):
                 flat.append(s.consumer)
+            elif isinstance(s, CopyEngineStep):
+                flat += [s.start, s.kernel]
             elif isinstance(s, ChunkedStep):
                 flat += s.steps
             else:
@@ -378,6 +415,8 @@ def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROL
             steps += _overlap_steps(pl, stmt, first, collective_unroll, collective_mode)
         elif isinstance(op, ir.MatMul):
             steps.append((_gemm_step(pl, stmt, what), here))
+        elif isinstance(op, ir.Fused) and op.engine == "copy":
+            steps.append((_copy_engine_step(pl, stmt, first), here))
         elif isinstance(op, ir.Fused) and op.kind in ("allreduce", "reducescatter", "allgather"):
             steps += [(s, here) for s in _fused_collective_steps(
                 pl, stmt, first, collective_unroll, collective_mode)]
@@ -798,7 +837,7 @@ class _KernelBuilder:
             self.stores.append(Store(var, _c_type(out.type), ptr, self._c(loc.offset)))
 
     def spec(self, kind: str, template: str, P: int, extra: list[Param], comment: str,
-             vec_types: list[str], unroll: int = 1) -> KernelSpec:
+             vec_types: list[str], unroll: int = 1, window: bool = False) -> KernelSpec:
         extent = self._c(self.extent)
         params = list(self.params.values())
         params += [Param(s.name, f"long long {s.name}", "size", s.name)
@@ -806,6 +845,9 @@ class _KernelBuilder:
         params.append(Param("rank", "int rank", "rank"))
         if self.chunks > 1:
             params.append(Param("chunk", "long long chunk", "chunk"))
+        if window:
+            params += [Param("win_first", "long long win_first", "win_first"),
+                       Param("win_count", "long long win_count", "win_count")]
         params += extra
         sizes = [{"float": 4, "__half": 2, "__nv_bfloat16": 2}[c] for c in vec_types]
         vec = 16 // min(sizes) if sizes else 4
@@ -813,7 +855,7 @@ class _KernelBuilder:
                           tuple(self.loads.values()), tuple(self.assigns), tuple(self.stores),
                           tuple(self.scalars.values()), self.dropout, unroll=unroll,
                           pushes=tuple(self.pushes), elem_bytes=tuple(sorted(set(sizes))),
-                          norms=tuple(self.norms), comment=comment)
+                          norms=tuple(self.norms), window=window, comment=comment)
         return mangle(spec)
 
     def norm(self, leaf: ir.Stmt) -> None:
@@ -1050,6 +1092,102 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
                    f"Fused{op.kind.capitalize()}: " + "; ".join(
                        f"{s.name} = {s.op}" for s in leaves), kb.vec_types(), unroll)
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, kb.extent), kb.pending
+
+
+# ---------------------------------------------------------------- copy engines
+
+
+def _copy_engine_step(pl: _Planner, stmt: ir.Stmt, first: int) -> CopyEngineStep:
+    """A fused collective moved by copy engines (transforms.CopyEngines): the kernel of its
+    computation on a window of this rank's slice, reading the reduce-scatter's pieces from
+    the peers' staging slots in a local buffer (filled by pulls) and storing its results
+    locally; pushes copy the gathered results' slice into every peer."""
+    op: ir.Fused = stmt.op
+    what = f"statement {stmt.name} ({op})"
+    leaves = list(stmt.leaves())
+    domain = leaves[0].out.type
+    if not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
+        raise _fault(f"{what}: a fused collective must compute on dim-0 slices, got "
+                     f"{domain.layout}")
+    kb = _KernelBuilder(pl, domain, what)
+    n = kb.extent  # elements of this rank's slice
+    mine = RANK * n
+    copies = []
+    for index, leaf in enumerate(leaves, first):
+        lop = leaf.op
+        if isinstance(lop, ir.ReduceScatter):
+            if lop.dim != 0:
+                raise _fault(f"{what}: ReduceScatter must scatter dim 0, got {lop.dim}")
+            src = pl.locs[lop.x]
+            pl.mark_peer(src.buffer)  # peers pull their slices of it
+            dtype = pl.types[lop.x].dtype.name
+            stage = f"stage_{_ident(lop.x)}"
+            pl.add_buffer(stage, dtype, pl.P * n)
+            copies.append(PeerCopy(src.buffer, src.offset + mine, stage, PEER * n, n, dtype,
+                                   pull=True))
+            var = f"a_{_ident(leaf.out.name)}"
+            gptr = kb.buf_param(src.buffer, const=True)
+            local = kb.buf_param(stage, const=True)
+            off = kb._c(src.offset + kb.slice_base)
+            # slot k of the staging buffer holds rank k's piece once the pulls are done;
+            # this rank's own part is read in place
+            srcs = tuple(f"(rank == {k} ? {gptr} + ({off}) : {local} + {k}LL * n)"
+                         for k in range(pl.P))
+            kb.loads[var] = Load(var, _c_type(pl.types[lop.x]), "reduce", "", off, peers=srcs,
+                                 reduce=_REDUCE[lop.op])
+            rvar = f"r_{_ident(leaf.out.name)}"
+            kb.assigns.append(Assign(rvar, _c_type(leaf.out.type), f"{var}[j]"))
+            kb.regs[leaf.out.name] = rvar
+            loc = _result_loc(pl, leaf, index, what)
+            if loc is not None:
+                pl.locs[leaf.out.name] = loc
+                ptr = kb.buf_param(loc.buffer, const=False)
+                kb.stores.append(Store(rvar, _c_type(leaf.out.type), ptr, kb._c(loc.offset)))
+        elif isinstance(lop, ir.AllGather):
+            if lop.x not in kb.regs:
+                raise _fault(f"{what}: a fused AllGather must gather a value computed in the "
+                             f"kernel, got '{lop.x}'")
+            src_loc = pl.locs.get(lop.x)
+            dst = _result_loc(pl, leaf, index, what)
+            pl.locs[leaf.out.name] = dst
+            pl.mark_peer(dst.buffer)  # peers push their slices into it
+            kb.regs[leaf.out.name] = kb.regs[lop.x]
+            if src_loc is None or src_loc.whole_offset is None:
+                # the slice is not yet in the gathered buffer (an Update put it there in place)
+                ptr = kb.buf_param(dst.buffer, const=False)
+                kb.stores.append(Store(kb.regs[lop.x], _c_type(leaf.out.type), ptr,
+                                       kb._c(dst.offset + kb.slice_base)))
+            at = dst.offset + mine
+            copies.append(PeerCopy(dst.buffer, at, dst.buffer, at, n,
+                                   leaf.out.type.dtype.name, pull=False))
+        elif isinstance(lop, ir.ELEMENTWISE_OPS):
+            kb.compute(leaf, index)
+        elif isinstance(lop, ir.Slice):
+            pl.locs[leaf.out.name] = _slice_loc(pl, leaf, what)
+        else:
+            raise _fault(f"{what}: a fused collective moved by copy engines may hold "
+                         f"ReduceScatter, Compute, Update, Slice and AllGather, got {lop}")
+    comment = "Fused" + op.kind.capitalize() + " (copy engines): " + "; ".join(
+        f"{s.name} = {s.op}" for s in leaves)
+    kernel = kb.spec("piece", "elementwise.cu.j2", pl.P, [], comment, kb.vec_types(),
+                     window=True)
+    flags = f"flags_{_ident(stmt.name.split(',')[0])}"
+    pl.add_buffer(flags, "u32", sympy.Integer(2 * MAX_BLOCKS * pl.P), peer=True)
+    names = tuple(s.name for s in leaves)
+    start, end = (KernelStep(_barrier_spec(pl.P, flags, f"{stmt.name}: {when}"), names, flags,
+                             sympy.Integer(1))
+                  for when in ("the peers' inputs are complete",
+                               "every peer's pushes into this rank have landed"))
+    return CopyEngineStep(start, KernelStep(kernel, names, "", n), end, tuple(copies),
+                          op.chunks, names)
+
+
+def _barrier_spec(P: int, flags: str, comment: str) -> KernelSpec:
+    """A one-block kernel that meets every rank of the stage (barrier.cu.j2)."""
+    params = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags, k) for k in range(P)]
+    params += [Param("rank", "int rank", "rank"), Param("epoch", "uint32_t epoch", "epoch")]
+    return mangle(KernelSpec("barrier", "barrier.cu.j2", P, 4, "1", tuple(params), (), (), (),
+                             comment=comment))
 
 
 # ---------------------------------------------------------------- Send (pipelines)

@@ -123,15 +123,19 @@ class KernelSpec:
     pushes: tuple[Push, ...] = ()  # push mode: phase one of the reduce-scatter
     elem_bytes: tuple[int, ...] = ()  # element sizes of vector operands (alignment check)
     norms: tuple[NormAcc, ...] = ()  # sums of squares accumulated (or finished) here
+    # Launched on one window of its domain at a time (`win_first`, `win_count` parameters):
+    # the pieces of a fused collective whose bytes copy engines move.
+    window: bool = False
     comment: str = ""
     name: str = ""
 
     def key(self) -> str:
         """A canonical text of every field but the name and the comment."""
-        # An empty `norms` is left out so that kernels without norms keep their names.
+        # An empty `norms` and a false `window` are left out, so that kernels without them
+        # keep their names.
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
-                 if f.name not in ("name", "comment") and not (f.name == "norms"
-                                                             and not self.norms)]
+                 if f.name not in ("name", "comment")
+                 and not (f.name in ("norms", "window") and not getattr(self, f.name))]
         return ";".join(parts)
 
 

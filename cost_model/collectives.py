@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import sympy
 
 from cost_model.hardware import Cluster, Protocol
+from workbench.errors import WorkbenchError
 
 COLLECTIVES = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce")
 
@@ -256,6 +257,23 @@ def fused_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=None,
                                                  else (int(P) if is_number(P) else None),
                                                  blocks)
     return (P - 1) * rs_nbytes / P / load_bw + (P - 1) * ag_nbytes / P / store_bw
+
+
+def copy_engine_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=None):
+    """Link time of a fused collective whose bytes copy engines move (ir.Fused.engine ==
+    "copy"): every rank pulls its slice's pieces from the P - 1 others and pushes its
+    result's slice to them, all over the node's NVLink at the copy engines' rate
+    (`Cluster.copy_engine_bandwidth_Bps`; the peer store rate where it is not known). Pulls
+    and pushes both load every direction, so they add up. Copy engines reach peers of the
+    node only (CUDA IPC): a group across nodes is an error."""
+    path = group_path(cluster, group_size if group_size is not None
+                      else (int(P) if is_number(P) else None))
+    if path.link == "nic":
+        raise WorkbenchError(f"copy engines move data between GPUs of one node, got a group of "
+                             f"{group_size} GPUs on nodes of {cluster.gpus_per_node}; keep a "
+                             "fused collective across nodes on the SMs (drop copy_engines)")
+    bw = cluster.copy_engine_bandwidth_Bps or cluster.peer_store_bandwidth_Bps
+    return (P - 1) * (rs_nbytes + ag_nbytes) / P / bw
 
 
 def fused_latency_s(cluster: Cluster, group_size=None):

@@ -313,6 +313,8 @@ class FusedParts:
     work: Work  # HBM traffic and flops of the computation (and of the collective's buffers)
     group: Group | None
     scalar_allreduces: tuple = ()  # groups of Norms/ReduceTensors over Sliced inputs
+    engine: str = "sm"  # who moves the bytes (ir.Fused.engine): the kernel, or copy engines
+    chunks: int = 1  # pieces per slice when copy engines move them
 
 
 def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
@@ -350,7 +352,14 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
             raise WorkbenchError(f"fused {s.op.kind} body must hold collectives and elementwise "
                                  f"statements only, got {type(op).__name__}")
     work = elementwise_work(ctx, elementwise, frozenset(produced)) + extra
-    return FusedParts(rs, ag, send, work, group, tuple(scalars))
+    engine, chunks = s.op.engine, s.op.chunks
+    if engine == "copy" and group is not None:
+        # Copy engines stage what the SMs would load from peers: pulled pieces are written to
+        # and read back from a local staging buffer, and every peer's copy engine reads this
+        # rank's result slice once more from HBM.
+        share = (ctx.P(group) - 1) / ctx.P(group)
+        work = work + Work(share * (2 * rs + ag), 0, write_bytes=share * rs)
+    return FusedParts(rs, ag, send, work, group, tuple(scalars), engine, chunks)
 
 
 def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
@@ -359,6 +368,9 @@ def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
     calibrated block curve, `cost_model.collectives.fused_block_fraction`)."""
     t = 0
     blocks = None if sms is None else coll.fused_blocks_on(ctx.cluster, sms)
+    if parts.engine == "copy" and parts.group is not None:
+        return coll.copy_engine_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
+                                          ctx.cluster, ctx.group_size(parts.group))
     if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
         t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
                                  ctx.cluster, ctx.group_size(parts.group), blocks)
@@ -404,10 +416,19 @@ def _fused_fixed_s(ctx: CostContext, parts: FusedParts):
     # (the calibrated fused_fixed_s is that of 2 GPUs'). Measured on 2x H200 (GPU run 12,
     # pipeline with one GPU per stage), fuse-rs-c-send-ag's fixed cost is a fused Send's.
     peers = (parts.rs_nbytes or parts.ag_nbytes) and ctx.group_size(parts.group) > 1
+    launch = ctx.cluster.gpu.launch_latency_s
+    if parts.engine == "copy":
+        # a kernel per piece; with peers, a one-block barrier kernel before the pulls (the
+        # peers' inputs are complete) and one after the pushes (every push into this rank
+        # has landed), each a flag round trip over the link
+        if not peers:
+            return parts.chunks * launch
+        hop = coll.group_path(ctx.cluster, ctx.group_size(parts.group)).hop_latency_s
+        return (parts.chunks + 2) * launch + 4 * hop
     if not peers:
         if not parts.send_nbytes:
-            return ctx.cluster.gpu.launch_latency_s
-        return ctx.cluster.gpu.launch_latency_s + send_link(ctx, parts.group).latency_s
+            return launch
+        return launch + send_link(ctx, parts.group).latency_s
     return coll.fused_latency_s(ctx.cluster, ctx.group_size(parts.group))
 
 
@@ -417,6 +438,12 @@ def _fused_cost(ctx: CostContext, s: ir.Stmt, sms: float | None = None) -> OpCos
     link = fused_link_s(ctx, parts, sms)
     # The kernel pipelines chunks: communication of one chunk overlaps computation of another.
     t = fused_latency_s(ctx, s, parts) + smax(link, comp)
+    if parts.engine == "copy":
+        # Pieces of 1/chunks of the slice, pulls and pushes sharing the link. Link-bound, the
+        # last piece's computation hides behind about one piece of pushes (half the link's
+        # bytes are pushes) and adds what exceeds it; computation-bound, the first piece's
+        # pull and the last one's push (one piece of link time) add up.
+        t = t + smin(link, smax(0, comp - link / 2)) / parts.chunks
     bottleneck = "link" if (ctx.symbolic or float(link) >= float(comp)) else "hbm"
     if parts.group is None:
         bottleneck = "hbm"

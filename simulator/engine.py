@@ -219,39 +219,49 @@ class Simulation:
         parts = fused_parts(self.ctx, s)
         env = self.env
         yield env.timeout(fused_latency_s(self.ctx, s, parts))
-        take = yield from self._take_sms(gpu, sm_cap or self.cluster.gpu.sm_count)
+        # Copy engines move the bytes (ir.Fused.engine == "copy"): the pieces are the
+        # schedule's, and only the computation holds SMs, piece by piece. Otherwise the one
+        # kernel holds its SMs throughout and its pipeline has FUSED_CHUNKS steps.
+        copy = parts.engine == "copy"
+        chunks = parts.chunks if copy else FUSED_CHUNKS
+        grid = sm_cap or self.cluster.gpu.sm_count
+        take = grid if copy else (yield from self._take_sms(gpu, grid))
         frac = take / self.cluster.gpu.sm_count
         rs_part = FusedCopy(parts, rs=True)
         ag_part = FusedCopy(parts, rs=False)
         # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
-        load_s = fused_link_s(self.ctx, rs_part.parts, take) * scale / FUSED_CHUNKS
-        store_s = fused_link_s(self.ctx, ag_part.parts, take) * scale / FUSED_CHUNKS
-        comp_s = work_s(self.cluster, parts.work.scaled(scale / FUSED_CHUNKS), frac)
-        loaded = [env.event() for _ in range(FUSED_CHUNKS)]
-        computed = [env.event() for _ in range(FUSED_CHUNKS)]
+        load_s = fused_link_s(self.ctx, rs_part.parts, take) * scale / chunks
+        store_s = fused_link_s(self.ctx, ag_part.parts, take) * scale / chunks
+        comp_s = work_s(self.cluster, parts.work.scaled(scale / chunks), frac)
+        loaded = [env.event() for _ in range(chunks)]
+        computed = [env.event() for _ in range(chunks)]
 
         def loader():
-            for c in range(FUSED_CHUNKS):
+            for c in range(chunks):
                 if load_s:
                     yield from self._hold(gpu, "link", load_s, op)
                 loaded[c].succeed()
 
         def computer():
-            for c in range(FUSED_CHUNKS):
+            for c in range(chunks):
                 yield loaded[c]
                 if comp_s:
+                    held = (yield from self._take_sms(gpu, grid)) if copy else 0
                     yield from self._hold(gpu, "hbm", comp_s, op)
+                    if held:
+                        yield gpu.sms.put(held)
                 computed[c].succeed()
 
         def storer():
-            for c in range(FUSED_CHUNKS):
+            for c in range(chunks):
                 yield computed[c]
                 if store_s:
                     yield from self._hold(gpu, "link", store_s, op)
 
         procs = [env.process(loader()), env.process(computer()), env.process(storer())]
         yield env.all_of(procs)
-        yield gpu.sms.put(take)
+        if not copy:
+            yield gpu.sms.put(take)
 
     # ------------------------------------------------------------ statements
 

@@ -3,14 +3,19 @@
 from workbench import schedule
 
 
-def optimizer_schedules(program, grad_allreduce, updates, state, gathered):
-    """The three schedules of a data-parallel optimizer step:
+def optimizer_schedules(program, grad_allreduce, updates, state, gathered,
+                        copy_engines: bool = True):
+    """The schedules of a data-parallel optimizer step:
 
     rs-c-ag               split the gradient AllReduce; the whole update on slices; gather
                           every updated tensor
     rs-c-ag-sliced-state  the same, keeping `state` (inputs) sliced: only `gathered` is gathered
                           (left out when there is no state to keep sliced)
     fuse-rs-c-ag          rs-c-ag-sliced-state as one FusedAllReduce kernel
+    fuse-rs-c-ag-ce       fuse-rs-c-ag with its bytes moved by copy engines, 8 pieces per
+                          slice, a kernel computing on each piece as it arrives (left out with
+                          copy_engines=False: an optimizer with norms, whose fused kernel has
+                          a cross-rank step between phases)
 
     `updates` are the statements that read the reduced gradient (directly or through each
     other), in program order; `gathered` are the outputs every rank still needs whole.
@@ -36,6 +41,14 @@ def optimizer_schedules(program, grad_allreduce, updates, state, gathered):
         s.as_slice(*state)
         s.fuse(rs, *sliced, *gathered)
 
+    def fuse_rs_c_ag_ce(s):
+        """fuse-rs-c-ag with copy engines moving the bytes, 8 pieces per slice."""
+        rs, ag = s.split(grad_allreduce)
+        sliced = s.reorder(*updates, before=ag)
+        s.as_slice(*state)
+        s.copy_engines(s.fuse(rs, *sliced, *gathered), chunks=8)
+
+    fused = [fuse_rs_c_ag] + ([schedule(program)(fuse_rs_c_ag_ce)] if copy_engines else [])
     if not state:  # nothing to keep sliced: the schedule would be rs-c-ag again
-        return [rs_c_ag, fuse_rs_c_ag]
-    return [rs_c_ag, schedule(program)(rs_c_ag_sliced_state), fuse_rs_c_ag]
+        return [rs_c_ag, *fused]
+    return [rs_c_ag, schedule(program)(rs_c_ag_sliced_state), *fused]

@@ -718,6 +718,12 @@ class Fused:
 
     kind: str
     body: tuple[Stmt, ...]
+    # Who moves a fused collective's bytes: "sm", the kernel itself by NVLink peer loads and
+    # stores (CoCoNet's fused collectives); "copy", the GPU's copy engines, `chunks` pieces of
+    # each rank's slice at a time, while a kernel without communication computes on the
+    # pieces that have arrived (transforms.CopyEngines). Time, not meaning.
+    engine: str = "sm"
+    chunks: int = 1
 
     def operands(self):
         defined, used = set(), []
@@ -727,10 +733,11 @@ class Fused:
         return tuple(dict.fromkeys(used))
 
     def rename(self, m):
-        return Fused(self.kind, tuple(s.rename(m) for s in self.body))
+        return Fused(self.kind, tuple(s.rename(m) for s in self.body), self.engine, self.chunks)
 
     def __str__(self):
-        return f"Fused{self.kind.capitalize()}"
+        via = f"[copy engines, chunks={self.chunks}]" if self.engine == "copy" else ""
+        return f"Fused{self.kind.capitalize()}{via}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,6 +78,13 @@ class Scheduler:
 
         return self.apply(Overlap(_name(producer), _name(consumer), chunks))
 
+    def copy_engines(self, region, chunks: int = 8) -> str:
+        """Move a fused collective's bytes by copy engines, `chunks` pieces per slice, while a
+        kernel computes on the pieces that have arrived (transforms.CopyEngines)."""
+        from workbench.transforms import CopyEngines
+
+        return self.apply(CopyEngines(_name(region), chunks))
+
     def dce(self) -> None:
         """Remove statements no output needs."""
         from workbench.transforms import DeadCodeElimination

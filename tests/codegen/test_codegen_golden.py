@@ -4,7 +4,15 @@ import pytest
 from codegen_cases import CASES, case_mode, case_program
 from conftest import assert_golden
 
-from codegen.lower import ChunkedStep, GemmStep, NcclStep, OverlapStep, SendStep, lower
+from codegen.lower import (
+    ChunkedStep,
+    CopyEngineStep,
+    GemmStep,
+    NcclStep,
+    OverlapStep,
+    SendStep,
+    lower,
+)
 from codegen.render import render
 
 
@@ -36,6 +44,12 @@ def _step_text(s) -> str:
     if isinstance(s, GemmStep):
         return (f"// gemm {s.c.buffer} = {s.a.buffer} @ {s.b.buffer}: [{s.m}, {s.k}] @ "
                 f"[{s.k}, {s.n}] {s.dtype}")
+    if isinstance(s, CopyEngineStep):
+        copies = "\n".join(
+            f"//   {'pull' if c.pull else 'push'} {c.src}+{c.src_offset} -> {c.dst}+"
+            f"{c.dst_offset} count {c.numel} {c.dtype}" for c in s.copies)
+        return (f"// copy engines in {s.chunks} pieces:\n//   {_step_text(s.start)[3:]}\n"
+                f"{copies}\n//   {_step_text(s.kernel)[3:]}\n//   {_step_text(s.end)[3:]}")
     if isinstance(s, OverlapStep):
         return (f"// overlap in {s.chunks} chunks:\n//   {_step_text(s.producer)[3:]}\n"
                 f"//   {_step_text(s.consumer)[3:]}")

@@ -19,7 +19,9 @@ import numpy as np
 
 from codegen.lower import (
     MAX_BLOCKS,
+    PEER,
     ChunkedStep,
+    CopyEngineStep,
     GemmStep,
     NcclStep,
     OverlapStep,
@@ -375,6 +377,8 @@ class PlanRun:
             return ("gemm", _Gemm(self, step))
         if isinstance(step, OverlapStep):
             return ("overlap", self._prepare_overlap(step))
+        if isinstance(step, CopyEngineStep):
+            return ("copy", _CopyEngines(self, step))
         if isinstance(step, ChunkedStep):
             check_chunk_rows(step.stmt, self._int(step.rows), step.per, step.chunks)
             return ("chunked", step.chunks, [self._prepare(s) for s in step.steps])
@@ -405,9 +409,9 @@ class PlanRun:
                 sig += "I"
                 epoch_at = len(args)
                 args.append(np.uint32(0))
-            elif p.kind == "chunk":
+            elif p.kind in ("chunk", "win_first", "win_count"):
                 sig += "q"
-                args.append(np.int64(0))  # set per launch (_Overlap)
+                args.append(np.int64(0))  # set per launch (_Overlap, _CopyEngines)
             else:
                 raise RuntimeFault(f"kernel parameter kind must be known, got {p.kind}")
         fn.prepare(sig)
@@ -415,7 +419,7 @@ class PlanRun:
         barrier = any(p.kind == "flags" for p in spec.params)
         if spec.kind == "collective" or spec.kind == "send" and barrier:
             grid = min(MAX_BLOCKS, self.gpu.sm_count * _collective_blocks_per_sm())
-        elif spec.kind in ("finish", "wait"):
+        elif spec.kind in ("finish", "wait", "barrier"):
             grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
         else:
             grid = max(1, min(-(-extent // (spec.vec * THREADS)), self.gpu.sm_count * 16))
@@ -460,7 +464,7 @@ class PlanRun:
             self.gpu.p2p(*item[1:])
         elif item[0] == "gemm":
             item[1]()
-        elif item[0] == "overlap":
+        elif item[0] in ("overlap", "copy"):
             item[1].run()
         elif item[0] == "chunked":
             _, chunks, items = item
@@ -488,9 +492,15 @@ class PlanRun:
         self.gpu.collective(step.op, step.reduce, src, dst, count, step.dtype, root=step.root,
                             stream=stream)
 
-    def launch(self, item, stream=None, chunk: int | None = None) -> None:
-        """Launch one prepared kernel (on `stream`; `chunk`: the launch's chunk parameter)."""
+    def launch(self, item, stream=None, chunk: int | None = None,
+               window: tuple[int, int] | None = None) -> None:
+        """Launch one prepared kernel (on `stream`; `chunk`: the launch's chunk parameter;
+        `window`: the (first, count) elements of a windowed kernel's domain)."""
         _, step, fn, grid, args, epoch_at = item
+        if window is not None:
+            kinds = [p.kind for p in step.spec.params]
+            args[kinds.index("win_first")] = np.int64(window[0])
+            args[kinds.index("win_count")] = np.int64(window[1])
         if epoch_at is not None:
             # One epoch per collective launch, the same sequence on every rank of the stage.
             self.epoch += 1
@@ -660,3 +670,76 @@ class _Overlap:
             self.done[i].record(self.producer_stream)
             self.consumer_stream.wait_for_event(self.done[i])
             run.launch_chunk(self.consumer, i, C, self.consumer_stream)
+
+
+class _CopyEngines:
+    """A CopyEngineStep bound to this rank: the start barrier on the legacy stream, then per
+    piece the pulls on one stream, the kernel on its window on another once they are done,
+    the pushes on a third once it is done; then the end barrier on the legacy stream.
+
+    The three streams are blocking streams (pycuda's default flags): the end barrier on the
+    legacy stream waits for all of them, and the next run's pulls wait for this run's end
+    through the start barrier and the join event."""
+
+    def __init__(self, run: PlanRun, step: CopyEngineStep):
+        drv = run.gpu.drv
+        self.run_, self.step = run, step
+        self.start, self.end = run._prepare(step.start), run._prepare(step.end)
+        self.kernel = run._prepare(step.kernel)
+        n, C = run._int(step.kernel.extent), step.chunks
+        if n % C:
+            raise RuntimeFault(f"statement {','.join(step.stmts)}: copy engines move pieces of "
+                               f"1/{C} of each rank's slice of {n} elements, which must divide "
+                               f"evenly; pick chunks dividing {n} (s.copy_engines(..., "
+                               "chunks=...))")
+        self.piece = n // C
+        spec = step.kernel.spec
+        grid = max(1, min(-(-self.piece // (spec.vec * THREADS)), run.gpu.sm_count * 16))
+        self.kernel = (*self.kernel[:3], grid, *self.kernel[4:])
+        self.pulls, self.pushes = [], []
+        base = run.stage * run.P
+        for c in step.copies:
+            size = _ITEMSIZE[c.dtype]
+            piece_bytes = self.piece * size
+            for k in range(run.P):
+                if k == run.local:
+                    continue
+                subs = {PEER: k}
+                src_rank, dst_rank = (base + k, run.gpu.rank) if c.pull else \
+                    (run.gpu.rank, base + k)
+                src = run.pointer(c.src, src_rank) + run._int(
+                    _subs(c.src_offset, subs)) * size
+                dst = run.pointer(c.dst, dst_rank) + run._int(
+                    _subs(c.dst_offset, subs)) * size
+                (self.pulls if c.pull else self.pushes).append((src, dst, piece_bytes))
+        self.streams = [drv.Stream() for _ in range(3)]
+        flags = drv.event_flags.DISABLE_TIMING
+        self.join = drv.Event(flags)
+        self.pulled = [drv.Event(flags) for _ in range(C)]
+        self.computed = [drv.Event(flags) for _ in range(C)]
+
+    def run(self) -> None:
+        drv = self.run_.gpu.drv
+        pull_s, kernel_s, push_s = self.streams
+        self.run_.launch(self.start)
+        self.join.record()  # on the legacy stream, after the start barrier
+        for st in self.streams:
+            st.wait_for_event(self.join)
+        for i in range(self.step.chunks):
+            at = i * self.piece
+            for src, dst, nbytes in self.pulls:
+                drv.memcpy_dtod_async(dst + i * nbytes, src + i * nbytes, nbytes, pull_s)
+            self.pulled[i].record(pull_s)
+            kernel_s.wait_for_event(self.pulled[i])
+            self.run_.launch(self.kernel, kernel_s, window=(at, self.piece))
+            self.computed[i].record(kernel_s)
+            push_s.wait_for_event(self.computed[i])
+            for src, dst, nbytes in self.pushes:
+                drv.memcpy_dtod_async(dst + i * nbytes, src + i * nbytes, nbytes, push_s)
+        self.run_.launch(self.end)  # legacy stream: after all three streams' work
+
+
+def _subs(expr, subs: dict):
+    import sympy
+
+    return sympy.sympify(expr).subs(subs)
