@@ -30,6 +30,10 @@ a raw file; this module reads it, fits the model's constants and writes a profil
 | | host + latency + nbytes / bandwidth (`fit_p2p`), disturbed sizes left out (`p2p_kept`) |
 | fused_block_bandwidth | the same kernel at 256 MiB with grids of 4 .. 2 x SMs blocks |
 | | (`fused_blocks`): its bandwidth as a fraction of the full grid's (`fit_fused_blocks`) |
+| copy_engine_bandwidth_Bps | every GPU pushing 256 MiB and 1 GiB into each other GPU's |
+| | CUDA-IPC-mapped buffer by copy engines (cuMemcpyDtoDAsync), all at once (`copy_engines`): |
+| | least squares of the relative error of time = bytes per GPU per direction / bandwidth |
+| | (`fit_copy_engines`) |
 
 What is not measured stays the base preset's (NVLink datasheet bandwidth, NIC, channels). Raw
 files written before a section existed (e.g. studies/results/calibration/h200x2) still fit:
@@ -82,6 +86,9 @@ class Calibration:
     p2p_kept: list = ()  # the (nbytes, seconds) send/recv rows the fit used
     host_note: str = ""  # how the NCCL host overhead was moved to the runtime's path
     p2p_path: str = ""  # the path the fitted send/recv rows were timed on
+    # (nbytes per peer, peers, predicted / measured - 1) of the copy-engine pushes
+    copy_engine_errors: list = ()
+    copy_engine_note: str = ""  # why the copy engines' bandwidth stayed the base preset's
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +171,11 @@ def read_raw(path: Path, gpus: int) -> dict:
     _check_rows(raw.get("fused"), path, "fused",
                 lambda r: _positive(r.get("nbytes")) and _positive(r.get("ms")),
                 "nbytes and ms as positive numbers")
+    _check_rows(raw.get("copy_engines"), path, "copy_engines",
+                lambda r: _count(r.get("peers"), 1) and r["peers"] == gpus - 1
+                and _positive(r.get("nbytes")) and _positive(r.get("ms")),
+                f"nbytes (bytes per peer) and ms as positive numbers and peers as the other "
+                f"GPUs' count ({gpus - 1}), to fit copy_engine_bandwidth_Bps")
     _check_rows(raw.get("fused_blocks"), path, "fused_blocks",
                 lambda r: _count(r.get("blocks"), 1) and _positive(r.get("nbytes"))
                 and _positive(r.get("ms")),
@@ -394,6 +406,42 @@ def fit_p2p(rows: list[tuple[int, float]], host_overhead_s: float) -> tuple[floa
     return 1e-9, 1.0 / inv_b
 
 
+# The bytes per peer of the copy-engine pushes (workbench/runtime/calibrate_worker.py
+# `copy_engines`): 256 MiB and 1 GiB, both far beyond a copy's fixed cost, the sizes a fused
+# collective moves (2x H200: 0.70 ms at 256 MiB, 2.75 ms at 1 GiB; the section takes 0.4 s).
+COPY_ENGINE_NBYTES = [2**28, 2**30]
+
+
+def copy_engine_rows(raw: dict) -> list[tuple[int, int, float]]:
+    """The copy-engine rows (nbytes per peer, peers, seconds) of a raw file (none where it
+    has no `copy_engines` section)."""
+    return [(int(r["nbytes"]), int(r["peers"]), float(r["ms"]) * 1e-3)
+            for r in raw.get("copy_engines", []) or []]
+
+
+def fit_copy_engines(rows: list[tuple[int, int, float]]) -> float:
+    """The copy engines' bandwidth per GPU per direction from (nbytes per peer, peers,
+    seconds) rows: each GPU sent and received peers x nbytes, and the cost model prices such
+    bytes at bytes / bandwidth with no fixed term of their own
+    (`cost_model.collectives.copy_engine_comm_time`), so the fit is the least squares of the
+    relative error of that form: with r the measured rates (bytes / time), B = sum r^2 /
+    sum r (one size: its rate). Every size weighs alike. (2x H200: 382.7 GB/s at 256 MiB,
+    390.0 at 1 GiB, fitted 386.4, -0.9 % and +0.9 %; the preset's 391 is the link probe's.)"""
+    if not rows:
+        raise HardwareError(f"calibration raw file copy_engines must hold at least one row to "
+                            f"fit copy_engine_bandwidth_Bps, got none; {FIX}")
+    rates = [peers * n / t for n, peers, t in rows]
+    return sum(r * r for r in rates) / sum(rates)
+
+
+def copy_engine_errors(rows: list[tuple[int, int, float]], cluster: Cluster
+                       ) -> list[tuple[int, int, float]]:
+    """(nbytes per peer, peers, predicted / measured - 1) of the copy-engine pushes under
+    `cluster` (bytes per direction / its copy_engine_bandwidth_Bps)."""
+    return [(n, peers, peers * n / cluster.copy_engine_bandwidth_Bps / t - 1)
+            for n, peers, t in rows]
+
+
 def p2p_errors(rows: list[tuple[int, float]], cluster: Cluster) -> list[tuple[int, float]]:
     """(nbytes, predicted / measured - 1) of the cluster's send/recv on the measured rows."""
     from cost_model.collectives import p2p_time
@@ -611,6 +659,14 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         latency_s, bandwidth_Bps = fit_p2p(p2p_kept(p2p), host_s)
         profile["p2p_latency_s"] = _sig(latency_s)
         profile["p2p_bandwidth_Bps"] = _sig(bandwidth_Bps)
+    copies = copy_engine_rows(raw) if P > 1 else []
+    copy_note = ""
+    if copies:
+        profile["copy_engine_bandwidth_Bps"] = _sig(fit_copy_engines(copies))
+    elif P > 1 and raw.get("copy_engines_error"):
+        copy_note = (f"copy engines not measured ({raw['copy_engines_error']}): "
+                     f"copy_engine_bandwidth_Bps stays the base preset's "
+                     f"({cluster.copy_engine_bandwidth_Bps / 1e9:.1f} GB/s)")
     fused = [(int(r["nbytes"]), float(r["ms"]) * 1e-3) for r in raw.get("fused", []) or []]
     if P > 1 and fused:
         # the fused kernel's fixed cost uses the calibrated launch gap: fit after the GPU fields
@@ -649,7 +705,9 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
                        p2p_errors=p2p_errors(p2p, runtime if p2p_path == "nccl4py"
                                              else final),
                        p2p_kept=p2p_kept(p2p), p2p_path=p2p_path,
-                       host_note=host_note)
+                       host_note=host_note,
+                       copy_engine_errors=copy_engine_errors(copies, final),
+                       copy_engine_note=copy_note)
 
 
 def p2p_rows(raw: dict) -> tuple[list[tuple[int, float]], str]:
@@ -815,6 +873,18 @@ def fit_report(cal: Calibration) -> str:
         lines.append(f"send/recv worst relative error on the fitted sizes: "
                      f"{max(abs(e) for n, e in cal.p2p_errors if n in kept):.3f}")
         lines.append("")
+    if cal.copy_engine_errors:
+        lines.append(f"{'nbytes':>12} {'peers':>6} {'copy engines':>14}   (pushes to every "
+                     f"peer at once by copy engines: "
+                     f"{cal.cluster.copy_engine_bandwidth_Bps / 1e9:.1f} GB/s per GPU per "
+                     f"direction)")
+        for n, peers, e in cal.copy_engine_errors:
+            lines.append(f"{n:>12} {peers:>6} {e:>+14.3f}")
+        lines.append(f"copy engines worst relative error: "
+                     f"{max(abs(e) for _, _, e in cal.copy_engine_errors):.3f}")
+        lines.append("")
+    if cal.copy_engine_note:
+        lines += [cal.copy_engine_note, ""]
     if cal.fused_block_errors:
         curve = dict((int(b), f) for b, f in cal.cluster.fused_block_bandwidth)
         lines.append(f"{'nbytes':>12} {'blocks':>7} {'bandwidth':>10} {'fused AR':>14}   "
@@ -857,6 +927,11 @@ def synthetic_raw(cluster: Cluster, P: int, nbytes: list[int], fused_nbytes: lis
 
         raw["p2p"] = [{"nbytes": n, "sendrecv_ms": p2p_time(n, cluster, False) * 1e3}
                       for n in nbytes]
+    if P > 1 and cluster.copy_engine_bandwidth_Bps:
+        raw["copy_engines"] = [
+            {"nbytes": n, "peers": P - 1, "ms": (P - 1) * n / cluster.copy_engine_bandwidth_Bps
+             * 1e3, "Bps": cluster.copy_engine_bandwidth_Bps, "check": "ok"}
+            for n in COPY_ENGINE_NBYTES]
     if P > 1 and cluster.nccl_dtypes:
         raw["collectives_by_dtype"] = {d: rows(cluster.for_dtype(d))
                                        for d, _ in cluster.nccl_dtypes}
