@@ -425,8 +425,9 @@ def fit_copy_engines(rows: list[tuple[int, int, float]]) -> float:
     bytes at bytes / bandwidth with no fixed term of their own
     (`cost_model.collectives.copy_engine_comm_time`), so the fit is the least squares of the
     relative error of that form: with r the measured rates (bytes / time), B = sum r^2 /
-    sum r (one size: its rate). Every size weighs alike. (2x H200: 382.7 GB/s at 256 MiB,
-    390.0 at 1 GiB, fitted 386.4, -0.9 % and +0.9 %; the preset's 391 is the link probe's.)"""
+    sum r (one size: its rate). Every size weighs alike. (The preset's 391 GB/s is the link
+    probe's, GPU run 11. Pushes alone: a fused collective that also pulls reached ~339 GB/s
+    per direction in GPU run 16, which this section does not measure yet.)"""
     if not rows:
         raise HardwareError(f"calibration raw file copy_engines must hold at least one row to "
                             f"fit copy_engine_bandwidth_Bps, got none; {FIX}")

@@ -257,8 +257,9 @@ def copy_engine_pushes(drv, dist, rank: int, P: int, warmup: int, reps: int,
     word of each slot hold its sender's fill (rank + 1), so a time is of bytes that landed
     where they should (`check`); a mismatch anywhere raises on every rank alike.
 
-    2x H200 (5 warm-up, 25 timed repetitions): 0.70 ms at 256 MiB (383 GB/s), 2.75 ms at
-    1 GiB (390 GB/s), 0.4 s for the whole section, its CUDA IPC set-up included."""
+    The same pattern as the link probe's copy engines both ways at once (2x H200, GPU run
+    11, studies/results/gpu/h200x2-run11-link: 389-392 GB/s per direction); the section takes
+    well under a second."""
     from workbench.errors import RuntimeFault
 
     peers = [q for q in range(P) if q != rank]
