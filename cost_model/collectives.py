@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import sympy
 
 from cost_model.hardware import Cluster, Protocol
-from workbench.errors import WorkbenchError
+from workbench.errors import NotOnThisCluster
 
 COLLECTIVES = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce")
 
@@ -269,7 +269,7 @@ def copy_engine_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=
     path = group_path(cluster, group_size if group_size is not None
                       else (int(P) if is_number(P) else None))
     if path.link == "nic":
-        raise WorkbenchError(f"copy engines move data between GPUs of one node, got a group of "
+        raise NotOnThisCluster(f"copy engines move data between GPUs of one node, got a group of "
                              f"{group_size} GPUs on nodes of {cluster.gpus_per_node}; keep a "
                              "fused collective across nodes on the SMs (drop copy_engines)")
     bw = cluster.copy_engine_bandwidth_Bps or cluster.peer_store_bandwidth_Bps

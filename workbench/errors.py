@@ -45,3 +45,8 @@ class HardwareError(WorkbenchError):
 
 class RuntimeFault(WorkbenchError):
     """A failure on real GPUs: a rank that died or hung, a compile error, a wrong result."""
+
+
+class NotOnThisCluster(WorkbenchError):
+    """A schedule the modelled cluster cannot run (copy engines across nodes): `workbench
+    simulate` leaves it out and says why."""

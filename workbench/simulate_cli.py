@@ -18,7 +18,7 @@ import click
 import sympy
 
 from workbench import ir
-from workbench.errors import SizeError, WorkbenchError
+from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
 
 UNSCHEDULED = "unscheduled"
 
@@ -93,7 +93,12 @@ def predict(loaded, cluster, sets: dict | None = None,
         < cluster.nvlink.bandwidth_Bps else "nvlink"
     for name, program in iterator:
         bound = bind_sizes(program, sizes)
-        cost = program_cost(program, cluster, bound)
+        try:
+            cost = program_cost(program, cluster, bound)
+        except NotOnThisCluster as e:
+            # a schedule this cluster cannot run (copy engines across nodes): left out, said
+            click.echo(f"schedule {name} left out on {cluster.name}: {e}", err=True)
+            continue
         result = simulate(program, cluster, bound, reduced=reduced)
         formula = program_cost(program, cluster, bound, symbolic=True).time_s if symbolic else None
         out.append(Prediction(name, program, result.time_s, float(cost.time_s),

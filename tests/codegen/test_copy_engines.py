@@ -15,7 +15,7 @@ from cost_model.hardware import preset
 from cost_model.ops import CostContext, fused_link_s, fused_parts, stmt_cost
 from simulator import simulate
 from workbench import interpreter
-from workbench.errors import IllegalTransform, WorkbenchError
+from workbench.errors import IllegalTransform, NotOnThisCluster
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 from workbench.transforms import CopyEngines, transform_from_json
@@ -209,7 +209,18 @@ def test_copy_engines_cannot_cross_nodes():
     cluster = preset("h200x4").with_nodes(2)
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
     ctx = CostContext(program, cluster, bind_sizes(program, {"N": 2**20, "P": 8}))
-    with pytest.raises(WorkbenchError, match=r"copy engines move data between GPUs of one "
+    with pytest.raises(NotOnThisCluster, match=r"copy engines move data between GPUs of one "
                        r"node, got a group of 8 GPUs on nodes of 4; keep a fused collective "
                        r"across nodes on the SMs"):
         stmt_cost(ctx, _fused(program))
+
+
+def test_simulate_leaves_out_what_the_cluster_cannot_run_and_says_why(capsys):
+    from workbench.cli import main
+
+    code = main(["simulate", "studies/adam.py", "--nodes", "2", "--set", "N=2**20"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "schedule fuse-rs-c-ag-ce left out on h200x4*2: copy engines move data between " \
+        "GPUs of one node" in out.err
+    assert "fuse-rs-c-ag " in out.out  # the SM version is still predicted
