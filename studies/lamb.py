@@ -40,10 +40,8 @@ def build(grad_dtype=float32):
     program = Program(inputs=[g, w, m, v, lr, beta1, beta2, eps, step, wd], outputs=outputs,
                       name="lamb")
     state = (m, v, w) if mixed else (m, v)  # what each rank may keep as a slice only
-    # The trust ratio's norms need a cross-rank step inside the fused kernel: no copy-engine
-    # schedule (transforms.CopyEngines keeps such regions on the SMs).
     return program, optimizer_schedules(program, g1, updates, state,
-                                        [w16] if mixed else [w1], copy_engines=False)
+                                        [w16] if mixed else [w1])
 
 
 program, schedules = build()

@@ -4,7 +4,7 @@ from workbench import schedule
 
 
 def optimizer_schedules(program, grad_allreduce, updates, state, gathered,
-                        copy_engines: bool = True):
+                        copy_engines: bool = False):
     """The schedules of a data-parallel optimizer step:
 
     rs-c-ag               split the gradient AllReduce; the whole update on slices; gather
@@ -13,9 +13,10 @@ def optimizer_schedules(program, grad_allreduce, updates, state, gathered,
                           (left out when there is no state to keep sliced)
     fuse-rs-c-ag          rs-c-ag-sliced-state as one FusedAllReduce kernel
     fuse-rs-c-ag-ce       fuse-rs-c-ag with its bytes moved by copy engines, 8 pieces per
-                          slice, a kernel computing on each piece as it arrives (left out with
-                          copy_engines=False: an optimizer with norms, whose fused kernel has
-                          a cross-rank step between phases)
+                          slice, a kernel computing on each piece as it arrives (only with
+                          copy_engines=True: GPU run 16 measured it no faster than the SMs
+                          on 2x H200; never for an optimizer with norms, whose fused kernel
+                          has a cross-rank step between phases)
 
     `updates` are the statements that read the reduced gradient (directly or through each
     other), in program order; `gathered` are the outputs every rank still needs whole.

@@ -70,4 +70,8 @@ def case_program(case):
         return dropout_program()
     path, _, attr = spec.partition(":")
     pf = load(str(ROOT / path) + (f":{attr}" if attr else ""))
+    if schedule and schedule.endswith("-ce"):  # the fused schedule moved by copy engines
+        from workbench.transforms import CopyEngines
+
+        return CopyEngines("g1_rs", 8).apply(pf.schedules[schedule[:-3]].apply())
     return pf.schedules[schedule].apply() if schedule else pf.program
