@@ -836,6 +836,20 @@ class _KernelBuilder:
             ptr = self.buf_param(loc.buffer, const=False)
             self.stores.append(Store(var, _c_type(out.type), ptr, self._c(loc.offset)))
 
+    def reduced(self, leaf: ir.Stmt, index: int, load: Load) -> None:
+        """A ReduceScatter's slice loaded (and combined) by `load`, held in registers, and
+        stored where the program needs it in memory."""
+        self.loads[load.var] = load
+        rvar = f"r_{_ident(leaf.out.name)}"
+        self.assigns.append(Assign(rvar, _c_type(leaf.out.type), f"{load.var}[j]"))
+        self.regs[leaf.out.name] = rvar
+        loc = _result_loc(self.pl, leaf, index, self.what)
+        if loc is not None:
+            self._unchunked(f"'{leaf.out.name}' stored in memory")
+            self.pl.locs[leaf.out.name] = loc
+            ptr = self.buf_param(loc.buffer, const=False)
+            self.stores.append(Store(rvar, _c_type(leaf.out.type), ptr, self._c(loc.offset)))
+
     def spec(self, kind: str, template: str, P: int, extra: list[Param], comment: str,
              vec_types: list[str], unroll: int = 1, window: bool = False) -> KernelSpec:
         extent = self._c(self.extent)
@@ -1040,17 +1054,8 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
                 chunk_base = kb.slice_base.subs(RANK, 0)
                 kb.pushes.append(Push(ctype, f"{gptr} + ({kb._c(src.offset + chunk_base)})",
                                       speers))
-            kb.loads[var] = Load(var, ctype, "reduce", "", off, peers=srcs,
-                                 reduce=_REDUCE[lop.op])
-            rvar = f"r_{_ident(leaf.out.name)}"
-            kb.assigns.append(Assign(rvar, _c_type(leaf.out.type), f"{var}[j]"))
-            kb.regs[leaf.out.name] = rvar
-            loc = _result_loc(pl, leaf, index, what)
-            if loc is not None:
-                kb._unchunked(f"'{leaf.out.name}' stored in memory")
-                pl.locs[leaf.out.name] = loc
-                ptr = kb.buf_param(loc.buffer, const=False)
-                kb.stores.append(Store(rvar, _c_type(leaf.out.type), ptr, kb._c(loc.offset)))
+            kb.reduced(leaf, index, Load(var, ctype, "reduce", "", off, peers=srcs,
+                                         reduce=_REDUCE[lop.op]))
         elif isinstance(lop, ir.AllGather):
             if lop.x not in kb.regs:
                 raise _fault(f"{what}: a fused AllGather must gather a value computed in the "
@@ -1133,16 +1138,8 @@ def _copy_engine_step(pl: _Planner, stmt: ir.Stmt, first: int) -> CopyEngineStep
             # this rank's own part is read in place
             srcs = tuple(f"(rank == {k} ? {gptr} + ({off}) : {local} + {k}LL * n)"
                          for k in range(pl.P))
-            kb.loads[var] = Load(var, _c_type(pl.types[lop.x]), "reduce", "", off, peers=srcs,
-                                 reduce=_REDUCE[lop.op])
-            rvar = f"r_{_ident(leaf.out.name)}"
-            kb.assigns.append(Assign(rvar, _c_type(leaf.out.type), f"{var}[j]"))
-            kb.regs[leaf.out.name] = rvar
-            loc = _result_loc(pl, leaf, index, what)
-            if loc is not None:
-                pl.locs[leaf.out.name] = loc
-                ptr = kb.buf_param(loc.buffer, const=False)
-                kb.stores.append(Store(rvar, _c_type(leaf.out.type), ptr, kb._c(loc.offset)))
+            kb.reduced(leaf, index, Load(var, _c_type(pl.types[lop.x]), "reduce", "", off,
+                                         peers=srcs, reduce=_REDUCE[lop.op]))
         elif isinstance(lop, ir.AllGather):
             if lop.x not in kb.regs:
                 raise _fault(f"{what}: a fused AllGather must gather a value computed in the "
