@@ -24,6 +24,13 @@ def test_unknown_schedule_lists_the_known_ones(capsys):
     assert "fuse-rs-c-ag" in err
 
 
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has GPUs")
+def test_unscheduled_alone_is_a_known_schedule(capsys):
+    code, err = _run(capsys, "studies/adam.py", "--gpus", "2", "--schedule", "unscheduled")
+    assert code == 2 and "must name a schedule" not in err
+    assert "compile-and-measure must run on a machine with NVIDIA GPUs" in err
+
+
 def test_unroll_must_be_1_2_or_4(capsys):
     code, err = _run(capsys, "studies/adam.py", "--gpus", "2", "--unroll", "3")
     assert code == 2 and "--unroll must be 1, 2 or 4, got 3" in err

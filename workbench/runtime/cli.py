@@ -65,7 +65,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     from codegen.lower import stage_order
     from workbench.runtime.worker import stage_split
 
-    known: set[str] = set()
+    known = {"unscheduled"}  # names only the unscheduled program, which always runs
     for spec in specs:
         pf = load(spec)  # a broken program file fails here, before GPUs
         known |= set(pf.schedules)
@@ -162,7 +162,7 @@ def _versions() -> dict:
               help="Size NAME=VALUE; repeat a name to sweep (e.g. --set N=2**24 --set N=2**26).")
 @click.option("--schedule", default="all", show_default=True,
               help="Schedules to measure besides the unscheduled program (comma-separated), "
-                   "or all.")
+                   "all, or unscheduled (that program alone).")
 @click.option("--reps", default=30, show_default=True, help="Timed repetitions (>= 20).")
 @click.option("--warmup", default=5, show_default=True)
 @click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
