@@ -67,6 +67,7 @@ def test_time_steps_times_each_step_between_events():
     run.gpu = type("G", (), {"drv": Drv})()
     run.steps = (_Step(("y",)), _Step(("summed_rs", "out_s", "out")))
     run.launches = [step(1.5), step(0.25)]
+    run.pristine = {}  # no input to restore
     got = run.time_steps(warmup=1, reps=3)
     assert [label for label, _ in got] == ["y", "summed_rs,out_s,out"]
     assert got[0][1] == pytest.approx([1.5] * 3) and got[1][1] == pytest.approx([0.25] * 3)

@@ -9,13 +9,18 @@ from __future__ import annotations
 import statistics
 
 
-def event_times(torch, fn, warmup: int, reps: int) -> list[float]:
-    """Per-repetition times (ms) of fn() between CUDA events, after `warmup` untimed calls."""
+def event_times(torch, fn, warmup: int, reps: int, before=None) -> list[float]:
+    """Per-repetition times (ms) of fn() between CUDA events, after `warmup` untimed calls;
+    `before()` (untimed, enqueued ahead of each call) puts back what fn overwrites."""
     for _ in range(warmup):
+        if before is not None:
+            before()
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
+        if before is not None:
+            before()
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
         a.record()
@@ -24,6 +29,21 @@ def event_times(torch, fn, warmup: int, reps: int) -> list[float]:
         b.synchronize()
         times.append(a.elapsed_time(b))
     return times
+
+
+def restorer(*tensors):
+    """A `before` for event_times: copies the tensors' current values back into them on the
+    device. What a step overwrites in place (the gradients an in-place all_reduce sums, an
+    optimizer's state) must be the same at every repetition, as in the generated code
+    (PlanRun.restore_inputs): summed in place P-fold every repetition, f16 gradients
+    overflow after ~16 and the update then computes on Inf and NaN."""
+    saved = [(t, t.clone()) for t in tensors]
+
+    def before():
+        for t, copy in saved:
+            t.copy_(copy)
+
+    return before
 
 
 def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: int,
@@ -47,7 +67,8 @@ def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: 
     out: dict[str, list[float]] = {}
     g = torch.randn(n, device=dev, generator=gen).to(gdt)
     if kind == "allreduce":
-        out["nccl all_reduce"] = event_times(torch, lambda: dist.all_reduce(g), warmup, reps)
+        out["nccl all_reduce"] = event_times(torch, lambda: dist.all_reduce(g), warmup, reps,
+                                             restorer(g))
         return out
     w = torch.randn(n, device=dev, generator=gen)
     lr = 1e-3
@@ -64,9 +85,11 @@ def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: 
             ws.add_(gs, alpha=-lr)
             dist.all_gather_into_tensor(w, ws)
 
-        out["nccl all_reduce + torch sgd (w.add_)"] = event_times(torch, ar_sgd, warmup, reps)
+        before = restorer(g, w)
+        out["nccl all_reduce + torch sgd (w.add_)"] = event_times(torch, ar_sgd, warmup, reps,
+                                                                  before)
         out["nccl reduce_scatter + torch sgd + all_gather"] = event_times(torch, rs_sgd_ag, warmup,
-                                                                     reps)
+                                                                     reps, before)
         return out
     if kind == "lamb":
         out.update(_lamb(torch, dist, g, w, gdt, rank, P, warmup, reps))
@@ -107,9 +130,11 @@ def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: 
             w16s.copy_(ws)
             dist.all_gather_into_tensor(w16, w16s)
 
-    out["nccl all_reduce + torch._fused_adam_"] = event_times(torch, ar_adam, warmup, reps)
+    before = restorer(g, w, m, v)
+    out["nccl all_reduce + torch._fused_adam_"] = event_times(torch, ar_adam, warmup, reps,
+                                                              before)
     out["nccl reduce_scatter + torch._fused_adam_ + all_gather"] = event_times(torch, rs_adam_ag,
-                                                                          warmup, reps)
+                                                                          warmup, reps, before)
     return out
 
 
@@ -170,9 +195,10 @@ def _lamb(torch, dist, g, w, gdt, rank: int, P: int, warmup: int, reps: int):
         else:
             dist.all_gather_into_tensor(w, ws)
 
-    return {"nccl all_reduce + torch lamb": event_times(torch, ar_lamb, warmup, reps),
+    before = restorer(g, w, m, v)
+    return {"nccl all_reduce + torch lamb": event_times(torch, ar_lamb, warmup, reps, before),
             "nccl reduce_scatter + torch lamb + all_gather": event_times(torch, rs_lamb_ag, warmup,
-                                                                    reps)}
+                                                                    reps, before)}
 
 
 def _model_parallel(torch, dist, T: int, H: int, dtype, gen, rank: int, P: int, warmup: int,
@@ -253,7 +279,8 @@ def _pipeline(torch, dist, T: int, H: int, dtype, gen, rank: int, P: int, warmup
             dist.recv(outs, peer)
             dist.all_gather_into_tensor(out, outs, group=group)
 
+    before = restorer(y)  # stage 0's all_reduce sums the partial sums in place
     return {"nccl all_reduce + torch epilogue + nccl send/recv": event_times(torch, step, warmup,
-                                                                            reps),
+                                                                            reps, before),
             "nccl reduce_scatter + torch epilogue + send/recv + all_gather": event_times(
-                torch, sliced, warmup, reps)}
+                torch, sliced, warmup, reps, before)}

@@ -312,6 +312,7 @@ class PlanRun:
         self.subs[RANK] = self.local
         drv = gpu.drv
         self.allocs, self.ptr, self.numel, self.ipc = {}, {}, {}, []
+        self.pristine: dict[str, object] = {}  # clobbered input buffer -> its copy at upload
         self.buffers = [b for b in plan.buffers if b.group == self.stage]
         for b in self.buffers:
             n = self._int(b.numel)
@@ -451,6 +452,31 @@ class PlanRun:
 
     # -- running
 
+    def clobbered_inputs(self) -> list[str]:
+        """This rank's buffers that hold an input and that the program also writes: an
+        AllReduce reduced in place into its dead input, an Update's target."""
+        inputs = {v.name for v in self.plan.program.inputs}
+        held = {b.name for b in self.buffers if b.holds_input}
+        return sorted({loc.buffer for name, loc in self.plan.locs.items()
+                       if name not in inputs and loc.buffer in held})
+
+    def restore_inputs(self) -> None:
+        """Enqueue copies that put back every clobbered input as uploaded (device to device,
+        on the default stream, before a timed run's start event).
+
+        Every timed run must see the same inputs. Without this, an AllReduce reduced in place
+        over P ranks multiplies the gradients by P each run: f16 gradients overflow after
+        ~16 runs, fp32 squares after ~64, and the update kernels then divide Inf and NaN on
+        the IEEE slow paths (GPU run 18: Adam's w1 1.65 ms on 2x H200 against 1.07 ms with the
+        same kernel first after the AllReduce; runs 14-15 had timed this)."""
+        for name, copy in self.pristine.items():
+            self.gpu.drv.memcpy_dtod_async(self.ptr[name], copy, self._nbytes(name))
+
+    def _nbytes(self, buffer: str) -> int:
+        """Bytes allocated for `buffer` on this rank."""
+        dtype = next(b.dtype for b in self.buffers if b.name == buffer)
+        return max(16, self.numel[buffer] * _ITEMSIZE[dtype])
+
     def run(self) -> None:
         """Enqueue one execution of the program (asynchronous, on the default stream)."""
         for item in self.launches:
@@ -528,6 +554,10 @@ class PlanRun:
                               v.type, self.local, self.P)
             drv.memcpy_htod(self.ptr[self.plan.locs[v.name].buffer],
                             np.ascontiguousarray(part))
+        for name in self.clobbered_inputs():  # what restore_inputs puts back before each run
+            if name not in self.pristine:
+                self.pristine[name] = drv.mem_alloc(self._nbytes(name))
+            drv.memcpy_dtod(self.pristine[name], self.ptr[name], self._nbytes(name))
         drv.Context.synchronize()
 
     def poison(self) -> None:
@@ -567,14 +597,17 @@ class PlanRun:
         return out
 
     def time(self, warmup: int, reps: int) -> Timing:
-        """CUDA-event time of each of `reps` runs after `warmup` runs, in ms."""
+        """CUDA-event time of each of `reps` runs after `warmup` runs, in ms; each run on the
+        inputs as uploaded (`restore_inputs`, outside the timed region)."""
         drv = self.gpu.drv
         for _ in range(warmup):
+            self.restore_inputs()
             self.run()
         drv.Context.synchronize()
         times = []
         start, end = drv.Event(), drv.Event()
         for _ in range(reps):
+            self.restore_inputs()
             start.record()
             self.run()
             end.record()
@@ -589,11 +622,13 @@ class PlanRun:
         a little, so the whole run stays timed by `time`, without them."""
         drv = self.gpu.drv
         for _ in range(warmup):
+            self.restore_inputs()
             self.run()
         drv.Context.synchronize()
         events = [drv.Event() for _ in range(len(self.launches) + 1)]
         times: list[list[float]] = [[] for _ in self.launches]
         for _ in range(reps):
+            self.restore_inputs()
             events[0].record()
             for item, after in zip(self.launches, events[1:]):
                 self._enqueue(item)
@@ -607,8 +642,9 @@ class PlanRun:
         self.gpu.drv.Context.synchronize()
         for h in self.ipc:
             h.close()
-        for a in self.allocs.values():
+        for a in [*self.allocs.values(), *self.pristine.values()]:
             a.free()
+        self.pristine = {}
         self.launches = []
 
 
