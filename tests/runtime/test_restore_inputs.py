@@ -23,7 +23,8 @@ class _Drv:
 
     def __init__(self, log):
         self.log, self.next = log, 1 << 20
-        self.Context = type("Ctx", (), {"synchronize": staticmethod(lambda: None)})
+        self.Context = type("Ctx", (), {"synchronize": staticmethod(
+            lambda: log.append(("sync",)))})
 
     def mem_alloc(self, nbytes):
         a = _Alloc(self.next)
@@ -117,14 +118,15 @@ def test_every_run_starts_from_the_uploaded_inputs_outside_the_timed_region():
     del log[:]
     run.time(warmup=2, reps=3)
     restores = {(run.ptr[b], int(run.pristine[b]), 1024 * 4) for b in ("g", "m", "v", "w")}
-    # each of the 5 runs: the 4 restores, then (timed runs) the start event, then the run
+    # each of the 5 runs: the 4 restores; a timed run then waits for them (the GPU idle at
+    # its start, as without restores) and records its start event
     runs = [i for i, e in enumerate(log) if e == ("nccl", "all_reduce")]
     assert len(runs) == 5
-    for i in runs:
-        before = log[i - 5:i] if i >= 5 and log[i - 1] == ("event",) else log[i - 4:i]
-        assert {e[1:] for e in before if e[0] == "restore"} == restores
-    timed = runs[2:]
-    assert all(log[i - 1] == ("event",) and log[i - 2][0] == "restore" for i in timed)
+    for i in runs[:2]:
+        assert {e[1:] for e in log[i - 4:i]} == restores
+    for i in runs[2:]:
+        assert log[i - 2:i] == [("sync",), ("event",)]
+        assert {e[1:] for e in log[i - 6:i - 2]} == restores
 
 
 def test_per_step_runs_restore_too():
@@ -134,9 +136,9 @@ def test_per_step_runs_restore_too():
     assert [label for label, _ in got] == ["g1", "m1", "v1", "w1"]
     kinds = [e[0] for e in log]
     assert kinds.count("restore") == 4 * 3
-    # the first event of a timed run follows its restores
-    first_events = [i for i in range(1, len(log)) if kinds[i] == "event"
-                    and kinds[i - 1] == "restore"]
+    # the first event of a timed run follows its restores and a synchronize
+    first_events = [i for i in range(2, len(log)) if kinds[i] == "event"
+                    and kinds[i - 2:i] == ["restore", "sync"]]
     assert len(first_events) == 2
 
 
@@ -171,7 +173,8 @@ def _fake_torch(log):
         def elapsed_time(self, other):
             return 1.0
 
-    cuda = type("cuda", (), {"Event": Event, "synchronize": staticmethod(lambda: None)})
+    cuda = type("cuda", (), {"Event": Event,
+                             "synchronize": staticmethod(lambda: log.append("sync"))})
     return type("torch", (), {"cuda": cuda})
 
 
@@ -189,5 +192,5 @@ def test_baselines_sum_the_same_gradients_every_repetition():
     times = event_times(_fake_torch(log), all_reduce_in_place, 2, 3, restorer(g))
     assert times == [1.0] * 3
     assert seen == [[1.0, -2.0]] * 5  # never 2x, 4x, ...: each run starts from the same g
-    # timed repetitions: restored before the start event, then the run, then the end event
-    assert log[2:] == ["event", "run", "event"] * 3
+    # timed repetitions: restored and waited for before the start event, then the run
+    assert log[3:] == ["sync", "event", "run", "event"] * 3
