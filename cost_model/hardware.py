@@ -51,8 +51,18 @@ class GPU:
     # Empty (the presets): every kernel at the read/write split. It refines the split, so it
     # needs it.
     hbm_f16_kernel_Bps: tuple[tuple[str, float], ...] = ()
+    # Time a Dropout adds per element to the kernel that computes it (the mask's integer hash
+    # of the element index), on top of the element's bytes: what the one per-op cost the
+    # studies meet costs. Measured on one H200 (GPU run 17, benchmarks/gpu/elementwise_ops.py):
+    # the f16 bias + dropout + residual kernel on 8192 x 12288 took 0.222 ms against 0.179
+    # without the dropout, 0.043 ms over 100.7M elements. IEEE divisions and square roots cost
+    # 0-4 % in Adam's and LAMB's updates there and are left out. 0: not measured.
+    dropout_element_s: float = 0.0
 
     def __post_init__(self):
+        if not self.dropout_element_s >= 0:
+            raise HardwareError(f"gpu.dropout_element_s must be a time >= 0 (seconds per "
+                                f"element), got {self.dropout_element_s!r}")
         if (self.hbm_read_bandwidth_Bps is None) != (self.hbm_write_bandwidth_Bps is None):
             given = "hbm_read_bandwidth_Bps" if self.hbm_write_bandwidth_Bps is None \
                 else "hbm_write_bandwidth_Bps"
@@ -249,6 +259,10 @@ H200_NCCL = NcclTuning(
 NIC_400G = Link("nic-400G", bandwidth_Bps=50e9, latency_s=3e-6)
 
 
+# GPU run 17 (one H200): 0.222 - 0.179 ms over 8192 x 12288 elements (see GPU.dropout_element_s).
+H200_DROPOUT_ELEMENT_S = (0.222e-3 - 0.179e-3) / (8192 * 12288)
+
+
 def _h200x4() -> Cluster:
     gpu = GPU(
         name="H200",
@@ -262,6 +276,7 @@ def _h200x4() -> Cluster:
         # Back-to-back launches on one stream: ~4 us (CUDA launch overhead; e.g. NVIDIA's
         # "CUDA Graphs" blog measures 2-4 us per kernel without graphs).
         launch_latency_s=4e-6,
+        dropout_element_s=H200_DROPOUT_ELEMENT_S,
     )
     return Cluster(
         name="h200x4",
@@ -294,6 +309,8 @@ def _h100x8() -> Cluster:
         # H100 SXM5 datasheet: FP32 67 TFLOPS, FP16/BF16 tensor 989 TFLOPS dense.
         peak_flops=(("f32", 67e12), ("f16", 989e12), ("bf16", 989e12)),
         launch_latency_s=4e-6,
+        # The H200's: the same GH100 chip, SM count and clocks (not measured on an H100).
+        dropout_element_s=H200_DROPOUT_ELEMENT_S,
     )
     return Cluster(
         name="h100x8",

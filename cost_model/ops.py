@@ -96,6 +96,18 @@ def expr_flops(expr: ir.Expr) -> int:
     return 0
 
 
+def expr_dropouts(expr: ir.Expr) -> int:
+    """Dropout masks per element of an elementwise expression (each hashes the index)."""
+    match expr:
+        case ir.Dropout(_, _, a):
+            return 1 + expr_dropouts(a)
+        case ir.Binary(_, a, b):
+            return expr_dropouts(a) + expr_dropouts(b)
+        case ir.Unary(_, a) | ir.Cast(_, a):
+            return expr_dropouts(a)
+    return 0
+
+
 def roofline_s(cluster: Cluster, hbm_bytes, flops, dtype_name: str = "f32",
                sm_fraction: float = 1.0, write_bytes=None, f16_read_bytes=0,
                f16_write_bytes=0):
@@ -117,8 +129,9 @@ def roofline_s(cluster: Cluster, hbm_bytes, flops, dtype_name: str = "f32",
 @dataclass(frozen=True)
 class Work:
     """What a kernel (or its computation part) does: HBM bytes, flops, the flops' dtype, how
-    many of the bytes are writes (None: not known; priced at the flat HBM bandwidth), and how
-    many of the reads and of the writes are of 2-byte elements (f16, bf16)."""
+    many of the bytes are writes (None: not known; priced at the flat HBM bandwidth), how
+    many of the reads and of the writes are of 2-byte elements (f16, bf16), and how many
+    dropout masks it computes (elements x masks per element)."""
 
     hbm_bytes: object
     flops: object
@@ -126,27 +139,37 @@ class Work:
     write_bytes: object = None
     f16_read_bytes: object = 0
     f16_write_bytes: object = 0
+    dropout_elements: object = 0
 
     def __add__(self, other: Work) -> Work:
         writes = None if self.write_bytes is None or other.write_bytes is None \
             else self.write_bytes + other.write_bytes
         return Work(self.hbm_bytes + other.hbm_bytes, self.flops + other.flops, self.dtype,
                     writes, self.f16_read_bytes + other.f16_read_bytes,
-                    self.f16_write_bytes + other.f16_write_bytes)
+                    self.f16_write_bytes + other.f16_write_bytes,
+                    self.dropout_elements + other.dropout_elements)
 
     def scaled(self, factor: float) -> Work:
         """The same kernel on `factor` of the data (numbers: the simulator's chunks)."""
         writes = None if self.write_bytes is None else float(self.write_bytes) * factor
         return Work(float(self.hbm_bytes) * factor, float(self.flops) * factor, self.dtype,
                     writes, float(self.f16_read_bytes) * factor,
-                    float(self.f16_write_bytes) * factor)
+                    float(self.f16_write_bytes) * factor, float(self.dropout_elements) * factor)
 
 
 def work_s(cluster: Cluster, work: Work, sm_fraction: float = 1.0):
-    """`roofline_s` of a Work: the busy time of the kernel it describes on `sm_fraction` of
-    the SMs (the simulator prices its computation chunks with this)."""
-    return roofline_s(cluster, work.hbm_bytes, work.flops, work.dtype, sm_fraction,
-                      work.write_bytes, work.f16_read_bytes, work.f16_write_bytes)
+    """`roofline_s` of a Work, plus its dropout masks' hashing (`GPU.dropout_element_s`,
+    measured to add to the streaming time, not to hide under it; slower on fewer SMs): the
+    busy time of the kernel it describes on `sm_fraction` of the SMs (the simulator prices
+    its computation chunks with this)."""
+    streaming = roofline_s(cluster, work.hbm_bytes, work.flops, work.dtype, sm_fraction,
+                           work.write_bytes, work.f16_read_bytes, work.f16_write_bytes)
+    return dropout_s(cluster, work, sm_fraction) + streaming
+
+
+def dropout_s(cluster: Cluster, work: Work, sm_fraction: float = 1.0):
+    """Time a Work's dropout masks add to its kernel on `sm_fraction` of the SMs."""
+    return work.dropout_elements * cluster.gpu.dropout_element_s / sm_fraction
 
 
 def io_work(ctx: CostContext, reads, writes, flops=0) -> Work:
@@ -164,7 +187,7 @@ def io_work(ctx: CostContext, reads, writes, flops=0) -> Work:
 def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Work:
     """HBM traffic and flops of elementwise statements run as one kernel: each tensor read from
     HBM once (values produced inside the kernel are not re-read), each result written once."""
-    reads, writes, flops = {}, {}, 0
+    reads, writes, flops, dropouts = {}, {}, 0, 0
     dtype = "f32"
     inside = set(produced_inside)
     for s in stmts:
@@ -179,6 +202,7 @@ def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Wo
                 reads[name] = smin(ctx.local_nbytes(name), slice_bytes)
         writes[out] = ctx.local_nbytes(out)
         flops = flops + expr_flops(expr) * ctx.local_numel(out)
+        dropouts = dropouts + expr_dropouts(expr) * ctx.local_numel(out)
         dtype = s.out.type.dtype.name
         inside.add(out)
 
@@ -186,7 +210,7 @@ def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Wo
         return sum((n for name, n in table.items() if ctx.types[name].dtype.nbytes == 2), 0)
 
     return Work(sum(reads.values()) + sum(writes.values()), flops, dtype, sum(writes.values()),
-                f16(reads), f16(writes))
+                f16(reads), f16(writes), dropouts)
 
 
 def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:
@@ -203,8 +227,8 @@ def _compute_cost(ctx: CostContext, work: Work) -> OpCost:
     busy = work_s(c, work)
     mem = c.gpu.hbm_time_s(work.hbm_bytes, work.write_bytes, work.f16_read_bytes,
                            work.f16_write_bytes)
-    bottleneck = "hbm"
-    if not ctx.symbolic and busy > float(mem) * 1.0000001:
+    bottleneck = "hbm"  # the hashing of dropout masks adds to a memory-bound kernel
+    if not ctx.symbolic and busy - float(dropout_s(c, work)) > float(mem) * 1.0000001:
         bottleneck = "sm"
     return OpCost(c.gpu.launch_latency_s + busy, {"hbm": busy}, bottleneck)
 

@@ -174,4 +174,7 @@ def test_overlaps_simulate_near_the_closed_form_without_contention(spec, T):
         bound = bind_sizes(program, {"T": T, "H": 12288, "P": P})
         sim = simulate(program, cluster, bound).time_s
         model = program_cost(program, cluster, bound).time_s
-        assert model <= sim <= 1.05 * model, name
+        # The simulator also prices the last chunk's computation after the link (pipeline
+        # fill), which the closed form leaves out: 4-5 % on the pipeline at T = 8192 since
+        # dropout hashing is priced (GPU.dropout_element_s).
+        assert model <= sim <= 1.06 * model, name
