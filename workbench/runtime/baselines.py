@@ -21,7 +21,7 @@ def event_times(torch, fn, warmup: int, reps: int, before=None) -> list[float]:
     for _ in range(reps):
         if before is not None:
             before()
-            torch.cuda.synchronize()  # the GPU idle when the timed call starts, as without
+            torch.cuda.synchronize()  # the GPU idle at the start, as when nothing is restored
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
         a.record()

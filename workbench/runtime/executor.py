@@ -468,7 +468,7 @@ class PlanRun:
         over P ranks multiplies the gradients by P each run: f16 gradients overflow after
         ~16 runs, fp32 squares after ~64, and the update kernels then divide Inf and NaN on
         the IEEE slow paths (GPU run 18: Adam's w1 1.65 ms on 2x H200 against 1.07 ms with the
-        same kernel first after the AllReduce; runs 14-15 had timed this)."""
+        same kernel first after the AllReduce; runs 12-16 had timed this)."""
         for name, copy in self.pristine.items():
             self.gpu.drv.memcpy_dtod_async(self.ptr[name], copy, self._nbytes(name))
 
@@ -609,7 +609,7 @@ class PlanRun:
         for _ in range(reps):
             self.restore_inputs()
             # The GPU idle when the timed run starts, as before restores existed: a copy still
-            # running would hide the host's issue of the first steps (~5 % at N = 2^24).
+            # running would hide the host's issue of the first steps (GPU run 19).
             drv.Context.synchronize()
             start.record()
             self.run()
