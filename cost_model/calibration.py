@@ -34,6 +34,9 @@ a raw file; this module reads it, fits the model's constants and writes a profil
 | | CUDA-IPC-mapped buffer by copy engines (cuMemcpyDtoDAsync), all at once (`copy_engines`): |
 | | least squares of the relative error of time = bytes per GPU per direction / bandwidth |
 | | (`fit_copy_engines`) |
+| gpu.dropout_element_s | the generated f16 bias + residual kernel on 8192 x 12288 with and |
+| | without a dropout (benchmarks/gpu/elementwise_ops.py, `dropout`): the difference per |
+| | element (`fit_dropout`) |
 
 What is not measured stays the base preset's (NVLink datasheet bandwidth, NIC, channels). Raw
 files written before a section existed (e.g. studies/results/calibration/h200x2) still fit:
@@ -89,6 +92,7 @@ class Calibration:
     # (nbytes per peer, peers, predicted / measured - 1) of the copy-engine pushes
     copy_engine_errors: list = ()
     copy_engine_note: str = ""  # why the copy engines' bandwidth stayed the base preset's
+    dropout_note: str = ""  # what the dropout hashing fit found, or why it kept the preset's
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,6 +439,32 @@ def fit_copy_engines(rows: list[tuple[int, int, float]]) -> float:
     return sum(r * r for r in rates) / sum(rates)
 
 
+def fit_dropout(raw: dict) -> tuple[float | None, str]:
+    """The time a dropout adds per element (`GPU.dropout_element_s`) from the raw `dropout`
+    section: {"numel", "plain_ms", "dropout_ms"}, the generated kernel with and without the
+    dropout; and a line saying so. None where the section is missing (its error, if any, is
+    in the line) or the difference is not positive (a profile number must be)."""
+    section = raw.get("dropout")
+    if section is None:
+        why = raw.get("dropout_error", "not in this raw file")
+        return None, f"dropout hashing not measured ({why}): gpu.dropout_element_s stays the " \
+                     "base preset's"
+    try:
+        numel, plain, dropout = (float(section[k]) for k in ("numel", "plain_ms", "dropout_ms"))
+    except (KeyError, TypeError, ValueError):
+        raise HardwareError(f"calibration raw file dropout must hold numel, plain_ms and "
+                            f"dropout_ms, got {section!r}; {FIX}") from None
+    if not (numel > 0 and plain > 0 and dropout > 0):
+        raise HardwareError(f"calibration raw file dropout must hold positive numel, plain_ms "
+                            f"and dropout_ms, got {section!r}; {FIX}")
+    per = (dropout - plain) * 1e-3 / numel
+    line = (f"dropout hashing: {dropout:.3f} ms against {plain:.3f} ms without it on "
+            f"{numel:.0f} elements")
+    if per <= 0:
+        return None, line + ": no cost measured; gpu.dropout_element_s stays the base preset's"
+    return per, line + f": gpu.dropout_element_s {per * 1e12:.3f} ps per element"
+
+
 def copy_engine_errors(rows: list[tuple[int, int, float]], cluster: Cluster
                        ) -> list[tuple[int, int, float]]:
     """(nbytes per peer, peers, predicted / measured - 1) of the copy-engine pushes under
@@ -668,6 +698,9 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         copy_note = (f"copy engines not measured ({raw['copy_engines_error']}): "
                      f"copy_engine_bandwidth_Bps stays the base preset's "
                      f"({cluster.copy_engine_bandwidth_Bps / 1e9:.1f} GB/s)")
+    dropout_s, dropout_note = fit_dropout(raw)
+    if dropout_s is not None:
+        gpu["dropout_element_s"] = _sig(dropout_s)
     fused = [(int(r["nbytes"]), float(r["ms"]) * 1e-3) for r in raw.get("fused", []) or []]
     if P > 1 and fused:
         # the fused kernel's fixed cost uses the calibrated launch gap: fit after the GPU fields
@@ -708,7 +741,7 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
                        p2p_kept=p2p_kept(p2p), p2p_path=p2p_path,
                        host_note=host_note,
                        copy_engine_errors=copy_engine_errors(copies, final),
-                       copy_engine_note=copy_note)
+                       copy_engine_note=copy_note, dropout_note=dropout_note)
 
 
 def p2p_rows(raw: dict) -> tuple[list[tuple[int, float]], str]:
@@ -886,6 +919,8 @@ def fit_report(cal: Calibration) -> str:
         lines.append("")
     if cal.copy_engine_note:
         lines += [cal.copy_engine_note, ""]
+    if cal.dropout_note:
+        lines += [cal.dropout_note, ""]
     if cal.fused_block_errors:
         curve = dict((int(b), f) for b, f in cal.cluster.fused_block_bandwidth)
         lines.append(f"{'nbytes':>12} {'blocks':>7} {'bandwidth':>10} {'fused AR':>14}   "

@@ -60,3 +60,47 @@ def test_calibrate_on_gpus(tmp_path):
     assert r.exit_code == 0, r.output
     assert load_hardware(str(out)).gpus_per_node == 2
     assert (tmp_path / "profile.raw.json").is_file()
+
+
+# -- the dropout section (calibrate._dropout), run_job faked
+
+
+def _records(plain_ok=True):
+    spec = "benchmarks/gpu/elementwise_ops.py"
+    return {"records": [
+        {"spec": f"{spec}:bias_residual", "median_ms": 0.18, "ok": plain_ok,
+         "check": "ok" if plain_ok else "MISMATCH max error 1"},
+        {"spec": f"{spec}:bias_dropout_residual", "median_ms": 0.23, "ok": True, "check": "ok"}]}
+
+
+def test_dropout_section_from_the_generated_kernels(monkeypatch):
+    from workbench.runtime import calibrate, cli
+
+    calls = []
+
+    def fake_run_job(specs, P, sizes, schedule, *a, **k):
+        calls.append((specs, P, sizes, schedule))
+        return _records()
+
+    monkeypatch.setattr(cli, "run_job", fake_run_job)
+    got = calibrate._dropout(2, 60.0, None)
+    assert got == {"dropout": {"numel": 8192 * 12288, "plain_ms": 0.18, "dropout_ms": 0.23}}
+    specs, P, sizes, schedule = calls[0]
+    assert [s.rsplit(":", 1)[1] for s in specs] == ["bias_residual", "bias_dropout_residual"]
+    assert (P, sizes, schedule) == (2, [{"T": 8192, "H": 12288}], "unscheduled")
+
+
+def test_dropout_section_records_a_mismatch_or_a_fault(monkeypatch):
+    from workbench.errors import RuntimeFault
+    from workbench.runtime import calibrate, cli
+
+    monkeypatch.setattr(cli, "run_job", lambda *a, **k: _records(plain_ok=False))
+    got = calibrate._dropout(2, 60.0, None)
+    assert got["dropout_error"].startswith("RuntimeFault: ") and "MISMATCH" in got["dropout_error"]
+
+    def hang(*a, **k):
+        raise RuntimeFault("rank 1 made no progress for 60 s")
+
+    monkeypatch.setattr(cli, "run_job", hang)
+    assert calibrate._dropout(2, 60.0, None) == {
+        "dropout_error": "RuntimeFault: rank 1 made no progress for 60 s"}

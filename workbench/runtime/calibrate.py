@@ -5,8 +5,13 @@ run): the PyTorch microbenchmarks (workbench/runtime/calibrate_worker.py: NCCL c
 f32, f16 and bf16, HBM streams in f32 and mixed f16/f32, launch gap, GEMM), then the
 workbench's own fused AllReduce kernel with no computation (benchmarks/gpu/allreduce.py,
 schedule `fused`) across sizes, for the peer load/store bandwidth, then the same kernel at
-256 MiB on fewer blocks (calibrate_worker --fused-blocks), for its bandwidth against blocks.
-No study program runs: calibration never sees the study measurements.
+256 MiB on fewer blocks (calibrate_worker --fused-blocks), for its bandwidth against blocks,
+then the generated f16 bias + residual kernel with and without a dropout
+(benchmarks/gpu/elementwise_ops.py, 8192 x 12288; GPU run 17's call of the same two
+kernels took 34 s, mostly compiling and the reference check),
+for the dropout hashing cost. No study program runs: calibration never sees the study
+measurements. (Only with P > 1, where pycuda is required; a P = 1 profile keeps the preset's
+dropout cost.)
 
 GPU machine time on 2x H200: 85 s for the whole `workbench calibrate` before the f16/bf16
 collectives, the mixed streams and the block sweep were added. They add an estimated 30 s of
@@ -22,7 +27,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from workbench.errors import RuntimeFault
+from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.runtime.calibrate_worker import ALLREDUCE_SPEC
 
 FUSED_N = [2**k for k in (20, 22, 24, 26, 28)]  # f32 elements: 4 MiB .. 1 GiB buffers
@@ -62,6 +67,7 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: in
         raw["fused_meta"] = {"program": "benchmarks/gpu/allreduce.py", "schedule": "fused",
                              "dtype": "f32", **results.get("meta", {})}
         raw.update(_fused_blocks(P, hang_s, echo))
+        raw.update(_dropout(P, hang_s, echo))
     raw_path = Path(raw_path)
     raw_path.parent.mkdir(parents=True, exist_ok=True)
     raw_path.write_text(json.dumps(raw, indent=1, default=str) + "\n")
@@ -82,6 +88,34 @@ def _fused_blocks(P: int, hang_s: float, echo) -> dict:
             return json.loads(out.read_text())
         except (RuntimeFault, OSError, ValueError) as e:
             return {"fused_blocks_error": f"{type(e).__name__}: {e}"}
+
+
+DROPOUT_SPEC = ALLREDUCE_SPEC.with_name("elementwise_ops.py")
+DROPOUT_SIZES = {"T": 8192, "H": 12288}
+
+
+def _dropout(P: int, hang_s: float, echo) -> dict:
+    """The generated f16 epilogue with and without a dropout (GPU run 17's kernels), through
+    compile-and-measure's own path, as the raw `dropout` section (numel, plain_ms,
+    dropout_ms: the slowest rank's medians); a failure or a mismatch is recorded as
+    `dropout_error` and the rest of the calibration kept."""
+    from workbench.runtime.cli import run_job
+
+    specs = [f"{DROPOUT_SPEC}:{name}" for name in ("bias_residual", "bias_dropout_residual")]
+    try:
+        results = run_job(specs, P, [dict(DROPOUT_SIZES)], "unscheduled", 30, 5, False, hang_s,
+                          echo)
+        ms = {}
+        for r in results["records"]:
+            if not r.get("ok") or not r.get("median_ms"):
+                raise RuntimeFault(f"{r['spec']} must run and match the reference, got "
+                                   f"{r.get('check')}")
+            ms[r["spec"].rsplit(":", 1)[1]] = float(r["median_ms"])
+        return {"dropout": {"numel": DROPOUT_SIZES["T"] * DROPOUT_SIZES["H"],
+                            "plain_ms": ms["bias_residual"],
+                            "dropout_ms": ms["bias_dropout_residual"]}}
+    except (WorkbenchError, OSError, ValueError, KeyError) as e:  # RuntimeFault among them
+        return {"dropout_error": f"{type(e).__name__}: {e}"}
 
 
 def write_csvs(raw: dict, stem: Path) -> list[Path]:
