@@ -145,7 +145,8 @@ def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1) -> pd.Dat
     """Per-step measured times (compile-and-measure --per-step: the records' "steps") beside
     the cost model's time of the top-level statement each step runs, where a step runs one
     whole statement (a statement that lowers to several steps, e.g. LAMB's fused kernel
-    with its norm combine, has no prediction per step). predicted_gpu_ms leaves out the
+    with its norm combine, has no prediction per step; consecutive steps labelled with one
+    statement, a norm's partial sums and their combine, are one row: merge_statement_steps). predicted_gpu_ms leaves out the
     host's issue cost of an NCCL call, which a host ahead of the GPU hides in a sequence."""
     from cost_model.hardware import load_hardware
     from cost_model.ops import program_cost
@@ -169,16 +170,35 @@ def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1) -> pd.Dat
                        else loaded.schedules[name].apply())
             cost = program_cost(program, cluster, bind_sizes(program, r["sizes"]))
             by_name = {s.name: c for s, c in zip(program.stmts, cost.stmts)}
-            for st in r["steps"]:
+            for st in merge_statement_steps(r["steps"]):
                 c = by_name.get(st["stmts"])
                 t = float(c.time_s) * 1e3 if c is not None else None
                 gpu = float(c.time_s - c.host_s) * 1e3 if c is not None else None
                 rows.append({"study": _study_of(r["spec"]), "schedule": r["schedule"],
                              "size": size_label(r["sizes"]), "stage": st["stage"],
-                             "stmts": st["stmts"], "measured_ms": st["median_ms"],
+                             "stmts": st["stmts"], "steps": st["steps"],
+                             "measured_ms": st["median_ms"],
                              "predicted_ms": t, "predicted_gpu_ms": gpu,
                              "error": (gpu / st["median_ms"] - 1) if gpu else None})
     return pd.DataFrame(rows)
+
+
+def merge_statement_steps(steps: list[dict]) -> list[dict]:
+    """Consecutive steps of one stage that run the same statements, as one row: their
+    medians summed, `steps` counting them. A Norm over a Sliced tensor lowers to a kernel of
+    partial sums and one that combines them, both labelled with the statement, and the cost
+    model prices the two together (GPU run 15 had set each half beside the whole
+    statement's price: 0.006 ms against 0.024)."""
+    merged: list[dict] = []
+    for st in steps:
+        last = merged[-1] if merged else None
+        if last is not None and (last["stage"], last["stmts"]) == (st["stage"], st["stmts"]):
+            last["median_ms"] += st["median_ms"]
+            last["steps"] += 1
+        else:
+            merged.append({"stage": st["stage"], "stmts": st["stmts"],
+                           "median_ms": st["median_ms"], "steps": 1})
+    return merged
 
 
 @click.group()

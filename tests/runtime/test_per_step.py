@@ -183,3 +183,21 @@ def test_steps_command_says_what_a_malformed_json_lacks(tmp_path):
     result = CliRunner().invoke(sweep_main, ["steps", str(path)])
     assert result.exit_code != 0
     assert "must be compile-and-measure's JSON (an object with 'records')" in result.output
+
+
+def test_a_statement_of_two_kernels_is_one_row():
+    """A Norm over a Sliced tensor runs a partial-sum kernel and a combine kernel, both
+    labelled with the statement: one row, their times summed, beside the statement's price."""
+    from studies.sweep import merge_statement_steps
+
+    steps = [{"stage": 0, "stmts": "u", "median_ms": 0.07},
+             {"stage": 0, "stmts": "w_norm", "median_ms": 0.024},
+             {"stage": 0, "stmts": "w_norm", "median_ms": 0.006},
+             {"stage": 0, "stmts": "u_norm", "median_ms": 0.021},
+             {"stage": 0, "stmts": "u_norm", "median_ms": 0.004},
+             {"stage": 1, "stmts": "u_norm", "median_ms": 0.5}]
+    got = merge_statement_steps(steps)
+    assert [(s["stage"], s["stmts"], s["steps"]) for s in got] == [
+        (0, "u", 1), (0, "w_norm", 2), (0, "u_norm", 2), (1, "u_norm", 1)]
+    assert [s["median_ms"] for s in got] == pytest.approx([0.07, 0.030, 0.025, 0.5])
+    assert steps[1]["median_ms"] == 0.024  # the input is left as it was
