@@ -836,6 +836,19 @@ class _KernelBuilder:
             ptr = self.buf_param(loc.buffer, const=False)
             self.stores.append(Store(var, _c_type(out.type), ptr, self._c(loc.offset)))
 
+    def gathered(self, leaf: ir.Stmt, index: int) -> tuple[Loc, bool]:
+        """A fused AllGather of a value computed in the kernel: where the gathered tensor
+        lives, and whether this rank's slice is already there (an Update wrote it in place)."""
+        lop = leaf.op
+        if lop.x not in self.regs:
+            raise _fault(f"{self.what}: a fused AllGather must gather a value computed in the "
+                         f"kernel, got '{lop.x}'")
+        src_loc = self.pl.locs.get(lop.x)
+        dst = _result_loc(self.pl, leaf, index, self.what)
+        self.pl.locs[leaf.out.name] = dst
+        self.regs[leaf.out.name] = self.regs[lop.x]
+        return dst, src_loc is not None and src_loc.whole_offset is not None
+
     def reduced(self, leaf: ir.Stmt, index: int, load: Load) -> None:
         """A ReduceScatter's slice loaded (and combined) by `load`, held in registers, and
         stored where the program needs it in memory."""
@@ -1057,15 +1070,8 @@ def _collective_kernel(pl: _Planner, stmt: ir.Stmt, part, unroll: int, mode: str
             kb.reduced(leaf, index, Load(var, ctype, "reduce", "", off, peers=srcs,
                                          reduce=_REDUCE[lop.op]))
         elif isinstance(lop, ir.AllGather):
-            if lop.x not in kb.regs:
-                raise _fault(f"{what}: a fused AllGather must gather a value computed in the "
-                             f"kernel, got '{lop.x}'")
-            src_loc = pl.locs.get(lop.x)
-            dst = _result_loc(pl, leaf, index, what)
-            pl.locs[leaf.out.name] = dst
+            dst, self_stored = kb.gathered(leaf, index)
             peers = kb.peer_params(dst.buffer, const=False)
-            self_stored = src_loc is not None and src_loc.whole_offset is not None
-            kb.regs[leaf.out.name] = kb.regs[lop.x]
             kb.stores.append(Store(kb.regs[lop.x], _c_type(leaf.out.type), "",
                                    kb._c(dst.offset + kb.slice_base), peers, self_stored))
         elif isinstance(lop, ir.ELEMENTWISE_OPS):
@@ -1141,15 +1147,9 @@ def _copy_engine_step(pl: _Planner, stmt: ir.Stmt, first: int) -> CopyEngineStep
             kb.reduced(leaf, index, Load(var, _c_type(pl.types[lop.x]), "reduce", "", off,
                                          peers=srcs, reduce=_REDUCE[lop.op]))
         elif isinstance(lop, ir.AllGather):
-            if lop.x not in kb.regs:
-                raise _fault(f"{what}: a fused AllGather must gather a value computed in the "
-                             f"kernel, got '{lop.x}'")
-            src_loc = pl.locs.get(lop.x)
-            dst = _result_loc(pl, leaf, index, what)
-            pl.locs[leaf.out.name] = dst
+            dst, self_stored = kb.gathered(leaf, index)
             pl.mark_peer(dst.buffer)  # peers push their slices into it
-            kb.regs[leaf.out.name] = kb.regs[lop.x]
-            if src_loc is None or src_loc.whole_offset is None:
+            if not self_stored:
                 # the slice is not yet in the gathered buffer (an Update put it there in place)
                 ptr = kb.buf_param(dst.buffer, const=False)
                 kb.stores.append(Store(kb.regs[lop.x], _c_type(leaf.out.type), ptr,

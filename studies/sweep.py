@@ -146,8 +146,9 @@ def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1) -> pd.Dat
     the cost model's time of the top-level statement each step runs, where a step runs one
     whole statement (a statement that lowers to several steps, e.g. LAMB's fused kernel
     with its norm combine, has no prediction per step; consecutive steps labelled with one
-    statement, a norm's partial sums and their combine, are one row: merge_statement_steps). predicted_gpu_ms leaves out the
-    host's issue cost of an NCCL call, which a host ahead of the GPU hides in a sequence."""
+    statement, a norm's partial sums and their combine, are one row:
+    merge_statement_steps). predicted_gpu_ms leaves out the host's issue cost of an NCCL
+    call, which a host ahead of the GPU hides in a sequence."""
     from cost_model.hardware import load_hardware
     from cost_model.ops import program_cost
     from workbench.interpreter import bind_sizes

@@ -311,13 +311,14 @@ class PlanRun:
 
         self.subs[RANK] = self.local
         drv = gpu.drv
-        self.allocs, self.ptr, self.numel, self.ipc = {}, {}, {}, []
+        self.allocs, self.ptr, self.numel, self.nbytes, self.ipc = {}, {}, {}, {}, []
         self.pristine: dict[str, object] = {}  # clobbered input buffer -> its copy at upload
         self.buffers = [b for b in plan.buffers if b.group == self.stage]
         for b in self.buffers:
             n = self._int(b.numel)
             self.numel[b.name] = n
-            self.allocs[b.name] = drv.mem_alloc(max(16, n * _ITEMSIZE[b.dtype]))
+            self.nbytes[b.name] = max(16, n * _ITEMSIZE[b.dtype])
+            self.allocs[b.name] = drv.mem_alloc(self.nbytes[b.name])
             self.ptr[b.name] = int(self.allocs[b.name])
         for b in self.buffers:
             if b.dtype == "u32":
@@ -423,7 +424,7 @@ class PlanRun:
         elif spec.kind in ("finish", "wait", "barrier"):
             grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
         else:
-            grid = max(1, min(-(-extent // (spec.vec * THREADS)), self.gpu.sm_count * 16))
+            grid = elementwise_grid(extent, spec.vec, self.gpu.sm_count)
             if spec.norms:
                 # One partial per block, in a buffer of MAX_BLOCKS entries.
                 grid = min(grid, MAX_BLOCKS)
@@ -470,12 +471,20 @@ class PlanRun:
         the IEEE slow paths (GPU run 18: Adam's w1 1.65 ms on 2x H200 against 1.07 ms with the
         same kernel first after the AllReduce; runs 12-16 had timed this)."""
         for name, copy in self.pristine.items():
-            self.gpu.drv.memcpy_dtod_async(self.ptr[name], copy, self._nbytes(name))
+            self.gpu.drv.memcpy_dtod_async(self.ptr[name], copy, self.nbytes[name])
 
-    def _nbytes(self, buffer: str) -> int:
-        """Bytes allocated for `buffer` on this rank."""
-        dtype = next(b.dtype for b in self.buffers if b.name == buffer)
-        return max(16, self.numel[buffer] * _ITEMSIZE[dtype])
+    def _start_idle(self) -> None:
+        """Restore the inputs and wait: the GPU is idle when a timed run starts, as before
+        restores existed (a copy still running would hide the host's issue of the first
+        steps; GPU run 19)."""
+        self.restore_inputs()
+        self.gpu.drv.Context.synchronize()
+
+    def _warm_up(self, runs: int) -> None:
+        for _ in range(runs):
+            self.restore_inputs()
+            self.run()
+        self.gpu.drv.Context.synchronize()
 
     def run(self) -> None:
         """Enqueue one execution of the program (asynchronous, on the default stream)."""
@@ -556,8 +565,8 @@ class PlanRun:
                             np.ascontiguousarray(part))
         for name in self.clobbered_inputs():  # what restore_inputs puts back before each run
             if name not in self.pristine:
-                self.pristine[name] = drv.mem_alloc(self._nbytes(name))
-            drv.memcpy_dtod(self.pristine[name], self.ptr[name], self._nbytes(name))
+                self.pristine[name] = drv.mem_alloc(self.nbytes[name])
+            drv.memcpy_dtod(self.pristine[name], self.ptr[name], self.nbytes[name])
         drv.Context.synchronize()
 
     def poison(self) -> None:
@@ -600,17 +609,11 @@ class PlanRun:
         """CUDA-event time of each of `reps` runs after `warmup` runs, in ms; each run on the
         inputs as uploaded (`restore_inputs`, outside the timed region)."""
         drv = self.gpu.drv
-        for _ in range(warmup):
-            self.restore_inputs()
-            self.run()
-        drv.Context.synchronize()
+        self._warm_up(warmup)
         times = []
         start, end = drv.Event(), drv.Event()
         for _ in range(reps):
-            self.restore_inputs()
-            # The GPU idle when the timed run starts, as before restores existed: a copy still
-            # running would hide the host's issue of the first steps (GPU run 19).
-            drv.Context.synchronize()
+            self._start_idle()
             start.record()
             self.run()
             end.record()
@@ -624,15 +627,11 @@ class PlanRun:
         what it adds in the sequence (host gaps included, as in a whole run); the events cost
         a little, so the whole run stays timed by `time`, without them."""
         drv = self.gpu.drv
-        for _ in range(warmup):
-            self.restore_inputs()
-            self.run()
-        drv.Context.synchronize()
+        self._warm_up(warmup)
         events = [drv.Event() for _ in range(len(self.launches) + 1)]
         times: list[list[float]] = [[] for _ in self.launches]
         for _ in range(reps):
-            self.restore_inputs()
-            drv.Context.synchronize()  # idle at the start, as in `time`
+            self._start_idle()
             events[0].record()
             for item, after in zip(self.launches, events[1:]):
                 self._enqueue(item)
@@ -650,6 +649,12 @@ class PlanRun:
             a.free()
         self.pristine = {}
         self.launches = []
+
+
+def elementwise_grid(extent: int, vec: int, sm_count: int) -> int:
+    """Blocks of an elementwise kernel over `extent` elements, `vec` per thread: enough for
+    one pass, at most 16 per SM (the kernels are grid-stride loops)."""
+    return max(1, min(-(-extent // (vec * THREADS)), sm_count * 16))
 
 
 def step_label(step) -> str:
@@ -734,7 +739,7 @@ class _CopyEngines:
                                "chunks=...))")
         self.piece = n // C
         spec = step.kernel.spec
-        grid = max(1, min(-(-self.piece // (spec.vec * THREADS)), run.gpu.sm_count * 16))
+        grid = elementwise_grid(self.piece, spec.vec, run.gpu.sm_count)
         self.kernel = (*self.kernel[:3], grid, *self.kernel[4:])
         self.pulls, self.pushes = [], []
         base = run.stage * run.P
