@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cli.simulate import predict  # noqa: E402
 from cost_model import load_hardware  # noqa: E402
 from workbench.loader import load  # noqa: E402
-from workbench.simulate_cli import predict  # noqa: E402
 
 GPUS = (8, 64, 1024, 16384)
 

@@ -31,9 +31,9 @@ python3 -c "import pycuda, pycuda.driver as d; d.init(); print('pycuda', pycuda.
 stamp "tests (CPU parts, nvcc compile, GPU end to end, dying rank)"
 python3 -m pytest -q -p no:cacheprovider tests/codegen tests/runtime \
   -k "not every_schedule or sgd" 2>&1 | tee "$RES"/pytest.log | tail -12
-stamp "no worker left: $(pgrep -fc workbench.runtime.worker || true)"
+stamp "no worker left: $(pgrep -fc runtime.worker || true)"
 
-WB="python3 -m workbench.cli compile-and-measure --gpus $P --out $RES"
+WB="python3 -m cli.main compile-and-measure --gpus $P --out $RES"
 if [ "$MODE" = quick ]; then
   SIZES="--set N=2**24 --set N=2**28"
 else

@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
   --format=csv,nounits -lms 100 > "$RES"/clocks-$PART.csv 2>&1 &
 SMI=$!
 trap 'kill $SMI 2>/dev/null; tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
-WB="python3 -m workbench.cli compile-and-measure --gpus 1 --no-baselines --reps 50 --out $RES"
+WB="python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --reps 50 --out $RES"
 OPS=benchmarks/gpu/elementwise_ops.py
 if [ "$PART" = ops ]; then
 stamp "fp32 ops"

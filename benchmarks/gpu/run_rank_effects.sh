@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperatu
   --format=csv,nounits -lms 50 > "$RES"/clocks.csv 2>&1 &
 SMI=$!
 trap 'kill $SMI 2>/dev/null; tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
-WB="python3 -m workbench.cli compile-and-measure --gpus $P --no-baselines --reps 100 --out $RES"
+WB="python3 -m cli.main compile-and-measure --gpus $P --no-baselines --reps 100 --out $RES"
 OPS=benchmarks/gpu/elementwise_ops.py
 AAR=benchmarks/gpu/after_allreduce.py
 stamp "ops on $P ranks"

@@ -145,7 +145,7 @@ class _Run:
 
 
 def test_the_executor_pulls_computes_and_pushes_piece_by_piece():
-    from workbench.runtime.executor import _CopyEngines
+    from runtime.executor import _CopyEngines
 
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
     plan = lower(program, 2)
@@ -180,8 +180,8 @@ def test_the_executor_pulls_computes_and_pushes_piece_by_piece():
 
 
 def test_pieces_must_divide_the_slice():
+    from runtime.executor import _CopyEngines
     from workbench.errors import RuntimeFault
-    from workbench.runtime.executor import _CopyEngines
 
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
     (step,) = [s for s in lower(program, 2).steps if isinstance(s, CopyEngineStep)]
@@ -219,7 +219,7 @@ def test_copy_engines_cannot_cross_nodes():
 
 
 def test_simulate_leaves_out_what_the_cluster_cannot_run_and_says_why(capsys):
-    from workbench.cli import main
+    from cli.main import main
 
     code = main(["simulate", "benchmarks/gpu/copy_engine_chunks.py", "--nodes", "2",
                  "--set", "N=2**20"])

@@ -66,8 +66,8 @@ def test_fit_recovers_nccl_times(fitted):
 
 
 def test_written_profile_loads_and_simulates(fitted, tmp_path):
+    from cli.simulate import predict
     from workbench.loader import load
-    from workbench.simulate_cli import predict
 
     _, _, cal = fitted
     paths = calibration.write(cal, tmp_path / "profile.json")

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from cli.simulate import candidates
 from cost_model.hardware import preset
 from cost_model.ops import (
     CostContext,
@@ -18,7 +19,6 @@ from cost_model.ops import (
 from simulator import simulate
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
-from workbench.simulate_cli import candidates
 
 SIZES = {"T": 2048, "H": 12288}
 COPY_BYTES = 2 * 2048 * 12288 * 2  # read and write T x H f16

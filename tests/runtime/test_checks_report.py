@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from conftest import load_study
 
+from cli.results_table import NVLINK_BPS, table
+from runtime import checks
+from runtime.worker import comm_bytes
 from workbench import interpreter
-from workbench.runtime import checks
-from workbench.runtime.report import NVLINK_BPS, table
-from workbench.runtime.worker import comm_bytes
 
 
 def test_sampled_reference_equals_the_full_one(monkeypatch):
@@ -72,7 +72,7 @@ def test_table_speedup_and_floor():
 
 
 def test_rank_part_matches_the_interpreter():
-    from workbench.runtime.executor import _rank_part
+    from runtime.executor import _rank_part
 
     pf = load_study("studies/adam.py")
     sched = pf.schedules["fuse-rs-c-ag"].apply()

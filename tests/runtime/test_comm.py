@@ -8,9 +8,9 @@ import types
 
 import pytest
 
+from runtime import comm
+from runtime import launcher as L
 from workbench.errors import RuntimeFault
-from workbench.runtime import comm
-from workbench.runtime import launcher as L
 
 _MPIRUN = L.find_mpirun()
 needs_mpirun = pytest.mark.skipif(
@@ -284,7 +284,7 @@ def test_summary_under_mpirun_with_nccl4py():
 def test_importing_comm_imports_no_gpu_or_mpi_library():
     import subprocess
 
-    code = ("import sys, workbench.runtime.comm; "
+    code = ("import sys, runtime.comm; "
             "print(sorted({'mpi4py', 'nccl', 'torch', 'pycuda'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stderr
@@ -293,7 +293,7 @@ def test_importing_comm_imports_no_gpu_or_mpi_library():
 # -- the real thing on the CPU: mpi4py's exchange between ranks that mpirun started
 
 _RANK = """
-from workbench.runtime import comm
+from runtime import comm
 env = comm.rank_env()
 assert env.under_mpi, env
 host = comm.MpiHost.world(env)

@@ -27,7 +27,7 @@ def _gpus() -> int:
 @pytest.mark.parametrize("spec", ["studies/sgd.py", "studies/adam.py:mixed",
                                   "benchmarks/gpu/allreduce.py"])
 def test_every_schedule_checks_on_gpus(spec):
-    from workbench.runtime.cli import run_job
+    from runtime.job import run_job
 
     P = min(2, _gpus())
     # 3 * 2^16 + 8 elements per rank: a vector body and a scalar tail in every kernel.
@@ -44,7 +44,7 @@ def test_every_schedule_checks_on_gpus(spec):
 def test_model_parallel_schedules_check_on_gpus():
     """MatMul through cuBLAS, alone and overlapped chunk by chunk with the fused AllReduce:
     aligned sizes (the vector path) and a hidden size that leaves a scalar tail."""
-    from workbench.runtime.cli import run_job
+    from runtime.job import run_job
 
     P = min(2, _gpus())
     sizes = [{"T": 8 * P * 4, "H": 512}, {"T": 5 * P * 4, "H": 264}]
@@ -59,7 +59,7 @@ def test_model_parallel_schedules_check_on_gpus():
 
 @pytest.mark.gpu
 def test_a_dying_rank_ends_the_run(monkeypatch):
-    from workbench.runtime.cli import run_job
+    from runtime.job import run_job
 
     if _gpus() < 2:
         pytest.skip("needs 2 GPUs")
@@ -69,7 +69,7 @@ def test_a_dying_rank_ends_the_run(monkeypatch):
         run_job([str(ROOT / "benchmarks/gpu/allreduce.py")], 2, [{"N": 2**20}], "all", 20, 2,
                 False, 60.0)
     assert time.monotonic() - t0 < 60
-    left = subprocess.run(["pgrep", "-f", "workbench.runtime.worker"], capture_output=True,
+    left = subprocess.run(["pgrep", "-f", "runtime.worker"], capture_output=True,
                           text=True).stdout.split()
     assert [p for p in left if int(p) != os.getpid()] == []
 
@@ -81,7 +81,7 @@ def test_pipeline_schedules_check_on_gpus():
     epilogue + Send in one kernel, and that overlapped with the receiving stage's AllGather;
     on 4 GPUs (2 per stage) where there are 4, else 2 (1 per stage). An aligned hidden size
     (the vector path) and one that leaves a scalar tail; the baselines run too."""
-    from workbench.runtime.cli import run_job
+    from runtime.job import run_job
 
     gpus = 4 if _gpus() >= 4 else 2
     P = gpus // 2
@@ -103,7 +103,7 @@ def test_pipeline_schedules_check_on_gpus():
 def test_pipeline_checks_with_torch_distributed_nccl(monkeypatch):
     """The same schedules with NCCL through torch.distributed (WB_NCCL=torch): stage groups
     from new_group, the unfused Send as isend/irecv."""
-    from workbench.runtime.cli import run_job
+    from runtime.job import run_job
 
     monkeypatch.setenv("WB_NCCL", "torch")
     gpus = 4 if _gpus() >= 4 else 2

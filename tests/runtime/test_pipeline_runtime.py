@@ -9,11 +9,11 @@ import types
 
 import pytest
 
-from workbench.cli import main
+from cli.main import main
+from runtime import comm
+from runtime.executor import PlanRun, nccl_chunk
+from runtime.worker import held_outputs, stage_split
 from workbench.errors import RuntimeFault
-from workbench.runtime import comm
-from workbench.runtime.executor import PlanRun, nccl_chunk
-from workbench.runtime.worker import held_outputs, stage_split
 
 # -- ranks and stages
 
@@ -319,7 +319,7 @@ def test_fuse_c_send_overlap_ar_overlaps_allreduce_chunks_with_the_send(monkeypa
 
 
 def test_comm_bytes_count_the_send():
-    from workbench.runtime.worker import comm_bytes
+    from runtime.worker import comm_bytes
 
     sizes = {"T": 16, "H": 8, "P": 2}
     whole = 16 * 8 * 2  # f16

@@ -6,9 +6,9 @@ Inf and NaN, and w1 took 1.65 ms instead of 1.07). CPU only: the CUDA driver is 
 logs what is enqueued, in order."""
 
 from codegen.lower import lower
+from runtime.executor import PlanRun
 from workbench.interpreter import random_inputs
 from workbench.loader import load
-from workbench.runtime.executor import PlanRun
 
 SIZES = {"N": 1024, "P": 1}
 
@@ -179,7 +179,7 @@ def _fake_torch(log):
 
 
 def test_baselines_sum_the_same_gradients_every_repetition():
-    from workbench.runtime.baselines import event_times, restorer
+    from runtime.baselines import event_times, restorer
 
     log, g = [], _Tensor([1.0, -2.0])
     seen = []

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from workbench.cli import main
+from cli.main import main
+from runtime import job as runtime_job
+from runtime.worker import ResultsLog, write_json_atomic
 from workbench.errors import RuntimeFault
-from workbench.runtime import cli as runtime_cli
-from workbench.runtime.worker import ResultsLog, write_json_atomic
 
 META = {"device": "fake", "P": 2}
 FAULT = ("rank 1 must exit 0, got exit code 7; every rank was stopped. Last lines:\n"
@@ -70,17 +70,17 @@ def test_write_json_atomic_replaces(tmp_path):
 def no_gpu_needed(monkeypatch):
     import importlib.util
 
-    import workbench.runtime.compiler as compiler
+    import runtime.compiler as compiler
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(runtime_cli, "_gpu_count", lambda: 8)
+    monkeypatch.setattr(runtime_job, "gpu_count", lambda: 8)
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: object() if name == "pycuda" else real(name, *a))
     monkeypatch.setattr(compiler, "nvcc_path", lambda: "/usr/bin/true")
 
 
 def _stub_launch(monkeypatch, records: int | None, fault: bool, complete: bool = False):
-    import workbench.runtime.launcher as launcher
+    import runtime.launcher as launcher
 
     seen = {}
 
@@ -108,7 +108,7 @@ def test_run_job_names_the_partial_file_of_a_failed_run(tmp_path, monkeypatch, n
     _stub_launch(monkeypatch, records=3, fault=True)
     partial = tmp_path / "sub" / "adam-p2.partial.json"
     with pytest.raises(RuntimeFault) as e:
-        runtime_cli.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
+        runtime_job.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
                             partial=partial)
     assert str(e.value) == f"{FAULT}\n3 records were written before the fault: {partial}"
     assert _read(partial)["meta"]["complete"] is False and len(_read(partial)["records"]) == 3
@@ -119,7 +119,7 @@ def test_run_job_says_when_nothing_was_written(tmp_path, monkeypatch, no_gpu_nee
     partial = tmp_path / "p.partial.json"
     partial.write_text('{"meta": {}, "records": [1, 2]}')  # an earlier run's: not this one's
     with pytest.raises(RuntimeFault) as e:
-        runtime_cli.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
+        runtime_job.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
                             partial=partial)
     assert str(e.value) == (f"{FAULT}\nNo records were written before the fault (rank 0 had "
                             f"not started {partial}).")
@@ -128,7 +128,7 @@ def test_run_job_says_when_nothing_was_written(tmp_path, monkeypatch, no_gpu_nee
 def test_one_record_is_singular(tmp_path, monkeypatch, no_gpu_needed):
     _stub_launch(monkeypatch, records=1, fault=True)
     with pytest.raises(RuntimeFault, match=r"\n1 record was written before the fault: "):
-        runtime_cli.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
+        runtime_job.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
                             partial=tmp_path / "p.partial.json")
 
 
@@ -136,7 +136,7 @@ def test_a_complete_run_returns_its_results_and_removes_the_partial_file(
         tmp_path, monkeypatch, no_gpu_needed):
     _stub_launch(monkeypatch, records=2, fault=False, complete=True)
     partial = tmp_path / "p.partial.json"
-    res = runtime_cli.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
+    res = runtime_job.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
                               partial=partial)
     assert res["meta"] == {"P": 2, "complete": True} and len(res["records"]) == 2
     assert not partial.exists()
@@ -146,7 +146,7 @@ def test_a_run_that_exits_0_without_completing_is_a_fault(tmp_path, monkeypatch,
     _stub_launch(monkeypatch, records=2, fault=False, complete=False)
     partial = tmp_path / "p.partial.json"
     with pytest.raises(RuntimeFault) as e:
-        runtime_cli.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
+        runtime_job.run_job(["studies/adam.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
                             partial=partial)
     assert str(e.value) == ("rank 0 must mark its results complete when every rank exits 0, "
                             "got an incomplete file; 2 records were written before the fault: "

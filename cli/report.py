@@ -4,7 +4,7 @@ Reads `predicted.csv` (from the simulator) and `measured.csv` (from compile-and-
 RESULTS_DIR, either of which may be absent, and writes `report.md` (pandas tables: speedups
 over the unscheduled program, predicted vs measured, the comparator's summary) and one figure
 per study (`<study>.png` and `.pdf`) with predicted and measured times side by side; with a
-`steps.csv` (`python -m studies.sweep steps ... --out RESULTS_DIR/steps.csv`) also the
+`steps.csv` (`workbench sweep steps ... --out RESULTS_DIR/steps.csv`) also the
 per-step table and the steps the cost model misses. No GPU.
 """
 
@@ -27,7 +27,7 @@ def _read(path: Path, value: str) -> pd.DataFrame | None:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ProgramFileError(f"results file {path} must be a CSV table, got {e}") from None
-    from workbench.compare import KEYS, _require
+    from cli.compare import KEYS, _require
 
     _require(df, KEYS + [value], str(path))
     return df
@@ -76,7 +76,7 @@ def _figure(study: str, predicted, measured, out_dir: Path) -> list[Path]:
 
 def build_report(results_dir: Path) -> str:
     """Write report.md and the figures into results_dir; return the markdown."""
-    from workbench.compare import compare, per_case, summarize
+    from cli.compare import compare, per_case, summarize
 
     predicted = _read(results_dir / "predicted.csv", "predicted_s")
     measured = _read(results_dir / "measured.csv", "measured_s")
@@ -121,15 +121,15 @@ STEP_MISS = 0.15
 
 
 def _steps_section(steps: pd.DataFrame) -> list[str]:
-    """Markdown of steps.csv (`python -m studies.sweep steps ... --out DIR/steps.csv`): each
+    """Markdown of steps.csv (`workbench sweep steps ... --out DIR/steps.csv`): each
     measured step beside the cost model's time of its statement, and the steps it misses."""
     cols = ["study", "schedule", "size", "stage", "stmts", "measured_ms", "predicted_gpu_ms",
             "error"]
     missing = [c for c in cols if c not in steps.columns]
     if missing:
-        raise ProgramFileError(f"steps.csv must have the columns of python -m studies.sweep "
+        raise ProgramFileError(f"steps.csv must have the columns of workbench sweep "
                                f"steps, got one without {', '.join(missing)}; write it with "
-                               f"python -m studies.sweep steps RESULT.json --out DIR/steps.csv")
+                               f"workbench sweep steps RESULT.json --out DIR/steps.csv")
     misses = steps[steps["error"].abs() > STEP_MISS]
     lines = ["## Per step: measured vs the cost model", "",
              steps[cols].round(4).to_markdown(index=False), "",

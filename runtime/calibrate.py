@@ -23,12 +23,15 @@ per dtype; the f32 NCCL fit before them takes ~60 s, as it did).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tempfile
 from pathlib import Path
 
+from runtime import launcher
+from runtime.calibrate_worker import ALLREDUCE_SPEC
+from runtime.job import gpu_count, run_job
 from workbench.errors import RuntimeFault, WorkbenchError
-from workbench.runtime.calibrate_worker import ALLREDUCE_SPEC
 
 FUSED_N = [2**k for k in (20, 22, 24, 26, 28)]  # f32 elements: 4 MiB .. 1 GiB buffers
 
@@ -36,18 +39,13 @@ FUSED_N = [2**k for k in (20, 22, 24, 26, 28)]  # f32 elements: 4 MiB .. 1 GiB b
 def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: int = 1) -> dict:
     """Measure on P GPUs of this machine and write the raw JSON to raw_path; `passes` sweeps
     of the NCCL collectives and send/recv, each point the median over them."""
-    import importlib.util
-
-    from workbench.runtime.cli import _gpu_count, run_job
-    from workbench.runtime.launcher import launch, python_argv
-
-    present = _gpu_count()
+    present = gpu_count()
     if present < P:
         raise RuntimeFault(f"--gpus must not exceed the GPUs present, got --gpus {P} on a "
                            f"machine with {present}")
     with tempfile.TemporaryDirectory(prefix="wb-cal-") as tmp:
         out = Path(tmp) / "raw.json"
-        launch(P, python_argv("workbench.runtime.calibrate_worker", str(out), "--passes",
+        launcher.launch(P, launcher.python_argv("runtime.calibrate_worker", str(out), "--passes",
                               str(passes)), hang_s=hang_s, echo=echo)
         raw = json.loads(out.read_text())
     raw["fused"] = []
@@ -78,12 +76,10 @@ def _fused_blocks(P: int, hang_s: float, echo) -> dict:
     """The fused kernel's block sweep (calibrate_worker --fused-blocks) as raw-file sections;
     a failure is recorded (fused_blocks_error) and the rest of the calibration kept: the
     profile then has no block curve, as before the sweep existed."""
-    from workbench.runtime.launcher import launch, python_argv
-
     with tempfile.TemporaryDirectory(prefix="wb-cal-blocks-") as tmp:
         out = Path(tmp) / "blocks.json"
         try:
-            launch(P, python_argv("workbench.runtime.calibrate_worker", "--fused-blocks",
+            launcher.launch(P, launcher.python_argv("runtime.calibrate_worker", "--fused-blocks",
                                   str(out)), hang_s=hang_s, echo=echo)
             return json.loads(out.read_text())
         except (RuntimeFault, OSError, ValueError) as e:
@@ -99,8 +95,6 @@ def _dropout(P: int, hang_s: float, echo) -> dict:
     compile-and-measure's own path, as the raw `dropout` section (numel, plain_ms,
     dropout_ms: the slowest rank's medians); a failure or a mismatch is recorded as
     `dropout_error` and the rest of the calibration kept."""
-    from workbench.runtime.cli import run_job
-
     specs = [f"{DROPOUT_SPEC}:{name}" for name in ("bias_residual", "bias_dropout_residual")]
     try:
         results = run_job(specs, P, [dict(DROPOUT_SIZES)], "unscheduled", 30, 5, False, hang_s,

@@ -32,9 +32,9 @@ from codegen.lower import (
 )
 from codegen.render import include_dir, render
 from codegen.spec import THREADS
+from runtime.compiler import compile_cubin
 from workbench import interpreter
 from workbench.errors import RuntimeFault
-from workbench.runtime.compiler import compile_cubin
 
 _ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "u32": 4, "i32": 4, "f64": 8}
 # NaN bit patterns used to poison every buffer a run must write (f32, f16, bf16 quiet NaNs).
@@ -81,14 +81,14 @@ def import_pycuda():
 
 class Gpu:
     """This rank's device: the primary context shared by torch, NCCL and pycuda, and the
-    rank's communication (workbench.runtime.comm): host exchange through mpi4py under mpirun
+    rank's communication (runtime.comm): host exchange through mpi4py under mpirun
     (else torch.distributed), NCCL through nccl4py (else torch.distributed)."""
 
     def __init__(self, rank: int, P: int, timeout_s: float = 60.0):
         import torch
         import torch.distributed as dist
 
-        from workbench.runtime import comm
+        from runtime import comm
 
         drv = import_pycuda()
         count = torch.cuda.device_count()
@@ -134,7 +134,7 @@ class Gpu:
             elif self.comm.nccl is not None:
                 comm = self.comm.nccl.subgroup(self.comm.host, self.rank, mine)
             else:
-                from workbench.runtime.baselines import stage_groups
+                from runtime.baselines import stage_groups
 
                 comm = stage_groups(self.dist, P)[self.rank // P]
             self._stage_comms[stages] = comm
@@ -162,7 +162,7 @@ class Gpu:
         per rank (the send count of all_gather, the receive count of reduce_scatter); stream
         is a CUstream handle (0: the legacy default stream). Through nccl4py where it
         imports, else torch.distributed."""
-        from workbench.runtime.comm import element_counts
+        from runtime.comm import element_counts
 
         if self.comm.nccl is not None:
             nccl = self.group if self.group is not None else self.comm.nccl

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from workbench.cli import main
-from workbench.compare import compare, per_case, summarize
+from cli.compare import compare, per_case, summarize
+from cli.main import main
 from workbench.errors import WorkbenchError
 
 
@@ -92,6 +92,6 @@ def test_report_names_what_a_malformed_steps_csv_lacks(tmp_path, capsys):
     predicted.to_csv(tmp_path / "predicted.csv", index=False)
     _steps().drop(columns=["error"]).to_csv(tmp_path / "steps.csv", index=False)
     assert main(["report", str(tmp_path)]) == 2
-    assert ("steps.csv must have the columns of python -m studies.sweep steps, got one without "
-            "error; write it with python -m studies.sweep steps RESULT.json --out "
+    assert ("steps.csv must have the columns of workbench sweep steps, got one without "
+            "error; write it with workbench sweep steps RESULT.json --out "
             "DIR/steps.csv") in capsys.readouterr().err

@@ -6,7 +6,8 @@ import click
 import pandas as pd
 import pytest
 
-from studies import sweep
+from cli import sweep
+from studies.sweep import OPTIMIZER_SIZES
 
 
 def _csv(tmp_path, name, rows):
@@ -43,7 +44,7 @@ def test_parse_sizes_reads_every_written_form():
 
 def test_predict_rows_cover_every_schedule_and_size_of_a_study():
     df = sweep.predict_rows("h200x4", studies=["sgd"], gpus=2)
-    sizes = {sweep.size_label(s) for s in sweep.OPTIMIZER_SIZES}
+    sizes = {sweep.size_label(s) for s in OPTIMIZER_SIZES}
     assert set(df["size"]) == sizes
     assert {"unscheduled", "fuse-rs-c-ag"} <= set(df["schedule"])
     assert (df["predicted_s"] > 0).all()

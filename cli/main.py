@@ -6,23 +6,20 @@ Every user error is a WorkbenchError: printed as one message, exit code 2, no tr
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import click
 
+from cli.measure import calibrate, compile_and_measure
+from cli.report import report
+from cli.schedules import schedules
+from cli.simulate import simulate
+from cli.sweep import main as sweep
 from workbench.errors import WorkbenchError
+from workbench.loader import load
+from workbench.verify import verify
 
 PROGRAM_ARG = click.argument("program_file", metavar="PROGRAM.py[:NAME]")
-
-# Subcommands that live in their own modules, added when present: name -> "module:attr".
-_EXTRA_COMMANDS = {
-    "schedules": "workbench.schedule_cli:schedules",
-    "simulate": "workbench.simulate_cli:simulate",
-    "compile-and-measure": "workbench.runtime.cli:compile_and_measure",
-    "calibrate": "workbench.runtime.cli:calibrate",
-    "report": "workbench.report_cli:report",
-}
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,8 +36,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
               help="Print the program after this named schedule.")
 def show(program_file: str, schedule_name: str | None) -> None:
     """Print the program's IR with shapes, dtypes and layouts."""
-    from workbench.loader import load
-
     loaded = load(program_file)
     program = loaded.program
     if schedule_name is not None:
@@ -52,9 +47,6 @@ def show(program_file: str, schedule_name: str | None) -> None:
 @PROGRAM_ARG
 def check(program_file: str) -> None:
     """Verify the program (and every schedule it names); exit 0 when it is well formed."""
-    from workbench.loader import load
-    from workbench.verify import verify
-
     loaded = load(program_file)
     verify(loaded.program)
     for sched in loaded.schedules.values():
@@ -72,19 +64,8 @@ def _schedule(loaded, name: str):
     return loaded.schedules[name]
 
 
-def _add_extra_commands() -> None:
-    for name, target in _EXTRA_COMMANDS.items():
-        module_name, attr = target.split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name and module_name.startswith(e.name):
-                continue  # that part of the workbench is not built yet
-            raise
-        cli.add_command(getattr(module, attr), name)
-
-
-_add_extra_commands()
+for _command in (schedules, simulate, compile_and_measure, calibrate, report, sweep):
+    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,7 +60,7 @@ def rank_env(environ=None) -> RankEnv:
         raise RuntimeFault("a rank must know its rank and world size, got neither WB_RANK/"
                            "WB_WORLD_SIZE (the launcher's) nor OMPI_COMM_WORLD_RANK/SIZE "
                            "(mpirun's); start ranks with `workbench compile-and-measure`, or "
-                           "`mpirun -np P python -m workbench.runtime.worker JOB`")
+                           "`mpirun -np P python -m runtime.worker JOB`")
     local = env.get("LOCAL_RANK") or _first(env, MPI_LOCAL_RANK_VARS) or rank
     try:
         return RankEnv(int(rank), int(size), int(local), mpi_rank is not None)
@@ -175,7 +175,7 @@ def torch_rendezvous(host, env: RankEnv, environ=None) -> dict[str, str]:
                                "outside mpirun, got "
                                f"MASTER_ADDR={addr!r} MASTER_PORT={port!r}; start the ranks "
                                "with the launcher (workbench compile-and-measure)")
-        from workbench.runtime.launcher import free_port
+        from runtime.launcher import free_port
 
         addr, port = host.bcast(("127.0.0.1", free_port()) if env.rank == 0 else None, root=0)
     return {"MASTER_ADDR": str(addr), "MASTER_PORT": str(port), "RANK": str(env.rank),

@@ -1,6 +1,6 @@
-"""One rank of `workbench compile-and-measure`: run as `python -m workbench.runtime.worker JOB`
+"""One rank of `workbench compile-and-measure`: run as `python -m runtime.worker JOB`
 by the launcher (WB_RANK, WB_WORLD_SIZE, MASTER_ADDR/PORT set), or by a bare
-`mpirun -np P python -m workbench.runtime.worker JOB` (rank and size from mpirun's variables).
+`mpirun -np P python -m runtime.worker JOB` (rank and size from mpirun's variables).
 
 For each program, size and schedule: lower, compile (cache), upload the same random inputs on
 every rank, poison what the run must write, run once and check against the reference
@@ -175,10 +175,10 @@ def held_outputs(run, scheduled, original):
 
 def main(job_path: str) -> int:
     from codegen.lower import lower, stage_order
+    from runtime import baselines, checks
+    from runtime.comm import rank_env
+    from runtime.executor import Gpu, PlanRun
     from workbench.loader import load
-    from workbench.runtime import baselines, checks
-    from workbench.runtime.comm import rank_env
-    from workbench.runtime.executor import Gpu, PlanRun
 
     env = rank_env()
     rank, world = env.rank, env.size

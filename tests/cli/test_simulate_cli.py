@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from workbench.cli import main
+from cli.main import main
 
 
 def run(capsys, *args):

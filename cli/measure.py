@@ -4,35 +4,26 @@ GPUs, one process per GPU, and tabulate measured times, checks and baselines."""
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import itertools
 import json
 import platform
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
+from cli.results_table import format_table, steps_table, table
+from cost_model import calibration
+from runtime.calibrate import measure, write_csvs
+from runtime.job import job_stem, run_job
 from workbench.errors import RuntimeFault, WorkbenchError
-
-
-def _gpu_count() -> int:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        raise RuntimeFault("compile-and-measure must run on a machine with NVIDIA GPUs, got no "
-                           "nvidia-smi on PATH; run it on the GPU machine")
-    out = subprocess.run([smi, "-L"], capture_output=True, text=True)
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+from workbench.loader import parse_sets
 
 
 def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
     """--set N=2**24 --set N=2**26 --set T=8 -> every combination, in the order given."""
-    from workbench.loader import parse_sets
-
     values: dict[str, list[int]] = {}
     for item in items:
         for name, value in parse_sets((item,)).items():
@@ -41,105 +32,6 @@ def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
         return [{}]
     names = list(values)
     return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
-
-
-def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
-            baselines: bool, hang_s: float, echo=None, unroll: int = 1,
-            mode: str = "pull", partial: str | Path | None = None,
-            per_step: bool = False) -> dict:
-    """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
-    runs P / S ranks per stage); return the results JSON of rank 0.
-
-    Rank 0 rewrites its results as it goes into `partial` (default: STEM.partial.json in
-    compile-and-measure's --out folder, else in the temporary folder), which is removed once
-    the run is complete. A run that fails raises its RuntimeFault plus where the records
-    written before the fault are; a run cut off from outside leaves that file behind.
-    `per_step`: also time each step of every schedule (the records' "steps").
-    """
-    from workbench.loader import load
-    from workbench.runtime.launcher import launch, python_argv
-
-    if reps < 20:
-        raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
-    wanted = [w.strip() for w in schedule.split(",") if w.strip()] or ["all"]
-    from codegen.lower import stage_order
-    from workbench.runtime.worker import stage_split
-
-    known = {"unscheduled"}  # names only the unscheduled program, which always runs
-    for spec in specs:
-        pf = load(spec)  # a broken program file fails here, before GPUs
-        known |= set(pf.schedules)
-        # A pipeline runs P = --gpus / stages ranks per stage.
-        stage_split(P, len(stage_order(pf.program)), spec)
-    unknown = [w for w in wanted if w != "all" and w not in known]
-    if unknown:
-        what = specs[0] if len(specs) == 1 else "the programs"
-        raise WorkbenchError(f"--schedule must name a schedule of {what}, got "
-                             f"{', '.join(map(repr, unknown))}; known: "
-                             f"{', '.join(sorted(known)) or 'none'}")
-    present = _gpu_count()
-    if present < P:
-        raise RuntimeFault(f"--gpus must not exceed the GPUs present, got --gpus {P} on a "
-                           f"machine with {present}")
-    if importlib.util.find_spec("pycuda") is None:
-        raise RuntimeFault("pycuda must be installed for compile-and-measure, got none; "
-                           "pip install 'coconet-workbench[gpu]' (pycuda builds from source "
-                           "against /usr/local/cuda; nvcc is needed too)")
-    from workbench.runtime.compiler import nvcc_path
-
-    nvcc_path()
-    out = Path(partial) if partial is not None else _partial_path(specs, P)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.unlink(missing_ok=True)  # an earlier run's leftover: this run rewrites it
-    with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
-        job = {"programs": [{"spec": s, "schedules": wanted} for s in specs],
-               "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
-               "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll,
-               "mode": mode, "per_step": per_step}
-        job_path = Path(tmp) / "job.json"
-        job_path.write_text(json.dumps(job))
-        try:
-            launch(P, python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
-                   echo=echo)
-        except RuntimeFault as e:
-            raise RuntimeFault(f"{e}\n{_partial_note(out)}") from None
-    results = _read_results(out)
-    if not results.get("meta", {}).get("complete"):
-        raise RuntimeFault(f"rank 0 must mark its results complete when every rank exits 0, "
-                           f"got an incomplete file; {_partial_note(out)}")
-    out.unlink()
-    return results
-
-
-def _partial_path(specs, P: int) -> Path:
-    """Where rank 0 writes as it goes: STEM.partial.json in compile-and-measure's --out folder
-    (STEM as the final results are named), else in the temporary folder."""
-    ctx = click.get_current_context(silent=True)
-    params = ctx.params if ctx is not None else {}
-    stem = params.get("name") or ("+".join(
-        Path(s.split(":")[0]).stem + ("-" + s.split(":")[1] if ":" in s else "")
-        for s in specs) + f"-p{P}")
-    folder = params.get("out_dir") or tempfile.gettempdir()
-    return Path(folder) / f"{stem}.partial.json"
-
-
-def _read_results(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RuntimeFault(f"rank 0's results must be readable JSON at {path}, got {e}; rerun, "
-                           "and look at rank 0's last lines") from None
-
-
-def _partial_note(path: Path) -> str:
-    """How many records a failed run wrote, and where; or that it wrote none."""
-    if not path.exists():
-        return f"No records were written before the fault (rank 0 had not started {path})."
-    try:
-        n = len(json.loads(path.read_text())["records"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        return f"The partial results at {path} could not be read ({e})."
-    return f"{n} record{'s were' if n != 1 else ' was'} written before the fault: {path}"
 
 
 def _versions() -> dict:
@@ -184,24 +76,23 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
                         hang_s, quiet, name, unroll, mode, per_step):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
-    from workbench.runtime.report import format_table, steps_table, table
-
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
     echo = None if quiet else (lambda r, line: click.echo(line, err=True))
     if unroll not in (1, 2, 4):
         raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")
+    stem = name or job_stem(program_files, P)
+    out = Path(out_dir)
+    # Rank 0 rewrites its records as it goes beside the final results, so a run cut off from
+    # outside leaves them where the user looks.
     results = run_job(list(program_files), P, _size_sweep(sets), schedule, reps, warmup,
-                      not no_baselines, hang_s, echo, unroll, mode, per_step=per_step)
+                      not no_baselines, hang_s, echo, unroll, mode,
+                      partial=out / f"{stem}.partial.json", per_step=per_step)
     command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     results["meta"].update(_versions(), command=command,
                            date=datetime.datetime.now(datetime.UTC).isoformat())
     df = table(results["records"])
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stem = "+".join(Path(s.split(":")[0]).stem + ("-" + s.split(":")[1] if ":" in s else "")
-                    for s in program_files) + f"-p{P}"
-    stem = name or stem
     df.to_csv(out / f"{stem}.csv", index=False)
     (out / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
     (out / f"{stem}.command.txt").write_text(command + "\n")
@@ -239,9 +130,6 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
 def calibrate(P, out_path, base, raw_in, hang_s, passes):
     """Run microbenchmarks only (NCCL collectives, HBM, launch gap, GEMM, the fused peer
     load/store kernel) on P GPUs and write a hardware profile for `simulate --hardware`."""
-    from cost_model import calibration
-    from workbench.runtime.calibrate import measure, write_csvs
-
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
     if passes < 1:

@@ -1,7 +1,7 @@
 """One rank of `workbench calibrate`: microbenchmarks through PyTorch, no study programs.
 
-    python -m workbench.runtime.calibrate_worker OUT.json [--passes K]   (P copies, by the launcher)
-    python -m workbench.runtime.calibrate_worker --fused-blocks OUT.json
+    python -m runtime.calibrate_worker OUT.json [--passes K]   (P copies, by the launcher)
+    python -m runtime.calibrate_worker --fused-blocks OUT.json
 
 Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, 64 KiB to 1 GiB)
 in f32, f16 and bf16 (`collectives_by_dtype`), interleaved, and NCCL send/recv from each rank of
@@ -42,7 +42,7 @@ from cost_model.calibration import (
     STREAM_SHAPES,
 )
 from cost_model.hardware import NCCL_DTYPES
-from workbench.runtime.baselines import event_times
+from runtime.baselines import event_times
 
 COLLECTIVE_NBYTES = [2**k for k in range(16, 31)]  # 64 KiB .. 1 GiB, the NCCL table's range
 HBM_NBYTES = 2**30  # far beyond the 50 MiB L2: streams from HBM
@@ -155,10 +155,10 @@ def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int, nccl=None,
 
 
 def runtime_nccl(torch, dist, rank: int, P: int):
-    """The runtime's NCCL communicator (nccl4py, workbench.runtime.comm) beside
+    """The runtime's NCCL communicator (nccl4py, runtime.comm) beside
     torch.distributed's, or None where nccl4py does not import (logged)."""
-    from workbench.runtime.comm import Nccl4py, TorchHost
-    from workbench.runtime.executor import torch_view
+    from runtime.comm import Nccl4py, TorchHost
+    from runtime.executor import torch_view
 
     try:
         return Nccl4py(TorchHost(dist, rank, rank), rank, P,
@@ -419,7 +419,7 @@ class _Kernels:
     kernels: compile (nvcc, through the runtime's cache) and time one kernel launch."""
 
     def __init__(self, torch, rank: int):
-        from workbench.runtime.executor import import_pycuda
+        from runtime.executor import import_pycuda
 
         self.torch, self.drv = torch, import_pycuda()
         self.dev = torch.device("cuda", rank)
@@ -438,7 +438,7 @@ class _Kernels:
     def module(self, name: str, src: str):
         """The loaded module of `src` (cache key `name`)."""
         from codegen.render import include_dir
-        from workbench.runtime.compiler import compile_cubin
+        from runtime.compiler import compile_cubin
 
         return self.drv.module_from_file(str(compile_cubin(name, src, include_dir())))
 
@@ -642,9 +642,9 @@ def fused_blocks(out_path: str, warmup: int = 5, reps: int = 25) -> int:
 
     from codegen.lower import lower
     from cost_model.calibration import fused_block_counts
+    from runtime.executor import Gpu, PlanRun
     from workbench.errors import RuntimeFault
     from workbench.loader import load
-    from workbench.runtime.executor import Gpu, PlanRun
 
     rank, P = int(os.environ["WB_RANK"]), int(os.environ["WB_WORLD_SIZE"])
     gpu = Gpu(rank, P)

@@ -9,7 +9,7 @@ NVLINK_BPS = 478e9
 
 
 def table(records: list[dict]):
-    """A DataFrame of the records (see workbench.runtime.worker) with derived columns."""
+    """A DataFrame of the records (see runtime.worker) with derived columns."""
     import pandas as pd
 
     rows = []
@@ -41,7 +41,7 @@ def table(records: list[dict]):
 
 def steps_table(records: list[dict]):
     """A DataFrame of the per-step times of the records measured with `--per-step` (see
-    workbench.runtime.worker.step_summary): one row per step of each stage, in order."""
+    runtime.worker.step_summary): one row per step of each stage, in order."""
     import pandas as pd
 
     rows = []

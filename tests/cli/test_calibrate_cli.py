@@ -5,9 +5,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from cli.measure import calibrate
 from cost_model import calibration
 from cost_model.hardware import load_hardware, preset
-from workbench.runtime.cli import calibrate
 
 
 def _run(args):
@@ -74,7 +74,7 @@ def _records(plain_ok=True):
 
 
 def test_dropout_section_from_the_generated_kernels(monkeypatch):
-    from workbench.runtime import calibrate, cli
+    from runtime import calibrate
 
     calls = []
 
@@ -82,7 +82,7 @@ def test_dropout_section_from_the_generated_kernels(monkeypatch):
         calls.append((specs, P, sizes, schedule))
         return _records()
 
-    monkeypatch.setattr(cli, "run_job", fake_run_job)
+    monkeypatch.setattr(calibrate, "run_job", fake_run_job)
     got = calibrate._dropout(2, 60.0, None)
     assert got == {"dropout": {"numel": 8192 * 12288, "plain_ms": 0.18, "dropout_ms": 0.23}}
     specs, P, sizes, schedule = calls[0]
@@ -91,16 +91,16 @@ def test_dropout_section_from_the_generated_kernels(monkeypatch):
 
 
 def test_dropout_section_records_a_mismatch_or_a_fault(monkeypatch):
+    from runtime import calibrate
     from workbench.errors import RuntimeFault
-    from workbench.runtime import calibrate, cli
 
-    monkeypatch.setattr(cli, "run_job", lambda *a, **k: _records(plain_ok=False))
+    monkeypatch.setattr(calibrate, "run_job", lambda *a, **k: _records(plain_ok=False))
     got = calibrate._dropout(2, 60.0, None)
     assert got["dropout_error"].startswith("RuntimeFault: ") and "MISMATCH" in got["dropout_error"]
 
     def hang(*a, **k):
         raise RuntimeFault("rank 1 made no progress for 60 s")
 
-    monkeypatch.setattr(cli, "run_job", hang)
+    monkeypatch.setattr(calibrate, "run_job", hang)
     assert calibrate._dropout(2, 60.0, None) == {
         "dropout_error": "RuntimeFault: rank 1 made no progress for 60 s"}
