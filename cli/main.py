@@ -13,10 +13,12 @@ import click
 from cli.measure import calibrate, compile_and_measure
 from cli.report import report
 from cli.schedules import schedules
-from cli.simulate import simulate
+from cli.simulate import resolve_sizes, simulate
 from cli.sweep import main as sweep
+from cost_model.hardware import load_hardware
 from workbench.errors import WorkbenchError
-from workbench.loader import load
+from workbench.interpreter import bind_sizes
+from workbench.loader import check_size_names, load, parse_sets
 from workbench.verify import verify
 
 PROGRAM_ARG = click.argument("program_file", metavar="PROGRAM.py[:NAME]")
@@ -45,15 +47,39 @@ def show(program_file: str, schedule_name: str | None) -> None:
 
 @cli.command()
 @PROGRAM_ARG
-def check(program_file: str) -> None:
-    """Verify the program (and every schedule it names); exit 0 when it is well formed."""
+@click.option("--hardware", default="h200x4", show_default=True,
+              help="The cluster whose GPU count P the default sizes must divide by.")
+@click.option("--nodes", type=int, default=1, show_default=True)
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="Bind a size over the file's `sizes`, as simulate does.")
+def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...]) -> None:
+    """Verify the program, every schedule it names, and its default sizes on the cluster;
+    exit 0 when all are well formed."""
+    size_values = parse_sets(sets)
+    cluster = load_hardware(hardware, nodes)
     loaded = load(program_file)
     verify(loaded.program)
+    check_size_names(loaded.program, loaded.sizes, f"`sizes` in {loaded.path}")
+    check_size_names(loaded.program, size_values)
     for sched in loaded.schedules.values():
         sched.apply()
     n = len(loaded.schedules)
     click.echo(f"{loaded.path}: program {loaded.program.name} ok"
-               + (f", {n} schedule{'s' * (n != 1)} ok" if n else ""))
+               + (f", {n} schedule{'s' * (n != 1)} ok" if n else "")
+               + _sizes_verdict(loaded, size_values, cluster))
+
+
+def _sizes_verdict(loaded, size_values: dict, cluster) -> str:
+    """Bind the default sizes (and --set) as simulate would on `cluster`: a size that must
+    divide by P and does not is an error here, not minutes into a sweep."""
+    sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
+    missing = [s.name for s in loaded.program.symbols() if s.name not in sizes]
+    if missing:
+        return (f"; sizes {', '.join(missing)} have no default (pass --set "
+                f"{missing[0]}=... to simulate)")
+    bind_sizes(loaded.program, sizes)
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items()))
+    return f"; sizes {shown} ok on {cluster.name}"
 
 
 def _schedule(loaded, name: str):
@@ -70,8 +96,10 @@ for _command in (schedules, simulate, compile_and_measure, calibrate, report, sw
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `workbench` console script."""
-    args = sys.argv[1:] if argv is None else argv
+    args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
+    if debug:  # allowed anywhere, also after the subcommand: click knows it on the group only
+        args = ["--debug", *(a for a in args if a != "--debug")]
     try:
         cli.main(args=args, prog_name="workbench", standalone_mode=False)
     except WorkbenchError as e:
@@ -83,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except click.ClickException as e:
         e.show()
+        return 2
+    except OSError as e:  # a file or folder the user named, or the disk, not a bug of ours
+        if debug:
+            raise
+        click.echo(f"error: {e.strerror or e} ({e.filename or 'no file name'}); check the path "
+                   "and its permissions", err=True)
         return 2
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import click
 
+from cli.outputs import check_output_dir, check_output_file
 from cli.results_table import format_table, steps_table, table
 from cost_model import calibration
 from runtime.calibrate import measure, write_csvs
 from runtime.job import job_stem, run_job
 from workbench.errors import RuntimeFault, WorkbenchError
-from workbench.loader import parse_sets
+from workbench.loader import check_size_names, load, parse_sets
 
 
 def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
@@ -78,6 +79,10 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     reference interpreter, time it, and print a table with the baselines."""
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
+    check_output_dir(out_dir, "--out")
+    sweep = _size_sweep(sets)
+    for spec in program_files:  # a misspelt --set fails here, before any GPU work
+        check_size_names(load(spec).program, sweep[0])
     echo = None if quiet else (lambda r, line: click.echo(line, err=True))
     if unroll not in (1, 2, 4):
         raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")
@@ -85,7 +90,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     out = Path(out_dir)
     # Rank 0 rewrites its records as it goes beside the final results, so a run cut off from
     # outside leaves them where the user looks.
-    results = run_job(list(program_files), P, _size_sweep(sets), schedule, reps, warmup,
+    results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
                       not no_baselines, hang_s, echo, unroll, mode,
                       partial=out / f"{stem}.partial.json", per_step=per_step)
     command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
@@ -135,6 +140,7 @@ def calibrate(P, out_path, base, raw_in, hang_s, passes):
     if passes < 1:
         raise WorkbenchError(f"--passes must be at least 1, got {passes}")
     out = Path(out_path)
+    check_output_file(out, "--out")
     if out.suffix.lower() != ".json":
         raise WorkbenchError(f"--out must name a .json profile, got {out_path}; e.g. "
                              "--out profile.json")

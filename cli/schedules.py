@@ -7,7 +7,10 @@ from pathlib import Path
 
 import click
 
+from cli.outputs import check_output_file
+from workbench import autotune as at
 from workbench.errors import WorkbenchError
+from workbench.loader import load
 
 
 @click.command()
@@ -25,25 +28,31 @@ from workbench.errors import WorkbenchError
 def schedules(program_file: str, show_ir: bool, autotune: bool, max_depth: int,
               max_candidates: int, json_path: Path | None, replay: Path | None) -> None:
     """List the schedules of a program: the named ones, and with --autotune every candidate."""
-    from workbench.loader import load
-
+    check_output_file(json_path, "--json")
     loaded = load(program_file)
     program = loaded.program
     click.echo(f"program {program.name} ({loaded.path}): {len(loaded.schedules)} named "
                "schedule(s)")
     click.echo("  unscheduled                the program as written")
+    illegal = 0
     for name, sched in loaded.schedules.items():
-        trace = "; ".join(str(t) for t in sched.transforms())
         click.echo(f"  {name:<26} {sched.doc.splitlines()[0] if sched.doc else ''}")
-        click.echo(f"  {'':<26} = {trace}")
+        try:
+            run = sched.run()
+        except WorkbenchError as e:  # shown as its row, and the listing goes on
+            illegal += 1
+            click.echo(f"  {'':<26} ILLEGAL: {e}")
+            continue
+        click.echo(f"  {'':<26} = {'; '.join(str(t) for t in run.trace)}")
         if show_ir:
-            click.echo(_indent(str(sched.apply())))
+            click.echo(_indent(str(run.program)))
     if replay is not None:
         _replay(program, replay, show_ir)
+    if illegal:
+        click.echo(f"{illegal} illegal schedule(s): fix them or remove them from the file",
+                   err=True)
     if not (autotune or json_path):
         return
-    from workbench import autotune as at
-
     result = at.search(program, max_depth=max_depth, max_candidates=max_candidates)
     named = at.label_named(result, loaded.schedules)
     bound = " (search cut short by a bound: raise --max-depth/--max-candidates)" \
@@ -61,8 +70,6 @@ def schedules(program_file: str, show_ir: bool, autotune: bool, max_depth: int,
 
 
 def _replay(program, path: Path, show_ir: bool) -> None:
-    from workbench import autotune as at
-
     record = at.load_candidates(path)
     if record.get("program") != program.name:
         raise WorkbenchError(f"candidates file {path} must be for program {program.name}, got "

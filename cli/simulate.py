@@ -17,24 +17,45 @@ from pathlib import Path
 import click
 import sympy
 
+from cli.outputs import check_output_file
+from cost_model.hardware import load_hardware
+from cost_model.ops import program_cost
+from simulator import simulate as simulate_program
+from workbench import autotune as tuner
 from workbench import ir
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
+from workbench.interpreter import bind_sizes
+from workbench.loader import check_size_names, load, parse_sets
 
 UNSCHEDULED = "unscheduled"
 
 
 @dataclass
 class Prediction:
-    """One schedule's prediction: simulated and closed-form time, and its timeline."""
+    """One schedule's prediction: simulated and closed-form time, and its timeline. A
+    schedule that could not be predicted (illegal, or not runnable on this cluster) has NaN
+    times and says why in `note`."""
 
     name: str
-    program: ir.Program
+    program: ir.Program | None
     time_s: float
     model_s: float
     lower_bound_s: float
     bottleneck: str
-    result: object  # simulator.SimResult
+    result: object  # simulator.SimResult, None when not predicted
     formula: object = None
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the schedule was predicted (it applies and runs on this cluster)."""
+        return self.result is not None
+
+    @classmethod
+    def left_out(cls, name: str, program: ir.Program | None, why: str) -> Prediction:
+        """The row of a schedule that was not predicted, and why."""
+        nan = float("nan")
+        return cls(name, program, nan, nan, nan, "", None, note=why)
 
 
 def resolve_sizes(program: ir.Program, defaults: dict, sets: dict, cluster) -> dict:
@@ -59,10 +80,15 @@ def resolve_sizes(program: ir.Program, defaults: dict, sets: dict, cluster) -> d
 
 
 def candidates(loaded, autotune: Iterable[tuple[str, ir.Program]] | None = None):
-    """(name, program) for the unscheduled program, each named schedule, then `autotune`'s."""
+    """(name, program or the error) for the unscheduled program, each named schedule, then
+    `autotune`'s: a schedule that fails to apply is yielded with its WorkbenchError, so one
+    illegal schedule does not stop the others."""
     yield UNSCHEDULED, loaded.program
     for name, sched in loaded.schedules.items():
-        yield name, sched.apply()
+        try:
+            yield name, sched.apply()
+        except WorkbenchError as e:
+            yield name, e
     if autotune is not None:
         yield from autotune
 
@@ -75,10 +101,6 @@ def predict(loaded, cluster, sets: dict | None = None,
 
     `autotune` is the hook for extra candidates: any iterable of (name, Program), e.g. the
     autotuner's legal transform sequences applied to the program."""
-    from cost_model.ops import program_cost
-    from simulator import simulate
-    from workbench.interpreter import bind_sizes
-
     sizes = resolve_sizes(loaded.program, loaded.sizes, sets or {}, cluster)
     items = list(candidates(loaded, autotune))
     out = []
@@ -92,14 +114,19 @@ def predict(loaded, cluster, sets: dict | None = None,
     link = "nic" if cluster.nodes > 1 and cluster.gpus_per_node * cluster.nic.bandwidth_Bps \
         < cluster.nvlink.bandwidth_Bps else "nvlink"
     for name, program in iterator:
+        if isinstance(program, WorkbenchError):
+            click.echo(f"schedule {name} is illegal: {program}", err=True)
+            out.append(Prediction.left_out(name, None, f"illegal: {program}"))
+            continue
         bound = bind_sizes(program, sizes)
         try:
             cost = program_cost(program, cluster, bound)
         except NotOnThisCluster as e:
             # a schedule this cluster cannot run (copy engines across nodes): left out, said
             click.echo(f"schedule {name} left out on {cluster.name}: {e}", err=True)
+            out.append(Prediction.left_out(name, program, f"not on {cluster.name}: {e}"))
             continue
-        result = simulate(program, cluster, bound, reduced=reduced)
+        result = simulate_program(program, cluster, bound, reduced=reduced)
         formula = program_cost(program, cluster, bound, symbolic=True).time_s if symbolic else None
         out.append(Prediction(name, program, result.time_s, float(cost.time_s),
                               float(cost.lower_bound_s), result.bottleneck(link), result,
@@ -108,19 +135,26 @@ def predict(loaded, cluster, sets: dict | None = None,
 
 
 def table(predictions: list[Prediction]):
-    """The pandas table: one row per schedule, the best marked."""
+    """The pandas table: one row per schedule, the best predicted one marked; a `note`
+    column says why a row was not predicted, when one was not."""
     import pandas as pd
 
-    base = next((p.time_s for p in predictions if p.name == UNSCHEDULED), predictions[0].time_s)
-    best = min(predictions, key=lambda p: p.time_s)
-    return pd.DataFrame({
+    predicted = [p for p in predictions if p.ok]
+    base = next((p.time_s for p in predicted if p.name == UNSCHEDULED),
+                predicted[0].time_s if predicted else float("nan"))
+    best = min(predicted, key=lambda p: p.time_s) if predicted else None
+    df = pd.DataFrame({
         "schedule": [p.name for p in predictions],
         "time_ms": [p.time_s * 1e3 for p in predictions],
         "model_ms": [p.model_s * 1e3 for p in predictions],
-        "speedup": [base / p.time_s for p in predictions],
+        # a program with nothing to run takes 0 s: no speedup to speak of
+        "speedup": [base / p.time_s if p.time_s > 0 else float("nan") for p in predictions],
         "bottleneck": [p.bottleneck for p in predictions],
         "best": ["*" if p is best else "" for p in predictions],
     })
+    if any(p.note for p in predictions):
+        df["note"] = [p.note for p in predictions]
+    return df
 
 
 @click.command()
@@ -142,29 +176,25 @@ def table(predictions: list[Prediction]):
 def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, csv_path,
              json_path, trace_path) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
-    from cost_model.hardware import load_hardware
-    from workbench.loader import load, parse_sets
-
+    for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
+        check_output_file(path, option)
+    size_values = parse_sets(sets)
     cluster = load_hardware(hardware, nodes)
     loaded = load(program_file)
+    check_size_names(loaded.program, size_values)
     extra = None
     if autotune:
-        try:
-            from workbench import autotune as tuner
-        except ModuleNotFoundError:
-            raise WorkbenchError("--autotune must find the autotuner (workbench.autotune), got "
-                                 "no such module; run without --autotune") from None
         found = tuner.search(loaded.program).candidates
         # the search lists the unscheduled program first; predict() already has it
         extra = [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
-    predictions = predict(loaded, cluster, parse_sets(sets), extra, symbolic,
+    predictions = predict(loaded, cluster, size_values, extra, symbolic,
                           reduced=False if full else None, progress=True)
     df = table(predictions)
     click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "
                f"{predictions[0].result.note()}")
     click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if symbolic:
-        for p in predictions:
+        for p in (p for p in predictions if p.ok):
             # 4 significant digits: the constants are fitted, more digits would be noise.
             click.echo(f"\n{p.name}: t(s) = {sympy.N(p.formula, 4)}")
     if csv_path:
@@ -172,5 +202,9 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, csv_
     if json_path:
         Path(json_path).write_text(df.to_json(orient="records", indent=2))
     if trace_path:
-        best = min(predictions, key=lambda p: p.time_s)
+        predicted = [p for p in predictions if p.ok]
+        if not predicted:
+            raise WorkbenchError(f"--trace needs a predicted schedule, got none of "
+                                 f"{len(predictions)} (see the note column)")
+        best = min(predicted, key=lambda p: p.time_s)
         Path(trace_path).write_text(json.dumps(best.result.chrome_trace()))

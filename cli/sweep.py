@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from cli.outputs import check_output_dir, check_output_file
 from cli.results_table import table
 from cli.simulate import predict
 from cost_model.hardware import load_hardware
@@ -49,6 +50,8 @@ def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None
         P = used // groups
         for sizes in size_list:
             for p in predict(loaded, cluster, {**sizes, "P": P}):
+                if not p.ok:  # predict said why on stderr; a row needs a time
+                    continue
                 rows.append({"study": study, "schedule": p.name, "size": size_label(sizes),
                              "gpus": P, "predicted_s": p.time_s,
                              "model_s": p.model_s, "lower_bound_s": p.lower_bound_s,
@@ -191,6 +194,7 @@ def main() -> None:
 def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int | None,
                 out_dir: Path) -> None:
     """Simulate every study's schedules over its sizes; write OUT/predicted.csv."""
+    check_output_dir(out_dir, "--out")
     df = predict_rows(hardware, nodes, list(studies) or None, gpus)
     out_dir.mkdir(parents=True, exist_ok=True)
     df.to_csv(out_dir / "predicted.csv", index=False)
@@ -203,6 +207,7 @@ def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int |
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
 def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
     """Fold compile-and-measure results into OUT/measured.csv."""
+    check_output_dir(out_dir, "--out")
     df = measured_rows(list(csv_paths))
     out_dir.mkdir(parents=True, exist_ok=True)
     df.to_csv(out_dir / "measured.csv", index=False)
@@ -218,6 +223,7 @@ def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
 def steps_cmd(json_paths: tuple[Path, ...], hardware: str, nodes: int,
               out_csv: Path | None) -> None:
     """Per-step measured (compile-and-measure --per-step JSON) against predicted times."""
+    check_output_file(out_csv, "--out")
     df = step_rows(list(json_paths), hardware, nodes)
     if df.empty:
         raise click.UsageError("the results must hold per-step times, got none; measure with "

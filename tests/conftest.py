@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,17 +20,31 @@ STUDY_SPECS = [
 ]
 
 
-def _gpu_available() -> bool:
-    return shutil.which("nvidia-smi") is not None and os.environ.get("WORKBENCH_NO_GPU") != "1"
+@functools.cache
+def gpu_count() -> int:
+    """NVIDIA GPUs on this machine (nvidia-smi -L); 0 without one or with WORKBENCH_NO_GPU=1."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None or os.environ.get("WORKBENCH_NO_GPU") == "1":
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
 
 
 def pytest_collection_modifyitems(config, items):
-    if _gpu_available():
-        return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi not found)")
+    """`@pytest.mark.gpu` needs one GPU, `@pytest.mark.gpu(2)` two: skipped, never failed,
+    on a machine with fewer."""
+    have = gpu_count()
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        marker = item.get_closest_marker("gpu")
+        if marker is None:
+            continue
+        need = int(marker.args[0]) if marker.args else 1
+        if have < need:
+            item.add_marker(pytest.mark.skip(
+                reason=f"needs {need} NVIDIA GPU{'s' * (need > 1)}, this machine has {have}"))
 
 
 def assert_golden(relpath: str, text: str) -> None:

@@ -7,6 +7,8 @@ an optional dict `sizes` gives default values for size symbols (`--set` override
 
 from __future__ import annotations
 
+import ast
+import operator
 import runpy
 import sys
 import traceback
@@ -74,27 +76,85 @@ def load(spec: str) -> ProgramFile:
             if isinstance(item, Schedule) and item.program == program:
                 schedules[item.name] = item
     sizes = namespace.get("sizes", {})
-    if not isinstance(sizes, dict):
-        raise ProgramFileError(f"`sizes` in {path} must be a dict like {{'N': 2**28}}, got "
-                               f"{type(sizes).__name__}")
+    bad = (not isinstance(sizes, dict)) or next(
+        (f"{k!r}: {v!r}" for k, v in sizes.items()
+         if not (isinstance(k, str) and k.isidentifier() and type(v) is int and v > 0)), None)
+    if bad:
+        got = type(sizes).__name__ if not isinstance(sizes, dict) else f"the entry {bad}"
+        raise ProgramFileError(f"`sizes` in {path} must be a dict of size names to positive "
+                               f"ints like {{'N': 2**28}}, got {got}")
     return ProgramFile(path, attr, program, schedules, dict(sizes))
+
+
+# The operators a size expression may use: integer arithmetic only (true division would
+# turn 2**28/3 into a float, so it is not among them).
+_SIZE_OPERATORS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.Mod: operator.mod,
+}
+# 2**4096 is far beyond any tensor; the cap keeps `9**9**9` from hanging the parser.
+_MAX_SIZE_BITS = 4096
+
+
+def parse_size(text: str) -> int:
+    """An integer size expression such as 2**28 or 3*2**20 -> int.
+
+    The text is parsed (Python's own `ast`), never evaluated: integer literals, + - * // % **
+    and parentheses only, so `__import__('os')` or `[4]` are refused with a message, not run.
+    """
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        raise ValueError("not an expression") from None
+    return _size_value(tree.body)
+
+
+def _size_value(node: ast.AST) -> int:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _size_value(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _SIZE_OPERATORS:
+        left, right = _size_value(node.left), _size_value(node.right)
+        if isinstance(node.op, ast.Pow) and (
+                right < 0 or right * max(1, abs(left).bit_length()) > _MAX_SIZE_BITS):
+            raise ValueError("a power too large or negative")
+        if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and right == 0:
+            raise ValueError("a division by zero")
+        return _SIZE_OPERATORS[type(node.op)](left, right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        raise ValueError("/ is true division; use //")
+    raise ValueError(f"{type(node).__name__.lower()} is not integer arithmetic")
 
 
 def parse_sets(items: tuple[str, ...]) -> dict[str, int]:
     """['N=2**28', 'P=4'] -> {'N': 268435456, 'P': 4}; values are integer expressions."""
-    import sympy
-
     out = {}
     for item in items:
         name, sep, text = item.partition("=")
-        if not sep or not name.strip().isidentifier():
-            raise WorkbenchError(f"--set must look like NAME=VALUE, got {item!r}")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise WorkbenchError(f"--set must look like NAME=VALUE, e.g. --set N=2**28, got "
+                                 f"{item!r}")
         try:
-            value = sympy.sympify(text, rational=True)
-        except (sympy.SympifyError, SyntaxError, TypeError):
-            value = None
-        if value is None or not value.is_Integer or value <= 0:
-            raise WorkbenchError(f"--set {name.strip()} must be a positive integer expression "
-                                 f"such as 2**28, got {text!r}")
-        out[name.strip()] = int(value)
+            value = parse_size(text)
+        except ValueError as e:
+            raise WorkbenchError(f"--set {name} must be a positive integer expression such as "
+                                 f"2**28 (integers with + - * // % ** only), got {text!r} "
+                                 f"({e})") from None
+        if value <= 0:
+            raise WorkbenchError(f"--set {name} must be a positive integer, got {text!r} = "
+                                 f"{value}")
+        out[name] = value
     return out
+
+
+def check_size_names(program: ir.Program, names, where: str = "--set") -> None:
+    """Every name given a value must be a size of the program (or P, the group size):
+    a misspelt `--set n=2**20` is an error listing the known sizes, never ignored."""
+    known = {s.name for s in program.symbols()} | {"P"}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise WorkbenchError(f"{where} must name sizes of program {program.name}, got "
+                             f"{', '.join(unknown)}; known: {', '.join(sorted(known))}")

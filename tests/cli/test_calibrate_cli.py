@@ -49,12 +49,8 @@ def test_from_raw_single_gpu_writes_a_loadable_profile(tmp_path):
                                                     rel=1e-3)
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(2)
 def test_calibrate_on_gpus(tmp_path):
-    import torch
-
-    if torch.cuda.device_count() < 2:
-        pytest.skip("needs 2 GPUs")
     out = tmp_path / "profile.json"
     r = _run(["--gpus", "2", "--out", str(out)])
     assert r.exit_code == 0, r.output

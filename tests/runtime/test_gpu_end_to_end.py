@@ -9,18 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import gpu_count
 
 from workbench.errors import RuntimeFault
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _gpus() -> int:
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
-    except OSError:
-        return 0
-    return sum(line.startswith("GPU ") for line in out.splitlines())
 
 
 @pytest.mark.gpu
@@ -29,7 +22,7 @@ def _gpus() -> int:
 def test_every_schedule_checks_on_gpus(spec):
     from runtime.job import run_job
 
-    P = min(2, _gpus())
+    P = min(2, gpu_count())
     # 3 * 2^16 + 8 elements per rank: a vector body and a scalar tail in every kernel.
     n = P * (3 * 2**16 + 8)
     res = run_job([str(ROOT / spec)], P, [{"N": n}], "all", 20, 2, False, 60.0)
@@ -41,12 +34,12 @@ def test_every_schedule_checks_on_gpus(spec):
 
 
 @pytest.mark.gpu
-def test_model_parallel_schedules_check_on_gpus():
+def test_model_parallel_schedules_check_ongpu_count():
     """MatMul through cuBLAS, alone and overlapped chunk by chunk with the fused AllReduce:
     aligned sizes (the vector path) and a hidden size that leaves a scalar tail."""
     from runtime.job import run_job
 
-    P = min(2, _gpus())
+    P = min(2, gpu_count())
     sizes = [{"T": 8 * P * 4, "H": 512}, {"T": 5 * P * 4, "H": 264}]
     res = run_job([str(ROOT / "studies/model_parallel.py")], P, sizes, "all", 20, 2, False,
                   120.0)
@@ -57,12 +50,10 @@ def test_model_parallel_schedules_check_on_gpus():
         assert r["check"] == "ok (normwise)", (r["schedule"], r["sizes"], r["check"])
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(2)
 def test_a_dying_rank_ends_the_run(monkeypatch):
     from runtime.job import run_job
 
-    if _gpus() < 2:
-        pytest.skip("needs 2 GPUs")
     monkeypatch.setenv("WB_TEST_DIE_RANK", "1")
     t0 = time.monotonic()
     with pytest.raises(RuntimeFault, match="rank 1 must exit 0, got exit code 7"):
@@ -74,8 +65,8 @@ def test_a_dying_rank_ends_the_run(monkeypatch):
     assert [p for p in left if int(p) != os.getpid()] == []
 
 
-@pytest.mark.gpu
-def test_pipeline_schedules_check_on_gpus():
+@pytest.mark.gpu(2)
+def test_pipeline_schedules_check_ongpu_count():
     """Two stages: NCCL all_reduce + epilogue + NCCL send/recv (unscheduled), the fused Send
     overlapped with the AllReduce, slices sent through NCCL and gathered, ReduceScatter +
     epilogue + Send in one kernel, and that overlapped with the receiving stage's AllGather;
@@ -83,7 +74,7 @@ def test_pipeline_schedules_check_on_gpus():
     (the vector path) and one that leaves a scalar tail; the baselines run too."""
     from runtime.job import run_job
 
-    gpus = 4 if _gpus() >= 4 else 2
+    gpus = 4 if gpu_count() >= 4 else 2
     P = gpus // 2
     sizes = [{"T": 8 * P * 4, "H": 512}, {"T": 5 * P * 4, "H": 264}]
     res = run_job([str(ROOT / "studies/pipeline.py")], gpus, sizes, "all", 20, 2, True, 120.0)
@@ -99,14 +90,14 @@ def test_pipeline_schedules_check_on_gpus():
     assert len(baselines) == 4 and all(r["median_ms"] > 0 for r in baselines)
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(2)
 def test_pipeline_checks_with_torch_distributed_nccl(monkeypatch):
     """The same schedules with NCCL through torch.distributed (WB_NCCL=torch): stage groups
     from new_group, the unfused Send as isend/irecv."""
     from runtime.job import run_job
 
     monkeypatch.setenv("WB_NCCL", "torch")
-    gpus = 4 if _gpus() >= 4 else 2
+    gpus = 4 if gpu_count() >= 4 else 2
     P = gpus // 2
     res = run_job([str(ROOT / "studies/pipeline.py")], gpus, [{"T": 8 * P * 4, "H": 512}],
                   "all", 20, 2, False, 120.0)
