@@ -37,7 +37,7 @@ class GPU:
     launch_latency_s: float  # gap between back-to-back kernels on one stream
     # Optional split of HBM bandwidth into a read and a write rate: an elementwise kernel that
     # reads R and writes W bytes streams for R / read + W / write seconds. Calibrated from one
-    # kernel streaming k arrays (k = 2..9, 1 GiB; cost_model/calibration.py): on H200 the write
+    # kernel streaming k arrays (k = 2..9, 1 GiB; cost_model/calibration/): on H200 the write
     # share, not the array count, sets its bandwidth (6 in + 1 out 4.08 TB/s, 4 in + 3 out
     # 3.82, 1 in + 1 out 3.69). None (the presets): every byte at hbm_bandwidth_Bps.
     hbm_read_bandwidth_Bps: float | None = None
@@ -46,7 +46,7 @@ class GPU:
     # f16_read, f32_write, f16_write): such a kernel runs 8 elements per lane (codegen's vec =
     # 16 // smallest element), so an f32 array moves 32 bytes per lane in two 16-byte accesses.
     # A class not listed streams at the f32 kernels' rate above. Fitted from mixed f16/f32
-    # stream kernels (cost_model/calibration.py, `fit_hbm_f16_kernels`), a class only where
+    # stream kernels (cost_model/calibration/, `fit_hbm_f16_kernels`), a class only where
     # the data needs it: on 2x H200 f32 writes, at 2.43 TB/s against 3.56 in f32 kernels.
     # Empty (the presets): every kernel at the read/write split. It refines the split, so it
     # needs it.
@@ -134,7 +134,7 @@ class NcclTuning:
     protocols: tuple[Protocol, ...]
     max_channels: int
     min_channel_bytes: float
-    allreduce_bandwidth_factor: float  # AllReduce vs RS/AG bus bandwidth (fitted, see fit.py)
+    allreduce_bandwidth_factor: float  # AllReduce vs RS/AG bus bandwidth (calibration/nccl.py)
     host_overhead_s: float  # per-call host cost (torch.distributed + NCCL enqueue)
     # Extra fixed latency per collective kind (the reduction kernels' set-up); fitted.
     collective_latency_s: tuple[tuple[str, float], ...] = ()
@@ -165,7 +165,7 @@ class Cluster:
     nccl: NcclTuning
     # Fixed cost of a fused collective kernel beyond the launch gap and its barriers' hop
     # latencies (grid start, flag handshakes, the first chunk's pipeline fill). 0 in the presets
-    # (as before); fitted by cost_model/calibration.py from the fused AllReduce at 4 MiB..1 GiB
+    # (as before); fitted by cost_model/calibration/ from the fused AllReduce at 4 MiB..1 GiB
     # (2x H200: 33 us at 4 MiB against 19 us without it).
     fused_fixed_s: float = 0.0
     # NCCL send/recv inside a node (a pipeline's Send between stages): its fixed latency beyond
@@ -230,8 +230,8 @@ class Cluster:
 
 # ---------------------------------------------------------------- NCCL constants
 
-# Fitted by cost_model/fit.py to the measured NCCL AR/RS/AG table on 4x H200
-# (cost_model/data/nccl_h200x4.csv): worst relative error printed by `python -m cost_model.fit`.
+# Fitted by cost_model/calibration/nccl.py to the measured NCCL AR/RS/AG table on 4x H200
+# (data/nccl_h200x4.csv): worst relative error printed by `python -m cost_model.calibration.nccl`.
 # The protocol efficiencies and latencies land in the ranges NCCL's own tuning model uses
 # (src/graph/tuning.cc: LL ~50% of bandwidth, LL128 ~92%, Simple the most; microsecond
 # latencies), but they are fitted values, not NCCL's.

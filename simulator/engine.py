@@ -5,9 +5,10 @@ the out direction while receiving on the in direction, and by the symmetry of co
 GPU does both at once, so one resource stands for the pair), `hbm` (the memory pipeline that
 computation chunks hold) and `sms` (a Container of SMs: a communication kernel holds one SM per
 NCCL channel, a computation kernel takes what is free). Each rank runs its statements in order
-on one stream; an Overlapped region runs its producer and consumer on two streams. Every
-duration comes from cost_model (the simulator has no formulas of its own): NCCL plans give the
-chunk steps, roofline_s gives computation chunks, fused_comm_time the fused kernels' transfers.
+on one stream, each by its op class's rule in RUN_RULES; an Overlapped region runs its producer
+and consumer on two streams. Every duration comes from cost_model (the simulator has no
+formulas of its own): NCCL plans give the chunk steps, work_s the computation chunks,
+fused_link_s the fused kernels' transfers.
 
 Large clusters: every rank of a group does the same work at the same time (data- and
 model-parallel programs are symmetric), so `reduced=True` simulates one representative rank per
@@ -18,7 +19,8 @@ dependencies (rank r's step k waits for rank r-1's step k-1).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 
 import simpy
@@ -30,6 +32,7 @@ from cost_model.ops import (
     CostContext,
     Work,
     collective_cluster,
+    collective_kind,
     elementwise_work,
     fused_latency_s,
     fused_link_s,
@@ -37,6 +40,7 @@ from cost_model.ops import (
     matmul_work,
     norm_combine_s,
     overlap_consumer_sms,
+    reduction_work,
     send_crosses_nodes,
     shares_sms,
     single_rank_copy,
@@ -46,6 +50,7 @@ from cost_model.ops import (
 )
 from workbench import ir
 from workbench.errors import WorkbenchError
+from workbench.types import Group, Sliced
 
 # Ranks above which simulate() reduces by symmetry unless told otherwise.
 FULL_RANK_LIMIT = 16
@@ -274,60 +279,85 @@ class Simulation:
 
     def _run(self, g, r: int, gpu: _Gpu, s: ir.Stmt, key, scale: float = 1.0,
              leave_sms: int = 0, host_paid: bool = False, sm_cap: int | None = None):
+        """Run statement `s` on rank `r` of group `g` by its op class's rule in RUN_RULES,
+        and record it on the GPU's stream."""
         op = s.op
-        name = f"{s.name} = {type(op).__name__}"
+        run = _Run(g, r, gpu, s, key, f"{s.name} = {type(op).__name__}", scale, leave_sms,
+                   host_paid, sm_cap)
+        rule = RUN_RULES.get(type(op))
+        if rule is None:
+            raise WorkbenchError(f"simulator must know op {type(op).__name__}, got no rule in "
+                                 f"RUN_RULES; add one in simulator/engine.py")
         start = self.env.now
-        if isinstance(op, ir.Slice):
-            pass  # a view: no data moves
-        elif isinstance(op, ir.ELEMENTWISE_OPS):
-            yield from self._compute(gpu, elementwise_work(self.ctx, [s]), name, scale,
-                                     leave_sms)
-        elif isinstance(op, ir.MatMul):
-            yield from self._compute(gpu, matmul_work(self.ctx, s), name, scale, leave_sms)
-        elif isinstance(op, (ir.ReduceTensor, ir.Norm)):
-            x = op.x
-            work = Work(self.ctx.local_nbytes(x), 2 * self.ctx.local_numel(x))
-            yield from self._compute(gpu, work, name, scale)
-            if self.ctx.types[x].layout.__class__.__name__ == "Sliced":
-                # Combining the ranks' partial sums: the cost model's price for what the
-                # generated code does (finish kernel, peer barrier), a latency on no resource.
-                yield self.env.timeout(norm_combine_s(self.ctx, g))
-        elif isinstance(op, ir.Send):
-            nbytes = float(self.ctx.local_nbytes(op.x)) * scale
-            crosses = send_crosses_nodes(self.ctx, g)
-            latency_s = coll.p2p_time(0.0, self.cluster, crosses)  # host cost included
-            # the link holds for the bandwidth part of the cost model's p2p time
-            duration = coll.p2p_time(nbytes, self.cluster, crosses) - latency_s
-            if host_paid:  # the host's share was paid on the host timeline
-                latency_s -= self.cluster.nccl.host_overhead_s
-            yield self.env.timeout(latency_s)
-            yield from self._hold(gpu, "link", duration, name)
-        elif isinstance(op, ir.COMMUNICATION_OPS):
-            kind = {ir.AllReduce: "allreduce", ir.ReduceScatter: "reducescatter",
-                    ir.AllGather: "allgather", ir.Broadcast: "broadcast",
-                    ir.Reduce: "reduce"}[type(op)]
-            nbytes = float(self.ctx.full_nbytes(op.x)) * scale
-            yield from self._collective(g, r, gpu, kind, nbytes, name, key, host_paid,
-                                        collective_cluster(self.ctx, s))
-            copy = single_rank_copy(self.ctx, s)
-            if copy is not None:
-                # one rank: NCCL copies the buffer (cost_model.ops.single_rank_copy) with
-                # cudaMemcpyAsync, on the HBM without taking SMs (a copy engine's transfer)
-                yield self.env.timeout(self.cluster.gpu.launch_latency_s)
-                yield from self._hold(gpu, "hbm", work_s(self.cluster, copy.scaled(scale)),
-                                      name)
-        elif isinstance(op, ir.Fused):
-            if op.kind == "compute":
-                yield from self._compute(gpu, elementwise_work(self.ctx, op.body),
-                                         f"{s.name} = FusedCompute", scale)
-            else:
-                yield from self._fused(gpu, s, f"{s.name} = {op}", scale, sm_cap)
-        elif isinstance(op, ir.Overlapped):
-            yield from self._overlapped(g, r, gpu, s, key)
-        else:
-            raise WorkbenchError(f"simulator must know op {type(op).__name__}, got no rule")
+        yield from rule(self, run)
         if self.record:
-            self.rows.append(Row(start, self.env.now, gpu.id, "stream", name))
+            self.rows.append(Row(start, self.env.now, gpu.id, "stream", run.name))
+
+    # ------------------------------------------------------------ rules (RUN_RULES)
+
+    def _run_view(self, run: _Run):
+        """Slice: a view, no data moves."""
+        yield from ()
+
+    def _run_elementwise(self, run: _Run):
+        """Compute, Update: one computation kernel."""
+        yield from self._compute(run.gpu, elementwise_work(self.ctx, [run.s]), run.name,
+                                 run.scale, run.leave_sms)
+
+    def _run_matmul(self, run: _Run):
+        """MatMul: one computation kernel (cuBLAS)."""
+        yield from self._compute(run.gpu, matmul_work(self.ctx, run.s), run.name, run.scale,
+                                 run.leave_sms)
+
+    def _run_reduction(self, run: _Run):
+        """ReduceTensor, Norm: a computation kernel, then over a Sliced input the combine of
+        the ranks' partial sums."""
+        yield from self._compute(run.gpu, reduction_work(self.ctx, run.s), run.name, run.scale)
+        if isinstance(self.ctx.types[run.s.op.x].layout, Sliced):
+            # Combining the ranks' partial sums: the cost model's price for what the
+            # generated code does (finish kernel, peer barrier), a latency on no resource.
+            yield self.env.timeout(norm_combine_s(self.ctx, run.g))
+
+    def _run_send(self, run: _Run):
+        """Send: NCCL's latency, then the link for the bandwidth part of its time."""
+        nbytes = float(self.ctx.local_nbytes(run.s.op.x)) * run.scale
+        crosses = send_crosses_nodes(self.ctx, run.g)
+        latency_s = coll.p2p_time(0.0, self.cluster, crosses)  # host cost included
+        # the link holds for the bandwidth part of the cost model's p2p time
+        duration = coll.p2p_time(nbytes, self.cluster, crosses) - latency_s
+        if run.host_paid:  # the host's share was paid on the host timeline
+            latency_s -= self.cluster.nccl.host_overhead_s
+        yield self.env.timeout(latency_s)
+        yield from self._hold(run.gpu, "link", duration, run.name)
+
+    def _run_collective(self, run: _Run):
+        """AllReduce, ReduceScatter, AllGather, Broadcast, Reduce: an NCCL collective, and
+        over one rank the copy NCCL makes."""
+        s = run.s
+        nbytes = float(self.ctx.full_nbytes(s.op.x)) * run.scale
+        yield from self._collective(run.g, run.r, run.gpu, collective_kind(s.op), nbytes,
+                                    run.name, run.key, run.host_paid,
+                                    collective_cluster(self.ctx, s))
+        copy = single_rank_copy(self.ctx, s)
+        if copy is not None:
+            # one rank: NCCL copies the buffer (cost_model.ops.single_rank_copy) with
+            # cudaMemcpyAsync, on the HBM without taking SMs (a copy engine's transfer)
+            yield self.env.timeout(self.cluster.gpu.launch_latency_s)
+            yield from self._hold(run.gpu, "hbm",
+                                  work_s(self.cluster, copy.scaled(run.scale)), run.name)
+
+    def _run_fused(self, run: _Run):
+        """Fused: one computation kernel (kind "compute"), or a fused collective's pipeline."""
+        s = run.s
+        if s.op.kind == "compute":
+            yield from self._compute(run.gpu, elementwise_work(self.ctx, s.op.body),
+                                     f"{s.name} = FusedCompute", run.scale)
+        else:
+            yield from self._fused(run.gpu, s, f"{s.name} = {s.op}", run.scale, run.sm_cap)
+
+    def _run_overlapped(self, run: _Run):
+        """Overlapped: producer and consumer chunk by chunk on two streams."""
+        yield from self._overlapped(run.g, run.r, run.gpu, run.s, run.key)
 
     def _overlapped(self, g, r, gpu, s: ir.Stmt, key):
         producer, consumer = s.op.body
@@ -342,7 +372,7 @@ class Simulation:
         if cgpu is not gpu:
             lane, leave, cap = None, 0, None
         elif shares_sms(self.cluster, producer, consumer):
-            # A computation and a fused collective time-share the SMs (cost_model.ops.
+            # A computation and a fused collective time-share the SMs (cost_model.ops.rules.
             # _fused_beside_compute_s): one at a time, each producer chunk on every SM, each
             # consumer chunk on its overlapped grid as soon as its data is ready.
             lane = simpy.Resource(env, capacity=1)
@@ -412,11 +442,50 @@ class FusedCopy:
 
     @property
     def parts(self):
-        import dataclasses
-
+        """The fused kernel's parts with only this half's link traffic."""
         if self.rs:
             return dataclasses.replace(self.full, ag_nbytes=0, send_nbytes=0)
         return dataclasses.replace(self.full, rs_nbytes=0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One statement to run on rank `r` of group `g` (GPU `gpu`): its event key and timeline
+    name, the share of its data it runs (`scale`: a chunk of an overlap), the SMs it leaves
+    to a concurrent consumer or may take at most (`sm_cap`), and whether the host paid its
+    issue cost (`host_paid`)."""
+
+    g: Group
+    r: int
+    gpu: _Gpu
+    s: ir.Stmt
+    key: object
+    name: str
+    scale: float = 1.0
+    leave_sms: int = 0
+    host_paid: bool = False
+    sm_cap: int | None = None
+
+
+RUN_RULES: dict[type, Callable[[Simulation, _Run], Generator]] = {
+    ir.Compute: Simulation._run_elementwise,
+    ir.Update: Simulation._run_elementwise,
+    ir.MatMul: Simulation._run_matmul,
+    ir.ReduceTensor: Simulation._run_reduction,
+    ir.Norm: Simulation._run_reduction,
+    ir.Slice: Simulation._run_view,
+    ir.AllReduce: Simulation._run_collective,
+    ir.ReduceScatter: Simulation._run_collective,
+    ir.AllGather: Simulation._run_collective,
+    ir.Broadcast: Simulation._run_collective,
+    ir.Reduce: Simulation._run_collective,
+    ir.Send: Simulation._run_send,
+    ir.Fused: Simulation._run_fused,
+    ir.Overlapped: Simulation._run_overlapped,
+}
+"""How the simulator runs a statement of each op class: a SimPy process holding which
+resources of which GPU (link, hbm, SMs), for durations that all come from cost_model. A new op
+adds one entry here."""
 
 
 def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],

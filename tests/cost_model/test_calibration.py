@@ -3,12 +3,13 @@ profile loads and simulates, and bad raw files fail with pinned messages."""
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
 from cost_model import calibration
+from cost_model.calibration.nccl import fit_nccl, read_table, table_errors
 from cost_model.collectives import collective_time
-from cost_model.fit import fit_nccl, read_table, table_errors
 from cost_model.hardware import Protocol, load_hardware, preset
 from workbench.errors import HardwareError
 
@@ -88,7 +89,7 @@ def test_outlier_is_left_out_of_the_nccl_fit():
 
 
 def test_fit_nccl_reproduces_the_4x_table_within_the_documented_error():
-    table = read_table(calibration.Path(__file__).resolve().parents[2]
+    table = read_table(Path(__file__).resolve().parents[2]
                        / "cost_model" / "data" / "nccl_h200x4.csv")
     fit = fit_nccl(table, 4, preset("h200x4"), popsize=8, maxiter=20)
     assert fit.worst_error <= 0.125  # never worse than the H200_NCCL start (12.4 %)

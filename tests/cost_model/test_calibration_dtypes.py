@@ -422,7 +422,7 @@ def test_profile_f16_kernel_rates_bad_class(tmp_path):
 
 
 def test_fit_nccl_bandwidth_from_the_f32_constants_recovers_f16():
-    from cost_model.fit import bandwidth_bound, fit_nccl_bandwidth, table_errors
+    from cost_model.calibration.nccl import bandwidth_bound, fit_nccl_bandwidth, table_errors
 
     known = _known()
     raw = calibration.synthetic_raw(known, 2, [2**k for k in range(16, 31)], [])
@@ -438,7 +438,7 @@ def test_fit_nccl_bandwidth_from_the_f32_constants_recovers_f16():
 
 
 def test_fit_nccl_bandwidth_needs_bandwidth_bound_points():
-    from cost_model.fit import fit_nccl_bandwidth
+    from cost_model.calibration.nccl import fit_nccl_bandwidth
 
     table = [(2**16, {"allreduce": 50e-6}), (2**17, {"allreduce": 52e-6})]
     with pytest.raises(HardwareError, match=r"a measured NCCL table must hold bandwidth-bound "

@@ -1,17 +1,19 @@
 """Fit the NCCL constants of the collective model to a measured table, and check a fit.
 
-    python -m cost_model.fit            # predicted/measured - 1 of H200_NCCL on the 4x table
-    python -m cost_model.fit --refit    # fit again (differential evolution) and print the same
+    python -m cost_model.calibration.nccl          # H200_NCCL's predicted/measured - 1
+    python -m cost_model.calibration.nccl --refit  # fit again (differential evolution), same
 
 How H200_NCCL (cost_model/hardware.py) was fitted: the model of cost_model/collectives.py with
 free host overhead, per-kind latency (AR, RS; AG = 0), per-protocol (base latency, step latency,
 efficiency) and the AllReduce bandwidth factor, minimising the worst relative error over the 24
-points of data/nccl_h200x4.csv with scipy.optimize.differential_evolution (seed 0, popsize 30).
+points of cost_model/data/nccl_h200x4.csv with scipy.optimize.differential_evolution (seed 0,
+popsize 30).
 Worst error: 12.4% (AllReduce at 256 KiB, 16 MiB; ReduceScatter at 4 MiB, 256 MiB).
 
 `fit_nccl` is that fit as a function of any measured table, group size and base cluster:
-`workbench calibrate` (cost_model/calibration.py) calls it on the f32 table it measured, and
-`fit_nccl_bandwidth` (the bandwidth constants only, from the f32 fit) on the f16 and bf16 ones.
+`workbench calibrate` (cost_model.calibration.profile.fit) calls it on the f32 table it
+measured, and `fit_nccl_bandwidth` (the bandwidth constants only, from the f32 fit) on the f16
+and bf16 ones.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from cost_model.collectives import choose_plan, collective_time
 from cost_model.hardware import Cluster, NcclTuning, Protocol, preset
 from workbench.errors import HardwareError
 
-DATA = Path(__file__).resolve().parent / "data" / "nccl_h200x4.csv"
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_h200x4.csv"
 KINDS = ("allreduce", "reducescatter", "allgather")
 
 # A measured table: one row per buffer size, (nbytes, {kind: measured seconds}).
@@ -107,6 +109,8 @@ def fit_nccl(table: Table, P: int, cluster: Cluster, *, seed: int = 0, popsize: 
     and the small sizes are latency bound while the large ones are bandwidth bound) with
     scipy.optimize.differential_evolution, started from `cluster`'s own constants (so the fit
     is never worse than them on this table)."""
+    # imported here: scipy.optimize takes most of a second to import, and only the NCCL
+    # fits need it (not the CLI's other commands, nor the GPU ranks of `workbench calibrate`)
     from scipy.optimize import differential_evolution
 
     result = differential_evolution(
@@ -198,6 +202,7 @@ def print_errors(table: Table, P: int, cluster: Cluster) -> float:
 
 
 def main() -> None:
+    """`python -m cost_model.calibration.nccl [--refit]`: see the module docstring."""
     cluster = preset("h200x4")
     table = read_table(DATA)
     if "--refit" in sys.argv[1:]:

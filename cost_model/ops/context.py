@@ -1,0 +1,104 @@
+"""What every cost rule reads: the program, cluster and sizes (CostContext), and what it
+returns (OpCost), with the helpers that combine the busy times of several statements."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import sympy
+
+from cost_model.collectives import smax
+from cost_model.hardware import Cluster
+from workbench import ir
+from workbench.types import Group, Sliced, TensorType
+
+RESOURCES = ("link", "hbm")
+
+
+@dataclass(frozen=True)
+class CostContext:
+    """A program, a cluster, the bound sizes, and whether to build symbolic expressions."""
+
+    program: ir.Program
+    cluster: Cluster
+    bound: Mapping[sympy.Symbol, int]
+    symbolic: bool = False
+    types: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.types:
+            self.types.update({v.name: v.type for v in self.program.all_values()})
+
+    def size(self, expr):
+        """A size expression: kept symbolic, or evaluated to a number with the bound sizes."""
+        expr = sympy.sympify(expr)
+        return expr if self.symbolic else float(expr.subs(self.bound))
+
+    def group_size(self, group: Group) -> int:
+        """The bound (numeric) size of a group: decides the links it spans."""
+        return int(sympy.sympify(group.size).subs(self.bound))
+
+    def P(self, group: Group):
+        """A group's size (the ranks a collective spans), symbolic or a number."""
+        return self.size(group.size)
+
+    def local_nbytes(self, name: str):
+        """Bytes of value `name` that one rank holds."""
+        t: TensorType = self.types[name]
+        n = sympy.Mul(*t.local_shape()) if t.shape else sympy.Integer(1)
+        return self.size(n * t.dtype.nbytes)
+
+    def full_nbytes(self, name: str):
+        """Bytes of the whole logical value `name`."""
+        return self.size(self.types[name].nbytes())
+
+    def local_numel(self, name: str):
+        """Elements of value `name` that one rank holds."""
+        t: TensorType = self.types[name]
+        return self.size(sympy.Mul(*t.local_shape()) if t.shape else sympy.Integer(1))
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Predicted time of one statement, the bandwidth-only busy time it needs on each resource
+    (a lower bound: no latency, peak link bandwidth), and its bottleneck."""
+
+    time_s: object
+    busy_s: dict  # resource -> seconds
+    bottleneck: str
+    # The part of time_s spent by the host issuing the op (NCCL's per-call cost). A host that
+    # is ahead of the GPU pays it while earlier kernels run; see program_cost.
+    host_s: object = 0.0
+
+
+def stmt_group(ctx: CostContext, s: ir.Stmt) -> Group:
+    """The group whose ranks run statement `s`: that of its first operand with a shape (a
+    Send's destination stage receives, but the source stage runs it)."""
+    names = s.op.operands()
+    for n in names:
+        t = ctx.types[n]
+        if t.shape or len(names) == 1:
+            return t.group
+    return s.outs[0].type.group
+
+
+def is_sliced(t: TensorType) -> bool:
+    """Whether a value's layout is Sliced (each rank holds 1/P of it)."""
+    return isinstance(t.layout, Sliced)
+
+
+def max_busy(a: dict, b: dict) -> dict:
+    """Busy seconds per resource of two statements that run at the same time on other GPUs."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = smax(out.get(k, 0), v)
+    return out
+
+
+def add_busy(a: dict, b: dict) -> dict:
+    """Busy seconds per resource of two statements that run on the same GPUs."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out

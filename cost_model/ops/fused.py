@@ -1,0 +1,214 @@
+"""Fused kernels: a Fused statement's body split into link traffic and computation
+(`fused_parts`, one rule per body op in FUSED_PART_RULES), priced as the generated code runs
+it: peer loads/stores over NVLink (or the copy engines) overlapped with the computation on the
+1/P slice, inside one kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cost_model import collectives as coll
+from cost_model.collectives import smax, smin
+from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
+from cost_model.ops.compute import Work, elementwise_work, io_work, work_s
+from cost_model.ops.context import CostContext, OpCost, is_sliced
+from workbench import ir
+from workbench.errors import WorkbenchError
+from workbench.types import Group
+
+
+@dataclass(frozen=True)
+class FusedParts:
+    """A fused kernel split into its link traffic and its computation."""
+
+    rs_nbytes: object  # buffer reduce-scattered by peer loads
+    ag_nbytes: object  # buffers all-gathered by peer stores
+    send_nbytes: object  # bytes sent point-to-point
+    work: Work  # HBM traffic and flops of the computation (and of the collective's buffers)
+    group: Group | None
+    scalar_allreduces: tuple = ()  # groups of Norms/ReduceTensors over Sliced inputs
+    engine: str = "sm"  # who moves the bytes (ir.Fused.engine): the kernel, or copy engines
+    chunks: int = 1  # pieces per slice when copy engines move them
+
+
+@dataclass
+class _BodySum:
+    """What the statements of a fused body add up to, one statement at a time (mutable: it
+    lives for one `fused_parts` call, which turns it into a frozen FusedParts)."""
+
+    rs: object = 0  # buffer reduce-scattered by peer loads
+    ag: object = 0  # buffers all-gathered by peer stores
+    send: object = 0  # bytes sent point-to-point
+    group: Group | None = None  # the group of the body's communication
+    elementwise: list = field(default_factory=list)  # statements priced as one kernel
+    produced: set = field(default_factory=set)  # values the kernel holds (not re-read)
+    extra: Work = field(default_factory=lambda: Work(0, 0, write_bytes=0))  # beyond those
+    scalars: list = field(default_factory=list)  # groups of reductions over Sliced inputs
+
+
+def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    op = leaf.op
+    body.group = ctx.types[op.x].group
+    body.rs = body.rs + ctx.full_nbytes(op.x)
+    # peers load my whole input (S bytes from my HBM in total) and I write my slice
+    body.extra = body.extra + io_work(ctx, [op.x], [leaf.out.name])
+    body.produced.add(leaf.out.name)
+
+
+def _all_gather_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    op = leaf.op
+    body.group = ctx.types[op.x].group
+    body.ag = body.ag + ctx.full_nbytes(leaf.out.name)
+    # peers store their slices into my HBM: the whole gathered buffer is written
+    body.extra = body.extra + io_work(ctx, [], [leaf.out.name])
+
+
+def _send_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    op = leaf.op
+    body.group = ctx.types[op.x].group
+    body.send = body.send + ctx.local_nbytes(op.x)
+
+
+def _elementwise_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    body.elementwise.append(leaf)
+
+
+def _view_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    pass  # a view of the input: no data moves
+
+
+def _reduction_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    op = leaf.op
+    # read the input once (unless this kernel produced it) and reduce the partials
+    reads = [] if op.x in body.produced else [op.x]
+    body.extra = body.extra + io_work(ctx, reads, [], 2 * ctx.local_numel(op.x))
+    if is_sliced(ctx.types[op.x]):
+        body.scalars.append(ctx.types[op.x].group)
+
+
+FUSED_PART_RULES: dict[type, Callable[[CostContext, _BodySum, ir.Stmt], None]] = {
+    ir.ReduceScatter: _reduce_scatter_part,
+    ir.AllGather: _all_gather_part,
+    ir.Send: _send_part,
+    ir.Compute: _elementwise_part,
+    ir.Update: _elementwise_part,
+    ir.Slice: _view_part,
+    ir.Norm: _reduction_part,
+    ir.ReduceTensor: _reduction_part,
+}
+"""What each op inside a fused kernel's body adds to the kernel's link traffic and
+computation (`fused_parts`). An op that may be fused adds one entry here; one without an entry
+is refused, naming it."""
+
+
+def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
+    """Split a Fused statement's body into communication and computation."""
+    body = _BodySum()
+    for leaf in s.op.body:
+        rule = FUSED_PART_RULES.get(type(leaf.op))
+        if rule is None:
+            raise WorkbenchError(f"fused {s.op.kind} body must hold collectives and elementwise "
+                                 f"statements only, got {type(leaf.op).__name__}")
+        rule(ctx, body, leaf)
+    rs, ag, send, group = body.rs, body.ag, body.send, body.group
+    work = elementwise_work(ctx, body.elementwise, frozenset(body.produced)) + body.extra
+    engine, chunks = s.op.engine, s.op.chunks
+    if engine == "copy" and group is not None:
+        # Copy engines stage what the SMs would load from peers: pulled pieces are written to
+        # and read back from a local staging buffer, and every peer's copy engine reads this
+        # rank's result slice once more from HBM.
+        share = (ctx.P(group) - 1) / ctx.P(group)
+        work = work + Work(share * (2 * rs + ag), 0, write_bytes=share * rs)
+    return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks)
+
+
+def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
+    """Link time of a fused kernel's communication (peer loads/stores or a P2P send), the
+    kernel holding `sms` SMs (None: all; fewer slow the peer accesses where the cluster has a
+    calibrated block curve, `cost_model.collectives.fused_block_fraction`)."""
+    t = 0
+    blocks = None if sms is None else coll.fused_blocks_on(ctx.cluster, sms)
+    if parts.engine == "copy" and parts.group is not None:
+        return coll.copy_engine_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
+                                          ctx.cluster, ctx.group_size(parts.group))
+    if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
+        t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
+                                 ctx.cluster, ctx.group_size(parts.group), blocks)
+    if parts.send_nbytes:
+        t = t + parts.send_nbytes / fused_send_Bps(ctx, parts, blocks)
+    return t
+
+
+def fused_send_Bps(ctx: CostContext, parts: FusedParts, blocks: float | None = None) -> float:
+    """Bandwidth of a fused Send: inside a node the kernel stores into the next stage's
+    buffer over NVLink, at the rate measured for peer stores (scaled by the block curve when
+    it runs `blocks` blocks; None: its full grid); across nodes it goes out through the NIC,
+    like NCCL's Simple protocol. (It was priced as an NCCL send, at NVLink x Simple
+    efficiency: 291 GB/s on the calibrated 2x H200 against 326 GB/s measured for the fused
+    Send of the pipeline step.)"""
+    if send_crosses_nodes(ctx, parts.group):
+        return ctx.cluster.nic.bandwidth_Bps * ctx.cluster.nccl.protocols[-1].efficiency
+    return coll.fused_link_bandwidths(ctx.cluster, 1, blocks)[1]  # a pair inside a node
+
+
+def fused_link_lower_s(ctx: CostContext, parts: FusedParts):
+    """Bandwidth-only link busy time at peak link bandwidth (a lower bound)."""
+    t = 0
+    if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
+        P = ctx.P(parts.group)
+        t = (P - 1) * (parts.rs_nbytes + parts.ag_nbytes) / P / peak_link_Bps(ctx, parts.group)
+    if parts.send_nbytes:
+        t = t + parts.send_nbytes / send_link(ctx, parts.group).bandwidth_Bps
+    return t
+
+
+def fused_latency_s(ctx: CostContext, s: ir.Stmt, parts: FusedParts):  # noqa: ARG001
+    """Fixed cost of a fused kernel: launch, barriers, and the all-reduces of scalar partials
+    (a norm over slices needs one before the values that use it)."""
+    scalars = sum((norm_combine_s(ctx, g) for g in parts.scalar_allreduces), 0)
+    return scalars + _fused_fixed_s(ctx, parts)
+
+
+def _fused_fixed_s(ctx: CostContext, parts: FusedParts):
+    """A fused kernel's fixed cost beyond its norms' combines: launches, barriers."""
+    if parts.group is None:
+        return ctx.cluster.gpu.launch_latency_s
+    # A one-rank group's collective parts touch no peer: the kernel pays no cross-GPU barrier
+    # (the calibrated fused_fixed_s is that of 2 GPUs'). Measured on 2x H200 (GPU run 12,
+    # pipeline with one GPU per stage), fuse-rs-c-send-ag's fixed cost is a fused Send's.
+    peers = (parts.rs_nbytes or parts.ag_nbytes) and ctx.group_size(parts.group) > 1
+    launch = ctx.cluster.gpu.launch_latency_s
+    if parts.engine == "copy":
+        # a kernel per piece; with peers, a one-block barrier kernel before the pulls (the
+        # peers' inputs are complete) and one after the pushes (every push into this rank
+        # has landed), each a flag round trip over the link
+        if not peers:
+            return parts.chunks * launch
+        hop = coll.group_path(ctx.cluster, ctx.group_size(parts.group)).hop_latency_s
+        return (parts.chunks + 2) * launch + 4 * hop
+    if not peers:
+        if not parts.send_nbytes:
+            return launch
+        return launch + send_link(ctx, parts.group).latency_s
+    return coll.fused_latency_s(ctx.cluster, ctx.group_size(parts.group))
+
+
+def fused_cost(ctx: CostContext, s: ir.Stmt, sms: float | None = None) -> OpCost:
+    """The cost of a fused collective or Send kernel (ir.Fused of a kind other than
+    "compute") holding `sms` SMs (None: all)."""
+    parts = fused_parts(ctx, s)
+    comp = work_s(ctx.cluster, parts.work)
+    link = fused_link_s(ctx, parts, sms)
+    # The kernel pipelines chunks: communication of one chunk overlaps computation of another.
+    t = fused_latency_s(ctx, s, parts) + smax(link, comp)
+    if parts.engine == "copy":
+        # Pieces of 1/chunks of the slice, pulls and pushes sharing the link. Link-bound, the
+        # last piece's computation hides behind about one piece of pushes (half the link's
+        # bytes are pushes) and adds what exceeds it; computation-bound, the first piece's
+        # pull and the last one's push (one piece of link time) add up.
+        t = t + smin(link, smax(0, comp - link / 2)) / parts.chunks
+    bottleneck = "link" if (ctx.symbolic or float(link) >= float(comp)) else "hbm"
+    if parts.group is None:
+        bottleneck = "hbm"
+    return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp}, bottleneck)
