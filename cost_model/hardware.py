@@ -417,6 +417,10 @@ def load_profile(path: Path) -> Cluster:
     if not isinstance(data, dict):
         raise HardwareError(f"hardware profile {path} must hold a mapping of fields, got "
                             f"{type(data).__name__}")
+    if not data:
+        raise HardwareError(f"hardware profile {path} must set at least one field (e.g. "
+                            f'{{"base": "h100x8"}}), got an empty mapping; to use a preset, pass '
+                            f"its name: --hardware {', '.join(PRESETS)}")
     data = dict(data)
     base = data.pop("base", "h200x4")
     cluster = preset(str(base))

@@ -115,6 +115,14 @@ def test_out_folders_that_are_files(capsys, tmp_path):
                               "a folder\n")
 
 
+@pytest.mark.parametrize("text", ["{}", "", "null"])
+def test_a_profile_that_sets_nothing_is_an_error(capsys, tmp_path, text):
+    path = tmp_path / "empty.json"
+    path.write_text(text)
+    code, _, err = run_cli(capsys, "simulate", SGD, "--hardware", path)
+    assert code == 2 and err.startswith(f"error: hardware profile {path} must ")
+
+
 def test_debug_after_the_subcommand_shows_the_traceback(capsys):
     with pytest.raises(Exception, match="--set must name sizes of program sgd"):
         main(["simulate", SGD, "--set", "n=4", "--debug"])
