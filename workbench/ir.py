@@ -872,6 +872,48 @@ class Program:
                        self.facts, self.input_ranges)
 
     def __str__(self) -> str:
-        from workbench.printer import format_program
-
         return format_program(self)
+
+
+# ---------------------------------------------------------------- printed form
+# The stable printed form of a program (what `workbench show` prints and golden tests pin):
+#
+#     program sgd(N, P) where N % P == 0
+#       in  g: f32[N] Local
+#       g1 = AllReduce(Sum, g)                       : f32[N] Replicated
+#       out w1
+#
+# It lives beside Program, whose __str__ it is, so the IR has no import circle.
+
+_TYPE_COLUMN = 48
+
+
+def _format_stmt(stmt: Stmt, indent: str) -> list[str]:
+    if isinstance(stmt.op, (Fused, Overlapped)):
+        lines = [f"{indent}{', '.join(v.name for v in stmt.outs)} = {stmt.op} {{"]
+        for inner in stmt.op.body:
+            lines += _format_stmt(inner, indent + "  ")
+        return lines + [f"{indent}}}"]
+    head = f"{indent}{stmt.out.name} = {stmt.op}"
+    return [f"{head.ljust(_TYPE_COLUMN)} : {stmt.out.type}"]
+
+
+def format_program(program: Program, mark: str | None = None) -> str:
+    """Print a program; `mark` names a value whose statement gets a '>>' marker (errors)."""
+    symbols = ", ".join(s.name for s in program.symbols())
+    facts = ", ".join(f"{s} % {m} == 0" for s, m in program.facts)
+    lines = [f"program {program.name}({symbols})" + (f" where {facts}" if facts else "")]
+    groups = program.groups()
+    if len(groups) > 1:
+        lines += [f"  group {g}" for g in groups]
+    ranges = {name: (lo, hi) for name, lo, hi in program.input_ranges}
+    lines += [f"  in  {v.name}: {v.type}"
+              + (f" in [{ranges[v.name][0]:g}, {ranges[v.name][1]:g}]" if v.name in ranges else "")
+              for v in program.inputs]
+    for stmt in program.stmts:
+        text = _format_stmt(stmt, "  ")
+        if mark is not None and any(v.name == mark for v in stmt.outs):
+            text = [">> " + line[2:] for line in text]
+        lines += text
+    lines.append("  out " + ", ".join(v.name for v in program.outputs))
+    return "\n".join(lines)

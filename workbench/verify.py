@@ -20,9 +20,9 @@ from workbench.ir import (
     Send,
     Stmt,
     Update,
+    format_program,
     proven_divisible,
 )
-from workbench.printer import format_program
 from workbench.types import Sliced, TensorType
 
 _ELEMENTWISE = (Compute, Update)
