@@ -31,7 +31,7 @@ MPI_LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 NCCL_CHOICES = ("auto", "nccl4py", "torch")
 NCCL_OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
 UNIQUE_ID_BYTES = 128  # sizeof(ncclUniqueId)
-# The workbench's reduction names (codegen.lower.NcclStep.reduce) -> nccl.core's constants.
+# The workbench's reduction names (codegen.plan.NcclStep.reduce) -> nccl.core's constants.
 NCCL_REDUCE = {"add": "SUM", "max": "MAX", "min": "MIN", "mul": "PROD"}
 
 

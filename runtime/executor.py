@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.lower import (
+from codegen.plan import (
     MAX_BLOCKS,
     PEER,
     ChunkedStep,
@@ -158,7 +158,7 @@ class Gpu:
     def collective(self, op: str, reduce: str, src: int, dst: int, count: int, dtype: str,
                    root: int = 0, stream: int = 0) -> None:
         """Enqueue one NCCL collective on raw device addresses: op is all_reduce,
-        reduce_scatter, all_gather or broadcast (codegen.lower.NcclStep); count is elements
+        reduce_scatter, all_gather or broadcast (codegen.plan.NcclStep); count is elements
         per rank (the send count of all_gather, the receive count of reduce_scatter); stream
         is a CUstream handle (0: the legacy default stream). Through nccl4py where it
         imports, else torch.distributed."""
@@ -307,7 +307,7 @@ class PlanRun:
         self.stage, self.local = divmod(gpu.rank, plan.P)
         self.bound = interpreter.bind_sizes(plan.program, sizes)
         self.subs = dict(self.bound)
-        from codegen.lower import RANK
+        from codegen.plan import RANK
 
         self.subs[RANK] = self.local
         drv = gpu.drv
@@ -667,7 +667,7 @@ def step_label(step) -> str:
 def nccl_chunk(op: str, src: int, dst: int, count: int, dtype: str, i: int, chunks: int,
                P: int) -> tuple[int, int, int]:
     """Source and destination addresses and count of chunk i of an NCCL op on `count`
-    elements per rank (codegen.lower.NcclStep): the chunk's rows of every tensor, whose parts
+    elements per rank (codegen.plan.NcclStep): the chunk's rows of every tensor, whose parts
     are P times longer on the side that holds every rank's part (the source of
     reduce_scatter, the destination of all_gather)."""
     part = count // chunks

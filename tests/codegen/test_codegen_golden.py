@@ -4,15 +4,8 @@ import pytest
 from codegen_cases import CASES, case_mode, case_program
 from conftest import assert_golden
 
-from codegen.lower import (
-    ChunkedStep,
-    CopyEngineStep,
-    GemmStep,
-    NcclStep,
-    OverlapStep,
-    SendStep,
-    lower,
-)
+from codegen.lower import lower
+from codegen.plan import ChunkedStep, CopyEngineStep, GemmStep, NcclStep, OverlapStep, SendStep
 from codegen.render import render
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import sympy
 
-from codegen.lower import RANK, CopyEngineStep, lower
+from codegen.lower import lower
+from codegen.plan import RANK, CopyEngineStep
 from cost_model.hardware import preset
 from cost_model.ops import CostContext, fused_link_s, fused_parts, stmt_cost
 from simulator import simulate

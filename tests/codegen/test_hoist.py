@@ -1,7 +1,8 @@
 """Loop-invariant parts of elementwise expressions are computed once per thread: GPU run 14
 timed Adam's w1 update, whose 1 - beta ** step was a double-precision pow per element."""
 
-from codegen.lower import KernelStep, lower
+from codegen.lower import lower
+from codegen.plan import KernelStep
 from codegen.render import render
 from workbench.loader import load
 

@@ -5,7 +5,8 @@ needed. CPU only: the plans and rendered text, not their execution."""
 import sympy
 from codegen_cases import case_program
 
-from codegen.lower import RANK, KernelStep, NcclStep, lower
+from codegen.lower import lower
+from codegen.plan import RANK, KernelStep, NcclStep
 from codegen.render import render
 
 

@@ -6,7 +6,8 @@ import re
 import pytest
 from codegen_cases import ROOT
 
-from codegen.lower import GemmStep, KernelStep, NcclStep, OverlapStep, check_overlap_rows, lower
+from codegen.lower import lower
+from codegen.plan import GemmStep, KernelStep, NcclStep, OverlapStep, check_overlap_rows
 from workbench import autotune
 from workbench.errors import RuntimeFault
 from workbench.loader import load

@@ -7,14 +7,14 @@ import re
 import pytest
 from codegen_cases import ROOT
 
-from codegen.lower import (
+from codegen.lower import lower
+from codegen.plan import (
     ChunkedStep,
     KernelStep,
     NcclStep,
     OverlapStep,
     SendStep,
     check_chunk_rows,
-    lower,
     stage_order,
 )
 from workbench.errors import RuntimeFault

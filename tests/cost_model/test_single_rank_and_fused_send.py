@@ -70,7 +70,8 @@ def test_a_one_rank_allreduce_costs_a_copy_only_when_it_cannot_run_in_place():
 
 
 def test_the_model_and_the_generated_code_agree_on_which_allreduce_runs_in_place():
-    from codegen.lower import NcclStep, lower
+    from codegen.lower import lower
+    from codegen.plan import NcclStep
 
     for path in ("studies/pipeline.py", "studies/adam.py", "studies/sgd.py"):
         for name, program in _schedules(path).items():

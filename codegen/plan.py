@@ -1,0 +1,267 @@
+"""What lowering produces: a Plan of device buffers (BufferSpec), where each value lives (Loc), and
+the steps that compute it (generated kernels, NCCL and cuBLAS calls, overlaps, copy-engine
+pieces, Sends), in the order the runtime runs them; plus the index symbols of kernels.
+
+The storage rules and the pipeline numbering are in codegen/lower.py's docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from codegen.spec import KernelSpec
+from workbench import ir
+from workbench.errors import RuntimeFault
+
+RANK = sympy.Symbol("rank", integer=True, nonnegative=True)
+
+
+ELEM = sympy.Symbol("e", integer=True, nonnegative=True)
+
+
+# Chunk index of an overlapped consumer kernel (a kernel parameter, one launch per chunk).
+CHUNK = sympy.Symbol("chunk", integer=True, nonnegative=True)
+
+
+# The other rank of a copy-engine copy (PeerCopy offsets).
+PEER = sympy.Symbol("peer", integer=True, nonnegative=True)
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A device buffer on every rank of group `group`: `numel` elements of `dtype` (sympy,
+    sizes unbound); `peer` buffers are mapped into other ranks (CUDA IPC): the ranks of the
+    same group for fused collectives, the same local rank of the next or previous stage for a
+    fused Send."""
+
+    name: str
+    dtype: str
+    numel: sympy.Expr
+    peer: bool = False
+    holds_input: str = ""
+    group: int = 0  # the stage whose ranks hold it (pipelines)
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where a value lives on a rank: `numel` elements at `offset` of `buffer`. `whole_offset`
+    is set when the value is this rank's slice of a whole tensor held in the same buffer."""
+
+    buffer: str
+    offset: sympy.Expr
+    numel: sympy.Expr
+    whole_offset: sympy.Expr | None = None
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """Launch one generated kernel; `flags` names its barrier-flag buffer (collectives)."""
+
+    spec: KernelSpec
+    stmts: tuple[str, ...]
+    flags: str = ""
+    extent: sympy.Expr = sympy.Integer(0)  # elements per rank (sizes unbound)
+
+
+@dataclass(frozen=True)
+class NcclStep:
+    """One NCCL collective on buffers: count is elements per rank (send count for all_gather,
+    receive count for reduce_scatter)."""
+
+    op: str
+    reduce: str
+    src: Loc
+    dst: Loc
+    count: sympy.Expr
+    dtype: str
+    stmt: str
+    root: int = 0
+
+
+@dataclass(frozen=True)
+class GemmStep:
+    """c = a @ b on this rank's local blocks, row-major: a is m x k, b is k x n, c is m x n
+    (cuBLAS through a maintained library; the runtime picks it). All sizes unbound."""
+
+    a: Loc
+    b: Loc
+    c: Loc
+    m: sympy.Expr
+    k: sympy.Expr
+    n: sympy.Expr
+    dtype: str
+    stmt: str
+
+
+@dataclass(frozen=True)
+class SendStep:
+    """An unfused Send through NCCL point-to-point: rank r of stage `src_group` sends `count`
+    elements at `src` to rank r of stage `dst_group`, which receives them at `dst`."""
+
+    src: Loc
+    dst: Loc
+    count: sympy.Expr
+    dtype: str
+    stmt: str
+    src_group: int
+    dst_group: int
+
+
+@dataclass(frozen=True)
+class OverlapStep:
+    """CoCoNet's overlap: the producer and the consumer run as `chunks` pieces along the rows
+    of the producer's output, on two streams: consumer chunk i waits for producer chunk i
+    only, so chunk i's communication runs beside chunk i+1's computation.
+
+    The producer is a GemmStep (a MatMul, chunked by rows) or an NcclStep (one NCCL call per
+    chunk of count / chunks). The consumer is a fused collective or fused Send KernelStep whose
+    spec takes a `chunk` parameter (launched once per chunk), or an NcclStep."""
+
+    chunks: int
+    producer: GemmStep | NcclStep
+    consumer: KernelStep | NcclStep
+    stmt: str
+    rows: sympy.Expr = sympy.Integer(0)  # NCCL producer: rows of the chunked tensor
+    per: int = 1  # ... which must divide into this many equal parts (check_chunk_rows)
+
+
+@dataclass(frozen=True)
+class PeerCopy:
+    """Copy-engine copies between this rank and every other rank k of its stage, of `numel`
+    elements of `dtype`, cut into the pieces of a CopyEngineStep. A pull copies rank k's
+    `src` region into this rank's `dst` region; a push copies this rank's `src` region into
+    rank k's `dst` region. Offsets are element offsets, expressions of RANK (this rank) and
+    PEER (rank k), with sizes unbound."""
+
+    src: str
+    src_offset: sympy.Expr
+    dst: str
+    dst_offset: sympy.Expr
+    numel: sympy.Expr
+    dtype: str
+    pull: bool
+
+
+@dataclass(frozen=True)
+class CopyEngineStep:
+    """A fused collective whose bytes copy engines move (ir.Fused.engine == "copy"): a
+    barrier kernel (every rank's inputs are complete), then piece by piece on three streams
+    the pulls of piece i, the kernel on window i of this rank's slice once they are done, the
+    pushes of its results once it is done; then a barrier kernel after every push (every
+    peer's pushes into this rank have landed). The SMs move no data over NVLink."""
+
+    start: KernelStep
+    kernel: KernelStep
+    end: KernelStep
+    copies: tuple[PeerCopy, ...]
+    chunks: int
+    stmts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ChunkedStep:
+    """`steps` run chunk by chunk on one stream: chunk 0 of each step in order, then chunk 1,
+    and so on. Kernel steps take the chunk as their `chunk` parameter; an NcclStep runs on its
+    count / chunks part of chunk i. A pipeline's stages overlap this way: stage 0 sends chunk
+    i+1 while stage 1 gathers chunk i (each waits only for its own chunk's flag)."""
+
+    chunks: int
+    steps: tuple
+    stmt: str
+    rows: sympy.Expr = sympy.Integer(0)  # rows of the chunked tensor (sizes unbound) ...
+    per: int = 1  # ... which must divide into this many equal parts (check_chunk_rows)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A program lowered for groups of P ranks: buffers, value locations, and steps in order.
+
+    `groups` names the stages in order (one name for a program of one group); step k runs on
+    the ranks of the groups in `step_groups[k]` (a Send on both of its stages)."""
+
+    program: ir.Program
+    P: int
+    buffers: tuple[BufferSpec, ...]
+    locs: dict = field(hash=False, compare=False)
+    steps: tuple = ()
+    groups: tuple[str, ...] = ("world",)
+    step_groups: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def world(self) -> int:
+        """Ranks of the whole program: P per stage."""
+        return self.P * len(self.groups)
+
+    def steps_of(self, group: int) -> tuple:
+        """The steps that the ranks of stage `group` run, in order."""
+        groups = self.step_groups or ((0,),) * len(self.steps)
+        return tuple(s for s, g in zip(self.steps, groups) if group in g)
+
+    def kernels(self) -> tuple[KernelSpec, ...]:
+        flat = []
+        for s in self.steps:
+            if isinstance(s, OverlapStep):
+                flat.append(s.consumer)
+            elif isinstance(s, CopyEngineStep):
+                flat += [s.start, s.kernel]
+            elif isinstance(s, ChunkedStep):
+                flat += s.steps
+            else:
+                flat.append(s)
+        return tuple(s.spec for s in flat if isinstance(s, KernelStep))
+
+
+def stage_order(program: ir.Program) -> tuple:
+    """The program's groups in pipeline order: every Send goes from a stage to the next one.
+    A program of one group gives that group."""
+    groups = list(program.groups())
+    types = {v.name: v.type for v in program.all_values()}
+    nxt = {}
+    for leaf in program.leaves():
+        for v in leaf.outs:
+            types[v.name] = v.type
+        if isinstance(leaf.op, ir.Send):
+            nxt[types[leaf.op.x].group] = leaf.op.dst
+    firsts = [g for g in groups if g not in nxt.values()]
+    if len(groups) > 1 and len(firsts) != 1:
+        raise fault(f"a pipeline's stages must form one chain of Sends, got groups "
+                     f"{', '.join(g.name for g in groups)} with Sends "
+                     f"{', '.join(f'{a.name}->{b.name}' for a, b in nxt.items()) or 'none'}; "
+                     "Send each stage's result to the next one")
+    order = [firsts[0]] if firsts else groups[:1]
+    while order[-1] in nxt and nxt[order[-1]] not in order:
+        order.append(nxt[order[-1]])
+    if len(order) != len(groups):
+        raise fault(f"a pipeline's stages must form one chain of Sends, got the chain "
+                     f"{' -> '.join(g.name for g in order)} missing "
+                     f"{', '.join(g.name for g in groups if g not in order)}")
+    return tuple(order)
+
+
+# Max blocks of a fused collective: its flag buffer holds [2][MAX_BLOCKS][P] u32.
+MAX_BLOCKS = 1024
+
+
+def fault(what: str) -> RuntimeFault:
+    return RuntimeFault(what)
+
+
+def check_overlap_rows(step: OverlapStep, rows: int, P: int) -> None:
+    """Raise unless `rows` (the MatMul's output rows, sizes bound) split into the step's
+    chunks, and each chunk evenly over the P ranks when a fused collective consumes it."""
+    per = step.chunks * (P if isinstance(step.consumer, KernelStep) else 1)
+    check_chunk_rows(step.stmt, rows, per, step.chunks, rows_are="the MatMul's {} output rows",
+                     action="overlap in")
+
+
+def check_chunk_rows(stmt: str, rows: int, per: int, chunks: int,
+                     rows_are: str = "the {} rows", action: str = "run in") -> None:
+    """Raise unless `rows` (sizes bound) split into `per` equal parts: `chunks` per tensor,
+    times P when each chunk is split again over the ranks of a stage."""
+    if rows % per:
+        raise fault(f"statement {stmt}: {rows_are.format(rows)} must be a multiple of "
+                     f"{'chunks x ranks = ' if per != chunks else 'chunks = '}{per} to "
+                     f"{action} {chunks} chunks; pick sizes that divide, or fewer chunks")
+

@@ -1,0 +1,175 @@
+"""The planner's state while lowering one program: value types, uses, where each value lives,
+the buffers allocated so far, and the helpers every lowering kind shares (C types, the
+result location of a statement, chunk rows).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import numpy as np
+import sympy
+
+from codegen.plan import RANK, BufferSpec, Loc, fault, stage_order
+from workbench import ir
+from workbench.types import LocalLayout, ReplicatedLayout, Sliced, TensorType
+
+C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
+
+
+# Element types of buffers no program value has: f64 partial sums of squares, u32 flags.
+BUF_C_TYPES = {**C_TYPES, "f64": "double", "u32": "uint32_t"}
+
+
+REDUCE_NAMES = {ir.ReduceOp.Sum: "add", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min",
+           ir.ReduceOp.Prod: "mul"}
+
+
+def c_ident(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def numel_of(shape) -> sympy.Expr:
+    return sympy.Mul(*shape) if shape else sympy.Integer(1)
+
+
+def c_type_of(t: TensorType) -> str:
+    if t.dtype.name not in C_TYPES:
+        raise fault(f"codegen element type must be one of {sorted(C_TYPES)}, got {t.dtype}")
+    return C_TYPES[t.dtype.name]
+
+
+def is_costly(e: ir.Expr) -> bool:
+    """Whether computing `e` takes more than a register or a literal: worth hoisting."""
+    return any(isinstance(x, (ir.Unary, ir.Binary)) for x in ir.expr_nodes(e))
+
+
+def float_literal(x: float) -> str:
+    # The decimal repr of the f32 value: the compiler's rounding then gives exactly that f32,
+    # which is what the interpreter's np.float32(v) holds.
+    return repr(float(np.float32(x))) + "f"
+
+
+class Planner:
+    def __init__(self, program: ir.Program, P: int):
+        self.program = program
+        self.P = P
+        self.psub = {g.size: P for g in program.groups()}
+        self.stages = stage_order(program)
+        self.stage_of = {g: i for i, g in enumerate(self.stages)}
+        self.group = 0  # stage of the statement being lowered (its extra buffers live there)
+        self.types: dict[str, TensorType] = {v.name: v.type for v in program.all_values()}
+        for s in program.leaves():
+            for v in s.outs:
+                self.types[v.name] = v.type
+        self.buffers: dict[str, BufferSpec] = {}
+        self.locs: dict[str, Loc] = {}
+        self.kernel_of: dict[str, int] = {}
+        self.uses: dict[str, set[int]] = {}
+        # Values a fused region computes in one launch and reads in a later one (a norm sits
+        # between them): they need memory although one statement computes and uses them.
+        self.spill: set[str] = set()
+        self._use_order: dict[str, list[int]] = {}
+
+    def sub(self, expr) -> sympy.Expr:
+        return sympy.sympify(expr).subs(self.psub)
+
+    def local_numel(self, name: str) -> sympy.Expr:
+        return self.sub(numel_of(self.types[name].local_shape()))
+
+    def new_buffer(self, name: str, numel, holds_input: str = "") -> Loc:
+        bname = c_ident(name)
+        while bname in self.buffers:
+            bname += "_"
+        t = self.types[name]
+        self.buffers[bname] = BufferSpec(bname, t.dtype.name, self.sub(numel),
+                                         holds_input=holds_input, group=self.stage_of[t.group])
+        return Loc(bname, sympy.Integer(0), self.sub(numel))
+
+    def add_buffer(self, name: str, dtype: str, numel, peer: bool = False,
+                   group: int | None = None) -> None:
+        """A buffer no program value has (flags, partial sums, staging), in the stage of the
+        statement being lowered unless `group` says another."""
+        self.buffers[name] = BufferSpec(name, dtype, self.sub(numel), peer=peer,
+                                        group=self.group if group is None else group)
+
+    def mark_peer(self, buffer: str) -> None:
+        self.buffers[buffer] = replace(self.buffers[buffer], peer=True)
+
+    def stage(self, stmt: ir.Stmt) -> int:
+        """The stage a statement runs in: that of the values its first leaf reads (a Send
+        reads in its source stage), or of its first value when it reads none."""
+        leaf = next(stmt.leaves())
+        names = [n for n in leaf.op.operands() if n in self.types] or [leaf.outs[0].name]
+        return self.stage_of[self.types[names[0]].group]
+
+    def analyse_uses(self) -> None:
+        for k, stmt in enumerate(self.program.stmts):
+            for leaf in stmt.leaves():
+                for v in leaf.outs:
+                    self.kernel_of[v.name] = k
+        order = 0
+        for k, stmt in enumerate(self.program.stmts):
+            for leaf in stmt.leaves():
+                for name in leaf.op.operands():
+                    self.uses.setdefault(name, set()).add(k)
+                    self._use_order.setdefault(name, []).append(order)
+                order += 1
+
+    def needs_memory(self, name: str) -> bool:
+        if name in self.spill or any(v.name == name for v in self.program.outputs):
+            return True
+        k = self.kernel_of.get(name)
+        return any(u != k for u in self.uses.get(name, ()))
+
+    def last_use(self, name: str, leaf_index: int) -> bool:
+        """No statement after leaf `leaf_index` reads `name`, and it is no program output."""
+        later = [o for o in self._use_order.get(name, []) if o > leaf_index]
+        return not later and not any(v.name == name for v in self.program.outputs)
+
+    def check_inplace(self, target: str, leaf_index: int, what: str) -> None:
+        later = [o for o in self._use_order.get(target, []) if o > leaf_index]
+        if later or any(v.name == target for v in self.program.outputs):
+            raise fault(f"{what}: an in-place Update must be the last use of its target "
+                         f"'{target}', got later uses; Compute a new value instead")
+
+
+def result_loc(pl: Planner, leaf: ir.Stmt, index: int, what: str) -> Loc | None:
+    """Location of a leaf's value (None: registers only)."""
+    out = leaf.out
+    op = leaf.op
+    if isinstance(op, ir.Update):
+        pl.check_inplace(op.target, index, what)
+        tl = pl.locs.get(op.target)
+        if tl is None:
+            raise fault(f"{what}: the target of an Update must live in memory, got "
+                         f"'{op.target}' in registers")
+        tt, rt = pl.types[op.target], out.type
+        if tt.layout == rt.layout:
+            return tl
+        if (isinstance(rt.layout, Sliced) and rt.layout.dim == 0
+                and isinstance(tt.layout, (ReplicatedLayout, LocalLayout))):
+            s = pl.local_numel(out.name)
+            return Loc(tl.buffer, tl.offset + RANK * s, s, whole_offset=tl.offset)
+        raise fault(f"{what}: an Update from {tt.layout} to {rt.layout} must slice dim 0, "
+                     f"got {rt.layout}")
+    if isinstance(op, ir.AllGather):
+        src = pl.locs.get(op.x)
+        if src is not None and src.whole_offset is not None:
+            return Loc(src.buffer, src.whole_offset, pl.local_numel(out.name))
+        return pl.new_buffer(out.name, pl.local_numel(out.name))
+    if pl.needs_memory(out.name):
+        return pl.new_buffer(out.name, pl.local_numel(out.name))
+    return None
+
+
+def chunk_rows(pl: Planner, t: TensorType, chunks: int) -> tuple[sympy.Expr, int]:
+    """Rows of a chunked kernel's whole tensor and the parts they must divide into."""
+    return pl.sub(t.shape[0]), chunks * (pl.P if sliced_dim0(t) else 1)
+
+
+def sliced_dim0(t: TensorType) -> bool:
+    """Whether a value is sliced along dim 0 (the layout chunked kernels split further)."""
+    return isinstance(t.layout, Sliced) and t.layout.dim == 0
+
