@@ -27,7 +27,7 @@ from typing import ClassVar
 
 from workbench import ir
 from workbench.errors import IllegalTransform, WorkbenchError
-from workbench.types import LocalLayout, ReplicatedLayout, Sliced
+from workbench.types import LocalLayout, Replicated, ReplicatedLayout, Sliced
 from workbench.verify import fused_kind_of, verify
 
 # ---------------------------------------------------------------- shared helpers
@@ -247,7 +247,7 @@ class Reorder(Transform):
 
     @staticmethod
     def _gather(program, gname, src):
-        t = program.value(src).type.with_(layout=ir.Replicated)
+        t = program.value(src).type.with_(layout=Replicated)
         return ir.Stmt((ir.Value(gname, t),), ir.AllGather(src),
                        program.stmt_defining(src).loc)
 

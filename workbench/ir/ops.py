@@ -1,0 +1,481 @@
+"""The IR's ops: one frozen class each with its result-type rule next to it (computation,
+communication, and the Fused / Overlapped regions), and the op-kind tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from workbench.errors import DTypeError, LayoutError, ShapeError, VerifyError
+from workbench.ir.expressions import (
+    WEAK,
+    Expr,
+    ReduceOp,
+    expr_refs,
+    expr_type,
+    format_expr,
+    proven_equal,
+    rename_expr,
+)
+from workbench.types import (
+    Group,
+    Local,
+    LocalLayout,
+    OnRoot,
+    Replicated,
+    ReplicatedLayout,
+    Sliced,
+    TensorType,
+    float32,
+    shape_str,
+)
+
+if TYPE_CHECKING:  # a region's body holds statements; Stmt itself reads the ops
+    from workbench.ir.program import Stmt
+
+
+def _require_layout(what: str, t: TensorType, allowed: tuple, fix: str) -> None:
+    if not isinstance(t.layout, allowed):
+        names = " or ".join(a.__name__.replace("Layout", "") for a in allowed)
+        raise LayoutError(f"{what}: input must be {names}, got {t.layout}; {fix}")
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    """An elementwise expression computed into a new tensor (one kernel)."""
+
+    expr: Expr
+
+    def operands(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(expr_refs(self.expr)))
+
+    def rename(self, m: Mapping[str, str]) -> Compute:
+        return Compute(rename_expr(self.expr, m))
+
+    def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        t = expr_type(self.expr, env, what)
+        if t is WEAK:
+            raise VerifyError(f"{what}: a computation must read at least one tensor, got only "
+                              "literals; use a Variable for a runtime scalar")
+        return t
+
+    def __str__(self) -> str:
+        return format_expr(self.expr)
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """Assign an expression to an existing tensor in place: w1 = Update(w, w - lr * g).
+
+    The result has the target's dtype (the expression is cast, as in-place ops do) and the
+    expression's layout: a Sliced expression updates only each rank's own slice.
+    """
+
+    target: str
+    expr: Expr
+
+    def operands(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((self.target, *expr_refs(self.expr))))
+
+    def rename(self, m: Mapping[str, str]) -> Update:
+        return Update(m.get(self.target, self.target), rename_expr(self.expr, m))
+
+    def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        if self.target not in env:
+            raise VerifyError(f"{what}: update target '{self.target}' must be defined before use")
+        target = env[self.target]
+        t = expr_type(self.expr, env, what)
+        if t is WEAK:
+            return target
+        if t.group != target.group:
+            raise LayoutError(f"{what}: the new value must be in the target's group "
+                              f"{target.group}, got {t.group}")
+        if len(t.shape) != len(target.shape) or not all(
+            proven_equal(a, b) for a, b in zip(t.shape, target.shape)
+        ):
+            raise ShapeError(f"{what}: the new value must have the target's shape "
+                             f"{shape_str(target.shape)}, got {shape_str(t.shape)}")
+        layout = t.layout
+        if isinstance(target.layout, ReplicatedLayout) and isinstance(layout, LocalLayout):
+            raise LayoutError(
+                f"{what}: a Replicated target must be updated with a Replicated or Sliced value, "
+                "got Local; its replicas would diverge: AllReduce the value first"
+            )
+        if isinstance(target.layout, Sliced) and layout != target.layout and not isinstance(
+            layout, ReplicatedLayout
+        ):
+            raise LayoutError(f"{what}: a {target.layout} target must be updated with a value "
+                              f"of the same layout, got {layout}")
+        if isinstance(target.layout, Sliced) and isinstance(layout, ReplicatedLayout):
+            layout = target.layout
+        return target.with_(layout=layout)
+
+    def __str__(self) -> str:
+        return f"Update({self.target}, {format_expr(self.expr)})"
+
+
+@dataclass(frozen=True, slots=True)
+class AllReduce:
+    """Reduce a Local tensor over the group; every rank gets the Replicated result."""
+
+    op: ReduceOp
+    x: str
+
+    def operands(self) -> tuple[str, ...]:
+        return (self.x,)
+
+    def rename(self, m):
+        return AllReduce(self.op, m.get(self.x, self.x))
+
+    def infer(self, env, what):
+        t = env[self.x]
+        _require_layout(what, t, (LocalLayout,), "only per-rank (Local) values need reducing")
+        return t.with_(layout=Replicated)
+
+    def __str__(self):
+        return f"AllReduce({self.op}, {self.x})"
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceScatter:
+    """Reduce a Local tensor over the group; rank r gets slice r (Sliced(dim))."""
+
+    op: ReduceOp
+    x: str
+    dim: int = 0
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return ReduceScatter(self.op, m.get(self.x, self.x), self.dim)
+
+    def infer(self, env, what):
+        t = env[self.x]
+        _require_layout(what, t, (LocalLayout,), "only per-rank (Local) values need reducing")
+        if not 0 <= self.dim < t.rank:
+            raise ShapeError(f"{what}: dim must be in [0, {t.rank}), got {self.dim}")
+        return t.with_(layout=Sliced(self.dim))
+
+    def __str__(self):
+        return f"ReduceScatter({self.op}, {self.x}" + (f", dim={self.dim})" if self.dim else ")")
+
+
+@dataclass(frozen=True, slots=True)
+class AllGather:
+    """Gather the slices of a Sliced tensor; every rank gets the whole (Replicated) tensor."""
+
+    x: str
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return AllGather(m.get(self.x, self.x))
+
+    def infer(self, env, what):
+        t = env[self.x]
+        _require_layout(what, t, (Sliced,), "gather only what is sliced")
+        return t.with_(layout=Replicated)
+
+    def __str__(self):
+        return f"AllGather({self.x})"
+
+
+@dataclass(frozen=True, slots=True)
+class Broadcast:
+    """Copy rank `root`'s tensor to every rank."""
+
+    x: str
+    root: int = 0
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return Broadcast(m.get(self.x, self.x), self.root)
+
+    def infer(self, env, what):
+        t = env[self.x]
+        _require_layout(what, t, (LocalLayout, OnRoot), "broadcast a per-rank value")
+        return t.with_(layout=Replicated)
+
+    def __str__(self):
+        return f"Broadcast({self.x}, root={self.root})"
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    """Reduce a Local tensor over the group onto rank `root` only."""
+
+    op: ReduceOp
+    x: str
+    root: int = 0
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return Reduce(self.op, m.get(self.x, self.x), self.root)
+
+    def infer(self, env, what):
+        t = env[self.x]
+        _require_layout(what, t, (LocalLayout,), "only per-rank (Local) values need reducing")
+        return t.with_(layout=OnRoot(self.root))
+
+    def __str__(self):
+        return f"Reduce({self.op}, {self.x}, root={self.root})"
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send each rank's tensor to the same rank of the next pipeline stage's group."""
+
+    x: str
+    dst: Group
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return Send(m.get(self.x, self.x), self.dst)
+
+    def infer(self, env, what):
+        t = env[self.x]
+        if t.group == self.dst:
+            raise LayoutError(f"{what}: Send must go to another group, got its own {self.dst}")
+        if not proven_equal(t.group.size, self.dst.size):
+            raise LayoutError(f"{what}: the destination group must have the source's size "
+                              f"{t.group.size}, got {self.dst}")
+        return t.with_(group=self.dst)
+
+    def __str__(self):
+        return f"Send({self.x}, to={self.dst.name})"
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """Each rank takes its own slice of a Replicated tensor: Replicated -> Sliced(dim).
+
+    No data moves (a view at an offset); schedules insert it so that a reduction such as
+    Norm(w) runs on 1/P of the data once the update it feeds runs on slices.
+    """
+
+    x: str
+    dim: int = 0
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return Slice(m.get(self.x, self.x), self.dim)
+
+    def infer(self, env, what):
+        t = env[self.x]
+        if t.layout == Sliced(self.dim):
+            return t  # already each rank's own slice (an as-slice'd input): the view is itself
+        _require_layout(what, t, (ReplicatedLayout,), "only a Replicated tensor can be viewed "
+                        "as slices; a Local one must be reduced (ReduceScatter)")
+        if not 0 <= self.dim < t.rank:
+            raise ShapeError(f"{what}: dim must be in [0, {t.rank}), got {self.dim}")
+        return t.with_(layout=Sliced(self.dim))
+
+    def __str__(self):
+        return f"Slice({self.x}" + (f", dim={self.dim})" if self.dim else ")")
+
+
+@dataclass(frozen=True, slots=True)
+class MatMul:
+    """a @ b for a of shape [..., M, K] and a 2-D b of shape [K, N], with Megatron's layouts.
+
+    Replicated x Sliced(1) -> Sliced(last)   (column-parallel: each rank owns output columns)
+    Sliced(last) x Sliced(0) -> Local       (row-parallel: partial sums, AllReduce them)
+    Sliced(0) x Replicated -> Sliced(0)      (data-parallel rows)
+    Replicated x Replicated -> Replicated;  Local x Replicated -> Local
+    """
+
+    a: str
+    b: str
+
+    def operands(self):
+        return (self.a, self.b)
+
+    def rename(self, m):
+        return MatMul(m.get(self.a, self.a), m.get(self.b, self.b))
+
+    def infer(self, env, what):
+        ta, tb = env[self.a], env[self.b]
+        if ta.group != tb.group:
+            raise LayoutError(f"{what}: operands must be in the same group, got {ta.group} and "
+                              f"{tb.group}")
+        if ta.rank < 2 or tb.rank != 2:
+            raise ShapeError(f"{what}: operands must be [..., M, K] and [K, N], got "
+                             f"{shape_str(ta.shape)} and {shape_str(tb.shape)}")
+        if not proven_equal(ta.shape[-1], tb.shape[0]):
+            raise ShapeError(f"{what}: inner dims must match, got {shape_str(ta.shape)} @ "
+                             f"{shape_str(tb.shape)} ({ta.shape[-1]} vs {tb.shape[0]})")
+        if ta.dtype != tb.dtype:
+            raise DTypeError(f"{what}: operands must share a dtype, got {ta.dtype} and "
+                             f"{tb.dtype}; Cast one of them")
+        shape = ta.shape[:-1] + (tb.shape[1],)
+        last = len(shape) - 1
+        la, lb = ta.layout, tb.layout
+        rules = {
+            (ReplicatedLayout, ReplicatedLayout): Replicated,
+            (LocalLayout, ReplicatedLayout): Local,
+            (ReplicatedLayout, LocalLayout): Local,
+            (LocalLayout, LocalLayout): Local,
+        }
+        key = (type(la), type(lb))
+        if key in rules:
+            layout = rules[key]
+        elif isinstance(la, ReplicatedLayout) and lb == Sliced(1):
+            layout = Sliced(last)
+        elif la == Sliced(ta.rank - 1) and lb == Sliced(0):
+            layout = Local
+        elif isinstance(la, Sliced) and la.dim < ta.rank - 1 and isinstance(lb, ReplicatedLayout):
+            layout = la
+        else:
+            raise LayoutError(
+                f"{what}: layouts {la} @ {lb} are not a supported parallel MatMul; use "
+                "Replicated @ Sliced(1) (column-parallel), Sliced(last) @ Sliced(0) "
+                "(row-parallel, then AllReduce) or Sliced(0) @ Replicated"
+            )
+        return TensorType(ta.dtype, shape, layout, ta.group)
+
+    def __str__(self):
+        return f"MatMul({self.a}, {self.b})"
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceTensor:
+    """Reduce all elements of a tensor to a scalar (accumulated in f32).
+
+    Over a Sliced tensor each rank reduces its slice and the partials are all-reduced, so the
+    result is Replicated: this op communicates when its input is Sliced.
+    """
+
+    op: ReduceOp
+    x: str
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return ReduceTensor(self.op, m.get(self.x, self.x))
+
+    def infer(self, env, what):
+        return _reduction_type(env[self.x])
+
+    def __str__(self):
+        return f"ReduceTensor({self.op}, {self.x})"
+
+
+@dataclass(frozen=True, slots=True)
+class Norm:
+    """The L2 norm of a tensor, a scalar in f32; over a Sliced tensor it all-reduces the
+    partial sums of squares (so it communicates)."""
+
+    x: str
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return Norm(m.get(self.x, self.x))
+
+    def infer(self, env, what):
+        return _reduction_type(env[self.x])
+
+    def __str__(self):
+        return f"Norm({self.x})"
+
+
+def _reduction_type(t: TensorType) -> TensorType:
+    layout = Replicated if isinstance(t.layout, Sliced) else t.layout
+    return TensorType(float32, (), layout, t.group)
+
+
+# Fused kernels: what each kind's body must look like, stage by stage (see Fused.infer).
+FUSED_KINDS = ("compute", "allreduce", "reducescatter", "allgather", "send")
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """Several statements executed by one kernel; meaning: run `body` in order.
+
+    kind          | body pattern; C = elementwise (Compute, Update) or a reduction on slices
+    --------------+----------------------------------------------------------------------
+    compute       | C C+                      consecutive elementwise kernels as one
+    allreduce     | ReduceScatter C* AllGather+   CoCoNet's FusedAllReduce
+    reducescatter | ReduceScatter C+          the reduced slice is consumed in-kernel
+    allgather     | C+ AllGather+             computed slices are gathered in-kernel
+    send          | [ReduceScatter] C* Send   computation fused into the P2P transfer
+
+    "Reduction on slices" is Slice, Norm or ReduceTensor: a norm inside a fused collective
+    needs a grid-wide, cross-GPU reduction of one scalar between the kernel's phases.
+    """
+
+    kind: str
+    body: tuple[Stmt, ...]
+    # Who moves a fused collective's bytes: "sm", the kernel itself by NVLink peer loads and
+    # stores (CoCoNet's fused collectives); "copy", the GPU's copy engines, `chunks` pieces of
+    # each rank's slice at a time, while a kernel without communication computes on the
+    # pieces that have arrived (transforms.CopyEngines). Time, not meaning.
+    engine: str = "sm"
+    chunks: int = 1
+
+    def operands(self):
+        defined, used = set(), []
+        for s in self.body:
+            used += [n for n in s.op.operands() if n not in defined]
+            defined.update(v.name for v in s.outs)
+        return tuple(dict.fromkeys(used))
+
+    def rename(self, m):
+        return Fused(self.kind, tuple(s.rename(m) for s in self.body), self.engine, self.chunks)
+
+    def __str__(self):
+        via = f"[copy engines, chunks={self.chunks}]" if self.engine == "copy" else ""
+        return f"Fused{self.kind.capitalize()}{via}"
+
+
+@dataclass(frozen=True, slots=True)
+class Overlapped:
+    """Producer and consumer kernels that run concurrently, chunk by chunk.
+
+    The body is [producer, consumer]: chunk i of the consumer starts when chunk i of the
+    producer is done (CoCoNet's overlap of a MatMul with the AllReduce of its output).
+    Meaning: run the body in order; `chunks` changes time, not values.
+    """
+
+    chunks: int
+    body: tuple[Stmt, ...]
+
+    def operands(self):
+        return Fused.operands(self)  # same rule: uses not defined earlier in the body
+
+    def rename(self, m):
+        return Overlapped(self.chunks, tuple(s.rename(m) for s in self.body))
+
+    def __str__(self):
+        return f"Overlapped(chunks={self.chunks})"
+
+
+Op = (Compute | Update | AllReduce | ReduceScatter | AllGather | Broadcast | Reduce | Send
+      | Slice | MatMul | ReduceTensor | Norm | Fused | Overlapped)
+
+
+COMMUNICATION_OPS = (AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send)
+
+
+ELEMENTWISE_OPS = (Compute, Update)
+
+
+REGION_OPS = (Fused, Overlapped)
+
+
+# What may sit between the collective stages of a fused kernel.
+FUSABLE_COMPUTATION = (Compute, Update, Slice, Norm, ReduceTensor)
