@@ -21,8 +21,7 @@ from pathlib import Path
 
 from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
-from workbench.transforms import (  # noqa: I001
-    _REORDERABLE,
+from workbench.transforms import (
     AsSlice,
     Fuse,
     Overlap,
@@ -31,6 +30,7 @@ from workbench.transforms import (  # noqa: I001
     Transform,
     transform_from_json,
 )
+from workbench.transforms.slicing import REORDERABLE
 from workbench.types import ReplicatedLayout
 from workbench.verify import fused_kind_of
 
@@ -78,7 +78,7 @@ def _reorder_moves(program) -> list[Transform]:
             continue
         closure, reached = [], {ag.out.name}
         for _, s in _plain_after(program, i):
-            if not isinstance(s.op, _REORDERABLE):
+            if not isinstance(s.op, REORDERABLE):
                 continue
             if set(s.op.operands()) & reached:
                 closure.append(s.out.name)
@@ -246,11 +246,30 @@ def load_candidates(path: Path) -> dict:
                                "with `workbench schedules PROGRAM --autotune --json FILE`")
     try:
         record = json.loads(path.read_text())
-        record["candidates"][0]["transforms"]
-    except (json.JSONDecodeError, KeyError, IndexError, TypeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ProgramFileError(f"candidates file {path} must be JSON, got {e}") from None
+    problem = _candidates_problem(record)
+    if problem:
         raise ProgramFileError(f"candidates file {path} must be a JSON record with a "
-                               f"'candidates' list of {{name, transforms}}, got {e!r}") from None
+                               f"'candidates' list of {{name, transforms}}, got {problem}; write "
+                               "it with `workbench schedules PROGRAM --autotune --json FILE`")
     return record
+
+
+def _candidates_problem(record) -> str:
+    """What is wrong with a candidates record's shape, or '' (the values are checked on replay,
+    transform by transform)."""
+    if not isinstance(record, dict):
+        return f"a {type(record).__name__}"
+    cands = record.get("candidates")
+    if not isinstance(cands, list) or not cands:
+        return f"candidates = {cands!r:.60}"
+    for k, c in enumerate(cands):
+        if not (isinstance(c, dict) and isinstance(c.get("name"), str)
+                and isinstance(c.get("transforms"), list)
+                and all(isinstance(d, dict) for d in c["transforms"])):
+            return f"candidate {k} = {c!r:.60}"
+    return ""
 
 
 def replay(program: ir.Program, candidate: dict) -> ir.Program:

@@ -1,0 +1,54 @@
+"""Semantics-preserving transforms: pure functions Program -> Program.
+
+Each transform is a frozen dataclass with a kebab-case `name` and its parameters as fields, and
+    check(program) -> Legality    ok, or the reason it does not apply (never raises)
+    apply(program) -> Program     the rewritten, verified program (raises IllegalTransform)
+Parameters refer to values by name, so a transform serialises to JSON (`to_json`) and replays.
+
+The CoCoNet set, on SGD (`g1 = AllReduce(Sum, g); w1 = Update(w, w - lr * g1)`):
+
+    split(g1)                 g1_rs = ReduceScatter(Sum, g)      ; Sliced(0)
+                              g1 = AllGather(g1_rs)
+                              w1 = Update(w, w - lr * g1)
+    reorder(w1, before=g1)    g1_rs = ReduceScatter(Sum, g)
+                              w1_s = Update(w, w - lr * g1_rs)   ; the update runs on slices
+                              w1 = AllGather(w1_s)
+    fuse(g1_rs, w1_s, w1)     g1_rs, w1_s, w1 = FusedAllreduce { ...the three above... }
+
+plus as-slice (state that each rank only needs a slice of), overlap (producer/consumer at chunk
+granularity) and dead-code elimination. Every transform is checked against the reference
+interpreter in tests/workbench/test_transforms.py. Modules: `base` (Legality, Transform, shared
+helpers), `slicing` (split, reorder, as-slice), `fusion` (fuse, overlap, copy engines, dce).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from workbench.errors import WorkbenchError
+from workbench.transforms.base import Legality, Transform, dead_code_eliminated
+from workbench.transforms.fusion import CopyEngines, DeadCodeElimination, Fuse, Overlap
+from workbench.transforms.slicing import AsSlice, Reorder, Split
+
+TRANSFORMS = {t.name: t for t in (Split, Reorder, AsSlice, Fuse, Overlap, CopyEngines,
+                                  DeadCodeElimination)}
+
+
+def transform_from_json(data: dict) -> Transform:
+    """Rebuild a transform from `to_json()` output (tuples come back from JSON lists)."""
+    data = dict(data)
+    name = data.pop("transform", None)
+    if name not in TRANSFORMS:
+        raise WorkbenchError(f"transform must be one of {sorted(TRANSFORMS)}, got {name!r}")
+    cls = TRANSFORMS[name]
+    args = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    try:
+        return cls(**args)
+    except TypeError as e:
+        raise WorkbenchError(f"transform {name} record must have fields "
+                             f"{[f.name for f in fields(cls)]}, got {sorted(data)}: {e}") from None
+
+
+__all__ = ["AsSlice", "CopyEngines", "DeadCodeElimination", "Fuse", "Legality", "Overlap",
+           "Reorder", "Split", "TRANSFORMS", "Transform", "dead_code_eliminated",
+           "transform_from_json"]
