@@ -15,7 +15,7 @@ The interface is in *logical* values, so programs with different layouts can be 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -179,44 +179,16 @@ class _Machine:
         P = self.P(t)
         dt = numpy_dtype(t.dtype)
         self.types[out.name] = t
-        match op:
-            case ir.Compute(expr) | ir.Update(_, expr):
-                vals = [np.broadcast_to(self.eval_expr(expr, r, t),
-                                        self._local_shape(t)).astype(dt) for r in range(P)]
-            case ir.AllReduce(rop, x):
-                total = _reduce(rop, self.env[x]).astype(dt)
-                vals = [total.copy() for _ in range(P)]
-            case ir.ReduceScatter(rop, x, dim):
-                total = _reduce(rop, self.env[x]).astype(dt)
-                vals = [self.slice_of(total, dim, r, P).copy() for r in range(P)]
-            case ir.AllGather(x):
-                whole = np.concatenate(self.env[x], axis=self.types[x].layout.dim)
-                vals = [whole.copy() for _ in range(P)]
-            case ir.Broadcast(x, root):
-                vals = [self.env[x][root].copy() for _ in range(P)]
-            case ir.Reduce(rop, x, root):
-                total = _reduce(rop, self.env[x]).astype(dt)
-                vals = [total if r == root else np.full_like(total, np.nan) for r in range(P)]
-            case ir.Slice(x, dim) if self.types[x].layout == t.layout:
-                vals = [a.copy() for a in self.env[x]]
-            case ir.Slice(x, dim):
-                vals = [self.slice_of(self.env[x][r], dim, r, P).copy() for r in range(P)]
-            case ir.Send(x, _):
-                vals = [a.copy() for a in self.env[x]]
-            case ir.MatMul(a, b):
-                vals = [np.matmul(self.env[a][r].astype(np.float32),
-                                  self.env[b][r].astype(np.float32)).astype(dt)
-                        for r in range(P)]
-            case ir.ReduceTensor(_, x) | ir.Norm(x):
-                vals = self._reduction(op, x, P)
-            case _:
-                raise TypeError(f"interpreter has no rule for {op!r}")
-        self.env[out.name] = vals
+        rule = INTERPRETER_RULES.get(type(op))
+        if rule is None:
+            raise VerifyError(f"interpreter must have a rule for {type(op).__name__}, got none; "
+                              "add one to workbench.interpreter.INTERPRETER_RULES")
+        self.env[out.name] = rule(self, op, t, P, dt)
 
-    def _local_shape(self, t: TensorType) -> tuple[int, ...]:
+    def local_shape(self, t: TensorType) -> tuple[int, ...]:
         return tuple(concrete(d, self.bound) for d in t.local_shape())
 
-    def _reduction(self, red, x: str, P: int) -> list[np.ndarray]:
+    def reduction(self, red, x: str, P: int) -> list[np.ndarray]:
         arrays = [a.astype(np.float64) for a in self.env[x]]
         if isinstance(red, ir.Norm):
             partial = [np.sum(a * a) for a in arrays]
@@ -249,6 +221,81 @@ def _reduce(rop: ir.ReduceOp, arrays, axis: int | None = None) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- logical <-> per rank
+
+
+# ---------------------------------------------------------------- rules, one per op class
+# A rule gets the machine, the op, the result type, the group size P and the result's numpy
+# dtype, and returns the P per-rank arrays of the result.
+
+
+def _run_elementwise(m: _Machine, op, t: TensorType, P: int, dt) -> list[np.ndarray]:
+    return [np.broadcast_to(m.eval_expr(op.expr, r, t), m.local_shape(t)).astype(dt)
+            for r in range(P)]
+
+
+def _run_allreduce(m: _Machine, op: ir.AllReduce, t, P: int, dt) -> list[np.ndarray]:
+    total = _reduce(op.op, m.env[op.x]).astype(dt)
+    return [total.copy() for _ in range(P)]
+
+
+def _run_reduce_scatter(m: _Machine, op: ir.ReduceScatter, t, P: int, dt) -> list[np.ndarray]:
+    total = _reduce(op.op, m.env[op.x]).astype(dt)
+    return [m.slice_of(total, op.dim, r, P).copy() for r in range(P)]
+
+
+def _run_all_gather(m: _Machine, op: ir.AllGather, t, P: int, dt) -> list[np.ndarray]:
+    whole = np.concatenate(m.env[op.x], axis=m.types[op.x].layout.dim)
+    return [whole.copy() for _ in range(P)]
+
+
+def _run_broadcast(m: _Machine, op: ir.Broadcast, t, P: int, dt) -> list[np.ndarray]:
+    return [m.env[op.x][op.root].copy() for _ in range(P)]
+
+
+def _run_reduce(m: _Machine, op: ir.Reduce, t, P: int, dt) -> list[np.ndarray]:
+    # only the root holds the result; NaN elsewhere, so reading it off the root shows
+    total = _reduce(op.op, m.env[op.x]).astype(dt)
+    return [total if r == op.root else np.full_like(total, np.nan) for r in range(P)]
+
+
+def _run_slice(m: _Machine, op: ir.Slice, t: TensorType, P: int, dt) -> list[np.ndarray]:
+    if m.types[op.x].layout == t.layout:  # already sliced so: a view of the same arrays
+        return [a.copy() for a in m.env[op.x]]
+    return [m.slice_of(m.env[op.x][r], op.dim, r, P).copy() for r in range(P)]
+
+
+def _run_send(m: _Machine, op: ir.Send, t, P: int, dt) -> list[np.ndarray]:
+    return [a.copy() for a in m.env[op.x]]
+
+
+def _run_matmul(m: _Machine, op: ir.MatMul, t, P: int, dt) -> list[np.ndarray]:
+    return [np.matmul(m.env[op.a][r].astype(np.float32),
+                      m.env[op.b][r].astype(np.float32)).astype(dt) for r in range(P)]
+
+
+def _run_reduction(m: _Machine, op, t, P: int, dt) -> list[np.ndarray]:
+    return m.reduction(op, op.x, P)
+
+
+InterpreterRule = Callable[[_Machine, object, TensorType, int, np.dtype], list[np.ndarray]]
+
+INTERPRETER_RULES: dict[type, InterpreterRule] = {
+    ir.Compute: _run_elementwise,
+    ir.Update: _run_elementwise,
+    ir.AllReduce: _run_allreduce,
+    ir.ReduceScatter: _run_reduce_scatter,
+    ir.AllGather: _run_all_gather,
+    ir.Broadcast: _run_broadcast,
+    ir.Reduce: _run_reduce,
+    ir.Slice: _run_slice,
+    ir.Send: _run_send,
+    ir.MatMul: _run_matmul,
+    ir.ReduceTensor: _run_reduction,
+    ir.Norm: _run_reduction,
+}
+"""The reference semantics of each op class, as JAX keeps one rule per primitive: the oracle
+every transform and generated kernel is checked against. A new op adds one entry here. Regions
+(Fused, Overlapped) have none: their meaning is their body, run in order."""
 
 
 def to_ranks(value: np.ndarray, t: TensorType, bound) -> list[np.ndarray]:

@@ -202,3 +202,13 @@ def test_relative_error_where_matches_whole_array_numpy_across_chunks(monkeypatc
     got[0, 3] = np.nan
     assert interpreter.relative_error_where(got, want) == (np.inf, 3)
     assert interpreter.relative_error_where(got[:2], want) == (np.inf, None)
+
+
+def test_every_op_class_has_an_interpreter_rule():
+    """One place per op: regions aside (their meaning is their body), every IR op class has
+    its reference semantics in INTERPRETER_RULES."""
+    from workbench import ir
+    from workbench.interpreter import INTERPRETER_RULES
+
+    ops = {*ir.COMMUNICATION_OPS, *ir.ELEMENTWISE_OPS, *ir.FUSABLE_COMPUTATION, ir.MatMul}
+    assert set(INTERPRETER_RULES) == ops
