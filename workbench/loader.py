@@ -17,6 +17,7 @@ from pathlib import Path
 
 from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
+from workbench.scheduling import Schedule, collecting
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def load(spec: str) -> ProgramFile:
             "(the shipped studies are studies/sgd.py, adam.py, lamb.py, model_parallel.py, "
             "pipeline.py)")
     try:
-        namespace = runpy.run_path(str(path), run_name=f"workbench_program_{path.stem}")
+        with collecting() as made:
+            namespace = runpy.run_path(str(path), run_name=f"workbench_program_{path.stem}")
     except WorkbenchError as e:
         raise type(e)(f"in program file {path}: {e}") from None
     except SystemExit as e:
@@ -67,14 +69,7 @@ def load(spec: str) -> ProgramFile:
         raise ProgramFileError(
             f"program file {path} must bind a Program to `{attr}`, got "
             f"{type(program).__name__ if program is not None else 'nothing'}{hint}")
-    from workbench.scheduling import Schedule
-
-    schedules = {}
-    for v in namespace.values():  # schedules at module level, or in lists/dicts of them
-        items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else [v]
-        for item in items:
-            if isinstance(item, Schedule) and item.program == program:
-                schedules[item.name] = item
+    schedules = _schedules_of(program, namespace, made)
     sizes = namespace.get("sizes", {})
     bad = (not isinstance(sizes, dict)) or next(
         (f"{k!r}: {v!r}" for k, v in sizes.items()
@@ -94,6 +89,22 @@ _SIZE_OPERATORS = {
 }
 # 2**4096 is far beyond any tensor; the cap keeps `9**9**9` from hanging the parser.
 _MAX_SIZE_BITS = 4096
+
+
+def _schedules_of(program: ir.Program, namespace: dict, made: list) -> dict:
+    """The program's schedules by name: those bound at module level (or in lists and dicts
+    there; a later binding of a name wins), then those the file made and did not bind (a
+    builder function's), under names not taken."""
+    found: dict[str, Schedule] = {}
+    for v in namespace.values():
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else [v]
+        for item in items:
+            if isinstance(item, Schedule) and item.program == program:
+                found[item.name] = item
+    for sched in made:
+        if sched.program == program:
+            found.setdefault(sched.name, sched)
+    return found
 
 
 def parse_size(text: str) -> int:

@@ -15,10 +15,24 @@ transforms, which is what the autotuner saves as JSON and replays.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import sys
+import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from workbench import ir
+from workbench.errors import WorkbenchError
+from workbench.transforms import (
+    AsSlice,
+    CopyEngines,
+    DeadCodeElimination,
+    Fuse,
+    Overlap,
+    Reorder,
+    Split,
+)
 
 
 def _name(x) -> str:
@@ -27,8 +41,6 @@ def _name(x) -> str:
         return x
     name = getattr(x, "traced_name", None) or getattr(x, "name", None)
     if not isinstance(name, str):
-        from workbench.errors import WorkbenchError
-
         raise WorkbenchError(f"schedule argument must be a value of the program (a DSL handle or "
                              f"a name), got {x!r}")
     return name
@@ -50,45 +62,31 @@ class Scheduler:
 
     def split(self, allreduce) -> tuple[str, str]:
         """AllReduce -> ReduceScatter + AllGather; returns (reduce-scatter, all-gather) names."""
-        from workbench.transforms import Split
-
         return self.apply(Split(_name(allreduce)))
 
     def reorder(self, *values, before) -> tuple[str, ...]:
         """Move computations that read an AllGather's output ahead of it, onto slices."""
-        from workbench.transforms import Reorder
-
         return self.apply(Reorder(tuple(_name(v) for v in values), _name(before)))
 
     def as_slice(self, *values) -> None:
         """Keep these program inputs/outputs Sliced (each rank owns its slice of the state)."""
-        from workbench.transforms import AsSlice
-
         return self.apply(AsSlice(tuple(_name(v) for v in values)))
 
     def fuse(self, *values, kind: str | None = None) -> str:
         """Fuse consecutive statements into one kernel (FusedAllReduce, FusedCompute, ...)."""
-        from workbench.transforms import Fuse
-
         return self.apply(Fuse(tuple(_name(v) for v in values), kind))
 
     def overlap(self, producer, consumer, chunks: int = 4) -> str:
         """Overlap producer and consumer chunk by chunk (a MatMul and its AllReduce)."""
-        from workbench.transforms import Overlap
-
         return self.apply(Overlap(_name(producer), _name(consumer), chunks))
 
     def copy_engines(self, region, chunks: int = 8) -> str:
         """Move a fused collective's bytes by copy engines, `chunks` pieces per slice, while a
         kernel computes on the pieces that have arrived (transforms.CopyEngines)."""
-        from workbench.transforms import CopyEngines
-
         return self.apply(CopyEngines(_name(region), chunks))
 
     def dce(self) -> None:
         """Remove statements no output needs."""
-        from workbench.transforms import DeadCodeElimination
-
         return self.apply(DeadCodeElimination())
 
 
@@ -102,9 +100,25 @@ class Schedule:
     doc: str = ""
 
     def run(self) -> Scheduler:
+        """Run the schedule function; an error in it names the schedule and the line of the
+        call that failed (file:line), whatever transform raised it."""
         s = Scheduler(self.program)
-        self.fn(s)
+        try:
+            self.fn(s)
+        except WorkbenchError as e:
+            raise type(e)(f"schedule {self.name} ({self.where(sys.exc_info()[2])}): {e}"
+                          ) from None
         return s
+
+    def where(self, tb=None) -> str:
+        """file:line of the schedule function's line in traceback `tb` (the failing call), or
+        of its definition."""
+        code = self.fn.__code__
+        line = code.co_firstlineno
+        for frame in traceback.extract_tb(tb) if tb is not None else ():
+            if frame.filename == code.co_filename and frame.name == code.co_name:
+                line = frame.lineno
+        return f"{Path(code.co_filename).name}:{line}"
 
     def apply(self) -> ir.Program:
         """The scheduled program."""
@@ -115,11 +129,30 @@ class Schedule:
         return tuple(self.run().trace)
 
 
+# Schedules made while a program file runs (see `collecting`): the loader finds a schedule
+# that a builder function made and returned without binding it at module level.
+_collectors: list[list[Schedule]] = []
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[Schedule]]:
+    """Collect every Schedule that `schedule(...)` makes inside the `with` block."""
+    made: list[Schedule] = []
+    _collectors.append(made)
+    try:
+        yield made
+    finally:
+        _collectors.remove(made)
+
+
 def schedule(program: ir.Program, name: str | None = None):
     """Decorator: register a function of a Scheduler as a named schedule of `program`."""
 
     def wrap(fn: Callable) -> Schedule:
-        return Schedule(name or fn.__name__.replace("_", "-"), program, fn,
+        made = Schedule(name or fn.__name__.replace("_", "-"), program, fn,
                         (fn.__doc__ or "").strip())
+        for collector in _collectors:
+            collector.append(made)
+        return made
 
     return wrap

@@ -208,7 +208,7 @@ def programs(draw):
         a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
         lines.append(f"v{j} = {op.format(a=a, b=b)}")
         names.append(f"v{j}")
-    outs = draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True))
+    outs = draw(st.lists(st.sampled_from(names), min_size=0, max_size=2, unique=True))
     lines.append(f"program = Program(inputs=[{', '.join(inputs)}], outputs=[{', '.join(outs)}])")
     transforms = ["s.split({x})", "s.reorder({x}, before={y})", "s.fuse({x}, {y})",
                   "s.as_slice({x})", "s.overlap({x}, {y}, chunks={k})", "s.dce()",
@@ -275,3 +275,36 @@ def test_fuzz_replay_files(capsys, tmp_path, record):
     path.write_text(json.dumps(record))
     code, _, err = run_cli(capsys, "schedules", SGD, "--replay", path)
     assert_clean_or_one_error(code, err)
+
+
+def test_schedules_made_in_a_builder_function_are_found(capsys, tmp_path):
+    path = tmp_path / "builder.py"
+    path.write_text(textwrap.dedent("""\
+        from workbench import *
+        N = Size("N", multiple_of=P)
+        sizes = {"N": 2**20}
+
+        def build():
+            g = Tensor(float32, [N], Local, "g")
+            w = Tensor(float32, [N], Replicated, "w")
+            g1 = AllReduce(Sum, g)
+            w1 = Update(w, w - 0.1 * g1)
+            program = Program(inputs=[g, w], outputs=[w1])
+
+            @schedule(program)
+            def split_only(s):
+                s.split(g1)
+
+            return program
+
+        program = build()
+        """))
+    code, out, _ = run_cli(capsys, "schedules", path)
+    assert code == 0 and "1 named schedule(s)" in out and "split-only" in out
+
+
+def test_a_schedule_error_names_the_schedule_and_its_line(capsys, tmp_path):
+    path = _two_schedules(tmp_path)
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 2
+    assert err.startswith("error: schedule bad (two.py:16): ")
