@@ -46,7 +46,7 @@ class KernelBuilder:
                             CHUNK * pl.P + RANK if self.sliced else CHUNK)
         if chunks > 1 and isinstance(domain.layout, Sliced) and not self.sliced:
             raise fault(f"{what}: an overlapped kernel must compute on dim-0 slices or whole "
-                         f"tensors, got {domain.layout}")
+                        f"tensors, got {domain.layout}")
         self.params: dict[str, Param] = {}
         self.loads: dict[str, Load] = {}
         self.scalars: dict[str, Load] = {}
@@ -75,10 +75,11 @@ class KernelBuilder:
         """Raise for what an overlapped (chunked) kernel cannot do: `thing` says what."""
         if self.chunks > 1:
             raise fault(f"{self.what}: an overlapped fused collective must read whole tensors "
-                         f"and keep what it computes in registers, got {thing}; measure this "
-                         "schedule without the overlap")
+                        f"and keep what it computes in registers, got {thing}; measure this "
+                        "schedule without the overlap")
 
     def buf_param(self, buffer: str, const: bool) -> str:
+        """The kernel parameter pointing at this rank's `buffer` (a write makes it non-const)."""
         name = f"p_{buffer}"
         b = self.pl.buffers[buffer]
         decl = f"{'const ' if const else ''}{BUF_C_TYPES[b.dtype]}* __restrict__ {name}"
@@ -97,6 +98,7 @@ class KernelBuilder:
         return name
 
     def peer_params(self, buffer: str, const: bool) -> tuple[str, ...]:
+        """One parameter per rank of the stage pointing at its `buffer` (CUDA IPC)."""
         self.pl.mark_peer(buffer)
         ctype = C_TYPES[self.pl.buffers[buffer].dtype]
         names = []
@@ -118,7 +120,7 @@ class KernelBuilder:
         loc = self.pl.locs.get(name)
         if loc is None:
             raise fault(f"{self.what}: value '{name}' must be in memory or computed in this "
-                         "kernel, got neither")
+                        "kernel, got neither")
         ctype = c_type_of(t)
         if t.rank == 0:
             var = f"s_{c_ident(name)}"
@@ -232,7 +234,7 @@ class KernelBuilder:
                 if isinstance(t.layout, Sliced):
                     if t.layout.dim != 0:
                         raise fault(f"{self.what}: Dropout on slices must slice dim 0, got "
-                                     f"{t.layout}")
+                                    f"{t.layout}")
                     gidx = ELEM + self.slice_base
                 elif self.chunks > 1 and not isinstance(self.domain.layout, Sliced):
                     gidx = ELEM + self.slice_base  # the chunk's rows of a whole tensor
@@ -246,11 +248,13 @@ class KernelBuilder:
         raise fault(f"{self.what}: expression must be elementwise, got {e!r}")
 
     def compute(self, leaf: ir.Stmt, index: int) -> None:
+        """A Compute or Update leaf into a register, stored where the program needs it in
+        memory (`index`: the leaf's index in the program, for in-place checks)."""
         out = leaf.out
         what = f"statement {out.name} ({leaf.op})"
         if not ir.proven_equal(self.pl.sub(numel_of(out.type.local_shape())), self.domain_numel):
             raise fault(f"{what}: a fused computation must have the kernel's domain of "
-                         f"{self.domain_numel} elements per rank, got {out.type}")
+                        f"{self.domain_numel} elements per rank, got {out.type}")
         text = self.expr(leaf.op.expr, self.pl.types)
         var = f"r_{c_ident(out.name)}"
         self.assigns.append(Assign(var, c_type_of(out.type), text))
@@ -268,7 +272,7 @@ class KernelBuilder:
         lop = leaf.op
         if lop.x not in self.regs:
             raise fault(f"{self.what}: a fused AllGather must gather a value computed in the "
-                         f"kernel, got '{lop.x}'")
+                        f"kernel, got '{lop.x}'")
         src_loc = self.pl.locs.get(lop.x)
         dst = result_loc(self.pl, leaf, index, self.what)
         self.pl.locs[leaf.out.name] = dst
@@ -291,6 +295,8 @@ class KernelBuilder:
 
     def spec(self, kind: str, template: str, P: int, extra: list[Param], comment: str,
              vec_types: list[str], unroll: int = 1, window: bool = False) -> KernelSpec:
+        """The kernel built so far as a named KernelSpec of `kind`, rendered by `template`;
+        `extra` parameters go last, `vec_types` (C types) set the vector width."""
         extent = self._c(self.extent)
         params = list(self.params.values())
         params += [Param(s.name, f"long long {s.name}", "size", s.name)
@@ -319,7 +325,7 @@ class KernelBuilder:
         self._unchunked(f"the norm {out.name}")
         if not ir.proven_equal(self.pl.local_numel(x), self.extent):
             raise fault(f"{what}: a norm in a kernel must cover the kernel's domain of "
-                         f"{self.extent} elements per rank, got {self.pl.types[x]}")
+                        f"{self.extent} elements per rank, got {self.pl.types[x]}")
         var, vec = self.operand(x)
         if not vec:
             raise fault(f"{what}: Norm must reduce a tensor, got the scalar '{x}'")
@@ -332,6 +338,7 @@ class KernelBuilder:
         self.pending.append((out.name, partials, cross))
 
     def vec_types(self) -> list[str]:
+        """C types of the per-element loads and stores (they set the vector width)."""
         return ([ld.c_type for ld in self.loads.values() if ld.mode in ("contig", "reduce")]
                 + [s.c_type for s in self.stores])
 

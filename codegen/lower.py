@@ -1,6 +1,10 @@
 """Lower a (scheduled) program to a Plan: device buffers, where each value lives, and the steps
 that compute it (generated kernels and NCCL collectives), for a group of P ranks.
 
+This module holds the entry points and LOWERING_RULES, which picks the lowering of each op
+class; the plan's types are in codegen.plan, the planner's state in codegen.planner, kernel
+construction in codegen.kernel_builder, and each lowering kind in a codegen.lower_* module.
+
 Storage rules (the whole runtime relies on them):
 - every program input gets a buffer of its local shape;
 - an Update writes in place into its target's buffer; an Update that turns a whole (Replicated)
@@ -27,17 +31,21 @@ from dataclasses import dataclass
 
 from codegen.lower_collective import fused_collective_steps
 from codegen.lower_copy_engines import copy_engine_step
-from codegen.lower_elementwise import elementwise_kernel, norm_steps, slice_loc
+from codegen.lower_elementwise import elementwise_kernel, slice_loc
 from codegen.lower_library import gemm_step, nccl_step
+from codegen.lower_norm import norm_steps
 from codegen.lower_overlap import overlap_steps
 from codegen.lower_send import p2p_step, send_steps
 from codegen.plan import Plan, fault
-from codegen.planner import Planner
+from codegen.planner import Planner, stage_order
 from workbench import ir
+
+# The entry points: `lower` a program to a Plan, and its pipeline's `stage_order` (the runtime
+# sizes its rank groups by it before lowering). The plan's types live in codegen.plan.
+__all__ = ["COLLECTIVE_MODES", "COLLECTIVE_UNROLL", "LOWERING_RULES", "lower", "stage_order"]
 
 # Vectors per thread per iteration in fused collectives (more NVLink loads in flight).
 COLLECTIVE_UNROLL = 1
-
 
 COLLECTIVE_MODES = ("pull", "push")
 

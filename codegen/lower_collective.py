@@ -8,7 +8,8 @@ from __future__ import annotations
 import sympy
 
 from codegen.kernel_builder import KernelBuilder
-from codegen.lower_elementwise import finish_step, slice_loc
+from codegen.lower_elementwise import slice_loc
+from codegen.lower_norm import finish_step
 from codegen.plan import CHUNK, MAX_BLOCKS, RANK, KernelStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of
 from codegen.spec import Load, Param, Push, Store
@@ -32,7 +33,7 @@ def fused_phases(leaves: list[ir.Stmt]) -> list[int]:
 
 
 def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
-                            mode: str, chunks: int = 1) -> list[KernelStep]:
+                           mode: str, chunks: int = 1) -> list[KernelStep]:
     """A fused collective region as launches: one kernel per phase (see fused_phases), each
     followed by the finishing kernel of the norms it accumulated. Without norms: one kernel."""
     leaves = list(stmt.leaves())
@@ -40,7 +41,7 @@ def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
     what = f"statement {stmt.name} ({stmt.op})"
     if phases != sorted(phases):
         raise fault(f"{what}: a fused region must compute each norm's users after every "
-                     f"statement the norm does not wait for, got launch order {phases}")
+                    f"statement the norm does not wait for, got launch order {phases}")
     names = {leaf.out.name: p for leaf, p in zip(leaves, phases)}
     for leaf, p in zip(leaves, phases):
         for n in leaf.op.operands():
@@ -50,7 +51,7 @@ def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
     for p in range(phases[-1] + 1):
         part = [(first + k, leaf) for k, (leaf, q) in enumerate(zip(leaves, phases)) if q == p]
         step, pending = collective_kernel(pl, stmt, part, unroll, mode,
-                                           tag=f"_{p}" if p else "", chunks=chunks)
+                                          tag=f"_{p}" if p else "", chunks=chunks)
         steps.append(step)
         if pending:
             steps.append(finish_step(pl, pending))
@@ -58,7 +59,7 @@ def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
 
 
 def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str = "pull",
-                       tag: str = "", chunks: int = 1) -> tuple[KernelStep, list]:
+                      tag: str = "", chunks: int = 1) -> tuple[KernelStep, list]:
     """FusedAllReduce / FusedReduceScatter / FusedAllGather / FusedSend: ReduceScatter by
     peer loads, the computation on this rank's slice in registers, AllGather by peer stores
     or a Send by stores into the next stage's buffer, one kernel; `part` is the (leaf index,
@@ -70,7 +71,7 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
     collective = any(isinstance(leaf.op, (ir.ReduceScatter, ir.AllGather)) for leaf in leaves)
     if collective and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
         raise fault(f"{what}: a fused collective must compute on dim-0 slices, got "
-                     f"{domain.layout}")
+                    f"{domain.layout}")
     kb = KernelBuilder(pl, domain, what, chunks)
     for index, leaf in part:
         lop = leaf.op
@@ -111,7 +112,7 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
         elif isinstance(lop, ir.Slice):
             if lop.x in kb.regs:
                 raise fault(f"{what}: a fused Slice must view a tensor in memory, got "
-                             f"'{lop.x}' computed in the kernel")
+                            f"'{lop.x}' computed in the kernel")
             pl.locs[leaf.out.name] = slice_loc(pl, leaf, what)
         elif isinstance(lop, ir.Norm):
             kb.norm(leaf)
@@ -119,7 +120,7 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
             send_store(kb, leaf, what)
         else:
             raise fault(f"{what}: a fused collective may hold ReduceScatter, Compute, Update, "
-                         f"Slice, Norm and AllGather (and a fused Send its Send), got {lop}")
+                        f"Slice, Norm and AllGather (and a fused Send its Send), got {lop}")
     extra, flags_name = [], ""
     if collective:
         flags_name = f"flags_{c_ident(stmt.name.split(',')[0])}{tag}"
@@ -150,7 +151,7 @@ def send_store(kb: KernelBuilder, leaf: ir.Stmt, what: str) -> None:
     pl, op, out = kb.pl, leaf.op, leaf.out
     if not ir.proven_equal(pl.local_numel(out.name), kb.domain_numel):
         raise fault(f"{what}: a fused Send must send the kernel's domain of "
-                     f"{kb.domain_numel} elements per rank, got {out.type}")
+                    f"{kb.domain_numel} elements per rank, got {out.type}")
     var, vec = kb.operand(op.x)
     if not vec:
         raise fault(f"{what}: a fused Send must send a tensor, got the scalar '{op.x}'")
@@ -168,7 +169,7 @@ def send_signal_params(kb: KernelBuilder, leaves, what: str) -> list[Param]:
     sends = [leaf for leaf in leaves if isinstance(leaf.op, ir.Send)]
     if len(sends) != 1 or sends[0] is not leaves[-1]:
         raise fault(f"{what}: a fused Send must end with its one Send, got "
-                     f"{len(sends)} Sends in {', '.join(s.name for s in leaves)}")
+                    f"{len(sends)} Sends in {', '.join(s.name for s in leaves)}")
     pl, send = kb.pl, sends[0]
     flags, count, ack = send_names(send.out.name)
     dst = pl.stage_of[send.op.dst]

@@ -26,7 +26,7 @@ def copy_engine_step(pl: Planner, stmt: ir.Stmt, first: int) -> CopyEngineStep:
     domain = leaves[0].out.type
     if not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
         raise fault(f"{what}: a fused collective must compute on dim-0 slices, got "
-                     f"{domain.layout}")
+                    f"{domain.layout}")
     kb = KernelBuilder(pl, domain, what)
     n = kb.extent  # elements of this rank's slice
     mine = RANK * n
@@ -70,7 +70,7 @@ def copy_engine_step(pl: Planner, stmt: ir.Stmt, first: int) -> CopyEngineStep:
             pl.locs[leaf.out.name] = slice_loc(pl, leaf, what)
         else:
             raise fault(f"{what}: a fused collective moved by copy engines may hold "
-                         f"ReduceScatter, Compute, Update, Slice and AllGather, got {lop}")
+                        f"ReduceScatter, Compute, Update, Slice and AllGather, got {lop}")
     comment = "Fused" + op.kind.capitalize() + " (copy engines): " + "; ".join(
         f"{s.name} = {s.op}" for s in leaves)
     kernel = kb.spec("piece", "elementwise.cu.j2", pl.P, [], comment, kb.vec_types(),

@@ -17,12 +17,12 @@ def gemm_step(pl: Planner, stmt: ir.Stmt, what: str) -> GemmStep:
     la, lb = ta.local_shape(), tb.local_shape()
     if len(la) != 2 or len(lb) != 2:
         raise fault(f"{what}: a MatMul on GPUs must multiply 2-D blocks, got local shapes "
-                     f"{list(la)} @ {list(lb)}; flatten the leading dims into one")
+                    f"{list(la)} @ {list(lb)}; flatten the leading dims into one")
     a, b = pl.locs.get(op.a), pl.locs.get(op.b)
     for name, loc in ((op.a, a), (op.b, b)):
         if loc is None:
             raise fault(f"{what}: MatMul operands must live in memory, got '{name}' in "
-                         "registers")
+                        "registers")
     dtype = out.type.dtype.name
     c_type_of(out.type)
     c = pl.new_buffer(out.name, pl.local_numel(out.name))
@@ -31,6 +31,8 @@ def gemm_step(pl: Planner, stmt: ir.Stmt, what: str) -> GemmStep:
 
 
 def nccl_step(pl: Planner, stmt: ir.Stmt, index: int) -> NcclStep:
+    """An unfused collective as one NCCL call; an AllReduce of a value read nowhere later
+    reduces in place."""
     op, out = stmt.op, stmt.out
     what = f"statement {out.name} ({op})"
     src = pl.locs[op.x]
@@ -48,7 +50,7 @@ def nccl_step(pl: Planner, stmt: ir.Stmt, index: int) -> NcclStep:
         raise fault(f"{what}: ReduceScatter must scatter dim 0 on GPUs, got dim {op.dim}")
     if isinstance(op, ir.AllGather) and pl.types[op.x].layout != Sliced(0):
         raise fault(f"{what}: AllGather must gather dim 0 on GPUs, got "
-                     f"{pl.types[op.x].layout}")
+                    f"{pl.types[op.x].layout}")
     if isinstance(op, ir.AllReduce):
         return NcclStep("all_reduce", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name)
     if isinstance(op, ir.ReduceScatter):

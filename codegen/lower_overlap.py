@@ -15,7 +15,7 @@ from workbench import ir
 
 
 def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
-                   mode: str) -> list[tuple[object, tuple[int, ...]]]:
+                  mode: str) -> list[tuple[object, tuple[int, ...]]]:
     """Overlapped(chunks){producer; consumer} as (step, stages) pairs:
 
     - MatMul; fused AllReduce or AllReduce of its output: one OverlapStep (chunks along the
@@ -38,15 +38,15 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
             steps = fused_collective_steps(pl, cons, first + n_prod, unroll, mode, op.chunks)
             if len(steps) != 1:
                 raise fault(f"{cwhat}: an overlapped fused collective must be one launch, got "
-                             f"{len(steps)} (a norm splits it); overlap a schedule without "
-                             "norms")
+                            f"{len(steps)} (a norm splits it); overlap a schedule without "
+                            "norms")
             consumer = steps[0]
         elif isinstance(cop, ir.AllReduce) and cop.x == prod.out.name:
             consumer = nccl_step(pl, cons, first + n_prod)
         else:
             raise fault(f"{what}: the GPU backend overlaps a MatMul with a fused AllReduce or "
-                         f"an AllReduce of its output, got {cop}; measure a schedule without "
-                         "it")
+                        f"an AllReduce of its output, got {cop}; measure a schedule without "
+                        "it")
         return [(OverlapStep(op.chunks, gemm, consumer, stmt.name), here)]
     if (isinstance(pop, ir.AllReduce) and isinstance(cop, ir.Fused) and cop.kind == "send"):
         nccl = nccl_step(pl, prod, first)
@@ -62,6 +62,6 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
         gather = nccl_step(pl, cons, first + n_prod)
         return [(sender, src), (replace(waiter, steps=(*waiter.steps, gather)), dst)]
     raise fault(f"{what}: the GPU backend overlaps a MatMul with an AllReduce, an AllReduce "
-                 f"with a fused Send, or a fused Send with an AllGather of what it sent, got "
-                 f"{pop} then {cop}; measure a schedule without this overlap")
+                f"with a fused Send, or a fused Send with an AllGather of what it sent, got "
+                f"{pop} then {cop}; measure a schedule without this overlap")
 

@@ -20,7 +20,7 @@ def p2p_step(pl: Planner, stmt: ir.Stmt) -> tuple[SendStep, tuple[int, int]]:
     src = pl.locs.get(op.x)
     if src is None:
         raise fault(f"{what}: the value a Send sends must live in memory, got '{op.x}' in "
-                     "registers")
+                    "registers")
     dst = pl.new_buffer(out.name, pl.local_numel(out.name))
     pl.locs[out.name] = dst
     c_type_of(out.type)
@@ -43,7 +43,7 @@ def wait_step(pl: Planner, send: ir.Stmt, src: int) -> KernelStep:
 
 
 def send_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int, mode: str,
-                chunks: int = 1) -> list[tuple[object, tuple[int, ...]]]:
+               chunks: int = 1) -> list[tuple[object, tuple[int, ...]]]:
     """A FusedSend region ([ReduceScatter] C* Send): the fused kernel on the source stage and
     the flag wait on the destination stage, as (step, stages) pairs; chunked (an overlap):
     both as ChunkedSteps of `chunks` launches."""
@@ -51,17 +51,17 @@ def send_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int, mode: str,
     what = f"statement {stmt.name} ({stmt.op})"
     if any(p for p in fused_phases(leaves)):
         raise fault(f"{what}: a fused Send must be one launch, got a norm whose users need a "
-                     "second one; measure a schedule that does not fuse the norm")
+                    "second one; measure a schedule that does not fuse the norm")
     src = pl.group
     step, _ = collective_kernel(pl, stmt, list(enumerate(leaves, start=first)), unroll,
-                                 mode, chunks=chunks)
+                                mode, chunks=chunks)
     send = leaves[-1]
     if chunks > 1 and sliced_dim0(send.out.type):
         uses = pl.uses.get(send.out.name, set()) - {pl.kernel_of[send.out.name]}
         if uses or any(v.name == send.out.name for v in pl.program.outputs):
             raise fault(f"{what}: an overlapped Send of slices leaves its parts in chunk "
-                         f"order, so only an AllGather in the same overlap may read "
-                         f"'{send.out.name}', got other uses; overlap it with its AllGather")
+                        f"order, so only an AllGather in the same overlap may read "
+                        f"'{send.out.name}', got other uses; overlap it with its AllGather")
     dst = pl.stage_of[send.op.dst]
     wait = wait_step(pl, send, src)
     if chunks > 1:

@@ -1,6 +1,7 @@
 """What lowering produces: a Plan of device buffers (BufferSpec), where each value lives (Loc), and
 the steps that compute it (generated kernels, NCCL and cuBLAS calls, overlaps, copy-engine
-pieces, Sends), in the order the runtime runs them; plus the index symbols of kernels.
+pieces, Sends), in the order the runtime runs them; plus the index symbols of kernels, the
+lowering error (`fault`) and the runtime's checks that bound sizes split into a step's chunks.
 
 The storage rules and the pipeline numbering are in codegen/lower.py's docstring.
 """
@@ -200,6 +201,7 @@ class Plan:
         return tuple(s for s, g in zip(self.steps, groups) if group in g)
 
     def kernels(self) -> tuple[KernelSpec, ...]:
+        """The generated kernels the runtime compiles, each step's in order."""
         flat = []
         for s in self.steps:
             if isinstance(s, OverlapStep):
@@ -213,38 +215,12 @@ class Plan:
         return tuple(s.spec for s in flat if isinstance(s, KernelStep))
 
 
-def stage_order(program: ir.Program) -> tuple:
-    """The program's groups in pipeline order: every Send goes from a stage to the next one.
-    A program of one group gives that group."""
-    groups = list(program.groups())
-    types = {v.name: v.type for v in program.all_values()}
-    nxt = {}
-    for leaf in program.leaves():
-        for v in leaf.outs:
-            types[v.name] = v.type
-        if isinstance(leaf.op, ir.Send):
-            nxt[types[leaf.op.x].group] = leaf.op.dst
-    firsts = [g for g in groups if g not in nxt.values()]
-    if len(groups) > 1 and len(firsts) != 1:
-        raise fault(f"a pipeline's stages must form one chain of Sends, got groups "
-                     f"{', '.join(g.name for g in groups)} with Sends "
-                     f"{', '.join(f'{a.name}->{b.name}' for a, b in nxt.items()) or 'none'}; "
-                     "Send each stage's result to the next one")
-    order = [firsts[0]] if firsts else groups[:1]
-    while order[-1] in nxt and nxt[order[-1]] not in order:
-        order.append(nxt[order[-1]])
-    if len(order) != len(groups):
-        raise fault(f"a pipeline's stages must form one chain of Sends, got the chain "
-                     f"{' -> '.join(g.name for g in order)} missing "
-                     f"{', '.join(g.name for g in groups if g not in order)}")
-    return tuple(order)
-
-
 # Max blocks of a fused collective: its flag buffer holds [2][MAX_BLOCKS][P] u32.
 MAX_BLOCKS = 1024
 
 
 def fault(what: str) -> RuntimeFault:
+    """The error for what the GPU backend cannot generate (`what` says what and why)."""
     return RuntimeFault(what)
 
 
@@ -262,6 +238,6 @@ def check_chunk_rows(stmt: str, rows: int, per: int, chunks: int,
     times P when each chunk is split again over the ranks of a stage."""
     if rows % per:
         raise fault(f"statement {stmt}: {rows_are.format(rows)} must be a multiple of "
-                     f"{'chunks x ranks = ' if per != chunks else 'chunks = '}{per} to "
-                     f"{action} {chunks} chunks; pick sizes that divide, or fewer chunks")
+                    f"{'chunks x ranks = ' if per != chunks else 'chunks = '}{per} to "
+                    f"{action} {chunks} chunks; pick sizes that divide, or fewer chunks")
 

@@ -1,6 +1,6 @@
-"""The planner's state while lowering one program: value types, uses, where each value lives,
-the buffers allocated so far, and the helpers every lowering kind shares (C types, the
-result location of a statement, chunk rows).
+"""The planner's state while lowering one program: its stages in pipeline order (stage_order),
+value types, uses, where each value lives, the buffers allocated so far, and the helpers every
+lowering kind shares (C types, the result location of a statement, chunk rows).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import sympy
 
-from codegen.plan import RANK, BufferSpec, Loc, fault, stage_order
+from codegen.plan import RANK, BufferSpec, Loc, fault
 from workbench import ir
 from workbench.types import LocalLayout, ReplicatedLayout, Sliced, TensorType
 
@@ -23,18 +23,21 @@ BUF_C_TYPES = {**C_TYPES, "f64": "double", "u32": "uint32_t"}
 
 
 REDUCE_NAMES = {ir.ReduceOp.Sum: "add", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min",
-           ir.ReduceOp.Prod: "mul"}
+                ir.ReduceOp.Prod: "mul"}
 
 
 def c_ident(name: str) -> str:
+    """`name` as a C identifier."""
     return re.sub(r"\W", "_", name)
 
 
 def numel_of(shape) -> sympy.Expr:
+    """Elements of a tensor of `shape` (1 for a scalar)."""
     return sympy.Mul(*shape) if shape else sympy.Integer(1)
 
 
 def c_type_of(t: TensorType) -> str:
+    """The C type of `t`'s elements."""
     if t.dtype.name not in C_TYPES:
         raise fault(f"codegen element type must be one of {sorted(C_TYPES)}, got {t.dtype}")
     return C_TYPES[t.dtype.name]
@@ -46,12 +49,43 @@ def is_costly(e: ir.Expr) -> bool:
 
 
 def float_literal(x: float) -> str:
+    """The C literal of `x` as an f32."""
     # The decimal repr of the f32 value: the compiler's rounding then gives exactly that f32,
     # which is what the interpreter's np.float32(v) holds.
     return repr(float(np.float32(x))) + "f"
 
 
+def stage_order(program: ir.Program) -> tuple:
+    """The program's groups in pipeline order: every Send goes from a stage to the next one.
+    A program of one group gives that group."""
+    groups = list(program.groups())
+    types = {v.name: v.type for v in program.all_values()}
+    nxt = {}
+    for leaf in program.leaves():
+        for v in leaf.outs:
+            types[v.name] = v.type
+        if isinstance(leaf.op, ir.Send):
+            nxt[types[leaf.op.x].group] = leaf.op.dst
+    firsts = [g for g in groups if g not in nxt.values()]
+    if len(groups) > 1 and len(firsts) != 1:
+        raise fault(f"a pipeline's stages must form one chain of Sends, got groups "
+                    f"{', '.join(g.name for g in groups)} with Sends "
+                    f"{', '.join(f'{a.name}->{b.name}' for a, b in nxt.items()) or 'none'}; "
+                    "Send each stage's result to the next one")
+    order = [firsts[0]] if firsts else groups[:1]
+    while order[-1] in nxt and nxt[order[-1]] not in order:
+        order.append(nxt[order[-1]])
+    if len(order) != len(groups):
+        raise fault(f"a pipeline's stages must form one chain of Sends, got the chain "
+                    f"{' -> '.join(g.name for g in order)} missing "
+                    f"{', '.join(g.name for g in groups if g not in order)}")
+    return tuple(order)
+
+
 class Planner:
+    """Lowering's state for one program on groups of P ranks: value types, the stage of
+    the statement being lowered, buffers, value locations and uses."""
+
     def __init__(self, program: ir.Program, P: int):
         self.program = program
         self.P = P
@@ -73,12 +107,15 @@ class Planner:
         self._use_order: dict[str, list[int]] = {}
 
     def sub(self, expr) -> sympy.Expr:
+        """`expr` with each group size replaced by P."""
         return sympy.sympify(expr).subs(self.psub)
 
     def local_numel(self, name: str) -> sympy.Expr:
+        """Elements per rank of value `name`."""
         return self.sub(numel_of(self.types[name].local_shape()))
 
     def new_buffer(self, name: str, numel, holds_input: str = "") -> Loc:
+        """A fresh buffer for value `name`, in its stage, and the value's location in it."""
         bname = c_ident(name)
         while bname in self.buffers:
             bname += "_"
@@ -95,6 +132,7 @@ class Planner:
                                         group=self.group if group is None else group)
 
     def mark_peer(self, buffer: str) -> None:
+        """`buffer` is mapped into other ranks (CUDA IPC)."""
         self.buffers[buffer] = replace(self.buffers[buffer], peer=True)
 
     def stage(self, stmt: ir.Stmt) -> int:
@@ -105,6 +143,7 @@ class Planner:
         return self.stage_of[self.types[names[0]].group]
 
     def analyse_uses(self) -> None:
+        """Record which statement computes each value and which statements read it."""
         for k, stmt in enumerate(self.program.stmts):
             for leaf in stmt.leaves():
                 for v in leaf.outs:
@@ -118,6 +157,8 @@ class Planner:
                 order += 1
 
     def needs_memory(self, name: str) -> bool:
+        """Whether value `name` must live in memory: an output, spilled between launches,
+        or read by another statement than the one computing it."""
         if name in self.spill or any(v.name == name for v in self.program.outputs):
             return True
         k = self.kernel_of.get(name)
@@ -129,10 +170,11 @@ class Planner:
         return not later and not any(v.name == name for v in self.program.outputs)
 
     def check_inplace(self, target: str, leaf_index: int, what: str) -> None:
+        """Raise unless an Update at leaf `leaf_index` is the last use of `target`."""
         later = [o for o in self._use_order.get(target, []) if o > leaf_index]
         if later or any(v.name == target for v in self.program.outputs):
             raise fault(f"{what}: an in-place Update must be the last use of its target "
-                         f"'{target}', got later uses; Compute a new value instead")
+                        f"'{target}', got later uses; Compute a new value instead")
 
 
 def result_loc(pl: Planner, leaf: ir.Stmt, index: int, what: str) -> Loc | None:
@@ -144,7 +186,7 @@ def result_loc(pl: Planner, leaf: ir.Stmt, index: int, what: str) -> Loc | None:
         tl = pl.locs.get(op.target)
         if tl is None:
             raise fault(f"{what}: the target of an Update must live in memory, got "
-                         f"'{op.target}' in registers")
+                        f"'{op.target}' in registers")
         tt, rt = pl.types[op.target], out.type
         if tt.layout == rt.layout:
             return tl
@@ -153,7 +195,7 @@ def result_loc(pl: Planner, leaf: ir.Stmt, index: int, what: str) -> Loc | None:
             s = pl.local_numel(out.name)
             return Loc(tl.buffer, tl.offset + RANK * s, s, whole_offset=tl.offset)
         raise fault(f"{what}: an Update from {tt.layout} to {rt.layout} must slice dim 0, "
-                     f"got {rt.layout}")
+                    f"got {rt.layout}")
     if isinstance(op, ir.AllGather):
         src = pl.locs.get(op.x)
         if src is not None and src.whole_offset is not None:

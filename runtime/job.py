@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from codegen.plan import stage_order
+from codegen.lower import stage_order
 from runtime import compiler, launcher
 from runtime.worker import stage_split
 from workbench.errors import RuntimeFault, WorkbenchError

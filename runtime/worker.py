@@ -174,8 +174,7 @@ def held_outputs(run, scheduled, original):
 
 
 def main(job_path: str) -> int:
-    from codegen.lower import lower
-    from codegen.plan import stage_order
+    from codegen.lower import lower, stage_order
     from runtime import baselines, checks
     from runtime.comm import rank_env
     from runtime.executor import Gpu, PlanRun

@@ -7,7 +7,7 @@ import re
 import pytest
 from codegen_cases import ROOT
 
-from codegen.lower import lower
+from codegen.lower import lower, stage_order
 from codegen.plan import (
     ChunkedStep,
     KernelStep,
@@ -15,7 +15,6 @@ from codegen.plan import (
     OverlapStep,
     SendStep,
     check_chunk_rows,
-    stage_order,
 )
 from workbench.errors import RuntimeFault
 from workbench.loader import load
