@@ -38,8 +38,10 @@ def build(grad_dtype=float32):
         w16 = Compute(Cast(grad_dtype, w1), name="w16")
         updates.append(w16)
         outputs.append(w16)
+    # the moments (and, mixed, the f32 master weights) are state each rank may keep sliced
+    sliced = [m1, v1, w1] if mixed else [m1, v1]
     program = Program(inputs=[g, w, m, v, lr, beta1, beta2, eps, step], outputs=outputs,
-                      name="adam")
+                      name="adam", may_stay_sliced=sliced)
     state = (m, v, w) if mixed else (m, v)  # what each rank may keep as a slice only
 
     return program, optimizer_schedules(program, g1, updates, state,

@@ -25,7 +25,9 @@ def build(grad_dtype=float32):
         w16 = Compute(Cast(grad_dtype, w1), name="w16")
         updates.append(w16)
         outputs.append(w16)
-    program = Program(inputs=[g, w, lr], outputs=outputs, name="sgd")
+    # mixed: the f32 master weights are state each rank may keep sliced (w16 is gathered)
+    program = Program(inputs=[g, w, lr], outputs=outputs, name="sgd",
+                      may_stay_sliced=[w1] if mixed else [])
     state = (w,) if mixed else ()  # what each rank may keep as a slice only
     return program, optimizer_schedules(program, g1, updates, state, [w16] if mixed else [w1])
 

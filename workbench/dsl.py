@@ -471,12 +471,14 @@ class _Tracer:
         return deps
 
 
-def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | None = None
-            ) -> ir.Program:
+def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | None = None,
+            may_stay_sliced: Sequence[Node] = ()) -> ir.Program:
     """Trace a program from its inputs to its outputs and verify it.
 
     Statements appear in the order the outputs need them; values are named after the caller's
-    variables. `name` defaults to the file the program is written in.
+    variables. `name` defaults to the file the program is written in. `may_stay_sliced` names
+    outputs that a schedule may leave Sliced (each rank keeps its slice: optimizer state,
+    ZeRO-style); every other output keeps the storage the program as written gives it.
     """
     for i, node in enumerate(inputs):
         if not isinstance(node, InputNode):
@@ -484,6 +486,13 @@ def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | No
                                  f"got {type(node).__name__} at position {i}")
     tracer = _Tracer(inputs, _caller_names())
     out_names = [tracer.name(_node(o)) for o in outputs]
+    sliced_ok = []
+    for o in may_stay_sliced:
+        name_o = tracer.name(_node(o))
+        if name_o not in out_names:
+            raise WorkbenchError(f"may_stay_sliced must name outputs of the program, got "
+                                 f"{name_o}; outputs: {', '.join(out_names)}")
+        sliced_ok.append(out_names.index(name_o))
     if name is None:
         loc = _user_location()
         name = loc.split(".py")[0] if loc else "program"
@@ -500,6 +509,7 @@ def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | No
         tuple(ir.Value(n, tracer.env[n]) for n in out_names),
         facts,
         tuple((n.name, *n.range) for n in inputs if n.range is not None),
+        tuple(sorted(sliced_ok)),
     )
     return verify(program)
 

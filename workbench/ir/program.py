@@ -64,6 +64,10 @@ class Program:
     # Where random test inputs are drawn from, per input: (name, low, high); e.g. a second
     # moment must be >= 0. Inputs not listed draw from a standard normal.
     input_ranges: tuple[tuple[str, float, float], ...] = ()
+    # The output contract: positions in `outputs` whose storage a schedule may change to
+    # Sliced (each rank keeps only its slice: optimizer state, ZeRO-style). Every other output
+    # is returned as the program as written returns it, by every schedule.
+    may_stay_sliced: tuple[int, ...] = ()
 
     def groups(self) -> tuple[Group, ...]:
         seen = dict.fromkeys(v.type.group for v in self.all_values())
@@ -111,7 +115,7 @@ class Program:
     def with_stmts(self, stmts, outputs=None, inputs=None) -> Program:
         return Program(self.name, tuple(inputs if inputs is not None else self.inputs),
                        tuple(stmts), tuple(outputs if outputs is not None else self.outputs),
-                       self.facts, self.input_ranges)
+                       self.facts, self.input_ranges, self.may_stay_sliced)
 
     def __str__(self) -> str:
         return format_program(self)

@@ -84,6 +84,18 @@ def dead_code_eliminated(program: ir.Program) -> ir.Program:
     return program.with_stmts(reversed(kept))
 
 
+def check_output_contract(name: str, before: ir.Program, after: ir.Program) -> None:
+    """A schedule means the same program: every output keeps its storage (whole on every
+    rank, or sliced) unless the program declared that it may stay sliced."""
+    for k, (old, new) in enumerate(zip(before.outputs, after.outputs)):
+        if old.type.layout != new.type.layout and k not in before.may_stay_sliced:
+            raise IllegalTransform(
+                f"{name} must keep output {old.name} stored as the program returns it "
+                f"({old.type.layout}), got {new.type.layout}; if each rank needs only its "
+                f"slice (optimizer state, ZeRO-style), declare it: Program(..., "
+                f"may_stay_sliced=[{old.name}])")
+
+
 class Transform:
     """Base of every transform: `check` is `apply` with the exception turned into a reason."""
 
@@ -100,6 +112,7 @@ class Transform:
             raise
         except WorkbenchError as e:  # a type rule refused the rewritten statement
             raise IllegalTransform(f"{self.name}: {e}") from None
+        check_output_contract(self.name, program, out)
         return verify(out)
 
     def check(self, program: ir.Program) -> Legality:
