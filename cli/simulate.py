@@ -152,9 +152,22 @@ def table(predictions: list[Prediction]):
         "bottleneck": [p.bottleneck for p in predictions],
         "best": ["*" if p is best else "" for p in predictions],
     })
+    unscheduled = next((p.program for p in predictions if p.name == UNSCHEDULED), None)
+    sliced = [_sliced_outputs(unscheduled, p.program) for p in predictions]
+    if any(sliced):  # the program allowed these (may_stay_sliced); say which schedule does it
+        df["stays_sliced"] = sliced
     if any(p.note for p in predictions):
         df["note"] = [p.note for p in predictions]
     return df
+
+
+def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) -> str:
+    """The outputs `program` returns with another storage than the unscheduled program (only
+    those the program declared may stay sliced can differ)."""
+    if unscheduled is None or program is None:
+        return ""
+    return ",".join(new.name for old, new in zip(unscheduled.outputs, program.outputs)
+                    if old.type.layout != new.type.layout)
 
 
 @click.command()

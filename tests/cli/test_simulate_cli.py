@@ -23,7 +23,11 @@ def test_adam_table_marks_the_fused_schedule_best(capsys, tmp_path):
     best = [r for r in rows if r["best"] == "*"]
     assert len(best) == 1 and best[0]["schedule"].startswith("fuse")
     assert best[0]["speedup"] > 1
-    assert csv.read_text().splitlines()[0] == "schedule,time_ms,model_ms,speedup,bottleneck,best"
+    assert csv.read_text().splitlines()[0] == ("schedule,time_ms,model_ms,speedup,bottleneck,"
+                                               "best,stays_sliced")
+    # the moments may stay sliced (adam's may_stay_sliced); the weights never do
+    assert {r["schedule"]: r["stays_sliced"] for r in rows}["fuse-rs-c-ag"] == "m1_s,v1_s"
+    assert all("w1" not in r["stays_sliced"] for r in rows)
     assert json.loads(trace.read_text())["traceEvents"]
 
 
