@@ -2,7 +2,6 @@
 forgets one fails here, not in a study), the ops a fused kernel may hold have a fused-part
 rule, and an op with no rule is an error that names it."""
 
-import typing
 from types import SimpleNamespace
 
 import pytest
@@ -18,16 +17,7 @@ from cost_model.ops import (
 from workbench import ir
 from workbench.errors import WorkbenchError
 
-
-def ir_op_classes() -> set[type]:
-    """Every op class of the IR: the members of its op union and of its groups of ops."""
-    classes = set(typing.get_args(getattr(ir, "Op", None)))
-    for group in ("COMMUNICATION_OPS", "ELEMENTWISE_OPS", "REGION_OPS", "FUSABLE_COMPUTATION"):
-        classes |= set(getattr(ir, group, ()))
-    return classes | {ir.MatMul, ir.Fused, ir.Overlapped, ir.Slice, ir.Norm, ir.ReduceTensor}
-
-
-OPS = sorted(ir_op_classes(), key=lambda c: c.__name__)
+OPS = sorted(ir.OP_CLASSES, key=lambda c: c.__name__)
 
 
 def test_the_ir_has_the_op_classes_the_tables_are_checked_against():

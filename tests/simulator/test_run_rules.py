@@ -2,7 +2,6 @@
 resources its statement holds; the durations come from cost_model), and an op with no rule is
 an error that names it."""
 
-import typing
 from types import SimpleNamespace
 
 import pytest
@@ -14,16 +13,7 @@ from workbench.errors import WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
-
-def ir_op_classes() -> set[type]:
-    """Every op class of the IR: the members of its op union and of its groups of ops."""
-    classes = set(typing.get_args(getattr(ir, "Op", None)))
-    for group in ("COMMUNICATION_OPS", "ELEMENTWISE_OPS", "REGION_OPS", "FUSABLE_COMPUTATION"):
-        classes |= set(getattr(ir, group, ()))
-    return classes | {ir.MatMul, ir.Fused, ir.Overlapped, ir.Slice, ir.Norm, ir.ReduceTensor}
-
-
-OPS = sorted(ir_op_classes(), key=lambda c: c.__name__)
+OPS = sorted(ir.OP_CLASSES, key=lambda c: c.__name__)
 
 
 @pytest.mark.parametrize("op", OPS, ids=[c.__name__ for c in OPS])

@@ -42,6 +42,7 @@ from workbench.ir.ops import (  # noqa: F401
     ELEMENTWISE_OPS,
     FUSABLE_COMPUTATION,
     FUSED_KINDS,
+    OP_CLASSES,
     REGION_OPS,
     AllGather,
     AllReduce,

@@ -4,6 +4,7 @@ communication, and the Fused / Overlapped regions), and the op-kind tuples.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -466,6 +467,9 @@ class Overlapped:
 
 Op = (Compute | Update | AllReduce | ReduceScatter | AllGather | Broadcast | Reduce | Send
       | Slice | MatMul | ReduceTensor | Norm | Fused | Overlapped)
+# Every op class: each layer's rule table has an entry for each (tests check it), so a new op
+# joins the Op union above and then one table per layer.
+OP_CLASSES: tuple[type, ...] = typing.get_args(Op)
 
 
 COMMUNICATION_OPS = (AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send)
