@@ -224,7 +224,9 @@ class KernelBuilder:
             case ir.Unary(fn, a):
                 x = self.expr(a, env_types, hoist)
                 return {"neg": f"(-{x})", "sqrt": f"sqrtf({x})", "rsqrt": f"(1.0f / sqrtf({x}))",
-                        "exp": f"expf({x})", "log": f"logf({x})", "abs": f"fabsf({x})"}[fn]
+                        "exp": f"expf({x})", "log": f"logf({x})", "abs": f"fabsf({x})",
+                        "tanh": f"tanhf({x})", "erf": f"erff({x})",
+                        "sigmoid": f"(1.0f / (1.0f + expf(-{x})))"}[fn]
             case ir.Cast(dtype, a):
                 return f"wb::round_to<{C_TYPES[dtype.name]}>({self.expr(a, env_types, hoist)})"
             case ir.Dropout(p, seed, a):

@@ -27,12 +27,18 @@ from workbench.dsl import (
     Tensor,
     Update,
     Variable,
+    erf,
     exp,
+    gelu,
+    gelu_tanh,
     log,
     maximum,
     minimum,
     rsqrt,
+    sigmoid,
+    silu,
     sqrt,
+    tanh,
 )
 from workbench.errors import WorkbenchError
 from workbench.scheduling import schedule
@@ -51,9 +57,10 @@ from workbench.types import (
 
 __all__ = [
     "AllGather", "AllReduce", "Broadcast", "Cast", "Compute", "Dropout", "Group", "Local",
-    "MatMul", "Max", "Min", "Norm", "P", "Pipeline", "Prod", "Program", "Reduce",
-    "ReduceScatter", "ReduceTensor", "Replicated", "Scalar", "Send", "Size", "Sliced", "Stage",
-    "Sum", "Tensor", "Update", "Variable", "WORLD", "WorkbenchError", "bfloat16", "exp",
-    "float16", "float32", "int32", "log", "maximum", "minimum", "rsqrt", "schedule", "sqrt",
+    "MatMul", "Max", "Min", "Norm", "P", "Pipeline", "Prod", "Program", "Reduce", "ReduceScatter",
+    "ReduceTensor", "Replicated", "Scalar", "Send", "Size", "Sliced", "Stage", "Sum", "Tensor",
+    "Update", "Variable", "WORLD", "WorkbenchError", "bfloat16", "erf", "exp", "float16",
+    "float32", "gelu", "gelu_tanh", "int32", "log", "maximum", "minimum", "rsqrt", "schedule",
+    "sigmoid", "silu", "sqrt", "tanh",
 ]
 

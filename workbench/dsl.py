@@ -247,8 +247,27 @@ def sqrt(x): return _unary("sqrt", x)
 def rsqrt(x): return _unary("rsqrt", x)
 def exp(x): return _unary("exp", x)
 def log(x): return _unary("log", x)
+def tanh(x): return _unary("tanh", x)
+def erf(x): return _unary("erf", x)
+def sigmoid(x): return _unary("sigmoid", x)
 def maximum(a, b): return _binary("max", a, b)
 def minimum(a, b): return _binary("min", a, b)
+
+
+def silu(x):
+    """SiLU (swish): x * sigmoid(x)."""
+    return x * sigmoid(x)
+
+
+def gelu(x):
+    """GeLU, exact (erf) form: 0.5 x (1 + erf(x / sqrt 2)), as torch.nn.functional.gelu."""
+    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476))
+
+
+def gelu_tanh(x):
+    """GeLU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as torch's
+    gelu(approximate="tanh")."""
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
 def Cast(dtype: DType, x) -> Node:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+import scipy.special
 import sympy
 
 from workbench import ir
@@ -147,6 +148,8 @@ class _Machine:
                     return {
                         "neg": np.negative, "sqrt": np.sqrt, "exp": np.exp, "log": np.log,
                         "abs": np.abs, "rsqrt": lambda v: np.float32(1) / np.sqrt(v),
+                        "tanh": np.tanh, "erf": scipy.special.erf,
+                        "sigmoid": lambda v: np.float32(1) / (np.float32(1) + np.exp(-v)),
                     }[fn](x).astype(np.float32)
             case ir.Binary(op, a, b):
                 x, y = self.eval_expr(a, rank, result), self.eval_expr(b, rank, result)

@@ -89,7 +89,7 @@ BINARY_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "max"
               "min": "min"}
 
 
-UNARY_OPS = ("neg", "sqrt", "rsqrt", "exp", "log", "abs")
+UNARY_OPS = ("neg", "sqrt", "rsqrt", "exp", "log", "abs", "tanh", "erf", "sigmoid")
 
 
 @dataclass(frozen=True, slots=True)
