@@ -35,6 +35,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from codegen.lower import lower
+from codegen.render import include_dir
 from cost_model.calibration import (
     COPY_ENGINE_NBYTES,
     F16_STREAM_SHAPES,
@@ -43,6 +45,12 @@ from cost_model.calibration import (
 )
 from cost_model.hardware import NCCL_DTYPES
 from runtime.baselines import event_times
+from runtime.comm import Nccl4py, TorchHost
+from runtime.compiler import compile_cubin
+from runtime.executor import PlanRun
+from runtime.gpu import Gpu, import_pycuda, torch_view
+from workbench.errors import RuntimeFault
+from workbench.loader import load
 
 COLLECTIVE_NBYTES = [2**k for k in range(16, 31)]  # 64 KiB .. 1 GiB, the NCCL table's range
 HBM_NBYTES = 2**30  # far beyond the 50 MiB L2: streams from HBM
@@ -157,8 +165,6 @@ def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int, nccl=None,
 def runtime_nccl(torch, dist, rank: int, P: int):
     """The runtime's NCCL communicator (nccl4py, runtime.comm) beside
     torch.distributed's, or None where nccl4py does not import (logged)."""
-    from runtime.comm import Nccl4py, TorchHost
-    from runtime.executor import torch_view
 
     try:
         return Nccl4py(TorchHost(dist, rank, rank), rank, P,
@@ -260,7 +266,6 @@ def copy_engine_pushes(drv, dist, rank: int, P: int, warmup: int, reps: int,
     The same pattern as the link probe's copy engines both ways at once (2x H200, GPU run
     11, studies/results/gpu/h200x2-run11-link: 389-392 GB/s per direction); the section takes
     well under a second."""
-    from workbench.errors import RuntimeFault
 
     peers = [q for q in range(P) if q != rank]
     big = max(sizes)
@@ -419,7 +424,6 @@ class _Kernels:
     kernels: compile (nvcc, through the runtime's cache) and time one kernel launch."""
 
     def __init__(self, torch, rank: int):
-        from runtime.executor import import_pycuda
 
         self.torch, self.drv = torch, import_pycuda()
         self.dev = torch.device("cuda", rank)
@@ -437,8 +441,6 @@ class _Kernels:
 
     def module(self, name: str, src: str):
         """The loaded module of `src` (cache key `name`)."""
-        from codegen.render import include_dir
-        from runtime.compiler import compile_cubin
 
         return self.drv.module_from_file(str(compile_cubin(name, src, include_dir())))
 
@@ -615,7 +617,6 @@ def _with_grid(run, blocks: int | None) -> int:
     """Launch the fused collective kernels of a PlanRun with `blocks` blocks from now on
     (None: keep theirs); returns the grid they had. Reads the executor's prepared launches,
     ("kernel", step, fn, grid, args, epoch_at): the calibration's one reach into it, checked."""
-    from workbench.errors import RuntimeFault
 
     before, items = None, []
     for item in run.launches:
@@ -640,11 +641,7 @@ def fused_blocks(out_path: str, warmup: int = 5, reps: int = 25) -> int:
     {"fused_blocks": rows, "fused_blocks_meta": ...} to out_path."""
     import numpy as np
 
-    from codegen.lower import lower
     from cost_model.calibration import fused_block_counts
-    from runtime.executor import Gpu, PlanRun
-    from workbench.errors import RuntimeFault
-    from workbench.loader import load
 
     rank, P = int(os.environ["WB_RANK"]), int(os.environ["WB_WORLD_SIZE"])
     gpu = Gpu(rank, P)

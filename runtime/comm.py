@@ -23,6 +23,7 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
+from runtime.launcher import free_port
 from workbench.errors import RuntimeFault
 
 MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
@@ -175,7 +176,6 @@ def torch_rendezvous(host, env: RankEnv, environ=None) -> dict[str, str]:
                                "outside mpirun, got "
                                f"MASTER_ADDR={addr!r} MASTER_PORT={port!r}; start the ranks "
                                "with the launcher (workbench compile-and-measure)")
-        from runtime.launcher import free_port
 
         addr, port = host.bcast(("127.0.0.1", free_port()) if env.rank == 0 else None, root=0)
     return {"MASTER_ADDR": str(addr), "MASTER_PORT": str(port), "RANK": str(env.rank),

@@ -22,7 +22,15 @@ import traceback
 
 import numpy as np
 
+from codegen.lower import lower, stage_order
+from runtime import baselines, checks
+from runtime.comm import rank_env
+from runtime.executor import PlanRun
+from runtime.gpu import Gpu
+from workbench import interpreter, ir
 from workbench.errors import RuntimeFault
+from workbench.loader import load
+from workbench.types import Sliced
 
 
 def log(rank: int, msg: str) -> None:
@@ -55,8 +63,6 @@ def comm_bytes(program, sizes: dict, P: int) -> int:
     direct exchange moves them: AllReduce 2(P-1)/P x size, ReduceScatter/AllGather (P-1)/P x
     size; a pipeline's Send, each rank's local part (1/P of the tensor when sliced). Divided by
     the link bandwidth this is the NVLink floor of the step."""
-    from workbench import interpreter, ir
-    from workbench.types import Sliced
 
     bound = interpreter.bind_sizes(program, sizes)
     total = 0.0
@@ -174,11 +180,6 @@ def held_outputs(run, scheduled, original):
 
 
 def main(job_path: str) -> int:
-    from codegen.lower import lower, stage_order
-    from runtime import baselines, checks
-    from runtime.comm import rank_env
-    from runtime.executor import Gpu, PlanRun
-    from workbench.loader import load
 
     env = rank_env()
     rank, world = env.rank, env.size
@@ -217,7 +218,6 @@ def main(job_path: str) -> int:
             n_full = None
             length = checks.pointwise_length(original)
             if length is not None:
-                from workbench import interpreter
 
                 n_full = interpreter.concrete(length, interpreter.bind_sizes(original, sizes))
             for name, program in programs:

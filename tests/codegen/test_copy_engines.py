@@ -146,7 +146,7 @@ class _Run:
 
 
 def test_the_executor_pulls_computes_and_pushes_piece_by_piece():
-    from runtime.executor import _CopyEngines
+    from runtime.chunked import CopyEnginesRun as _CopyEngines
 
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
     plan = lower(program, 2)
@@ -181,7 +181,7 @@ def test_the_executor_pulls_computes_and_pushes_piece_by_piece():
 
 
 def test_pieces_must_divide_the_slice():
-    from runtime.executor import _CopyEngines
+    from runtime.chunked import CopyEnginesRun as _CopyEngines
     from workbench.errors import RuntimeFault
 
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")

@@ -72,7 +72,7 @@ def test_table_speedup_and_floor():
 
 
 def test_rank_part_matches_the_interpreter():
-    from runtime.executor import _rank_part
+    from runtime.gpu import rank_part as _rank_part
 
     pf = load_study("studies/adam.py")
     sched = pf.schedules["fuse-rs-c-ag"].apply()

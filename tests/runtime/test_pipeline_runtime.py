@@ -11,7 +11,8 @@ import pytest
 
 from cli.main import main
 from runtime import comm
-from runtime.executor import PlanRun, nccl_chunk
+from runtime.chunked import nccl_chunk
+from runtime.executor import PlanRun
 from runtime.worker import held_outputs, stage_split
 from workbench.errors import RuntimeFault
 
