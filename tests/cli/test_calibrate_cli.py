@@ -100,3 +100,11 @@ def test_dropout_section_records_a_mismatch_or_a_fault(monkeypatch):
     monkeypatch.setattr(calibrate, "run_job", hang)
     assert calibrate._dropout(2, 60.0, None) == {
         "dropout_error": "RuntimeFault: rank 1 made no progress for 60 s"}
+
+
+def test_calibration_programs_exist():
+    """The programs calibration runs through compile-and-measure's path are where it looks."""
+    from runtime.calibrate import DROPOUT_SPEC
+    from runtime.calibrate_worker import ALLREDUCE_SPEC
+
+    assert ALLREDUCE_SPEC.is_file() and DROPOUT_SPEC.is_file()

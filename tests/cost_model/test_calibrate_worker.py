@@ -11,14 +11,14 @@ import pytest
 from test_calibration_dtypes import FUSED, NBYTES, _known
 
 from cost_model import calibration
-from runtime import calibrate, calibrate_worker
+from runtime import calibrate, calibrate_kernels, calibrate_nccl, calibrate_worker
 from workbench.errors import RuntimeFault
 
 NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
 
 
 def test_f16_stream_source_has_a_kernel_per_shape():
-    src, names = calibrate_worker._streams_f16_source(calibration.F16_STREAM_SHAPES)
+    src, names = calibrate_kernels.streams_f16_source(calibration.F16_STREAM_SHAPES)
     assert sorted(names) == sorted(calibration.F16_STREAM_SHAPES)
     for (a, b, c, d), name in names.items():
         kernel = src[src.index(name):].split('extern "C"')[0]
@@ -33,10 +33,10 @@ def test_stream_kernels_compile(tmp_path, monkeypatch):
     from runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
-    src, names = calibrate_worker._streams_f16_source(calibration.F16_STREAM_SHAPES)
+    src, names = calibrate_kernels.streams_f16_source(calibration.F16_STREAM_SHAPES)
     cubin = compile_cubin("wb_cal_streams_f16", src, include_dir()).read_bytes()
     assert all(n.encode() in cubin for n in names.values())
-    name, src = calibrate_worker._streams_source(4, 3)
+    name, src = calibrate_kernels.streams_source(4, 3)
     assert name.encode() in compile_cubin(name, src, include_dir()).read_bytes()
 
 
@@ -105,7 +105,7 @@ def test_failed_block_sweep_is_recorded_and_the_raw_file_still_fits(monkeypatch,
 
 
 class _FakeTensor:
-    """Just enough of a torch tensor for calibrate_worker.collectives on a CPU."""
+    """Just enough of a torch tensor for calibrate_nccl.collectives on a CPU."""
 
     def __init__(self, n, dtype):
         self.n, self.dtype = n, dtype
@@ -147,10 +147,10 @@ def _fake_torch_dist(calls, broken=()):
 
 
 def test_collectives_interleave_dtypes_in_rotating_order(monkeypatch):
-    monkeypatch.setattr(calibrate_worker, "COLLECTIVE_NBYTES", [2**16, 2**17, 2**18, 2**19])
+    monkeypatch.setattr(calibrate_nccl, "COLLECTIVE_NBYTES", [2**16, 2**17, 2**18, 2**19])
     calls = []
     torch, dist = _fake_torch_dist(calls)
-    rows, errors = calibrate_worker.collectives(torch, dist, 0, 2, 1, 2)
+    rows, errors = calibrate_nccl.collectives(torch, dist, 0, 2, 1, 2)
     assert errors == {} and sorted(rows) == ["bf16", "f16", "f32"]
     assert [r["nbytes"] for r in rows["f16"]] == [2**16, 2**17, 2**18, 2**19]
     assert set(rows["f32"][0]) == {"nbytes", "allreduce_ms", "reducescatter_ms", "allgather_ms"}
@@ -161,15 +161,15 @@ def test_collectives_interleave_dtypes_in_rotating_order(monkeypatch):
 
 
 def test_collectives_leave_out_a_dtype_without_buffers(monkeypatch):
-    monkeypatch.setattr(calibrate_worker, "COLLECTIVE_NBYTES", [2**16, 2**17])
+    monkeypatch.setattr(calibrate_nccl, "COLLECTIVE_NBYTES", [2**16, 2**17])
     torch, dist = _fake_torch_dist([], broken=("bfloat16",))
-    rows, errors = calibrate_worker.collectives(torch, dist, 0, 2, 1, 2)
+    rows, errors = calibrate_nccl.collectives(torch, dist, 0, 2, 1, 2)
     assert sorted(rows) == ["f16", "f32"]
     assert errors == {"bf16": "RuntimeError: no bfloat16 here"}
 
 
 def test_collectives_take_the_median_of_passes(monkeypatch):
-    monkeypatch.setattr(calibrate_worker, "COLLECTIVE_NBYTES", [2**16, 2**17])
+    monkeypatch.setattr(calibrate_nccl, "COLLECTIVE_NBYTES", [2**16, 2**17])
     timed = iter(range(1, 1000))
     seen = []
 
@@ -177,9 +177,9 @@ def test_collectives_take_the_median_of_passes(monkeypatch):
         seen.append(next(timed))
         return float(seen[-1]) * (10 if len(seen) % 5 == 0 else 1)  # an outlier now and then
 
-    monkeypatch.setattr(calibrate_worker, "_slowest_median", fake_median)
+    monkeypatch.setattr(calibrate_nccl, "slowest_median", fake_median)
     torch, dist = _fake_torch_dist([])
-    rows, _ = calibrate_worker.collectives(torch, dist, 0, 2, 1, 2, dtypes=("f32",), passes=3)
+    rows, _ = calibrate_nccl.collectives(torch, dist, 0, 2, 1, 2, dtypes=("f32",), passes=3)
     # 2 sizes x 3 kinds per pass: pass k times the first all_reduce as call 6k + 1
     assert len(seen) == 18
     first = rows["f32"][0]
@@ -188,8 +188,8 @@ def test_collectives_take_the_median_of_passes(monkeypatch):
 
 
 def test_send_recv_pairs_the_halves_through_both_paths(monkeypatch):
-    monkeypatch.setattr(calibrate_worker, "COLLECTIVE_NBYTES", [2**16, 2**20])
-    monkeypatch.setattr(calibrate_worker, "_slowest_median",
+    monkeypatch.setattr(calibrate_nccl, "COLLECTIVE_NBYTES", [2**16, 2**20])
+    monkeypatch.setattr(calibrate_nccl, "slowest_median",
                         lambda torch, dist, dev, fn, w, r: fn() or 0.5)
     calls = []
     torch, dist = _fake_torch_dist(calls)
@@ -200,13 +200,13 @@ def test_send_recv_pairs_the_halves_through_both_paths(monkeypatch):
     dist.recv = lambda t, peer: calls.append(("recv", peer, t.n))
     nccl = SimpleNamespace(p2p=lambda op, ptr, n, dt, peer, stream: calls.append(
         (f"nccl4py {op}", peer, n, dt, stream)))
-    rows = calibrate_worker.p2p(torch, dist, 1, 4, 1, 2, nccl)  # rank 1 of 4 sends to rank 3
+    rows = calibrate_nccl.p2p(torch, dist, 1, 4, 1, 2, nccl)  # rank 1 of 4 sends to rank 3
     assert rows == [{"nbytes": 2**16, "sendrecv_ms": 0.5, "nccl4py_sendrecv_ms": 0.5},
                     {"nbytes": 2**20, "sendrecv_ms": 0.5, "nccl4py_sendrecv_ms": 0.5}]
     assert calls == [("send", 3, 2**16), ("nccl4py send", 3, 2**14, "f32", 7),
                      ("send", 3, 2**20), ("nccl4py send", 3, 2**18, "f32", 7)]
     calls.clear()
-    calibrate_worker.p2p(torch, dist, 2, 4, 1, 2, None)  # rank 2 receives from rank 0
+    calibrate_nccl.p2p(torch, dist, 2, 4, 1, 2, None)  # rank 2 receives from rank 0
     assert calls == [("recv", 0, 2**16), ("recv", 0, 2**20)]
 
 
@@ -223,12 +223,12 @@ def test_host_issue_times_each_path_once_per_rank(monkeypatch):
     nccl = SimpleNamespace(
         collective=lambda op, red, src, dst, n, dt, stream: calls.append(("nccl4py " + op, n)),
         p2p=lambda op, ptr, n, dt, peer, stream: calls.append(("nccl4py " + op, peer)))
-    monkeypatch.setattr(calibrate_worker, "host_issue_s", lambda torch, dist, fn, calls: fn())
-    out = calibrate_worker.host_issue(torch, dist, 3, 4, nccl)  # rank 3 of 4 receives from 1
+    monkeypatch.setattr(calibrate_nccl, "host_issue_s", lambda torch, dist, fn, calls: fn())
+    out = calibrate_nccl.host_issue(torch, dist, 3, 4, nccl)  # rank 3 of 4 receives from 1
     assert sorted(out) == ["nccl4py_allreduce_s", "nccl4py_sendrecv_s", "torch_allreduce_s",
                            "torch_sendrecv_s"]
     slowest = ("allreduce", "float32", 4)  # the MAX over ranks after each timed call
     assert calls == [("allreduce", "float32", 4), slowest, ("recv", 1), slowest,
                      ("nccl4py all_reduce", 1), slowest, ("nccl4py recv", 1), slowest]
-    assert calibrate_worker.halves_peer(0, 2) == (1, True)
-    assert calibrate_worker.halves_peer(1, 2) == (0, False)
+    assert calibrate_nccl.halves_peer(0, 2) == (1, True)
+    assert calibrate_nccl.halves_peer(1, 2) == (0, False)

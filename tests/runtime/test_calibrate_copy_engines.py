@@ -1,4 +1,4 @@
-"""The copy-engine section of `workbench calibrate` (calibrate_worker.copy_engine_pushes) on a
+"""The copy-engine section of `workbench calibrate` (calibrate_copy_engines.copy_engine_pushes) on a
 CPU: P ranks as threads over a fake pycuda driver whose device memory is shared bytearrays,
 whose CUDA IPC handles name another rank's allocation and whose copies move real bytes, and a
 fake torch.distributed of thread barriers. Checks where every push lands, the times and
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runtime.calibrate_worker import copy_engine_pushes, copy_slot
+from runtime.calibrate_copy_engines import copy_engine_pushes, copy_slot
 from workbench.errors import RuntimeFault
 
 SIZES = [64, 256]  # bytes per peer, small stand-ins for 256 MiB and 1 GiB
