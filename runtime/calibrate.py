@@ -1,7 +1,7 @@
 """The GPU half of `workbench calibrate`: run the microbenchmarks on P GPUs, write the raw file.
 
 Three jobs, each one process per GPU through the launcher (so a dead or hung rank ends the
-run): the PyTorch microbenchmarks (workbench/runtime/calibrate_worker.py: NCCL collectives in
+run): the PyTorch microbenchmarks (runtime/calibrate_worker.py: NCCL collectives in
 f32, f16 and bf16, HBM streams in f32 and mixed f16/f32, launch gap, GEMM), then the
 workbench's own fused AllReduce kernel with no computation (benchmarks/gpu/allreduce.py,
 schedule `fused`) across sizes, for the peer load/store bandwidth, then the same kernel at
@@ -17,7 +17,7 @@ GPU machine time on 2x H200: 85 s for the whole `workbench calibrate` before the
 collectives, the mixed streams and the block sweep were added. They add an estimated 30 s of
 measuring (two more NCCL sweeps of ~0.5 s of collectives each plus barriers, one nvcc compile
 and six ~0.3 ms kernels, one more launch with its NCCL set-up and seven grids of a 256 MiB
-kernel) and a few seconds of fitting on the host (`cost_model.fit.fit_nccl_bandwidth`, 2-4 s
+kernel) and a few seconds of fitting on the host (`cost_model.calibration.nccl.fit_nccl_bandwidth`, 2-4 s
 per dtype; the f32 NCCL fit before them takes ~60 s, as it did).
 """
 
@@ -114,7 +114,7 @@ def _dropout(P: int, hang_s: float, echo) -> dict:
 
 def write_csvs(raw: dict, stem: Path) -> list[Path]:
     """The raw collective and fused tables as CSVs beside the profile (for people and for
-    `python -m cost_model.fit`-style tables): .nccl.csv (f32), .nccl-f16.csv and
+    `python -m cost_model.calibration.nccl`-style tables): .nccl.csv (f32), .nccl-f16.csv and
     .nccl-bf16.csv where measured, .fused.csv and .fused-blocks.csv."""
     paths = []
     tables = [("nccl", "f32", raw.get("collectives"))]
