@@ -17,8 +17,9 @@ GPU machine time on 2x H200: 85 s for the whole `workbench calibrate` before the
 collectives, the mixed streams and the block sweep were added. They add an estimated 30 s of
 measuring (two more NCCL sweeps of ~0.5 s of collectives each plus barriers, one nvcc compile
 and six ~0.3 ms kernels, one more launch with its NCCL set-up and seven grids of a 256 MiB
-kernel) and a few seconds of fitting on the host (`cost_model.calibration.nccl.fit_nccl_bandwidth`, 2-4 s
-per dtype; the f32 NCCL fit before them takes ~60 s, as it did).
+kernel) and a few seconds of fitting on the host
+(`cost_model.calibration.nccl.fit_nccl_bandwidth`, 2-4 s per dtype; the f32 NCCL fit before
+them takes ~60 s, as it did).
 """
 
 from __future__ import annotations
