@@ -173,7 +173,8 @@ def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) 
 @click.command()
 @click.argument("program_file", metavar="PROGRAM.py[:NAME]")
 @click.option("--hardware", default="h200x4", show_default=True,
-              help="Preset (h200x4, h100x8, a100x8, v100x16) or a profile file (.json/.yaml).")
+              help="Preset (h200x4, h100x8, a100x8, v100x16; clusters: dgx-h100, dgx-h200, "
+              "gb200-nvl72, dgx-a100, dgx2-v100) or a profile file (.json/.yaml).")
 @click.option("--nodes", type=int, default=1, show_default=True,
               help="Nodes of the preset, linked by a 400 Gb/s NIC per GPU.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",

@@ -144,13 +144,66 @@ class NcclTuning:
         return dict(self.collective_latency_s).get(kind, 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    """The network between NVLink domains (nodes): a fat tree of `tiers` levels of switches
+    with `switch_radix` ports each. Rail-optimized (DGX SuperPOD reference architecture): GPU
+    i of every node has its NIC on rail i, and each rail is a fat tree of its own, so a ring
+    or tree that joins the same GPU of several nodes stays on one rail. `nodes_per_leaf`
+    nodes share a rail's leaf switch (a scalable unit); traffic between nodes of different
+    leaves climbs to the spine, where a leaf has 1 / `oversubscription` of its downlink
+    bandwidth as uplinks. `switch_latency_s` is one switch hop."""
+
+    kind: str = "rail-optimized"
+    tiers: int = 3  # the default holds 65536 nodes of 64-port switches: no limit in practice
+    switch_radix: int = 64
+    nodes_per_leaf: int = 32
+    oversubscription: float = 1.0
+    switch_latency_s: float = 0.0
+
+    def __post_init__(self):
+        if self.kind not in FABRIC_KINDS:
+            raise HardwareError(f"fabric.kind must be one of {', '.join(FABRIC_KINDS)}, got "
+                                f"{self.kind!r}; rail-optimized is what DGX SuperPODs use")
+        for name in ("tiers", "switch_radix", "nodes_per_leaf"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise HardwareError(f"fabric.{name} must be a positive integer, got {value!r}; "
+                                    "fix the profile's fabric section")
+        if not self.oversubscription >= 1:
+            raise HardwareError(f"fabric.oversubscription must be >= 1 (downlink : uplink "
+                                f"bandwidth of a leaf; 1 is non-blocking), got "
+                                f"{self.oversubscription!r}; use 1 for a non-blocking fabric")
+        if not self.switch_latency_s >= 0:
+            raise HardwareError(f"fabric.switch_latency_s must be a time >= 0, got "
+                                f"{self.switch_latency_s!r}; use 0 to leave it to NCCL's "
+                                "network latency")
+
+    @property
+    def max_nodes(self) -> int:
+        """Nodes a fat tree of `tiers` levels of k-port switches holds per rail: 2 (k/2)^tiers
+        end points (k/2 ports down and k/2 up on every switch but the top level's, which uses
+        all k down; Al-Fares et al., SIGCOMM 2008, for 3 tiers: k^3 / 4)."""
+        half = self.switch_radix // 2
+        return 2 * half ** self.tiers if self.tiers > 1 else self.switch_radix
+
+    def crosses_spine(self, nodes: int) -> bool:
+        """Whether a group over `nodes` nodes spans more than one leaf of its rail."""
+        return nodes > self.nodes_per_leaf
+
+
+FABRIC_KINDS = ("rail-optimized", "fat-tree")
+
+
 # Dtypes that may have NCCL constants of their own (Cluster.nccl_dtypes); f32 uses Cluster.nccl.
 NCCL_DTYPES = ("f16", "bf16")
 
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    """`nodes` nodes of `gpus_per_node` GPUs: an NVSwitch domain per node, one NIC per GPU."""
+    """`nodes` nodes of `gpus_per_node` GPUs. A node is one NVLink (NVSwitch) domain: 8 GPUs
+    of a DGX, 16 of a DGX-2, 72 of a GB200 NVL72 rack. Each node has `nics_per_node` NICs
+    (0: one per GPU) of `nic` bandwidth into the `fabric`."""
 
     name: str
     gpu: GPU
@@ -195,8 +248,13 @@ class Cluster:
     # ways at once, against 363-366 for SM peer stores; copy engines keep that rate beside an
     # HBM-bound kernel. 0: not known, priced at the peer store bandwidth.
     copy_engine_bandwidth_Bps: float = 0.0
+    # NICs of a node into the fabric: 0 means one per GPU (DGX H100: 8 ConnectX-7 for 8 GPUs);
+    # a DGX-2 has 8 for its 16 GPUs, so each GPU gets half a NIC.
+    nics_per_node: int = 0
+    fabric: Fabric = Fabric()
 
     def __post_init__(self):
+        self._check_topology()
         for name, _ in self.nccl_dtypes:
             if name not in NCCL_DTYPES:
                 raise HardwareError(f"hardware profile field nccl_dtypes must name one of "
@@ -209,10 +267,56 @@ class Cluster:
                                     f"of the full grid's bandwidth, got {blocks!r}: "
                                     f"{fraction!r}")
 
+    def _check_topology(self) -> None:
+        """Refuse a topology that cannot run anything: no GPUs, links without bandwidth, more
+        nodes than the fabric holds. Each message names the field, the condition, the fix."""
+        for name in ("gpus_per_node", "nodes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise HardwareError(f"{name} must be a positive integer, got {value!r}; fix "
+                                    "the profile (or --nodes)")
+        for name in ("nvlink", "nic"):
+            link = getattr(self, name)
+            if not isinstance(link, Link):
+                raise HardwareError(f"{name} must be a link with bandwidth_Bps and latency_s, "
+                                    f"got {link!r}; give both in the profile")
+            if not _positive(link.bandwidth_Bps):
+                raise HardwareError(f"{name}.bandwidth_Bps must be a positive number (bytes per "
+                                    f"second per direction), got {link.bandwidth_Bps!r}; give "
+                                    "the link's bandwidth in the profile")
+            if not _non_negative(link.latency_s):
+                raise HardwareError(f"{name}.latency_s must be a time >= 0, got "
+                                    f"{link.latency_s!r}; give the link's latency in seconds")
+        if not isinstance(self.nics_per_node, int) or self.nics_per_node < 0:
+            raise HardwareError(f"nics_per_node must be an integer >= 0 (0: one NIC per GPU), "
+                                f"got {self.nics_per_node!r}; fix the profile")
+        if self.nodes > self.fabric.max_nodes:
+            raise HardwareError(f"fabric must hold the cluster's {self.nodes} nodes, got a "
+                                f"{self.fabric.tiers}-tier fabric of {self.fabric.switch_radix}-"
+                                f"port switches that holds {self.fabric.max_nodes}; use fewer "
+                                "--nodes or a profile with more fabric.tiers")
+
     @property
     def world_size(self) -> int:
         """Number of GPUs in the cluster."""
         return self.gpus_per_node * self.nodes
+
+    @property
+    def nic_per_gpu_Bps(self) -> float:
+        """Each GPU's share of its node's NIC bandwidth, per direction."""
+        if not self.nics_per_node:
+            return self.nic.bandwidth_Bps
+        return self.nic.bandwidth_Bps * self.nics_per_node / self.gpus_per_node
+
+    def node_injection_Bps(self, nodes: int) -> float:
+        """The bus bandwidth the network gives a ring or tree over `nodes` nodes: NCCL spreads
+        its channels over every NIC of a node (each channel leaves the node through its own
+        NIC), so all of a node's NICs carry one collective; divided by the fabric's
+        oversubscription where the group spans more than one leaf of its rail."""
+        bw = self.gpus_per_node * self.nic_per_gpu_Bps
+        if self.fabric.crosses_spine(nodes):
+            bw /= self.fabric.oversubscription
+        return bw
 
     def for_dtype(self, dtype: str) -> Cluster:
         """This cluster with the NCCL constants measured for collectives of `dtype` (a dtype
@@ -379,14 +483,109 @@ def _v100x16() -> Cluster:
     )
 
 
-PRESETS = {"h200x4": _h200x4, "h100x8": _h100x8, "a100x8": _a100x8, "v100x16": _v100x16}
+# ---------------------------------------------------------------- cluster presets
+#
+# Machines as users have them, many nodes on a fabric. One node of each is an NVLink domain;
+# `--nodes K` sets how many. NCCL inside a node keeps the constants fitted on 4x H200
+# (H200_NCCL); across nodes cost_model.nccl_model prices NCCL as its own tuning model does.
+
+# DGX SuperPOD (H100) reference architecture (NVIDIA RA-11333): rail-optimized InfiniBand NDR
+# fat tree of QM9700 switches (64 ports of 400 Gb/s), scalable units of 32 DGX nodes with one
+# leaf per rail, non-blocking (1:1). Three tiers hold 2 x 32^3 = 65536 nodes per rail.
+NDR_RAIL_FABRIC = Fabric(kind="rail-optimized", tiers=3, switch_radix=64, nodes_per_leaf=32,
+                         oversubscription=1.0)
+
+
+def _dgx_h100() -> Cluster:
+    # DGX H100 user guide: 8x H100 SXM5 80 GB on 4 NVSwitch gen3 chips; 8 single-port
+    # ConnectX-7 400 Gb/s InfiniBand NICs for the compute fabric, one per GPU.
+    return dataclasses.replace(_h100x8(), name="dgx-h100", nic=NIC_400G, nics_per_node=8,
+                               fabric=NDR_RAIL_FABRIC)
+
+
+def _dgx_h200() -> Cluster:
+    base = _h200x4()
+    # DGX H200 datasheet: 8x H200 141 GB, NVLink 900 GB/s bidirectional per GPU (450 GB/s per
+    # direction; the h200x4 machine's NV18 reads 478: nvidia-smi counts 26.56 GB/s lanes),
+    # 4 NVSwitch, 8x ConnectX-7 400 Gb/s (8 single-port OSFP) for the compute fabric.
+    return dataclasses.replace(base, name="dgx-h200", gpus_per_node=8, nic=NIC_400G,
+                               nics_per_node=8, fabric=NDR_RAIL_FABRIC)
+
+
+def _gb200_nvl72() -> Cluster:
+    gpu = GPU(
+        name="B200",
+        # GB200's Blackwell GPU: 148 SMs (NVIDIA Blackwell architecture technical brief).
+        sm_count=148,
+        # GB200 NVL72 datasheet: 576 TB/s HBM3e over 72 GPUs = 8 TB/s each; x 0.72, the
+        # achieved/peak ratio measured on H200 (no Blackwell measurement at hand).
+        hbm_bandwidth_Bps=8e12 * 0.72,
+        # GB200 NVL72 datasheet: 13.4 TB HBM3e over 72 GPUs = 186 GB each.
+        hbm_capacity_bytes=13.4e12 / 72,
+        # GB200 NVL72 datasheet (dense = half the sparse figures): FP32 5,760 TFLOPS / 72 = 80
+        # TFLOPS per GPU; FP16/BF16 tensor 360 PFLOPS sparse / 72 / 2 = 2.5 PFLOPS dense.
+        peak_flops=(("f32", 80e12), ("f16", 2.5e15), ("bf16", 2.5e15)),
+        launch_latency_s=4e-6,  # as H200 (not measured on Blackwell)
+    )
+    # NVLink 5: 1.8 TB/s bidirectional per GPU = 900 GB/s per direction, every one of the 72
+    # GPUs of the rack on the NVLink switch trays (GB200 NVL72 datasheet): one domain of 72.
+    nvlink_Bps = 900e9
+    return Cluster(
+        name="gb200-nvl72",
+        gpu=gpu,
+        gpus_per_node=72,  # a node here is the NVLink domain: the whole rack
+        nodes=1,
+        nvlink=Link("nvlink5", bandwidth_Bps=nvlink_Bps, latency_s=1e-6),
+        # GB200 NVL72 datasheet: 72 single-port OSFP ConnectX-7 400 Gb/s InfiniBand, one per GPU.
+        nic=NIC_400G,
+        nics_per_node=72,
+        fabric=NDR_RAIL_FABRIC,
+        # Peer load/store and copy-engine efficiency as measured on H200, applied to NVLink 5.
+        peer_load_bandwidth_Bps=nvlink_Bps * 327 / 478,
+        peer_store_bandwidth_Bps=nvlink_Bps * 358 / 478,
+        copy_engine_bandwidth_Bps=nvlink_Bps * 391 / 478,
+        nccl=H200_NCCL,
+    )
+
+
+def _dgx_a100() -> Cluster:
+    # DGX A100 user guide: 8x A100 SXM4 80 GB, 6 NVSwitch gen2, 8 single-port ConnectX-6
+    # HDR 200 Gb/s InfiniBand NICs for the compute fabric (= 25 GB/s per direction), one per GPU.
+    # DGX SuperPOD (A100) reference architecture: rail-optimized HDR fat tree of QM8790
+    # switches (40 ports), scalable units of 20 nodes, non-blocking.
+    nic = Link("nic-200G", bandwidth_Bps=25e9, latency_s=NIC_400G.latency_s)
+    fabric = Fabric(kind="rail-optimized", tiers=3, switch_radix=40, nodes_per_leaf=20,
+                    oversubscription=1.0)
+    return dataclasses.replace(_a100x8(), name="dgx-a100", nic=nic, nics_per_node=8,
+                               fabric=fabric)
+
+
+def _dgx2_v100() -> Cluster:
+    # CoCoNet's cluster (Jangda et al., ASPLOS 2022, section 6): 16 NVIDIA DGX-2 nodes of 16
+    # V100 32 GB on NVSwitch, linked by 8 non-blocking EDR InfiniBand (100 Gb/s = 12.5 GB/s
+    # per direction) NICs per node: half a NIC per GPU. A two-tier EDR fat tree of 36-port
+    # switches (Mellanox SB7800) holds 2 x 18^2 = 648 nodes.
+    nic = Link("nic-100G-edr", bandwidth_Bps=12.5e9, latency_s=NIC_400G.latency_s)
+    fabric = Fabric(kind="fat-tree", tiers=2, switch_radix=36, nodes_per_leaf=18,
+                    oversubscription=1.0)
+    return dataclasses.replace(_v100x16(), name="dgx2-v100", nic=nic, nics_per_node=8,
+                               fabric=fabric)
+
+
+PRESETS = {"h200x4": _h200x4, "h100x8": _h100x8, "a100x8": _a100x8, "v100x16": _v100x16,
+           "dgx-h100": _dgx_h100, "dgx-h200": _dgx_h200, "gb200-nvl72": _gb200_nvl72,
+           "dgx-a100": _dgx_a100, "dgx2-v100": _dgx2_v100}
+# The first four are single machines (their names, sorted, lead the unknown-preset message).
+MACHINE_PRESETS = ("a100x8", "h100x8", "h200x4", "v100x16")
 
 
 def preset(name: str, nodes: int = 1) -> Cluster:
     """A preset cluster by name, with `nodes` nodes."""
     if name not in PRESETS:
-        raise HardwareError(f"hardware preset must be one of {', '.join(sorted(PRESETS))}, got "
-                            f"{name!r}; or pass a profile file (.json, .yaml)")
+        clusters = sorted(set(PRESETS) - set(MACHINE_PRESETS))
+        raise HardwareError(f"hardware preset must be one of {', '.join(MACHINE_PRESETS)} or "
+                            f"the cluster presets {', '.join(clusters)}, got {name!r}; or pass a "
+                            "profile file (.json, .yaml)")
     return PRESETS[name]().with_nodes(nodes)
 
 
@@ -507,6 +706,14 @@ def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
                                 f"non-negative number, got {number!r}")
         table[str(name)] = float(number)
     return tuple(table.items())
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+
+
+def _non_negative(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
 
 
 def _number(value: Any) -> Any:
