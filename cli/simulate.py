@@ -19,7 +19,7 @@ import sympy
 
 from cli.outputs import check_output_file
 from cost_model.hardware import load_hardware
-from cost_model.ops import program_cost
+from cost_model.ops import CostContext, explain_collectives, program_cost
 from simulator import simulate as simulate_program
 from workbench import autotune as tuner
 from workbench import ir
@@ -45,6 +45,8 @@ class Prediction:
     result: object  # simulator.SimResult, None when not predicted
     formula: object = None
     note: str = ""
+    # NCCL's pick per collective (cost_model.ops.explain_collectives): for --explain
+    collectives: tuple = ()
 
     @property
     def ok(self) -> bool:
@@ -128,9 +130,10 @@ def predict(loaded, cluster, sets: dict | None = None,
             continue
         result = simulate_program(program, cluster, bound, reduced=reduced)
         formula = program_cost(program, cluster, bound, symbolic=True).time_s if symbolic else None
+        picks = tuple(explain_collectives(CostContext(program, cluster, bound)))
         out.append(Prediction(name, program, result.time_s, float(cost.time_s),
                               float(cost.lower_bound_s), result.bottleneck(link), result,
-                              formula))
+                              formula, collectives=picks))
     return out
 
 
@@ -161,6 +164,21 @@ def table(predictions: list[Prediction]):
     return df
 
 
+def explanation(predictions: list[Prediction]) -> str:
+    """What --explain prints: per predicted schedule, each NCCL collective with its ranks and
+    nodes, the algorithm and protocol NCCL's choice rule picks, the link that bounds it, and
+    its time alone."""
+    lines = []
+    for p in (p for p in predictions if p.ok):
+        lines.append(f"\n{p.name}: NCCL collectives" if p.collectives
+                     else f"\n{p.name}: no NCCL collectives")
+        for c in p.collectives:
+            lines.append(f"  {c['stmt']} = {c['kind']} over {c['ranks']} ranks on "
+                         f"{c['nodes']} node(s): {c['algorithm']}/{c['protocol']}, "
+                         f"{c['link']}-bound, {c['time_s'] * 1e3:.4g} ms")
+    return "\n".join(lines)
+
+
 def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) -> str:
     """The outputs `program` returns with another storage than the unscheduled program (only
     those the program declared may stay sliced can differ)."""
@@ -183,11 +201,13 @@ def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) 
 @click.option("--full", is_flag=True, help="Simulate every rank (no reduction by symmetry).")
 @click.option("--autotune", is_flag=True,
               help="Add the autotuner's candidates (workbench.autotune.search).")
+@click.option("--explain", is_flag=True,
+              help="Also print the algorithm and protocol NCCL picks for each collective.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Chrome/Perfetto trace of the best schedule's timeline.")
-def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, csv_path,
+def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, explain, csv_path,
              json_path, trace_path) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
@@ -211,6 +231,8 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, csv_
         for p in (p for p in predictions if p.ok):
             # 4 significant digits: the constants are fitted, more digits would be noise.
             click.echo(f"\n{p.name}: t(s) = {sympy.N(p.formula, 4)}")
+    if explain:
+        click.echo(explanation(predictions))
     if csv_path:
         df.to_csv(csv_path, index=False)
     if json_path:

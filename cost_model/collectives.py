@@ -12,6 +12,11 @@ src/graph/tuning.cc):
 
 and NCCL picks the (a, p) of least time. The channel count (one SM each) grows with the
 buffer; it decides how many SMs the collective takes from concurrent kernels.
+
+Inside one node (one NVLink domain) the constants are those fitted on real GPUs (the
+cluster's NcclTuning). A group that spans nodes is priced by NCCL's own tuning model
+(cost_model.nccl_model: ring and double binary tree, network latency only on the steps that
+cross nodes) over the bus bandwidth the topology gives it (`group_path`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from cost_model import nccl_model
 from cost_model.hardware import Cluster, Protocol
 from workbench.errors import NotOnThisCluster
 
@@ -69,10 +75,12 @@ class Path_:
 
 
 def group_path(cluster: Cluster, group_size: int | None) -> Path_:
-    """Where a group of `group_size` ranks runs: within one NVSwitch domain when it fits in a
-    node, else across nodes. Across nodes NCCL spreads its channels over every NIC of a node, so
-    a ring's per-GPU bandwidth is min(NVLink, gpus_per_node x NIC) (each channel crosses the node
-    boundary through its own NIC)."""
+    """Where a group of `group_size` ranks runs: within one NVLink domain (a node) when it
+    fits in a node, else across nodes. Across nodes NCCL spreads its channels over every NIC
+    of a node (each channel crosses the node boundary through its own NIC), so a ring's
+    per-GPU bus bandwidth is min(NVLink, the node's NIC bandwidth per GPU of the ring,
+    `Cluster.node_injection_Bps`: all NICs of the node, over the fabric's oversubscription
+    where the group spans leaves)."""
     g = cluster.gpus_per_node
     if group_size is None:
         group_size = cluster.world_size
@@ -80,10 +88,19 @@ def group_path(cluster: Cluster, group_size: int | None) -> Path_:
         # The fitted NCCL step latencies already include the NVLink hop: no extra hop latency.
         return Path_("nvlink", cluster.nvlink.bandwidth_Bps, 0.0, 1)
     nodes = math.ceil(group_size / g)
-    nic_bw = g * cluster.nic.bandwidth_Bps
+    nic_bw = cluster.node_injection_Bps(nodes)
     if nic_bw < cluster.nvlink.bandwidth_Bps:
         return Path_("nic", nic_bw, cluster.nic.latency_s, nodes)
     return Path_("nvlink", cluster.nvlink.bandwidth_Bps, cluster.nic.latency_s, nodes)
+
+
+def fabric_hop_s(cluster: Cluster, nodes: int) -> float:
+    """Latency a network hop adds beyond NCCL's table for a group over `nodes` nodes: the
+    switch hops up to the spine and back (2 per tier above the leaf) where it spans leaves."""
+    fabric = cluster.fabric
+    if not fabric.crosses_spine(nodes):
+        return 0.0
+    return 2 * (fabric.tiers - 1) * fabric.switch_latency_s
 
 
 # ---------------------------------------------------------------- plans
@@ -143,10 +160,55 @@ def _plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster, path: P
                 fixed_s, path.link, bus_bytes)
 
 
+def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
+                  path: Path_) -> Plan:
+    """A plan across nodes. Its latency is NCCL's tuning model's (cost_model.nccl_model:
+    network hops only on the steps that cross nodes). Its bandwidth is that of the slower of
+    its legs: the inter-node leg as NCCL's model gives it per protocol over the node's NICs
+    (`Cluster.node_injection_Bps`), the intra-node NVLink leg as measured inside a node (the
+    fitted protocol efficiency, as a single-node plan). Sizes may be symbolic; then the
+    large-buffer form is used (no tree correction, the ring plateau applied)."""
+    nccl = cluster.nccl
+    protocol = proto.name
+    ranks, nodes = int(P), path.nodes
+    gen = nccl_model.generation(cluster.gpu.name)
+    numeric = is_number(nbytes)
+    lat = nccl_model.latency_s(kind, algorithm, protocol, ranks, nodes,
+                               fabric_hop_s(cluster, nodes))
+    nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol,
+                                          cluster.node_injection_Bps(nodes), ranks, nodes,
+                                          nccl.max_channels, gen)
+    factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
+    nvlink_bw = cluster.nvlink.bandwidth_Bps * proto.efficiency * factor
+    bw, link = (nic_bw, "nic") if nic_bw <= nvlink_bw else (nvlink_bw, "nvlink")
+    if algorithm == "tree":
+        if numeric:
+            bw *= nccl_model.tree_correction(protocol, float(nbytes))
+        # reduce up the tree, broadcast down: the whole buffer each way
+        bus_bytes = 2 * nbytes
+        steps = 2 * (math.floor(math.log2(nodes)) + ranks // nodes - 1)
+    else:
+        steps, bus_bytes = _ring_shape(kind, nbytes, P)
+        steps = int(steps)
+    channels = smax(1, smin(nccl.max_channels, sceil(bus_bytes / nccl.min_channel_bytes)))
+    lat *= (nccl_model.plateau(kind, algorithm, protocol, float(nbytes), ranks,
+                               nccl.max_channels, gen) if numeric
+            else nccl_model.plateau(kind, algorithm, protocol, math.inf, ranks, 1, gen))
+    base = nccl_model.BASE_LATENCY_US[(algorithm, protocol)] * 1e-6
+    # the hop latencies ride on the steps, the base latency and the host cost are fixed
+    step_s = (lat - base) / steps + bus_bytes / steps / bw
+    fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + base
+    return Plan(kind, algorithm, protocol, channels, steps, bus_bytes / steps, step_s,
+                fixed_s, link, bus_bytes)
+
+
 def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None) -> list[Plan]:
     """Every (algorithm, protocol) plan NCCL could pick for this collective."""
     path = group_path(cluster, group_size if group_size is not None else
                       (int(P) if is_number(P) else None))
+    if path.nodes > 1 and is_number(P):
+        return [_network_plan(kind, a, p, nbytes, P, cluster, path)
+                for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
     algorithms = ["ring"] + (["tree"] if kind == "allreduce" and path.nodes > 1 else [])
     return [_plan(kind, a, p, nbytes, P, cluster, path)
             for a in algorithms for p in cluster.nccl.protocols]

@@ -1,0 +1,47 @@
+"""The simulator at cluster scale: collectives across nodes as NCCL's tuning model prices them
+(tests/cost_model/test_cross_node.py checks the closed forms), simulated by representatives,
+and `workbench simulate --explain` naming NCCL's pick."""
+
+import pytest
+from click.testing import CliRunner
+
+from cli.simulate import simulate as simulate_cmd
+from cost_model.collectives import choose_plan
+from cost_model.hardware import preset
+from cost_model.ops import program_cost
+from simulator import simulate
+from workbench.interpreter import bind_sizes
+from workbench.loader import load
+
+N = 2**28  # 1 GiB of f32 gradients
+
+
+@pytest.mark.parametrize("gpus", [1024, 16384])
+def test_simulated_allreduce_is_the_closed_form(gpus):
+    program = load("studies/sgd.py").program
+    cluster = preset("dgx-h100", nodes=gpus // 8)
+    bound = bind_sizes(program, {"N": N, "P": gpus})
+    cost = program_cost(program, cluster, bound)
+    plan = choose_plan("allreduce", 4 * N, gpus, cluster, gpus)
+    assert float(cost.stmts[0].time_s) == pytest.approx(float(plan.time_s), rel=1e-9)
+    result = simulate(program, cluster, bound)
+    assert result.reduced
+    assert result.time_s == pytest.approx(float(cost.time_s), rel=0.01)
+
+
+def test_the_answer_grows_with_the_gpu_count():
+    program = load("studies/sgd.py").program
+    times = []
+    for gpus in (8, 64, 1024, 16384):
+        bound = bind_sizes(program, {"N": N, "P": gpus})
+        times.append(simulate(program, preset("dgx-h100", nodes=gpus // 8), bound).time_s)
+    assert times == sorted(times) and len(set(times)) == 4
+
+
+def test_explain_names_the_algorithm_and_protocol():
+    out = CliRunner().invoke(simulate_cmd, ["studies/sgd.py", "--hardware", "dgx-h100",
+                                            "--nodes", "128", "--set", "N=2**28",
+                                            "--explain"])
+    assert out.exit_code == 0, out.output
+    assert ("g1 = allreduce over 1024 ranks on 128 node(s): tree/Simple, nvlink-bound"
+            in out.output)
