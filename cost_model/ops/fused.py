@@ -14,7 +14,7 @@ from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_node
 from cost_model.ops.compute import Work, elementwise_work, io_work, work_s
 from cost_model.ops.context import CostContext, OpCost, is_sliced
 from workbench import ir
-from workbench.errors import WorkbenchError
+from workbench.errors import NotOnThisCluster, WorkbenchError
 from workbench.types import Group
 
 
@@ -112,8 +112,10 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
                                  f"statements only, got {type(leaf.op).__name__}")
         rule(ctx, body, leaf)
     rs, ag, send, group = body.rs, body.ag, body.send, body.group
-    work = elementwise_work(ctx, body.elementwise, frozenset(body.produced)) + body.extra
     engine, chunks = s.op.engine, s.op.chunks
+    if engine == "sm" and group is not None and (rs or ag):
+        check_one_domain(ctx, s, group)
+    work = elementwise_work(ctx, body.elementwise, frozenset(body.produced)) + body.extra
     if engine == "copy" and group is not None:
         # Copy engines stage what the SMs would load from peers: pulled pieces are written to
         # and read back from a local staging buffer, and every peer's copy engine reads this
@@ -121,6 +123,24 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
         share = (ctx.P(group) - 1) / ctx.P(group)
         work = work + Work(share * (2 * rs + ag), 0, write_bytes=share * rs)
     return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks)
+
+
+def check_one_domain(ctx: CostContext, s: ir.Stmt, group: Group) -> None:
+    """A fused collective kernel moves its bytes by peer loads and stores through NVLink: its
+    whole group must sit in one NVLink domain (a node). Across nodes there is no peer memory
+    to load from (CUDA IPC and NVSHMEM-style symmetric windows end at the NVLink domain), so
+    such a schedule cannot run there: NotOnThisCluster, which `workbench simulate` shows as a
+    row with a note and never marks best."""
+    c = ctx.cluster
+    size = ctx.group_size(group)
+    if c.nodes == 1 or size <= c.gpus_per_node:
+        return
+    domains = -(-size // c.gpus_per_node)
+    raise NotOnThisCluster(
+        f"a fused {s.op.kind} kernel (peer loads and stores over NVLink) must keep its group "
+        f"inside one NVLink domain of {c.gpus_per_node} GPUs, got a group of {size} GPUs over "
+        f"{domains} domains of {c.name}; across nodes use NCCL collectives (a schedule "
+        f"without fuse, e.g. rs-c-ag) or groups of at most {c.gpus_per_node} GPUs")
 
 
 def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):

@@ -45,3 +45,38 @@ def test_explain_names_the_algorithm_and_protocol():
     assert out.exit_code == 0, out.output
     assert ("g1 = allreduce over 1024 ranks on 128 node(s): tree/Simple, nvlink-bound"
             in out.output)
+
+
+# ---------------------------------------------------------------- only runnable schedules
+
+
+@pytest.mark.parametrize("spec, schedule", [("studies/adam.py", "fuse-rs-c-ag"),
+                                            ("studies/sgd.py", "fuse-rs-c-ag"),
+                                            ("studies/model_parallel.py",
+                                             "overlap-mm-fuse-ar-c")])
+def test_fused_across_domains_is_not_on_this_cluster(spec, schedule):
+    from workbench.errors import NotOnThisCluster
+
+    loaded = load(spec)
+    program = loaded.schedules[schedule].apply()
+    cluster = preset("dgx-h100", nodes=8)
+    bound = bind_sizes(program, {**loaded.sizes, "P": 64})
+    with pytest.raises(NotOnThisCluster) as e:
+        program_cost(program, cluster, bound)
+    assert "kernel (peer loads and stores over NVLink) must keep its group inside one NVLink " \
+        "domain of 8 GPUs, got a group of 64 GPUs over 8 domains of dgx-h100*8; across nodes " \
+        "use NCCL collectives (a schedule without fuse, e.g. rs-c-ag) or groups of at most 8 " \
+        "GPUs" in str(e.value)
+    # inside one domain the same schedule runs
+    bound8 = bind_sizes(program, {**loaded.sizes, "P": 8})
+    assert program_cost(program, cluster, bound8).time_s > 0
+
+
+def test_simulate_never_marks_a_fused_schedule_best_across_nodes():
+    out = CliRunner().invoke(simulate_cmd, ["studies/adam.py", "--hardware", "dgx-h100",
+                                            "--nodes", "8", "--set", "N=2**28"])
+    assert out.exit_code == 0, out.output
+    rows = {line.split()[0]: line for line in out.output.splitlines()[1:] if line.strip()}
+    assert "not on dgx-h100*8: a fused allreduce kernel" in rows["fuse-rs-c-ag"]
+    assert " * " not in rows["fuse-rs-c-ag"]
+    assert " * " in rows["rs-c-ag-sliced-state"]
