@@ -19,7 +19,7 @@ import sympy
 
 from cli.outputs import check_output_file
 from cost_model.hardware import load_hardware
-from cost_model.ops import CostContext, explain_collectives, program_cost
+from cost_model.ops import CostContext, explain_collectives, peak_memory, program_cost
 from simulator import simulate as simulate_program
 from workbench import autotune as tuner
 from workbench import ir
@@ -47,6 +47,8 @@ class Prediction:
     note: str = ""
     # NCCL's pick per collective (cost_model.ops.explain_collectives): for --explain
     collectives: tuple = ()
+    # peak memory per rank (cost_model.ops.peak_memory), None when not computed
+    memory: object = None
 
     @property
     def ok(self) -> bool:
@@ -121,6 +123,15 @@ def predict(loaded, cluster, sets: dict | None = None,
             out.append(Prediction.left_out(name, None, f"illegal: {program}"))
             continue
         bound = bind_sizes(program, sizes)
+        memory = peak_memory(CostContext(program, cluster, bound))
+        if not memory.fits:
+            # a schedule that does not fit in the GPU's memory cannot run: said, never best
+            click.echo(f"schedule {name} left out on {cluster.name}: {memory.why_not()}",
+                       err=True)
+            left = Prediction.left_out(name, program, f"does not fit: {memory.why_not()}")
+            left.memory = memory
+            out.append(left)
+            continue
         try:
             cost = program_cost(program, cluster, bound)
         except NotOnThisCluster as e:
@@ -133,13 +144,14 @@ def predict(loaded, cluster, sets: dict | None = None,
         picks = tuple(explain_collectives(CostContext(program, cluster, bound)))
         out.append(Prediction(name, program, result.time_s, float(cost.time_s),
                               float(cost.lower_bound_s), result.bottleneck(link), result,
-                              formula, collectives=picks))
+                              formula, collectives=picks, memory=memory))
     return out
 
 
-def table(predictions: list[Prediction]):
+def table(predictions: list[Prediction], memory: bool = False):
     """The pandas table: one row per schedule, the best predicted one marked; a `note`
-    column says why a row was not predicted, when one was not."""
+    column says why a row was not predicted, when one was not. `memory`: add each schedule's
+    peak memory per rank (mem_GiB) and the share of the GPU's capacity it takes (mem_use)."""
     import pandas as pd
 
     predicted = [p for p in predictions if p.ok]
@@ -159,6 +171,11 @@ def table(predictions: list[Prediction]):
     sliced = [_sliced_outputs(unscheduled, p.program) for p in predictions]
     if any(sliced):  # the program allowed these (may_stay_sliced); say which schedule does it
         df["stays_sliced"] = sliced
+    if memory:
+        nan = float("nan")
+        df["mem_GiB"] = [p.memory.peak_bytes / 2**30 if p.memory else nan for p in predictions]
+        df["mem_use"] = [p.memory.peak_bytes / p.memory.capacity_bytes if p.memory else nan
+                         for p in predictions]
     if any(p.note for p in predictions):
         df["note"] = [p.note for p in predictions]
     return df
@@ -201,14 +218,16 @@ def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) 
 @click.option("--full", is_flag=True, help="Simulate every rank (no reduction by symmetry).")
 @click.option("--autotune", is_flag=True,
               help="Add the autotuner's candidates (workbench.autotune.search).")
+@click.option("--memory", "show_memory", is_flag=True,
+              help="Add each schedule's peak memory per rank and its share of the GPU's.")
 @click.option("--explain", is_flag=True,
               help="Also print the algorithm and protocol NCCL picks for each collective.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Chrome/Perfetto trace of the best schedule's timeline.")
-def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, explain, csv_path,
-             json_path, trace_path) -> None:
+def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
+             explain, csv_path, json_path, trace_path) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
@@ -223,9 +242,10 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, expl
         extra = [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
     predictions = predict(loaded, cluster, size_values, extra, symbolic,
                           reduced=False if full else None, progress=True)
-    df = table(predictions)
+    df = table(predictions, memory=show_memory)
+    first = next((p for p in predictions if p.ok), None)
     click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "
-               f"{predictions[0].result.note()}")
+               f"{first.result.note() if first else 'no schedule predicted (see the notes)'}")
     click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if symbolic:
         for p in (p for p in predictions if p.ok):

@@ -53,6 +53,7 @@ from cost_model.ops.fused import (
     fused_parts,
     fused_send_Bps,
 )
+from cost_model.ops.memory import MemoryUse, peak_memory
 from cost_model.ops.program import ProgramCost, host_overlapped_total, program_cost
 from cost_model.ops.rules import (
     COST_RULES,
@@ -65,7 +66,8 @@ from cost_model.ops.rules import (
 
 __all__ = [
     "COLLECTIVE_KINDS", "COST_RULES", "FIXED_COST_RULES", "FUSED_PART_RULES", "RESOURCES",
-    "CostContext", "FusedParts", "OpCost", "ProgramCost", "Work", "collective_cluster",
+    "CostContext", "FusedParts", "MemoryUse", "peak_memory", "OpCost", "ProgramCost", "Work",
+    "collective_cluster",
     "collective_cost", "collective_fixed_s", "collective_kind", "collective_nbytes",
     "collective_plan", "explain_collectives",
     "compute_cost", "dropout_s", "elementwise_work", "expr_dropouts", "expr_flops",
