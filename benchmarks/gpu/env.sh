@@ -11,6 +11,18 @@ install_wheels() {
     .whl/*.whl || return 1
   export PYTHONPATH=/tmp/site:$REPO
 }
+ensure_pycuda() {
+  # pycuda ships no binary wheel: build it from the carried sdist unless a wheel was carried;
+  # the wheel goes to $OUT too, so a later run can carry it and skip the ~90 s build.
+  python3 -c "import pycuda.driver" 2>/dev/null && return 0
+  stamp "build pycuda from sdist"
+  ( cd /tmp && tar xzf "$REPO"/.whl/pycuda-2026.1.tar.gz && cd pycuda-2026.1 \
+    && python3 configure.py --cuda-root=/usr/local/cuda \
+    && python3 -m pip wheel --no-deps --no-build-isolation -w /tmp/w . ) \
+    > "$RES"/pycuda_build.log 2>&1 || { tail -30 "$RES"/pycuda_build.log; return 1; }
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/w/pycuda*.whl || return 1
+  cp /tmp/w/pycuda*.whl "$OUT"/
+}
 pack_results() {
   # Results and logs go to $RES and come back packed as $OUT/results.tgz (few files come back
   # from the device machine). RES starts empty: a warm machine keeps /tmp between calls.

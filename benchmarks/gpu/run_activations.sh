@@ -11,14 +11,7 @@ stamp "machine"
 nvidia-smi -L
 stamp "wheels"
 install_wheels || exit 1
-if ! python3 -c "import pycuda.driver" 2>/dev/null; then
-  stamp "build pycuda from sdist"
-  ( cd /tmp && tar xzf "$REPO"/.whl/pycuda-2026.1.tar.gz && cd pycuda-2026.1 \
-    && python3 configure.py --cuda-root=/usr/local/cuda \
-    && python3 -m pip wheel --no-deps --no-build-isolation -w /tmp/w . ) \
-    > "$RES"/pycuda_build.log 2>&1 || { tail -30 "$RES"/pycuda_build.log; exit 1; }
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/w/pycuda*.whl || exit 1
-fi
+ensure_pycuda || exit 1
 stamp "activations, one rank"
 timeout 200 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --reps 50 \
   benchmarks/gpu/activations.py benchmarks/gpu/activations.py:f16 --set N=2**24 \

@@ -17,15 +17,7 @@ python3 -c "import torch; print('torch', torch.__version__, 'gpus', torch.cuda.d
 
 stamp "wheels"
 install_wheels || exit 1
-if ! python3 -c "import pycuda.driver" 2>/dev/null; then
-  stamp "build pycuda from sdist"
-  ( cd /tmp && tar xzf "$REPO"/.whl/pycuda-2026.1.tar.gz && cd pycuda-2026.1 \
-    && python3 configure.py --cuda-root=/usr/local/cuda \
-    && python3 -m pip wheel --no-deps --no-build-isolation -w /tmp/w . ) \
-    > "$RES"/pycuda_build.log 2>&1 || { tail -30 "$RES"/pycuda_build.log; exit 1; }
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/w/pycuda*.whl || exit 1
-  cp /tmp/w/pycuda*.whl "$OUT"/  # bring it back: later runs skip the build
-fi
+ensure_pycuda || exit 1
 python3 -c "import pycuda, pycuda.driver as d; d.init(); print('pycuda', pycuda.VERSION_TEXT, d.Device(0).name())"
 
 stamp "tests (CPU parts, nvcc compile, GPU end to end, dying rank)"
