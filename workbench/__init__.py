@@ -11,6 +11,7 @@ from workbench.dsl import (
     Dropout,
     MatMul,
     Max,
+    Mean,
     Min,
     Norm,
     Pipeline,
@@ -31,12 +32,15 @@ from workbench.dsl import (
     exp,
     gelu,
     gelu_tanh,
+    layer_norm,
     log,
     maximum,
     minimum,
+    rms_norm,
     rsqrt,
     sigmoid,
     silu,
+    softmax,
     sqrt,
     tanh,
 )
@@ -57,10 +61,10 @@ from workbench.types import (
 
 __all__ = [
     "AllGather", "AllReduce", "Broadcast", "Cast", "Compute", "Dropout", "Group", "Local",
-    "MatMul", "Max", "Min", "Norm", "P", "Pipeline", "Prod", "Program", "Reduce", "ReduceScatter",
-    "ReduceTensor", "Replicated", "Scalar", "Send", "Size", "Sliced", "Stage", "Sum", "Tensor",
-    "Update", "Variable", "WORLD", "WorkbenchError", "bfloat16", "erf", "exp", "float16",
-    "float32", "gelu", "gelu_tanh", "int32", "log", "maximum", "minimum", "rsqrt", "schedule",
-    "sigmoid", "silu", "sqrt", "tanh",
+    "MatMul", "Max", "Mean", "Min", "Norm", "P", "Pipeline", "Prod", "Program", "Reduce",
+    "ReduceScatter", "ReduceTensor", "Replicated", "Scalar", "Send", "Size", "Sliced", "Stage",
+    "Sum", "Tensor", "Update", "Variable", "WORLD", "WorkbenchError", "bfloat16", "erf", "exp",
+    "float16", "float32", "gelu", "gelu_tanh", "int32", "layer_norm", "log", "maximum", "minimum",
+    "rms_norm", "rsqrt", "schedule", "sigmoid", "silu", "softmax", "sqrt", "tanh",
 ]
 

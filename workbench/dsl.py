@@ -37,6 +37,7 @@ from workbench.types import (
     Replicated,
     TensorType,
     as_shape,
+    float32,
     size_symbol,
 )
 from workbench.verify import verify
@@ -354,14 +355,72 @@ def MatMul(a, b, name: str | None = None) -> StmtNode:
     return _stmt(lambda n: ir.MatMul(n[0], n[1]), [a, b], [False, False], name)
 
 
-def ReduceTensor(op: ReduceOp, x, name: str | None = None) -> StmtNode:
-    """Reduce every element of x to a scalar."""
-    return _stmt(lambda a: ir.ReduceTensor(op, a[0]), [x], [False], name)
+def ReduceTensor(op: ReduceOp, x, name: str | None = None, axis: int | None = None
+                 ) -> StmtNode:
+    """Reduce every element of x to a scalar; with `axis`, reduce x (which may be an
+    elementwise expression) over that axis only, keeping it as a dim of size 1 so the result
+    broadcasts back: ReduceTensor(Max, x, axis=-1) is each row's maximum, [T, 1]."""
+    if axis is None:
+        return _stmt(lambda a: ir.ReduceTensor(op, a[0]), [x], [False], name)
+    if op not in _AXIS_OPS:
+        raise _at(_user_location(), WorkbenchError(
+            f"a reduction over an axis must be Sum, Max or Min, got {op}; use Mean(x, axis) "
+            "or Norm(x, axis=...) for those"))
+    return _reduce_axis(_AXIS_OPS[op], x, axis, name)
 
 
-def Norm(x, name: str | None = None) -> StmtNode:
-    """The L2 norm of x (a Replicated scalar; over a Sliced x this communicates)."""
-    return _stmt(lambda a: ir.Norm(a[0]), [x], [False], name)
+def Norm(x, name: str | None = None, axis: int | None = None) -> StmtNode:
+    """The L2 norm of x (a Replicated scalar; over a Sliced x this communicates); with `axis`,
+    the L2 norm of each slice along that axis, kept as a dim of size 1."""
+    if axis is None:
+        return _stmt(lambda a: ir.Norm(a[0]), [x], [False], name)
+    return _reduce_axis("norm", x, axis, name)
+
+
+def Mean(x, axis: int, name: str | None = None) -> StmtNode:
+    """The mean of x (a tensor or an elementwise expression) over `axis`, kept as a dim of
+    size 1: RMSNorm's Mean(x * x, axis=-1) is [T, 1] for x of [T, H]."""
+    return _reduce_axis("mean", x, axis, name)
+
+
+_AXIS_OPS = {ReduceOp.Sum: "sum", ReduceOp.Max: "max", ReduceOp.Min: "min"}
+
+
+def _reduce_axis(kind: str, x, axis: int, name: str | None) -> StmtNode:
+    """A ReduceAxis statement; a negative axis counts from the last dim, as numpy's."""
+    node = _node(x)
+    rank = node.type.rank if node.type is not None else 0
+    if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < max(rank, 1):
+        raise _at(_user_location(), WorkbenchError(
+            f"{kind} over an axis: axis must be an int in [{-rank}, {rank}) for a tensor of "
+            f"rank {rank}, got {axis!r}"))
+    ax = axis % rank if rank else axis
+    return _stmt(lambda a: ir.ReduceAxis(kind, a[0], ax), [node], [True], name)
+
+
+def rms_norm(x, weight, eps: float = 1e-6, axis: int = -1):
+    """RMSNorm over `axis`: x * rsqrt(mean(x^2) + eps) * weight, the statistic in f32 and the
+    result in x's dtype (as torch.nn.functional.rms_norm computes it)."""
+    x32 = Cast(float32, x)
+    return Cast(x.type.dtype, x32 * rsqrt(Mean(x32 * x32, axis) + eps) * weight)
+
+
+def layer_norm(x, weight, bias, eps: float = 1e-5, axis: int = -1):
+    """LayerNorm over `axis`: (x - mean) * rsqrt(var + eps) * weight + bias, the statistics in
+    f32 and the result in x's dtype (torch.nn.functional.layer_norm, biased variance)."""
+    x32 = Cast(float32, x)
+    mu = Mean(x32, axis)
+    return Cast(x.type.dtype, (x32 - mu) * rsqrt(Mean((x32 - mu) * (x32 - mu), axis) + eps)
+                * weight + bias)
+
+
+def softmax(x, axis: int = -1):
+    """Softmax over `axis`, max-subtracted: exp(x - max) / sum(exp(x - max)), in f32 and
+    returned in x's dtype."""
+    x32 = Cast(float32, x)
+    shifted = x32 - ReduceTensor(ReduceOp.Max, x32, axis=axis)
+    return Cast(x.type.dtype, exp(shifted) / ReduceTensor(ReduceOp.Sum, exp(shifted),
+                                                          axis=axis))
 
 
 def Update(target, value, name: str | None = None) -> StmtNode:

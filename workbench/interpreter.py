@@ -280,6 +280,27 @@ def _run_reduction(m: _Machine, op, t, P: int, dt) -> list[np.ndarray]:
     return m.reduction(op, op.x, P)
 
 
+def _run_reduce_axis(m: _Machine, op: ir.ReduceAxis, t: TensorType, P: int, dt
+                     ) -> list[np.ndarray]:
+    """Each rank reduces its own rows (the type rule refuses the Sliced axis): the expression in
+    f32 as elementwise statements compute it, accumulated in f64, rounded to f32 and then to
+    the result dtype (what the row kernels do: f64 accumulators, one f32 result)."""
+    t_in = op.input_type(m.types, str(op))
+    out = []
+    for r in range(P):
+        x = np.broadcast_to(m.eval_expr(op.expr, r, t_in), m.local_shape(t_in)).astype(np.float64)
+        if op.op in ("sum", "mean"):
+            red = np.sum(x, axis=op.axis, keepdims=True)
+            if op.op == "mean":
+                red = red / x.shape[op.axis]
+        elif op.op == "norm":
+            red = np.sqrt(np.sum(x * x, axis=op.axis, keepdims=True))
+        else:
+            red = (np.max if op.op == "max" else np.min)(x, axis=op.axis, keepdims=True)
+        out.append(red.astype(np.float32).astype(dt))
+    return out
+
+
 InterpreterRule = Callable[[_Machine, object, TensorType, int, np.dtype], list[np.ndarray]]
 
 INTERPRETER_RULES: dict[type, InterpreterRule] = {
@@ -295,6 +316,7 @@ INTERPRETER_RULES: dict[type, InterpreterRule] = {
     ir.MatMul: _run_matmul,
     ir.ReduceTensor: _run_reduction,
     ir.Norm: _run_reduction,
+    ir.ReduceAxis: _run_reduce_axis,
 }
 """The reference semantics of each op class, as JAX keeps one rule per primitive: the oracle
 every transform and generated kernel is checked against. A new op adds one entry here. Regions

@@ -16,6 +16,7 @@ from workbench.ir import (
     Fused,
     Overlapped,
     Program,
+    ReduceAxis,
     ReduceScatter,
     Send,
     Stmt,
@@ -52,7 +53,9 @@ def fused_kind_of(body) -> str | None:
         return "allgather" if middle else None
     if ends_send:
         return "send" if middle else None
-    return "compute" if all(isinstance(o, _ELEMENTWISE) for o in ops) else None
+    # Axis reductions join a fused compute region: one row kernel computes a row's statistic
+    # and the elementwise statements that read it (RMSNorm, LayerNorm, softmax).
+    return "compute" if all(isinstance(o, (*_ELEMENTWISE, ReduceAxis)) for o in ops) else None
 
 
 def _check_divisible(program: Program, t: TensorType, what: str) -> None:

@@ -38,6 +38,7 @@ from workbench.ir.expressions import (  # noqa: F401
     rename_expr,
 )
 from workbench.ir.ops import (  # noqa: F401
+    AXIS_REDUCTIONS,
     COMMUNICATION_OPS,
     ELEMENTWISE_OPS,
     FUSABLE_COMPUTATION,
@@ -54,6 +55,7 @@ from workbench.ir.ops import (  # noqa: F401
     Op,
     Overlapped,
     Reduce,
+    ReduceAxis,
     ReduceScatter,
     ReduceTensor,
     Send,

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import sympy
+
 from workbench.errors import DTypeError, LayoutError, ShapeError, VerifyError
 from workbench.ir.expressions import (
     WEAK,
@@ -394,6 +396,64 @@ class Norm:
         return f"Norm({self.x})"
 
 
+# The reductions of ReduceAxis: sum, max, min, mean (sum / extent) and norm (the L2 norm,
+# sqrt of the sum of squares), all accumulated in f64 and rounded once to the result dtype.
+AXIS_REDUCTIONS = ("sum", "max", "min", "mean", "norm")
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceAxis:
+    """Reduce an elementwise expression over one axis, keeping it as a dim of size 1 (keep-dims),
+    so the result broadcasts back against the rows it reduced: RMSNorm's mean of squares is
+    ReduceAxis("mean", x * x, axis=1) : [T, 1].
+
+    The result has the expression's dtype and layout: a reduction over an axis that is not the
+    Sliced one runs on each rank's own rows (Sliced(0) rows stay Sliced(0)); over the Sliced
+    axis itself each rank holds 1/P of every row, which needs a collective, so it is refused.
+    """
+
+    op: str
+    expr: Expr
+    axis: int
+
+    def operands(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(expr_refs(self.expr)))
+
+    def rename(self, m: Mapping[str, str]) -> ReduceAxis:
+        return ReduceAxis(self.op, rename_expr(self.expr, m), self.axis)
+
+    def input_type(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        """The type of the expression reduced (before the axis shrinks to 1)."""
+        t = expr_type(self.expr, env, what)
+        if t is WEAK or t.rank == 0:
+            raise ShapeError(f"{what}: a reduction over an axis must reduce a tensor, got "
+                             f"{'only literals' if t is WEAK else 'a scalar'}; use a tensor of "
+                             "rank >= 1")
+        return t
+
+    def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        if self.op not in AXIS_REDUCTIONS:
+            raise VerifyError(f"{what}: reduction must be one of {AXIS_REDUCTIONS}, got "
+                              f"{self.op!r}")
+        t = self.input_type(env, what)
+        if not 0 <= self.axis < t.rank:
+            raise ShapeError(f"{what}: axis must be in [0, {t.rank}) for a tensor of shape "
+                             f"{shape_str(t.shape)}, got {self.axis}")
+        if t.layout == Sliced(self.axis):
+            raise LayoutError(
+                f"{what}: the reduced axis must not be the Sliced one without a collective, got "
+                f"axis {self.axis} of a {t.layout} value (each rank holds 1/P of every row); "
+                "AllGather the value first, or reduce over another axis")
+        if isinstance(t.layout, OnRoot):
+            raise LayoutError(f"{what}: input must be Local, Replicated or Sliced, got "
+                              f"{t.layout}; Broadcast it first")
+        shape = t.shape[:self.axis] + (sympy.Integer(1),) + t.shape[self.axis + 1:]
+        return t.with_(shape=shape)
+
+    def __str__(self) -> str:
+        return f"ReduceAxis({self.op}, {format_expr(self.expr)}, axis={self.axis})"
+
+
 def _reduction_type(t: TensorType) -> TensorType:
     layout = Replicated if isinstance(t.layout, Sliced) else t.layout
     return TensorType(float32, (), layout, t.group)
@@ -417,6 +477,8 @@ class Fused:
 
     "Reduction on slices" is Slice, Norm or ReduceTensor: a norm inside a fused collective
     needs a grid-wide, cross-GPU reduction of one scalar between the kernel's phases.
+    C may also be ReduceAxis, which reduces each row where it is: a region holding one runs as
+    a row kernel (codegen.lower_rows), each block reducing whole rows.
     """
 
     kind: str
@@ -466,7 +528,7 @@ class Overlapped:
 
 
 Op = (Compute | Update | AllReduce | ReduceScatter | AllGather | Broadcast | Reduce | Send
-      | Slice | MatMul | ReduceTensor | Norm | Fused | Overlapped)
+      | Slice | MatMul | ReduceTensor | Norm | ReduceAxis | Fused | Overlapped)
 # Every op class: each layer's rule table has an entry for each (tests check it), so a new op
 # joins the Op union above and then one table per layer.
 OP_CLASSES: tuple[type, ...] = typing.get_args(Op)
@@ -482,4 +544,4 @@ REGION_OPS = (Fused, Overlapped)
 
 
 # What may sit between the collective stages of a fused kernel.
-FUSABLE_COMPUTATION = (Compute, Update, Slice, Norm, ReduceTensor)
+FUSABLE_COMPUTATION = (Compute, Update, Slice, Norm, ReduceTensor, ReduceAxis)

@@ -40,8 +40,8 @@ class Fuse(Transform):
         idx |= {k for k in range(min(idx), max(idx))
                 if isinstance(program.stmts[k].op, ir.Slice) and program.stmts[k].out.name in read}
         idx = sorted(idx)
-        members = [program.stmts[i] for i in idx]
         stmts = self._make_contiguous(program, idx, who)
+        members = self._gathers_last([program.stmts[i] for i in idx])
         kind = fused_kind_of(members)
         if kind is None:
             ops = ", ".join(type(s.op).__name__ for s in members)
@@ -53,10 +53,23 @@ class Fuse(Transform):
             raise IllegalTransform(f"{who}: the statements form a fused {kind}, got kind="
                                    f"{self.kind!r}")
         self._check_iteration_space(members, who)
-        first = stmts.index(members[0])
+        first = min(stmts.index(m) for m in members)
         region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
                          members[0].loc)
         return program.with_stmts(stmts[:first] + [region] + stmts[first + len(members):])
+
+    @staticmethod
+    def _gathers_last(members):
+        """The members with every AllGather that no later member reads moved to the end: a
+        fused collective gathers all its outputs (the normalized rows and the residual of
+        AllReduce + residual + RMSNorm) after computing them, whatever order reorder left the
+        gathers in. Moving one is legal because nothing after it in the kernel reads it."""
+        head, tail = [], []
+        for k, s in enumerate(members):
+            later = {o for m in members[k + 1:] for o in m.op.operands()}
+            is_last_gather = isinstance(s.op, ir.AllGather) and not later & {s.out.name}
+            (tail if is_last_gather else head).append(s)
+        return head + tail
 
     @staticmethod
     def _make_contiguous(program, idx, who):

@@ -63,7 +63,7 @@ class Split(Transform):
         return ag.op.x, self.allreduce
 
 
-REORDERABLE = (ir.Compute, ir.Update, ir.Norm, ir.ReduceTensor, ir.Send)
+REORDERABLE = (ir.Compute, ir.Update, ir.Norm, ir.ReduceTensor, ir.ReduceAxis, ir.Send)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +72,9 @@ class Reorder(Transform):
 
     Each statement in `values` (in program order) is rewritten to read the sliced values
     instead of gathered ones, and Replicated operands are read on the rank's own slice. An
-    elementwise result is gathered right where it is first needed, keeping its name, so the
+    elementwise result (or a per-row reduction, ReduceAxis over an axis other than the
+    Sliced one: each rank reduces its own rows) is gathered right where it is first needed,
+    keeping its name, so the
     program's outputs do not change; a norm over slices all-reduces its partial sums instead;
     a Send sends the slice and the gather runs in the receiving group. The first AllGather
     becomes dead and is removed.
@@ -82,8 +84,8 @@ class Reorder(Transform):
         w1 = Update(w, w - lr * g1)            w1 = AllGather(w1_s)
 
     Preconditions: `before` is a plain AllGather; each value is a plain Compute, Update, Norm,
-    ReduceTensor or Send; none reads a Local tensor (it has no slice to take); together they
-    read `before`.
+    ReduceTensor, ReduceAxis (not over the Sliced dim) or Send; none reads a Local tensor (it
+    has no slice to take); together they read `before`.
     """
 
     values: tuple[str, ...]
@@ -105,7 +107,8 @@ class Reorder(Transform):
             stmt = stmts[i]
             if isinstance(stmt.op, ir.REGION_OPS) or not isinstance(stmt.op, REORDERABLE):
                 raise IllegalTransform(f"{who}: '{name}' must be a plain elementwise "
-                                       f"computation, norm or Send, got {stmt.op}")
+                                       f"computation, norm, axis reduction or Send, got "
+                                       f"{stmt.op}")
             read_before |= any(o in gathered for o in stmt.op.operands())
             new, extra = self._on_slices(program.with_stmts(stmts), i, gathered, sliced_dim, who)
             stmts[i:i + 1] = new

@@ -1,0 +1,52 @@
+"""AllReduce + residual + RMSNorm (TensorRT-LLM's fused allreduce pattern): after the
+row-parallel MatMul of a tensor-parallel transformer block every rank holds partial sums of the
+block's output; AllReduce them, add the residual stream, and RMSNorm the sum for the next
+block. The program returns both the normalized rows and the new residual.
+
+Schedules: the program as written is NCCL's AllReduce, the residual kernel and the RMSNorm row
+kernel (the mean of squares and the normalization). `rs-c-ag` splits the AllReduce and moves
+the residual add and the RMSNorm onto each rank's rows (RMSNorm reduces over the hidden dim, so
+a ReduceScatter over rows leaves every row whole on one rank); `fuse-rs-c-ag` runs it all in
+one kernel: reduce-scatter of rows by NVLink peer loads, residual add, RMSNorm of each rank's
+rows, and both results all-gathered by peer stores.
+"""
+
+from workbench import *
+from workbench import ir
+
+T = Size("T", multiple_of=P)  # tokens: batch x sequence
+H = Size("H")  # hidden size: each row is normalized whole, so H need not divide by P
+sizes = {"T": 8192, "H": 8192}
+EPS = 1e-6
+
+
+def build(dtype=float16, name="allreduce_rmsnorm"):
+    """The program in `dtype` (fp16 or bf16) and its schedules."""
+    y = Tensor(dtype, [T, H], Local, "y")  # partial sums of the row-parallel MatMul
+    r = Tensor(dtype, [T, H], Replicated, "r")  # the residual stream
+    g = Tensor(dtype, [H], Replicated, "g")  # RMSNorm's weight
+    summed = AllReduce(Sum, y)
+    h = Compute(summed + r)  # the new residual
+    out = Compute(rms_norm(h, g, EPS))
+    program = Program(inputs=[y, r, g], outputs=[out, h], name=name)
+    # rms_norm's statistic (the mean of squares), a statement of its own: the schedules move it
+    ms = next(s.out.name for s in program.stmts if isinstance(s.op, ir.ReduceAxis))
+
+    @schedule(program)
+    def rs_c_ag(s):
+        """ReduceScatter of rows, residual + RMSNorm on each rank's rows, two AllGathers."""
+        rs, ag = s.split(summed)
+        s.reorder(h, ms, out, before=ag)
+
+    @schedule(program)
+    def fuse_rs_c_ag(s):
+        """rs-c-ag in one kernel: peer loads, residual, RMSNorm per row, two peer-store
+        gathers (the normalized rows and the residual)."""
+        rs, ag = s.split(summed)
+        h_s, ms_s, out_s = s.reorder(h, ms, out, before=ag)
+        s.fuse(rs, h_s, ms_s, out_s, h, out)
+
+    return program, [rs_c_ag, fuse_rs_c_ag]
+
+program, schedules = build()
+bf16, bf16_schedules = build(bfloat16, name="allreduce_rmsnorm_bf16")
