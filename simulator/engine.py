@@ -300,7 +300,7 @@ class Simulation:
         yield from ()
 
     def _run_elementwise(self, run: _Run):
-        """Compute, Update: one computation kernel."""
+        """Compute, Update, ReduceAxis: one computation kernel."""
         yield from self._compute(run.gpu, elementwise_work(self.ctx, [run.s]), run.name,
                                  run.scale, run.leave_sms)
 
@@ -470,6 +470,7 @@ class _Run:
 RUN_RULES: dict[type, Callable[[Simulation, _Run], Generator]] = {
     ir.Compute: Simulation._run_elementwise,
     ir.Update: Simulation._run_elementwise,
+    ir.ReduceAxis: Simulation._run_elementwise,  # a row kernel, priced as the cost model does
     ir.MatMul: Simulation._run_matmul,
     ir.ReduceTensor: Simulation._run_reduction,
     ir.Norm: Simulation._run_reduction,

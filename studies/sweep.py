@@ -15,6 +15,9 @@ STUDIES_DIR = Path(__file__).resolve().parent
 # (Figs. 11, 12) the tokens per batch at a GPT-3-like hidden size of 12288.
 OPTIMIZER_SIZES = [{"N": 2**k} for k in (20, 22, 24, 26, 28)]
 LAYER_SIZES = [{"T": t, "H": 12288} for t in (1024, 2048, 4096, 8192)]
+# AllReduce + residual + RMSNorm: hidden 4096-16384, tokens from one per rank of 4 GPUs (T must
+# divide by P; a single token is the P = 1 GPU script's case) to 8192.
+RMSNORM_SIZES = [{"T": t, "H": h} for h in (4096, 8192, 16384) for t in (4, 128, 1024, 8192)]
 SWEEPS = {
     "sgd": ("sgd.py", OPTIMIZER_SIZES),
     "sgd-mixed": ("sgd.py:mixed", OPTIMIZER_SIZES),
@@ -24,6 +27,8 @@ SWEEPS = {
     "lamb-mixed": ("lamb.py:mixed", OPTIMIZER_SIZES),
     "model_parallel": ("model_parallel.py", LAYER_SIZES),
     "pipeline": ("pipeline.py", LAYER_SIZES),
+    "allreduce_rmsnorm": ("allreduce_rmsnorm.py", RMSNORM_SIZES),
+    "allreduce_rmsnorm-bf16": ("allreduce_rmsnorm.py:bf16", RMSNORM_SIZES),
 }
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sympy
+
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops.context import CostContext, OpCost
@@ -112,24 +114,29 @@ def io_work(ctx: CostContext, reads, writes, flops=0) -> Work:
 
 
 def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Work:
-    """HBM traffic and flops of elementwise statements run as one kernel: each tensor read from
-    HBM once (values produced inside the kernel are not re-read), each result written once."""
+    """HBM traffic and flops of elementwise statements (and axis reductions, row kernels) run as
+    one kernel: each tensor read from HBM once (values produced inside the kernel are not
+    re-read; a row kernel keeps a row in registers between its passes), each result written
+    once."""
     reads, writes, flops, dropouts = {}, {}, 0, 0
     dtype = "f32"
     inside = set(produced_inside)
     for s in stmts:
         expr = s.op.expr
         out = s.out.name
+        elements = iteration_numel(ctx, s)
         for name in ir.expr_refs(expr):
             if name not in inside:
                 # An elementwise statement on a slice reads only that slice of a Replicated
                 # operand (GPU run 14: Adam's rs-c-ag updates measured at the slice's bytes);
                 # broadcast operands (a bias, a scalar) are read whole.
-                slice_bytes = ctx.local_numel(out) * ctx.types[name].dtype.nbytes
+                slice_bytes = elements * ctx.types[name].dtype.nbytes
                 reads[name] = smin(ctx.local_nbytes(name), slice_bytes)
         writes[out] = ctx.local_nbytes(out)
-        flops = flops + expr_flops(expr) * ctx.local_numel(out)
-        dropouts = dropouts + expr_dropouts(expr) * ctx.local_numel(out)
+        # an axis reduction also combines each element into its row's accumulator
+        combine = 1 if isinstance(s.op, ir.ReduceAxis) else 0
+        flops = flops + (expr_flops(expr) + combine) * elements
+        dropouts = dropouts + expr_dropouts(expr) * elements
         dtype = s.out.type.dtype.name
         inside.add(out)
 
@@ -138,6 +145,15 @@ def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Wo
 
     return Work(sum(reads.values()) + sum(writes.values()), flops, dtype, sum(writes.values()),
                 f16(reads), f16(writes), dropouts)
+
+
+def iteration_numel(ctx: CostContext, s: ir.Stmt):
+    """Elements one rank computes for an elementwise statement: its result's, or for an axis
+    reduction (ReduceAxis) its input's, which it reads whole to write one value per row."""
+    if isinstance(s.op, ir.ReduceAxis):
+        t = s.op.input_type(ctx.types, str(s.op))
+        return ctx.size(sympy.Mul(*t.local_shape()))
+    return ctx.local_numel(s.out.name)
 
 
 def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:

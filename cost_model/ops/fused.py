@@ -93,6 +93,7 @@ FUSED_PART_RULES: dict[type, Callable[[CostContext, _BodySum, ir.Stmt], None]] =
     ir.Send: _send_part,
     ir.Compute: _elementwise_part,
     ir.Update: _elementwise_part,
+    ir.ReduceAxis: _elementwise_part,  # each rank reduces its own rows: no cross-rank step
     ir.Slice: _view_part,
     ir.Norm: _reduction_part,
     ir.ReduceTensor: _reduction_part,

@@ -114,6 +114,7 @@ COST_RULES: dict[type, CostRule] = {
     ir.MatMul: _matmul_cost,
     ir.ReduceTensor: _reduction_cost,
     ir.Norm: _reduction_cost,
+    ir.ReduceAxis: _elementwise_cost,  # a row kernel: reads its input, writes a value per row
     ir.Slice: _view_cost,
     ir.AllReduce: collective_cost,
     ir.ReduceScatter: collective_cost,
@@ -153,6 +154,7 @@ FIXED_COST_RULES: dict[type, FixedCostRule] = {
     ir.MatMul: _launch_fixed_s,
     ir.ReduceTensor: _launch_fixed_s,
     ir.Norm: _launch_fixed_s,
+    ir.ReduceAxis: _launch_fixed_s,
     ir.Slice: _launch_fixed_s,
     ir.AllReduce: collective_fixed_s,
     ir.ReduceScatter: collective_fixed_s,
