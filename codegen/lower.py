@@ -35,6 +35,7 @@ from codegen.lower_elementwise import elementwise_kernel, slice_loc
 from codegen.lower_library import gemm_step, nccl_step
 from codegen.lower_norm import norm_steps
 from codegen.lower_overlap import overlap_steps
+from codegen.lower_rows import has_axis_reduction, row_kernel_step
 from codegen.lower_send import p2p_step, send_steps
 from codegen.plan import Plan, fault
 from codegen.planner import Planner, stage_order
@@ -81,6 +82,8 @@ def _lower_matmul(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
 def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     """A fused region by what moves its bytes and its kind (ir.FUSED_KINDS)."""
     op = stmt.op
+    if has_axis_reduction(stmt):  # RMSNorm, LayerNorm, softmax: a row kernel (lower_rows)
+        return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.mode)])
     if op.engine == "copy":
         return ctx.here([copy_engine_step(ctx.pl, stmt, first)])
     if op.kind in ("allreduce", "reducescatter", "allgather"):
@@ -103,6 +106,10 @@ def _lower_norm(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     return ctx.here(norm_steps(ctx.pl, stmt, first))
 
 
+def _lower_rows(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
+    return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.mode)])
+
+
 def _lower_elementwise(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     return ctx.here([elementwise_kernel(ctx.pl, stmt, first)])
 
@@ -118,6 +125,7 @@ LOWERING_RULES: dict[type, LoweringRule] = {
     ir.Update: _lower_elementwise,
     ir.Slice: _lower_slice,
     ir.Norm: _lower_norm,
+    ir.ReduceAxis: _lower_rows,
     ir.MatMul: _lower_matmul,
     ir.AllReduce: _lower_nccl,
     ir.ReduceScatter: _lower_nccl,

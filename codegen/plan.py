@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from codegen.spec import KernelSpec
+from codegen.spec import THREADS, KernelSpec
 from workbench import ir
 from workbench.errors import RuntimeFault
 
@@ -63,7 +63,8 @@ class KernelStep:
     spec: KernelSpec
     stmts: tuple[str, ...]
     flags: str = ""
-    extent: sympy.Expr = sympy.Integer(0)  # elements per rank (sizes unbound)
+    extent: sympy.Expr = sympy.Integer(0)  # elements per rank (sizes unbound); rows: rows
+    cols: sympy.Expr = sympy.Integer(0)  # a row kernel's row length (check_row_cols)
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,17 @@ def check_overlap_rows(step: OverlapStep, rows: int, P: int) -> None:
     per = step.chunks * (P if isinstance(step.consumer, KernelStep) else 1)
     check_chunk_rows(step.stmt, rows, per, step.chunks, rows_are="the MatMul's {} output rows",
                      action="overlap in")
+
+
+def check_row_cols(step: KernelStep, cols: int) -> None:
+    """Raise unless a row kernel's rows (`cols` elements, sizes bound) fit its row cache:
+    values kept between its passes live in registers, `cache` per thread."""
+    row = step.spec.row
+    if row is not None and row.cache and cols > THREADS * row.cache:
+        raise fault(f"statement {', '.join(step.stmts)}: a row kernel's rows must have at most "
+                    f"{THREADS * row.cache} elements (its threads keep {row.cache} each in "
+                    f"registers between passes), got {cols}; reduce over a shorter axis, or do "
+                    "not fuse the statements that read the row after its reduction")
 
 
 def check_chunk_rows(stmt: str, rows: int, per: int, chunks: int,

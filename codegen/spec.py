@@ -105,10 +105,51 @@ class NormAcc:
 
 
 @dataclass(frozen=True, slots=True)
+class RowReduction:
+    """An axis reduction in a row kernel: each thread combines `expr` (C text over the pass's
+    registers, f32) of its columns into an f64 accumulator, the block combines those
+    (wb_rows.cuh), and `var[0]` holds the row's result rounded to `c_type`, the same in every
+    thread; stored at ptr[offset + row] when the program needs it in memory."""
+
+    var: str
+    kind: str  # "sum", "max", "min", "mean" or "norm" (ir.AXIS_REDUCTIONS)
+    c_type: str
+    expr: str
+    ptr: str = ""
+    offset: str = "0LL"
+
+
+@dataclass(frozen=True, slots=True)
+class RowPass:
+    """One sweep of a row kernel over the columns of a row: the statements that need no
+    reduction finished later than the previous sweep. `cached_in` registers are restored from
+    the row cache (computed in an earlier sweep), `cached_out` saved into it (read later)."""
+
+    loads: tuple[Load, ...]
+    assigns: tuple[Assign, ...]
+    reductions: tuple[RowReduction, ...]
+    stores: tuple[Store, ...]
+    cached_in: tuple[str, ...] = ()
+    cached_out: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RowPlan:
+    """A row kernel (codegen.lower_rows): blocks take whole rows of `cols` elements (grid-
+    stride over the `rows` of this rank), and run the passes in order on each row. `cache`:
+    elements per thread of each cached register row (0: nothing is cached, any row length)."""
+
+    rows: str
+    cols: str
+    passes: tuple[RowPass, ...]
+    cache: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class KernelSpec:
     """Everything a template renders; `name` is the mangle of all other fields."""
 
-    kind: str  # "elementwise", "collective" or "finish" (the cross-rank end of norms)
+    kind: str  # "elementwise", "collective", "finish" (the cross-rank end of norms), "rows"
     template: str
     P: int
     vec: int
@@ -126,16 +167,18 @@ class KernelSpec:
     # Launched on one window of its domain at a time (`win_first`, `win_count` parameters):
     # the pieces of a fused collective whose bytes copy engines move.
     window: bool = False
+    # A row kernel (axis reductions): its passes over each row; None for streaming kernels.
+    row: RowPlan | None = None
     comment: str = ""
     name: str = ""
 
     def key(self) -> str:
         """A canonical text of every field but the name and the comment."""
-        # An empty `norms` and a false `window` are left out, so that kernels without them
-        # keep their names.
+        # An empty `norms`, a false `window` and no `row` are left out, so that kernels
+        # without them keep their names.
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
                  if f.name not in ("name", "comment")
-                 and not (f.name in ("norms", "window") and not getattr(self, f.name))]
+                 and not (f.name in ("norms", "window", "row") and not getattr(self, f.name))]
         return ";".join(parts)
 
 

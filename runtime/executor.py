@@ -28,6 +28,7 @@ from codegen.plan import (
     SendStep,
     check_chunk_rows,
     check_overlap_rows,
+    check_row_cols,
 )
 from codegen.spec import THREADS
 from runtime.chunked import (
@@ -41,6 +42,10 @@ from runtime.chunked import (
 from runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, rank_part
 from workbench import interpreter
 from workbench.errors import RuntimeFault
+
+# Blocks per SM of a row kernel's grid: 512-thread blocks with a row cache of 32 registers a
+# value fit 2-4 per SM; 4 keeps every SM busy with rows to spare (not yet tuned on a GPU).
+ROW_BLOCKS_PER_SM = 4
 
 
 @dataclass
@@ -177,11 +182,16 @@ class PlanRun:
                 raise RuntimeFault(f"kernel parameter kind must be known, got {p.kind}")
         fn.prepare(sig)
         extent = self._int(step.extent)
+        if spec.row is not None:
+            check_row_cols(step, self._int(step.cols))
         barrier = any(p.kind == "flags" for p in spec.params)
         if spec.kind == "collective" or spec.kind == "send" and barrier:
             grid = min(MAX_BLOCKS, self.gpu.sm_count * collective_blocks_per_sm())
         elif spec.kind in ("finish", "wait", "barrier"):
             grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
+        elif spec.kind == "rows":
+            # A row kernel: a block per row (its extent), grid-stride past ROW_BLOCKS_PER_SM
+            grid = max(1, min(extent, self.gpu.sm_count * ROW_BLOCKS_PER_SM))
         else:
             grid = elementwise_grid(extent, spec.vec, self.gpu.sm_count)
             if spec.norms:

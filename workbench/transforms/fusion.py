@@ -201,8 +201,9 @@ class CopyEngines(Transform):
             raise IllegalTransform(f"{who}: the statement must be a fused collective "
                                    f"(FusedAllreduce, FusedReducescatter, FusedAllgather), got "
                                    f"{op}; fuse it first (s.fuse)")
+        # An axis reduction needs whole rows in one kernel (a row kernel), not pieces.
         reductions = [s.name for s in op.body
-                      if isinstance(s.op, (ir.Norm, ir.ReduceTensor))]
+                      if isinstance(s.op, (ir.Norm, ir.ReduceTensor, ir.ReduceAxis))]
         if reductions:
             raise IllegalTransform(f"{who}: a fused collective moved by copy engines must be "
                                    f"one kernel, got the reduction {reductions[0]} inside, "

@@ -1,0 +1,190 @@
+"""Lowering axis reductions (ReduceAxis) to row kernels: a plain ReduceAxis, a fused compute
+region holding one (RMSNorm, LayerNorm, softmax as one kernel), or a fused collective holding
+one (AllReduce + residual + RMSNorm: reduce-scatter of rows by peer loads, the computation on
+this rank's rows, several all-gathers by peer stores).
+
+A row kernel gives each block whole rows of the reduced (last) axis, grid-stride over this
+rank's rows. Its statements run in passes over the row's columns: a statement runs in the
+first pass after every reduction it reads has finished (the block combines the threads'
+accumulators between passes, wb_rows.cuh). A value computed in one pass and read in a later
+one stays in registers (the row cache, ROW_CACHE per thread), so peer loads and HBM reads
+happen once per element; inputs in memory are simply read again (the row is in L2).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from codegen.kernel_builder import KernelBuilder
+from codegen.lower_elementwise import slice_loc
+from codegen.plan import MAX_BLOCKS, KernelStep, fault
+from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of, numel_of, result_loc
+from codegen.spec import Load, Param, RowPass, RowPlan, RowReduction, Store, mangle
+from workbench import ir
+from workbench.types import Sliced
+
+# Elements per thread of a cached row: 512 threads x 32 = rows of up to 16384 elements (the
+# largest hidden size of the studies), in registers when the loops over them unroll.
+ROW_CACHE = 32
+
+_COLLECTIVE_KINDS = ("allreduce", "reducescatter", "allgather")
+
+
+def has_axis_reduction(stmt: ir.Stmt) -> bool:
+    """Whether a statement (or a region's body) holds an axis reduction: a row kernel."""
+    return any(isinstance(leaf.op, ir.ReduceAxis) for leaf in stmt.leaves())
+
+
+def row_passes(leaves: list[ir.Stmt]) -> list[int]:
+    """The pass of each leaf: after every reduction it reads (a gather with its source)."""
+    passes: dict[str, int] = {}
+    reductions: set[str] = set()
+    out = []
+    for leaf in leaves:
+        p = max([passes[n] + (n in reductions) for n in leaf.op.operands() if n in passes],
+                default=0)
+        for v in leaf.outs:
+            passes[v.name] = p
+        if isinstance(leaf.op, ir.ReduceAxis):
+            reductions.add(leaf.out.name)
+        out.append(p)
+    return out
+
+
+def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") -> KernelStep:
+    """A statement holding axis reductions as one row kernel (see the module docstring)."""
+    op = stmt.op
+    what = f"statement {stmt.name} ({op})"
+    leaves = list(stmt.leaves())
+    collective = isinstance(op, ir.Fused) and op.kind in _COLLECTIVE_KINDS
+    if isinstance(op, ir.Fused):
+        if op.kind not in ("compute", *_COLLECTIVE_KINDS):
+            raise fault(f"{what}: an axis reduction must be fused into a compute region or a "
+                        f"fused collective, got a fused {op.kind}; fuse it without the Send")
+        if op.engine != "sm":
+            raise fault(f"{what}: a fused collective with an axis reduction must move its "
+                        "bytes on the SMs, got copy engines; drop copy_engines for it")
+    if collective and mode != "pull":
+        raise fault(f"{what}: a fused collective with an axis reduction must reduce-scatter by "
+                    f"peer loads (--collective-mode pull), got {mode}")
+    red = next(leaf for leaf in leaves if isinstance(leaf.op, ir.ReduceAxis))
+    domain = red.op.input_type(pl.types, what)
+    if red.op.axis != domain.rank - 1:
+        raise fault(f"{what}: an axis reduction on GPUs must reduce the last axis (rows are "
+                    f"contiguous), got axis {red.op.axis} of {domain}; transpose the data")
+    if collective and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
+        raise fault(f"{what}: a fused collective must compute on dim-0 slices (rows), got "
+                    f"{domain.layout}")
+    local = [pl.sub(d) for d in domain.local_shape()]
+    rows, cols = numel_of(local[:-1]), local[-1]
+    kb = KernelBuilder(pl, domain, what)
+    passes = row_passes(leaves)
+    reductions: dict[str, RowReduction] = {}
+    per_pass: list[dict] = [dict(assigns=[], reductions=[], stores=[])
+                            for _ in range(max(passes) + 1)]
+    for k, (leaf, p) in enumerate(zip(leaves, passes)):
+        index = first + k
+        n_assigns, n_stores = len(kb.assigns), len(kb.stores)
+        lop = leaf.op
+        if isinstance(lop, ir.ReduceAxis):
+            per_pass[p]["reductions"].append(_reduction(kb, leaf, index, domain))
+            reductions[leaf.out.name] = per_pass[p]["reductions"][-1]
+        elif isinstance(lop, ir.ReduceScatter):
+            _reduce_scatter(kb, leaf, index)
+        elif isinstance(lop, ir.AllGather):
+            if lop.x in reductions:
+                raise fault(f"{what}: a fused AllGather must gather a value of the rows, got "
+                            f"the per-row reduction '{lop.x}'; gather it in its own statement")
+            dst, self_stored = kb.gathered(leaf, index)
+            peers = kb.peer_params(dst.buffer, const=False)
+            kb.stores.append(Store(kb.regs[lop.x], c_type_of(leaf.out.type), "",
+                                   kb._c(dst.offset + kb.slice_base), peers, self_stored))
+        elif isinstance(lop, ir.ELEMENTWISE_OPS):
+            kb.compute(leaf, index)
+        elif isinstance(lop, ir.Slice):
+            pl.locs[leaf.out.name] = slice_loc(pl, leaf, what)
+        else:
+            raise fault(f"{what}: a row kernel may hold ReduceScatter, Compute, Update, "
+                        f"ReduceAxis, Slice and AllGather, got {lop}")
+        per_pass[p]["assigns"] += kb.assigns[n_assigns:]
+        per_pass[p]["stores"] += kb.stores[n_stores:]
+    cached = _cached(leaves, passes, reductions, kb.regs)
+    row_passes_ = []
+    for p, part in enumerate(per_pass):
+        texts = [a.expr for a in part["assigns"]] + [r.expr for r in part["reductions"]]
+        loads = tuple(ld for ld in kb.loads.values()
+                      if any(re.search(rf"\b{re.escape(ld.var)}\[", t) for t in texts))
+        row_passes_.append(RowPass(
+            loads, tuple(part["assigns"]), tuple(part["reductions"]), tuple(part["stores"]),
+            tuple(v for v, (made, read) in cached.items() if made < p <= read),
+            tuple(v for v, (made, _) in cached.items() if made == p)))
+    extra, flags_name = [], ""
+    if collective:
+        flags_name = f"flags_{c_ident(stmt.name.split(',')[0])}"
+        pl.add_buffer(flags_name, "u32", 2 * MAX_BLOCKS * pl.P, peer=True)
+        extra = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
+                 for k in range(pl.P)]
+        extra.append(Param("epoch", "uint32_t epoch", "epoch"))
+    plan = RowPlan(kb._c(rows), kb._c(cols), tuple(row_passes_), ROW_CACHE if cached else 0)
+    comment = (f"Fused{op.kind.capitalize()} as a row kernel: " if isinstance(op, ir.Fused)
+               else "row kernel: ") + "; ".join(f"{s.name} = {s.op}" for s in leaves)
+    spec = kb.spec("collective" if collective else "rows", "rows.cu.j2", pl.P, extra, comment,
+                   kb.vec_types())
+    spec = mangle(_with_row(spec, plan))
+    return KernelStep(spec, tuple(s.name for s in leaves), flags_name, pl.sub(rows), cols)
+
+
+def _with_row(spec, plan: RowPlan):
+    # The streaming fields are the row kernel's union of passes; only `row` is rendered.
+    return replace(spec, row=plan, vec=1, unroll=1)
+
+
+def _reduction(kb: KernelBuilder, leaf: ir.Stmt, index: int, domain) -> RowReduction:
+    """A ReduceAxis leaf: its per-element value in f32, its block-uniform result register."""
+    pl, out, op = kb.pl, leaf.out, leaf.op
+    what = f"statement {out.name} ({op})"
+    t_in = op.input_type(pl.types, what)
+    if not ir.proven_equal(pl.sub(numel_of(t_in.local_shape())), kb.domain_numel):
+        raise fault(f"{what}: every reduction of a row kernel must reduce the kernel's rows "
+                    f"({kb.domain_numel} elements per rank), got {t_in}")
+    if op.axis != t_in.rank - 1:
+        raise fault(f"{what}: an axis reduction on GPUs must reduce the last axis, got "
+                    f"axis {op.axis} of {t_in}")
+    text = kb.expr(op.expr, pl.types)
+    var = f"r_{c_ident(out.name)}"
+    kb.regs[out.name] = var
+    ptr, offset = "", "0LL"
+    loc = result_loc(pl, leaf, index, what)
+    if loc is not None:
+        pl.locs[out.name] = loc
+        ptr, offset = kb.buf_param(loc.buffer, const=False), kb._c(loc.offset)
+    return RowReduction(var, op.op, c_type_of(out.type), text, ptr, offset)
+
+
+def _reduce_scatter(kb: KernelBuilder, leaf: ir.Stmt, index: int) -> None:
+    """This rank's rows of a ReduceScatter over rows, by peer loads in rank order."""
+    pl, lop = kb.pl, leaf.op
+    if lop.dim != 0:
+        raise fault(f"{kb.what}: ReduceScatter must scatter dim 0 (rows), got {lop.dim}")
+    src = pl.locs[lop.x]
+    off = kb._c(src.offset + kb.slice_base)
+    srcs = tuple(f"{p} + ({off})" for p in kb.peer_params(src.buffer, const=True))
+    kb.reduced(leaf, index, Load(f"a_{c_ident(leaf.out.name)}", c_type_of(pl.types[lop.x]),
+                                 "reduce", "", off, peers=srcs, reduce=REDUCE_NAMES[lop.op]))
+
+
+def _cached(leaves, passes, reductions, regs) -> dict[str, tuple[int, int]]:
+    """Registers of row values read in a later pass than the one computing them:
+    register -> (pass computing it, last pass reading it)."""
+    made: dict[str, int] = {}
+    cached: dict[str, tuple[int, int]] = {}
+    for leaf, p in zip(leaves, passes):
+        for n in leaf.op.operands():
+            if n in made and made[n] < p and n not in reductions:
+                var = regs[n]
+                cached[var] = (made[n], max(p, cached.get(var, (0, 0))[1]))
+        if not isinstance(leaf.op, ir.AllGather):
+            for v in leaf.outs:
+                made[v.name] = p
+    return cached

@@ -1,0 +1,63 @@
+// Row reductions of row kernels (codegen/lower_rows.py): every thread folds its columns of a
+// row into an f64 accumulator, then the block combines them and every thread gets the row's
+// result. f64, as the reference interpreter accumulates: an f32 sum over a 16384-wide row
+// would drift from it by more than the f32 check tolerance where the row mean is near zero.
+#pragma once
+#include <math.h>
+#include "wb_reduce.cuh"
+
+namespace wb {
+
+// The reductions, as ir.AXIS_REDUCTIONS names them.
+enum RowKind { kRowSum = 0, kRowMax = 1, kRowMin = 2, kRowMean = 3, kRowNorm = 4 };
+
+template <int K> __device__ __forceinline__ double row_identity() {
+  if constexpr (K == kRowMax) return -INFINITY;
+  if constexpr (K == kRowMin) return INFINITY;
+  return 0.0;
+}
+
+// acc combined with one element's f32 value v (a norm folds v^2).
+template <int K> __device__ __forceinline__ double row_combine(double acc, float v) {
+  const double x = static_cast<double>(v);
+  if constexpr (K == kRowMax) return fmax(acc, x);
+  if constexpr (K == kRowMin) return fmin(acc, x);
+  if constexpr (K == kRowNorm) return acc + x * x;
+  return acc + x;
+}
+
+// Max (min when kMin) over the block, returned to every thread; every thread must call it.
+template <bool kMin> __device__ __forceinline__ double block_extremum(double x) {
+  __shared__ double warp_vals[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const double y = __shfl_down_sync(0xffffffffu, x, o);
+    x = kMin ? fmin(x, y) : fmax(x, y);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // warp_vals may still be read by a previous call
+  if (lane == 0) warp_vals[warp] = x;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  double r = warp_vals[0];
+  for (int k = 1; k < nwarps; ++k) r = kMin ? fmin(r, warp_vals[k]) : fmax(r, warp_vals[k]);
+  return r;
+}
+
+// The row's result from every thread's accumulator: the block's sum, max or min, then the
+// mean (sum / n) or the norm (sqrt of the sum of squares), as f32. Every thread must call it.
+template <int K> __device__ __forceinline__ float row_finish(double acc, long long n) {
+  double r;
+  if constexpr (K == kRowMax) {
+    r = block_extremum<false>(acc);
+  } else if constexpr (K == kRowMin) {
+    r = block_extremum<true>(acc);
+  } else {
+    r = block_sum(acc);
+  }
+  if constexpr (K == kRowMean) r = r / static_cast<double>(n);
+  if constexpr (K == kRowNorm) r = sqrt(r);
+  return static_cast<float>(r);
+}
+
+}  // namespace wb
