@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One GPU (P = 1): the row kernels of axis reductions (design notes 40-44).
+#  1. checks: every kernel of benchmarks/gpu/rmsnorm.py (axis sum/max/min/mean/norm, RMSNorm,
+#     LayerNorm, softmax, residual + RMSNorm; as written and fused) and of
+#     studies/allreduce_rmsnorm.py (the fused AllReduce + residual + RMSNorm at P = 1) in f16,
+#     bf16 and f32, compiled, run on fresh random inputs into poisoned outputs and checked
+#     against the reference interpreter (interpreter.RTOL: f32 1e-5, f16 5e-3, bf16 4e-2), at
+#     T in {1, 37} x H in {1000, 16384} (a partial block of columns; the largest row cache);
+#  2. timing: the fused residual + RMSNorm kernel (and the study's schedules) at H in {4096,
+#     8192, 16384} x T in {1, 128, 8192}, f16 and bf16, CUDA events, 20 warm-up, 100 reps,
+#     median; then torch.compile of the same computation on the same GPU
+#     (benchmarks/gpu/rmsnorm_vs_torch.py): ratio, achieved GB/s and the HBM peak fraction.
+#  3. the nvcc builds of the new kernels (tests/codegen/test_nvcc_compile.py -k rmsnorm).
+# Results: $RES (packed as $OUT/results.tgz): rmsnorm-check-*.csv/.json/.txt,
+# rmsnorm-time-*.csv/.json/.txt, rmsnorm-vs-torch.csv/.md, logs.
+# From the repo root with `.whl` carried (the pycuda sdist is built there).
+#   usage: bash benchmarks/gpu/run_rmsnorm.sh
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+pack_results
+stamp "machine"
+nvidia-smi -L
+stamp "wheels"
+install_wheels || exit 1
+ensure_pycuda || exit 1
+B=benchmarks/gpu/rmsnorm.py
+S=studies/allreduce_rmsnorm.py
+for dt in f16 bf16 f32; do
+  stamp "checks, $dt"
+  specs="$B:axis_$dt $B:rmsnorm_$dt $B:layernorm_$dt $B:softmax_$dt $B:residual_$dt"
+  [ "$dt" = f16 ] && specs="$specs $S"
+  [ "$dt" = bf16 ] && specs="$specs $S:bf16"
+  # shellcheck disable=SC2086
+  timeout 550 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --reps 20 \
+    $specs --set T=1 --set T=37 --set H=1000 --set H=16384 \
+    --out "$RES" --name "rmsnorm-check-$dt" 2> "$RES/rmsnorm-check-$dt.log" \
+    | tee "$RES/rmsnorm-check-$dt.txt"
+  tail -3 "$RES/rmsnorm-check-$dt.log"
+done
+stamp "check summary (rows whose check is not ok)"
+grep -h -v ",ok" "$RES"/rmsnorm-check-*.csv | grep -v "^spec," || echo "every check ok"
+for dt in f16 bf16; do
+  stamp "timing, $dt"
+  spec="$B:residual_$dt"
+  study="$S"
+  [ "$dt" = bf16 ] && study="$S:bf16"
+  timeout 550 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --warmup 20 \
+    --reps 100 "$spec" "$study" --set H=4096 --set H=8192 --set H=16384 --set T=1 \
+    --set T=128 --set T=8192 --out "$RES" --name "rmsnorm-time-$dt" \
+    2> "$RES/rmsnorm-time-$dt.log" | tee "$RES/rmsnorm-time-$dt.txt"
+  tail -3 "$RES/rmsnorm-time-$dt.log"
+done
+stamp "torch.compile residual + RMSNorm, same GPU"
+timeout 550 python3 benchmarks/gpu/rmsnorm_vs_torch.py --warmup 20 --reps 100 --out "$RES" \
+  --workbench "$RES"/rmsnorm-time-f16.csv "$RES"/rmsnorm-time-bf16.csv \
+  2> "$RES/rmsnorm-vs-torch.log" | tee "$RES/rmsnorm-vs-torch.txt"
+tail -3 "$RES/rmsnorm-vs-torch.log"
+stamp "nvcc builds of the row kernels"
+timeout 300 python3 -m pytest -q -p no:cacheprovider tests/codegen/test_nvcc_compile.py \
+  -k "rmsnorm or rows" 2>&1 | tail -5
+stamp "done"
