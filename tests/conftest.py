@@ -17,6 +17,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 STUDY_SPECS = [
     "studies/sgd.py", "studies/sgd.py:mixed", "studies/adam.py", "studies/adam.py:mixed",
     "studies/lamb.py", "studies/lamb.py:mixed", "studies/model_parallel.py", "studies/pipeline.py",
+    "studies/allreduce_rmsnorm.py", "studies/allreduce_rmsnorm.py:bf16",
 ]
 
 

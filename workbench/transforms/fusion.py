@@ -14,6 +14,19 @@ from workbench.transforms.base import Transform, dead_code_eliminated, plain_stm
 from workbench.verify import fused_kind_of
 
 
+def gathers_last(members: list[ir.Stmt]) -> list[ir.Stmt]:
+    """The statements with every AllGather that no later one reads moved to the end: a fused
+    collective gathers all its outputs (the normalized rows and the residual of AllReduce +
+    residual + RMSNorm) after computing them, whatever order reorder left the gathers in.
+    Moving one is legal because nothing after it in the kernel reads it."""
+    head, tail = [], []
+    for k, s in enumerate(members):
+        later = {o for m in members[k + 1:] for o in m.op.operands()}
+        is_last_gather = isinstance(s.op, ir.AllGather) and not later & {s.out.name}
+        (tail if is_last_gather else head).append(s)
+    return head + tail
+
+
 @dataclass(frozen=True, slots=True)
 class Fuse(Transform):
     """Fuse statements into one kernel; the kind follows from the pattern (see ir.Fused):
@@ -41,7 +54,7 @@ class Fuse(Transform):
                 if isinstance(program.stmts[k].op, ir.Slice) and program.stmts[k].out.name in read}
         idx = sorted(idx)
         stmts = self._make_contiguous(program, idx, who)
-        members = self._gathers_last([program.stmts[i] for i in idx])
+        members = gathers_last([program.stmts[i] for i in idx])
         kind = fused_kind_of(members)
         if kind is None:
             ops = ", ".join(type(s.op).__name__ for s in members)
@@ -57,19 +70,6 @@ class Fuse(Transform):
         region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
                          members[0].loc)
         return program.with_stmts(stmts[:first] + [region] + stmts[first + len(members):])
-
-    @staticmethod
-    def _gathers_last(members):
-        """The members with every AllGather that no later member reads moved to the end: a
-        fused collective gathers all its outputs (the normalized rows and the residual of
-        AllReduce + residual + RMSNorm) after computing them, whatever order reorder left the
-        gathers in. Moving one is legal because nothing after it in the kernel reads it."""
-        head, tail = [], []
-        for k, s in enumerate(members):
-            later = {o for m in members[k + 1:] for o in m.op.operands()}
-            is_last_gather = isinstance(s.op, ir.AllGather) and not later & {s.out.name}
-            (tail if is_last_gather else head).append(s)
-        return head + tail
 
     @staticmethod
     def _make_contiguous(program, idx, who):
