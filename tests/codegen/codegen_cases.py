@@ -42,6 +42,20 @@ CASES = [
     ("pipeline-fuse-rs-c-send-ag-push-p4", "studies/pipeline.py", "fuse-rs-c-send-ag", 4),
     ("pipeline-overlap-fuse-rs-c-send-ag-p2", "studies/pipeline.py",
      "overlap-fuse-rs-c-send-ag", 2),
+    # Row kernels (axis reductions): AllReduce + residual + RMSNorm, and benchmarks/gpu/rmsnorm.py
+    ("allreduce-rmsnorm-unscheduled-p2", "studies/allreduce_rmsnorm.py", None, 2),
+    ("allreduce-rmsnorm-rs-c-ag-p2", "studies/allreduce_rmsnorm.py", "rs-c-ag", 2),
+    ("allreduce-rmsnorm-fuse-rs-c-ag-p1", "studies/allreduce_rmsnorm.py", "fuse-rs-c-ag", 1),
+    ("allreduce-rmsnorm-fuse-rs-c-ag-p2", "studies/allreduce_rmsnorm.py", "fuse-rs-c-ag", 2),
+    ("allreduce-rmsnorm-bf16-fuse-rs-c-ag-p4", "studies/allreduce_rmsnorm.py:bf16",
+     "fuse-rs-c-ag", 4),
+    ("rows-axis-f32-p1", "benchmarks/gpu/rmsnorm.py:axis_f32", None, 1),
+    ("rows-axis-bf16-fused-p1", "benchmarks/gpu/rmsnorm.py:axis_bf16", "fused", 1),
+    ("rows-rmsnorm-f32-fused-p1", "benchmarks/gpu/rmsnorm.py:rmsnorm_f32", "fused", 1),
+    ("rows-layernorm-f16-p1", "benchmarks/gpu/rmsnorm.py:layernorm_f16", None, 1),
+    ("rows-layernorm-f16-fused-p1", "benchmarks/gpu/rmsnorm.py:layernorm_f16", "fused", 1),
+    ("rows-softmax-bf16-fused-p1", "benchmarks/gpu/rmsnorm.py:softmax_bf16", "fused", 1),
+    ("rows-residual-f16-fused-p1", "benchmarks/gpu/rmsnorm.py", "fused", 1),
 ]
 
 
