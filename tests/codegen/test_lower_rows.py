@@ -1,0 +1,73 @@
+"""Row kernels (codegen.lower_rows): the passes of RMSNorm, LayerNorm and softmax, the fused
+AllReduce + residual + RMSNorm as one collective kernel with two peer-store gathers, and the
+pinned refusals (push mode, a reduction over a non-last axis, rows longer than the cache)."""
+
+import pytest
+import sympy
+from conftest import ROOT
+
+from codegen.lower import lower
+from codegen.lower_rows import ROW_CACHE, row_passes
+from codegen.plan import KernelStep, check_row_cols
+from codegen.spec import THREADS
+from workbench import Mean, P, Program, Replicated, Size, Tensor, float32
+from workbench.errors import RuntimeFault
+from workbench.loader import load
+
+
+def test_the_fused_allreduce_rmsnorm_is_one_row_collective_kernel(study):
+    f = study("studies/allreduce_rmsnorm.py")
+    plan = lower(f.schedules["fuse-rs-c-ag"].apply(), P=2)
+    (step,) = plan.steps
+    assert isinstance(step, KernelStep) and step.spec.kind == "collective"
+    row = step.spec.row
+    assert row.cache == ROW_CACHE and len(row.passes) == 2
+    first, second = row.passes
+    assert [r.kind for r in first.reductions] == ["mean"]
+    assert first.cached_out == ("r_h_s",) and second.cached_in == ("r_h_s",)
+    # the residual is gathered in pass 0, the normalized rows in pass 1, each into both ranks
+    assert [len(s.peers) for s in first.stores] == [2]
+    assert [len(s.peers) for s in second.stores] == [2]
+    assert [ld.mode for ld in first.loads] == ["reduce", "contig"]
+    assert step.extent == sympy.Symbol("T", integer=True, positive=True) / 2
+
+
+def test_softmax_runs_three_passes_without_a_cache():
+    pf = load(str(ROOT / "benchmarks/gpu/rmsnorm.py:softmax_f16"))
+    (step,) = lower(pf.schedules["fused"].apply(), P=1).steps
+    row = step.spec.row
+    assert step.spec.kind == "rows" and row.cache == 0  # x is reloaded, nothing is carried
+    assert [[r.kind for r in p.reductions] for p in row.passes] == [["max"], ["sum"], []]
+
+
+def test_row_passes_follow_the_reductions_they_read(study):
+    f = study("studies/allreduce_rmsnorm.py")
+    leaves = list(f.schedules["fuse-rs-c-ag"].apply().stmts[0].leaves())
+    # rs, h_s, mean, out_s (reads the mean), gather h (with h_s), gather out (with out_s)
+    assert row_passes(leaves) == [0, 0, 0, 1, 0, 1]
+
+
+def test_push_mode_is_refused_for_a_row_collective(study):
+    f = study("studies/allreduce_rmsnorm.py")
+    with pytest.raises(RuntimeFault, match=r"a fused collective with an axis reduction must "
+                                           r"reduce-scatter by peer loads \(--collective-mode "
+                                           r"pull\), got push"):
+        lower(f.schedules["fuse-rs-c-ag"].apply(), P=2, collective_mode="push")
+
+
+def test_a_reduction_over_the_first_axis_is_not_generated():
+    T, H = Size("T", multiple_of=P), Size("H")
+    x = Tensor(float32, [T, H], Replicated, "x")
+    prog = Program([x], [Mean(x, 0, name="colmean")], name="cols")
+    with pytest.raises(RuntimeFault, match=r"an axis reduction on GPUs must reduce the last axis "
+                                           r"\(rows are contiguous\), got axis 0 of"):
+        lower(prog, P=1)
+
+
+def test_rows_longer_than_the_cache_are_refused_before_launch(study):
+    f = study("studies/allreduce_rmsnorm.py")
+    (step,) = lower(f.schedules["fuse-rs-c-ag"].apply(), P=2).steps
+    check_row_cols(step, THREADS * ROW_CACHE)  # 16384: the largest hidden size fits
+    with pytest.raises(RuntimeFault, match=r"a row kernel's rows must have at most 16384 "
+                                           r"elements .* got 16385; reduce over a shorter axis"):
+        check_row_cols(step, THREADS * ROW_CACHE + 1)
