@@ -136,8 +136,9 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") 
 
 
 def _with_row(spec, plan: RowPlan):
-    # The streaming fields are the row kernel's union of passes; only `row` is rendered.
-    return replace(spec, row=plan, vec=1, unroll=1)
+    # The streaming fields hold the union of the passes; the template renders `row`, with
+    # `vec` elements per 16-byte vector of the narrowest element type.
+    return replace(spec, row=plan, unroll=1)
 
 
 def _reduction(kb: KernelBuilder, leaf: ir.Stmt, index: int, domain) -> RowReduction:

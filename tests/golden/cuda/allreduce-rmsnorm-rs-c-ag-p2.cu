@@ -11,7 +11,7 @@
 // nccl reduce_scatter(add) y+0 -> summed_rs+0 count H*T/2 f16
 // kernel wb_elementwise_p2_v8_fcc907f2d7907e80 for h_s
 // nccl all_gather() h_s+0 -> h+0 count H*T/2 f16
-// kernel wb_rows_p2_v1_aece7ee0851f26c6 for t0_s
+// kernel wb_rows_p2_v8_4f952989f63fcdfd for t0_s
 // kernel wb_elementwise_p2_v8_78c22425b460eea7 for out_s
 // nccl all_gather() out_s+0 -> out+0 count H*T/2 f16
 
@@ -98,11 +98,12 @@ extern "C" __global__ void __launch_bounds__(512) wb_elementwise_p2_v8_fcc907f2d
 // A row kernel: each block takes whole rows (grid-stride over this rank's rows) and sweeps
 // each row once per pass; a statement runs in the first pass after the reductions it reads,
 // which the block finishes between passes (wb_rows.cuh). Values read in a later pass stay in
-// registers (the row cache).
+// registers (the row cache). Threads take 16-byte vectors of a row where every row start is
+// aligned, single elements otherwise.
 #include "wb_vec.cuh"
 #include "wb_rows.cuh"
 
-extern "C" __global__ void __launch_bounds__(512) wb_rows_p2_v1_aece7ee0851f26c6(
+extern "C" __global__ void __launch_bounds__(512) wb_rows_p2_v8_4f952989f63fcdfd(
     const __half* __restrict__ p_h_s,
     float* __restrict__ p_t0_s,
     long long H,
@@ -111,28 +112,77 @@ extern "C" __global__ void __launch_bounds__(512) wb_rows_p2_v1_aece7ee0851f26c6
   (void)rank;
   const long long rows = ((T) / (2LL));
   const long long cols = H;
+  constexpr int V = 8;
+  // The vector path needs every row start 16-byte aligned: the base addresses, and rows of
+  // a whole number of 16-byte vectors in every element size.
+  const uintptr_t align_bits = 0
+      | reinterpret_cast<uintptr_t>(p_h_s + (0LL))
+      | static_cast<uintptr_t>(cols * 2)
+      ;
+  if (wb::aligned16(align_bits) && cols % V == 0) {
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    float r_t0_s[1];
+    float r_t0_s[V];
+    (void)r_t0_s;
     // pass 0
     {
       double acc_r_t0_s = wb::row_identity<wb::kRowMean>();
-      for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+      for (long long c = static_cast<long long>(threadIdx.x) * V; c < cols;
+           c += static_cast<long long>(blockDim.x) * V) {
         {
           const long long i = row * cols + c;
-          const long long e = i;
-          const int j = 0;
-          (void)e;
-          (void)j;
+      float a_h_s_s[V];
+      wb::load_vec<V>(p_h_s + (0LL) + i, a_h_s_s);
+
+          float (&a_h_s)[V] = a_h_s_s;
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const long long e = i + j;
+            (void)e;
+            acc_r_t0_s = wb::row_combine<wb::kRowMean>(acc_r_t0_s, (wb::round_to<float>(a_h_s[j]) * wb::round_to<float>(a_h_s[j])));
+          }
+        }
+      }
+      {
+        const float res = wb::round_to<float>(wb::row_finish<wb::kRowMean>(acc_r_t0_s, cols));
+#pragma unroll
+        for (int j = 0; j < V; ++j) r_t0_s[j] = res;
+        if (threadIdx.x == 0) p_t0_s[(0LL) + row] = wb::from_float<float>(res);
+      }
+    }
+  }
+
+  } else {
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    float r_t0_s[1];
+    (void)r_t0_s;
+    // pass 0
+    {
+      double acc_r_t0_s = wb::row_identity<wb::kRowMean>();
+      for (long long c = static_cast<long long>(threadIdx.x) * 1; c < cols;
+           c += static_cast<long long>(blockDim.x) * 1) {
+        {
+          const long long i = row * cols + c;
       float a_h_s_s[1];
       wb::load_vec<1>(p_h_s + (0LL) + i, a_h_s_s);
 
           float (&a_h_s)[1] = a_h_s_s;
-          acc_r_t0_s = wb::row_combine<wb::kRowMean>(acc_r_t0_s, (wb::round_to<float>(a_h_s[j]) * wb::round_to<float>(a_h_s[j])));
+#pragma unroll
+          for (int j = 0; j < 1; ++j) {
+            const long long e = i + j;
+            (void)e;
+            acc_r_t0_s = wb::row_combine<wb::kRowMean>(acc_r_t0_s, (wb::round_to<float>(a_h_s[j]) * wb::round_to<float>(a_h_s[j])));
+          }
         }
       }
-      r_t0_s[0] = wb::round_to<float>(wb::row_finish<wb::kRowMean>(acc_r_t0_s, cols));
-      if (threadIdx.x == 0) p_t0_s[(0LL) + row] = wb::from_float<float>(r_t0_s[0]);
+      {
+        const float res = wb::round_to<float>(wb::row_finish<wb::kRowMean>(acc_r_t0_s, cols));
+#pragma unroll
+        for (int j = 0; j < 1; ++j) r_t0_s[j] = res;
+        if (threadIdx.x == 0) p_t0_s[(0LL) + row] = wb::from_float<float>(res);
+      }
     }
+  }
+
   }
 }
 
