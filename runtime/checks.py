@@ -104,8 +104,8 @@ def pointwise_length(program: ir.Program) -> sympy.Expr | None:
     """The common length N when the program is pointwise over 1-D tensors of length N."""
     length = None
     for s in program.leaves():
-        if isinstance(s.op, (ir.MatMul, ir.ReduceTensor, ir.Norm, ir.Send, ir.Reduce,
-                             ir.Broadcast)):
+        if isinstance(s.op, (ir.MatMul, ir.ReduceTensor, ir.Norm, ir.ReduceAxis, ir.Send,
+                             ir.Reduce, ir.Broadcast)):
             return None
         if isinstance(s.op, ir.ELEMENTWISE_OPS) and _has_dropout(s.op.expr):
             return None
