@@ -13,9 +13,12 @@
 #  3. the nvcc builds of the new kernels (tests/codegen/test_nvcc_compile.py -k rmsnorm).
 # Results: $RES (packed as $OUT/results.tgz): rmsnorm-check-*.csv/.json/.txt,
 # rmsnorm-time-*.csv/.json/.txt, rmsnorm-vs-torch.csv/.md, logs.
-# From the repo root with `.whl` carried (the pycuda sdist is built there).
-#   usage: bash benchmarks/gpu/run_rmsnorm.sh
+# From the repo root with `.whl` carried (the pycuda sdist is built there). Each part fits one
+# 10-minute device call: `check` (1 and 3, ~5 min) and `time` (2, ~8 min); `all` runs both.
+#   usage: bash benchmarks/gpu/run_rmsnorm.sh [all|check|time]
 set -uo pipefail
+PART=${1:-all}
+case "$PART" in all|check|time) ;; *) echo "usage: $0 [all|check|time], got $PART"; exit 2;; esac
 source "$(dirname "$0")/env.sh"
 pack_results
 stamp "machine"
@@ -25,13 +28,14 @@ install_wheels || exit 1
 ensure_pycuda || exit 1
 B=benchmarks/gpu/rmsnorm.py
 S=studies/allreduce_rmsnorm.py
+if [ "$PART" != time ]; then
 for dt in f16 bf16 f32; do
   stamp "checks, $dt"
   specs="$B:axis_$dt $B:rmsnorm_$dt $B:layernorm_$dt $B:softmax_$dt $B:residual_$dt"
   [ "$dt" = f16 ] && specs="$specs $S"
   [ "$dt" = bf16 ] && specs="$specs $S:bf16"
   # shellcheck disable=SC2086
-  timeout 550 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --reps 20 \
+  timeout 200 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --reps 20 \
     $specs --set T=1 --set T=37 --set H=1000 --set H=16384 \
     --out "$RES" --name "rmsnorm-check-$dt" 2> "$RES/rmsnorm-check-$dt.log" \
     | tee "$RES/rmsnorm-check-$dt.txt"
@@ -39,23 +43,25 @@ for dt in f16 bf16 f32; do
 done
 stamp "check summary (rows whose check is not ok)"
 grep -h -v ",ok" "$RES"/rmsnorm-check-*.csv | grep -v "^spec," || echo "every check ok"
+stamp "nvcc builds of the row kernels"
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/codegen/test_nvcc_compile.py \
+  -k "rmsnorm or rows" 2>&1 | tail -5
+fi
+[ "$PART" = check ] && { stamp "done"; exit 0; }
 for dt in f16 bf16; do
   stamp "timing, $dt"
   spec="$B:residual_$dt"
   study="$S"
   [ "$dt" = bf16 ] && study="$S:bf16"
-  timeout 550 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --warmup 20 \
+  timeout 240 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --warmup 20 \
     --reps 100 "$spec" "$study" --set H=4096 --set H=8192 --set H=16384 --set T=1 \
     --set T=128 --set T=8192 --out "$RES" --name "rmsnorm-time-$dt" \
     2> "$RES/rmsnorm-time-$dt.log" | tee "$RES/rmsnorm-time-$dt.txt"
   tail -3 "$RES/rmsnorm-time-$dt.log"
 done
 stamp "torch.compile residual + RMSNorm, same GPU"
-timeout 550 python3 benchmarks/gpu/rmsnorm_vs_torch.py --warmup 20 --reps 100 --out "$RES" \
+timeout 240 python3 benchmarks/gpu/rmsnorm_vs_torch.py --warmup 20 --reps 100 --out "$RES" \
   --workbench "$RES"/rmsnorm-time-f16.csv "$RES"/rmsnorm-time-bf16.csv \
   2> "$RES/rmsnorm-vs-torch.log" | tee "$RES/rmsnorm-vs-torch.txt"
 tail -3 "$RES/rmsnorm-vs-torch.log"
-stamp "nvcc builds of the row kernels"
-timeout 300 python3 -m pytest -q -p no:cacheprovider tests/codegen/test_nvcc_compile.py \
-  -k "rmsnorm or rows" 2>&1 | tail -5
 stamp "done"
