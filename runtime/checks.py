@@ -122,14 +122,7 @@ def pointwise_length(program: ir.Program) -> sympy.Expr | None:
 
 
 def _has_dropout(expr) -> bool:
-    match expr:
-        case ir.Dropout():
-            return True
-        case ir.Binary(_, a, b):
-            return _has_dropout(a) or _has_dropout(b)
-        case ir.Unary(_, a) | ir.Cast(_, a):
-            return _has_dropout(a)
-    return False
+    return any(isinstance(node, ir.Dropout) for node in ir.expr_nodes(expr))
 
 
 def reference(program: ir.Program, inputs, sizes, P: int, seed: int = 1):

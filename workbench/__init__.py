@@ -27,18 +27,25 @@ from workbench.dsl import (
     Tensor,
     Update,
     Variable,
+    equal,
     erf,
     exp,
     gelu,
     gelu_tanh,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
     log,
     maximum,
     minimum,
+    not_equal,
     rsqrt,
     sigmoid,
     silu,
     sqrt,
     tanh,
+    where,
 )
 from workbench.errors import WorkbenchError
 from workbench.scheduling import schedule
@@ -62,5 +69,6 @@ __all__ = [
     "Update", "Variable", "WORLD", "WorkbenchError", "bfloat16", "erf", "exp", "float16",
     "float32", "gelu", "gelu_tanh", "int32", "log", "maximum", "minimum", "rsqrt", "schedule",
     "sigmoid", "silu", "sqrt", "tanh",
+    "equal", "greater", "greater_equal", "less", "less_equal", "not_equal", "where",
 ]
 

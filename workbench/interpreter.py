@@ -142,6 +142,12 @@ class _Machine:
                 return arr
             case ir.Const(v):
                 return np.float32(v)
+            case ir.SizeValue(e):
+                return np.float32(float(sympy.sympify(e).subs(self.bound)))
+            case ir.Where(c, a, b):
+                cond = self.eval_expr(c, rank, result)
+                x, y = self.eval_expr(a, rank, result), self.eval_expr(b, rank, result)
+                return np.asarray(np.where(cond != 0, x, y), dtype=np.float32)
             case ir.Unary(fn, a):
                 x = self.eval_expr(a, rank, result)
                 with np.errstate(all="ignore"):
@@ -157,7 +163,9 @@ class _Machine:
                     return np.asarray({
                         "add": np.add, "sub": np.subtract, "mul": np.multiply,
                         "div": np.divide, "pow": np.power, "max": np.maximum,
-                        "min": np.minimum,
+                        "min": np.minimum, "lt": np.less, "le": np.less_equal,
+                        "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+                        "ne": np.not_equal,
                     }[op](x, y), dtype=np.float32)
             case ir.Cast(dtype, a):
                 return self.eval_expr(a, rank, result).astype(numpy_dtype(dtype)).astype(

@@ -14,10 +14,12 @@ from workbench import ir
 def expr_flops(expr: ir.Expr) -> int:
     """Arithmetic operations per element of an elementwise expression."""
     match expr:
-        case ir.Ref() | ir.Const():
+        case ir.Ref() | ir.Const() | ir.SizeValue():
             return 0
         case ir.Binary(_, a, b):
             return 1 + expr_flops(a) + expr_flops(b)
+        case ir.Where(c, a, b):
+            return 1 + expr_flops(c) + expr_flops(a) + expr_flops(b)
         case ir.Unary(_, a) | ir.Cast(_, a) | ir.Dropout(_, _, a):
             return 1 + expr_flops(a)
     return 0
@@ -30,6 +32,8 @@ def expr_dropouts(expr: ir.Expr) -> int:
             return 1 + expr_dropouts(a)
         case ir.Binary(_, a, b):
             return expr_dropouts(a) + expr_dropouts(b)
+        case ir.Where(c, a, b):
+            return expr_dropouts(c) + expr_dropouts(a) + expr_dropouts(b)
         case ir.Unary(_, a) | ir.Cast(_, a):
             return expr_dropouts(a)
     return 0

@@ -16,6 +16,7 @@ expression nodes, their type rule and printed form), `ops` (the ops and op-kind 
 
 from workbench.ir.expressions import (  # noqa: F401
     BINARY_OPS,
+    COMPARISONS,
     UNARY_OPS,
     WEAK,
     Binary,
@@ -26,8 +27,10 @@ from workbench.ir.expressions import (  # noqa: F401
     Facts,
     ReduceOp,
     Ref,
+    SizeValue,
     Unary,
     Value,
+    Where,
     combine_layouts,
     expr_nodes,
     expr_refs,
