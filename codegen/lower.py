@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from codegen.lower_collective import fused_collective_steps
 from codegen.lower_copy_engines import copy_engine_step
 from codegen.lower_elementwise import elementwise_kernel, slice_loc
-from codegen.lower_library import gemm_step, nccl_step
+from codegen.lower_library import gemm_step, nccl_step, reduce_tensor_steps
 from codegen.lower_norm import norm_steps
 from codegen.lower_overlap import overlap_steps
 from codegen.lower_send import p2p_step, send_steps
@@ -107,6 +107,10 @@ def _lower_elementwise(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps
     return ctx.here([elementwise_kernel(ctx.pl, stmt, first)])
 
 
+def _lower_reduce_tensor(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
+    return ctx.here(reduce_tensor_steps(ctx.pl, stmt))
+
+
 def _lower_nccl(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     return ctx.here([nccl_step(ctx.pl, stmt, first)])
 
@@ -123,6 +127,8 @@ LOWERING_RULES: dict[type, LoweringRule] = {
     ir.ReduceScatter: _lower_nccl,
     ir.AllGather: _lower_nccl,
     ir.Broadcast: _lower_nccl,
+    ir.Reduce: _lower_nccl,
+    ir.ReduceTensor: _lower_reduce_tensor,
     ir.Send: _lower_send,
     ir.Fused: _lower_fused,
     ir.Overlapped: _lower_overlapped,

@@ -1,9 +1,10 @@
-"""Lowering to library calls: a MatMul to a cuBLAS GEMM step, a collective to an NCCL step.
+"""Lowering to library calls: a MatMul to a cuBLAS GEMM step, a collective to an NCCL step,
+a ReduceTensor to a library reduction (and an NCCL AllReduce of the partials over slices).
 """
 
 from __future__ import annotations
 
-from codegen.plan import GemmStep, NcclStep, fault
+from codegen.plan import GemmStep, NcclStep, ReduceStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_type_of, result_loc
 from workbench import ir
 from workbench.types import Sliced
@@ -57,5 +58,30 @@ def nccl_step(pl: Planner, stmt: ir.Stmt, index: int) -> NcclStep:
         return NcclStep("reduce_scatter", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name)
     if isinstance(op, ir.AllGather):
         return NcclStep("all_gather", "", src, dst, src.numel, dtype, out.name)
+    if isinstance(op, ir.Reduce):  # the result is meaningful on the root only (OnRoot)
+        return NcclStep("reduce", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name,
+                        root=op.root)
     return NcclStep("broadcast", "", src, dst, dst.numel, dtype, out.name, root=op.root)
 
+
+
+def reduce_tensor_steps(pl: Planner, stmt: ir.Stmt) -> list[ReduceStep | NcclStep]:
+    """ReduceTensor(op, x): this rank's elements reduced to one f32 by a library reduction;
+    over a Sliced x the per-rank partials are then combined by an NCCL AllReduce of one
+    element (the interpreter combines them in rank order; for Sum the order differs, within
+    f32 rounding of the partials)."""
+    op, out = stmt.op, stmt.out
+    what = f"statement {out.name} ({op})"
+    src = pl.locs.get(op.x)
+    if src is None:
+        raise fault(f"{what}: a ReduceTensor must read a tensor in memory, got '{op.x}' in "
+                    "registers")
+    dst = pl.new_buffer(out.name, 1)
+    pl.locs[out.name] = dst
+    steps: list[ReduceStep | NcclStep] = [
+        ReduceStep(src, dst, pl.local_numel(op.x), REDUCE_NAMES[op.op],
+                   pl.types[op.x].dtype.name, out.name)]
+    if isinstance(pl.types[op.x].layout, Sliced):
+        steps.append(NcclStep("all_reduce", REDUCE_NAMES[op.op], dst, dst, dst.numel,
+                              out.type.dtype.name, out.name))
+    return steps

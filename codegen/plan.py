@@ -97,6 +97,20 @@ class GemmStep:
 
 
 @dataclass(frozen=True)
+class ReduceStep:
+    """out[0] = the `reduce` (add, max, min, mul) of this rank's `count` elements at x,
+    accumulated in f64 and rounded once to f32, as the interpreter's ReduceTensor: a maintained
+    library's reduction (the runtime picks it), not a generated kernel."""
+
+    x: Loc
+    out: Loc
+    count: sympy.Expr
+    reduce: str
+    dtype: str
+    stmt: str
+
+
+@dataclass(frozen=True)
 class SendStep:
     """An unfused Send through NCCL point-to-point: rank r of stage `src_group` sends `count`
     elements at `src` to rank r of stage `dst_group`, which receives them at `dst`."""
