@@ -39,7 +39,7 @@ from runtime.chunked import (
     nccl_chunk,
     overlap_blocks,
 )
-from runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, rank_part
+from runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
 from workbench import interpreter
 from workbench.errors import RuntimeFault
 
