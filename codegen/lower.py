@@ -32,7 +32,12 @@ from dataclasses import dataclass
 from codegen.lower_collective import fused_collective_steps
 from codegen.lower_copy_engines import copy_engine_step
 from codegen.lower_elementwise import elementwise_kernel, slice_loc
-from codegen.lower_library import gemm_step, nccl_step, reduce_tensor_steps
+from codegen.lower_library import (
+    gemm_step,
+    matmul_epilogue_steps,
+    nccl_step,
+    reduce_tensor_steps,
+)
 from codegen.lower_norm import norm_steps
 from codegen.lower_overlap import overlap_steps
 from codegen.lower_send import p2p_step, send_steps
@@ -87,6 +92,8 @@ def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
         return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode))
     if op.kind == "send":
         return send_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode)
+    if op.kind == "matmul":
+        return ctx.here(matmul_epilogue_steps(ctx.pl, stmt, first))
     return ctx.here([elementwise_kernel(ctx.pl, stmt, first)])  # kind "compute"
 
 

@@ -84,7 +84,10 @@ class NcclStep:
 @dataclass(frozen=True)
 class GemmStep:
     """c = a @ b on this rank's local blocks, row-major: a is m x k, b is k x n, c is m x n
-    (cuBLAS through a maintained library; the runtime picks it). All sizes unbound."""
+    (cuBLAS through a maintained library; the runtime picks it). All sizes unbound.
+
+    `epilogue` (ir.LIBRARY_EPILOGUES, "" for none): c = f(a @ b + bias) computed by the GEMM
+    library (cuBLASLt's epilogues), with `bias` n elements added to every row."""
 
     a: Loc
     b: Loc
@@ -94,6 +97,8 @@ class GemmStep:
     n: sympy.Expr
     dtype: str
     stmt: str
+    epilogue: str = ""
+    bias: Loc | None = None
 
 
 @dataclass(frozen=True)

@@ -266,8 +266,17 @@ class Gemm:
         self.b = torch_view(run._address(step.b, step.dtype), (k, n), step.dtype, dev)
         self.c = torch_view(run._address(step.c, step.dtype), (m, n), step.dtype, dev)
         self.m = m
+        self.epilogue = step.epilogue
+        if step.epilogue:
+            self.bias = torch_view(run._address(step.bias, step.dtype), (n,), step.dtype, dev)
 
     def __call__(self, rows: slice = slice(None)) -> None:
         import torch
 
-        torch.matmul(self.a[rows], self.b, out=self.c[rows])
+        if not self.epilogue:
+            torch.matmul(self.a[rows], self.b, out=self.c[rows])
+        elif self.epilogue == "bias":  # cuBLASLt's BIAS epilogue (torch's addmm, 1-D bias)
+            torch.addmm(self.bias, self.a[rows], self.b, out=self.c[rows])
+        else:  # cuBLASLt's RELU_BIAS / GELU_BIAS (GeLU's tanh form) epilogues
+            torch._addmm_activation(self.bias, self.a[rows], self.b, out=self.c[rows],
+                                    use_gelu=self.epilogue == "bias_gelu_tanh")

@@ -14,6 +14,7 @@ from workbench.ir import (
     AllGather,
     Compute,
     Fused,
+    MatMul,
     Overlapped,
     Program,
     ReduceScatter,
@@ -33,6 +34,8 @@ def fused_kind_of(body) -> str | None:
     ops = [s.op for s in body]
     if len(ops) < 2:
         return None
+    if isinstance(ops[0], MatMul):  # a GEMM and its elementwise epilogue
+        return "matmul" if all(isinstance(o, _ELEMENTWISE) for o in ops[1:]) else None
     head_rs = isinstance(ops[0], ReduceScatter)
     tail = len(ops)
     while tail > 0 and isinstance(ops[tail - 1], AllGather):

@@ -155,6 +155,26 @@ def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:
                 flops, ta.dtype.name)
 
 
+def matmul_epilogue_works(ctx: CostContext, s: ir.Stmt) -> list[Work]:
+    """The kernels of a fused MatMul + epilogue region (ir.Fused kind "matmul"), in order.
+
+    An epilogue the GEMM library runs (ir.library_epilogue: bias, bias + ReLU, bias + GeLU):
+    one GEMM that reads the bias and writes the epilogue's result instead of the product, so
+    the product's round trip through HBM (written by the GEMM, read back by a kernel: 2 x its
+    bytes) is saved. Any other epilogue: the GEMM, then one kernel computing every epilogue
+    statement from the product in registers (what unfused statements would cost, less the
+    intermediate values' round trips)."""
+    mm, *epilogue = s.op.body
+    gemm = matmul_work(ctx, mm)
+    lib = ir.library_epilogue(s.op.body, ctx.types)
+    if lib is None:
+        return [gemm, elementwise_work(ctx, epilogue)]
+    n = ctx.local_numel(mm.out.name)
+    extra = Work(ctx.local_nbytes(lib.bias) + ctx.local_nbytes(epilogue[0].out.name)
+                 - ctx.local_nbytes(mm.out.name), expr_flops(epilogue[0].op.expr) * n)
+    return [gemm + extra]
+
+
 def reduction_work(ctx: CostContext, s: ir.Stmt) -> Work:
     """The Work of a ReduceTensor or Norm on this rank's part of its input: one read and two
     flops per element (the combine of the ranks' partials is priced apart,

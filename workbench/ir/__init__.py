@@ -14,6 +14,11 @@ expression nodes, their type rule and printed form), `ops` (the ops and op-kind 
 `program` (Stmt, Program, the program's printed form).
 """
 
+from workbench.ir.epilogue import (  # noqa: F401
+    LIBRARY_EPILOGUES,
+    LibraryEpilogue,
+    library_epilogue,
+)
 from workbench.ir.expressions import (  # noqa: F401
     BINARY_OPS,
     COMPARISONS,

@@ -400,7 +400,7 @@ def _reduction_type(t: TensorType) -> TensorType:
 
 
 # Fused kernels: what each kind's body must look like, stage by stage (see Fused.infer).
-FUSED_KINDS = ("compute", "allreduce", "reducescatter", "allgather", "send")
+FUSED_KINDS = ("compute", "allreduce", "reducescatter", "allgather", "send", "matmul")
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,6 +414,9 @@ class Fused:
     reducescatter | ReduceScatter C+          the reduced slice is consumed in-kernel
     allgather     | C+ AllGather+             computed slices are gathered in-kernel
     send          | [ReduceScatter] C* Send   computation fused into the P2P transfer
+    matmul        | MatMul E+                 an elementwise epilogue (Compute, Update) over
+                  |                           the GEMM's output, in the GEMM or the kernel
+                  |                           after it (ir.library_epilogue)
 
     "Reduction on slices" is Slice, Norm or ReduceTensor: a norm inside a fused collective
     needs a grid-wide, cross-GPU reduction of one scalar between the kernel's phases.

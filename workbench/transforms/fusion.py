@@ -52,6 +52,8 @@ class Fuse(Transform):
         if self.kind is not None and self.kind != kind:
             raise IllegalTransform(f"{who}: the statements form a fused {kind}, got kind="
                                    f"{self.kind!r}")
+        if kind == "matmul":
+            self._check_epilogue(program, members, who)
         self._check_iteration_space(members, who)
         first = stmts.index(members[0])
         region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
@@ -82,6 +84,33 @@ class Fuse(Transform):
                 before.append(s)
         return (list(program.stmts[:idx[0]]) + before + group + after
                 + list(program.stmts[idx[-1] + 1:]))
+
+    @staticmethod
+    def _check_epilogue(program, members, who):
+        """A MatMul's epilogue: elementwise over the GEMM's output (each statement has its
+        local shape, so one thread per output element computes the whole epilogue) and the
+        only reader of that output (else it must reach memory anyway and nothing is saved)."""
+        mm, epilogue = members[0], members[1:]
+        out = mm.out
+        if out.name not in epilogue[0].op.operands():
+            raise IllegalTransform(f"{who}: the epilogue must read the MatMul's output "
+                                   f"{out.name}, got {epilogue[0].name} = {epilogue[0].op}")
+        shape = tuple(out.type.local_shape())
+        for s in epilogue:
+            local = tuple(s.out.type.local_shape())
+            if len(local) != len(shape) or not all(
+                    ir.proven_equal(a, b) for a, b in zip(local, shape)):
+                raise IllegalTransform(
+                    f"{who}: an epilogue must be elementwise over the MatMul's output "
+                    f"{out.name} (local shape {list(shape)}), got {s.name} over {list(local)}")
+        inside = {v.name for s in members for v in s.outs}
+        readers = [s.name for s in program.leaves() if s.out.name not in inside
+                   and out.name in s.op.operands()]
+        if readers or any(v.name == out.name for v in program.outputs):
+            raise IllegalTransform(
+                f"{who}: the MatMul's output {out.name} must be read only by its epilogue, got "
+                + (f"a use by {readers[0]}" if readers else "it as a program output")
+                + "; fuse those readers into the epilogue, or leave the MatMul unfused")
 
     @staticmethod
     def _check_iteration_space(members, who):
