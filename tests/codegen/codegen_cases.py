@@ -42,6 +42,13 @@ CASES = [
     ("pipeline-fuse-rs-c-send-ag-push-p4", "studies/pipeline.py", "fuse-rs-c-send-ag", 4),
     ("pipeline-overlap-fuse-rs-c-send-ag-p2", "studies/pipeline.py",
      "overlap-fuse-rs-c-send-ag", 2),
+    # issue 15: where / comparisons / sizes as numbers, MatMul epilogues, Reduce, Broadcast
+    ("where-sizes-p2", "benchmarks/gpu/ops15.py", None, 2),
+    ("epilogue-erf-fuse-mm-epilogue-p2", "benchmarks/gpu/ops15.py:epilogue_erf_f16",
+     "fuse-mm-epilogue", 2),
+    ("mlp-fuse-mm-epilogue-p2", "benchmarks/gpu/ops15.py:mlp", "fuse-mm-epilogue", 2),
+    ("broadcast-p2", "benchmarks/gpu/ops15.py:broadcast", None, 2),
+    ("parameter-server-p2", "studies/parameter_server.py", None, 2),
 ]
 
 
