@@ -47,8 +47,8 @@ class Fuse(Transform):
             ops = ", ".join(type(s.op).__name__ for s in members)
             raise IllegalTransform(
                 f"{who}: statements [{ops}] match no fused kernel; fuse ReduceScatter + "
-                "computation + AllGather, consecutive elementwise statements, or computation + "
-                "Send (see ir.Fused)")
+                "computation + AllGather, consecutive elementwise statements, computation + "
+                "Send, or a MatMul then its elementwise epilogue (see ir.Fused)")
         if self.kind is not None and self.kind != kind:
             raise IllegalTransform(f"{who}: the statements form a fused {kind}, got kind="
                                    f"{self.kind!r}")
