@@ -27,11 +27,11 @@ from workbench import (
     float32,
     gelu,
     gelu_tanh,
+    ir,
     maximum,
     schedule,
     where,
 )
-from workbench import ir
 from workbench.errors import IllegalTransform, WorkbenchError
 from workbench.interpreter import assert_equivalent, bind_sizes
 
