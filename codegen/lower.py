@@ -88,7 +88,8 @@ def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     op = stmt.op
     if op.engine == "copy":
         return ctx.here([copy_engine_step(ctx.pl, stmt, first)])
-    if op.kind in ("allreduce", "reducescatter", "allgather"):
+    if op.kind in ("allreduce", "reducescatter", "allgather", "reduce", "broadcast",
+                   "reducebroadcast"):
         return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode))
     if op.kind == "send":
         return send_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode)

@@ -6,6 +6,12 @@ Broadcast), so it shows what the root costs.
     gs = Reduce(Sum, g, root=0)          OnRoot(0): only rank 0 holds the sum
     w1 = Update(w, w - lr * gs)          the update, on rank 0
     w2 = Broadcast(w1, root=0)           every rank gets the new weights
+
+Schedules fuse the update into the collectives, as one kernel on NVLink peer loads and stores
+in which only the root computes: `fuse-reduce-c` (the root loads every rank's gradient and
+updates), `fuse-c-broadcast` (the root updates and stores into every rank), and
+`fuse-reduce-c-broadcast` (the whole step). Through one root's links they are predicted slower
+than NCCL's pipelined rings beyond two GPUs (design note 48).
 """
 
 from workbench import *
@@ -21,7 +27,24 @@ def build(dtype=float32):
     gs = Reduce(Sum, g, root=0)
     w1 = Update(w, w - lr * gs)
     w2 = Broadcast(w1, root=0)
-    return Program(inputs=[g, w, lr], outputs=[w2], name="parameter_server")
+    program = Program(inputs=[g, w, lr], outputs=[w2], name="parameter_server")
+
+    @schedule(program)
+    def fuse_reduce_c(s):
+        """The update fused into the Reduce, at the root."""
+        s.fuse(gs, w1)
+
+    @schedule(program)
+    def fuse_c_broadcast(s):
+        """The root's update fused into the Broadcast."""
+        s.fuse(w1, w2)
+
+    @schedule(program)
+    def fuse_reduce_c_broadcast(s):
+        """Reduce, update and Broadcast in one kernel."""
+        s.fuse(gs, w1, w2)
+
+    return program, [fuse_reduce_c, fuse_c_broadcast, fuse_reduce_c_broadcast]
 
 
-program = build()
+program, schedules = build()

@@ -49,6 +49,11 @@ CASES = [
     ("mlp-fuse-mm-epilogue-p2", "benchmarks/gpu/ops15.py:mlp", "fuse-mm-epilogue", 2),
     ("broadcast-p2", "benchmarks/gpu/ops15.py:broadcast", None, 2),
     ("parameter-server-p2", "studies/parameter_server.py", None, 2),
+    ("parameter-server-fuse-reduce-c-p2", "studies/parameter_server.py", "fuse-reduce-c", 2),
+    ("parameter-server-fuse-c-broadcast-p4", "studies/parameter_server.py", "fuse-c-broadcast",
+     4),
+    ("parameter-server-fuse-reduce-c-broadcast-p2", "studies/parameter_server.py",
+     "fuse-reduce-c-broadcast", 2),
 ]
 
 

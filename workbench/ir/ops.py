@@ -400,7 +400,8 @@ def _reduction_type(t: TensorType) -> TensorType:
 
 
 # Fused kernels: what each kind's body must look like, stage by stage (see Fused.infer).
-FUSED_KINDS = ("compute", "allreduce", "reducescatter", "allgather", "send", "matmul")
+FUSED_KINDS = ("compute", "allreduce", "reducescatter", "allgather", "send", "matmul",
+               "reduce", "broadcast", "reducebroadcast")
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,6 +418,9 @@ class Fused:
     matmul        | MatMul E+                 an elementwise epilogue (Compute, Update) over
                   |                           the GEMM's output, in the GEMM or the kernel
                   |                           after it (ir.library_epilogue)
+    reduce        | Reduce E+                 the root loads every peer's input and computes
+    broadcast     | E+ Broadcast              the root computes and stores into every peer
+    reducebroadcast | Reduce E* Broadcast     both: a parameter server's step in one kernel
 
     "Reduction on slices" is Slice, Norm or ReduceTensor: a norm inside a fused collective
     needs a grid-wide, cross-GPU reduction of one scalar between the kernel's phases.

@@ -11,6 +11,7 @@ from typing import ClassVar
 from workbench import ir
 from workbench.errors import IllegalTransform
 from workbench.transforms.base import Transform, dead_code_eliminated, plain_stmts, top_index
+from workbench.types import OnRoot
 from workbench.verify import fused_kind_of
 
 
@@ -54,6 +55,8 @@ class Fuse(Transform):
                                    f"{self.kind!r}")
         if kind == "matmul":
             self._check_epilogue(program, members, who)
+        if kind in ("reduce", "broadcast", "reducebroadcast"):
+            self._check_rooted(program, members, who)
         self._check_iteration_space(members, who)
         first = stmts.index(members[0])
         region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
@@ -111,6 +114,30 @@ class Fuse(Transform):
                 f"{who}: the MatMul's output {out.name} must be read only by its epilogue, got "
                 + (f"a use by {readers[0]}" if readers else "it as a program output")
                 + "; fuse those readers into the epilogue, or leave the MatMul unfused")
+
+    @staticmethod
+    def _check_rooted(program, members, who):
+        """Computation fused into a Reduce or before a Broadcast runs on the root alone (the
+        kernel's other ranks only serve their inputs or receive): one root for the region, and
+        every value computed there is either meaningful on the root only (OnRoot) or read by
+        nothing outside the region, which the other ranks would then lack."""
+        roots = {s.op.root for s in members if isinstance(s.op, (ir.Reduce, ir.Broadcast))}
+        if len(roots) > 1:
+            raise IllegalTransform(f"{who}: a fused Reduce and Broadcast must share one root, "
+                                   f"got roots {sorted(roots)}")
+        (root,) = roots
+        inside = {v.name for s in members for v in s.outs}
+        for s in members:
+            if not isinstance(s.op, ir.ELEMENTWISE_OPS) or s.out.type.layout == OnRoot(root):
+                continue
+            readers = [r.name for r in program.leaves() if r.out.name not in inside
+                       and s.out.name in r.op.operands()]
+            if readers or any(v.name == s.out.name for v in program.outputs):
+                raise IllegalTransform(
+                    f"{who}: {s.name} would be computed on the root only, but its "
+                    f"{s.out.type.layout} value is read outside the fused kernel, got "
+                    + (f"a use by {readers[0]}" if readers else "it as a program output")
+                    + "; leave it out of the fusion")
 
     @staticmethod
     def _check_iteration_space(members, who):
