@@ -158,3 +158,9 @@ def test_a_value_computed_on_the_root_only_must_not_be_read_elsewhere():
                        r"root only, but its Local value is read outside the fused kernel, got "
                        r"a use by z; leave it out of the fusion"):
         Fuse(("y0", "y")).apply(program)
+
+
+def test_workbench_check_accepts_it_with_every_schedule():
+    from cli.main import main
+
+    assert main(["check", "studies/parameter_server.py"]) == 0
