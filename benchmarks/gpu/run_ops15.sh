@@ -17,10 +17,17 @@
 # CSV/JSON (compile-and-measure) and text, packed into $OUT/results.tgz. Parts 1-2 ("checks")
 # and part 3 ("megatron") take ~4-5 min each with the pycuda build: run them as two commands
 # where one command may run 10 minutes.
-#   usage: bash benchmarks/gpu/run_ops15.sh [checks|megatron|all]
+#   usage: bash benchmarks/gpu/run_ops15.sh [checks|megatron|all|dry]
+# `dry` needs no GPU: it lowers every program and schedule for P = 1, compiles each kernel with
+# nvcc and runs the reference interpreter on the run's inputs (benchmarks/gpu/ops15_dry.py).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 PART=${1:-all}
+if [ "$PART" = dry ]; then
+  stamp "dry run: lowering, nvcc, reference (no GPU)"
+  python3 benchmarks/gpu/ops15_dry.py
+  exit $?
+fi
 pack_results
 stamp "machine"
 nvidia-smi -L
