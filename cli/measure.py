@@ -109,6 +109,11 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
         click.echo(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         written += ", .steps.csv"
     click.echo(f"wrote {out / stem}{written}")
+    unchecked = df[(df.kind == "workbench") & df.check.str.startswith("REFERENCE NOT FINITE")]
+    if len(unchecked):  # no oracle: the kernels were not checked (interpreter.first_nonfinite)
+        first = unchecked.iloc[0]
+        raise RuntimeFault(f"the reference interpreter must stay finite to check the kernels, "
+                           f"got {first.spec} {first.sizes}: {first.check[22:]}")
     bad = df[(df.kind == "workbench") & df.check.str.startswith("MISMATCH")]
     if len(bad):
         worst = bad.iloc[0]

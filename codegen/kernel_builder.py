@@ -215,10 +215,26 @@ class KernelBuilder:
                 return f"{var}[j]" if vec else var
             case ir.Const(v):
                 return float_literal(v)
+            case ir.SizeValue(v):
+                # Sizes are kernel parameters: evaluate in double once per thread, round to
+                # f32 once (the interpreter does the same), outside the element loop.
+                value = self.pl.sub(v)
+                self.symbols |= {s for s in value.free_symbols if s not in (RANK, ELEM, CHUNK)}
+                # Each size as a double, so sqrt/pow pick the device's double overloads.
+                as_double = {sym: sympy.Symbol(f"static_cast<double>({sym.name})")
+                             for sym in value.free_symbols}
+                text = sympy.ccode(value.subs(as_double))
+                return self._hoist(f"static_cast<float>({text})")
+            case ir.Where(c, a, b):
+                cond = self.expr(c, env_types, hoist)
+                x, y = self.expr(a, env_types, hoist), self.expr(b, env_types, hoist)
+                return f"(({cond}) != 0.0f ? {x} : {y})"
             case ir.Binary(op, a, b):
                 x, y = self.expr(a, env_types, hoist), self.expr(b, env_types, hoist)
                 if op in ("add", "sub", "mul", "div"):
                     return f"({x} {ir.BINARY_OPS[op]} {y})"
+                if op in ir.COMPARISONS:  # a mask: 1 where true, as the interpreter's
+                    return f"(({x} {ir.BINARY_OPS[op]} {y}) ? 1.0f : 0.0f)"
                 return {"pow": f"wb::pow_ref({x}, {y})", "max": f"fmaxf({x}, {y})",
                         "min": f"fminf({x}, {y})"}[op]
             case ir.Unary(fn, a):

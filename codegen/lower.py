@@ -32,7 +32,12 @@ from dataclasses import dataclass
 from codegen.lower_collective import fused_collective_steps
 from codegen.lower_copy_engines import copy_engine_step
 from codegen.lower_elementwise import elementwise_kernel, slice_loc
-from codegen.lower_library import gemm_step, nccl_step
+from codegen.lower_library import (
+    gemm_step,
+    matmul_epilogue_steps,
+    nccl_step,
+    reduce_tensor_steps,
+)
 from codegen.lower_norm import norm_steps
 from codegen.lower_overlap import overlap_steps
 from codegen.lower_rows import has_axis_reduction, row_kernel_step
@@ -86,10 +91,13 @@ def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
         return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.mode)])
     if op.engine == "copy":
         return ctx.here([copy_engine_step(ctx.pl, stmt, first)])
-    if op.kind in ("allreduce", "reducescatter", "allgather"):
+    if op.kind in ("allreduce", "reducescatter", "allgather", "reduce", "broadcast",
+                   "reducebroadcast"):
         return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode))
     if op.kind == "send":
         return send_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode)
+    if op.kind == "matmul":
+        return ctx.here(matmul_epilogue_steps(ctx.pl, stmt, first))
     return ctx.here([elementwise_kernel(ctx.pl, stmt, first)])  # kind "compute"
 
 
@@ -114,6 +122,10 @@ def _lower_elementwise(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps
     return ctx.here([elementwise_kernel(ctx.pl, stmt, first)])
 
 
+def _lower_reduce_tensor(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
+    return ctx.here(reduce_tensor_steps(ctx.pl, stmt))
+
+
 def _lower_nccl(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     return ctx.here([nccl_step(ctx.pl, stmt, first)])
 
@@ -131,6 +143,8 @@ LOWERING_RULES: dict[type, LoweringRule] = {
     ir.ReduceScatter: _lower_nccl,
     ir.AllGather: _lower_nccl,
     ir.Broadcast: _lower_nccl,
+    ir.Reduce: _lower_nccl,
+    ir.ReduceTensor: _lower_reduce_tensor,
     ir.Send: _lower_send,
     ir.Fused: _lower_fused,
     ir.Overlapped: _lower_overlapped,

@@ -5,6 +5,8 @@ and the stores a fused kernel makes into a Send's destination.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sympy
 
 from codegen.kernel_builder import KernelBuilder
@@ -12,7 +14,7 @@ from codegen.lower_elementwise import slice_loc
 from codegen.lower_norm import finish_step
 from codegen.plan import CHUNK, MAX_BLOCKS, RANK, KernelStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of
-from codegen.spec import Load, Param, Push, Store
+from codegen.spec import Load, Param, Push, Store, mangle
 from workbench import ir
 from workbench.types import Sliced
 
@@ -68,6 +70,7 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
     leaves = [leaf for _, leaf in part]
     what = f"statement {stmt.name} ({op})"
     domain = leaves[0].out.type
+    rooted = [leaf.op.root for leaf in leaves if isinstance(leaf.op, (ir.Reduce, ir.Broadcast))]
     collective = any(isinstance(leaf.op, (ir.ReduceScatter, ir.AllGather)) for leaf in leaves)
     if collective and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
         raise fault(f"{what}: a fused collective must compute on dim-0 slices, got "
@@ -102,6 +105,26 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
                                       speers))
             kb.reduced(leaf, index, Load(var, ctype, "reduce", "", off, peers=srcs,
                                          reduce=REDUCE_NAMES[lop.op]))
+        elif isinstance(lop, ir.Reduce):
+            # The root loads the whole input from every rank (its own included) and reduces
+            # it in registers; peer loads (pull) whatever the collective mode.
+            src = pl.locs[lop.x]
+            off = kb._c(src.offset)
+            srcs = tuple(f"{p} + ({off})" for p in kb.peer_params(src.buffer, const=True))
+            kb.reduced(leaf, index, Load(f"a_{c_ident(leaf.out.name)}",
+                                         c_type_of(pl.types[lop.x]), "reduce", "", off,
+                                         peers=srcs, reduce=REDUCE_NAMES[lop.op]))
+        elif isinstance(lop, ir.Broadcast):
+            # The root stores the value computed here into every rank's buffer (its own too).
+            if lop.x not in kb.regs:
+                raise fault(f"{what}: a fused Broadcast must send a value computed in the "
+                            f"kernel, got '{lop.x}'")
+            dst = pl.new_buffer(leaf.out.name, pl.local_numel(leaf.out.name))
+            pl.locs[leaf.out.name] = dst
+            kb.regs[leaf.out.name] = kb.regs[lop.x]
+            peers = kb.peer_params(dst.buffer, const=False)
+            kb.stores.append(Store(kb.regs[lop.x], c_type_of(leaf.out.type), "",
+                                   kb._c(dst.offset), peers, False))
         elif isinstance(lop, ir.AllGather):
             dst, self_stored = kb.gathered(leaf, index)
             peers = kb.peer_params(dst.buffer, const=False)
@@ -119,10 +142,11 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
         elif isinstance(lop, ir.Send) and op.kind == "send":
             send_store(kb, leaf, what)
         else:
-            raise fault(f"{what}: a fused collective may hold ReduceScatter, Compute, Update, "
-                        f"Slice, Norm and AllGather (and a fused Send its Send), got {lop}")
+            raise fault(f"{what}: a fused collective may hold ReduceScatter, Reduce, Compute, "
+                        f"Update, Slice, Norm, AllGather and Broadcast (and a fused Send its "
+                        f"Send), got {lop}")
     extra, flags_name = [], ""
-    if collective:
+    if collective or rooted:
         flags_name = f"flags_{c_ident(stmt.name.split(',')[0])}{tag}"
         pl.add_buffer(flags_name, "u32", sympy.Integer(2 * MAX_BLOCKS * pl.P), peer=True)
         extra = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
@@ -135,6 +159,10 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
     spec = kb.spec(kind, template, pl.P, extra,
                    f"Fused{op.kind.capitalize()}: " + "; ".join(
                        f"{s.name} = {s.op}" for s in leaves), kb.vec_types(), unroll)
+    if rooted:
+        # Only the root computes; the other ranks' blocks serve their inputs (a Reduce) or
+        # receive (a Broadcast) and meet the root's blocks at the two barriers.
+        spec = mangle(replace(spec, extent=f"(rank == {rooted[0]} ? {spec.extent} : 0LL)"))
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, kb.extent), kb.pending
 
 

@@ -85,7 +85,10 @@ class NcclStep:
 @dataclass(frozen=True)
 class GemmStep:
     """c = a @ b on this rank's local blocks, row-major: a is m x k, b is k x n, c is m x n
-    (cuBLAS through a maintained library; the runtime picks it). All sizes unbound."""
+    (cuBLAS through a maintained library; the runtime picks it). All sizes unbound.
+
+    `epilogue` (ir.LIBRARY_EPILOGUES, "" for none): c = f(a @ b + bias) computed by the GEMM
+    library (cuBLASLt's epilogues), with `bias` n elements added to every row."""
 
     a: Loc
     b: Loc
@@ -93,6 +96,22 @@ class GemmStep:
     m: sympy.Expr
     k: sympy.Expr
     n: sympy.Expr
+    dtype: str
+    stmt: str
+    epilogue: str = ""
+    bias: Loc | None = None
+
+
+@dataclass(frozen=True)
+class ReduceStep:
+    """out[0] = the `reduce` (add, max, min, mul) of this rank's `count` elements at x,
+    accumulated in f64 and rounded once to f32, as the interpreter's ReduceTensor: a maintained
+    library's reduction (the runtime picks it), not a generated kernel."""
+
+    x: Loc
+    out: Loc
+    count: sympy.Expr
+    reduce: str
     dtype: str
     stmt: str
 

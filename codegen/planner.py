@@ -13,7 +13,7 @@ import sympy
 
 from codegen.plan import RANK, BufferSpec, Loc, fault
 from workbench import ir
-from workbench.types import LocalLayout, ReplicatedLayout, Sliced, TensorType
+from workbench.types import LocalLayout, OnRoot, ReplicatedLayout, Sliced, TensorType
 
 C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
 
@@ -188,7 +188,9 @@ def result_loc(pl: Planner, leaf: ir.Stmt, index: int, what: str) -> Loc | None:
             raise fault(f"{what}: the target of an Update must live in memory, got "
                         f"'{op.target}' in registers")
         tt, rt = pl.types[op.target], out.type
-        if tt.layout == rt.layout:
+        if tt.layout == rt.layout or isinstance(rt.layout, OnRoot):
+            # OnRoot: the root's update of the whole tensor (every rank runs the kernel; only
+            # the root's result means anything, as a Reduce's)
             return tl
         if (isinstance(rt.layout, Sliced) and rt.layout.dim == 0
                 and isinstance(tt.layout, (ReplicatedLayout, LocalLayout))):

@@ -18,7 +18,7 @@ import numpy as np
 import sympy
 
 from workbench import interpreter, ir
-from workbench.types import LocalLayout, ReplicatedLayout, Sliced, TensorType
+from workbench.types import LocalLayout, OnRoot, ReplicatedLayout, Sliced, TensorType
 
 # Above this many elements per tensor the check samples (pointwise programs only).
 FULL_CHECK_MAX_NUMEL = 1 << 24
@@ -37,8 +37,12 @@ class CheckResult:
     tolerance: float
     sampled: bool
     normwise: bool = False
+    # Why the reference is no oracle (it overflowed: interpreter.first_nonfinite), if so.
+    reference_problem: str = ""
 
     def status(self) -> str:
+        if self.reference_problem:
+            return f"REFERENCE NOT FINITE: {self.reference_problem}"
         how = ", ".join(w for w, on in (("sampled", self.sampled),
                                          ("normwise", self.normwise)) if on)
         if self.ok:
@@ -60,11 +64,13 @@ def normwise(program: ir.Program) -> bool:
 
 
 def fast_random_inputs(program: ir.Program, sizes, seed: int = 0) -> dict[str, np.ndarray]:
-    """Like interpreter.random_inputs (normal tensors, scalars in (0.5, 1)) but drawn in f32,
+    """Like interpreter.random_inputs (normal tensors, a MatMul's weights scaled by 1/sqrt(K),
+    scalars in (0.5, 1)) but drawn in f32,
     several times faster for tensors of 2^28 elements; tensors declared with a range (Adam's
     v in [0, 1]) are drawn uniform in it."""
     bound = interpreter.bind_sizes(program, sizes)
     rng = np.random.default_rng(seed)
+    scales = interpreter.input_scales(program, bound)
     out = {}
     for v in program.inputs:
         t = v.type
@@ -78,6 +84,8 @@ def fast_random_inputs(program: ir.Program, sizes, seed: int = 0) -> dict[str, n
             data = rng.uniform(0.5, 1.0, size=shape).astype(np.float32)
         else:
             data = rng.standard_normal(shape, dtype=np.float32)
+            if v.name in scales:
+                data *= np.float32(scales[v.name])
         out[v.name] = np.asarray(data).astype(interpreter.numpy_dtype(t.dtype))
     return out
 
@@ -122,14 +130,7 @@ def pointwise_length(program: ir.Program) -> sympy.Expr | None:
 
 
 def _has_dropout(expr) -> bool:
-    match expr:
-        case ir.Dropout():
-            return True
-        case ir.Binary(_, a, b):
-            return _has_dropout(a) or _has_dropout(b)
-        case ir.Unary(_, a) | ir.Cast(_, a):
-            return _has_dropout(a)
-    return False
+    return any(isinstance(node, ir.Dropout) for node in ir.expr_nodes(expr))
 
 
 def reference(program: ir.Program, inputs, sizes, P: int, seed: int = 1):
@@ -144,20 +145,36 @@ def reference(program: ir.Program, inputs, sizes, P: int, seed: int = 1):
             k = SAMPLE_NUMEL - SAMPLE_NUMEL % P
             rng = np.random.default_rng(seed)
             idx = np.sort(rng.choice(n, size=k, replace=False))
-            sub = {}
-            for v in program.inputs:
-                a = inputs[v.name]
-                if v.type.rank == 0:
-                    sub[v.name] = a
-                elif isinstance(v.type.layout, LocalLayout):
-                    sub[v.name] = a[:, idx]
-                else:
-                    sub[v.name] = a[idx]
+            sub = sampled_inputs(program, inputs, idx)
             small = dict(sizes)
             (sym,) = sympy.sympify(length).free_symbols
             small[sym.name] = k
             return interpreter.run(program, sub, small), idx, small
     return interpreter.run(program, inputs, sizes), None, dict(sizes)
+
+
+def sampled_inputs(program: ir.Program, inputs, idx) -> dict[str, np.ndarray]:
+    """The inputs at element indices `idx` of a pointwise program (scalars whole)."""
+    sub = {}
+    for v in program.inputs:
+        a = inputs[v.name]
+        if v.type.rank == 0:
+            sub[v.name] = a
+        elif isinstance(v.type.layout, LocalLayout):
+            sub[v.name] = a[:, idx]
+        else:
+            sub[v.name] = a[idx]
+    return sub
+
+
+def reference_problem(program: ir.Program, inputs, ref: dict, sizes) -> str:
+    """Why the reference outputs are no oracle, or "": when an output holds Inf or NaN, replay
+    the interpreter to name the statement that first made one from finite operands
+    (interpreter.first_nonfinite); a program that means Inf (none of its statements makes one
+    from finite values: the inputs held it) is left to the comparison."""
+    if all(np.isfinite(np.asarray(a, dtype=np.float32)).all() for a in ref.values()):
+        return ""
+    return interpreter.first_nonfinite(program, inputs, sizes) or ""
 
 
 def rank_part(logical: np.ndarray, t: TensorType, rank: int, P: int) -> np.ndarray:
@@ -170,11 +187,19 @@ def rank_part(logical: np.ndarray, t: TensorType, rank: int, P: int) -> np.ndarr
 
 
 def compare(outputs_gpu: dict[str, np.ndarray], scheduled: ir.Program, original: ir.Program,
-            ref: dict, indices, rank: int, P: int, n_full: int | None) -> CheckResult:
-    """Compare what this rank holds of each output with the reference (by output position)."""
+            ref: dict, indices, rank: int, P: int, n_full: int | None,
+            problem: str = "") -> CheckResult:
+    """Compare what this rank holds of each output with the reference (by output position).
+    `problem` (reference_problem's message): the reference is no oracle; the result says so
+    and is not ok, whatever the kernel computed."""
     by_norm = normwise(original)
+    if problem:
+        return CheckResult(False, float("nan"), "", "", 0.0, indices is not None, by_norm,
+                           reference_problem=problem)
     worst = CheckResult(True, 0.0, "", "", 0.0, indices is not None, by_norm)
     for v_s, v_o in zip(scheduled.outputs, original.outputs):
+        if isinstance(v_s.type.layout, OnRoot) and rank != v_s.type.layout.root:
+            continue  # a Reduce's result exists on its root only; other ranks hold nothing
         got = outputs_gpu[v_s.name]
         want_logical = ref[v_o.name]
         tol = interpreter.RTOL[v_o.type.dtype.name]

@@ -30,7 +30,7 @@ MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 MPI_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 MPI_LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 NCCL_CHOICES = ("auto", "nccl4py", "torch")
-NCCL_OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
+NCCL_OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
 UNIQUE_ID_BYTES = 128  # sizeof(ncclUniqueId)
 # The workbench's reduction names (codegen.plan.NcclStep.reduce) -> nccl.core's constants.
 NCCL_REDUCE = {"add": "SUM", "max": "MAX", "min": "MIN", "mul": "PROD"}
@@ -92,8 +92,8 @@ def element_counts(op: str, count: int, P: int) -> tuple[int, int]:
     """Elements of the source and destination of an NCCL op: `count` is per rank (the send
     count of all_gather, the receive count of reduce_scatter)."""
     if op not in NCCL_OPS:
-        raise RuntimeFault(f"NCCL op must be all_reduce, reduce_scatter, all_gather or "
-                           f"broadcast, got {op!r}")
+        raise RuntimeFault(f"NCCL op must be all_reduce, reduce_scatter, all_gather, "
+                           f"broadcast or reduce, got {op!r}")
     return (count * (P if op == "reduce_scatter" else 1),
             count * (P if op == "all_gather" else 1))
 
@@ -284,6 +284,9 @@ class Nccl4py:
             c.reduce_scatter(s, d, self._reduce(op, reduce), stream=stream)
         elif op == "all_gather":
             c.allgather(s, d, stream=stream)
+        elif op == "reduce":
+            # root must be given: nccl4py's reduce without a root is an AllReduce
+            c.reduce(s, d, self._reduce(op, reduce), int(root), stream=stream)
         else:
             c.broadcast(s, d, root, stream=stream)
 

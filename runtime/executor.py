@@ -25,6 +25,7 @@ from codegen.plan import (
     NcclStep,
     OverlapStep,
     Plan,
+    ReduceStep,
     SendStep,
     check_chunk_rows,
     check_overlap_rows,
@@ -39,7 +40,7 @@ from runtime.chunked import (
     nccl_chunk,
     overlap_blocks,
 )
-from runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, rank_part
+from runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
 from workbench import interpreter
 from workbench.errors import RuntimeFault
 
@@ -141,6 +142,8 @@ class PlanRun:
                     self._int(step.count), step.dtype, peer)
         if isinstance(step, GemmStep):
             return ("gemm", Gemm(self, step))
+        if isinstance(step, ReduceStep):
+            return ("gemm", Reduction(self, step))  # a library call, enqueued like a GEMM
         if isinstance(step, OverlapStep):
             return ("overlap", self._prepare_overlap(step))
         if isinstance(step, CopyEngineStep):

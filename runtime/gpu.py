@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from codegen.plan import GemmStep
+from codegen.plan import GemmStep, ReduceStep
 from codegen.render import include_dir, render
 from runtime import comm
 from runtime.baselines import stage_groups
@@ -122,7 +122,7 @@ class Gpu:
     def collective(self, op: str, reduce: str, src: int, dst: int, count: int, dtype: str,
                    root: int = 0, stream: int = 0) -> None:
         """Enqueue one NCCL collective on raw device addresses: op is all_reduce,
-        reduce_scatter, all_gather or broadcast (codegen.plan.NcclStep); count is elements
+        reduce_scatter, all_gather, broadcast or reduce (codegen.plan.NcclStep); count is elements
         per rank (the send count of all_gather, the receive count of reduce_scatter); stream
         is a CUstream handle (0: the legacy default stream). Through nccl4py where it
         imports, else torch.distributed."""
@@ -147,6 +147,11 @@ class Gpu:
                 dist.reduce_scatter_tensor(d, s, op=red, **group)
             elif op == "all_gather":
                 dist.all_gather_into_tensor(d, s, **group)
+            elif op == "reduce":
+                if src != dst:
+                    d.copy_(s)
+                first = (self.rank // self.stage_size) * self.stage_size
+                dist.reduce(d, dst=first + root, op=red, **group)
             else:
                 if src != dst:
                     d.copy_(s)
@@ -227,6 +232,29 @@ def torch_view(ptr: int, shape: tuple, dtype: str, device: int):
     return t.view(torch.bfloat16) if dtype == "bf16" else t
 
 
+class Reduction:
+    """A ReduceStep bound to this rank's buffers: torch's reduction (CUB underneath) of the
+    elements, accumulated in f64 like the interpreter, cast once into the f32 result."""
+
+    def __init__(self, run: PlanRun, step: ReduceStep):
+        dev = run.gpu.rank
+        self.x = torch_view(run._address(step.x, step.dtype), (run._int(step.count),),
+                            step.dtype, dev)
+        self.out = torch_view(run._address(step.out, "f32"), (1,), "f32", dev)
+        self.reduce = step.reduce
+
+    def __call__(self) -> None:
+        import torch
+
+        if self.reduce == "add":
+            value = torch.sum(self.x, dtype=torch.float64)
+        elif self.reduce == "mul":
+            value = torch.prod(self.x, dtype=torch.float64)
+        else:  # max, min: exact in the element type
+            value = (torch.amax if self.reduce == "max" else torch.amin)(self.x)
+        self.out.copy_(value.reshape(1))
+
+
 class Gemm:
     """A GemmStep bound to this rank's buffers: cuBLAS through torch.matmul(out=...), whole or
     on a block of rows (an overlap chunk)."""
@@ -238,8 +266,17 @@ class Gemm:
         self.b = torch_view(run._address(step.b, step.dtype), (k, n), step.dtype, dev)
         self.c = torch_view(run._address(step.c, step.dtype), (m, n), step.dtype, dev)
         self.m = m
+        self.epilogue = step.epilogue
+        if step.epilogue:
+            self.bias = torch_view(run._address(step.bias, step.dtype), (n,), step.dtype, dev)
 
     def __call__(self, rows: slice = slice(None)) -> None:
         import torch
 
-        torch.matmul(self.a[rows], self.b, out=self.c[rows])
+        if not self.epilogue:
+            torch.matmul(self.a[rows], self.b, out=self.c[rows])
+        elif self.epilogue == "bias":  # cuBLASLt's BIAS epilogue (torch's addmm, 1-D bias)
+            torch.addmm(self.bias, self.a[rows], self.b, out=self.c[rows])
+        else:  # cuBLASLt's RELU_BIAS / GELU_BIAS (GeLU's tanh form) epilogues
+            torch._addmm_activation(self.bias, self.a[rows], self.b, out=self.c[rows],
+                                    use_gelu=self.epilogue == "bias_gelu_tanh")

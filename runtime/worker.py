@@ -214,7 +214,11 @@ def main(job_path: str) -> int:
             log(rank, f"{entry['spec']} {sizes}: inputs and reference")
             with busy(rank, "computing inputs and the reference"):
                 inputs = checks.make_inputs(original, sizes, job.get("seed", 0))
-                ref, idx, _ = checks.reference(original, inputs, sizes, P)
+                ref, idx, small = checks.reference(original, inputs, sizes, P)
+                seen = inputs if idx is None else checks.sampled_inputs(original, inputs, idx)
+                problem = checks.reference_problem(original, seen, ref, small)
+                if problem:
+                    log(rank, f"  {problem}")
             n_full = None
             length = checks.pointwise_length(original)
             if length is not None:
@@ -239,7 +243,8 @@ def main(job_path: str) -> int:
                 gpu.drv.Context.synchronize()
                 mine, theirs = held_outputs(run, program, original)
                 got = run.download([v.name for v in mine.outputs])
-                result = checks.compare(got, mine, theirs, ref, idx, run.local, P, n_full)
+                result = checks.compare(got, mine, theirs, ref, idx, run.local, P, n_full,
+                                        problem)
                 log(rank, f"  {name}: check {result.status()}")
                 results = gpu.all_gather(result)
                 worst = next((r for r in results if not r.ok),

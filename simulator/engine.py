@@ -37,6 +37,7 @@ from cost_model.ops import (
     fused_latency_s,
     fused_link_s,
     fused_parts,
+    matmul_epilogue_works,
     matmul_work,
     norm_combine_s,
     overlap_consumer_sms,
@@ -352,6 +353,9 @@ class Simulation:
         if s.op.kind == "compute":
             yield from self._compute(run.gpu, elementwise_work(self.ctx, s.op.body),
                                      f"{s.name} = FusedCompute", run.scale)
+        elif s.op.kind == "matmul":  # the GEMM (with its library epilogue), then any kernel
+            for work in matmul_epilogue_works(self.ctx, s):
+                yield from self._compute(run.gpu, work, f"{s.name} = FusedMatmul", run.scale)
         else:
             yield from self._fused(run.gpu, s, f"{s.name} = {s.op}", run.scale, run.sm_cap)
 

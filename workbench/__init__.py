@@ -28,14 +28,20 @@ from workbench.dsl import (
     Tensor,
     Update,
     Variable,
+    equal,
     erf,
     exp,
     gelu,
     gelu_tanh,
+    greater,
+    greater_equal,
     layer_norm,
+    less,
+    less_equal,
     log,
     maximum,
     minimum,
+    not_equal,
     rms_norm,
     rsqrt,
     sigmoid,
@@ -43,6 +49,7 @@ from workbench.dsl import (
     softmax,
     sqrt,
     tanh,
+    where,
 )
 from workbench.errors import WorkbenchError
 from workbench.scheduling import schedule
@@ -66,5 +73,6 @@ __all__ = [
     "Sum", "Tensor", "Update", "Variable", "WORLD", "WorkbenchError", "bfloat16", "erf", "exp",
     "float16", "float32", "gelu", "gelu_tanh", "int32", "layer_norm", "log", "maximum", "minimum",
     "rms_norm", "rsqrt", "schedule", "sigmoid", "silu", "softmax", "sqrt", "tanh",
+    "equal", "greater", "greater_equal", "less", "less_equal", "not_equal", "where",
 ]
 

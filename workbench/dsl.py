@@ -100,6 +100,12 @@ class Node:
     def __rtruediv__(self, o): return _binary("div", o, self)
     def __pow__(self, o): return _binary("pow", self, o)
     def __rpow__(self, o): return _binary("pow", o, self)
+    # Comparisons give a mask (1 where true, 0 elsewhere) for `where`; == and != stay Python's
+    # identity tests (nodes are kept in dicts and lists): use equal / not_equal for masks.
+    def __lt__(self, o): return _binary("lt", self, o)
+    def __le__(self, o): return _binary("le", self, o)
+    def __gt__(self, o): return _binary("gt", self, o)
+    def __ge__(self, o): return _binary("ge", self, o)
     def __neg__(self): return _unary("neg", self)
     def __abs__(self): return _unary("abs", self)
 
@@ -117,6 +123,14 @@ class InputNode(Node):
 @dataclass(eq=False)
 class ConstNode(Node):
     value: float
+    type: None = None
+
+
+@dataclass(eq=False)
+class SizeNode(Node):
+    """A size expression used as a number (`x / H`): a weak scalar, bound with the sizes."""
+
+    value: sympy.Expr
     type: None = None
 
 
@@ -148,6 +162,13 @@ def _node(x) -> Node:
         return x
     if isinstance(x, (int, float)) and not isinstance(x, bool):
         return ConstNode(float(x))
+    if isinstance(x, sympy.Expr):
+        if not x.free_symbols:
+            return ConstNode(float(x))
+        if not x.is_real:
+            raise WorkbenchError(f"a size used as a number must be a real expression of sizes, "
+                                 f"got {x}")
+        return SizeNode(x)
     raise WorkbenchError(f"operand must be a tensor, Variable or number, got {type(x).__name__} "
                          f"{x!r}")
 
@@ -161,6 +182,8 @@ def _probe_env(nodes: Sequence[Node]) -> tuple[dict[str, TensorType], list]:
 def _probe_expr(n: Node, env: dict) -> ir.Expr:
     if isinstance(n, ConstNode):
         return ir.Const(n.value)
+    if isinstance(n, SizeNode):
+        return ir.SizeValue(n.value)
     if isinstance(n, ArithNode):
         return _build_arith(n, [_probe_expr(a, env) for a in n.args])
     # Inputs keep their names so eager errors read "AllReduce(Sum, w)", not a placeholder.
@@ -181,6 +204,8 @@ def _build_arith(n: ArithNode, children: list) -> ir.Expr:
             return ir.Cast(n.params[0], *children)
         case "dropout":
             return ir.Dropout(n.params[0], n.params[1], *children)
+        case "where":
+            return ir.Where(*children)
     raise AssertionError(n.kind)
 
 
@@ -198,7 +223,8 @@ def _arith(kind: str, params: tuple, args: tuple[Node, ...]) -> ArithNode:
 def _describe(kind: str, params: tuple) -> str:
     if kind == "binary":
         return f"'{ir.BINARY_OPS[params[0]]}'"
-    return {"unary": params[0] if params else kind, "cast": "Cast", "dropout": "Dropout"}[kind]
+    return {"unary": params[0] if params else kind, "cast": "Cast", "dropout": "Dropout",
+            "where": "where"}[kind]
 
 
 def _binary(op: str, a, b) -> ArithNode:
@@ -253,6 +279,18 @@ def erf(x): return _unary("erf", x)
 def sigmoid(x): return _unary("sigmoid", x)
 def maximum(a, b): return _binary("max", a, b)
 def minimum(a, b): return _binary("min", a, b)
+def less(a, b): return _binary("lt", a, b)
+def less_equal(a, b): return _binary("le", a, b)
+def greater(a, b): return _binary("gt", a, b)
+def greater_equal(a, b): return _binary("ge", a, b)
+def equal(a, b): return _binary("eq", a, b)
+def not_equal(a, b): return _binary("ne", a, b)
+
+
+def where(cond, a, b):
+    """a where `cond` is nonzero, else b, elementwise (numpy broadcasting over all three); a
+    comparison (`x > 0`, `less(x, y)`) gives the 1/0 mask a condition reads."""
+    return _arith("where", (), (_node(cond), _node(a), _node(b)))
 
 
 def silu(x):
@@ -497,6 +535,8 @@ class _Tracer:
         """The node as an inline expression (arithmetic inlined, statements referenced)."""
         if isinstance(node, ConstNode):
             return ir.Const(node.value)
+        if isinstance(node, SizeNode):
+            return ir.SizeValue(node.value)
         if isinstance(node, ArithNode):
             children = [self.expr(a) for a in node.args]
             if node.kind == "dropout" and node.params[1] is None:
@@ -514,7 +554,7 @@ class _Tracer:
         if isinstance(node, InputNode):
             raise WorkbenchError(f"tensor '{node.name}' must be listed in Program(inputs=...), "
                                  "got a use of it without a declaration there")
-        if isinstance(node, ConstNode):
+        if isinstance(node, (ConstNode, SizeNode)):
             raise WorkbenchError("a program value must be a tensor, got a literal number")
         for dep in sorted(self._statement_deps(node), key=lambda n: n.seq):
             self.name(dep)

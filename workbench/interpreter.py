@@ -142,6 +142,12 @@ class _Machine:
                 return arr
             case ir.Const(v):
                 return np.float32(v)
+            case ir.SizeValue(e):
+                return np.float32(float(sympy.sympify(e).subs(self.bound)))
+            case ir.Where(c, a, b):
+                cond = self.eval_expr(c, rank, result)
+                x, y = self.eval_expr(a, rank, result), self.eval_expr(b, rank, result)
+                return np.asarray(np.where(cond != 0, x, y), dtype=np.float32)
             case ir.Unary(fn, a):
                 x = self.eval_expr(a, rank, result)
                 with np.errstate(all="ignore"):
@@ -157,7 +163,9 @@ class _Machine:
                     return np.asarray({
                         "add": np.add, "sub": np.subtract, "mul": np.multiply,
                         "div": np.divide, "pow": np.power, "max": np.maximum,
-                        "min": np.minimum,
+                        "min": np.minimum, "lt": np.less, "le": np.less_equal,
+                        "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+                        "ne": np.not_equal,
                     }[op](x, y), dtype=np.float32)
             case ir.Cast(dtype, a):
                 return self.eval_expr(a, rank, result).astype(numpy_dtype(dtype)).astype(
@@ -272,8 +280,9 @@ def _run_send(m: _Machine, op: ir.Send, t, P: int, dt) -> list[np.ndarray]:
 
 
 def _run_matmul(m: _Machine, op: ir.MatMul, t, P: int, dt) -> list[np.ndarray]:
-    return [np.matmul(m.env[op.a][r].astype(np.float32),
-                      m.env[op.b][r].astype(np.float32)).astype(dt) for r in range(P)]
+    with np.errstate(over="ignore"):  # an f16 result may overflow: first_nonfinite says where
+        return [np.matmul(m.env[op.a][r].astype(np.float32),
+                          m.env[op.b][r].astype(np.float32)).astype(dt) for r in range(P)]
 
 
 def _run_reduction(m: _Machine, op, t, P: int, dt) -> list[np.ndarray]:
@@ -359,11 +368,36 @@ def from_ranks(name: str, arrays: list[np.ndarray], t: TensorType) -> np.ndarray
     raise TypeError(t.layout)
 
 
+def input_scales(program: ir.Program, bound: Mapping[sympy.Symbol, int]) -> dict[str, float]:
+    """How much to scale each input's standard normal draws so that values stay finite: a
+    MatMul's weight operand (b, else a when only a is an input) by 1/sqrt(K), K its inner dim,
+    so a @ b has the variance of its other operand instead of K times it (the usual
+    initialisation of a layer's weights). Inputs with a declared range are drawn from it and
+    not scaled. Without this, a two-MatMul MLP in f16 at Megatron's sizes overflowed its
+    reference (design note 47)."""
+    declared = {name for name, _, _ in program.input_ranges}
+    inputs = {v.name for v in program.inputs}
+    scales: dict[str, float] = {}
+    for leaf in program.leaves():
+        if not isinstance(leaf.op, ir.MatMul):
+            continue
+        a, b = leaf.op.a, leaf.op.b
+        pick = b if b in inputs else a if a in inputs else None
+        if pick is None or pick in declared:  # a declared range is the user's word
+            continue
+        ta = program.value(a).type
+        k = concrete(ta.shape[-1], bound)
+        scales[pick] = min(scales.get(pick, 1.0), 1.0 / float(np.sqrt(k)))
+    return scales
+
+
 def random_inputs(program: ir.Program, sizes: Mapping[str, int], seed: int = 0
                   ) -> dict[str, np.ndarray]:
-    """Random logical inputs: normal tensors, and positive scalars in (0.5, 1) (so a learning
-    rate or an Adam beta is a sensible number)."""
+    """Random logical inputs: normal tensors (a MatMul's weights scaled by 1/sqrt(K), see
+    input_scales), tensors with a declared range uniform in it, and positive scalars in
+    (0.5, 1) (so a learning rate or an Adam beta is a sensible number)."""
     bound = bind_sizes(program, sizes)
+    scales = input_scales(program, bound)
     rng = np.random.default_rng(seed)
     ranges = {name: (lo, hi) for name, lo, hi in program.input_ranges}
     out = {}
@@ -377,9 +411,60 @@ def random_inputs(program: ir.Program, sizes: Mapping[str, int], seed: int = 0
         elif t.rank == 0:
             data = rng.uniform(0.5, 1.0, size=shape)
         else:
-            data = rng.standard_normal(shape)
+            data = rng.standard_normal(shape) * scales.get(v.name, 1.0)
         out[v.name] = np.asarray(data).astype(numpy_dtype(t.dtype))
     return out
+
+
+def first_nonfinite(program: ir.Program, inputs: Mapping[str, np.ndarray],
+                    sizes: Mapping[str, int]) -> str | None:
+    """Where the reference first makes Inf or NaN out of finite operands, as a message naming
+    the statement and the fix (give the inputs a range); None when every value stays finite.
+
+    A reference that overflowed its dtype is no oracle: a kernel that saturates (-65504 in
+    f16, where numpy gives -inf) would be reported as a mismatch that is no bug. Values are
+    checked where they mean something (an OnRoot value on its root only)."""
+    bound = bind_sizes(program, sizes)
+    m = _Machine(bound, {}, {})
+    for v in program.inputs:
+        m.types[v.name] = v.type
+        m.env[v.name] = to_ranks(inputs[v.name], v.type, bound)
+    for leaf in program.leaves():
+        m.run_stmt(leaf)
+        out = leaf.out
+        bad, total = _nonfinite(m, out.name)
+        if not bad or any(_nonfinite(m, name)[0] for name in leaf.op.operands()):
+            continue
+        arrays = _meaningful(m, out.name)
+        inf = any(np.isinf(a).any() for a in arrays)
+        dt = out.type.dtype.name
+        where = f"{out.name} = {leaf.op}" + (f" (at {leaf.loc})" if leaf.loc else "")
+        what = (f"the reference overflowed {dt} at {where}" if inf else
+                f"the reference made NaN at {where}")
+        names = ", ".join(v.name for v in program.inputs
+                          if v.name not in {n for n, _, _ in program.input_ranges})
+        limit = (f" (largest finite {dt}: {float(np.finfo(NUMPY_DTYPES[dt]).max):g})"
+                 if dt in ("f16", "bf16", "f32") else "")
+        return (f"{what}: {bad} of {total} elements are not finite, from finite operands"
+                f"{limit}; give the inputs that feed it a range=(low, high) in Tensor(...)"
+                + (f" (undeclared: {names})" if names else "")
+                + " so that the reference stays finite")
+    return None
+
+
+def _meaningful(m: _Machine, name: str) -> list[np.ndarray]:
+    t = m.types[name]
+    arrays = m.env[name]
+    return [arrays[t.layout.root]] if isinstance(t.layout, OnRoot) else list(arrays)
+
+
+def _nonfinite(m: _Machine, name: str) -> tuple[int, int]:
+    """(elements not finite, elements) of value `name` where it means something."""
+    arrays = [np.asarray(a) for a in _meaningful(m, name)]
+    if not arrays or arrays[0].dtype.kind not in "fV":  # ints (and bf16's void kind) aside
+        return 0, sum(a.size for a in arrays)
+    bad = sum(int(np.count_nonzero(~np.isfinite(a.astype(np.float32)))) for a in arrays)
+    return bad, sum(a.size for a in arrays)
 
 
 def run(program: ir.Program, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int]

@@ -12,10 +12,13 @@ from workbench.ir import (
     FUSABLE_COMPUTATION,
     FUSED_KINDS,
     AllGather,
+    Broadcast,
     Compute,
     Fused,
+    MatMul,
     Overlapped,
     Program,
+    Reduce,
     ReduceAxis,
     ReduceScatter,
     Send,
@@ -34,6 +37,16 @@ def fused_kind_of(body) -> str | None:
     ops = [s.op for s in body]
     if len(ops) < 2:
         return None
+    if isinstance(ops[0], MatMul):  # a GEMM and its elementwise epilogue
+        return "matmul" if all(isinstance(o, _ELEMENTWISE) for o in ops[1:]) else None
+    head_reduce, ends_broadcast = isinstance(ops[0], Reduce), isinstance(ops[-1], Broadcast)
+    if head_reduce or ends_broadcast:  # computation at the root of a Reduce / Broadcast
+        middle = ops[int(head_reduce):len(ops) - int(ends_broadcast)]
+        if not all(isinstance(o, _ELEMENTWISE) for o in middle):
+            return None
+        if head_reduce and ends_broadcast:
+            return "reducebroadcast"
+        return ("reduce" if head_reduce else "broadcast") if middle else None
     head_rs = isinstance(ops[0], ReduceScatter)
     tail = len(ops)
     while tail > 0 and isinstance(ops[tail - 1], AllGather):

@@ -16,10 +16,12 @@ from workbench import ir
 def expr_flops(expr: ir.Expr) -> int:
     """Arithmetic operations per element of an elementwise expression."""
     match expr:
-        case ir.Ref() | ir.Const():
+        case ir.Ref() | ir.Const() | ir.SizeValue():
             return 0
         case ir.Binary(_, a, b):
             return 1 + expr_flops(a) + expr_flops(b)
+        case ir.Where(c, a, b):
+            return 1 + expr_flops(c) + expr_flops(a) + expr_flops(b)
         case ir.Unary(_, a) | ir.Cast(_, a) | ir.Dropout(_, _, a):
             return 1 + expr_flops(a)
     return 0
@@ -32,6 +34,8 @@ def expr_dropouts(expr: ir.Expr) -> int:
             return 1 + expr_dropouts(a)
         case ir.Binary(_, a, b):
             return expr_dropouts(a) + expr_dropouts(b)
+        case ir.Where(c, a, b):
+            return expr_dropouts(c) + expr_dropouts(a) + expr_dropouts(b)
         case ir.Unary(_, a) | ir.Cast(_, a):
             return expr_dropouts(a)
     return 0
@@ -165,6 +169,26 @@ def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:
     flops = 2 * ctx.local_numel(s.out.name) * k_local
     return Work(ctx.local_nbytes(a) + ctx.local_nbytes(b) + ctx.local_nbytes(s.out.name),
                 flops, ta.dtype.name)
+
+
+def matmul_epilogue_works(ctx: CostContext, s: ir.Stmt) -> list[Work]:
+    """The kernels of a fused MatMul + epilogue region (ir.Fused kind "matmul"), in order.
+
+    An epilogue the GEMM library runs (ir.library_epilogue: bias, bias + ReLU, bias + GeLU):
+    one GEMM that reads the bias and writes the epilogue's result instead of the product, so
+    the product's round trip through HBM (written by the GEMM, read back by a kernel: 2 x its
+    bytes) is saved. Any other epilogue: the GEMM, then one kernel computing every epilogue
+    statement from the product in registers (what unfused statements would cost, less the
+    intermediate values' round trips)."""
+    mm, *epilogue = s.op.body
+    gemm = matmul_work(ctx, mm)
+    lib = ir.library_epilogue(s.op.body, ctx.types)
+    if lib is None:
+        return [gemm, elementwise_work(ctx, epilogue)]
+    n = ctx.local_numel(mm.out.name)
+    extra = Work(ctx.local_nbytes(lib.bias) + ctx.local_nbytes(epilogue[0].out.name)
+                 - ctx.local_nbytes(mm.out.name), expr_flops(epilogue[0].op.expr) * n)
+    return [gemm + extra]
 
 
 def reduction_work(ctx: CostContext, s: ir.Stmt) -> Work:

@@ -64,6 +64,24 @@ def _all_gather_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     body.extra = body.extra + io_work(ctx, [], [leaf.out.name])
 
 
+def _reduce_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    op = leaf.op
+    body.group = ctx.types[op.x].group
+    # The root loads every peer's whole input, (P - 1) S bytes through its own links, which is
+    # what a peer-load reduce-scatter of P S bytes loads per rank: priced as that.
+    body.rs = body.rs + ctx.P(body.group) * ctx.local_nbytes(op.x)
+    body.extra = body.extra + io_work(ctx, [op.x], [])  # its own input; the sum in registers
+    body.produced.add(leaf.out.name)
+
+
+def _broadcast_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    op = leaf.op
+    body.group = ctx.types[op.x].group
+    # The root stores S bytes into each of P - 1 peers: the stores of an all-gather of P S.
+    body.ag = body.ag + ctx.P(body.group) * ctx.local_nbytes(leaf.out.name)
+    body.extra = body.extra + io_work(ctx, [], [leaf.out.name])  # written on every rank
+
+
 def _send_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     op = leaf.op
     body.group = ctx.types[op.x].group
@@ -89,6 +107,8 @@ def _reduction_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
 
 FUSED_PART_RULES: dict[type, Callable[[CostContext, _BodySum, ir.Stmt], None]] = {
     ir.ReduceScatter: _reduce_scatter_part,
+    ir.Reduce: _reduce_part,
+    ir.Broadcast: _broadcast_part,
     ir.AllGather: _all_gather_part,
     ir.Send: _send_part,
     ir.Compute: _elementwise_part,

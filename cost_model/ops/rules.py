@@ -22,6 +22,7 @@ from cost_model.ops.comm import (
 from cost_model.ops.compute import (
     compute_cost,
     elementwise_work,
+    matmul_epilogue_works,
     matmul_work,
     reduction_work,
 )
@@ -78,6 +79,12 @@ def _reduction_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
 def _fused_stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     if s.op.kind == "compute":
         return compute_cost(ctx, elementwise_work(ctx, s.op.body))
+    if s.op.kind == "matmul":  # the GEMM and, unless the library runs it, the epilogue kernel
+        costs = [compute_cost(ctx, w) for w in matmul_epilogue_works(ctx, s)]
+        busy: dict = {}
+        for c in costs:
+            busy = add_busy(busy, c.busy_s)
+        return OpCost(sum((c.time_s for c in costs), 0), busy, costs[0].bottleneck)
     return fused_cost(ctx, s)
 
 
@@ -145,6 +152,8 @@ def _launch_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
 def _fused_stmt_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
     if s.op.kind == "compute":
         return _launch_fixed_s(ctx, s, chunks)
+    if s.op.kind == "matmul":
+        return len(matmul_epilogue_works(ctx, s)) * _launch_fixed_s(ctx, s, chunks)
     return fused_latency_s(ctx, s, fused_parts(ctx, s))
 
 
@@ -208,7 +217,8 @@ def shares_sms(cluster: Cluster, producer: ir.Stmt, consumer: ir.Stmt) -> bool:
     calibrated block curve."""
     return (bool(cluster.fused_block_bandwidth)
             and isinstance(producer.op, (ir.MatMul, *ir.ELEMENTWISE_OPS))
-            and isinstance(consumer.op, ir.Fused) and consumer.op.kind != "compute")
+            and isinstance(consumer.op, ir.Fused)
+            and consumer.op.kind not in ("compute", "matmul"))
 
 
 def overlap_consumer_sms(cluster: Cluster) -> int:

@@ -56,6 +56,18 @@ CASES = [
     ("rows-layernorm-f16-fused-p1", "benchmarks/gpu/rmsnorm.py:layernorm_f16", "fused", 1),
     ("rows-softmax-bf16-fused-p1", "benchmarks/gpu/rmsnorm.py:softmax_bf16", "fused", 1),
     ("rows-residual-f16-fused-p1", "benchmarks/gpu/rmsnorm.py", "fused", 1),
+    # issue 15: where / comparisons / sizes as numbers, MatMul epilogues, Reduce, Broadcast
+    ("where-sizes-p2", "benchmarks/gpu/ops15.py", None, 2),
+    ("epilogue-erf-fuse-mm-epilogue-p2", "benchmarks/gpu/ops15.py:epilogue_erf_f16",
+     "fuse-mm-epilogue", 2),
+    ("mlp-fuse-mm-epilogue-p2", "benchmarks/gpu/ops15.py:mlp", "fuse-mm-epilogue", 2),
+    ("broadcast-p2", "benchmarks/gpu/ops15.py:broadcast", None, 2),
+    ("parameter-server-p2", "studies/parameter_server.py", None, 2),
+    ("parameter-server-fuse-reduce-c-p2", "studies/parameter_server.py", "fuse-reduce-c", 2),
+    ("parameter-server-fuse-c-broadcast-p4", "studies/parameter_server.py", "fuse-c-broadcast",
+     4),
+    ("parameter-server-fuse-reduce-c-broadcast-p2", "studies/parameter_server.py",
+     "fuse-reduce-c-broadcast", 2),
 ]
 
 

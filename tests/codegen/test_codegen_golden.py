@@ -5,7 +5,15 @@ from codegen_cases import CASES, case_mode, case_program
 from conftest import assert_golden
 
 from codegen.lower import lower
-from codegen.plan import ChunkedStep, CopyEngineStep, GemmStep, NcclStep, OverlapStep, SendStep
+from codegen.plan import (
+    ChunkedStep,
+    CopyEngineStep,
+    GemmStep,
+    NcclStep,
+    OverlapStep,
+    ReduceStep,
+    SendStep,
+)
 from codegen.render import render
 
 
@@ -36,7 +44,11 @@ def _step_text(s) -> str:
                 f"{s.dst.buffer}+{s.dst.offset} count {s.count} {s.dtype}")
     if isinstance(s, GemmStep):
         return (f"// gemm {s.c.buffer} = {s.a.buffer} @ {s.b.buffer}: [{s.m}, {s.k}] @ "
-                f"[{s.k}, {s.n}] {s.dtype}")
+                f"[{s.k}, {s.n}] {s.dtype}"
+                + (f", epilogue {s.epilogue}(bias {s.bias.buffer})" if s.epilogue else ""))
+    if isinstance(s, ReduceStep):
+        return (f"// reduce({s.reduce}) {s.x.buffer}+{s.x.offset} count {s.count} {s.dtype} "
+                f"-> {s.out.buffer} f32")
     if isinstance(s, CopyEngineStep):
         copies = "\n".join(
             f"//   {'pull' if c.pull else 'push'} {c.src}+{c.src_offset} -> {c.dst}+"

@@ -68,8 +68,9 @@ def test_element_counts_and_unknown_ops():
     assert comm.element_counts("reduce_scatter", 8, 4) == (32, 8)
     assert comm.element_counts("all_gather", 8, 4) == (8, 32)
     assert comm.element_counts("broadcast", 8, 4) == (8, 8)
+    assert comm.element_counts("reduce", 8, 4) == (8, 8)
     with pytest.raises(RuntimeFault, match=r"^NCCL op must be all_reduce, reduce_scatter, "
-                       r"all_gather or broadcast, got 'all_to_all'$"):
+                       r"all_gather, broadcast or reduce, got 'all_to_all'$"):
         comm.element_counts("all_to_all", 8, 4)
 
 
@@ -175,7 +176,7 @@ class FakeCommunicator:
         self.nranks, self.rank, self.uid, self.calls = nranks, rank, uid, []
 
     def __getattr__(self, name):
-        if name in ("allreduce", "reduce_scatter", "allgather", "broadcast"):
+        if name in ("allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"):
             return lambda *a, **k: self.calls.append((name, *a, k))
         raise AttributeError(name)
 
@@ -207,12 +208,15 @@ def test_nccl4py_communicator_and_collectives():
     n.collective("all_gather", None, 0x300, 0x100, 4, "bf16")
     n.collective("broadcast", None, 0x100, 0x100, 8, "f16", root=1)
     n.collective("all_reduce", "add", 0x100, 0x200, 8, "f32", stream=7)
+    n.collective("reduce", "min", 0x100, 0x200, 8, "f32", root=0)
     assert c.calls == [
         ("allreduce", "f32@0x100x8", "f32@0x200x8", "SUM", {"stream": 7}),
         ("reduce_scatter", "bf16@0x100x8", "bf16@0x300x4", "MAX", {"stream": 0}),
         ("allgather", "bf16@0x300x4", "bf16@0x100x8", {"stream": 0}),
         ("broadcast", "f16@0x100x8", "f16@0x100x8", 1, {"stream": 0}),
-        ("allreduce", "f32@0x100x8", "f32@0x200x8", "SUM", {"stream": 7})]
+        ("allreduce", "f32@0x100x8", "f32@0x200x8", "SUM", {"stream": 7}),
+        # the root is passed even when 0: nccl4py's reduce without one is an AllReduce
+        ("reduce", "f32@0x100x8", "f32@0x200x8", "MIN", 0, {"stream": 0})]
     assert len(views) == len(set(views)) == 5  # a view is made once per (address, count, dtype)
     assert n.versions() == {"nccl": "2.28.9", "nccl4py": "0.6.0"}
     with pytest.raises(RuntimeFault, match=r"^the reduction of an NCCL all_reduce must be one "

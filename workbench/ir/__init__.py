@@ -14,8 +14,14 @@ expression nodes, their type rule and printed form), `ops` (the ops and op-kind 
 `program` (Stmt, Program, the program's printed form).
 """
 
+from workbench.ir.epilogue import (  # noqa: F401
+    LIBRARY_EPILOGUES,
+    LibraryEpilogue,
+    library_epilogue,
+)
 from workbench.ir.expressions import (  # noqa: F401
     BINARY_OPS,
+    COMPARISONS,
     UNARY_OPS,
     WEAK,
     Binary,
@@ -26,8 +32,10 @@ from workbench.ir.expressions import (  # noqa: F401
     Facts,
     ReduceOp,
     Ref,
+    SizeValue,
     Unary,
     Value,
+    Where,
     combine_layouts,
     expr_nodes,
     expr_refs,

@@ -86,7 +86,11 @@ class Const:
 
 
 BINARY_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "max": "max",
-              "min": "min"}
+              "min": "min", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+# Comparisons give a mask: 1 where true, 0 where false, in the operands' dtype (what Where
+# reads as its condition: nonzero selects the first branch).
+COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
 UNARY_OPS = ("neg", "sqrt", "rsqrt", "exp", "log", "abs", "tanh", "erf", "sigmoid")
@@ -131,7 +135,25 @@ class Dropout:
     a: Expr
 
 
-Expr = Ref | Const | Binary | Unary | Cast | Dropout
+@dataclass(frozen=True, slots=True)
+class Where:
+    """a where cond is nonzero, else b (elementwise, broadcast over all three)."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class SizeValue:
+    """A size expression used as a number (`x / H`, `x * (1 / sqrt(H))`): a weak scalar like
+    Const whose value is known once the sizes are bound. Evaluated in double precision and
+    rounded once to f32, by the interpreter and by the kernel (sizes are kernel parameters)."""
+
+    expr: sympy.Expr
+
+
+Expr = Ref | Const | Binary | Unary | Cast | Dropout | Where | SizeValue
 
 
 def expr_nodes(expr: Expr) -> Iterator[Expr]:
@@ -143,6 +165,10 @@ def expr_nodes(expr: Expr) -> Iterator[Expr]:
             yield from expr_nodes(b)
         case Unary(_, a) | Cast(_, a) | Dropout(_, _, a):
             yield from expr_nodes(a)
+        case Where(c, a, b):
+            yield from expr_nodes(c)
+            yield from expr_nodes(a)
+            yield from expr_nodes(b)
 
 
 def expr_refs(expr: Expr) -> Iterator[str]:
@@ -150,13 +176,17 @@ def expr_refs(expr: Expr) -> Iterator[str]:
     match expr:
         case Ref(name):
             yield name
-        case Const():
+        case Const() | SizeValue():
             return
         case Binary(_, a, b):
             yield from expr_refs(a)
             yield from expr_refs(b)
         case Unary(_, a) | Cast(_, a) | Dropout(_, _, a):
             yield from expr_refs(a)
+        case Where(c, a, b):
+            yield from expr_refs(c)
+            yield from expr_refs(a)
+            yield from expr_refs(b)
 
 
 def rename_expr(expr: Expr, mapping: Mapping[str, str]) -> Expr:
@@ -164,10 +194,13 @@ def rename_expr(expr: Expr, mapping: Mapping[str, str]) -> Expr:
     match expr:
         case Ref(name):
             return Ref(mapping.get(name, name))
-        case Const():
+        case Const() | SizeValue():
             return expr
         case Binary(op, a, b):
             return Binary(op, rename_expr(a, mapping), rename_expr(b, mapping))
+        case Where(c, a, b):
+            return Where(rename_expr(c, mapping), rename_expr(a, mapping),
+                         rename_expr(b, mapping))
         case Unary(fn, a):
             return Unary(fn, rename_expr(a, mapping))
         case Cast(dtype, a):
@@ -232,8 +265,12 @@ def expr_type(expr: Expr, env: Mapping[str, TensorType], what: str) -> TensorTyp
             if name not in env:
                 raise VerifyError(f"{what}: value '{name}' must be defined before use")
             return env[name]
-        case Const():
+        case Const() | SizeValue():
             return WEAK
+        case Where(c, a, b):
+            tab = _binary_type(expr_type(a, env, what), expr_type(b, env, what), what)
+            t = _binary_type(expr_type(c, env, what), tab, what)
+            return t if tab is WEAK or t is WEAK else t.with_(dtype=tab.dtype)
         case Unary(fn, a):
             if fn not in UNARY_OPS:
                 raise VerifyError(f"{what}: unary function must be one of {UNARY_OPS}, got {fn}")
@@ -279,7 +316,8 @@ def _binary_type(ta: TensorType | None, tb: TensorType | None, what: str) -> Ten
     return TensorType(dtype, shape, layout, ta.group)
 
 
-_PRECEDENCE = {"add": 1, "sub": 1, "mul": 2, "div": 2, "pow": 4}
+_PRECEDENCE = {"lt": 0.5, "le": 0.5, "gt": 0.5, "ge": 0.5, "eq": 0.5, "ne": 0.5,
+               "add": 1, "sub": 1, "mul": 2, "div": 2, "pow": 4}
 
 
 def format_expr(expr: Expr, parent: int = 0) -> str:
@@ -290,6 +328,10 @@ def format_expr(expr: Expr, parent: int = 0) -> str:
         case Const(v):
             text = repr(float(v)) if not float(v).is_integer() else str(int(v))
             return f"({text})" if v < 0 else text
+        case SizeValue(e):
+            return f"size({e})"
+        case Where(c, a, b):
+            return f"where({format_expr(c)}, {format_expr(a)}, {format_expr(b)})"
         case Unary("neg", a):
             return f"-{format_expr(a, 3)}"
         case Unary(fn, a):

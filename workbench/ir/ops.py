@@ -460,7 +460,8 @@ def _reduction_type(t: TensorType) -> TensorType:
 
 
 # Fused kernels: what each kind's body must look like, stage by stage (see Fused.infer).
-FUSED_KINDS = ("compute", "allreduce", "reducescatter", "allgather", "send")
+FUSED_KINDS = ("compute", "allreduce", "reducescatter", "allgather", "send", "matmul",
+               "reduce", "broadcast", "reducebroadcast")
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,6 +475,12 @@ class Fused:
     reducescatter | ReduceScatter C+          the reduced slice is consumed in-kernel
     allgather     | C+ AllGather+             computed slices are gathered in-kernel
     send          | [ReduceScatter] C* Send   computation fused into the P2P transfer
+    matmul        | MatMul E+                 an elementwise epilogue (Compute, Update) over
+                  |                           the GEMM's output, in the GEMM or the kernel
+                  |                           after it (ir.library_epilogue)
+    reduce        | Reduce E+                 the root loads every peer's input and computes
+    broadcast     | E+ Broadcast              the root computes and stores into every peer
+    reducebroadcast | Reduce E* Broadcast     both: a parameter server's step in one kernel
 
     "Reduction on slices" is Slice, Norm or ReduceTensor: a norm inside a fused collective
     needs a grid-wide, cross-GPU reduction of one scalar between the kernel's phases.

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from workbench.ir.expressions import Facts, Value
+from workbench.ir.expressions import Facts, SizeValue, Value, expr_nodes
 from workbench.ir.ops import REGION_OPS, Fused, Op, Overlapped
 from workbench.types import (
     Group,
@@ -110,6 +110,12 @@ class Program:
         for v in self.all_values():
             for d in (*v.type.shape, v.type.group.size):
                 syms |= sympy.sympify(d).free_symbols
+        for stmt in self.leaves():  # sizes used as numbers inside expressions (x / H)
+            expr = getattr(stmt.op, "expr", None)
+            if expr is not None:
+                for node in expr_nodes(expr):
+                    if isinstance(node, SizeValue):
+                        syms |= node.expr.free_symbols
         return tuple(sorted(syms, key=lambda s: s.name))
 
     def with_stmts(self, stmts, outputs=None, inputs=None) -> Program:

@@ -11,6 +11,7 @@ from typing import ClassVar
 from workbench import ir
 from workbench.errors import IllegalTransform
 from workbench.transforms.base import Transform, dead_code_eliminated, plain_stmts, top_index
+from workbench.types import OnRoot
 from workbench.verify import fused_kind_of
 
 
@@ -60,11 +61,15 @@ class Fuse(Transform):
             ops = ", ".join(type(s.op).__name__ for s in members)
             raise IllegalTransform(
                 f"{who}: statements [{ops}] match no fused kernel; fuse ReduceScatter + "
-                "computation + AllGather, consecutive elementwise statements, or computation + "
-                "Send (see ir.Fused)")
+                "computation + AllGather, consecutive elementwise statements, computation + "
+                "Send, or a MatMul then its elementwise epilogue (see ir.Fused)")
         if self.kind is not None and self.kind != kind:
             raise IllegalTransform(f"{who}: the statements form a fused {kind}, got kind="
                                    f"{self.kind!r}")
+        if kind == "matmul":
+            self._check_epilogue(program, members, who)
+        if kind in ("reduce", "broadcast", "reducebroadcast"):
+            self._check_rooted(program, members, who)
         self._check_iteration_space(members, who)
         first = min(stmts.index(m) for m in members)
         region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
@@ -95,6 +100,57 @@ class Fuse(Transform):
                 before.append(s)
         return (list(program.stmts[:idx[0]]) + before + group + after
                 + list(program.stmts[idx[-1] + 1:]))
+
+    @staticmethod
+    def _check_epilogue(program, members, who):
+        """A MatMul's epilogue: elementwise over the GEMM's output (each statement has its
+        local shape, so one thread per output element computes the whole epilogue) and the
+        only reader of that output (else it must reach memory anyway and nothing is saved)."""
+        mm, epilogue = members[0], members[1:]
+        out = mm.out
+        if out.name not in epilogue[0].op.operands():
+            raise IllegalTransform(f"{who}: the epilogue must read the MatMul's output "
+                                   f"{out.name}, got {epilogue[0].name} = {epilogue[0].op}")
+        shape = tuple(out.type.local_shape())
+        for s in epilogue:
+            local = tuple(s.out.type.local_shape())
+            if len(local) != len(shape) or not all(
+                    ir.proven_equal(a, b) for a, b in zip(local, shape)):
+                raise IllegalTransform(
+                    f"{who}: an epilogue must be elementwise over the MatMul's output "
+                    f"{out.name} (local shape {list(shape)}), got {s.name} over {list(local)}")
+        inside = {v.name for s in members for v in s.outs}
+        readers = [s.name for s in program.leaves() if s.out.name not in inside
+                   and out.name in s.op.operands()]
+        if readers or any(v.name == out.name for v in program.outputs):
+            raise IllegalTransform(
+                f"{who}: the MatMul's output {out.name} must be read only by its epilogue, got "
+                + (f"a use by {readers[0]}" if readers else "it as a program output")
+                + "; fuse those readers into the epilogue, or leave the MatMul unfused")
+
+    @staticmethod
+    def _check_rooted(program, members, who):
+        """Computation fused into a Reduce or before a Broadcast runs on the root alone (the
+        kernel's other ranks only serve their inputs or receive): one root for the region, and
+        every value computed there is either meaningful on the root only (OnRoot) or read by
+        nothing outside the region, which the other ranks would then lack."""
+        roots = {s.op.root for s in members if isinstance(s.op, (ir.Reduce, ir.Broadcast))}
+        if len(roots) > 1:
+            raise IllegalTransform(f"{who}: a fused Reduce and Broadcast must share one root, "
+                                   f"got roots {sorted(roots)}")
+        (root,) = roots
+        inside = {v.name for s in members for v in s.outs}
+        for s in members:
+            if not isinstance(s.op, ir.ELEMENTWISE_OPS) or s.out.type.layout == OnRoot(root):
+                continue
+            readers = [r.name for r in program.leaves() if r.out.name not in inside
+                       and s.out.name in r.op.operands()]
+            if readers or any(v.name == s.out.name for v in program.outputs):
+                raise IllegalTransform(
+                    f"{who}: {s.name} would be computed on the root only, but its "
+                    f"{s.out.type.layout} value is read outside the fused kernel, got "
+                    + (f"a use by {readers[0]}" if readers else "it as a program output")
+                    + "; leave it out of the fusion")
 
     @staticmethod
     def _check_iteration_space(members, who):
