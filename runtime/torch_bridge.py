@@ -118,6 +118,10 @@ class TorchGpu(Gpu):
     def _tensor(self, ptr: int, numel: int, dtype: str):
         return device_view(self.torch, ptr, (numel,), dtype, self.device_index)
 
+    def synchronize(self) -> None:
+        """Wait for everything enqueued on this device."""
+        self.torch.cuda.synchronize()
+
     def close(self) -> None:
         """Pop the context pushed at construction (the process group stays torch's)."""
         self.context.pop()

@@ -47,12 +47,25 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _make_gpu(group):
+    """This rank's TorchGpu over `group` (a seam: CPU tests put a fake device here)."""
+    from runtime.torch_bridge import TorchGpu
+
+    return TorchGpu(group)
+
+
+def _bind(gpu, plan, sizes: dict):
+    """A lowered plan bound to sizes on `gpu` (runtime.torch_bridge.BoundPlan; the same seam)."""
+    from runtime.torch_bridge import BoundPlan
+
+    return BoundPlan(gpu, plan, sizes)
+
+
 class _BucketRun:
     """One bucket's chosen way to run and the plan that holds its memory."""
 
     def __init__(self, opt, bucket: bk.Bucket, cand: ch.Candidate):
         from codegen.lower import lower
-        from runtime.torch_bridge import BoundPlan
 
         self.bucket, self.cand = bucket, cand
         key = "unscheduled" if cand.schedule == ch.TORCH else cand.schedule
@@ -60,7 +73,7 @@ class _BucketRun:
         self.roles = roles(program)
         plan = lower(program, opt.P, collective_unroll=cand.unroll, collective_mode=cand.mode)
         check_in_place(program, plan.locs)
-        self.bound = BoundPlan(opt.gpu, plan, {"N": bucket.numel, "P": opt.P})
+        self.bound = _bind(opt.gpu, plan, {"N": bucket.numel, "P": opt.P})
         self.g = self.bound.view(self.roles.grad)
         self.w = self.bound.view(self.roles.weights)
         self.state = {s: self.bound.view(s) for s in self.roles.state}
@@ -105,8 +118,6 @@ class DataParallelOptimizer:
                  check_replicas: bool = True, log=_stderr, **hyper):
         import torch
 
-        from runtime.torch_bridge import TorchGpu
-
         self.torch, self.log = torch, log
         self.params = [p for p in params]
         if not self.params:
@@ -125,7 +136,7 @@ class DataParallelOptimizer:
             raise ProgramRoleError("choose='predict' must name the hardware to simulate, got "
                                    "none; pass hardware='h200x4' or a calibrated profile "
                                    "(workbench calibrate), or choose='measure'")
-        self.gpu = TorchGpu(group)
+        self.gpu = _make_gpu(group)
         self.P, self.rank, self.group = self.gpu.P, self.gpu.rank, group
         if check_replicas:
             self._check_replicas()
@@ -150,7 +161,7 @@ class DataParallelOptimizer:
             run = _BucketRun(self, b, cand)
             self._adopt(run)
             self.runs.append(run)
-        torch.cuda.synchronize()
+        self.gpu.synchronize()
 
     # -- construction
 
