@@ -11,6 +11,8 @@
 # 3. benchmarks/gpu/torch17_optimizers.py: sgd, sgd-momentum, adam, lamb, adam-mixed at
 #    N = 2^24, 2^26, 2^28: generated fuse-rs-c-ag step vs torch fused/foreach, torch.compile,
 #    and a D2D copy of the same HBM traffic (CUDA events, 5 warm-up, 50 reps, median).
+# 4. compile-and-measure at P = 1 (N = 2^24; the model-parallel layer at T = H = 2048): the
+#    tables with the torch.compile baselines and the headline over the fastest baseline.
 # Results: $RES/{pytest.txt,train_*.json,train_compare.txt,torch17_optimizers.{csv,md},*.log}
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
@@ -40,4 +42,12 @@ timeout 330 torchrun --nproc_per_node=1 benchmarks/gpu/torch17_optimizers.py --o
   > "$RES"/torch17_optimizers.log 2>&1
 tail -60 "$RES"/torch17_optimizers.log
 cat "$RES"/torch17_optimizers.md
+stamp "compile-and-measure at P = 1 with the new baselines (torch.compile'd steps, epilogue)"
+timeout 200 python3 -m cli.main compile-and-measure --gpus 1 --reps 20 --hang-timeout 150 \
+  studies/sgd.py studies/adam.py studies/lamb.py --set N=2**24 --out "$RES" \
+  --name baselines-p1 2> "$RES"/baselines-p1.log | tee "$RES"/baselines-p1.txt | tail -30
+timeout 100 python3 -m cli.main compile-and-measure --gpus 1 --reps 20 --hang-timeout 90 \
+  studies/model_parallel.py --set T=2048 --set H=2048 --out "$RES" --name mp-p1 \
+  2> "$RES"/mp-p1.log | tee "$RES"/mp-p1.txt | tail -12
+grep -h "left out" "$RES"/*.log | head -5
 stamp "done"
