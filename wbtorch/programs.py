@@ -36,6 +36,7 @@ class Roles:
     state: tuple[str, ...]
     sliced_state: tuple[str, ...]  # the state this schedule keeps as a slice per rank
     scalars: tuple[str, ...]
+    weights_sliced: bool = False  # fp32 master weights kept sliced (mixed precision)
 
     @property
     def hyper(self) -> tuple[str, ...]:
@@ -60,10 +61,10 @@ def roles(program: ir.Program) -> Roles:
         raise ProgramRoleError(f"optimizer program {program.name} must take the gradient as "
                                f"its first input and only Local tensor, got Local inputs "
                                f"{[v.name for v in locals_]}; " + fix)
-    if len(vectors) < 2 or isinstance(vectors[1].type.layout, Sliced):
+    if len(vectors) < 2:
         raise ProgramRoleError(f"optimizer program {program.name} must take the weights "
-                               f"(Replicated [N]) after the gradient, got "
-                               f"{[v.name for v in vectors[1:2]]}; " + fix)
+                               f"(Replicated [N]) after the gradient, got no second tensor; "
+                               + fix)
     sizes = {str(v.type.shape[0]) for v in vectors}
     if len(sizes) != 1:
         raise ProgramRoleError(f"optimizer program {program.name}'s tensor inputs must all have "
@@ -72,7 +73,7 @@ def roles(program: ir.Program) -> Roles:
     return Roles(grad.name, grad.type.dtype.name, weights.name,
                  tuple(v.name for v in state),
                  tuple(v.name for v in state if isinstance(v.type.layout, Sliced)),
-                 tuple(v.name for v in scalars))
+                 tuple(v.name for v in scalars), isinstance(weights.type.layout, Sliced))
 
 
 def check_in_place(program: ir.Program, plan_locs: dict) -> None:

@@ -37,7 +37,7 @@ timeout 100 torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer torch 
   --out "$RES"/train_torch.json > "$RES"/train_torch.log 2>&1
 tail -2 "$RES"/train_torch.log
 stamp "2b. train_gpt, 200 steps, workbench DataParallelOptimizer (auto) + torch.compile"
-timeout 100 torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer workbench \
+timeout 150 torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer workbench \
   --steps 200 --out "$RES"/train_workbench.json > "$RES"/train_workbench.log 2>&1
 grep wbtorch "$RES"/train_workbench.log | head -20
 tail -2 "$RES"/train_workbench.log
