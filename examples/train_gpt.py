@@ -10,6 +10,8 @@ by the workbench's generated kernels (design note 53).
 --optimizer workbench: the same model (no DDP wrapper) and wbtorch.DataParallelOptimizer over
   studies/adam.py (--program, --schedule auto|NAME): each gradient bucket's AllReduce + Adam
   update is one generated kernel of the chosen schedule.
+--optimizer workbench --tp: also each block's attention projection + residual add as a
+  wbtorch.RowParallelLinear (its forward a schedule of examples/tp_layer.py) over the world.
 
 Both read the same character-level tokens (examples/data/tiny.txt, shipped) in the same order,
 so losses agree step by step up to fp32 rounding (compare_losses.py states the tolerance).
@@ -46,13 +48,19 @@ class Block(nn.Module):
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
         self.heads = heads
+        self.tp = None  # --tp: wbtorch.RowParallelLinear in place of proj + the residual add
 
     def forward(self, x):
         B, T, D = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(D, dim=2)
         q, k, v = (t.view(B, T, self.heads, D // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(B, T, D))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+        y = y.reshape(B, T, D)
+        if self.tp is None:
+            x = x + self.proj(y)
+        else:  # this rank's columns of y; the layer sums over the group and adds bias, residual
+            k = D // self.tp.P
+            x = self.tp(y[..., self.tp.rank * k:(self.tp.rank + 1) * k], x)
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
@@ -89,6 +97,21 @@ def batch(data, step: int, rank: int, B: int, T: int, seed: int, device):
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
+class _Both:
+    """The data-parallel optimizer and a local one (the tensor-parallel weights), as one."""
+
+    def __init__(self, *opts):
+        self.opts = opts
+
+    def step(self):
+        for o in self.opts:
+            o.step()
+
+    def zero_grad(self):
+        for o in self.opts:
+            o.zero_grad()
+
+
 def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--optimizer", choices=["torch", "workbench"], required=True)
@@ -106,6 +129,11 @@ def parse(argv=None):
     ap.add_argument("--bucket-mb", type=float, default=25.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
+    ap.add_argument("--tp", action="store_true",
+                    help="(workbench) each block's attention projection + residual as a "
+                         "wbtorch.RowParallelLinear over the world (tensor parallel: every rank "
+                         "reads rank 0's batch; its weights get a local torch AdamW)")
+    ap.add_argument("--tp-schedule", default="auto")
     ap.add_argument("--data", default=str(ROOT / "examples/data/tiny.txt"))
     ap.add_argument("--out", default=None, help="JSON of losses and times (rank 0)")
     return ap.parse_args(argv)
@@ -114,6 +142,9 @@ def parse(argv=None):
 def main(argv=None) -> int:
     args = parse(argv)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    if args.tp and args.optimizer != "workbench":
+        print("--tp needs --optimizer workbench", file=sys.stderr)
+        return 2
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     device = torch.device("cuda", local)
@@ -135,18 +166,31 @@ def main(argv=None) -> int:
         import wbtorch
 
         net = model
+        local_params = []
+        if args.tp:
+            for blk in model.blocks:
+                blk.tp = wbtorch.RowParallelLinear.from_linear(blk.proj,
+                                                               schedule=args.tp_schedule)
+                del blk.proj
+                local_params += list(blk.tp.parameters())
+        tp_ids = {id(p) for p in local_params}
+        dp_params = [p for p in model.parameters() if id(p) not in tp_ids]
         opt = wbtorch.DataParallelOptimizer(
-            model.parameters(), args.program, args.schedule, choose=args.choose,
+            dp_params, args.program, args.schedule, choose=args.choose,
             hardware=args.hardware, bucket_bytes=int(args.bucket_mb * 2**20),
             lr=args.lr, beta1=betas[0], beta2=betas[1], eps=eps)
         choices = [r.cand.label for r in opt.runs]
+        if local_params:  # each rank's own slice of the TP weights: a local optimizer
+            opt = _Both(opt, torch.optim.AdamW(local_params, lr=args.lr, betas=betas, eps=eps,
+                                               weight_decay=0.0, fused=True))
     if args.compile:
         net = torch.compile(net)
     losses = torch.zeros(args.steps, device=device)
     step_ms, opt_ms = [], []
     t0 = time.time()
+    data_rank = 0 if args.tp else rank  # tensor parallel: every rank reads the same batch
     for step in range(args.steps):
-        x, y = batch(data, step, rank, args.batch, args.block, args.seed, device)
+        x, y = batch(data, step, data_rank, args.batch, args.block, args.seed, device)
         a, b, c = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         a.record()
         loss = net(x, y)
@@ -164,7 +208,10 @@ def main(argv=None) -> int:
     dist.all_reduce(losses)
     losses /= P
     warm = min(20, args.steps // 2)  # compile and autotuning warm-up left out of the medians
-    result = {"optimizer": args.optimizer, "P": P, "params": n_params, "steps": args.steps,
+    if args.tp:
+        choices += [f"tp T={t}: {s}" for t, s in model.blocks[0].tp.choice.items()]
+    result = {"optimizer": args.optimizer + ("+tp" if args.tp else ""), "P": P,
+              "params": n_params, "steps": args.steps,
               "compile": args.compile, "choices": choices,
               "losses": losses.cpu().tolist(),
               "step_ms_median": statistics.median(step_ms[warm:]),

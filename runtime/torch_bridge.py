@@ -178,6 +178,36 @@ class BoundPlan:
                 self.gpu.device_index)
         return self._views[name]
 
+    def rebind(self, tensors: dict) -> None:
+        """Point input buffers at torch tensors' memory instead of the plan's own (zero copy
+        for activations and parameters that torch owns): {input name: contiguous tensor of
+        the buffer's dtype and size}. Only buffers that no other rank maps (not `peer`) can
+        move; the plan's launches are prepared again when an address changed."""
+        changed = False
+        run = self.run_
+        for name, t in tensors.items():
+            loc = self.plan.locs[name]
+            spec = next(b for b in self.plan.buffers if b.name == loc.buffer)
+            if spec.peer:
+                raise RuntimeFault(f"input '{name}' must be in a buffer no peer maps to be "
+                                   f"rebound to a torch tensor, got peer buffer {spec.name}; "
+                                   "copy into BoundPlan.view(name) instead")
+            want = self.numel(name)
+            dtype = TORCH_DTYPES[spec.dtype]
+            if (not t.is_contiguous() or t.numel() != want or str(t.dtype) != f"torch.{dtype}"
+                    or t.device.index != self.gpu.device_index):
+                raise RuntimeFault(f"input '{name}' must be a contiguous {dtype} tensor of "
+                                   f"{want} elements on cuda:{self.gpu.device_index}, got "
+                                   f"{t.dtype} of {t.numel()} on {t.device} (contiguous: "
+                                   f"{t.is_contiguous()}); pass .contiguous() of that shape")
+            ptr = t.data_ptr()
+            if run.ptr[loc.buffer] != ptr:
+                run.ptr[loc.buffer] = ptr
+                self._views.pop(name, None)
+                changed = True
+        if changed:
+            run.launches = [run._prepare(s) for s in run.steps]
+
     def run(self) -> None:
         """Enqueue one execution of the schedule after torch's current stream's work."""
         torch = self.torch

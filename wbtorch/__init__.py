@@ -4,6 +4,8 @@ of a chosen schedule run on torch CUDA tensors, from a training loop, under torc
 - `DataParallelOptimizer` (wbtorch.optim): "DDP AllReduce + optimizer.step()" replaced by one
   generated fused kernel per gradient bucket, the schedule chosen per bucket (wbtorch.choice),
   the NCCL + torch step a candidate like any other.
+- `RowParallelLinear` (wbtorch.tp): a tensor-parallel layer whose forward is a schedule of the
+  model-parallel layer's program (MatMul, AllReduce, bias and residual fused).
 - `wbtorch.buckets`, `wbtorch.programs`, `wbtorch.choice`: bucketing, slicing, state and the
   program's roles, without torch (tested in CI).
 
@@ -21,7 +23,11 @@ def __getattr__(name: str):
         from wbtorch.optim import DataParallelOptimizer
 
         return DataParallelOptimizer
+    if name == "RowParallelLinear":
+        from wbtorch.tp import RowParallelLinear
+
+        return RowParallelLinear
     raise AttributeError(f"module 'wbtorch' has no attribute {name!r}")
 
 
-__all__ = ["DataParallelOptimizer"]
+__all__ = ["DataParallelOptimizer", "RowParallelLinear"]

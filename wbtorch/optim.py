@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +39,8 @@ from wbtorch.programs import (
 )
 from workbench.loader import load
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository (program files are found there)
+
 # The torch step of each study: what a user runs after NCCL's all_reduce (the candidate that
 # a generated schedule must beat, and the fallback when fusion does not pay).
 TORCH_STEPS = ("adam", "sgd", "lamb")
@@ -52,6 +55,18 @@ def _make_gpu(group):
     from runtime.torch_bridge import TorchGpu
 
     return TorchGpu(group)
+
+
+_GPUS: dict = {}
+
+
+def gpu_for(group):
+    """One device object per process group, shared by every optimizer and layer over it (one
+    nccl4py communicator and one pushed context per group, not one per layer)."""
+    key = id(group) if group is not None else None
+    if key not in _GPUS or _GPUS[key][0] is not _make_gpu:
+        _GPUS[key] = (_make_gpu, _make_gpu(group))
+    return _GPUS[key][1]
 
 
 def _bind(gpu, plan, sizes: dict):
@@ -136,7 +151,7 @@ class DataParallelOptimizer:
             raise ProgramRoleError("choose='predict' must name the hardware to simulate, got "
                                    "none; pass hardware='h200x4' or a calibrated profile "
                                    "(workbench calibrate), or choose='measure'")
-        self.gpu = _make_gpu(group)
+        self.gpu = gpu_for(group)
         self.P, self.rank, self.group = self.gpu.P, self.gpu.rank, group
         if check_replicas:
             self._check_replicas()

@@ -43,6 +43,13 @@ grep wbtorch "$RES"/train_workbench.log | head -20
 tail -2 "$RES"/train_workbench.log
 python3 examples/compare_losses.py "$RES"/train_torch.json "$RES"/train_workbench.json \
   | tee "$RES"/train_compare.txt
+stamp "2c. train_gpt, 200 steps, workbench optimizer + tensor-parallel layer (--tp)"
+timeout 150 torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer workbench --tp \
+  --steps 200 --out "$RES"/train_workbench_tp.json > "$RES"/train_workbench_tp.log 2>&1
+grep "wbtorch\] tp" "$RES"/train_workbench_tp.log | head -3
+tail -2 "$RES"/train_workbench_tp.log
+python3 examples/compare_losses.py "$RES"/train_torch.json "$RES"/train_workbench_tp.json \
+  | tee -a "$RES"/train_compare.txt
 stamp "3. GPU tests of wbtorch"
 timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/wbtorch -k "not train_gpt" \
   2>&1 | tee "$RES"/pytest.txt | tail -15

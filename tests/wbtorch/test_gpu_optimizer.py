@@ -129,3 +129,30 @@ def test_train_gpt_matches_torch_at_P1(tmp_path):
     ok, summary = compare(a, b, rtol=1e-3, atol=1e-4)
     assert ok, summary
     assert b[-1] < b[0] - 0.5  # it trains
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("schedule", ["unscheduled", "fuse-ar-c", "overlap-mm-fuse-ar-c",
+                                      "auto"])
+def test_the_tensor_parallel_layer_equals_linear_plus_residual(schedule):
+    torch = pytest.importorskip("torch")
+    _group()
+    from wbtorch.tp import RowParallelLinear
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(256, 256).cuda()
+    layer = RowParallelLinear.from_linear(lin, schedule=schedule)
+    x = torch.randn(4, 512, 256, device="cuda", requires_grad=True)
+    r = torch.randn(4, 512, 256, device="cuda", requires_grad=True)
+    out = layer(x, r)
+    ref = lin(x) + r
+    # TF32 may be off or on for cuBLAS in either; fp32 accumulation over 256 terms
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [x, layer.weight, layer.bias], g)
+    want = torch.autograd.grad(ref, [x, lin.weight, lin.bias], g)
+    torch.testing.assert_close(grads[0], want[0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(grads[1], want[1].t(), rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(grads[2], want[2], rtol=1e-4, atol=1e-3)
+    out2 = layer(x * 2, r)  # new activations: the plan's inputs are rebound, not stale
+    torch.testing.assert_close(out2, lin(x * 2) + r, rtol=1e-4, atol=1e-4)

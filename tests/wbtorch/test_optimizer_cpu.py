@@ -73,13 +73,20 @@ class FakeBound:
         self.runs += 1
         prog = self.plan.program
         ins = {}
+        from workbench.types import LocalLayout
+
         for v in prog.inputs:
-            x = self.view(v.name).numpy().copy()
-            ins[v.name] = x.reshape(()) if not v.type.shape else (
-                x[None] if v.name == "g" else x)
+            shape = interpreter.concrete_shape(v.type, self.bound)
+            if isinstance(v.type.layout, LocalLayout):
+                shape = (1, *shape)
+            ins[v.name] = self.view(v.name).detach().numpy().copy().reshape(shape)
         outs = interpreter.run(prog, ins, self.sizes)
         for v in prog.outputs:
             self.view(v.name).copy_(torch.from_numpy(np.asarray(outs[v.name]).reshape(-1)))
+
+    def rebind(self, tensors):
+        for name, t in tensors.items():  # the fake's buffers become the tensors themselves
+            self.buf[self.plan.locs[name].buffer] = t.reshape(-1)
 
     def free(self):
         pass
@@ -94,6 +101,7 @@ def fake(monkeypatch):
         return made["gpu"]
 
     monkeypatch.setattr(wopt, "_make_gpu", make_gpu)
+    monkeypatch.setattr(wopt, "_GPUS", {})
     monkeypatch.setattr(wopt, "_bind", FakeBound)
     return made
 
