@@ -12,10 +12,12 @@ from test_optimizer_cpu import fake  # noqa: E402,F401  (the fixture)
 
 from wbtorch.programs import ProgramRoleError  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("fake")
+
 
 @pytest.mark.parametrize("schedule", ["unscheduled", "fuse-ar-c", "overlap-mm-fuse-ar-c",
                                       "torch"])
-def test_forward_and_backward_equal_linear_plus_residual(fake, schedule):
+def test_forward_and_backward_equal_linear_plus_residual(schedule):
     from wbtorch.tp import RowParallelLinear
 
     torch.manual_seed(0)
@@ -36,7 +38,7 @@ def test_forward_and_backward_equal_linear_plus_residual(fake, schedule):
     assert layer.choice == {16: schedule}
 
 
-def test_bad_layers_are_named(fake):
+def test_bad_layers_are_named():
     from wbtorch.tp import RowParallelLinear
 
     with pytest.raises(ProgramRoleError, match="square Linear with a bias, got 16 -> 8"):
