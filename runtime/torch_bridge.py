@@ -149,9 +149,9 @@ class BoundPlan:
     plan sees everything torch enqueued before, and torch's later work sees the plan's
     results, with no host synchronisation."""
 
-    def __init__(self, gpu: TorchGpu, plan, sizes: dict):
+    def __init__(self, gpu: TorchGpu, plan, sizes: dict, blocks_per_sm: int | None = None):
         self.gpu, self.plan = gpu, plan
-        self.run_ = PlanRun(gpu, plan, sizes)
+        self.run_ = PlanRun(gpu, plan, sizes, blocks_per_sm)
         self.torch = gpu.torch
         self._views: dict[str, object] = {}
         self._before = self.torch.cuda.Event()

@@ -19,6 +19,7 @@ from workbench.interpreter import bind_sizes
 
 TORCH = "torch"  # the NCCL all_reduce + torch step candidate
 MODES = ("pull", "push")
+BLOCKS_PER_SM = (2, 1)  # a fused collective's grid: 2 blocks per SM (the default) or 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +29,15 @@ class Candidate:
     schedule: str  # a schedule name of the program file, 'unscheduled', or TORCH
     mode: str = "pull"
     unroll: int = 1
+    blocks_per_sm: int | None = None  # None: the runtime's default (2)
 
     @property
     def label(self) -> str:
         if self.schedule == TORCH:
             return "nccl + torch step"
         knobs = f"{self.mode}" + (f", unroll {self.unroll}" if self.unroll != 1 else "")
+        if self.blocks_per_sm is not None:
+            knobs += f", {self.blocks_per_sm} block{'s' * (self.blocks_per_sm > 1)}/SM"
         return f"{self.schedule} ({knobs})"
 
     @property
@@ -47,10 +51,12 @@ def is_fused(program) -> bool:
     return any(type(s.op).__name__ in ("Fused", "Overlapped") for s in program.stmts)
 
 
-def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,)) -> list[Candidate]:
+def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,),
+               blocks=BLOCKS_PER_SM) -> list[Candidate]:
     """Every candidate for one bucket: the program as written and each named schedule (fused
-    ones once per mode and unroll; at P = 1 a fused collective moves nothing, so the push
-    mode is the pull kernel and is left out), then the torch step where the program has one."""
+    ones once per mode, unroll and blocks per SM; at P = 1 a fused collective moves nothing,
+    so the push mode is the pull kernel and is left out), then the torch step where the
+    program has one."""
     out = [Candidate("unscheduled")]
     for name, sched in loaded.schedules.items():
         try:
@@ -59,7 +65,7 @@ def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,)) -> l
             continue
         if is_fused(program):
             for mode in (modes if P > 1 else modes[:1]):
-                out += [Candidate(name, mode, u) for u in unrolls]
+                out += [Candidate(name, mode, u, b) for u in unrolls for b in blocks]
         else:
             out.append(Candidate(name))
     if torch_step:

@@ -69,11 +69,11 @@ def gpu_for(group):
     return _GPUS[key][1]
 
 
-def _bind(gpu, plan, sizes: dict):
+def _bind(gpu, plan, sizes: dict, blocks_per_sm: int | None = None):
     """A lowered plan bound to sizes on `gpu` (runtime.torch_bridge.BoundPlan; the same seam)."""
     from runtime.torch_bridge import BoundPlan
 
-    return BoundPlan(gpu, plan, sizes)
+    return BoundPlan(gpu, plan, sizes, blocks_per_sm)
 
 
 class _BucketRun:
@@ -88,7 +88,7 @@ class _BucketRun:
         self.roles = roles(program)
         plan = lower(program, opt.P, collective_unroll=cand.unroll, collective_mode=cand.mode)
         check_in_place(program, plan.locs)
-        self.bound = _bind(opt.gpu, plan, {"N": bucket.numel, "P": opt.P})
+        self.bound = _bind(opt.gpu, plan, {"N": bucket.numel, "P": opt.P}, cand.blocks_per_sm)
         self.g = self.bound.view(self.roles.grad)
         self.w = self.bound.view(self.roles.weights)
         self.state = {s: self.bound.view(s) for s in self.roles.state}
@@ -119,6 +119,7 @@ class DataParallelOptimizer:
     program: a program file spec (`studies/adam.py`, `FILE.py:NAME`).
     schedule: a schedule name of the file, 'unscheduled', 'torch' (NCCL all_reduce + the torch
         step), or 'auto': per bucket, the least time among all of them in every codegen mode
+        and codegen knob (`modes`, `unrolls`, `blocks` per SM of a fused collective)
         (`choose`: 'measure' times each on the GPU for `trial_reps` runs on scratch buffers;
         'predict' asks the simulator on `hardware`, a preset name or a calibrated profile).
     group: the torch.distributed process group (None: the world).
@@ -129,7 +130,7 @@ class DataParallelOptimizer:
     def __init__(self, params, program: str = "studies/adam.py", schedule: str = "auto", *,
                  group=None, bucket_bytes: int = bk.DEFAULT_BUCKET_BYTES,
                  choose: str = "measure", hardware: str | None = None,
-                 modes=ch.MODES, unrolls=(1,), trial_reps: int = 10,
+                 modes=ch.MODES, unrolls=(1,), blocks=ch.BLOCKS_PER_SM, trial_reps: int = 10,
                  check_replicas: bool = True, log=_stderr, **hyper):
         import torch
 
@@ -172,7 +173,8 @@ class DataParallelOptimizer:
 
             cluster = load_hardware(hardware)
         for b in self.buckets:
-            cand = self._choose(b, schedule, choose, cluster, modes, unrolls, trial_reps)
+            cand = self._choose(b, schedule, choose, cluster, modes, unrolls, blocks,
+                                trial_reps)
             run = _BucketRun(self, b, cand)
             self._adopt(run)
             self.runs.append(run)
@@ -199,7 +201,8 @@ class DataParallelOptimizer:
                     f"{self.rank}; seed every rank alike (torch.manual_seed) or broadcast the "
                     "model from rank 0 before building the optimizer")
 
-    def _choose(self, b, schedule, choose, cluster, modes, unrolls, trial_reps) -> ch.Candidate:
+    def _choose(self, b, schedule, choose, cluster, modes, unrolls, blocks,
+                trial_reps) -> ch.Candidate:
         if schedule == ch.TORCH:
             if self.loaded.program.name not in TORCH_STEPS:
                 raise ProgramRoleError(f"schedule 'torch' must be a program with a torch step "
@@ -208,8 +211,8 @@ class DataParallelOptimizer:
             return ch.Candidate(ch.TORCH)
         if schedule != "auto":
             pick_schedule(self.loaded, schedule)  # a clear error for a schedule it lacks
-            return ch.Candidate(schedule, modes[0], unrolls[0])
-        cands = ch.candidates(self.loaded, self.P, self._torch_ok, modes, unrolls)
+            return ch.Candidate(schedule, modes[0], unrolls[0], blocks[0])
+        cands = ch.candidates(self.loaded, self.P, self._torch_ok, modes, unrolls, blocks)
         predicted = ch.predict(self.loaded, cands, b.numel, self.P, cluster) if cluster else None
         measured = None
         if choose == "measure":

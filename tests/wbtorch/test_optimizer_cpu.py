@@ -46,7 +46,7 @@ class FakeGpu:
 class FakeBound:
     """A plan's buffers as CPU tensors; run() is the reference interpreter at P = 1."""
 
-    def __init__(self, gpu, plan, sizes):
+    def __init__(self, gpu, plan, sizes, blocks_per_sm=None):
         self.plan, self.sizes = plan, sizes
         bound = interpreter.bind_sizes(plan.program, sizes)
         self.bound = {**bound}

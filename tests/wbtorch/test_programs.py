@@ -87,9 +87,11 @@ def test_candidates_and_the_simulated_choice():
     c1 = ch.candidates(pf, 1, torch_step=True)
     labels = [c.label for c in c1]
     assert labels == ["unscheduled (pull)", "rs-c-ag (pull)", "rs-c-ag-sliced-state (pull)",
-                      "fuse-rs-c-ag (pull)", "nccl + torch step"]
-    c4 = ch.candidates(pf, 4, torch_step=False)
-    assert [c.label for c in c4][-2:] == ["fuse-rs-c-ag (pull)", "fuse-rs-c-ag (push)"]
+                      "fuse-rs-c-ag (pull, 2 blocks/SM)", "fuse-rs-c-ag (pull, 1 block/SM)",
+                      "nccl + torch step"]
+    c4 = ch.candidates(pf, 4, torch_step=False, blocks=(2,))
+    assert [c.label for c in c4][-2:] == ["fuse-rs-c-ag (pull, 2 blocks/SM)",
+                                         "fuse-rs-c-ag (push, 2 blocks/SM)"]
     times = ch.predict(pf, c4, 2**26, 4, preset("h200x4"))
     assert all(t > 0 for t in times.values())
     pick = ch.best(times)
@@ -97,8 +99,8 @@ def test_candidates_and_the_simulated_choice():
     assert pick.schedule == "fuse-rs-c-ag"
     assert times[pick] < times[ch.Candidate("unscheduled")]
     lines = ch.log_lines(0, 2**26, times, None, pick)
-    assert lines[0] == f"bucket 0 (N = {2**26}): chose fuse-rs-c-ag (pull)"
-    assert any(line.startswith("  * fuse-rs-c-ag (pull)") for line in lines)
+    assert lines[0] == f"bucket 0 (N = {2**26}): chose fuse-rs-c-ag (pull, 2 blocks/SM)"
+    assert any(line.startswith("  * fuse-rs-c-ag (pull, 2 blocks/SM)") for line in lines)
 
 
 def test_best_never_picks_nan_and_says_when_nothing_runs():
