@@ -1,5 +1,8 @@
 """Tables of measured results: one row per (program, sizes, schedule or baseline), with speedup
-over the unscheduled program and time against the NVLink floor. pandas only; no GPU."""
+over the unscheduled program, the headline speedup over the *fastest* baseline measured for
+the same program and sizes (design note 54: NCCL + torch's fused kernels, NCCL + a
+torch.compile'd step, PyTorch's fused communication ops, whichever was fastest), and time
+against the NVLink floor. pandas only; no GPU."""
 
 from __future__ import annotations
 
@@ -36,6 +39,16 @@ def table(records: list[dict]):
                .rename("unscheduled_ms"))
     df = df.join(unsched, on=key)
     df["speedup"] = df["unscheduled_ms"] / df["time_ms"]
+    base = df[(df.kind == "baseline") & df.time_ms.notna()]
+    if base.empty:
+        df["fastest_baseline"], df["fastest_baseline_ms"], df["x_fastest_baseline"] = (
+            None, None, None)
+    else:
+        best = base.loc[base.groupby(key)["time_ms"].idxmin(), [*key, "schedule", "time_ms"]]
+        best = best.rename(columns={"schedule": "fastest_baseline",
+                                    "time_ms": "fastest_baseline_ms"}).set_index(key)
+        df = df.join(best, on=key)
+        df["x_fastest_baseline"] = df["fastest_baseline_ms"] / df["time_ms"]
     return df.drop(columns=["unscheduled_ms"])
 
 
@@ -59,8 +72,26 @@ def format_table(df) -> str:
     """A fixed-width text table of the main columns."""
     if df.empty:
         return "(no results)"
-    cols = ["spec", "sizes", "schedule", "time_ms", "spread_ms", "speedup", "x_floor",
-            "nvlink_GBps", "check"]
+    cols = ["spec", "sizes", "schedule", "time_ms", "spread_ms", "x_fastest_baseline",
+            "speedup", "x_floor", "nvlink_GBps", "check"]
     view = df[cols].copy()
-    return view.to_string(index=False, float_format=lambda x: f"{x:.3f}",
-                          max_colwidth=48)
+    text = view.to_string(index=False, float_format=lambda x: f"{x:.3f}", max_colwidth=48)
+    heads = headline(df)
+    return text + ("\n" + "\n".join(heads) if heads else "")
+
+
+def headline(df) -> list[str]:
+    """One line per (program, sizes): the fastest generated schedule's speedup over the
+    fastest baseline, naming both (the number a report leads with)."""
+    if df.empty or "fastest_baseline" not in df or df["fastest_baseline"].isna().all():
+        return []
+    lines = []
+    mine = df[(df.kind == "workbench") & df.time_ms.notna()]
+    for (spec, sizes, P), g in mine.groupby(["spec", "sizes", "P"], sort=False):
+        best = g.loc[g.time_ms.idxmin()]
+        if best.fastest_baseline is None or best.fastest_baseline != best.fastest_baseline:
+            continue
+        lines.append(f"{spec} {sizes} P={P}: {best.schedule} {best.time_ms:.3f} ms, "
+                     f"{best.x_fastest_baseline:.2f}x the fastest baseline "
+                     f"({best.fastest_baseline}, {best.fastest_baseline_ms:.3f} ms)")
+    return lines

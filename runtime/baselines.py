@@ -1,7 +1,10 @@
 """The baselines a user would pick, measured in the same run as the generated code:
 NCCL all_reduce followed by PyTorch's fused optimizer kernels (torch._fused_adam_, the kernel of
 torch.optim.Adam(fused=True); SGD's single in-place add), and reduce-scatter + optimizer on the
-slice + all-gather through NCCL. Imports torch inside functions only.
+slice + all-gather through NCCL; and, beside each, the same step under `torch.compile` (what
+many users run today: Inductor fuses the update into one kernel), NCCL all_reduce + the compiled
+step (design note 54). Compiled once per size (dynamic=False, as for a model of fixed
+parameters), the compile outside the timed runs. Imports torch inside functions only.
 """
 
 from __future__ import annotations
@@ -47,6 +50,33 @@ def restorer(*tensors):
     return before
 
 
+def compiled(torch, fn):
+    """`fn` under torch.compile (fixed shapes), or None where compiling fails here (no
+    compiler toolchain): the run goes on without the compiled baseline and says why."""
+    try:
+        return torch.compile(fn, dynamic=False)
+    except Exception as e:  # torch.compile raises many kinds; the eager baselines stand
+        print(f"torch.compile baseline left out: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
+def _timed_compiled(torch, out: dict, name: str, fn, args, warmup: int, reps: int,
+                    before=None) -> None:
+    """Compile `fn`, run it once (the compile), then time `step()` = NCCL part + it."""
+    c = compiled(torch, fn)
+    if c is None:
+        return
+    try:
+        if before is not None:
+            before()
+        c(*args)  # the compile, untimed
+        torch.cuda.synchronize()
+    except Exception as e:
+        print(f"{name} left out: {type(e).__name__}: {str(e)[:300]}", flush=True)
+        return
+    out[name] = c
+
+
 def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: int,
             reps: int, seed: int = 0) -> dict[str, list[float]]:
     """Baseline name -> this rank's times (ms) for a study kind: allreduce, sgd, adam, lamb
@@ -89,6 +119,19 @@ def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: 
         before = restorer(g, w)
         out["nccl all_reduce + torch sgd (w.add_)"] = event_times(torch, ar_sgd, warmup, reps,
                                                                   before)
+
+        def sgd_step(g_, w_):
+            w_.sub_(lr * g_.float())
+
+        fns: dict = {}
+        _timed_compiled(torch, fns, "c", sgd_step, (g, w), warmup, reps, before)
+        if "c" in fns:
+            def ar_sgd_c():
+                dist.all_reduce(g)
+                fns["c"](g, w)
+
+            out["nccl all_reduce + torch.compile sgd"] = event_times(torch, ar_sgd_c, warmup,
+                                                                     reps, before)
         out["nccl reduce_scatter + torch sgd + all_gather"] = event_times(torch, rs_sgd_ag, warmup,
                                                                      reps, before)
         return out
@@ -134,6 +177,26 @@ def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: 
     before = restorer(g, w, m, v)
     out["nccl all_reduce + torch._fused_adam_"] = event_times(torch, ar_adam, warmup, reps,
                                                               before)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+
+    def adam_step(g_, w_, m_, v_, w16_):
+        # torch.optim.Adam's update at step 1, in torch ops: Inductor makes one kernel of it
+        g_ = g_.float()
+        m_.mul_(b1).add_(g_, alpha=1 - b1)
+        v_.mul_(b2).addcmul_(g_, g_, value=1 - b2)
+        w_.sub_(lr * (m_ / (1 - b1)) / ((v_ / (1 - b2)).sqrt() + eps))
+        if w16_ is not None:
+            w16_.copy_(w_)
+
+    fns = {}
+    _timed_compiled(torch, fns, "c", adam_step, (g, w, m, v, w16), warmup, reps, before)
+    if "c" in fns:
+        def ar_adam_c():
+            dist.all_reduce(g)
+            fns["c"](g, w, m, v, w16)
+
+        out["nccl all_reduce + torch.compile adam"] = event_times(torch, ar_adam_c, warmup,
+                                                                  reps, before)
     out["nccl reduce_scatter + torch._fused_adam_ + all_gather"] = event_times(torch, rs_adam_ag,
                                                                           warmup, reps, before)
     return out
@@ -197,9 +260,29 @@ def _lamb(torch, dist, g, w, gdt, rank: int, P: int, warmup: int, reps: int):
             dist.all_gather_into_tensor(w, ws)
 
     before = restorer(g, w, m, v)
-    return {"nccl all_reduce + torch lamb": event_times(torch, ar_lamb, warmup, reps, before),
-            "nccl reduce_scatter + torch lamb + all_gather": event_times(torch, rs_lamb_ag, warmup,
-                                                                    reps, before)}
+    out = {"nccl all_reduce + torch lamb": event_times(torch, ar_lamb, warmup, reps, before),
+           "nccl reduce_scatter + torch lamb + all_gather": event_times(torch, rs_lamb_ag, warmup,
+                                                                   reps, before)}
+
+    def lamb_step(g_, w_, m_, v_, w16_):
+        g_ = g_.float()
+        m_.mul_(b1).add_(g_, alpha=1 - b1)
+        v_.mul_(b2).addcmul_(g_, g_, value=1 - b2)
+        u = (m_ / bc1) / ((v_ / bc2).sqrt() + eps) + wd * w_
+        w_.sub_(u * (lr * torch.linalg.vector_norm(w_) / torch.linalg.vector_norm(u)))
+        if w16_ is not None:
+            w16_.copy_(w_)
+
+    fns: dict = {}
+    _timed_compiled(torch, fns, "c", lamb_step, (g, w, m, v, w16), warmup, reps, before)
+    if "c" in fns:
+        def ar_lamb_c():
+            dist.all_reduce(g)
+            fns["c"](g, w, m, v, w16)
+
+        out["nccl all_reduce + torch.compile lamb"] = event_times(torch, ar_lamb_c, warmup,
+                                                                  reps, before)
+    return out
 
 
 def _model_parallel(torch, dist, T: int, H: int, dtype, gen, rank: int, P: int, warmup: int,
@@ -222,9 +305,56 @@ def _model_parallel(torch, dist, T: int, H: int, dtype, gen, rank: int, P: int, 
     def matmul_only():
         torch.matmul(x, W, out=y)
 
-    return {"cublas matmul + nccl all_reduce + torch epilogue": event_times(torch, layer, warmup,
-                                                                           reps),
-            "cublas matmul alone": event_times(torch, matmul_only, warmup, reps)}
+    out = {"cublas matmul + nccl all_reduce + torch epilogue": event_times(torch, layer, warmup,
+                                                                          reps),
+           "cublas matmul alone": event_times(torch, matmul_only, warmup, reps)}
+
+    def epilogue(y_, b_, r_):
+        return torch.nn.functional.dropout(y_ + b_, 0.1, training=True) + r_
+
+    fns: dict = {}
+    _timed_compiled(torch, fns, "c", epilogue, (y, b, r), warmup, reps)
+    if "c" in fns:
+        def layer_c():
+            torch.matmul(x, W, out=y)
+            dist.all_reduce(y)
+            return fns["c"](y, b, r)
+
+        out["cublas matmul + nccl all_reduce + torch.compile epilogue"] = event_times(
+            torch, layer_c, warmup, reps)
+    out.update(_symm_mem(torch, dist, x, W, b, r, P, warmup, reps))
+    return out
+
+
+def _symm_mem(torch, dist, x, W, b, r, P: int, warmup: int, reps: int) -> dict:
+    """PyTorch's own fused communication for the tensor-parallel MatMul (async-TP, symmetric
+    memory): fused_matmul_reduce_scatter (each rank's rows of x @ W summed over the group),
+    then the epilogue on the rows and an all_gather of the layer's output; P > 1 only. Left
+    out, with why on the log, where this torch build or machine has no symmetric memory."""
+    if P < 2:
+        return {}
+    try:
+        from torch.distributed import _symmetric_memory as symm
+
+        group = dist.group.WORLD
+        symm.enable_symm_mem_for_group(group.group_name)
+        T, H = x.shape[0], W.shape[1]
+        k = T // P
+        rows = slice(dist.get_rank() * k, (dist.get_rank() + 1) * k)
+        full = torch.empty(T, H, device=x.device, dtype=x.dtype)
+
+        def layer():
+            part = torch.ops.symm_mem.fused_matmul_reduce_scatter(x, W, "sum", 0,
+                                                                  group.group_name)
+            ys = torch.nn.functional.dropout(part + b, 0.1, training=True) + r[rows]
+            dist.all_gather_into_tensor(full, ys.contiguous())
+
+        return {"symm_mem fused_matmul_reduce_scatter + torch epilogue + all_gather":
+                event_times(torch, layer, warmup, reps)}
+    except Exception as e:
+        print(f"symmetric-memory baseline left out: {type(e).__name__}: {str(e)[:300]}",
+              flush=True)
+        return {}
 
 
 # torch process groups of the pipeline's stages, per (world size, ranks per stage): every rank
@@ -281,7 +411,28 @@ def _pipeline(torch, dist, T: int, H: int, dtype, gen, rank: int, P: int, warmup
             dist.all_gather_into_tensor(out, outs, group=group)
 
     before = restorer(y)  # stage 0's all_reduce sums the partial sums in place
-    return {"nccl all_reduce + torch epilogue + nccl send/recv": event_times(torch, step, warmup,
+    out_ = {"nccl all_reduce + torch epilogue + nccl send/recv": event_times(torch, step, warmup,
                                                                             reps, before),
             "nccl reduce_scatter + torch epilogue + send/recv + all_gather": event_times(
                 torch, sliced, warmup, reps, before)}
+
+    def epi(x_, b_, r_):
+        return torch.nn.functional.dropout(x_ + b_, 0.1, training=True) + r_
+
+    fns: dict = {}
+    if stage == 0:
+        _timed_compiled(torch, fns, "c", epi, (y, b, r), warmup, reps, before)
+    # every rank of both stages must time the same baselines (send/recv pair up)
+    have = torch.tensor([int("c" in fns or stage == 1)], device=dev)
+    dist.all_reduce(have, op=dist.ReduceOp.MIN)
+    if int(have):
+        def step_c():
+            if stage == 0:
+                dist.all_reduce(y, group=group)
+                dist.send(fns["c"](y, b, r).contiguous(), peer)
+            else:
+                dist.recv(out, peer)
+
+        out_["nccl all_reduce + torch.compile epilogue + nccl send/recv"] = event_times(
+            torch, step_c, warmup, reps, before)
+    return out_

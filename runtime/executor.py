@@ -63,8 +63,11 @@ class Timing:
 class PlanRun:
     """A Plan bound to sizes on this rank: buffers allocated, peers mapped, kernels compiled."""
 
-    def __init__(self, gpu: Gpu, plan: Plan, sizes: dict):
+    def __init__(self, gpu: Gpu, plan: Plan, sizes: dict, blocks_per_sm: int | None = None):
+        # blocks_per_sm: a fused collective's grid per SM (1 or 2; None: the environment's
+        # WB_COLLECTIVE_BLOCKS_PER_SM, default 2), a per-plan knob for wbtorch's choice
         self.gpu, self.plan = gpu, plan
+        self.blocks_per_sm = blocks_per_sm
         if plan.world != gpu.world:
             raise RuntimeFault(f"a plan for {len(plan.groups)} stage(s) of {plan.P} ranks must "
                                f"run on {plan.world} ranks, got {gpu.world}; lower it with "
@@ -189,7 +192,9 @@ class PlanRun:
             check_row_cols(step, self._int(step.cols))
         barrier = any(p.kind == "flags" for p in spec.params)
         if spec.kind == "collective" or spec.kind == "send" and barrier:
-            grid = min(MAX_BLOCKS, self.gpu.sm_count * collective_blocks_per_sm())
+            per_sm = (collective_blocks_per_sm() if self.blocks_per_sm is None
+                      else max(1, min(2, self.blocks_per_sm)))  # 2: the launch bound
+            grid = min(MAX_BLOCKS, self.gpu.sm_count * per_sm)
         elif spec.kind in ("finish", "wait", "barrier"):
             grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
         elif spec.kind == "rows":

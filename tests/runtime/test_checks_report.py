@@ -110,3 +110,28 @@ def test_matmul_outputs_are_checked_normwise():
     bad = checks.compare({"out": swapped}, pf.program, pf.program, ref, idx, 1, 2, None)
     assert not bad.ok and bad.status().startswith("MISMATCH out: err")
     assert bad.status().endswith("(normwise)")
+
+
+def test_the_headline_is_the_speedup_over_the_fastest_baseline():
+    """Every row carries the fastest baseline of its program and sizes; the headline line
+    names the fastest schedule and that baseline (design note 54)."""
+    from cli.results_table import format_table, headline
+
+    base = {"spec": "adam", "program": "adam", "sizes": {"N": 2**26, "P": 1}, "P": 1,
+            "comm_bytes": 0, "p10_ms": 1.0, "p90_ms": 1.0, "min_ms": 1.0, "reps": 30,
+            "check": "ok"}
+    recs = [dict(base, schedule="unscheduled", kind="workbench", median_ms=1.2),
+            dict(base, schedule="fuse-rs-c-ag", kind="workbench", median_ms=0.483),
+            dict(base, schedule="nccl all_reduce + torch._fused_adam_", kind="baseline",
+                 median_ms=0.572),
+            dict(base, schedule="nccl all_reduce + torch.compile adam", kind="baseline",
+                 median_ms=0.514)]
+    df = table(recs)
+    row = df[df.schedule == "fuse-rs-c-ag"].iloc[0]
+    assert row.fastest_baseline == "nccl all_reduce + torch.compile adam"
+    assert row.x_fastest_baseline == pytest.approx(0.514 / 0.483)
+    assert headline(df) == ["adam N=67108864 P=1: fuse-rs-c-ag 0.483 ms, 1.06x the fastest "
+                            "baseline (nccl all_reduce + torch.compile adam, 0.514 ms)"]
+    assert "x_fastest_baseline" in format_table(df)
+    no_base = table(recs[:2])
+    assert headline(no_base) == [] and no_base.x_fastest_baseline.isna().all()

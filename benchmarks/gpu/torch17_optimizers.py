@@ -1,0 +1,310 @@
+"""One GPU (P = 1): each generated optimizer step against what a PyTorch user would run for
+the same update, and against the HBM floor (issue 17; design note 54).
+
+    torchrun --nproc_per_node=1 benchmarks/gpu/torch17_optimizers.py --out DIR \
+        [--log2n 24 26 28] [--reps 50] [--schedules fuse-rs-c-ag]
+
+For N = 2^24, 2^26, 2^28 fp32 elements (mixed Adam: fp16 gradients, fp32 master weights and
+moments, an fp16 copy of the weights) and each of sgd, sgd-momentum, adam, lamb, adam-mixed:
+
+- generated: the program's schedule(s) compiled and run through the torch bridge
+  (runtime.torch_bridge.BoundPlan: the plan's buffers seen as torch tensors, launched in
+  torch's stream order), its one-step result checked against the torch step on the same
+  inputs (max |diff| / max |w|);
+- torch fused / foreach: torch.optim's fused and foreach implementations (SGD, SGD-momentum,
+  Adam; Adam mixed as AMP-with-master-weights runs it: fp16 -> fp32 gradient copy,
+  torch._fused_adam_, fp32 -> fp16 weight copy); LAMB in eager torch ops (PyTorch has no LAMB);
+- torch.compile: the torch.optim step under torch.compile (PyTorch's "compiling the optimizer"
+  recipe), LAMB's and mixed Adam's torch-op step under torch.compile (dynamic=False, one
+  compile per size: what a user with fixed parameters gets);
+- copy: a device-to-device copy moving the step's minimal HBM traffic (half read, half
+  written): the floor an update that streams its operands once cannot beat.
+
+Times: CUDA events around each call, 5 warm-up calls, `--reps` calls, the median. Writes
+DIR/torch17_optimizers.csv and .md (per case and size: the generated step, the fastest torch
+baseline and its speedup, every baseline, the copy floor and how far from it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+# (case, program spec, bytes of HBM traffic per element of the minimal one-pass update):
+# sgd reads g, w, writes w (3 x 4); momentum adds the buffer read and write (5 x 4); adam
+# reads g, w, m, v, writes w, m, v (7 x 4); lamb needs a second pass for the norms of w and
+# u: reads g, w, m, v, writes m, v, u, then reads u, w, writes w (10 x 4); mixed adam reads
+# g (2), w, m, v (12), writes w, m, v (12) and w16 (2).
+CASES = [
+    ("sgd", "studies/sgd.py", 12),
+    ("sgd-momentum", "benchmarks/gpu/sgd_momentum.py", 20),
+    ("adam", "studies/adam.py", 28),
+    ("lamb", "studies/lamb.py", 40),
+    ("adam-mixed", "studies/adam.py:mixed", 28),
+]
+HYPER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "wd": 0.01, "mu": 0.9,
+         "step": 1.0}
+
+
+def timeit(torch, fn, reps: int, warmup: int = 5) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def inputs(torch, case: str, n: int, seed: int = 0):
+    """The same starting values for every variant: gradients, weights, state (v >= 0)."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    gdt = torch.float16 if case == "adam-mixed" else torch.float32
+    x = {"g": torch.randn(n, device="cuda", generator=gen).to(gdt),
+         "w": torch.randn(n, device="cuda", generator=gen)}
+    if case == "sgd-momentum":
+        x["b"] = torch.randn(n, device="cuda", generator=gen) * 0.1
+    if case in ("adam", "lamb", "adam-mixed"):
+        x["m"] = torch.randn(n, device="cuda", generator=gen) * 0.1
+        x["v"] = torch.rand(n, device="cuda", generator=gen) * 0.01
+    return x
+
+
+def torch_ops_step(torch, case: str):
+    """The step in torch ops on tensors (g, w, state) -> updates in place; the reference of
+    the check and, under torch.compile, the compiled baseline of LAMB and mixed Adam."""
+    h = HYPER
+    b1, b2, lr, eps = h["beta1"], h["beta2"], h["lr"], h["eps"]
+    bc1, bc2 = 1 - b1 ** h["step"], 1 - b2 ** h["step"]
+
+    def sgd(g, w):
+        w.sub_(lr * g)
+
+    def sgd_momentum(g, w, b):
+        b.mul_(h["mu"]).add_(g)
+        w.sub_(lr * b)
+
+    def adam(g, w, m, v, w16=None):
+        g = g.float()
+        m.mul_(b1).add_(g, alpha=1 - b1)
+        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        w.sub_(lr * (m / bc1) / ((v / bc2).sqrt() + eps))
+        if w16 is not None:
+            w16.copy_(w)
+
+    def lamb(g, w, m, v):
+        m.mul_(b1).add_(g, alpha=1 - b1)
+        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        u = (m / bc1) / ((v / bc2).sqrt() + eps) + h["wd"] * w
+        w.sub_(u * (lr * torch.linalg.vector_norm(w) / torch.linalg.vector_norm(u)))
+
+    return {"sgd": sgd, "sgd-momentum": sgd_momentum, "adam": adam, "lamb": lamb,
+            "adam-mixed": adam}[case]
+
+
+def state_args(case: str, x: dict) -> list:
+    return [x[k] for k in ("g", "w", "b", "m", "v") if k in x]
+
+
+def generated(torch, gpu, case: str, spec: str, sched: str, x: dict, reps: int):
+    """(median ms, check error) of a schedule of the program through the torch bridge."""
+    from codegen.lower import lower
+    from runtime.torch_bridge import BoundPlan
+    from wbtorch.programs import pick_schedule, roles
+    from workbench.loader import load
+
+    pf = load(str(ROOT / spec))
+    program = pick_schedule(pf, sched)
+    r = roles(program)
+    n = x["w"].numel()
+    run = BoundPlan(gpu, lower(program, 1), {"N": n, "P": 1})
+    try:
+        names = {"g": r.grad, "w": r.weights, **{s: s for s in r.state}}
+        for key, name in names.items():
+            run.view(name).copy_(x[key])
+        for s in r.scalars:
+            run.view(s).fill_(HYPER[s])
+        run.run()
+        # the torch step on copies of the same inputs is the reference
+        ref = {k: t.clone() for k, t in x.items()}
+        w16 = torch.empty(n, device="cuda", dtype=torch.float16) if case == "adam-mixed" else None
+        torch_ops_step(torch, case)(*state_args(case, ref), *([w16] if w16 is not None else []))
+        torch.cuda.synchronize()
+        got = run.view(r.weights)
+        if case == "adam-mixed" and got.numel() != n:  # master weights sliced: check w16
+            got, want = run.view("w16").float(), w16.float()
+        else:
+            want = ref["w"]
+        err = float((got - want).abs().max() / want.abs().max())
+        ms = timeit(torch, run.run, reps)
+    finally:
+        run.free()
+    return ms, err
+
+
+def baselines(torch, case: str, x: dict, reps: int) -> dict:
+    """Name -> median ms of each torch baseline for the case, on clones of the inputs."""
+    out = {}
+    h = HYPER
+    opt_cls = {"sgd": torch.optim.SGD, "sgd-momentum": torch.optim.SGD,
+               "adam": torch.optim.Adam}.get(case)
+    if opt_cls is not None:
+        kw = {"lr": h["lr"]}
+        if case == "sgd-momentum":
+            kw["momentum"] = h["mu"]
+        if case == "adam":
+            kw.update(betas=(h["beta1"], h["beta2"]), eps=h["eps"])
+        for impl in ("fused", "foreach", "compile"):
+            p = torch.nn.Parameter(x["w"].clone())
+            p.grad = x["g"].clone()
+            opt = opt_cls([p], **kw, **({"fused": True} if impl == "fused" else
+                                          {"foreach": impl == "foreach"}))
+            fn = opt.step
+            if impl == "compile":  # PyTorch's "compiling the optimizer" recipe
+                def whole_step(opt=opt):
+                    opt.step()
+
+                fn = torch.compile(whole_step, dynamic=False)
+            t0 = time.time()
+            fn()  # the first call creates the state (and compiles)
+            torch.cuda.synchronize()
+            if impl == "compile":
+                print(f"    torch.compile warm-up {time.time() - t0:.1f} s", flush=True)
+            out[f"torch {impl}"] = timeit(torch, fn, reps)
+            del opt, p
+    else:
+        args = [t.clone() for t in state_args(case, x)]
+        step = torch_ops_step(torch, case)
+        if case == "adam-mixed":
+            w16 = torch.empty_like(x["g"])
+            g32 = torch.empty_like(x["w"])
+            g16, w, m, v = args
+            st = torch.tensor(1.0, device="cuda")
+
+            def fused():
+                g32.copy_(g16)
+                torch._fused_adam_([w], [g32], [m], [v], [], [st], lr=h["lr"],
+                                   beta1=h["beta1"], beta2=h["beta2"], weight_decay=0.0,
+                                   eps=h["eps"], amsgrad=False, maximize=False)
+                w16.copy_(w)
+
+            out["torch fused"] = timeit(torch, fused, reps)
+            args.append(w16)
+        else:
+            out["torch eager ops"] = timeit(torch, lambda: step(*args), reps)
+        compiled = torch.compile(step, dynamic=False)
+        t0 = time.time()
+        compiled(*args)
+        torch.cuda.synchronize()
+        print(f"    torch.compile warm-up {time.time() - t0:.1f} s", flush=True)
+        out["torch compile"] = timeit(torch, lambda: compiled(*args), reps)
+    return out
+
+
+def copy_floor(torch, nbytes: int, reps: int) -> float:
+    """Median ms of a D2D copy moving `nbytes` of HBM traffic (nbytes / 2 read, / 2 written)."""
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = timeit(torch, lambda: dst.copy_(src), reps)
+    # freed on return (the next size allocates its own)
+    return ms
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--log2n", type=int, nargs="+", default=[24, 26, 28])
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--cases", nargs="+", default=[c for c, _, _ in CASES])
+    ap.add_argument("--schedules", nargs="+", default=["fuse-rs-c-ag"])
+    args = ap.parse_args(argv)
+    import torch
+    import torch.distributed as dist
+
+    from runtime.torch_bridge import TorchGpu
+
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
+    gpu = TorchGpu()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for lg in args.log2n:
+        n = 2 ** lg
+        for case, spec, bpe in CASES:
+            if case not in args.cases:
+                continue
+            print(f"== {case} N=2^{lg}", flush=True)
+            x = inputs(torch, case, n)
+            floor = copy_floor(torch, bpe * n, args.reps)
+            rows.append(dict(case=case, log2n=lg, variant="copy (HBM floor)", median_ms=floor,
+                             check=""))
+            for sched in args.schedules:
+                try:
+                    ms, err = generated(torch, gpu, case, spec, sched, x, args.reps)
+                    rows.append(dict(case=case, log2n=lg, variant=f"generated {sched}",
+                                     median_ms=ms, check=f"{err:.2e}"))
+                except Exception as e:  # one failing variant must not lose the others
+                    print(f"  generated {sched} failed: {type(e).__name__}: {e}", flush=True)
+                    rows.append(dict(case=case, log2n=lg, variant=f"generated {sched}",
+                                     median_ms=float("nan"), check=f"failed: {e}"[:200]))
+            try:
+                for name, ms in baselines(torch, case, x, args.reps).items():
+                    rows.append(dict(case=case, log2n=lg, variant=name, median_ms=ms, check=""))
+            except Exception as e:
+                print(f"  baselines failed: {type(e).__name__}: {e}", flush=True)
+            for r in rows:
+                if r["case"] == case and r["log2n"] == lg:
+                    print(f"  {r['variant']:32s} {r['median_ms']:8.3f} ms  {r['check']}",
+                          flush=True)
+            del x
+            torch.cuda.empty_cache()
+            write(out, rows, gpu.name, torch.__version__)
+    dist.destroy_process_group()
+    return 0
+
+
+def write(out: Path, rows: list[dict], device: str, version: str) -> None:
+    with open(out / "torch17_optimizers.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["case", "log2n", "variant", "median_ms", "check"])
+        w.writeheader()
+        w.writerows(rows)
+    lines = [f"One GPU ({device}), torch {version}, P = 1, median of CUDA-event times (ms).",
+             "", "| case | N | generated | fastest torch | speedup | every torch baseline "
+             "| copy floor | generated / floor | check |", "|---|---|---|---|---|---|---|---|---|"]
+    keys = sorted({(r["case"], r["log2n"]) for r in rows}, key=lambda k: (k[1], k[0]))
+    for case, lg in keys:
+        mine = [r for r in rows if (r["case"], r["log2n"]) == (case, lg)]
+        gen = [r for r in mine if r["variant"].startswith("generated")
+               and r["median_ms"] == r["median_ms"]]
+        base = [r for r in mine if r["variant"].startswith("torch")]
+        floor = next((r["median_ms"] for r in mine if r["variant"].startswith("copy")), None)
+        if not gen or not base:
+            continue
+        g = min(gen, key=lambda r: r["median_ms"])
+        b = min(base, key=lambda r: r["median_ms"])
+        every = ", ".join(f"{r['variant'].removeprefix('torch ')} {r['median_ms']:.3f}"
+                          for r in base)
+        ratio = f"{g['median_ms'] / floor:.2f}" if floor else ""
+        lines.append(f"| {case} | 2^{lg} | {g['median_ms']:.3f} | {b['median_ms']:.3f} "
+                     f"({b['variant'].removeprefix('torch ')}) | "
+                     f"{b['median_ms'] / g['median_ms']:.2f}x | {every} | {floor:.3f} | "
+                     f"{ratio} | {g['check']} |")
+    (out / "torch17_optimizers.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The data-parallel optimizer on one real GPU (marked gpu; skipped without one): it trains
+like torch's fused AdamW, its state_dict round-trips, the NCCL + torch step candidate runs, and
+examples/train_gpt.py's losses match torch DDP + AdamW step by step."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+
+def _example(name: str):
+    """A module of examples/ (not a package), loaded by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _group():
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        from runtime.launcher import free_port
+
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(free_port()))
+        torch.cuda.set_device(0)
+        dist.init_process_group("nccl", rank=0, world_size=1,
+                                device_id=torch.device("cuda", 0))
+    return dist
+
+
+def _models(torch, seed=0):
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 300), torch.nn.GELU(),
+                              torch.nn.Linear(300, 10)).cuda()
+    twin = torch.nn.Sequential(torch.nn.Linear(64, 300), torch.nn.GELU(),
+                               torch.nn.Linear(300, 10)).cuda()
+    twin.load_state_dict(net.state_dict())
+    return net, twin
+
+
+def _train(torch, net, opt, steps=5):
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for _ in range(steps):
+        x = torch.randn(32, 64, device="cuda", generator=gen)
+        loss = net(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("schedule", ["fuse-rs-c-ag", "unscheduled", "torch", "auto"])
+def test_the_optimizer_trains_like_torch_adamw(schedule):
+    torch = pytest.importorskip("torch")
+    _group()
+    import wbtorch
+
+    net, twin = _models(torch)
+    ref = torch.optim.AdamW(twin.parameters(), lr=1e-3, weight_decay=0.0, fused=True)
+    # a small bucket cap: several buckets, one of them padded (300 * 64 + 300 is not a
+    # multiple of 8)
+    opt = wbtorch.DataParallelOptimizer(net.parameters(), str(ROOT / "studies/adam.py"),
+                                        schedule, bucket_bytes=4 * 20000, lr=1e-3, beta1=0.9,
+                                        beta2=0.999, eps=1e-8)
+    assert len(opt.buckets) >= 2
+    _train(torch, net, opt)
+    _train(torch, twin, ref)
+    for a, b in zip(net.parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    sd = opt.state_dict()
+    assert sd["step"] == 5 and set(sd["state"]) == set(range(4))
+    m_ref = ref.state[next(iter(twin.parameters()))]["exp_avg"]
+    torch.testing.assert_close(sd["state"][0]["m"].cuda(), m_ref, rtol=1e-5, atol=1e-7)
+    # load into a fresh optimizer (whatever its schedule) and take the same next step
+    net2, _ = _models(torch)
+    net2.load_state_dict(net.state_dict())
+    opt2 = wbtorch.DataParallelOptimizer(net2.parameters(), str(ROOT / "studies/adam.py"),
+                                         "fuse-rs-c-ag", lr=1e-3, beta1=0.9, beta2=0.999,
+                                         eps=1e-8)
+    opt2.load_state_dict(sd)
+    _train(torch, net, opt, 1)
+    _train(torch, net2, opt2, 1)
+    for a, b in zip(net.parameters(), net2.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.gpu
+def test_bad_input_on_the_gpu_is_named():
+    torch = pytest.importorskip("torch")
+    _group()
+    import wbtorch
+    from wbtorch.programs import ProgramRoleError
+
+    net, _ = _models(torch)
+    kw = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8)
+    with pytest.raises(ProgramRoleError, match="schedule must be one of the program file's"):
+        wbtorch.DataParallelOptimizer(net.parameters(), str(ROOT / "studies/adam.py"),
+                                      "fuse-all", **kw)
+    with pytest.raises(ProgramRoleError, match="gradients must be float32 for this program"):
+        wbtorch.DataParallelOptimizer(net.half().parameters(), str(ROOT / "studies/adam.py"),
+                                      "fuse-rs-c-ag", **kw)
+
+
+@pytest.mark.gpu
+def test_train_gpt_matches_torch_at_P1(tmp_path):
+    pytest.importorskip("torch")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")]), "NCCL_NVLS_ENABLE": "0"}
+    out = {}
+    for which in ("torch", "workbench"):
+        out[which] = tmp_path / f"{which}.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
+               str(ROOT / "examples/train_gpt.py"), "--optimizer", which, "--steps", "30",
+               "--no-compile", "--schedule", "fuse-rs-c-ag", "--out", str(out[which])]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    compare = _example("compare_losses").compare
+    a, b = (json.loads(out[k].read_text())["losses"] for k in ("torch", "workbench"))
+    ok, summary = compare(a, b, rtol=1e-3, atol=1e-4)
+    assert ok, summary
+    assert b[-1] < b[0] - 0.5  # it trains
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("schedule", ["unscheduled", "fuse-ar-c", "overlap-mm-fuse-ar-c",
+                                      "auto"])
+def test_the_tensor_parallel_layer_equals_linear_plus_residual(schedule):
+    torch = pytest.importorskip("torch")
+    _group()
+    from wbtorch.tp import RowParallelLinear
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(256, 256).cuda()
+    layer = RowParallelLinear.from_linear(lin, schedule=schedule)
+    x = torch.randn(4, 512, 256, device="cuda", requires_grad=True)
+    r = torch.randn(4, 512, 256, device="cuda", requires_grad=True)
+    out = layer(x, r)
+    ref = lin(x) + r
+    # TF32 may be off or on for cuBLAS in either; fp32 accumulation over 256 terms
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [x, layer.weight, layer.bias], g)
+    want = torch.autograd.grad(ref, [x, lin.weight, lin.bias], g)
+    torch.testing.assert_close(grads[0], want[0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(grads[1], want[1].t(), rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(grads[2], want[2], rtol=1e-4, atol=1e-3)
+    out2 = layer(x * 2, r)  # new activations: the plan's inputs are rebound, not stale
+    torch.testing.assert_close(out2, lin(x * 2) + r, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,47 @@
+"""The tensor-parallel layer on the CPU (needs torch, no GPU): forward through every schedule
+of examples/tp_layer.py (plans run by the reference interpreter on rebound torch tensors, as in
+test_optimizer_cpu) and torch's backward equal nn.Linear + residual's; bad sizes are named."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_optimizer_cpu import fake  # noqa: E402,F401  (the fixture)
+
+from wbtorch.programs import ProgramRoleError  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fake")
+
+
+@pytest.mark.parametrize("schedule", ["unscheduled", "fuse-ar-c", "overlap-mm-fuse-ar-c",
+                                      "torch"])
+def test_forward_and_backward_equal_linear_plus_residual(schedule):
+    from wbtorch.tp import RowParallelLinear
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 16)
+    layer = RowParallelLinear.from_linear(lin, schedule=schedule)
+    x = torch.randn(2, 8, 16, requires_grad=True)
+    r = torch.randn(2, 8, 16, requires_grad=True)
+    out = layer(x, r)
+    ref = lin(x) + r
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [x, r, layer.weight, layer.bias], g)
+    want = torch.autograd.grad(ref, [x, r, lin.weight, lin.bias], g)
+    torch.testing.assert_close(grads[0], want[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grads[1], want[1])
+    torch.testing.assert_close(grads[2], want[2].t(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grads[3], want[3], rtol=1e-5, atol=1e-6)
+    assert layer.choice == {16: schedule}
+
+
+def test_bad_layers_are_named():
+    from wbtorch.tp import RowParallelLinear
+
+    with pytest.raises(ProgramRoleError, match="square Linear with a bias, got 16 -> 8"):
+        RowParallelLinear.from_linear(torch.nn.Linear(16, 8))
+    with pytest.raises(ProgramRoleError, match="got 'fuse-all'"):
+        RowParallelLinear(16, schedule="fuse-all")

@@ -1,0 +1,118 @@
+"""Per-bucket choice of how a bucket's AllReduce + update runs (design note 52): every named
+schedule of the program file in each codegen mode (`collective_mode` pull or push, unroll),
+and the plain NCCL all_reduce + torch step as one more candidate. Times come from the
+simulator on a hardware profile (a calibrated one: `workbench calibrate`), or from a short
+measured trial on the GPU (wbtorch.optim does that); the least wins and the choice, with every
+candidate's time, is logged.
+
+torch-free: predictions need only the simulator and the cost model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from wbtorch.programs import pick_schedule
+from workbench.errors import WorkbenchError
+from workbench.interpreter import bind_sizes
+
+TORCH = "torch"  # the NCCL all_reduce + torch step candidate
+MODES = ("pull", "push")
+BLOCKS_PER_SM = (2, 1)  # a fused collective's grid: 2 blocks per SM (the default) or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One way to run a bucket: a generated schedule with its codegen knobs, or torch."""
+
+    schedule: str  # a schedule name of the program file, 'unscheduled', or TORCH
+    mode: str = "pull"
+    unroll: int = 1
+    blocks_per_sm: int | None = None  # None: the runtime's default (2)
+
+    @property
+    def label(self) -> str:
+        if self.schedule == TORCH:
+            return "nccl + torch step"
+        knobs = f"{self.mode}" + (f", unroll {self.unroll}" if self.unroll != 1 else "")
+        if self.blocks_per_sm is not None:
+            knobs += f", {self.blocks_per_sm} block{'s' * (self.blocks_per_sm > 1)}/SM"
+        return f"{self.schedule} ({knobs})"
+
+    @property
+    def generated(self) -> bool:
+        return self.schedule != TORCH
+
+
+def is_fused(program) -> bool:
+    """Whether a (scheduled) program has a fused collective (the only thing the mode and
+    unroll knobs change)."""
+    return any(type(s.op).__name__ in ("Fused", "Overlapped") for s in program.stmts)
+
+
+def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,),
+               blocks=BLOCKS_PER_SM) -> list[Candidate]:
+    """Every candidate for one bucket: the program as written and each named schedule (fused
+    ones once per mode, unroll and blocks per SM; at P = 1 a fused collective moves nothing,
+    so the push mode is the pull kernel and is left out), then the torch step where the
+    program has one."""
+    out = [Candidate("unscheduled")]
+    for name, sched in loaded.schedules.items():
+        try:
+            program = sched.apply()
+        except WorkbenchError:
+            continue
+        if is_fused(program):
+            for mode in (modes if P > 1 else modes[:1]):
+                out += [Candidate(name, mode, u, b) for u in unrolls for b in blocks]
+        else:
+            out.append(Candidate(name))
+    if torch_step:
+        out.append(Candidate(TORCH))
+    return out
+
+
+def predict(loaded, cands: list[Candidate], numel: int, P: int, cluster) -> dict:
+    """Candidate -> simulated seconds for a bucket of `numel` elements on `cluster` (the
+    simulator does not tell push from pull or unroll: those candidates share a time, and
+    a measured trial separates them; the torch step is predicted as the program as written,
+    NCCL + elementwise kernels, which is what it runs). NaN where the schedule cannot run."""
+    from simulator import simulate
+
+    out: dict[Candidate, float] = {}
+    cache: dict[str, float] = {}
+    for c in cands:
+        key = "unscheduled" if c.schedule == TORCH else c.schedule
+        if key not in cache:
+            try:
+                program = pick_schedule(loaded, key)
+                bound = bind_sizes(program, {"N": numel, "P": P})
+                cache[key] = float(simulate(program, cluster, bound, record=False).time_s)
+            except WorkbenchError:
+                cache[key] = math.nan
+        out[c] = cache[key]
+    return out
+
+
+def best(times: dict) -> Candidate:
+    """The candidate of least time (NaN never wins); ties go to the earlier candidate."""
+    ok = [(t, i, c) for i, (c, t) in enumerate(times.items()) if not math.isnan(t)]
+    if not ok:
+        raise WorkbenchError("a bucket must have at least one candidate that runs, got none; "
+                             "pass schedule='torch' or another program")
+    return min(ok)[2]
+
+
+def log_lines(bucket_index: int, numel: int, predicted: dict | None, measured: dict | None,
+              chosen: Candidate) -> list[str]:
+    """The choice for one bucket and every candidate's predicted and measured time."""
+    lines = [f"bucket {bucket_index} (N = {numel}): chose {chosen.label}"]
+    cands = list((measured or predicted or {}).keys())
+    for c in cands:
+        p = (predicted or {}).get(c)
+        m = (measured or {}).get(c)
+        ps = f"predicted {p * 1e3:.4f} ms" if p is not None and not math.isnan(p) else ""
+        ms = f"measured {m * 1e3:.4f} ms" if m is not None and not math.isnan(m) else ""
+        lines.append(f"  {'*' if c == chosen else ' '} {c.label:40s} {ps:24s} {ms}")
+    return lines

@@ -1,0 +1,376 @@
+"""The data-parallel optimizer: "DDP AllReduce + optimizer.step()" replaced by one generated
+kernel per gradient bucket (design notes 50-52).
+
+    opt = wbtorch.DataParallelOptimizer(model.parameters(), "studies/adam.py", lr=1e-3,
+                                        beta1=0.9, beta2=0.999, eps=1e-8)
+    for batch in data:
+        loss = model(batch); loss.backward()     # no DDP wrapper: the optimizer all-reduces
+        opt.step(); opt.zero_grad()
+
+The parameters are flattened into buckets (wbtorch.buckets); each bucket's weights, gradients
+and state live in the buffers of its schedule's plan, and every parameter's `.data` and `.grad`
+become views into them (one copy, at construction): backward accumulates into the bucket, and the
+kernel updates the weights the next forward reads, with no copies per step. The gradient is
+summed over the group by the program; like DDP, the optimizer divides it by P first (an
+average), so that the same hyperparameters train as they do under DDP.
+
+torch is imported inside functions only (it is not a dependency of the base install).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from wbtorch import buckets as bk
+from wbtorch import choice as ch
+from wbtorch.programs import (
+    STEP,
+    ProgramRoleError,
+    check_grad_dtype,
+    check_hyper,
+    check_in_place,
+    pick_schedule,
+    roles,
+)
+from workbench.loader import load
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository (program files are found there)
+
+# The torch step of each study: what a user runs after NCCL's all_reduce (the candidate that
+# a generated schedule must beat, and the fallback when fusion does not pay).
+TORCH_STEPS = ("adam", "sgd", "lamb")
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _make_gpu(group):
+    """This rank's TorchGpu over `group` (a seam: CPU tests put a fake device here)."""
+    from runtime.torch_bridge import TorchGpu
+
+    return TorchGpu(group)
+
+
+_GPUS: dict = {}
+
+
+def gpu_for(group):
+    """One device object per process group, shared by every optimizer and layer over it (one
+    nccl4py communicator and one pushed context per group, not one per layer)."""
+    key = id(group) if group is not None else None
+    if key not in _GPUS or _GPUS[key][0] is not _make_gpu:
+        _GPUS[key] = (_make_gpu, _make_gpu(group))
+    return _GPUS[key][1]
+
+
+def _bind(gpu, plan, sizes: dict, blocks_per_sm: int | None = None):
+    """A lowered plan bound to sizes on `gpu` (runtime.torch_bridge.BoundPlan; the same seam)."""
+    from runtime.torch_bridge import BoundPlan
+
+    return BoundPlan(gpu, plan, sizes, blocks_per_sm)
+
+
+class _BucketRun:
+    """One bucket's chosen way to run and the plan that holds its memory."""
+
+    def __init__(self, opt, bucket: bk.Bucket, cand: ch.Candidate):
+        from codegen.lower import lower
+
+        self.bucket, self.cand = bucket, cand
+        key = "unscheduled" if cand.schedule == ch.TORCH else cand.schedule
+        program = pick_schedule(opt.loaded, key)
+        self.roles = roles(program)
+        plan = lower(program, opt.P, collective_unroll=cand.unroll, collective_mode=cand.mode)
+        check_in_place(program, plan.locs)
+        self.bound = _bind(opt.gpu, plan, {"N": bucket.numel, "P": opt.P}, cand.blocks_per_sm)
+        self.g = self.bound.view(self.roles.grad)
+        self.w = self.bound.view(self.roles.weights)
+        self.state = {s: self.bound.view(s) for s in self.roles.state}
+        self.scalars = {s: self.bound.view(s) for s in self.roles.scalars}
+        self.opt = opt
+
+    def sliced(self, name: str) -> bool:
+        return name in self.roles.sliced_state
+
+    def run(self, step: int) -> None:
+        opt = self.opt
+        if STEP in self.scalars:
+            self.scalars[STEP].fill_(float(step))
+        if opt.P > 1:
+            self.g.mul_(1.0 / opt.P)  # DDP averages: divide, then sum (as its comm hook does)
+        if self.cand.generated:
+            self.bound.run()
+        else:
+            opt._torch_step(self, step)
+
+
+class DataParallelOptimizer:
+    """Data-parallel training step of a workbench optimizer program (studies/sgd.py,
+    adam.py, lamb.py or one of the same form: wbtorch.programs), one fused generated kernel
+    per gradient bucket, over a torch.distributed process group.
+
+    params: the model's parameters (the same values on every rank: checked).
+    program: a program file spec (`studies/adam.py`, `FILE.py:NAME`).
+    schedule: a schedule name of the file, 'unscheduled', 'torch' (NCCL all_reduce + the torch
+        step), or 'auto': per bucket, the least time among all of them in every codegen mode
+        and codegen knob (`modes`, `unrolls`, `blocks` per SM of a fused collective)
+        (`choose`: 'measure' times each on the GPU for `trial_reps` runs on scratch buffers;
+        'predict' asks the simulator on `hardware`, a preset name or a calibrated profile).
+    group: the torch.distributed process group (None: the world).
+    bucket_bytes: the gradient bucket cap (DDP's 25 MiB by default).
+    hyper: the program's scalars by name (lr, beta1, beta2, eps, wd, ...); `step` is counted.
+    """
+
+    def __init__(self, params, program: str = "studies/adam.py", schedule: str = "auto", *,
+                 group=None, bucket_bytes: int = bk.DEFAULT_BUCKET_BYTES,
+                 choose: str = "measure", hardware: str | None = None,
+                 modes=ch.MODES, unrolls=(1,), blocks=ch.BLOCKS_PER_SM, trial_reps: int = 10,
+                 check_replicas: bool = True, log=_stderr, **hyper):
+        import torch
+
+        self.torch, self.log = torch, log
+        self.params = [p for p in params]
+        if not self.params:
+            raise bk.BucketError("the optimizer must be given at least one parameter, got none; "
+                                 "pass model.parameters() of a model with trainable parameters")
+        self.spec = program
+        self.loaded = load(program)
+        self.roles = roles(self.loaded.program)
+        dtypes = {str(p.dtype).removeprefix("torch.") for p in self.params}
+        for d in sorted(dtypes):
+            check_grad_dtype(self.roles, d)
+        self.hyper = check_hyper(self.roles, hyper)
+        if choose not in ("measure", "predict"):
+            raise ProgramRoleError(f"choose must be 'measure' or 'predict', got {choose!r}")
+        if choose == "predict" and hardware is None and schedule == "auto":
+            raise ProgramRoleError("choose='predict' must name the hardware to simulate, got "
+                                   "none; pass hardware='h200x4' or a calibrated profile "
+                                   "(workbench calibrate), or choose='measure'")
+        self.gpu = gpu_for(group)
+        self.P, self.rank, self.group = self.gpu.P, self.gpu.rank, group
+        if check_replicas:
+            self._check_replicas()
+        shapes = [(f"param{i}", tuple(p.shape), str(p.dtype).removeprefix("torch."))
+                  for i, p in enumerate(self.params)]
+        self.buckets = bk.plan_buckets(shapes, self.P, bucket_bytes,
+                                       self.params[0].element_size())
+        for line in bk.describe(self.buckets).splitlines():
+            if self.rank == 0:
+                self.log(f"[wbtorch] {line}")
+        self.step_count = 0
+        self.choices: list[dict] = []
+        self.runs: list[_BucketRun] = []
+        self._torch_ok = self.loaded.program.name in TORCH_STEPS
+        cluster = None
+        if hardware is not None:
+            from cost_model.hardware import load_hardware
+
+            cluster = load_hardware(hardware)
+        for b in self.buckets:
+            cand = self._choose(b, schedule, choose, cluster, modes, unrolls, blocks,
+                                trial_reps)
+            run = _BucketRun(self, b, cand)
+            self._adopt(run)
+            self.runs.append(run)
+        self.gpu.synchronize()
+
+    # -- construction
+
+    def _check_replicas(self) -> None:
+        """Every rank must start from the same parameters (the program's weights are
+        Replicated): a checksum per parameter, compared across the group."""
+        torch = self.torch
+        with torch.no_grad():
+            sums = torch.stack([torch.stack([p.detach().double().sum(),
+                                             p.detach().double().square().sum()])
+                                for p in self.params]).cpu().numpy()
+        everyone = self.gpu.all_gather(sums.tolist())
+        for r, theirs in enumerate(everyone):
+            diff = np.nonzero(np.any(np.asarray(theirs) != sums, axis=1))[0]
+            if diff.size:
+                i = int(diff[0])
+                raise ProgramRoleError(
+                    f"parameters must be the same on every rank at start, got parameter {i} "
+                    f"(shape {tuple(self.params[i].shape)}) different on rank {r} from rank "
+                    f"{self.rank}; seed every rank alike (torch.manual_seed) or broadcast the "
+                    "model from rank 0 before building the optimizer")
+
+    def _choose(self, b, schedule, choose, cluster, modes, unrolls, blocks,
+                trial_reps) -> ch.Candidate:
+        if schedule == ch.TORCH:
+            if self.loaded.program.name not in TORCH_STEPS:
+                raise ProgramRoleError(f"schedule 'torch' must be a program with a torch step "
+                                       f"({', '.join(TORCH_STEPS)}), got program "
+                                       f"{self.loaded.program.name}; pick one of its schedules")
+            return ch.Candidate(ch.TORCH)
+        if schedule != "auto":
+            pick_schedule(self.loaded, schedule)  # a clear error for a schedule it lacks
+            return ch.Candidate(schedule, modes[0], unrolls[0], blocks[0])
+        cands = ch.candidates(self.loaded, self.P, self._torch_ok, modes, unrolls, blocks)
+        predicted = ch.predict(self.loaded, cands, b.numel, self.P, cluster) if cluster else None
+        measured = None
+        if choose == "measure":
+            measured = {c: self._trial(b, c, trial_reps) for c in cands}
+            # every rank must pick the same candidate: rank 0's times decide
+            measured = dict(zip(cands, self.gpu.comm.host.bcast(list(measured.values()))))
+            pick = ch.best(measured)
+        else:
+            pick = ch.best(predicted)
+        self.choices.append({"bucket": b.index, "N": b.numel, "chosen": pick.label,
+                             "predicted_s": {c.label: t for c, t in (predicted or {}).items()},
+                             "measured_s": {c.label: t for c, t in (measured or {}).items()}})
+        if self.rank == 0:
+            for line in ch.log_lines(b.index, b.numel, predicted, measured, pick):
+                self.log(f"[wbtorch] {line}")
+        return pick
+
+    def _trial(self, b, cand: ch.Candidate, reps: int) -> float:
+        """Median seconds of `reps` runs of a candidate on scratch buffers of the bucket's
+        size (random gradients and weights, zero state): the trial never touches the model."""
+        torch = self.torch
+        try:
+            run = _BucketRun(self, b, cand)
+        except Exception as e:  # a schedule that does not lower or compile: not a candidate
+            if self.rank == 0:
+                self.log(f"[wbtorch] candidate {cand.label} left out: {e}")
+            return math.nan
+        try:
+            gen = torch.Generator(device=run.g.device).manual_seed(self.rank)
+            for name, s in run.scalars.items():
+                s.fill_(self.hyper.get(name, 1.0))
+            times = []
+            for i in range(reps + 2):
+                run.g.copy_(torch.randn(run.g.numel(), device=run.g.device, generator=gen))
+                run.w.normal_(generator=gen)
+                for s in run.state.values():
+                    s.zero_()
+                torch.cuda.synchronize()
+                a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                run.run(1)
+                z.record()
+                z.synchronize()
+                if i >= 2:
+                    times.append(a.elapsed_time(z) * 1e-3)
+            return statistics.median(times)
+        finally:
+            torch.cuda.synchronize()
+            run.bound.free()
+
+    def _adopt(self, run: _BucketRun) -> None:
+        """Copy the parameters into the bucket's weights (the one copy) and make every
+        parameter's .data and .grad views of the bucket; state starts at zero."""
+        torch = self.torch
+        with torch.no_grad():
+            run.w.zero_()
+            run.g.zero_()
+            for s in run.state.values():
+                s.zero_()
+            for name, value in self.hyper.items():
+                run.scalars[name].fill_(value)
+            for slot in run.bucket.slots:
+                p = self.params[slot.index]
+                view = run.w[slot.offset:slot.offset + slot.numel].view(p.shape)
+                view.copy_(p.detach())
+                p.data = view
+                p.grad = run.g[slot.offset:slot.offset + slot.numel].view(p.shape)
+
+    # -- training
+
+    def step(self) -> None:
+        """One optimizer step over every bucket: the group's gradient sum (averaged) and the
+        update, enqueued on torch's current stream's order (no host synchronisation)."""
+        self.step_count += 1
+        for run in self.runs:
+            run.run(self.step_count)
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        """Zero the gradient buckets in place (the .grad views must stay views: set_to_none
+        is not supported and is ignored, as under DDP's gradient_as_bucket_view)."""
+        for run in self.runs:
+            run.g.zero_()
+
+    def set_hyper(self, **hyper) -> None:
+        """Change scalars between steps (e.g. a learning-rate schedule)."""
+        for k, v in hyper.items():
+            if k not in self.roles.hyper:
+                raise ProgramRoleError(f"a hyperparameter must be one of {list(self.roles.hyper)}"
+                                       f", got {k!r}")
+            self.hyper[k] = float(v)
+            for run in self.runs:
+                run.scalars[k].fill_(float(v))
+
+    def _torch_step(self, run: _BucketRun, step: int) -> None:
+        """NCCL all_reduce of the bucket, then the torch step of the program's study."""
+        torch, dist = self.torch, self.gpu.dist
+        if self.P > 1:
+            dist.all_reduce(run.g, group=self.group)
+        h, name = self.hyper, self.loaded.program.name
+        if name == "sgd":
+            run.w.add_(run.g, alpha=-h["lr"])
+        elif name == "adam":
+            t = getattr(run, "_step_t", None)
+            if t is None:
+                t = run._step_t = torch.zeros((), device=run.g.device)
+            t.fill_(float(step))
+            torch._fused_adam_([run.w], [run.g], [run.state["m"]], [run.state["v"]], [], [t],
+                               lr=h["lr"], beta1=h["beta1"], beta2=h["beta2"],
+                               weight_decay=0.0, eps=h["eps"], amsgrad=False, maximize=False)
+        else:  # lamb, over the bucket as the program does
+            b1, b2 = h["beta1"], h["beta2"]
+            m, v, w, g = run.state["m"], run.state["v"], run.w, run.g
+            m.mul_(b1).add_(g, alpha=1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            u = (m / (1 - b1 ** step)) / ((v / (1 - b2 ** step)).sqrt_().add_(h["eps"])) \
+                + h["wd"] * w
+            w.sub_(u * (h["lr"] * torch.linalg.vector_norm(w) / torch.linalg.vector_norm(u)))
+
+    # -- state
+
+    def _whole(self, run: _BucketRun, name: str):
+        """A state value of a bucket as a whole bucket-shaped tensor (gathered over the group
+        when this schedule keeps it sliced: a collective call)."""
+        view = run.state[name]
+        if not run.sliced(name) or self.P == 1:
+            return view
+        whole = self.torch.empty(run.bucket.numel, dtype=view.dtype, device=view.device)
+        self.gpu.dist.all_gather_into_tensor(whole, view, group=self.group)
+        return whole
+
+    def state_dict(self) -> dict:
+        """The optimizer's state, whole and per parameter (the same on every rank, whether a
+        bucket's schedule keeps its state sliced or not; with sliced state every rank must
+        call it, since it gathers): {'program', 'step', 'hyper', 'state': {param index:
+        {state name: CPU tensor shaped like the parameter}}, 'choices'}."""
+        state: dict[int, dict] = {}
+        for run in self.runs:
+            for name in run.roles.state:
+                whole = self._whole(run, name).detach().cpu().numpy()
+                for index, arr in bk.param_state(whole, run.bucket).items():
+                    state.setdefault(index, {})[name] = self.torch.from_numpy(arr.copy())
+        return {"program": self.spec, "step": self.step_count, "hyper": dict(self.hyper),
+                "state": state, "choices": [r.cand.label for r in self.runs]}
+
+    def load_state_dict(self, sd: dict) -> None:
+        """Load a state_dict (from this optimizer, whichever schedules saved it): every rank
+        takes its slice where its bucket's schedule keeps the state sliced."""
+        if sd.get("program") != self.spec:
+            raise ProgramRoleError(f"a state_dict must come from the same program, got "
+                                   f"{sd.get('program')!r} for an optimizer of {self.spec!r}; "
+                                   "build the optimizer with the program that saved it")
+        self.step_count = int(sd["step"])
+        self.set_hyper(**sd.get("hyper", {}))
+        per = sd["state"]
+        for run in self.runs:
+            for name in run.roles.state:
+                arrays = {i: per[i][name].numpy() for i in per if name in per[i]}
+                whole = bk.bucket_state(arrays, run.bucket)
+                if run.sliced(name):
+                    whole = bk.slice_state(whole, run.bucket, self.rank, self.P)
+                run.state[name].copy_(self.torch.from_numpy(np.ascontiguousarray(whole)))

@@ -1,0 +1,170 @@
+"""A tensor-parallel (row-parallel) linear layer whose forward is a schedule of the
+model-parallel layer's program (examples/tp_layer.py, the study's layer without its fixed-seed
+dropout): out = AllReduce_group(x_local @ W_local) + b + residual, as Megatron's row-parallel
+Linear followed by the residual add (design note 55).
+
+The forward runs the chosen schedule's generated code (cuBLAS MatMul, then the fused
+AllReduce with the bias and residual on slices, or that overlapped with the MatMul) on the
+torch tensors themselves: the plan's input buffers are rebound to the activations' and
+parameters' memory (BoundPlan.rebind, no copy); the output, which lives in a buffer the other
+ranks map, is copied out once (the next forward overwrites that buffer). The backward is
+torch's: grad_x = grad @ W_local^T, grad_W = x_local^T @ grad, grad_b = sum of grad over
+tokens, grad_residual = grad (no communication: the layer's output gradient is the same on
+every rank of the group).
+
+`schedule="auto"` times every schedule and the torch form (torch.matmul + NCCL all_reduce +
+bias and residual) on the first forward of each token count, on that forward's own inputs (the
+forward has no side effects), and keeps rank 0's pick; the choice is logged.
+
+Imports torch at module level: `wbtorch` imports this module only on first use.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+
+import torch
+from torch import nn
+
+from wbtorch import choice as ch
+from wbtorch import optim as _optim
+from wbtorch.programs import ProgramRoleError, pick_schedule
+from workbench.loader import load
+
+DEFAULT_PROGRAM = "examples/tp_layer.py"
+
+
+class _RowParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, residual, weight, bias, layer):
+        ctx.save_for_backward(x, weight)
+        return layer._forward(x, residual, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        return grad @ weight.t(), grad, x.t() @ grad, grad.sum(0), None
+
+
+class RowParallelLinear(nn.Module):
+    """y = AllReduce(x_local @ weight) + bias + residual over a torch.distributed group.
+
+    weight: this rank's rows of the (in x out) matrix, shape [H / P, H]; x_local: this rank's
+    columns of the input, [..., H / P]; residual and output: [..., H]. `program`: a program
+    file of the form of examples/tp_layer.py (its `f16` for half precision); `schedule`: one
+    of its schedules, 'unscheduled', 'torch', or 'auto'."""
+
+    def __init__(self, hidden: int, group=None, program: str | None = None,
+                 schedule: str = "auto", dtype=torch.float32, trial_reps: int = 3,
+                 log=None):
+        super().__init__()
+        self.gpu = _optim.gpu_for(group)
+        self.P, self.rank, self.group = self.gpu.P, self.gpu.rank, group
+        if hidden % self.P:
+            raise ProgramRoleError(f"the hidden size must divide by the group size P = "
+                                   f"{self.P}, got {hidden}; pick a multiple of {self.P}")
+        self.hidden = hidden
+        spec = program or str(_optim.ROOT / DEFAULT_PROGRAM)
+        self.loaded = load(spec)
+        if schedule not in ("auto", ch.TORCH):
+            pick_schedule(self.loaded, schedule)  # a clear error for a schedule it lacks
+        self.schedule, self.trial_reps = schedule, trial_reps
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        k = hidden // self.P
+        dev = torch.device("cuda", self.gpu.device_index) if hasattr(self.gpu, "device_index") \
+            else None
+        self.weight = nn.Parameter(torch.empty(k, hidden, dtype=dtype, device=dev))
+        self.bias = nn.Parameter(torch.zeros(hidden, dtype=dtype, device=dev))
+        bound = 1 / math.sqrt(hidden)  # nn.Linear's default initialisation
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+        self._plans: dict = {}  # (T, schedule) -> BoundPlan
+        self.choice: dict[int, str] = {}  # T -> the schedule the forward runs
+        self.trials: dict[int, dict] = {}
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, group=None, **kw) -> RowParallelLinear:
+        """The layer holding this rank's rows of a square nn.Linear's (in x out) weight and
+        its bias (the same function of the whole input, split over the group)."""
+        if linear.in_features != linear.out_features or linear.bias is None:
+            raise ProgramRoleError(f"a row-parallel layer must come from a square Linear with a "
+                                   f"bias, got {linear.in_features} -> {linear.out_features}, "
+                                   f"bias {linear.bias is not None}")
+        layer = cls(linear.in_features, group, dtype=linear.weight.dtype, **kw)
+        k = linear.in_features // layer.P
+        with torch.no_grad():
+            layer.weight.copy_(linear.weight.t()[layer.rank * k:(layer.rank + 1) * k])
+            layer.bias.copy_(linear.bias)
+        return layer
+
+    @torch.compiler.disable  # the forward launches generated code: not for Dynamo to trace
+    def forward(self, x_local, residual):
+        shape = residual.shape
+        x2 = x_local.reshape(-1, x_local.shape[-1])
+        r2 = residual.reshape(-1, shape[-1])
+        out = _RowParallel.apply(x2, r2, self.weight, self.bias, self)
+        return out.view(shape)
+
+    # -- the forward's schedules
+
+    def _plan(self, T: int, name: str):
+        from codegen.lower import lower
+
+        key = (T, name)
+        if key not in self._plans:
+            program = pick_schedule(self.loaded, name)
+            self._plans[key] = _optim._bind(self.gpu, lower(program, self.P),
+                                            {"T": T, "H": self.hidden, "P": self.P})
+        return self._plans[key]
+
+    def _run(self, name: str, x, residual, weight, bias):
+        if name == ch.TORCH:
+            y = x @ weight
+            if self.P > 1:
+                self.gpu.dist.all_reduce(y, group=self.group)
+            return y + bias + residual
+        plan = self._plan(x.shape[0], name)
+        plan.rebind({"x": x.contiguous(), "W": weight.detach().contiguous(),
+                     "b": bias.detach().contiguous(), "r": residual.contiguous()})
+        plan.run()
+        return plan.view("out").view(x.shape[0], self.hidden).clone()
+
+    def _forward(self, x, residual, weight, bias):
+        T = x.shape[0]
+        if T not in self.choice:
+            self.choice[T] = self._choose(T, x, residual, weight, bias)
+        return self._run(self.choice[T], x, residual, weight, bias)
+
+    def _choose(self, T, x, residual, weight, bias) -> str:
+        if self.schedule != "auto":
+            return self.schedule
+        names = ["unscheduled", *self.loaded.schedules, ch.TORCH]
+        times = {}
+        for name in names:
+            try:
+                ts = []
+                for _ in range(self.trial_reps + 1):
+                    a = torch.cuda.Event(enable_timing=True)
+                    z = torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    self._run(name, x, residual, weight, bias)
+                    z.record()
+                    z.synchronize()
+                    ts.append(a.elapsed_time(z) * 1e-3)
+                times[name] = statistics.median(ts[1:])
+            except Exception as e:  # a schedule that does not run here is not a candidate
+                self.log(f"[wbtorch] tp candidate {name} left out: {e}")
+                times[name] = math.nan
+        times = dict(zip(names, self.gpu.comm.host.bcast(list(times.values()))))
+        ok = {n: t for n, t in times.items() if not math.isnan(t)}
+        if not ok:
+            raise ProgramRoleError("a tensor-parallel layer must have a schedule that runs, got "
+                                   "none; pass schedule='torch'")
+        pick = min(ok, key=ok.get)
+        self.trials[T] = times
+        if self.rank == 0:
+            self.log(f"[wbtorch] tp layer T = {T}, H = {self.hidden}: chose {pick}; " + ", ".join(
+                f"{n} {t * 1e3:.4f} ms" for n, t in times.items()))
+        return pick
