@@ -109,6 +109,7 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") 
                         f"ReduceAxis, Slice and AllGather, got {lop}")
         per_pass[p]["assigns"] += kb.assigns[n_assigns:]
         per_pass[p]["stores"] += kb.stores[n_stores:]
+    _row_broadcasts(kb, cols)
     cached = _cached(leaves, passes, reductions, kb.regs)
     row_passes_ = []
     for p, part in enumerate(per_pass):
@@ -139,6 +140,19 @@ def _with_row(spec, plan: RowPlan):
     # The streaming fields hold the union of the passes; the template renders `row`, with
     # `vec` elements per 16-byte vector of the narrowest element type.
     return replace(spec, row=plan, unroll=1)
+
+
+def _row_broadcasts(kb: KernelBuilder, cols) -> None:
+    """Operands broadcast along the rows (RMSNorm's weight, [H] against [T, H]) read at the
+    column: mode "rowvec", ptr + offset + c, instead of a gather whose index is e % cols (a
+    64-bit division per element)."""
+    by_var = {f"a_{c_ident(n)}": n for n in kb.pl.types}
+    for var, ld in list(kb.loads.items()):
+        if ld.mode != "gather" or var not in by_var:
+            continue
+        shape = [kb.pl.sub(d) for d in kb.pl.types[by_var[var]].local_shape()]
+        if shape and ir.proven_equal(shape[-1], cols) and all(d == 1 for d in shape[:-1]):
+            kb.loads[var] = replace(ld, mode="rowvec", index="")
 
 
 def _reduction(kb: KernelBuilder, leaf: ir.Stmt, index: int, domain) -> RowReduction:

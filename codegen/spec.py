@@ -35,7 +35,8 @@ class Load:
     """How the kernel reads one operand into the f32 register `var`.
 
     mode: contig (ptr + offset + i, vectorizable), gather (ptr + index(i), for broadcasts),
-    scalar (ptr[offset], once per thread), reduce (sum over rank k's contribution at
+    scalar (ptr[offset], once per thread), rowvec (ptr + offset + c: an operand broadcast
+    along the rows of a row kernel, read at column c), reduce (sum over rank k's contribution at
     peers[k] + i, in rank order: the reduce-scatter of a fused collective; `peers` holds the P
     C address expressions, offsets included), hoisted (`expr`, a C expression of scalars
     only, computed once per thread before the loop instead of once per element).

@@ -14,6 +14,8 @@ CASES = [
     ("studies/sgd.py", "fuse-rs-c-ag", {"N": 2**20, "P": 2}),
     ("studies/model_parallel.py", "overlap-mm-fuse-ar-c", {"T": 1024, "H": 1024, "P": 2}),
     ("studies/pipeline.py", "fuse-rs-c-send-ag", {"T": 1024, "H": 1024, "P": 2}),
+    ("studies/allreduce_rmsnorm.py", None, {"T": 128, "H": 4096, "P": 2}),
+    ("studies/allreduce_rmsnorm.py", "fuse-rs-c-ag", {"T": 128, "H": 4096, "P": 2}),
 ]
 
 

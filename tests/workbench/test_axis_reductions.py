@@ -251,3 +251,18 @@ def test_fuse_kinds_with_axis_reductions(study):
     fused = Fuse(("h", "t0", "out")).apply(p)  # residual + RMSNorm: one row kernel
     assert fused.stmts[1].op.kind == "compute"
     assert_equivalent(p, fused, {"T": 6, "H": 10, "P": 2})
+
+
+ROW_SPECS = [f"benchmarks/gpu/rmsnorm.py:{n}_{d}" for n in ("axis", "rmsnorm", "layernorm",
+                                                             "softmax", "residual")
+             for d in ("f16", "bf16", "f32")]
+
+
+@pytest.mark.parametrize("spec", ROW_SPECS)
+@settings(max_examples=5, deadline=None)
+@given(t=st.integers(1, 9), h=st.integers(1, 40), seed=st.integers(0, 99))
+def test_fused_row_regions_compute_what_the_statements_do(study, spec, t, h, seed):
+    """Fusing the statistics and the normalization into one row region (the GPU script's
+    `fused` schedules) keeps the values."""
+    f = study(spec)
+    assert_equivalent(f.program, f.schedules["fused"].apply(), {"T": t, "H": h, "P": 1}, seed)

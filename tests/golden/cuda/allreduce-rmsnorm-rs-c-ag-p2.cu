@@ -99,7 +99,8 @@ extern "C" __global__ void __launch_bounds__(512) wb_elementwise_p2_v8_fcc907f2d
 // each row once per pass; a statement runs in the first pass after the reductions it reads,
 // which the block finishes between passes (wb_rows.cuh). Values read in a later pass stay in
 // registers (the row cache). Threads take 16-byte vectors of a row where every row start is
-// aligned, single elements otherwise.
+// aligned, single elements otherwise; operands broadcast along the rows (a norm's weight) are
+// read at the column.
 #include "wb_vec.cuh"
 #include "wb_rows.cuh"
 

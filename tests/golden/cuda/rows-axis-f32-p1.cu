@@ -17,7 +17,8 @@
 // each row once per pass; a statement runs in the first pass after the reductions it reads,
 // which the block finishes between passes (wb_rows.cuh). Values read in a later pass stay in
 // registers (the row cache). Threads take 16-byte vectors of a row where every row start is
-// aligned, single elements otherwise.
+// aligned, single elements otherwise; operands broadcast along the rows (a norm's weight) are
+// read at the column.
 #include "wb_vec.cuh"
 #include "wb_rows.cuh"
 
@@ -110,7 +111,8 @@ extern "C" __global__ void __launch_bounds__(512) wb_rows_p1_v4_4db8e5ffeae792f7
 // each row once per pass; a statement runs in the first pass after the reductions it reads,
 // which the block finishes between passes (wb_rows.cuh). Values read in a later pass stay in
 // registers (the row cache). Threads take 16-byte vectors of a row where every row start is
-// aligned, single elements otherwise.
+// aligned, single elements otherwise; operands broadcast along the rows (a norm's weight) are
+// read at the column.
 #include "wb_vec.cuh"
 #include "wb_rows.cuh"
 
@@ -203,7 +205,8 @@ extern "C" __global__ void __launch_bounds__(512) wb_rows_p1_v4_4f240f1d4e954e71
 // each row once per pass; a statement runs in the first pass after the reductions it reads,
 // which the block finishes between passes (wb_rows.cuh). Values read in a later pass stay in
 // registers (the row cache). Threads take 16-byte vectors of a row where every row start is
-// aligned, single elements otherwise.
+// aligned, single elements otherwise; operands broadcast along the rows (a norm's weight) are
+// read at the column.
 #include "wb_vec.cuh"
 #include "wb_rows.cuh"
 
@@ -296,7 +299,8 @@ extern "C" __global__ void __launch_bounds__(512) wb_rows_p1_v4_9b9a263393af4a02
 // each row once per pass; a statement runs in the first pass after the reductions it reads,
 // which the block finishes between passes (wb_rows.cuh). Values read in a later pass stay in
 // registers (the row cache). Threads take 16-byte vectors of a row where every row start is
-// aligned, single elements otherwise.
+// aligned, single elements otherwise; operands broadcast along the rows (a norm's weight) are
+// read at the column.
 #include "wb_vec.cuh"
 #include "wb_rows.cuh"
 
@@ -389,7 +393,8 @@ extern "C" __global__ void __launch_bounds__(512) wb_rows_p1_v4_4aeb18608bdaaa50
 // each row once per pass; a statement runs in the first pass after the reductions it reads,
 // which the block finishes between passes (wb_rows.cuh). Values read in a later pass stay in
 // registers (the row cache). Threads take 16-byte vectors of a row where every row start is
-// aligned, single elements otherwise.
+// aligned, single elements otherwise; operands broadcast along the rows (a norm's weight) are
+// read at the column.
 #include "wb_vec.cuh"
 #include "wb_rows.cuh"
 
