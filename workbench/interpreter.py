@@ -441,8 +441,9 @@ def first_nonfinite(program: ir.Program, inputs: Mapping[str, np.ndarray],
         where = f"{out.name} = {leaf.op}" + (f" (at {leaf.loc})" if leaf.loc else "")
         what = (f"the reference overflowed {dt} at {where}" if inf else
                 f"the reference made NaN at {where}")
-        names = ", ".join(v.name for v in program.inputs
-                          if v.name not in {n for n, _, _ in program.input_ranges})
+        feeding = _feeding_inputs(program, leaf)
+        names = ", ".join(v.name for v in program.inputs if v.name in feeding
+                          and v.name not in {n for n, _, _ in program.input_ranges})
         limit = (f" (largest finite {dt}: {float(np.finfo(NUMPY_DTYPES[dt]).max):g})"
                  if dt in ("f16", "bf16", "f32") else "")
         return (f"{what}: {bad} of {total} elements are not finite, from finite operands"
@@ -450,6 +451,23 @@ def first_nonfinite(program: ir.Program, inputs: Mapping[str, np.ndarray],
                 + (f" (undeclared: {names})" if names else "")
                 + " so that the reference stays finite")
     return None
+
+
+def _feeding_inputs(program: ir.Program, leaf: ir.Stmt) -> set[str]:
+    """The program inputs statement `leaf` depends on, directly or through other statements."""
+    producer = {v.name: s for s in program.leaves() for v in s.outs}
+    inputs = {v.name for v in program.inputs}
+    seen, todo, found = set(), list(leaf.op.operands()), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in inputs:
+            found.add(name)
+        elif name in producer:
+            todo += producer[name].op.operands()
+    return found
 
 
 def _meaningful(m: _Machine, name: str) -> list[np.ndarray]:

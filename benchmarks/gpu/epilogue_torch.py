@@ -48,7 +48,16 @@ def main() -> None:
     rows = []
     for name, f in (("eager-unfused", eager), ("addmm-activation", addmm_activation),
                     ("torch-compile", compiled)):
-        got = f().float()
+        try:
+            got = f().float()
+        except Exception as e:  # one variant failing must not lose the others' rows
+            print(f"{name}: failed: {type(e).__name__}: {e}", flush=True)
+            rows.append({"variant": name, "dtype": args.dtype, "T": args.T, "H": args.H,
+                         "F": args.F, "median_ms": float("nan"), "min_ms": float("nan"),
+                         "normwise_err_vs_eager": float("nan"),
+                         "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                         "error": f"{type(e).__name__}: {e}"})
+            continue
         err = float((got - want).abs().max() / want.abs().max().clamp(min=1.0))
         for _ in range(args.warmup):
             f()
@@ -63,7 +72,8 @@ def main() -> None:
         rows.append({"variant": name, "dtype": args.dtype, "T": args.T, "H": args.H,
                      "F": args.F, "median_ms": statistics.median(times),
                      "min_ms": min(times), "normwise_err_vs_eager": err,
-                     "device": torch.cuda.get_device_name(), "torch": torch.__version__})
+                     "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                     "error": ""})
         print(f"{name:18s} {args.dtype} median {rows[-1]['median_ms']:.3f} ms "
               f"(err vs eager {err:.2e})", flush=True)
     with open(args.out, "w", newline="") as fh:

@@ -64,4 +64,7 @@ for p in $OPS:epilogue_f16 $OPS:mlp; do
     --set F=49152 --set P=1 2>&1 | tail -4
 done | tee "$RES"/ops15-predicted.txt
 fi
+stamp "summary"
+python3 benchmarks/gpu/ops15_summary.py "$RES" > "$RES"/ops15-summary.md 2> "$RES"/summary.log \
+  && cat "$RES"/ops15-summary.md
 stamp "done"

@@ -132,3 +132,14 @@ def test_the_kernel_of_where_and_sizes_compiles(tmp_path, monkeypatch):
     assert "long long H" in source and "static_cast<float>(" in source
     assert "? 1.0f : 0.0f" in source
     assert compile_cubin(spec.name, source, include_dir()).stat().st_size > 0
+
+
+def test_a_size_on_the_left_of_an_operator_is_a_number_too():
+    N, H = Size("N", multiple_of=P), Size("H")
+    x = Tensor(float32, [N], Replicated, "x")
+    program = Program(inputs=[x], outputs=[Compute(H * x + x * P - H / x, name="y")],
+                      name="left")
+    assert "y = size(H) * x + x * size(P) - size(H) / x" in str(program)
+    xv = np.array([1.0, 2.0, 4.0, 8.0], np.float32)
+    out = run(program, {"x": xv}, {"N": 4, "H": 3, "P": 2})
+    np.testing.assert_allclose(out["y"], 3 * xv + 2 * xv - 3 / xv, rtol=1e-6)

@@ -1,0 +1,37 @@
+"""Markdown summary of benchmarks/gpu/run_ops15.sh's results: every workbench row (program,
+sizes, schedule, time, check) of the compile-and-measure CSVs in RES, and the torch baselines
+of the MatMul + bias + GeLU epilogue beside the workbench's unfused and fused rows.
+
+    python3 benchmarks/gpu/ops15_summary.py RES > RES/ops15-summary.md
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+
+def main(res: Path) -> None:
+    print("# Issue 15 on one GPU (benchmarks/gpu/run_ops15.sh)\n")
+    for stem in ("ops15-checks", "ops15-mlp", "ops15-epilogue-megatron"):
+        path = res / f"{stem}.csv"
+        if not path.exists():
+            print(f"## {stem}\n\nnot run (no {path.name})\n")
+            continue
+        df = pd.read_csv(path)
+        cols = [c for c in ("spec", "sizes", "schedule", "time_ms", "speedup", "check")
+                if c in df.columns]
+        print(f"## {stem}\n")
+        print(df[cols].to_markdown(index=False, floatfmt=".3f"), "\n")
+    torch_csv = res / "ops15-epilogue-torch.csv"
+    if torch_csv.exists():
+        t = pd.read_csv(torch_csv)
+        print("## MatMul + bias + GeLU-tanh, T=8192 H=12288 F=49152 f16: torch\n")
+        print(t[["variant", "median_ms", "min_ms", "normwise_err_vs_eager", "device",
+                 "torch"]].to_markdown(index=False, floatfmt=".4g"), "\n")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
