@@ -50,8 +50,9 @@ CASES = [
     ("lamb", "studies/lamb.py", 40),
     ("adam-mixed", "studies/adam.py:mixed", 28),
 ]
-# The fused collective's codegen knobs tried at every size: (unroll, blocks per SM).
-KNOBS = [(1, 2), (1, 1), (2, 2)]
+# The fused collective's codegen knobs tried at every size: (unroll, blocks per SM); --knobs
+# adds others (each unroll is another nvcc build per program).
+KNOBS = [(1, 2), (1, 1)]
 HYPER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "wd": 0.01, "mu": 0.9,
          "step": 1.0}
 
@@ -238,7 +239,10 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--cases", nargs="+", default=[c for c, _, _ in CASES])
     ap.add_argument("--schedules", nargs="+", default=["fuse-rs-c-ag"])
+    ap.add_argument("--knobs", nargs="+", default=[f"{u},{b}" for u, b in KNOBS],
+                    help="UNROLL,BLOCKS_PER_SM pairs (default: 1,2 1,1)")
     args = ap.parse_args(argv)
+    knobs = [tuple(int(v) for v in k.split(",")) for k in args.knobs]
     import torch
     import torch.distributed as dist
 
@@ -261,7 +265,7 @@ def main(argv=None) -> int:
             rows.append(dict(case=case, log2n=lg, variant="copy (HBM floor)", median_ms=floor,
                              check=""))
             for sched in args.schedules:
-                for unroll, blocks in KNOBS:
+                for unroll, blocks in knobs:
                     name = f"generated {sched} (unroll {unroll}, {blocks} blocks/SM)"
                     try:
                         ms, err = generated(torch, gpu, case, spec, sched, x, args.reps, unroll,
