@@ -58,9 +58,8 @@ class Block(nn.Module):
         y = y.reshape(B, T, D)
         if self.tp is None:
             x = x + self.proj(y)
-        else:  # this rank's columns of y; the layer sums over the group and adds bias, residual
-            k = D // self.tp.P
-            x = self.tp(y[..., self.tp.rank * k:(self.tp.rank + 1) * k], x)
+        else:  # the layer takes this rank's columns of y, sums over the group, adds b and x
+            x = self.tp(y, x)
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
