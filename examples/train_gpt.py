@@ -229,4 +229,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown (as runtime/worker.py does): NCCL communicators and CUDA IPC
+    # mappings go with the process, and library destructors in arbitrary order can hang it.
+    os._exit(code)

@@ -69,6 +69,16 @@ def gpu_for(group):
     return _GPUS[key][1]
 
 
+def release_devices() -> None:
+    """Pop the CUDA contexts the device objects pushed and forget them (tests, and programs
+    that go on without the workbench; a process that exits needs nothing)."""
+    for _, gpu in list(_GPUS.values()):
+        close = getattr(gpu, "close", None)
+        if close is not None:
+            close()
+    _GPUS.clear()
+
+
 def _bind(gpu, plan, sizes: dict, blocks_per_sm: int | None = None):
     """A lowered plan bound to sizes on `gpu` (runtime.torch_bridge.BoundPlan; the same seam)."""
     from runtime.torch_bridge import BoundPlan
