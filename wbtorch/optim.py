@@ -175,6 +175,7 @@ class DataParallelOptimizer:
                 self.log(f"[wbtorch] {line}")
         self.step_count = 0
         self.choices: list[dict] = []
+        self._trials: dict[int, dict] = {}
         self.runs: list[_BucketRun] = []
         self._torch_ok = self.loaded.program.name in TORCH_STEPS
         cluster = None
@@ -226,9 +227,13 @@ class DataParallelOptimizer:
         predicted = ch.predict(self.loaded, cands, b.numel, self.P, cluster) if cluster else None
         measured = None
         if choose == "measure":
-            measured = {c: self._trial(b, c, trial_reps) for c in cands}
-            # every rank must pick the same candidate: rank 0's times decide
-            measured = dict(zip(cands, self.gpu.comm.host.bcast(list(measured.values()))))
+            # buckets of one size share a trial (a model's buckets are mostly cap-sized)
+            measured = self._trials.get(b.numel)
+            if measured is None:
+                measured = {c: self._trial(b, c, trial_reps) for c in cands}
+                # every rank must pick the same candidate: rank 0's times decide
+                measured = dict(zip(cands, self.gpu.comm.host.bcast(list(measured.values()))))
+                self._trials[b.numel] = measured
             pick = ch.best(measured)
         else:
             pick = ch.best(predicted)
