@@ -108,14 +108,18 @@ def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
             }))
             continue
         df = df[df["kind"] == "workbench"]
-        frames.append(pd.DataFrame({
+        frame = pd.DataFrame({
             "study": df["spec"].map(_study_of),
             "schedule": df["schedule"],
             "size": df["sizes"].map(lambda t: size_label(_parse_sizes(t))),
             "gpus": df["P"].astype(int),
             "measured_s": df["time_ms"] / 1e3,
             "check": df["check"],
-        }))
+        })
+        if "fastest_baseline_ms" in df.columns:  # results since design note 54
+            frame["fastest_baseline"] = df["fastest_baseline"]
+            frame["fastest_baseline_s"] = df["fastest_baseline_ms"] / 1e3
+        frames.append(frame)
     rows = pd.concat(frames, ignore_index=True)
     return rows.drop_duplicates(["study", "schedule", "size", "gpus"], keep="last",
                                 ignore_index=True)

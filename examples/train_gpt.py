@@ -58,9 +58,8 @@ class Block(nn.Module):
         y = y.reshape(B, T, D)
         if self.tp is None:
             x = x + self.proj(y)
-        else:  # this rank's columns of y; the layer sums over the group and adds bias, residual
-            k = D // self.tp.P
-            x = self.tp(y[..., self.tp.rank * k:(self.tp.rank + 1) * k], x)
+        else:  # the layer takes this rank's columns of y, sums over the group, adds b and x
+            x = self.tp(y, x)
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
@@ -230,4 +229,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown (as runtime/worker.py does): NCCL communicators and CUDA IPC
+    # mappings go with the process, and library destructors in arbitrary order can hang it.
+    os._exit(code)

@@ -54,6 +54,10 @@ def compiled(torch, fn):
     """`fn` under torch.compile (fixed shapes), or None where compiling fails here (no
     compiler toolchain): the run goes on without the compiled baseline and says why."""
     try:
+        # A fresh cache: the steps' code objects are the same at every size and program, and
+        # Dynamo falls back to eager, silently, once one has been recompiled
+        # recompile_limit (8) times; a sweep of sizes and dtypes would then time eager code.
+        torch._dynamo.reset()
         return torch.compile(fn, dynamic=False)
     except Exception as e:  # torch.compile raises many kinds; the eager baselines stand
         print(f"torch.compile baseline left out: {type(e).__name__}: {e}", flush=True)

@@ -69,6 +69,16 @@ def gpu_for(group):
     return _GPUS[key][1]
 
 
+def release_devices() -> None:
+    """Pop the CUDA contexts the device objects pushed and forget them (tests, and programs
+    that go on without the workbench; a process that exits needs nothing)."""
+    for _, gpu in list(_GPUS.values()):
+        close = getattr(gpu, "close", None)
+        if close is not None:
+            close()
+    _GPUS.clear()
+
+
 def _bind(gpu, plan, sizes: dict, blocks_per_sm: int | None = None):
     """A lowered plan bound to sizes on `gpu` (runtime.torch_bridge.BoundPlan; the same seam)."""
     from runtime.torch_bridge import BoundPlan
@@ -165,6 +175,7 @@ class DataParallelOptimizer:
                 self.log(f"[wbtorch] {line}")
         self.step_count = 0
         self.choices: list[dict] = []
+        self._trials: dict[int, dict] = {}
         self.runs: list[_BucketRun] = []
         self._torch_ok = self.loaded.program.name in TORCH_STEPS
         cluster = None
@@ -216,9 +227,13 @@ class DataParallelOptimizer:
         predicted = ch.predict(self.loaded, cands, b.numel, self.P, cluster) if cluster else None
         measured = None
         if choose == "measure":
-            measured = {c: self._trial(b, c, trial_reps) for c in cands}
-            # every rank must pick the same candidate: rank 0's times decide
-            measured = dict(zip(cands, self.gpu.comm.host.bcast(list(measured.values()))))
+            # buckets of one size share a trial (a model's buckets are mostly cap-sized)
+            measured = self._trials.get(b.numel)
+            if measured is None:
+                measured = {c: self._trial(b, c, trial_reps) for c in cands}
+                # every rank must pick the same candidate: rank 0's times decide
+                measured = dict(zip(cands, self.gpu.comm.host.bcast(list(measured.values()))))
+                self._trials[b.numel] = measured
             pick = ch.best(measured)
         else:
             pick = ch.best(predicted)

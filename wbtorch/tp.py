@@ -1,16 +1,18 @@
 """A tensor-parallel (row-parallel) linear layer whose forward is a schedule of the
 model-parallel layer's program (examples/tp_layer.py, the study's layer without its fixed-seed
 dropout): out = AllReduce_group(x_local @ W_local) + b + residual, as Megatron's row-parallel
-Linear followed by the residual add (design note 55).
+Linear followed by the residual add (design note 52). x_local is this rank's columns of the
+layer's input x, which every rank of the group holds whole.
 
 The forward runs the chosen schedule's generated code (cuBLAS MatMul, then the fused
 AllReduce with the bias and residual on slices, or that overlapped with the MatMul) on the
 torch tensors themselves: the plan's input buffers are rebound to the activations' and
 parameters' memory (BoundPlan.rebind, no copy); the output, which lives in a buffer the other
 ranks map, is copied out once (the next forward overwrites that buffer). The backward is
-torch's: grad_x = grad @ W_local^T, grad_W = x_local^T @ grad, grad_b = sum of grad over
-tokens, grad_residual = grad (no communication: the layer's output gradient is the same on
-every rank of the group).
+torch's: grad_x_local = grad @ W_local^T, all-gathered over the group into the gradient of
+the whole input (Megatron's "f" for a replicated input: each rank computed only its columns);
+grad_W = x_local^T @ grad, grad_b = sum of grad over tokens, grad_residual = grad (the output
+gradient is the same on every rank of the group).
 
 `schedule="auto"` times every schedule and the torch form (torch.matmul + NCCL all_reduce +
 bias and residual) on the first forward of each token count, on that forward's own inputs (the
@@ -39,20 +41,34 @@ DEFAULT_PROGRAM = "examples/tp_layer.py"
 class _RowParallel(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, residual, weight, bias, layer):
-        ctx.save_for_backward(x, weight)
-        return layer._forward(x, residual, weight, bias)
+        k = weight.shape[0]
+        x_local = x[:, layer.rank * k:(layer.rank + 1) * k].contiguous()
+        ctx.save_for_backward(x_local, weight)
+        ctx.layer = layer
+        return layer._forward(x_local, residual, weight, bias)
 
     @staticmethod
     def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        return grad @ weight.t(), grad, x.t() @ grad, grad.sum(0), None
+        x_local, weight = ctx.saved_tensors
+        layer = ctx.layer
+        grad_local = grad @ weight.t()
+        if layer.P > 1:  # every rank's columns of the input's gradient, on every rank
+            parts = torch.empty((layer.P, *grad_local.shape), dtype=grad_local.dtype,
+                                device=grad_local.device)
+            layer.gpu.dist.all_gather_into_tensor(parts, grad_local.contiguous(),
+                                                  group=layer.group)
+            grad_x = parts.permute(1, 0, 2).reshape(grad.shape[0], -1)
+        else:
+            grad_x = grad_local
+        return grad_x, grad, x_local.t() @ grad, grad.sum(0), None
 
 
 class RowParallelLinear(nn.Module):
     """y = AllReduce(x_local @ weight) + bias + residual over a torch.distributed group.
 
-    weight: this rank's rows of the (in x out) matrix, shape [H / P, H]; x_local: this rank's
-    columns of the input, [..., H / P]; residual and output: [..., H]. `program`: a program
+    weight: this rank's rows of the (in x out) matrix, shape [H / P, H]; the input x (whole,
+    the same on every rank), residual and output: [..., H]; the layer computes with x's
+    columns of this rank. `program`: a program
     file of the form of examples/tp_layer.py (its `f16` for half precision); `schedule`: one
     of its schedules, 'unscheduled', 'torch', or 'auto'."""
 
@@ -100,9 +116,14 @@ class RowParallelLinear(nn.Module):
         return layer
 
     @torch.compiler.disable  # the forward launches generated code: not for Dynamo to trace
-    def forward(self, x_local, residual):
+    def forward(self, x, residual):
         shape = residual.shape
-        x2 = x_local.reshape(-1, x_local.shape[-1])
+        if x.shape != shape:
+            raise ProgramRoleError(f"a row-parallel layer's input and residual must have the "
+                                   f"same shape [..., {self.hidden}], got {tuple(x.shape)} and "
+                                   f"{tuple(shape)}; pass the whole input (the layer takes its "
+                                   "columns)")
+        x2 = x.reshape(-1, shape[-1])
         r2 = residual.reshape(-1, shape[-1])
         out = _RowParallel.apply(x2, r2, self.weight, self.bias, self)
         return out.view(shape)

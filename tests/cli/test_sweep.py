@@ -79,3 +79,33 @@ def test_measured_rows_read_a_runs_json_and_a_partial_one(tmp_path):
     with pytest.raises(click.UsageError, match=r"bad.json must be compile-and-measure's JSON "
                        r"\(an object with 'records'\), got TypeError"):
         sweep.measured_rows([bad])
+
+
+def test_the_report_leads_with_the_speedup_over_the_fastest_baseline(tmp_path):
+    """A compile-and-measure table with baselines (design note 54) -> measured.csv keeps
+    each case's fastest baseline -> report.md states the speedup over it."""
+    from cli.report import against_fastest_baseline, build_report
+    from cli.results_table import table
+
+    base = {"spec": "studies/adam.py", "program": "adam", "sizes": {"N": 2**26, "P": 1},
+            "P": 1, "comm_bytes": 0, "p10_ms": 1.0, "p90_ms": 1.0, "min_ms": 1.0, "reps": 30,
+            "check": "ok"}
+    recs = [dict(base, schedule="unscheduled", kind="workbench", median_ms=1.1),
+            dict(base, schedule="fuse-rs-c-ag", kind="workbench", median_ms=0.5),
+            dict(base, schedule="nccl all_reduce + torch._fused_adam_", kind="baseline",
+                 median_ms=0.6),
+            dict(base, schedule="nccl all_reduce + torch.compile adam", kind="baseline",
+                 median_ms=0.55)]
+    path = tmp_path / "run.csv"
+    table(recs).to_csv(path, index=False)
+    rows = sweep.measured_rows([path])
+    assert set(rows.fastest_baseline) == {"nccl all_reduce + torch.compile adam"}
+    head = against_fastest_baseline(rows)
+    assert head.to_dict("records") == [{"study": "adam", "size": "N=2^26", "gpus": 1,
+                                        "schedule": "fuse-rs-c-ag", "ms": 0.5,
+                                        "fastest baseline": "nccl all_reduce + torch.compile "
+                                                            "adam",
+                                        "baseline ms": 0.55, "speedup": 1.1}]
+    rows.to_csv(tmp_path / "measured.csv", index=False)
+    text = build_report(tmp_path)
+    assert "## Measured speedup over the fastest baseline" in text

@@ -23,6 +23,16 @@ def _example(name: str):
     return module
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release():
+    yield
+    try:
+        from wbtorch.optim import release_devices
+    except ImportError:
+        return
+    release_devices()
+
+
 def _group():
     import torch
     import torch.distributed as dist

@@ -45,3 +45,7 @@ def test_bad_layers_are_named():
         RowParallelLinear.from_linear(torch.nn.Linear(16, 8))
     with pytest.raises(ProgramRoleError, match="got 'fuse-all'"):
         RowParallelLinear(16, schedule="fuse-all")
+    layer = RowParallelLinear(16, schedule="torch")
+    with pytest.raises(ProgramRoleError, match=r"same shape \[..., 16\], got \(4, 8\) and "
+                       r"\(4, 16\); pass the whole input"):
+        layer(torch.zeros(4, 8), torch.zeros(4, 16))
