@@ -50,8 +50,8 @@ class Variability:
 
     def check(self, world: int) -> None:
         """Raise VariabilityError naming the field, what it must be and the fix."""
-        for field_, pairs, what in (("slow", self.slow, "computation"),
-                                    ("degraded", self.degraded, "link")):
+        for field_, pairs, what in (("slow (--slow)", self.slow, "computation"),
+                                    ("degraded (--degrade)", self.degraded, "link")):
             for rank, factor in pairs:
                 if not (isinstance(rank, int) and 0 <= rank < world):
                     raise VariabilityError(
@@ -63,14 +63,14 @@ class Variability:
                         f"many times its nominal time), got {factor!r}; use 1 for a nominal "
                         "rank, 2 for one twice as slow")
         if not 0.0 <= self.straggler_rate <= 1.0:
-            raise VariabilityError(f"straggler_rate must be a probability in [0, 1], got "
+            raise VariabilityError(f"straggler_rate (--straggler-rate) must be a probability in [0, 1], got "
                                    f"{self.straggler_rate!r}; e.g. 0.01 for 1 GPU in 100")
         if not self.straggler_slowdown >= 1.0:
-            raise VariabilityError(f"straggler_slowdown must be >= 1 (a straggler computes "
+            raise VariabilityError(f"straggler_slowdown (--straggler-slowdown) must be >= 1 (a straggler computes "
                                    f"that many times as slowly), got {self.straggler_slowdown!r}"
                                    "; e.g. 1.5")
         if not self.jitter >= 0.0:
-            raise VariabilityError(f"jitter must be a standard deviation >= 0, got "
+            raise VariabilityError(f"jitter (--jitter) must be a standard deviation >= 0, got "
                                    f"{self.jitter!r}; e.g. 0.02 for 2 % noise per kernel")
 
     def draw(self, world: int, sample: int = 0) -> Draw:
