@@ -63,12 +63,13 @@ class Variability:
                         f"many times its nominal time), got {factor!r}; use 1 for a nominal "
                         "rank, 2 for one twice as slow")
         if not 0.0 <= self.straggler_rate <= 1.0:
-            raise VariabilityError(f"straggler_rate (--straggler-rate) must be a probability in [0, 1], got "
-                                   f"{self.straggler_rate!r}; e.g. 0.01 for 1 GPU in 100")
+            raise VariabilityError(f"straggler_rate (--straggler-rate) must be a probability in "
+                                   f"[0, 1], got {self.straggler_rate!r}; e.g. 0.01 for 1 GPU "
+                                   "in 100")
         if not self.straggler_slowdown >= 1.0:
-            raise VariabilityError(f"straggler_slowdown (--straggler-slowdown) must be >= 1 (a straggler computes "
-                                   f"that many times as slowly), got {self.straggler_slowdown!r}"
-                                   "; e.g. 1.5")
+            raise VariabilityError(f"straggler_slowdown (--straggler-slowdown) must be >= 1 (a "
+                                   f"straggler computes that many times as slowly), got "
+                                   f"{self.straggler_slowdown!r}; e.g. 1.5")
         if not self.jitter >= 0.0:
             raise VariabilityError(f"jitter (--jitter) must be a standard deviation >= 0, got "
                                    f"{self.jitter!r}; e.g. 0.02 for 2 % noise per kernel")
