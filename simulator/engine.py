@@ -256,7 +256,7 @@ class Simulation:
         # `cluster`: the one whose NCCL constants price this collective's dtype
         # (cost_model.ops.collective_cluster); None: the simulation's own
         cluster = cluster or self.cluster
-        P = self.ctx.group_size(g)
+        P = self._priced(("group_size", g), lambda: self.ctx.group_size(g))
         plan = self._priced(("plan", kind, nbytes, P, id(cluster)),
                             lambda: coll.choose_plan(kind, nbytes, P, cluster, P))
         take = yield from self._take_sms(gpu, int(plan.channels) or 1)
@@ -295,6 +295,7 @@ class Simulation:
                 keep = self.record and self.detail and P * steps <= rings.DETAIL_RANK_STEPS
                 meeting.finish, meeting.starts = rings.ring_finish(
                     meeting.arrive, meeting.step_s, steps, keep)
+            meeting.done_at = self.env.now
             meeting.done.succeed()
         yield meeting.done
         end = float(meeting.finish[r])
@@ -572,11 +573,7 @@ class _Meeting:
     count: int = 0
     finish: np.ndarray | None = None
     starts: np.ndarray | None = None
-
-    @property
-    def done_at(self) -> float:
-        """When the last rank arrived."""
-        return float(self.arrive.max())
+    done_at: float = 0.0  # when the last rank arrived
 
 
 @dataclass(frozen=True, slots=True)
