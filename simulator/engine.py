@@ -58,7 +58,8 @@ from cost_model.ops import (
     work_s,
 )
 from simulator import rings
-from simulator.variability import Variability
+from simulator.network import Network
+from simulator.variability import Draw, Variability
 from workbench import ir
 from workbench.errors import WorkbenchError
 from workbench.types import Group, Sliced
@@ -151,13 +152,20 @@ class Simulation:
 
     def __init__(self, program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
                  reduced: bool | None = None, record: bool = True,
-                 variability: Variability | None = None, sample: int = 0):
+                 variability: Variability | None = None, sample: int = 0,
+                 shared: Shared | None = None):
+        # `shared`: the environment, network, GPUs and timeline of a larger run this one is
+        # part of (simulator.mesh: one program per group of a mesh axis, all on one cluster);
+        # then `cluster` is the view that prices this program's groups (their ranks per node)
+        # and `shared.cluster` the physical one.
         self.program = program
         self.cluster = cluster
         self.ctx = CostContext(program, cluster, bound)
-        self.env = simpy.Environment()
+        self.env = shared.env if shared else simpy.Environment()
+        self.network = shared.network if shared else Network(self.env)
+        self.physical = shared.cluster if shared else cluster
         self.record = record
-        self.rows: list[Row] = []
+        self.rows: list[Row] = shared.rows if shared else []
         self.groups = program.groups()
         sizes = [self.ctx.group_size(g) for g in self.groups]
         self.ranks_total = sum(sizes)
@@ -169,7 +177,7 @@ class Simulation:
         if reduced is None:
             reduced = self.ranks_total > FULL_RANK_LIMIT and not self.variability.active
         self.reduced = reduced
-        self.draw = self.variability.draw(self.ranks_total, sample)
+        self.draw = shared.draw if shared else self.variability.draw(self.ranks_total, sample)
         self.offsets, off = {}, 0
         for g, n in zip(self.groups, sizes):
             self.offsets[g] = off
@@ -178,9 +186,14 @@ class Simulation:
         self.gpus = {}
         for g in self.groups:
             for r in range(self.ranks[g]):
-                gid = self.offsets[g] + r
+                gid = shared.placement(g, r) if shared else self.offsets[g] + r
+                if shared and gid in shared.gpus:
+                    self.gpus[(g, r)] = shared.gpus[gid]
+                    continue
                 self.gpus[(g, r)] = _Gpu(self.env, cluster, gid, float(self.draw.compute[gid]),
                                          float(self.draw.link[gid]))
+                if shared:
+                    shared.gpus[gid] = self.gpus[(g, r)]
         self.detail = sum(self.ranks.values()) <= DETAIL_RANKS
         # Top-level kernels run alone on their GPU unless the program overlaps statements:
         # then a kernel's chunks need not be separate events (`_compute`).
@@ -205,15 +218,59 @@ class Simulation:
             value = self.prices[key] = price()
         return value
 
-    def _hold(self, gpu: _Gpu, resource: str, duration: float, op: str):
-        res = gpu.link if resource == "link" else gpu.hbm
-        with res.request() as req:
-            yield req
+    def _hold(self, gpu: _Gpu, resource: str, duration: float, op: str, uses=None):
+        """Hold the GPU's `resource` for `duration`: the HBM pipeline (one kernel chunk at a
+        time), or the links in `uses` (a flow of the network, sharing them with concurrent
+        flows; a fused kernel's loads and stores also take turns on `gpu.link`)."""
+        if resource == "hbm":
+            with gpu.hbm.request() as req:
+                yield req
+                start = self.env.now
+                yield self.env.timeout(duration)
+        elif uses is None:  # a fused kernel's own pipeline: its loads and stores alternate
+            with gpu.link.request() as req:
+                yield req
+                start = self.env.now
+                yield from self.network.transfer(self._uses(gpu, None), duration)
+        else:
             start = self.env.now
-            yield self.env.timeout(duration)
-            gpu.busy[resource] += duration
-            if self.record:
-                self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
+            yield from self.network.transfer(uses, duration)
+        gpu.busy[resource] += duration
+        if self.record:
+            self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
+
+    def _uses(self, gpu: _Gpu, g, crosses: bool | None = None) -> dict:
+        """The share of each link a transfer of `gpu` uses at full speed (simulator.network):
+        inside a node its NVLink; a collective of group `g` across nodes (or a Send that
+        `crosses` nodes) its NVLink at the path's bandwidth and its NIC at its part of the
+        collective's node traffic (the ring's bus bandwidth, over the group's ranks on the
+        node)."""
+        key = ("uses", gpu.id, g, crosses)
+        if key in self.prices:
+            return self.prices[key]
+        phys = self.physical
+        nvlink = ("nvlink", gpu.id)
+        if g is None:
+            uses = {nvlink: 1.0}
+        else:
+            if crosses is None:
+                path = coll.group_path(self.cluster, self.ctx.group_size(g))
+                nodes, bw = path.nodes, path.bandwidth_Bps
+            else:
+                nodes, bw = (2, phys.nic_per_gpu_Bps) if crosses else (1, 0.0)
+            if nodes == 1:
+                uses = {nvlink: 1.0}
+            else:
+                per_node = 1 if crosses is not None else max(
+                    1, self.ctx.group_size(g) // nodes)
+                gpn = phys.gpus_per_node
+                nics = phys.nics_per_node or gpn
+                local = gpu.id % gpn
+                nic = ("nic", gpu.id // gpn, local * nics // gpn)
+                uses = {nvlink: min(1.0, bw / phys.nvlink.bandwidth_Bps),
+                        nic: (bw / per_node) / phys.nic.bandwidth_Bps}
+        self.prices[key] = uses
+        return uses
 
     def _take_sms(self, gpu: _Gpu, wanted: int):
         """Take up to `wanted` SMs, at least one (a block scheduler fills whatever is free,
@@ -269,9 +326,10 @@ class Simulation:
             step_s = float(plan.step_s) * gpu.link_factor * self.draw.jitter()
             if self.reduced:
                 batches = min(steps, MAX_STEP_EVENTS)
+                uses = self._uses(gpu, g)
                 for b in range(batches):
                     n = steps // batches + (1 if b < steps % batches else 0)
-                    yield from self._hold(gpu, "link", n * step_s, op)
+                    yield from self._hold(gpu, "link", n * step_s, op, uses)
             else:
                 yield from self._meet(g, r, P, gpu, key, plan.algorithm, steps, step_s, op)
         yield gpu.sms.put(take)
@@ -298,13 +356,10 @@ class Simulation:
             meeting.done_at = self.env.now
             meeting.done.succeed()
         yield meeting.done
-        end = float(meeting.finish[r])
-        with gpu.link.request() as req:
-            yield req  # another transfer of this GPU's (an overlapped kernel) goes first
-            start = self.env.now
-            # a wait for the link delays this rank's part by that wait, at most
-            end = max(end, start + steps * step_s) if start > meeting.done_at else end
-            yield self.env.timeout(end - start)
+        start = self.env.now
+        # Alone on its links the rank is done at its finish; flows sharing them (another
+        # group's collective, a Send) slow it by the max-min share (simulator.network).
+        yield from self.network.transfer(self._uses(gpu, g), float(meeting.finish[r]) - start)
         gpu.busy["link"] += steps * step_s
         if not self.record:
             return
@@ -435,7 +490,8 @@ class Simulation:
         if run.host_paid:  # the host's share was paid on the host timeline
             latency_s -= self.cluster.nccl.host_overhead_s
         yield self.env.timeout(latency_s)
-        yield from self._hold(run.gpu, "link", duration, run.name)
+        yield from self._hold(run.gpu, "link", duration, run.name,
+                              self._uses(run.gpu, run.g, crosses))
 
     def _run_collective(self, run: _Run):
         """AllReduce, ReduceScatter, AllGather, Broadcast, Reduce: an NCCL collective, and
@@ -560,6 +616,21 @@ class FusedCopy:
         if self.rs:
             return dataclasses.replace(self.full, ag_nbytes=0, send_nbytes=0)
         return dataclasses.replace(self.full, rs_nbytes=0)
+
+
+@dataclass(slots=True)
+class Shared:
+    """What the simulations of several programs on one cluster share (simulator.mesh): the
+    SimPy environment, the network, the physical cluster, its GPUs by id as they are created,
+    the timeline, the variability draw, and `placement(group, rank) -> GPU id`."""
+
+    env: simpy.Environment
+    network: Network
+    cluster: Cluster
+    placement: Callable[[Group, int], int]
+    draw: Draw
+    rows: list = field(default_factory=list)
+    gpus: dict = field(default_factory=dict)
 
 
 @dataclass(slots=True)
