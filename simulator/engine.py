@@ -58,7 +58,7 @@ from cost_model.ops import (
     work_s,
 )
 from simulator import rings
-from simulator.network import Network
+from simulator.network import Network, Route
 from simulator.variability import Draw, Variability
 from workbench import ir
 from workbench.errors import WorkbenchError
@@ -239,38 +239,35 @@ class Simulation:
         if self.record:
             self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
 
-    def _uses(self, gpu: _Gpu, g, crosses: bool | None = None) -> dict:
-        """The share of each link a transfer of `gpu` uses at full speed (simulator.network):
-        inside a node its NVLink; a collective of group `g` across nodes (or a Send that
-        `crosses` nodes) its NVLink at the path's bandwidth and its NIC at its part of the
-        collective's node traffic (the ring's bus bandwidth, over the group's ranks on the
-        node)."""
+    def _uses(self, gpu: _Gpu, g, crosses: bool | None = None) -> Route:
+        """The route of a transfer of `gpu` (simulator.network): inside a node its NVLink at
+        NVLink's bandwidth; a collective of group `g` across nodes (or a Send that `crosses`
+        nodes) at the path's bandwidth, over its NVLink and its NIC, which carries the rank's
+        part of the collective's node traffic (the ring's bus bandwidth, over the group's
+        ranks on the node). g None: a fused kernel's peer loads and stores (NVLink)."""
         key = ("uses", gpu.id, g, crosses)
-        if key in self.prices:
-            return self.prices[key]
+        route = self.prices.get(key)
+        if route is not None:
+            return route
         phys = self.physical
+        nvlink_bw = phys.nvlink.bandwidth_Bps
         nvlink = ("nvlink", gpu.id)
-        if g is None:
-            uses = {nvlink: 1.0}
+        if g is None or crosses is False:
+            nodes, bw, per_node = 1, nvlink_bw, 1
+        elif crosses:
+            nodes, bw, per_node = 2, min(phys.nic_per_gpu_Bps, nvlink_bw), 1
         else:
-            if crosses is None:
-                path = coll.group_path(self.cluster, self.ctx.group_size(g))
-                nodes, bw = path.nodes, path.bandwidth_Bps
-            else:
-                nodes, bw = (2, phys.nic_per_gpu_Bps) if crosses else (1, 0.0)
-            if nodes == 1:
-                uses = {nvlink: 1.0}
-            else:
-                per_node = 1 if crosses is not None else max(
-                    1, self.ctx.group_size(g) // nodes)
-                gpn = phys.gpus_per_node
-                nics = phys.nics_per_node or gpn
-                local = gpu.id % gpn
-                nic = ("nic", gpu.id // gpn, local * nics // gpn)
-                uses = {nvlink: min(1.0, bw / phys.nvlink.bandwidth_Bps),
-                        nic: (bw / per_node) / phys.nic.bandwidth_Bps}
-        self.prices[key] = uses
-        return uses
+            path = coll.group_path(self.cluster, self.ctx.group_size(g))
+            nodes, bw = path.nodes, min(path.bandwidth_Bps, nvlink_bw)
+            per_node = max(1, self.ctx.group_size(g) // nodes)
+        links = {nvlink: (1.0, nvlink_bw)}
+        if nodes > 1:
+            gpn = phys.gpus_per_node
+            nics = phys.nics_per_node or gpn
+            nic = ("nic", gpu.id // gpn, (gpu.id % gpn) * nics // gpn)
+            links[nic] = (1.0 / per_node, phys.nic.bandwidth_Bps)
+        route = self.prices[key] = Route(links, bw)
+        return route
 
     def _take_sms(self, gpu: _Gpu, wanted: int):
         """Take up to `wanted` SMs, at least one (a block scheduler fills whatever is free,

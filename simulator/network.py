@@ -1,35 +1,38 @@
 """Links as shared resources: concurrent flows share them max-min fairly (design note 32).
 
-A flow is a transfer that alone would take `work_s` seconds and, at that full speed, uses a
-share `u[l]` of each link l it crosses (1 on its bottleneck, less on a faster link of its
-path). Running flows get rates r in (0, 1] (the fraction of their full speed) such that no
-link is over-used (sum of u[l] * r <= 1 for every link) and the allocation is max-min fair:
-progressive filling raises every unfrozen flow's rate together until a link saturates (its
-flows freeze) or a flow reaches full speed. This is the flow-level model of ASTRA-sim's
-congestion-aware analytical backend and of SimGrid's LMM solver without weights.
+A link has a capacity (bytes/s per direction: a GPU's NVLink, a NIC). A flow is a transfer
+that alone runs at `bandwidth_Bps` (its bus bandwidth: the bottleneck of its path) and then
+takes `work_s`; per byte it moves, it puts `weight[l]` bytes on each link l it crosses (1 on
+a GPU's NVLink; on a NIC the rank's part of its collective's node traffic). Running flows
+get rates x (bytes/s) that over-use no link (sum of weight * x <= capacity) and are max-min
+fair: progressive filling raises every unfrozen flow's rate together until a link fills
+(its flows freeze) or a flow reaches its own bandwidth. This is the flow-level model of
+ASTRA-sim's congestion-aware analytical backend (and SimGrid's LMM solver without weights).
+A flow at x takes work_s * bandwidth / x.
 
-Alone, a flow runs at rate 1 and finishes `work_s` after it started, exactly the time of a
-plain timeout: the timeline of a program with nothing concurrent is unchanged.
+Alone, a flow runs at its bandwidth and finishes `work_s` after it started, exactly the time
+of a plain timeout: the timeline of a program with nothing concurrent is unchanged.
 
 Rates are recomputed only for the flows connected (through shared links) to the one that
-started or ended, so disjoint flows (every GPU's own NVLink, each node's NICs) cost O(1) each.
+started or ended, so disjoint flows (every GPU's own NVLink and NIC) cost O(1) each.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 
 import simpy
 
-# Work left below this (seconds at full speed) is done: float residue of rate changes.
-EPS_S = 1e-15
-
 
 class _Flow:
-    __slots__ = ("uses", "left_s", "rate", "since", "done", "version")
+    __slots__ = ("uses", "bandwidth", "left_s", "rate", "since", "done", "version")
 
-    def __init__(self, uses: dict, work_s: float, now: float, done: simpy.Event):
+    def __init__(self, uses: dict, bandwidth: float, work_s: float, now: float,
+                 done: simpy.Event):
         self.uses = uses
+        self.bandwidth = bandwidth
         self.left_s = work_s
         self.rate = 1.0
         self.since = now
@@ -43,22 +46,21 @@ class Network:
     def __init__(self, env: simpy.Environment):
         self.env = env
         self.flows_on: dict[Hashable, set[_Flow]] = {}
+        self.capacity: dict[Hashable, float] = {}
 
-    def transfer(self, uses: Mapping[Hashable, float], work_s: float):
-        """A SimPy generator: run a flow of `work_s` seconds at full speed using share
-        `uses[link]` of each link; returns when it is done."""
+    def transfer(self, route: Route, work_s: float):
+        """A SimPy generator: run a flow along `route` that alone takes `work_s`; returns
+        when it is done."""
         if work_s <= 0:
             return
-        flow = _Flow({k: float(u) for k, u in uses.items() if u > 0}, work_s, self.env.now,
-                     self.env.event())
+        for link, (_, capacity) in route.links.items():
+            self.capacity[link] = capacity
+        flow = _Flow({k: w for k, (w, _) in route.links.items() if w > 0},
+                     route.bandwidth_Bps, work_s, self.env.now, self.env.event())
         for link in flow.uses:
             self.flows_on.setdefault(link, set()).add(flow)
         self._reshare(flow)
         yield flow.done
-
-    def rate(self, flow: _Flow) -> float:
-        """A flow's current rate (for tests)."""
-        return flow.rate
 
     # ------------------------------------------------------------ internals
 
@@ -83,7 +85,7 @@ class Network:
             if f.since < now:
                 f.left_s -= (now - f.since) * f.rate
                 f.since = now
-        rates = max_min_rates([f.uses for f in flows])
+        rates = max_min_rates([(f.uses, f.bandwidth) for f in flows], self.capacity)
         for f, r in zip(flows, rates):
             if f.rate == r and f is not flow and f.version:
                 continue  # unchanged: its scheduled end stands
@@ -93,7 +95,7 @@ class Network:
 
     def _schedule_end(self, f: _Flow) -> None:
         version = f.version
-        timer = self.env.timeout(max(f.left_s, 0.0) / f.rate)
+        timer = self.env.timeout(max(f.left_s, 0.0) / f.rate)  # rate 1 alone: exact
         timer.callbacks.append(lambda _ev, f=f, v=version: self._end(f, v))
 
     def _end(self, f: _Flow, version: int) -> None:
@@ -117,36 +119,44 @@ class Network:
                 self._reshare(g)
 
 
-def max_min_rates(uses: list[Mapping[Hashable, float]]) -> list[float]:
-    """Max-min fair rates in (0, 1] of flows using share `uses[i][link]` of each link at full
-    speed (progressive filling; see the module docstring)."""
-    n = len(uses)
-    rates = [0.0] * n
+def max_min_rates(flows: list[tuple[Mapping[Hashable, float], float]],
+                  capacity: Mapping[Hashable, float]) -> list[float]:
+    """Each flow's rate as a fraction of its bandwidth, for flows given as (weight per link,
+    bandwidth_Bps) on links of `capacity` (bytes/s): max-min fair by progressive filling
+    (module docstring). A flow that reaches its bandwidth gets exactly 1."""
+    n = len(flows)
+    rates = [1.0] * n
     frozen = [False] * n
-    left = {}  # link -> capacity left
-    for u in uses:
-        for link in u:
-            left[link] = 1.0
-    level = 0.0
+    left = {link: capacity[link] for uses, _ in flows for link in uses}
+    level = 0.0  # the common rate (bytes/s) of the unfrozen flows
     while not all(frozen):
-        # how far every unfrozen flow can rise together before a link fills or a flow is full
-        demand = {}
-        for i, u in enumerate(uses):
+        demand = {}  # link -> bytes/s it takes per byte/s of the common rate
+        step = math.inf
+        for i, (uses, bandwidth) in enumerate(flows):
             if not frozen[i]:
-                for link, share in u.items():
-                    demand[link] = demand.get(link, 0.0) + share
-        step = 1.0 - level
+                step = min(step, bandwidth - level)
+                for link, w in uses.items():
+                    demand[link] = demand.get(link, 0.0) + w
         for link, d in demand.items():
-            if d > 0:
-                step = min(step, left[link] / d)
+            step = min(step, left[link] / d)
         level += step
         for link, d in demand.items():
             left[link] -= d * step
-        full = {link for link, d in demand.items() if d > 0 and left[link] <= 1e-12}
-        for i, u in enumerate(uses):
+        full = {link for link, d in demand.items() if left[link] <= 1e-9 * capacity[link]}
+        for i, (uses, bandwidth) in enumerate(flows):
             if frozen[i]:
                 continue
-            if level >= 1.0 - 1e-12 or any(link in full for link in u):
-                rates[i] = min(level, 1.0) if level < 1.0 - 1e-12 else 1.0
-                frozen[i] = True
+            if level >= bandwidth * (1 - 1e-12):
+                rates[i], frozen[i] = 1.0, True
+            elif any(link in full for link in uses):
+                rates[i], frozen[i] = level / bandwidth, True
     return rates
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a flow runs: `links[link] = (bytes on it per byte of the flow, its capacity in
+    bytes/s)`, and the flow's own bandwidth alone (bytes/s)."""
+
+    links: Mapping[Hashable, tuple[float, float]]
+    bandwidth_Bps: float
