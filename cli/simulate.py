@@ -23,6 +23,7 @@ from cost_model.hardware import load_hardware
 from cost_model.ops import CostContext, explain_collectives, peak_memory, program_cost
 from simulator import Variability
 from simulator import simulate as simulate_program
+from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import autotune as tuner
 from workbench import ir
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
@@ -105,17 +106,35 @@ def predict(loaded, cluster, sets: dict | None = None,
             autotune: Iterable[tuple[str, ir.Program]] | None = None,
             symbolic: bool = False, reduced: bool | None = None, progress: bool = False,
             variability: Variability | None = None, samples: int = 1,
+            mesh: Mesh | None = None, axis: str | None = None,
             ) -> list[Prediction]:
     """Simulate every candidate schedule of a loaded program file on `cluster`.
 
     `autotune` is the hook for extra candidates: any iterable of (name, Program), e.g. the
     autotuner's legal transform sequences applied to the program. With `variability`, each
     schedule is simulated `samples` times (seeds (seed, 0..samples-1)); its time is the
-    median and `samples_s` holds them all."""
+    median and `samples_s` holds them all. With `mesh`, the program runs on every group of
+    mesh axis `axis` at once (P is that axis's size), priced as those groups see the cluster
+    (simulator.mesh), every rank simulated, sharing the network."""
     if samples < 1:
         raise WorkbenchError(f"--samples must be at least 1, got {samples}; e.g. --samples 20")
     if variability is not None:
         variability.check(cluster.world_size)
+    physical = cluster
+    if mesh is not None:
+        mesh.check(cluster)
+        if axis is None:
+            raise MeshError(f"--axis must name the mesh axis the program's groups run over, "
+                            f"got none for --mesh {mesh}; e.g. --axis {mesh.axes[-1][0]}")
+        size = mesh.axis_size(axis)
+        if (sets or {}).get("P", size) != size:
+            raise MeshError(f"--set P must be the {axis} axis's size {size} with --mesh, got "
+                            f"{sets['P']}; drop --set P")
+        sets = {**(sets or {}), "P": size}
+        cluster = mesh.view(cluster, axis)  # what the program's groups see: prices them
+    elif axis is not None:
+        raise MeshError(f"--axis needs --mesh, got --axis {axis} alone; add e.g. --mesh "
+                        f"tp=8,{axis}={max(1, cluster.world_size // 8)}")
     sizes = resolve_sizes(loaded.program, loaded.sizes, sets or {}, cluster)
     items = list(candidates(loaded, autotune))
     out = []
@@ -150,10 +169,16 @@ def predict(loaded, cluster, sets: dict | None = None,
             click.echo(f"schedule {name} left out on {cluster.name}: {e}", err=True)
             out.append(Prediction.left_out(name, program, f"not on {cluster.name}: {e}"))
             continue
-        runs = [simulate_program(program, cluster, bound, reduced=reduced,
-                                 variability=variability, sample=i,
-                                 record=i == 0 or samples == 1)
-                for i in range(samples if variability is not None else 1)]
+        if mesh is not None:
+            runs = [simulate_mesh(physical, mesh, [Phase(program, axis, bound)],
+                                  record=i == 0 or samples == 1, variability=variability,
+                                  sample=i)
+                    for i in range(samples if variability is not None else 1)]
+        else:
+            runs = [simulate_program(program, cluster, bound, reduced=reduced,
+                                     variability=variability, sample=i,
+                                     record=i == 0 or samples == 1)
+                    for i in range(samples if variability is not None else 1)]
         result = runs[0]
         times = tuple(r.time_s for r in runs)
         formula = program_cost(program, cluster, bound, symbolic=True).time_s if symbolic else None
@@ -273,13 +298,18 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draws.")
 @click.option("--samples", type=int, default=1, show_default=True,
               help="Draws to simulate when ranks differ; adds p50_ms and p99_ms columns.")
+@click.option("--mesh", "mesh_text", metavar="AXIS=SIZE,...",
+              help="Lay the GPUs out as a device mesh, first axis fastest (tp=8,dp=128: tp "
+              "inside a node, dp strided across nodes); with --axis.")
+@click.option("--axis", help="The mesh axis the program's process group runs over: every group "
+              "of it runs the program at once, sharing the links.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Chrome/Perfetto trace of the best schedule's timeline.")
 def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
              explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
-             csv_path, json_path, trace_path) -> None:
+             mesh_text, axis, csv_path, json_path, trace_path) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
@@ -302,7 +332,8 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
     predictions = predict(loaded, cluster, size_values, extra, symbolic,
                           reduced=False if full or variability.active else None, progress=True,
                           variability=variability if variability.active else None,
-                          samples=samples)
+                          samples=samples, mesh=Mesh.parse(mesh_text) if mesh_text else None,
+                          axis=axis)
     df = table(predictions, memory=show_memory)
     first = next((p for p in predictions if p.ok), None)
     click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "
