@@ -360,8 +360,8 @@ class Simulation:
         gpu.busy["link"] += steps * step_s
         if not self.record:
             return
-        if meeting.starts is not None:
-            for k in range(steps):
+        if meeting.starts is not None and self.env.now == float(meeting.finish[r]):
+            for k in range(steps):  # not slowed by a shared link: each step as solved
                 t = float(meeting.starts[k, r])
                 self.rows.append(Row(t, t + step_s, gpu.id, "link", op))
         else:

@@ -1,0 +1,165 @@
+"""Parallelism layouts (simulator.mesh): axes of a device mesh with their rank order, programs
+run over a named axis on one shared network, and concurrent collectives that meet on a link
+slowing each other by the max-min share (simulator.network), while those on disjoint links
+do not."""
+
+import pytest
+
+from cli.main import main
+from cost_model.hardware import preset
+from cost_model.ops import program_cost
+from simulator import simulate
+from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
+from workbench import AllReduce, Local, Program, Size, Sum, Tensor, float32
+from workbench.interpreter import bind_sizes
+from workbench.loader import load
+
+N = 2**26
+
+
+def allreduce(name):
+    """A program of one AllReduce whose result is `name` (a collective alone on the link)."""
+    n = Size("N")
+    g = Tensor(float32, [n], Local, f"{name}_in")
+    out = AllReduce(Sum, g, name=name)
+    return Program(inputs=[g], outputs=[out], name=name)
+
+
+def test_axes_place_tp_inside_a_node_and_dp_strided():
+    mesh = Mesh.parse("tp=8,pp=4,dp=32")
+    assert mesh.size == 1024
+    assert mesh.groups("tp")[0] == list(range(8))
+    assert mesh.groups("pp")[1] == [1, 9, 17, 25]
+    assert mesh.groups("dp")[0] == [32 * i for i in range(32)]
+    for axis, size in mesh.axes:
+        groups = mesh.groups(axis)
+        assert len(groups) == 1024 // size
+        assert sorted(r for g in groups for r in g) == list(range(1024))
+    cluster = preset("dgx-h100", nodes=128)
+    dp = mesh.view(cluster, "dp")
+    assert (dp.gpus_per_node, dp.nodes) == (1, 32)
+    assert dp.nic_per_gpu_Bps == cluster.nic_per_gpu_Bps
+    assert mesh.view(cluster, "tp").nodes == 1
+
+
+def lone_link_s(result, op):
+    """Seconds GPU 0 held its link for statement `op` (one row per collective above 64
+    ranks, a row per step below)."""
+    df = result.dataframe()
+    rows = df[(df.resource == "link") & (df.gpu == 0) & (df.op == op)]
+    return float((rows.t_end - rows.t_start).sum())
+
+
+def test_concurrent_collectives_on_disjoint_links_do_not_slow_each_other():
+    # tp=8,dp=2 on 2 nodes: the two tp groups' AllReduces run at once, each on its node's
+    # NVLink; each takes what it takes alone on one node
+    cluster = preset("dgx-h100", nodes=2)
+    mesh = Mesh.parse("tp=8,dp=2")
+    program = allreduce("a")
+    bound = bind_sizes(program, {"N": N, "P": 8})
+    both = simulate_mesh(cluster, mesh, [Phase(program, "tp", bound)])
+    alone = simulate(program, preset("dgx-h100"), bound, reduced=False)
+    assert both.time_s == alone.time_s
+    assert both.ranks_simulated == 16
+    # and the 8 dp groups of 2 ranks (one per node), each over its own GPU's NIC
+    bound2 = bind_sizes(program, {"N": N, "P": 2})
+    dp = simulate_mesh(cluster, mesh, [Phase(program, "dp", bound2)])
+    view = mesh.view(cluster, "dp")
+    assert dp.time_s == pytest.approx(float(program_cost(program, view, bound2).time_s),
+                                      rel=1e-12)
+
+
+def test_concurrent_collectives_on_a_shared_link_share_it_max_min():
+    cluster = preset("dgx-h100", nodes=2)
+    mesh = Mesh.parse("tp=8,dp=2")
+    a, b = allreduce("a"), allreduce("b")
+    tp_bound = bind_sizes(a, {"N": N, "P": 8})
+    # two tp AllReduces at once on the same GPUs: each gets half of every NVLink
+    alone = simulate_mesh(cluster, mesh, [Phase(a, "tp", tp_bound)])
+    two = simulate_mesh(cluster, mesh, [Phase(a, "tp", tp_bound), Phase(b, "tp", tp_bound)],
+                        concurrent=True)
+    assert lone_link_s(two, "a = AllReduce") == pytest.approx(
+        2 * lone_link_s(alone, "a = AllReduce"), rel=1e-9)
+    # a tp AllReduce beside a dp one (over the NIC, 50 GB/s of the NVLink's 450): max-min
+    # leaves the dp ring its 50 GB/s and gives the tp ring the rest of the NVLink
+    dp_bound = bind_sizes(b, {"N": N, "P": 2})  # the dp ring (NIC) outlasts the tp one
+    mixed = simulate_mesh(cluster, mesh, [Phase(a, "tp", tp_bound), Phase(b, "dp", dp_bound)],
+                          concurrent=True)
+    nvlink, nic = cluster.nvlink.bandwidth_Bps, cluster.nic_per_gpu_Bps
+    # (within 0.5 %: the tp ring starts its transfer a few microseconds before the dp one,
+    # whose fixed latency is longer, and runs alone until then)
+    assert lone_link_s(mixed, "a = AllReduce") == pytest.approx(
+        lone_link_s(alone, "a = AllReduce") * nvlink / (nvlink - nic), rel=5e-3)
+    assert lone_link_s(mixed, "a = AllReduce") > lone_link_s(alone, "a = AllReduce") * 1.1
+    dp_alone = simulate_mesh(cluster, mesh, [Phase(b, "dp", dp_bound)])
+    assert lone_link_s(mixed, "b = AllReduce") == pytest.approx(
+        lone_link_s(dp_alone, "b = AllReduce"), rel=1e-9)
+
+
+def test_the_combined_step_model_parallel_over_tp_then_adam_over_dp():
+    cluster = preset("dgx-h100", nodes=4)
+    mesh = Mesh.parse("tp=8,dp=4")
+    layer = load("studies/model_parallel.py")
+    adam = load("studies/adam.py")
+    tp = Phase(layer.program, "tp", bind_sizes(layer.program, {**layer.sizes, "P": 8}))
+    dp = Phase(adam.program, "dp", bind_sizes(adam.program, {"N": 2**24, "P": 4}))
+    step = simulate_mesh(cluster, mesh, [tp, dp])
+    tp_alone = simulate_mesh(cluster, mesh, [tp]).time_s
+    dp_alone = simulate_mesh(cluster, mesh, [dp]).time_s
+    # the phases follow each other on every rank and every rank is alike: their sum, but
+    # for the host's cost of the optimizer's one NCCL call, issued while the GPU still runs
+    # the layer (as a host that issues ahead does)
+    assert step.time_s == pytest.approx(tp_alone + dp_alone - cluster.nccl.host_overhead_s,
+                                        rel=1e-9)
+    assert step.ranks_simulated == 32
+    # run at once (the optimizer beside the next layer), they overlap but meet on the links
+    both = simulate_mesh(cluster, mesh, [tp, dp], concurrent=True).time_s
+    assert max(tp_alone, dp_alone) < both < tp_alone + dp_alone
+
+
+def test_a_program_of_several_groups_is_refused_on_a_mesh():
+    program = load("studies/pipeline.py").program
+    cluster = preset("dgx-h100", nodes=1)
+    with pytest.raises(MeshError, match=r"^a program run over a mesh axis must have one "
+                       r"process group, got 2"):
+        simulate_mesh(cluster, Mesh.parse("tp=8"), [Phase(program, "tp", {})])
+
+
+def run_cli(capsys, *args):
+    code = main(["simulate", "studies/sgd.py", "--hardware", "dgx-h100", "--nodes", "16",
+                 "--set", "N=2**24", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_simulate_over_a_mesh_axis(capsys):
+    code, out, err = run_cli(capsys, "--mesh", "tp=8,dp=16", "--axis", "dp")
+    assert code == 0, err
+    assert "simulated all 128 ranks" in out
+    # sgd over dp, one GPU per node: each ring over its GPU's NIC, as the view prices it
+    row = next(line for line in out.splitlines() if line.split()[:1] == ["unscheduled"])
+    time_ms, model_ms = map(float, row.split()[1:3])
+    assert time_ms == pytest.approx(model_ms, rel=1e-3)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--mesh", "tp=8,dp=8", "--axis", "dp"], "error: --mesh must multiply to the cluster's "
+     "128 GPUs (dgx-h100*16), got tp=8 x dp=8 = 64; change an axis so the product is 128, or "
+     "--nodes"),
+    (["--mesh", "tp=8,dp=16", "--axis", "pp"], "error: --axis must be one of the mesh's axes "
+     "(tp, dp), got 'pp'; name one of them or add it to --mesh"),
+    (["--mesh", "tp=8,dp", "--axis", "dp"], "error: --mesh must be AXIS=SIZE pairs separated "
+     "by commas (a name, a positive integer), got 'dp' in 'tp=8,dp'; e.g. --mesh tp=8,dp=128"),
+    (["--mesh", "tp=8,tp=16", "--axis", "tp"], "error: --mesh must name each axis once, got "
+     "'tp' twice in 'tp=8,tp=16'; merge them into one size"),
+    (["--mesh", "tp=8,dp=16"], "error: --axis must name the mesh axis the program's groups run "
+     "over, got none for --mesh tp=8,dp=16; e.g. --axis dp"),
+    (["--axis", "dp"], "error: --axis needs --mesh, got --axis dp alone; add e.g. --mesh "
+     "tp=8,dp=16"),
+    (["--mesh", "tp=8,dp=16", "--axis", "dp", "--set", "P=8"], "error: --set P must be the dp "
+     "axis's size 16 with --mesh, got 8; drop --set P"),
+])
+def test_bad_mesh_exits_2_naming_field_and_fix(capsys, args, message):
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2
+    assert err.strip() == message
