@@ -1,10 +1,12 @@
 """SimPy model of a program running on a cluster.
 
-Each simulated GPU owns its resources: `link` (its NVLink/NIC directions; a ring step sends on
-the out direction while receiving on the in direction, and by the symmetry of collectives every
-GPU does both at once, so one resource stands for the pair), `hbm` (the memory pipeline that
-computation chunks hold) and `sms` (a Container of SMs: a communication kernel holds one SM per
-NCCL channel, a computation kernel takes what is free). Each rank runs its statements in order
+Each simulated GPU owns its resources: `hbm` (the memory pipeline that computation chunks
+hold), `sms` (a Container of SMs: a communication kernel holds one SM per NCCL channel, a
+computation kernel takes what is free) and `link` (the turn a fused kernel's loads and stores
+take). Data moves as flows on the links of `simulator.network` (each GPU's NVLink, its NIC;
+a ring step sends on the out direction while receiving on the in one, and by the symmetry of
+collectives every GPU does both at once, so one link stands for the pair), which concurrent
+transfers share max-min fairly. Each rank runs its statements in order
 on one stream, each by its op class's rule in RUN_RULES; an Overlapped region runs its producer
 and consumer on two streams. Every duration comes from cost_model (the simulator has no
 formulas of its own): NCCL plans give the chunk steps, work_s the computation chunks,
