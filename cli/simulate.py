@@ -106,7 +106,7 @@ def predict(loaded, cluster, sets: dict | None = None,
             autotune: Iterable[tuple[str, ir.Program]] | None = None,
             symbolic: bool = False, reduced: bool | None = None, progress: bool = False,
             variability: Variability | None = None, samples: int = 1,
-            mesh: Mesh | None = None, axis: str | None = None,
+            mesh: Mesh | None = None, axis: str | None = None, stages: str | None = None,
             ) -> list[Prediction]:
     """Simulate every candidate schedule of a loaded program file on `cluster`.
 
@@ -131,10 +131,11 @@ def predict(loaded, cluster, sets: dict | None = None,
             raise MeshError(f"--set P must be the {axis} axis's size {size} with --mesh, got "
                             f"{sets['P']}; drop --set P")
         sets = {**(sets or {}), "P": size}
-        cluster = mesh.view(cluster, axis)  # what the program's groups see: prices them
-    elif axis is not None:
-        raise MeshError(f"--axis needs --mesh, got --axis {axis} alone; add e.g. --mesh "
-                        f"tp=8,{axis}={max(1, cluster.world_size // 8)}")
+        cluster = mesh.view(cluster, axis, stages)  # what the program's groups see: prices them
+    elif axis is not None or stages is not None:
+        option, name = ("--axis", axis) if axis is not None else ("--stages", stages)
+        raise MeshError(f"{option} needs --mesh, got {option} {name} alone; add e.g. --mesh "
+                        f"tp=8,{name}={max(1, cluster.world_size // 8)}")
     sizes = resolve_sizes(loaded.program, loaded.sizes, sets or {}, cluster)
     items = list(candidates(loaded, autotune))
     out = []
@@ -170,7 +171,7 @@ def predict(loaded, cluster, sets: dict | None = None,
             out.append(Prediction.left_out(name, program, f"not on {cluster.name}: {e}"))
             continue
         if mesh is not None:
-            runs = [simulate_mesh(physical, mesh, [Phase(program, axis, bound)],
+            runs = [simulate_mesh(physical, mesh, [Phase(program, axis, bound, stages)],
                                   record=i == 0 or samples == 1, variability=variability,
                                   sample=i)
                     for i in range(samples if variability is not None else 1)]
@@ -303,13 +304,15 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
               "inside a node, dp strided across nodes); with --axis.")
 @click.option("--axis", help="The mesh axis the program's process group runs over: every group "
               "of it runs the program at once, sharing the links.")
+@click.option("--stages", help="With --mesh: the axis a program's process groups (pipeline "
+              "stages) are laid along, e.g. --axis tp --stages pp.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Chrome/Perfetto trace of the best schedule's timeline.")
 def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
              explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
-             mesh_text, axis, csv_path, json_path, trace_path) -> None:
+             mesh_text, axis, stages, csv_path, json_path, trace_path) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
@@ -333,7 +336,7 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
                           reduced=False if full or variability.active else None, progress=True,
                           variability=variability if variability.active else None,
                           samples=samples, mesh=Mesh.parse(mesh_text) if mesh_text else None,
-                          axis=axis)
+                          axis=axis, stages=stages)
     df = table(predictions, memory=show_memory)
     first = next((p for p in predictions if p.ok), None)
     click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "

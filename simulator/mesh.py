@@ -83,25 +83,44 @@ class Mesh:
                             f"{axis!r}; name one of them or add it to --mesh")
         return sizes[axis]
 
-    def groups(self, axis: str) -> list[list[int]]:
-        """The ranks of every group of `axis`, each in its order along the axis."""
-        size = self.axis_size(axis)
+    def stride(self, axis: str) -> int:
+        """How many ranks apart consecutive members of a group of `axis` are."""
+        self.axis_size(axis)
         stride = 1
         for a, n in self.axes:
             if a == axis:
                 break
             stride *= n
+        return stride
+
+    def groups(self, axis: str) -> list[list[int]]:
+        """The ranks of every group of `axis`, each in its order along the axis."""
+        size, stride = self.axis_size(axis), self.stride(axis)
         starts = [r for r in range(self.size) if (r // stride) % size == 0]
         return [[s + i * stride for i in range(size)] for s in starts]
 
-    def view(self, cluster: Cluster, axis: str) -> Cluster:
+    def instances(self, axis: str, stages: str | None = None) -> list[list[list[int]]]:
+        """Where each copy of a program runs: per copy, per stage (along `stages`; one stage
+        without it), the ranks of its group of `axis`."""
+        if stages is None:
+            return [[g] for g in self.groups(axis)]
+        if stages == axis:
+            raise MeshError(f"--stages must be another axis than --axis, got {axis!r} for both; "
+                            "e.g. --axis tp --stages pp")
+        n, stride = self.axis_size(stages), self.stride(stages)
+        return [[[r + i * stride for r in g] for i in range(n)]
+                for g in self.groups(axis) if (g[0] // stride) % n == 0]
+
+    def view(self, cluster: Cluster, axis: str, stages: str | None = None) -> Cluster:
         """The cluster as one group of `axis` sees it: nodes of as many GPUs as it has ranks
-        on a node, each GPU with its own share of the node's NICs, as many nodes as it spans
-        (what the cost model prices a group of P ranks by)."""
+        on a node, each GPU with its own share of the node's NICs, as many nodes as its copy
+        of the program spans (all its stages: a Send crosses nodes when they do), which is
+        what the cost model prices a group of P ranks by."""
         gpn = cluster.gpus_per_node
-        group = self.groups(axis)[0]
-        nodes = len({r // gpn for r in group})
-        per_node = len(group) // nodes
+        copy = self.instances(axis, stages)[0]
+        group = copy[0]
+        nodes = len({r // gpn for stage in copy for r in stage})
+        per_node = len(group) // len({r // gpn for r in group})
         if per_node == gpn and nodes == cluster.nodes:
             return cluster
         nic = dataclasses.replace(cluster.nic, bandwidth_Bps=cluster.nic_per_gpu_Bps)
@@ -116,6 +135,7 @@ class Phase:
     program: ir.Program
     axis: str
     bound: Mapping[sympy.Symbol, int]
+    stages: str | None = None  # the axis a program of several groups (stages) runs along
 
 
 def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent: bool = False,
@@ -130,25 +150,31 @@ def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent:
     base = Shared(env, Network(env), cluster, lambda g, r: r, draw)
     per_rank: dict[int, list] = {r: [] for r in range(cluster.world_size)}
     for i, phase in enumerate(phases):
+        copies = mesh.instances(phase.axis, phase.stages)
         groups = phase.program.groups()
-        if len(groups) != 1:
-            raise MeshError(f"a program run over a mesh axis must have one process group, got "
-                            f"{len(groups)} ({', '.join(map(str, groups))}) in phase {i}; "
-                            "run pipelines with their stages as groups, without --mesh")
-        view = mesh.view(cluster, phase.axis)
-        prices: dict = {}  # the groups of an axis run the same program: priced once
-        for members in mesh.groups(phase.axis):
-            shared = dataclasses.replace(base, placement=lambda g, r, m=members: m[r])
+        stages = 1 if phase.stages is None else mesh.axis_size(phase.stages)
+        if len(groups) != stages:
+            got = f"--stages {phase.stages} of {stages}" if phase.stages else "no --stages"
+            raise MeshError(f"--stages must name an axis of as many ranks as the program has "
+                            f"process groups (stages), got {len(groups)} group(s) "
+                            f"({', '.join(map(str, groups))}) and {got} in phase {i}; pass "
+                            f"--stages AXIS with an axis of {len(groups)}")
+        view = mesh.view(cluster, phase.axis, phase.stages)
+        prices: dict = {}  # the copies of a program run the same statements: priced once
+        index = {g: k for k, g in enumerate(groups)}
+        for copy in copies:
+            shared = dataclasses.replace(
+                base, placement=lambda g, r, c=copy, k=index: c[k[g]][r])
             sim = Simulation(phase.program, view, phase.bound, reduced=False, record=record,
                              shared=shared)
             sim.prices = prices
-            g = groups[0]
-            if sim.ranks[g] != len(members):
-                raise MeshError(f"phase {i}'s group must have the {phase.axis} axis's "
-                                f"{len(members)} ranks, got {sim.ranks[g]}; bind P to "
-                                f"{len(members)}")
-            for r, gid in enumerate(members):
-                per_rank[gid].append((sim, g, r))
+            for g, members in zip(groups, copy):
+                if sim.ranks[g] != len(members):
+                    raise MeshError(f"phase {i}'s group must have the {phase.axis} axis's "
+                                    f"{len(members)} ranks, got {sim.ranks[g]}; bind P to "
+                                    f"{len(members)}")
+                for r, gid in enumerate(members):
+                    per_rank[gid].append((sim, g, r))
 
     def rank(parts):
         if concurrent:

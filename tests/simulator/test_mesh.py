@@ -117,12 +117,32 @@ def test_the_combined_step_model_parallel_over_tp_then_adam_over_dp():
     assert max(tp_alone, dp_alone) < both < tp_alone + dp_alone
 
 
-def test_a_program_of_several_groups_is_refused_on_a_mesh():
+def test_pipeline_stages_along_a_mesh_axis():
+    # tp=8,pp=2: stage k's rank r is GPU 8k + r, the layout the cost model assumes of stages;
+    # a second copy (dp=2) on two other nodes shares no link with the first
+    loaded = load("studies/pipeline.py")
+    for name, program in [("unscheduled", loaded.program),
+                          *((n, s.apply()) for n, s in loaded.schedules.items())]:
+        bound = bind_sizes(program, {**loaded.sizes, "P": 8})
+        alone = simulate(program, preset("dgx-h100", nodes=2), bound, reduced=False).time_s
+        one = simulate_mesh(preset("dgx-h100", nodes=2), Mesh.parse("tp=8,pp=2"),
+                            [Phase(program, "tp", bound, stages="pp")])
+        two = simulate_mesh(preset("dgx-h100", nodes=4), Mesh.parse("tp=8,pp=2,dp=2"),
+                            [Phase(program, "tp", bound, stages="pp")], record=False)
+        assert one.time_s == alone and two.time_s == alone, name
+    assert Mesh.parse("tp=2,pp=2,dp=2").instances("tp", "pp") == [
+        [[0, 1], [2, 3]], [[4, 5], [6, 7]]]
+
+
+def test_a_program_of_several_groups_needs_a_stages_axis():
     program = load("studies/pipeline.py").program
-    cluster = preset("dgx-h100", nodes=1)
-    with pytest.raises(MeshError, match=r"^a program run over a mesh axis must have one "
-                       r"process group, got 2"):
-        simulate_mesh(cluster, Mesh.parse("tp=8"), [Phase(program, "tp", {})])
+    cluster = preset("dgx-h100", nodes=2)
+    with pytest.raises(MeshError, match=r"^--stages must name an axis of as many ranks as the "
+                       r"program has process groups \(stages\), got 2 group\(s\) .* and no "
+                       r"--stages in phase 0; pass --stages AXIS with an axis of 2$"):
+        simulate_mesh(cluster, Mesh.parse("tp=8,pp=2"), [Phase(program, "tp", {})])
+    with pytest.raises(MeshError, match=r"^--stages must be another axis than --axis"):
+        simulate_mesh(cluster, Mesh.parse("tp=8,pp=2"), [Phase(program, "tp", {}, "tp")])
 
 
 def run_cli(capsys, *args):
@@ -130,6 +150,14 @@ def run_cli(capsys, *args):
                  "--set", "N=2**24", *args])
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def test_simulate_a_pipeline_over_mesh_axes(capsys):
+    code = main(["simulate", "studies/pipeline.py", "--hardware", "dgx-h100", "--nodes", "4",
+                 "--mesh", "tp=8,pp=2,dp=2", "--axis", "tp", "--stages", "pp"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "simulated all 32 ranks" in out.out
 
 
 def test_simulate_over_a_mesh_axis(capsys):
@@ -156,6 +184,8 @@ def test_simulate_over_a_mesh_axis(capsys):
      "over, got none for --mesh tp=8,dp=16; e.g. --axis dp"),
     (["--axis", "dp"], "error: --axis needs --mesh, got --axis dp alone; add e.g. --mesh "
      "tp=8,dp=16"),
+    (["--stages", "pp"], "error: --stages needs --mesh, got --stages pp alone; add e.g. "
+     "--mesh tp=8,pp=16"),
     (["--mesh", "tp=8,dp=16", "--axis", "dp", "--set", "P=8"], "error: --set P must be the dp "
      "axis's size 16 with --mesh, got 8; drop --set P"),
 ])
