@@ -193,3 +193,31 @@ def test_bad_mesh_exits_2_naming_field_and_fix(capsys, args, message):
     code, _, err = run_cli(capsys, *args)
     assert code == 2
     assert err.strip() == message
+
+
+def test_tp_allreduce_dp_reducescatter_and_pipeline_send_at_once_meet_on_the_links():
+    """tp=8,pp=2,dp=2 on 4 nodes: a tp AllReduce (NVLink), a dp ReduceScatter (NVLink and the
+    GPU's NIC) and a pipeline Send to the next node (NVLink and NIC) at once. Each is slower
+    than alone where they meet; alone each takes its own time."""
+    from workbench import P, Pipeline, ReduceScatter, Replicated, Send, Stage
+
+    n = Size("N", multiple_of=P)
+    s0, s1 = Stage("s0"), Stage("s1")
+    x = Tensor(float32, [n], Replicated, "x", group=s0)
+    send = Pipeline([s0, s1], inputs=[x], outputs=[Send(x, s1, name="sent")], name="send")
+    g = Tensor(float32, [n], Local, "rs_in")
+    rs = Program(inputs=[g], outputs=[ReduceScatter(Sum, g, name="rs")], name="rs")
+    ar = allreduce("ar")
+    cluster = preset("dgx-h100", nodes=4)
+    mesh = Mesh.parse("tp=8,pp=2,dp=2")
+    phases = {"ar = AllReduce": Phase(ar, "tp", bind_sizes(ar, {"N": N, "P": 8})),
+              "rs = ReduceScatter": Phase(rs, "dp", bind_sizes(rs, {"N": N, "P": 2})),
+              "sent = Send": Phase(send, "tp", bind_sizes(send, {"N": N // 4, "P": 8}), "pp")}
+    together = simulate_mesh(cluster, mesh, list(phases.values()), concurrent=True)
+    for op, phase in phases.items():
+        alone = simulate_mesh(cluster, mesh, [phase])
+        assert lone_link_s(together, op) > 1.05 * lone_link_s(alone, op), op
+    # each alone on the mesh is its time alone on its own links (nothing else to meet)
+    assert simulate_mesh(cluster, mesh, [phases["rs = ReduceScatter"]]).time_s == \
+        pytest.approx(float(program_cost(rs, mesh.view(cluster, "dp"),
+                                         phases["rs = ReduceScatter"].bound).time_s), rel=1e-12)
