@@ -280,3 +280,32 @@ def test_bad_variability_exits_2_naming_field_and_fix(capsys, args, message):
 def test_variability_error_is_a_workbench_error():
     with pytest.raises(VariabilityError):
         Variability(slow=((0, float("nan")),)).check(4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(study=st.sampled_from(["sgd", "adam", "lamb", "model_parallel", "pipeline"]),
+       pick=st.integers(0, 9), nodes=st.sampled_from([1, 2]),
+       slow=st.lists(st.tuples(st.integers(0, 7), st.floats(1.0, 3.0)), max_size=3),
+       degraded=st.lists(st.tuples(st.integers(0, 7), st.floats(1.0, 3.0)), max_size=2),
+       jitter=st.sampled_from([0.0, 0.05]), seed=st.integers(0, 3))
+def test_variability_only_delays(study, pick, nodes, slow, degraded, jitter, seed):
+    """Ranks that differ never make a step faster than all ranks nominal, on any study and
+    schedule (slow and degraded factors >= 1, jitter one-sided)."""
+    from cost_model.hardware import load_hardware
+
+    named = list(schedules(f"studies/{study}.py"))
+    name, program = named[pick % len(named)]
+    loaded = load(f"studies/{study}.py")
+    cluster = load_hardware("h200x4", nodes)
+    P = cluster.world_size // len(program.groups())
+    bound = bind_sizes(program, {k: max(P, v // 256 // P * P) for k, v in loaded.sizes.items()}
+                       | {"P": P})
+    if not runnable(program, cluster, bound):
+        return
+    world = cluster.world_size
+    v = Variability(seed=seed, slow=tuple((r % world, f) for r, f in slow),
+                    degraded=tuple((r % world, f) for r, f in degraded), jitter=jitter)
+    nominal = simulate(program, cluster, bound, reduced=False, record=False).time_s
+    varied = simulate(program, cluster, bound, reduced=False, record=False,
+                      variability=v).time_s
+    assert varied >= nominal * (1 - 1e-9), (name, v)
