@@ -180,6 +180,7 @@ class Simulation:
             reduced = self.ranks_total > FULL_RANK_LIMIT and not self.variability.active
         self.reduced = reduced
         self.draw = shared.draw if shared else self.variability.draw(self.ranks_total, sample)
+        self.placement = shared.placement if shared else (lambda g, r: self.offsets[g] + r)
         self.offsets, off = {}, 0
         for g, n in zip(self.groups, sizes):
             self.offsets[g] = off
@@ -241,12 +242,15 @@ class Simulation:
         if self.record:
             self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
 
-    def _uses(self, gpu: _Gpu, g, crosses: bool | None = None) -> Route:
+    def _uses(self, gpu: _Gpu, g, crosses: bool | None = None, peer: int | None = None
+              ) -> Route:
         """The route of a transfer of `gpu` (simulator.network): inside a node its NVLink at
         NVLink's bandwidth; a collective of group `g` across nodes (or a Send that `crosses`
-        nodes) at the path's bandwidth, over its NVLink and its NIC, which carries the rank's
-        part of the collective's node traffic (the ring's bus bandwidth, over the group's
-        ranks on the node). g None: a fused kernel's peer loads and stores (NVLink)."""
+        nodes, to GPU `peer`) at the path's bandwidth, over its NVLink and its NIC, which
+        carries the rank's part of the collective's node traffic (the ring's bus bandwidth,
+        over the group's ranks on the node), and where the group (or the Send) spans leaves
+        of the fabric, its leaf's uplink on its rail (`_uplink`). g None: a fused kernel's
+        peer loads and stores (NVLink)."""
         key = ("uses", gpu.id, g, crosses)
         route = self.prices.get(key)
         if route is not None:
@@ -266,10 +270,51 @@ class Simulation:
         if nodes > 1:
             gpn = phys.gpus_per_node
             nics = phys.nics_per_node or gpn
-            nic = ("nic", gpu.id // gpn, (gpu.id % gpn) * nics // gpn)
-            links[nic] = (1.0 / per_node, phys.nic.bandwidth_Bps)
+            rail = (gpu.id % gpn) * nics // gpn
+            links[("nic", gpu.id // gpn, rail)] = (1.0 / per_node, phys.nic.bandwidth_Bps)
+            npl = phys.fabric.nodes_per_leaf
+            leaf = gpu.id // gpn // npl
+            if crosses:
+                spans = peer is not None and peer // gpn // npl != leaf
+                weight = 1.0
+            else:
+                leaves = self._leaf_nodes(g)
+                spans = len(leaves) > 1
+                # one ring crossing per leaf: the leaf's part of the group's node traffic
+                weight = 1.0 / per_node / leaves.get(leaf, 1)
+            if spans:
+                links[self._uplink(rail, leaf)] = (weight, self._uplink_Bps())
         route = self.prices[key] = Route(links, bw)
         return route
+
+    def _uplink(self, rail: int, leaf: int):
+        """The uplinks of a leaf switch: one per rail on a rail-optimized fabric (each rail a
+        fat tree of its own), one for all of a leaf's NICs on a plain fat tree."""
+        rail_optimized = self.physical.fabric.kind == "rail-optimized"
+        return ("uplink", rail if rail_optimized else 0, leaf)
+
+    def _uplink_Bps(self) -> float:
+        """A leaf's uplink bandwidth (of one rail where rails are separate): its nodes' NICs
+        on it over the fabric's oversubscription."""
+        phys = self.physical
+        per_leaf = phys.nic.bandwidth_Bps * phys.fabric.nodes_per_leaf
+        if phys.fabric.kind != "rail-optimized":
+            per_leaf *= phys.nics_per_node or phys.gpus_per_node
+        return per_leaf / phys.fabric.oversubscription
+
+    def _leaf_nodes(self, g) -> dict:
+        """Leaf -> how many nodes of group `g` (as placed) are under it."""
+        key = ("leaves", g, id(self))  # prices may be shared by copies placed elsewhere
+        leaves = self.prices.get(key)
+        if leaves is None:
+            gpn = self.physical.gpus_per_node
+            npl = self.physical.fabric.nodes_per_leaf
+            nodes = {self.placement(g, r) // gpn for r in range(self.ctx.group_size(g))}
+            leaves = {}
+            for node in nodes:
+                leaves[node // npl] = leaves.get(node // npl, 0) + 1
+            self.prices[key] = leaves
+        return leaves
 
     def _take_sms(self, gpu: _Gpu, wanted: int):
         """Take up to `wanted` SMs, at least one (a block scheduler fills whatever is free,
@@ -489,8 +534,9 @@ class Simulation:
         if run.host_paid:  # the host's share was paid on the host timeline
             latency_s -= self.cluster.nccl.host_overhead_s
         yield self.env.timeout(latency_s)
+        peer = self.placement(run.s.op.dst, run.r) if crosses else None
         yield from self._hold(run.gpu, "link", duration, run.name,
-                              self._uses(run.gpu, run.g, crosses))
+                              self._uses(run.gpu, run.g, crosses, peer))
 
     def _run_collective(self, run: _Run):
         """AllReduce, ReduceScatter, AllGather, Broadcast, Reduce: an NCCL collective, and

@@ -221,3 +221,27 @@ def test_tp_allreduce_dp_reducescatter_and_pipeline_send_at_once_meet_on_the_lin
     assert simulate_mesh(cluster, mesh, [phases["rs = ReduceScatter"]]).time_s == \
         pytest.approx(float(program_cost(rs, mesh.view(cluster, "dp"),
                                          phases["rs = ReduceScatter"].bound).time_s), rel=1e-12)
+
+
+@pytest.mark.parametrize("oversubscription", [1.0, 2.0])
+def test_groups_on_one_rail_share_an_oversubscribed_leaf_uplink(oversubscription):
+    """Leaves of 2 nodes, 4 nodes: the b groups of tp=8,a=2,b=2 ({0, 16}, {8, 24}, ...) each
+    join a node of leaf 0 and one of leaf 1, and the two groups of a rail climb through the
+    same uplink of each leaf. Non-blocking (2 NICs' worth of uplink per rail and leaf), both
+    rings run at their NIC's speed; at 2:1 the uplink holds one NIC's worth, and max-min
+    gives each half of it."""
+    import dataclasses
+
+    from cost_model.hardware import Fabric
+
+    base = preset("dgx-h100", nodes=4)
+    cluster = dataclasses.replace(base, fabric=Fabric(nodes_per_leaf=2,
+                                                      oversubscription=oversubscription))
+    mesh = Mesh.parse("tp=8,a=2,b=2")
+    assert mesh.groups("b")[:2] == [[0, 16], [1, 17]]
+    program = allreduce("x")
+    bound = bind_sizes(program, {"N": N, "P": 2})
+    result = simulate_mesh(cluster, mesh, [Phase(program, "b", bound)])
+    nonblocking = simulate_mesh(base, mesh, [Phase(program, "b", bound)])
+    ratio = lone_link_s(result, "x = AllReduce") / lone_link_s(nonblocking, "x = AllReduce")
+    assert ratio == pytest.approx(oversubscription, rel=1e-9)
