@@ -1,13 +1,20 @@
-"""Wall time of `workbench simulate` on the Adam study (every schedule) at 8, 64, 1024 and
-16384 GPUs of h100x8 nodes (1, 8, 128, 2048 nodes).
+"""Wall time and peak memory of `workbench simulate` on the Adam study (every schedule) at 8,
+64, 1024 and 16384 GPUs of dgx-h100 nodes (1, 8, 128, 2048 nodes), reduced by symmetry and
+with every rank simulated (`--full`).
 
-    python benchmarks/simulate_scale.py            # prints a markdown table
+    python benchmarks/simulate_scale.py                 # both modes, every size
+    python benchmarks/simulate_scale.py full 16384      # one mode, one size
 
-Targets on a 2-core machine (issue 4): 1024 GPUs under 5 s, 16384 GPUs under 60 s.
+Each (mode, size) runs in a fresh process, so its peak RSS (ru_maxrss of the child) is its
+own. Targets on a 2-core machine (issue 16): full at 1024 GPUs under 10 s, at 16384 under
+120 s and 4 GB.
 """
 
 from __future__ import annotations
 
+import json
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,27 +22,50 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cli.simulate import predict  # noqa: E402
-from cost_model import load_hardware  # noqa: E402
-from workbench.loader import load  # noqa: E402
-
 GPUS = (8, 64, 1024, 16384)
 
 
-def main() -> None:
+def one(mode: str, gpus: int) -> dict:
+    """Simulate every schedule once in this process; the numbers as a dict."""
+    from cli.simulate import predict
+    from cost_model import load_hardware
+    from workbench.loader import load
+
     loaded = load(str(ROOT / "studies" / "adam.py"))
-    print("| GPUs | schedules | wall s | reduced | best | best ms |")
-    print("|---:|---:|---:|---|---|---:|")
+    cluster = load_hardware("dgx-h100", nodes=gpus // 8)
+    t0 = time.perf_counter()
+    preds = predict(loaded, cluster, {"N": 2**28}, reduced=mode == "reduced")
+    wall = time.perf_counter() - t0
+    # a schedule this cluster cannot run (a fused kernel across NVLink domains) is a row
+    # with a note and NaN times: never the best
+    best = min((p for p in preds if p.ok), key=lambda p: p.time_s)
+    return {"gpus": gpus, "mode": mode, "schedules": len(preds), "wall_s": wall,
+            "ranks": best.result.ranks_simulated, "best": best.name,
+            "best_ms": best.time_s * 1e3,
+            "times_ms": {p.name: p.time_s * 1e3 for p in preds if p.ok}}
+
+
+def main() -> None:
+    if len(sys.argv) == 3:  # the child: one mode, one size
+        out = one(sys.argv[1], int(sys.argv[2]))
+        out["rss_MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(out))
+        return
+    print("| GPUs | mode | ranks simulated | schedules | wall s | peak RSS MB | best | best ms |")
+    print("|---:|---|---:|---:|---:|---:|---|---:|")
     for gpus in GPUS:
-        cluster = load_hardware("h100x8", nodes=gpus // 8)
-        t0 = time.perf_counter()
-        preds = predict(loaded, cluster, {"N": 2**28})
-        wall = time.perf_counter() - t0
-        # a schedule this cluster cannot run (a fused kernel across NVLink domains) is a
-        # row with a note and NaN times: never the best
-        best = min((p for p in preds if p.ok), key=lambda p: p.time_s)
-        print(f"| {gpus} | {len(preds)} | {wall:.2f} | {preds[0].result.reduced} | "
-              f"{best.name} | {best.time_s * 1e3:.3f} |")
+        rows = []
+        for mode in ("reduced", "full"):
+            proc = subprocess.run([sys.executable, __file__, mode, str(gpus)],
+                                  capture_output=True, text=True, check=True)
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            rows.append(r)
+            print(f"| {gpus} | {mode} | {r['ranks']} | {r['schedules']} | {r['wall_s']:.2f} | "
+                  f"{r['rss_MB']:.0f} | {r['best']} | {r['best_ms']:.3f} |", flush=True)
+        reduced, full = (row["times_ms"] for row in rows)
+        worst = max(abs(full[k] / reduced[k] - 1) for k in reduced)
+        print(f"|  | full vs reduced: largest relative difference {worst:.1e} |  |  |  |  |  |  |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import numpy as np
 import sympy
 
 from cli.outputs import check_output_file
 from cost_model.hardware import load_hardware
 from cost_model.ops import CostContext, explain_collectives, peak_memory, program_cost
+from simulator import Variability
 from simulator import simulate as simulate_program
+from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import autotune as tuner
 from workbench import ir
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
@@ -49,6 +52,8 @@ class Prediction:
     collectives: tuple = ()
     # peak memory per rank (cost_model.ops.peak_memory), None when not computed
     memory: object = None
+    # the simulated time of each sample (--samples) when ranks differ; time_s is their median
+    samples_s: tuple = ()
 
     @property
     def ok(self) -> bool:
@@ -100,11 +105,37 @@ def candidates(loaded, autotune: Iterable[tuple[str, ir.Program]] | None = None)
 def predict(loaded, cluster, sets: dict | None = None,
             autotune: Iterable[tuple[str, ir.Program]] | None = None,
             symbolic: bool = False, reduced: bool | None = None, progress: bool = False,
+            variability: Variability | None = None, samples: int = 1,
+            mesh: Mesh | None = None, axis: str | None = None, stages: str | None = None,
             ) -> list[Prediction]:
     """Simulate every candidate schedule of a loaded program file on `cluster`.
 
     `autotune` is the hook for extra candidates: any iterable of (name, Program), e.g. the
-    autotuner's legal transform sequences applied to the program."""
+    autotuner's legal transform sequences applied to the program. With `variability`, each
+    schedule is simulated `samples` times (seeds (seed, 0..samples-1)); its time is the
+    median and `samples_s` holds them all. With `mesh`, the program runs on every group of
+    mesh axis `axis` at once (P is that axis's size), priced as those groups see the cluster
+    (simulator.mesh), every rank simulated, sharing the network."""
+    if samples < 1:
+        raise WorkbenchError(f"--samples must be at least 1, got {samples}; e.g. --samples 20")
+    if variability is not None:
+        variability.check(cluster.world_size)
+    physical = cluster
+    if mesh is not None:
+        mesh.check(cluster)
+        if axis is None:
+            raise MeshError(f"--axis must name the mesh axis the program's groups run over, "
+                            f"got none for --mesh {mesh}; e.g. --axis {mesh.axes[-1][0]}")
+        size = mesh.axis_size(axis)
+        if (sets or {}).get("P", size) != size:
+            raise MeshError(f"--set P must be the {axis} axis's size {size} with --mesh, got "
+                            f"{sets['P']}; drop --set P")
+        sets = {**(sets or {}), "P": size}
+        cluster = mesh.view(cluster, axis, stages)  # what the program's groups see: prices them
+    elif axis is not None or stages is not None:
+        option, name = ("--axis", axis) if axis is not None else ("--stages", stages)
+        raise MeshError(f"{option} needs --mesh, got {option} {name} alone; add e.g. --mesh "
+                        f"tp=8,{name}={max(1, cluster.world_size // 8)}")
     sizes = resolve_sizes(loaded.program, loaded.sizes, sets or {}, cluster)
     items = list(candidates(loaded, autotune))
     out = []
@@ -139,12 +170,24 @@ def predict(loaded, cluster, sets: dict | None = None,
             click.echo(f"schedule {name} left out on {cluster.name}: {e}", err=True)
             out.append(Prediction.left_out(name, program, f"not on {cluster.name}: {e}"))
             continue
-        result = simulate_program(program, cluster, bound, reduced=reduced)
+        if mesh is not None:
+            runs = [simulate_mesh(physical, mesh, [Phase(program, axis, bound, stages)],
+                                  record=i == 0 or samples == 1, variability=variability,
+                                  sample=i)
+                    for i in range(samples if variability is not None else 1)]
+        else:
+            runs = [simulate_program(program, cluster, bound, reduced=reduced,
+                                     variability=variability, sample=i,
+                                     record=i == 0 or samples == 1)
+                    for i in range(samples if variability is not None else 1)]
+        result = runs[0]
+        times = tuple(r.time_s for r in runs)
         formula = program_cost(program, cluster, bound, symbolic=True).time_s if symbolic else None
         picks = tuple(explain_collectives(CostContext(program, cluster, bound)))
-        out.append(Prediction(name, program, result.time_s, float(cost.time_s),
+        out.append(Prediction(name, program, float(np.median(times)), float(cost.time_s),
                               float(cost.lower_bound_s), result.bottleneck(link), result,
-                              formula, collectives=picks, memory=memory))
+                              formula, collectives=picks, memory=memory,
+                              samples_s=times if variability is not None else ()))
     return out
 
 
@@ -176,6 +219,12 @@ def table(predictions: list[Prediction], memory: bool = False):
         df["mem_GiB"] = [p.memory.peak_bytes / 2**30 if p.memory else nan for p in predictions]
         df["mem_use"] = [p.memory.peak_bytes / p.memory.capacity_bytes if p.memory else nan
                          for p in predictions]
+    if any(p.samples_s for p in predictions):  # ranks differ: the spread over the samples
+        nan = float("nan")
+        df["p50_ms"] = [np.percentile(p.samples_s, 50) * 1e3 if p.samples_s else nan
+                        for p in predictions]
+        df["p99_ms"] = [np.percentile(p.samples_s, 99) * 1e3 if p.samples_s else nan
+                        for p in predictions]
     if any(p.note for p in predictions):
         df["note"] = [p.note for p in predictions]
     return df
@@ -205,6 +254,21 @@ def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) 
                     if old.type.layout != new.type.layout)
 
 
+def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
+    """Parse RANK=FACTOR pairs of `option` (--slow, --degrade)."""
+    out = []
+    for pair in pairs:
+        rank, eq, factor = pair.partition("=")
+        try:
+            out.append((int(rank), float(factor)))
+        except ValueError:
+            eq = ""
+        if not eq:
+            raise WorkbenchError(f"{option} must be RANK=FACTOR (an integer GPU rank, a number "
+                                 f">= 1), got {pair!r}; e.g. {option} 3=1.5")
+    return tuple(out)
+
+
 @click.command()
 @click.argument("program_file", metavar="PROGRAM.py[:NAME]")
 @click.option("--hardware", default="h200x4", show_default=True,
@@ -222,12 +286,33 @@ def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) 
               help="Add each schedule's peak memory per rank and its share of the GPU's.")
 @click.option("--explain", is_flag=True,
               help="Also print the algorithm and protocol NCCL picks for each collective.")
+@click.option("--slow", multiple=True, metavar="RANK=FACTOR",
+              help="GPU RANK computes FACTOR (>= 1) times as slowly (repeatable).")
+@click.option("--straggler-rate", type=float, default=0.0, show_default=True,
+              help="Probability that a GPU is a straggler (drawn with --seed).")
+@click.option("--straggler-slowdown", type=float, default=1.5, show_default=True,
+              help="How many times as slowly a straggler computes.")
+@click.option("--jitter", type=float, default=0.0, show_default=True,
+              help="Each kernel and collective takes 1 + |N(0, JITTER)| times its time.")
+@click.option("--degrade", multiple=True, metavar="RANK=FACTOR",
+              help="GPU RANK's link (NVLink/NIC) moves data FACTOR (>= 1) times as slowly.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draws.")
+@click.option("--samples", type=int, default=1, show_default=True,
+              help="Draws to simulate when ranks differ; adds p50_ms and p99_ms columns.")
+@click.option("--mesh", "mesh_text", metavar="AXIS=SIZE,...",
+              help="Lay the GPUs out as a device mesh, first axis fastest (tp=8,dp=128: tp "
+              "inside a node, dp strided across nodes); with --axis.")
+@click.option("--axis", help="The mesh axis the program's process group runs over: every group "
+              "of it runs the program at once, sharing the links.")
+@click.option("--stages", help="With --mesh: the axis a program's process groups (pipeline "
+              "stages) are laid along, e.g. --axis tp --stages pp.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Chrome/Perfetto trace of the best schedule's timeline.")
 def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
-             explain, csv_path, json_path, trace_path) -> None:
+             explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
+             mesh_text, axis, stages, csv_path, json_path, trace_path) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
@@ -240,8 +325,18 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
         found = tuner.search(loaded.program).candidates
         # the search lists the unscheduled program first; predict() already has it
         extra = [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
+    variability = Variability(seed, rank_factors(slow, "--slow"),
+                              straggler_rate if straggler_slowdown != 1.0 else 0.0,
+                              straggler_slowdown, jitter, rank_factors(degrade, "--degrade"))
+    variability.check(cluster.world_size)
+    if samples != 1 and not variability.active:
+        raise WorkbenchError(f"--samples must be 1 when every rank is the same, got {samples}; "
+                             "add --slow, --straggler-rate, --jitter or --degrade")
     predictions = predict(loaded, cluster, size_values, extra, symbolic,
-                          reduced=False if full else None, progress=True)
+                          reduced=False if full or variability.active else None, progress=True,
+                          variability=variability if variability.active else None,
+                          samples=samples, mesh=Mesh.parse(mesh_text) if mesh_text else None,
+                          axis=axis, stages=stages)
     df = table(predictions, memory=show_memory)
     first = next((p for p in predictions if p.ok), None)
     click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "

@@ -4,5 +4,6 @@ Durations come from cost_model only (DESIGN.md).
 """
 
 from simulator.engine import Row, SimResult, Simulation, simulate
+from simulator.variability import Variability, VariabilityError
 
-__all__ = ["Row", "SimResult", "Simulation", "simulate"]
+__all__ = ["Row", "SimResult", "Simulation", "Variability", "VariabilityError", "simulate"]

@@ -1,10 +1,12 @@
 """SimPy model of a program running on a cluster.
 
-Each simulated GPU owns its resources: `link` (its NVLink/NIC directions; a ring step sends on
-the out direction while receiving on the in direction, and by the symmetry of collectives every
-GPU does both at once, so one resource stands for the pair), `hbm` (the memory pipeline that
-computation chunks hold) and `sms` (a Container of SMs: a communication kernel holds one SM per
-NCCL channel, a computation kernel takes what is free). Each rank runs its statements in order
+Each simulated GPU owns its resources: `hbm` (the memory pipeline that computation chunks
+hold), `sms` (a Container of SMs: a communication kernel holds one SM per NCCL channel, a
+computation kernel takes what is free) and `link` (the turn a fused kernel's loads and stores
+take). Data moves as flows on the links of `simulator.network` (each GPU's NVLink, its NIC;
+a ring step sends on the out direction while receiving on the in one, and by the symmetry of
+collectives every GPU does both at once, so one link stands for the pair), which concurrent
+transfers share max-min fairly. Each rank runs its statements in order
 on one stream, each by its op class's rule in RUN_RULES; an Overlapped region runs its producer
 and consumer on two streams. Every duration comes from cost_model (the simulator has no
 formulas of its own): NCCL plans give the chunk steps, work_s the computation chunks,
@@ -13,8 +15,16 @@ fused_link_s the fused kernels' transfers.
 Large clusters: every rank of a group does the same work at the same time (data- and
 model-parallel programs are symmetric), so `reduced=True` simulates one representative rank per
 group and skips the cross-rank waits (which are then all satisfied at the same instant) and
-batches a ring's identical steps. `reduced=False` simulates every rank with the ring
-dependencies (rank r's step k waits for rank r-1's step k-1).
+batches a ring's identical steps. That is exact only while the ranks are equal: with
+`variability` (stragglers, jitter, a degraded link) the simulation is full.
+
+`reduced=False` simulates every rank, each its own process, in time linear in the ranks
+(design note 30): a collective is a meeting of its group's ranks; when the last one arrives,
+simulator.rings computes every rank's finish from the ring dependencies (rank r's step k waits
+for rank r-1's step k-1) or the tree's, and each rank holds its link until then. So a
+collective costs a few events per rank, not one per rank and step; meetings and Send events
+are dropped once consumed; and each statement is priced once per group (`_priced`), not per
+rank.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import dataclasses
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import simpy
 import sympy
 
@@ -49,6 +60,9 @@ from cost_model.ops import (
     stmt_group,
     work_s,
 )
+from simulator import rings
+from simulator.network import Network, Route
+from simulator.variability import Draw, Variability
 from workbench import ir
 from workbench.errors import WorkbenchError
 from workbench.types import Group, Sliced
@@ -62,6 +76,9 @@ COMPUTE_CHUNKS = 8
 MAX_STEP_EVENTS = 64
 # Chunks of a fused collective kernel's pipeline (load -> compute -> store).
 FUSED_CHUNKS = 8
+# Up to this many simulated ranks the timeline has a row per computation chunk and ring
+# step; above it one row per kernel and collective (the timeline would outgrow the run).
+DETAIL_RANKS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +138,11 @@ class SimResult:
 class _Gpu:
     """The resources of one simulated GPU."""
 
-    def __init__(self, env: simpy.Environment, cluster: Cluster, gpu_id: int):
+    def __init__(self, env: simpy.Environment, cluster: Cluster, gpu_id: int,
+                 compute_factor: float = 1.0, link_factor: float = 1.0):
         self.id = gpu_id
+        self.compute_factor = compute_factor  # a straggler's slowdown (simulator.variability)
+        self.link_factor = link_factor  # a degraded link's
         self.link = simpy.Resource(env, capacity=1)
         self.hbm = simpy.Resource(env, capacity=1)
         self.sms = simpy.Container(env, capacity=cluster.gpu.sm_count,
@@ -134,25 +154,57 @@ class Simulation:
     """One run of a program on a cluster (see module docstring)."""
 
     def __init__(self, program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
-                 reduced: bool | None = None, record: bool = True):
+                 reduced: bool | None = None, record: bool = True,
+                 variability: Variability | None = None, sample: int = 0,
+                 shared: Shared | None = None):
+        # `shared`: the environment, network, GPUs and timeline of a larger run this one is
+        # part of (simulator.mesh: one program per group of a mesh axis, all on one cluster);
+        # then `cluster` is the view that prices this program's groups (their ranks per node)
+        # and `shared.cluster` the physical one.
         self.program = program
         self.cluster = cluster
         self.ctx = CostContext(program, cluster, bound)
-        self.env = simpy.Environment()
+        self.env = shared.env if shared else simpy.Environment()
+        self.network = shared.network if shared else Network(self.env)
+        self.physical = shared.cluster if shared else cluster
         self.record = record
-        self.rows: list[Row] = []
+        self.rows: list[Row] = shared.rows if shared else []
         self.groups = program.groups()
         sizes = [self.ctx.group_size(g) for g in self.groups]
         self.ranks_total = sum(sizes)
-        self.reduced = self.ranks_total > FULL_RANK_LIMIT if reduced is None else reduced
+        self.variability = variability or Variability()
+        if self.variability.active and reduced:
+            raise WorkbenchError("reduced must be False when ranks differ (stragglers, jitter or "
+                                 "a degraded link), got reduced=True; simulate every rank "
+                                 "(--full) or drop the variability")
+        if reduced is None:
+            reduced = self.ranks_total > FULL_RANK_LIMIT and not self.variability.active
+        self.reduced = reduced
+        self.draw = shared.draw if shared else self.variability.draw(self.ranks_total, sample)
+        self.placement = shared.placement if shared else (lambda g, r: self.offsets[g] + r)
         self.offsets, off = {}, 0
         for g, n in zip(self.groups, sizes):
             self.offsets[g] = off
             off += n
         self.ranks = {g: (1 if self.reduced else n) for g, n in zip(self.groups, sizes)}
-        self.gpus = {(g, r): _Gpu(self.env, cluster, self.offsets[g] + r)
-                     for g in self.groups for r in range(self.ranks[g])}
+        self.gpus = {}
+        for g in self.groups:
+            for r in range(self.ranks[g]):
+                gid = shared.placement(g, r) if shared else self.offsets[g] + r
+                if shared and gid in shared.gpus:
+                    self.gpus[(g, r)] = shared.gpus[gid]
+                    continue
+                self.gpus[(g, r)] = _Gpu(self.env, cluster, gid, float(self.draw.compute[gid]),
+                                         float(self.draw.link[gid]))
+                if shared:
+                    shared.gpus[gid] = self.gpus[(g, r)]
+        self.detail = sum(self.ranks.values()) <= DETAIL_RANKS
+        # Top-level kernels run alone on their GPU unless the program overlaps statements:
+        # then a kernel's chunks need not be separate events (`_compute`).
+        self.overlaps = any(isinstance(s.op, ir.Overlapped) for s in program.stmts)
         self.events: dict = {}
+        self.meetings: dict = {}
+        self.prices: dict = {}
 
     # ------------------------------------------------------------ helpers
 
@@ -162,15 +214,108 @@ class Simulation:
             ev = self.events[key] = self.env.event()
         return ev
 
-    def _hold(self, gpu: _Gpu, resource: str, duration: float, op: str):
-        res = gpu.link if resource == "link" else gpu.hbm
-        with res.request() as req:
-            yield req
+    def _priced(self, key, price: Callable[[], object]):
+        """`price()` once per key: every rank of a group runs the same statement on the same
+        sizes, so the cost model (sympy) is asked once, not once per rank."""
+        value = self.prices.get(key, self)
+        if value is self:
+            value = self.prices[key] = price()
+        return value
+
+    def _hold(self, gpu: _Gpu, resource: str, duration: float, op: str, uses=None):
+        """Hold the GPU's `resource` for `duration`: the HBM pipeline (one kernel chunk at a
+        time), or the links in `uses` (a flow of the network, sharing them with concurrent
+        flows; a fused kernel's loads and stores also take turns on `gpu.link`)."""
+        if resource == "hbm":
+            with gpu.hbm.request() as req:
+                yield req
+                start = self.env.now
+                yield self.env.timeout(duration)
+        elif uses is None:  # a fused kernel's own pipeline: its loads and stores alternate
+            with gpu.link.request() as req:
+                yield req
+                start = self.env.now
+                yield from self.network.transfer(self._uses(gpu, None), duration)
+        else:
             start = self.env.now
-            yield self.env.timeout(duration)
-            gpu.busy[resource] += duration
-            if self.record:
-                self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
+            yield from self.network.transfer(uses, duration)
+        gpu.busy[resource] += duration
+        if self.record:
+            self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
+
+    def _uses(self, gpu: _Gpu, g, crosses: bool | None = None, peer: int | None = None
+              ) -> Route:
+        """The route of a transfer of `gpu` (simulator.network): inside a node its NVLink at
+        NVLink's bandwidth; a collective of group `g` across nodes (or a Send that `crosses`
+        nodes, to GPU `peer`) at the path's bandwidth, over its NVLink and its NIC, which
+        carries the rank's part of the collective's node traffic (the ring's bus bandwidth,
+        over the group's ranks on the node), and where the group (or the Send) spans leaves
+        of the fabric, its leaf's uplink on its rail (`_uplink`). g None: a fused kernel's
+        peer loads and stores (NVLink)."""
+        key = ("uses", gpu.id, g, crosses)
+        route = self.prices.get(key)
+        if route is not None:
+            return route
+        phys = self.physical
+        nvlink_bw = phys.nvlink.bandwidth_Bps
+        nvlink = ("nvlink", gpu.id)
+        if g is None or crosses is False:
+            nodes, bw, per_node = 1, nvlink_bw, 1
+        elif crosses:
+            nodes, bw, per_node = 2, min(phys.nic_per_gpu_Bps, nvlink_bw), 1
+        else:
+            path = coll.group_path(self.cluster, self.ctx.group_size(g))
+            nodes, bw = path.nodes, min(path.bandwidth_Bps, nvlink_bw)
+            per_node = max(1, self.ctx.group_size(g) // nodes)
+        links = {nvlink: (1.0, nvlink_bw)}
+        if nodes > 1:
+            gpn = phys.gpus_per_node
+            nics = phys.nics_per_node or gpn
+            rail = (gpu.id % gpn) * nics // gpn
+            links[("nic", gpu.id // gpn, rail)] = (1.0 / per_node, phys.nic.bandwidth_Bps)
+            npl = phys.fabric.nodes_per_leaf
+            leaf = gpu.id // gpn // npl
+            if crosses:
+                spans = peer is not None and peer // gpn // npl != leaf
+                weight = 1.0
+            else:
+                leaves = self._leaf_nodes(g)
+                spans = len(leaves) > 1
+                # one ring crossing per leaf: the leaf's part of the group's node traffic
+                weight = 1.0 / per_node / leaves.get(leaf, 1)
+            if spans:
+                links[self._uplink(rail, leaf)] = (weight, self._uplink_Bps())
+        route = self.prices[key] = Route(links, bw)
+        return route
+
+    def _uplink(self, rail: int, leaf: int):
+        """The uplinks of a leaf switch: one per rail on a rail-optimized fabric (each rail a
+        fat tree of its own), one for all of a leaf's NICs on a plain fat tree."""
+        rail_optimized = self.physical.fabric.kind == "rail-optimized"
+        return ("uplink", rail if rail_optimized else 0, leaf)
+
+    def _uplink_Bps(self) -> float:
+        """A leaf's uplink bandwidth (of one rail where rails are separate): its nodes' NICs
+        on it over the fabric's oversubscription."""
+        phys = self.physical
+        per_leaf = phys.nic.bandwidth_Bps * phys.fabric.nodes_per_leaf
+        if phys.fabric.kind != "rail-optimized":
+            per_leaf *= phys.nics_per_node or phys.gpus_per_node
+        return per_leaf / phys.fabric.oversubscription
+
+    def _leaf_nodes(self, g) -> dict:
+        """Leaf -> how many nodes of group `g` (as placed) are under it."""
+        key = ("leaves", g, id(self))  # prices may be shared by copies placed elsewhere
+        leaves = self.prices.get(key)
+        if leaves is None:
+            gpn = self.physical.gpus_per_node
+            npl = self.physical.fabric.nodes_per_leaf
+            nodes = {self.placement(g, r) // gpn for r in range(self.ctx.group_size(g))}
+            leaves = {}
+            for node in nodes:
+                leaves[node // npl] = leaves.get(node // npl, 0) + 1
+            self.prices[key] = leaves
+        return leaves
 
     def _take_sms(self, gpu: _Gpu, wanted: int):
         """Take up to `wanted` SMs, at least one (a block scheduler fills whatever is free,
@@ -187,9 +332,25 @@ class Simulation:
         yield self.env.timeout(cluster.gpu.launch_latency_s)
         take = yield from self._take_sms(gpu, cluster.gpu.sm_count - leave_sms)
         frac = take / cluster.gpu.sm_count
-        per_chunk = work_s(cluster, work.scaled(scale / COMPUTE_CHUNKS), frac)
-        for _ in range(COMPUTE_CHUNKS):
-            yield from self._hold(gpu, "hbm", per_chunk, op)
+        per_chunk = self._priced(("work", id(work), scale, frac), lambda: work_s(
+            cluster, work.scaled(scale / COMPUTE_CHUNKS), frac))
+        per_chunk *= gpu.compute_factor * self.draw.jitter()
+        if self.overlaps:
+            for _ in range(COMPUTE_CHUNKS):
+                yield from self._hold(gpu, "hbm", per_chunk, op)
+        else:
+            # nothing else runs on this GPU: the chunks back to back, one event
+            with gpu.hbm.request() as req:
+                yield req
+                start = t = self.env.now
+                for _ in range(COMPUTE_CHUNKS):
+                    if self.record and self.detail:
+                        self.rows.append(Row(t, t + per_chunk, gpu.id, "hbm", op))
+                    t += per_chunk
+                yield self.env.timeout(t - start)
+                gpu.busy["hbm"] += COMPUTE_CHUNKS * per_chunk
+                if self.record and not self.detail:
+                    self.rows.append(Row(start, self.env.now, gpu.id, "hbm", op))
         yield gpu.sms.put(take)
 
     def _collective(self, g, r: int, gpu: _Gpu, kind: str, nbytes: float, op: str, key,
@@ -197,8 +358,9 @@ class Simulation:
         # `cluster`: the one whose NCCL constants price this collective's dtype
         # (cost_model.ops.collective_cluster); None: the simulation's own
         cluster = cluster or self.cluster
-        P = self.ctx.group_size(g)
-        plan = coll.choose_plan(kind, nbytes, P, cluster, P)
+        P = self._priced(("group_size", g), lambda: self.ctx.group_size(g))
+        plan = self._priced(("plan", kind, nbytes, P, id(cluster)),
+                            lambda: coll.choose_plan(kind, nbytes, P, cluster, P))
         take = yield from self._take_sms(gpu, int(plan.channels) or 1)
         # NCCL's per-call host cost is in the plan's fixed part; when the caller paid it on
         # the host timeline, only the GPU-side latency remains here.
@@ -206,25 +368,60 @@ class Simulation:
         yield self.env.timeout(plan.fixed_s - host_s)
         steps = int(plan.steps)
         if steps:
+            step_s = float(plan.step_s) * gpu.link_factor * self.draw.jitter()
             if self.reduced:
                 batches = min(steps, MAX_STEP_EVENTS)
+                uses = self._uses(gpu, g)
                 for b in range(batches):
                     n = steps // batches + (1 if b < steps % batches else 0)
-                    yield from self._hold(gpu, "link", n * plan.step_s, op)
+                    yield from self._hold(gpu, "link", n * step_s, op, uses)
             else:
-                for k in range(steps):
-                    if k:  # the data of step k comes from the previous rank's step k-1
-                        yield self._event((key, (r - 1) % P, k - 1))
-                    yield from self._hold(gpu, "link", plan.step_s, op)
-                    self._event((key, r, k)).succeed()
+                yield from self._meet(g, r, P, gpu, key, plan.algorithm, steps, step_s, op)
         yield gpu.sms.put(take)
+
+    def _meet(self, g, r: int, P: int, gpu: _Gpu, key, algorithm: str, steps: int,
+              step_s: float, op: str):
+        """Rank r's part of a collective of every rank (module docstring): arrive, and when
+        the group is complete hold the link until this rank's finish (simulator.rings)."""
+        meeting = self.meetings.get((g, key))
+        if meeting is None:
+            meeting = self.meetings[(g, key)] = _Meeting(np.zeros(P), np.zeros(P),
+                                                         self.env.event())
+        meeting.arrive[r] = self.env.now
+        meeting.step_s[r] = step_s
+        meeting.count += 1
+        if meeting.count == P:
+            del self.meetings[(g, key)]  # the last one in: nobody else looks it up
+            if algorithm == "tree":
+                meeting.finish = rings.tree_finish(meeting.arrive, meeting.step_s, steps)
+            else:
+                keep = self.record and self.detail and P * steps <= rings.DETAIL_RANK_STEPS
+                meeting.finish, meeting.starts = rings.ring_finish(
+                    meeting.arrive, meeting.step_s, steps, keep)
+            meeting.done_at = self.env.now
+            meeting.done.succeed()
+        yield meeting.done
+        start = self.env.now
+        # Alone on its links the rank is done at its finish; flows sharing them (another
+        # group's collective, a Send) slow it by the max-min share (simulator.network).
+        yield from self.network.transfer(self._uses(gpu, g), float(meeting.finish[r]) - start)
+        gpu.busy["link"] += steps * step_s
+        if not self.record:
+            return
+        if meeting.starts is not None and self.env.now == float(meeting.finish[r]):
+            for k in range(steps):  # not slowed by a shared link: each step as solved
+                t = float(meeting.starts[k, r])
+                self.rows.append(Row(t, t + step_s, gpu.id, "link", op))
+        else:
+            self.rows.append(Row(start, self.env.now, gpu.id, "link", op))
 
     def _fused(self, gpu: _Gpu, s: ir.Stmt, op: str, scale: float = 1.0,
                sm_cap: int | None = None):
         # sm_cap: at most this many SMs (an overlapped consumer's grid), else all that are free
-        parts = fused_parts(self.ctx, s)
+        parts = self._priced(("fused", id(s)), lambda: fused_parts(self.ctx, s))
         env = self.env
-        yield env.timeout(fused_latency_s(self.ctx, s, parts))
+        yield env.timeout(self._priced(("fused_latency", id(s)),
+                                       lambda: fused_latency_s(self.ctx, s, parts)))
         # Copy engines move the bytes (ir.Fused.engine == "copy"): the pieces are the
         # schedule's, and only the computation holds SMs, piece by piece. Otherwise the one
         # kernel holds its SMs throughout and its pipeline has FUSED_CHUNKS steps.
@@ -236,9 +433,14 @@ class Simulation:
         rs_part = FusedCopy(parts, rs=True)
         ag_part = FusedCopy(parts, rs=False)
         # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
-        load_s = fused_link_s(self.ctx, rs_part.parts, take) * scale / chunks
-        store_s = fused_link_s(self.ctx, ag_part.parts, take) * scale / chunks
-        comp_s = work_s(self.cluster, parts.work.scaled(scale / chunks), frac)
+        link = gpu.link_factor * self.draw.jitter()
+        load_s = self._priced(("load", id(s), take), lambda: fused_link_s(
+            self.ctx, rs_part.parts, take)) * scale / chunks * link
+        store_s = self._priced(("store", id(s), take), lambda: fused_link_s(
+            self.ctx, ag_part.parts, take)) * scale / chunks * link
+        comp_s = self._priced(("fused_work", id(s), scale, frac), lambda: work_s(
+            self.cluster, parts.work.scaled(scale / chunks), frac))
+        comp_s *= gpu.compute_factor * self.draw.jitter()
         loaded = [env.event() for _ in range(chunks)]
         computed = [env.event() for _ in range(chunks)]
 
@@ -275,7 +477,7 @@ class Simulation:
         """The host's issue cost of a top-level statement: NCCL's per-call cost for a plain
         collective or Send (the cost model's OpCost.host_s), nothing for kernels."""
         if isinstance(s.op, ir.COMMUNICATION_OPS):
-            return float(stmt_cost(self.ctx, s).host_s)
+            return self._priced(("host", id(s)), lambda: float(stmt_cost(self.ctx, s).host_s))
         return 0.0
 
     def _run(self, g, r: int, gpu: _Gpu, s: ir.Stmt, key, scale: float = 1.0,
@@ -302,18 +504,20 @@ class Simulation:
 
     def _run_elementwise(self, run: _Run):
         """Compute, Update, ReduceAxis: one computation kernel."""
-        yield from self._compute(run.gpu, elementwise_work(self.ctx, [run.s]), run.name,
-                                 run.scale, run.leave_sms)
+        work = self._priced(("elementwise", id(run.s)),
+                            lambda: elementwise_work(self.ctx, [run.s]))
+        yield from self._compute(run.gpu, work, run.name, run.scale, run.leave_sms)
 
     def _run_matmul(self, run: _Run):
         """MatMul: one computation kernel (cuBLAS)."""
-        yield from self._compute(run.gpu, matmul_work(self.ctx, run.s), run.name, run.scale,
-                                 run.leave_sms)
+        work = self._priced(("matmul", id(run.s)), lambda: matmul_work(self.ctx, run.s))
+        yield from self._compute(run.gpu, work, run.name, run.scale, run.leave_sms)
 
     def _run_reduction(self, run: _Run):
         """ReduceTensor, Norm: a computation kernel, then over a Sliced input the combine of
         the ranks' partial sums."""
-        yield from self._compute(run.gpu, reduction_work(self.ctx, run.s), run.name, run.scale)
+        work = self._priced(("reduction", id(run.s)), lambda: reduction_work(self.ctx, run.s))
+        yield from self._compute(run.gpu, work, run.name, run.scale)
         if isinstance(self.ctx.types[run.s.op.x].layout, Sliced):
             # Combining the ranks' partial sums: the cost model's price for what the
             # generated code does (finish kernel, peer barrier), a latency on no resource.
@@ -321,25 +525,31 @@ class Simulation:
 
     def _run_send(self, run: _Run):
         """Send: NCCL's latency, then the link for the bandwidth part of its time."""
-        nbytes = float(self.ctx.local_nbytes(run.s.op.x)) * run.scale
-        crosses = send_crosses_nodes(self.ctx, run.g)
+        nbytes = self._priced(("local_nbytes", id(run.s)),
+                              lambda: float(self.ctx.local_nbytes(run.s.op.x))) * run.scale
+        crosses = self._priced(("crosses", run.g), lambda: send_crosses_nodes(self.ctx, run.g))
         latency_s = coll.p2p_time(0.0, self.cluster, crosses)  # host cost included
         # the link holds for the bandwidth part of the cost model's p2p time
         duration = coll.p2p_time(nbytes, self.cluster, crosses) - latency_s
+        duration *= run.gpu.link_factor * self.draw.jitter()
         if run.host_paid:  # the host's share was paid on the host timeline
             latency_s -= self.cluster.nccl.host_overhead_s
         yield self.env.timeout(latency_s)
-        yield from self._hold(run.gpu, "link", duration, run.name)
+        peer = self.placement(run.s.op.dst, run.r) if crosses else None
+        yield from self._hold(run.gpu, "link", duration, run.name,
+                              self._uses(run.gpu, run.g, crosses, peer))
 
     def _run_collective(self, run: _Run):
         """AllReduce, ReduceScatter, AllGather, Broadcast, Reduce: an NCCL collective, and
         over one rank the copy NCCL makes."""
         s = run.s
-        nbytes = float(self.ctx.full_nbytes(s.op.x)) * run.scale
+        nbytes = self._priced(("full_nbytes", id(s)),
+                              lambda: float(self.ctx.full_nbytes(s.op.x))) * run.scale
         yield from self._collective(run.g, run.r, run.gpu, collective_kind(s.op), nbytes,
                                     run.name, run.key, run.host_paid,
-                                    collective_cluster(self.ctx, s))
-        copy = single_rank_copy(self.ctx, s)
+                                    self._priced(("cluster", id(s)),
+                                                 lambda: collective_cluster(self.ctx, s)))
+        copy = self._priced(("copy", id(s)), lambda: single_rank_copy(self.ctx, s))
         if copy is not None:
             # one rank: NCCL copies the buffer (cost_model.ops.single_rank_copy) with
             # cudaMemcpyAsync, on the HBM without taking SMs (a copy engine's transfer)
@@ -351,10 +561,13 @@ class Simulation:
         """Fused: one computation kernel (kind "compute"), or a fused collective's pipeline."""
         s = run.s
         if s.op.kind == "compute":
-            yield from self._compute(run.gpu, elementwise_work(self.ctx, s.op.body),
-                                     f"{s.name} = FusedCompute", run.scale)
+            work = self._priced(("elementwise", id(s)),
+                                lambda: elementwise_work(self.ctx, s.op.body))
+            yield from self._compute(run.gpu, work, f"{s.name} = FusedCompute", run.scale)
         elif s.op.kind == "matmul":  # the GEMM (with its library epilogue), then any kernel
-            for work in matmul_epilogue_works(self.ctx, s):
+            works = self._priced(("matmul-epilogue", id(s)),
+                                 lambda: matmul_epilogue_works(self.ctx, s))
+            for work in works:
                 yield from self._compute(run.gpu, work, f"{s.name} = FusedMatmul", run.scale)
         else:
             yield from self._fused(run.gpu, s, f"{s.name} = {s.op}", run.scale, run.sm_cap)
@@ -370,7 +583,7 @@ class Simulation:
         done = [env.event() for _ in range(chunks)]
         # A consumer in the next stage (a Send's AllGather) runs on that stage's GPU of the
         # same local rank, chunk by chunk as the chunks arrive, beside nothing of the producer.
-        cg = stmt_group(self.ctx, consumer)
+        cg = self._priced(("group", id(consumer)), lambda: stmt_group(self.ctx, consumer))
         cgpu = gpu if cg == g else self.gpus[(cg, r)]
 
         if cgpu is not gpu:
@@ -411,7 +624,10 @@ class Simulation:
         gpu = self.gpus[(g, r)]
         host_t = 0.0  # when this rank's host has issued everything so far
         for i, s in enumerate(self.program.stmts):
-            sg = stmt_group(self.ctx, s)
+            sg, sends, dsts = self._priced(("stmt", i), lambda s=s: (
+                stmt_group(self.ctx, s),
+                any(isinstance(leaf.op, ir.Send) for leaf in s.leaves()),
+                {leaf.op.dst for leaf in s.leaves() if isinstance(leaf.op, ir.Send)}))
             if sg == g:
                 host_s = self._host_issue_s(s)
                 if host_s:
@@ -421,10 +637,11 @@ class Simulation:
                     if host_t > self.env.now:
                         yield self.env.timeout(host_t - self.env.now)
                 yield from self._run(g, r, gpu, s, i, host_paid=bool(host_s))
-                if any(isinstance(leaf.op, ir.Send) for leaf in s.leaves()):
+                if sends:
                     self._event((i, "sent", r)).succeed()  # the receiver may go on
-            elif any(isinstance(leaf.op, ir.Send) and leaf.op.dst == g for leaf in s.leaves()):
+            elif g in dsts:
                 yield self._event((i, "sent", r))  # receive from the same rank of the stage
+                del self.events[(i, "sent", r)]  # its one waiter had it: not kept forever
 
     def run(self) -> SimResult:
         """Simulate the program; returns the time of the slowest rank and the timeline."""
@@ -450,6 +667,35 @@ class FusedCopy:
         if self.rs:
             return dataclasses.replace(self.full, ag_nbytes=0, send_nbytes=0)
         return dataclasses.replace(self.full, rs_nbytes=0)
+
+
+@dataclass(slots=True)
+class Shared:
+    """What the simulations of several programs on one cluster share (simulator.mesh): the
+    SimPy environment, the network, the physical cluster, its GPUs by id as they are created,
+    the timeline, the variability draw, and `placement(group, rank) -> GPU id`."""
+
+    env: simpy.Environment
+    network: Network
+    cluster: Cluster
+    placement: Callable[[Group, int], int]
+    draw: Draw
+    rows: list = field(default_factory=list)
+    gpus: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Meeting:
+    """The ranks of one collective in the full simulation: when each arrived, its step
+    time, and, once all have, every rank's finish (and per-step starts for the timeline)."""
+
+    arrive: np.ndarray
+    step_s: np.ndarray
+    done: simpy.Event
+    count: int = 0
+    finish: np.ndarray | None = None
+    starts: np.ndarray | None = None
+    done_at: float = 0.0  # when the last rank arrived
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,6 +740,8 @@ adds one entry here."""
 
 
 def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
-             reduced: bool | None = None, record: bool = True) -> SimResult:
-    """Simulate `program` on `cluster` with sizes `bound`; reduced=None picks by rank count."""
-    return Simulation(program, cluster, bound, reduced, record).run()
+             reduced: bool | None = None, record: bool = True,
+             variability: Variability | None = None, sample: int = 0) -> SimResult:
+    """Simulate `program` on `cluster` with sizes `bound`; reduced=None picks by rank count
+    (full whenever `variability` makes ranks differ; `sample` picks its draw)."""
+    return Simulation(program, cluster, bound, reduced, record, variability, sample).run()

@@ -34,3 +34,16 @@ def test_event_log_is_golden(spec, schedule, sizes):
     result = simulate(program, preset("h200x4"), bind_sizes(program, sizes), reduced=False)
     name = f"{spec.split('/')[1].removesuffix('.py')}-{schedule or 'unscheduled'}"
     assert_golden(f"simulator/{name}.log", _event_log(result))
+
+
+def test_event_log_with_ranks_that_differ_is_golden():
+    """A slow GPU (3: computation x2) and a degraded link (GPU 1: x1.5) on 4 GPUs: pins the
+    full mode's ring solver and the variability in a reviewed timeline."""
+    from simulator import Variability
+
+    f = load_study("studies/sgd.py")
+    program = f.schedules["rs-c-ag"].apply()
+    result = simulate(program, preset("h200x4"), bind_sizes(program, {"N": 2**20, "P": 4}),
+                      variability=Variability(slow=((3, 2.0),), degraded=((1, 1.5),)))
+    assert not result.reduced
+    assert_golden("simulator/sgd-rs-c-ag-slow3-degraded1.log", _event_log(result))

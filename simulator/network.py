@@ -1,0 +1,162 @@
+"""Links as shared resources: concurrent flows share them max-min fairly (design note 32).
+
+A link has a capacity (bytes/s per direction: a GPU's NVLink, a NIC). A flow is a transfer
+that alone runs at `bandwidth_Bps` (its bus bandwidth: the bottleneck of its path) and then
+takes `work_s`; per byte it moves, it puts `weight[l]` bytes on each link l it crosses (1 on
+a GPU's NVLink; on a NIC the rank's part of its collective's node traffic). Running flows
+get rates x (bytes/s) that over-use no link (sum of weight * x <= capacity) and are max-min
+fair: progressive filling raises every unfrozen flow's rate together until a link fills
+(its flows freeze) or a flow reaches its own bandwidth. This is the flow-level model of
+ASTRA-sim's congestion-aware analytical backend (and SimGrid's LMM solver without weights).
+A flow at x takes work_s * bandwidth / x.
+
+Alone, a flow runs at its bandwidth and finishes `work_s` after it started, exactly the time
+of a plain timeout: the timeline of a program with nothing concurrent is unchanged.
+
+Rates are recomputed only for the flows connected (through shared links) to the one that
+started or ended, so disjoint flows (every GPU's own NVLink and NIC) cost O(1) each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+import simpy
+
+
+class _Flow:
+    __slots__ = ("uses", "bandwidth", "left_s", "rate", "since", "done", "version")
+
+    def __init__(self, uses: dict, bandwidth: float, work_s: float, now: float,
+                 done: simpy.Event):
+        self.uses = uses
+        self.bandwidth = bandwidth
+        self.left_s = work_s
+        self.rate = 1.0
+        self.since = now
+        self.done = done
+        self.version = 0
+
+
+class Network:
+    """The links of a cluster and the flows on them (module docstring)."""
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.flows_on: dict[Hashable, set[_Flow]] = {}
+        self.capacity: dict[Hashable, float] = {}
+
+    def transfer(self, route: Route, work_s: float):
+        """A SimPy generator: run a flow along `route` that alone takes `work_s`; returns
+        when it is done."""
+        if work_s <= 0:
+            return
+        for link, (_, capacity) in route.links.items():
+            self.capacity[link] = capacity
+        flow = _Flow({k: w for k, (w, _) in route.links.items() if w > 0},
+                     route.bandwidth_Bps, work_s, self.env.now, self.env.event())
+        for link in flow.uses:
+            self.flows_on.setdefault(link, set()).add(flow)
+        self._reshare(flow)
+        yield flow.done
+
+    # ------------------------------------------------------------ internals
+
+    def _component(self, flow: _Flow) -> list[_Flow]:
+        """The flows connected to `flow` through shared links (itself included)."""
+        seen, todo = {flow}, [flow]
+        while todo:
+            f = todo.pop()
+            for link in f.uses:
+                for g in self.flows_on.get(link, ()):
+                    if g not in seen:
+                        seen.add(g)
+                        todo.append(g)
+        return list(seen)
+
+    def _reshare(self, flow: _Flow) -> None:
+        """Bring the flows connected to `flow` up to now, give them max-min fair rates, and
+        schedule each one's end."""
+        now = self.env.now
+        flows = self._component(flow)
+        for f in flows:
+            if f.since < now:
+                f.left_s -= (now - f.since) * f.rate
+                f.since = now
+        rates = max_min_rates([(f.uses, f.bandwidth) for f in flows], self.capacity)
+        for f, r in zip(flows, rates):
+            if f.rate == r and f is not flow and f.version:
+                continue  # unchanged: its scheduled end stands
+            f.rate = r
+            f.version += 1
+            self._schedule_end(f)
+
+    def _schedule_end(self, f: _Flow) -> None:
+        version = f.version
+        timer = self.env.timeout(max(f.left_s, 0.0) / f.rate)  # rate 1 alone: exact
+        timer.callbacks.append(lambda _ev, f=f, v=version: self._end(f, v))
+
+    def _end(self, f: _Flow, version: int) -> None:
+        if version != f.version or f.done.triggered:
+            return  # rates changed since this end was scheduled
+        f.left_s = 0.0
+        f.since = self.env.now
+        others = set()
+        for link in f.uses:
+            on = self.flows_on[link]
+            on.discard(f)
+            others |= on
+            if not on:
+                del self.flows_on[link]
+        f.done.succeed()
+        done = set()
+        for g in others:  # the flows that shared a link with it may speed up
+            if g not in done:
+                component = self._component(g)
+                done.update(component)
+                self._reshare(g)
+
+
+def max_min_rates(flows: list[tuple[Mapping[Hashable, float], float]],
+                  capacity: Mapping[Hashable, float]) -> list[float]:
+    """Each flow's rate as a fraction of its bandwidth, for flows given as (weight per link,
+    bandwidth_Bps) on links of `capacity` (bytes/s): max-min fair by progressive filling
+    (module docstring). A flow that reaches its bandwidth gets exactly 1."""
+    n = len(flows)
+    rates = [1.0] * n
+    frozen = [False] * n
+    left = {link: capacity[link] for uses, _ in flows for link in uses}
+    level = 0.0  # the common rate (bytes/s) of the unfrozen flows
+    while not all(frozen):
+        demand = {}  # link -> bytes/s it takes per byte/s of the common rate
+        step = math.inf
+        for i, (uses, bandwidth) in enumerate(flows):
+            if not frozen[i]:
+                step = min(step, bandwidth - level)
+                for link, w in uses.items():
+                    demand[link] = demand.get(link, 0.0) + w
+        for link, d in demand.items():
+            step = min(step, left[link] / d)
+        level += step
+        for link, d in demand.items():
+            left[link] -= d * step
+        full = {link for link, d in demand.items() if left[link] <= 1e-9 * capacity[link]}
+        for i, (uses, bandwidth) in enumerate(flows):
+            if frozen[i]:
+                continue
+            if level >= bandwidth * (1 - 1e-12):
+                rates[i], frozen[i] = 1.0, True
+            elif any(link in full for link in uses):
+                rates[i], frozen[i] = level / bandwidth, True
+    return rates
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a flow runs: `links[link] = (bytes on it per byte of the flow, its capacity in
+    bytes/s)`, and the flow's own bandwidth alone (bytes/s)."""
+
+    links: Mapping[Hashable, tuple[float, float]]
+    bandwidth_Bps: float

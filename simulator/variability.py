@@ -1,0 +1,106 @@
+"""Ranks that differ: stragglers, jitter and degraded links, seeded.
+
+The cost model prices one nominal rank. A real step is as slow as its slowest participant,
+so the simulator can make ranks differ (design note 31):
+
+- `slow`: named GPUs whose computation takes `factor` times as long (a throttled GPU);
+- `straggler_rate` / `straggler_slowdown`: each GPU, drawn with the seed, is a straggler
+  with that probability and then computes `straggler_slowdown` times as slowly;
+- `jitter`: every kernel and collective of every GPU takes 1 + |N(0, jitter)| times its
+  nominal time, drawn per GPU and statement (one-sided: noise only delays);
+- `degraded`: named GPUs whose link (NVLink or NIC direction) moves data `factor` times as
+  slowly: every ring step or transfer on it takes `factor` times as long.
+
+Every draw comes from numpy's default generator seeded with (seed, sample), so a run is
+reproducible and `--samples K` runs K independent draws. Factors are >= 1: the model is the
+nominal (fastest) case and variability only delays it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from workbench.errors import WorkbenchError
+
+
+class VariabilityError(WorkbenchError):
+    """A variability setting that does not make sense (a rank not in the cluster, a factor
+    below 1, a probability outside [0, 1])."""
+
+
+@dataclass(frozen=True, slots=True)
+class Variability:
+    """How ranks differ from the nominal one (see the module docstring); the default is
+    none, and then every rank of a group is the same."""
+
+    seed: int = 0
+    slow: tuple[tuple[int, float], ...] = ()
+    straggler_rate: float = 0.0
+    straggler_slowdown: float = 1.0
+    jitter: float = 0.0
+    degraded: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """Whether any rank may differ from another."""
+        return bool(self.slow or self.degraded or self.jitter
+                    or (self.straggler_rate and self.straggler_slowdown != 1.0))
+
+    def check(self, world: int) -> None:
+        """Raise VariabilityError naming the field, what it must be and the fix."""
+        for field_, pairs, what in (("slow (--slow)", self.slow, "computation"),
+                                    ("degraded (--degrade)", self.degraded, "link")):
+            for rank, factor in pairs:
+                if not (isinstance(rank, int) and 0 <= rank < world):
+                    raise VariabilityError(
+                        f"{field_} rank must be a GPU of the cluster (0..{world - 1}), got "
+                        f"{rank!r}; name a rank below {world} or add --nodes")
+                if not factor >= 1.0:  # also catches NaN
+                    raise VariabilityError(
+                        f"{field_} factor of rank {rank} must be >= 1 (its {what} takes that "
+                        f"many times its nominal time), got {factor!r}; use 1 for a nominal "
+                        "rank, 2 for one twice as slow")
+        if not 0.0 <= self.straggler_rate <= 1.0:
+            raise VariabilityError(f"straggler_rate (--straggler-rate) must be a probability in "
+                                   f"[0, 1], got {self.straggler_rate!r}; e.g. 0.01 for 1 GPU "
+                                   "in 100")
+        if not self.straggler_slowdown >= 1.0:
+            raise VariabilityError(f"straggler_slowdown (--straggler-slowdown) must be >= 1 (a "
+                                   f"straggler computes that many times as slowly), got "
+                                   f"{self.straggler_slowdown!r}; e.g. 1.5")
+        if not self.jitter >= 0.0:
+            raise VariabilityError(f"jitter (--jitter) must be a standard deviation >= 0, got "
+                                   f"{self.jitter!r}; e.g. 0.02 for 2 % noise per kernel")
+
+    def draw(self, world: int, sample: int = 0) -> Draw:
+        """Per-GPU factors and the jitter generator of one sample."""
+        self.check(world)
+        rng = np.random.default_rng([self.seed, sample])
+        compute = np.ones(world)
+        if self.straggler_rate:
+            compute[rng.random(world) < self.straggler_rate] = self.straggler_slowdown
+        for rank, factor in self.slow:
+            compute[rank] = max(compute[rank], factor)
+        link = np.ones(world)
+        for rank, factor in self.degraded:
+            link[rank] = factor
+        return Draw(compute, link, self.jitter, rng)
+
+
+@dataclass(slots=True)
+class Draw:
+    """One sample's factors: `compute[gpu]`, `link[gpu]`, and `jitter()` per statement."""
+
+    compute: np.ndarray
+    link: np.ndarray
+    sigma: float
+    rng: np.random.Generator
+
+    def jitter(self) -> float:
+        """1 + |N(0, sigma)|, or 1 without jitter (drawing nothing, so that the other draws
+        of a seed do not depend on whether jitter is on)."""
+        if not self.sigma:
+            return 1.0
+        return 1.0 + abs(float(self.rng.normal(0.0, self.sigma)))

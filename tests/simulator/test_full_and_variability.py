@@ -1,0 +1,311 @@
+"""Every rank simulated in linear time (simulator.rings, the meetings of simulator.engine), the
+reduced mode against it where the reduced mode is exact, and ranks that differ
+(simulator.variability): a slow rank or a degraded link must change the answer."""
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cli.main import main
+from cost_model.collectives import choose_plan
+from cost_model.hardware import preset
+from cost_model.ops import program_cost
+from simulator import Simulation, Variability, VariabilityError, rings, simulate
+from simulator.engine import MAX_STEP_EVENTS
+from workbench.errors import WorkbenchError
+from workbench.interpreter import bind_sizes
+from workbench.loader import load
+
+N = 2**24
+
+
+def schedules(spec):
+    loaded = load(spec)
+    yield "unscheduled", loaded.program
+    for name, sched in loaded.schedules.items():
+        yield name, sched.apply()
+
+
+def runnable(program, cluster, bound):
+    from workbench.errors import NotOnThisCluster
+
+    try:
+        program_cost(program, cluster, bound)
+    except NotOnThisCluster:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the ring solver
+
+
+def ring_by_events(arrive, step_s, steps):
+    """An independent reference: one SimPy process per rank, one event per rank and step
+    (what the full mode did before): step 0 waits for the receiver to arrive, step k for
+    the previous rank's step k - 1."""
+    env = simpy.Environment()
+    P = len(arrive)
+    ready = [env.event() for _ in range(P)]
+    done = [[env.event() for _ in range(steps)] for _ in range(P)]
+    finish = [0.0] * P
+
+    def rank(r):
+        yield env.timeout(arrive[r])
+        ready[r].succeed()
+        yield ready[(r + 1) % P]
+        for k in range(steps):
+            if k:
+                yield done[(r - 1) % P][k - 1]
+            yield env.timeout(step_s[r])
+            done[r][k].succeed()
+        finish[r] = env.now
+
+    for r in range(P):
+        env.process(rank(r))
+    env.run()
+    return np.array(finish)
+
+
+@settings(max_examples=60, deadline=None)
+@given(P=st.integers(2, 9), extra=st.integers(-2, 3), data=st.data())
+def test_ring_finish_is_the_step_by_step_ring(P, extra, data):
+    steps = max(1, P - 1 + extra)
+    arrive = np.array(data.draw(st.lists(st.floats(0, 5), min_size=P, max_size=P)))
+    equal = data.draw(st.booleans())
+    step_s = (np.full(P, 0.5) if equal else
+              np.array(data.draw(st.lists(st.floats(0.1, 2), min_size=P, max_size=P))))
+    want = ring_by_events(arrive, step_s, steps)
+    got, _ = rings.ring_finish(arrive, step_s, steps)
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    kept, starts = rings.ring_finish(arrive, step_s, steps, keep_steps=True)
+    assert kept == pytest.approx(want, rel=1e-12, abs=1e-12)
+    assert starts.shape == (steps, P)
+    assert (starts[-1] + step_s) == pytest.approx(want)
+
+
+def test_one_slow_link_bounds_the_whole_ring():
+    # NCCL's ring moves at its slowest link: the slow rank finishes at S of its steps, and
+    # every other rank, waiting for data that passed through it, long after its nominal S
+    P, S = 16, 30
+    step_s = np.ones(P)
+    step_s[5] = 3.0
+    finish, _ = rings.ring_finish(np.zeros(P), step_s, S)
+    assert finish.max() == finish[5] == pytest.approx(S * 3.0)
+    assert finish.min() >= 2 * S
+
+
+def test_a_tree_waits_for_its_last_rank_at_its_slowest_link():
+    finish = rings.tree_finish(np.array([0.0, 2.0, 1.0]), np.array([1.0, 1.0, 1.5]), 4)
+    assert finish.tolist() == [8.0, 8.0, 8.0]
+
+
+# ---------------------------------------------------------------- reduced equals full
+
+
+@pytest.mark.parametrize("gpus", [16, 64, 256])
+@pytest.mark.parametrize("spec", ["studies/sgd.py", "studies/adam.py", "studies/pipeline.py",
+                                  "studies/model_parallel.py"])
+def test_reduced_equals_full_across_nodes(spec, gpus):
+    loaded = load(spec)
+    cluster = preset("dgx-h100", nodes=gpus // 8)
+    batched = False
+    for name, program in schedules(spec):
+        P = gpus // len(program.groups())
+        sizes = {k: max(P, v // 64 // P * P) for k, v in loaded.sizes.items()}
+        bound = bind_sizes(program, sizes | {"P": P})
+        if not runnable(program, cluster, bound):
+            continue
+        full = simulate(program, cluster, bound, reduced=False)
+        reduced = simulate(program, cluster, bound, reduced=True)
+        assert full.ranks_simulated == gpus and reduced.ranks_simulated < gpus
+        assert full.time_s == pytest.approx(reduced.time_s, rel=1e-9), name
+        if spec.endswith(("sgd.py", "adam.py")) and name.startswith("rs"):
+            plan = choose_plan("reducescatter", 4 * sizes["N"], P, cluster, P)
+            batched |= int(plan.steps) > MAX_STEP_EVENTS
+    if gpus >= 256 and spec.endswith(("sgd.py", "adam.py")):
+        assert batched, "the reduced mode's step batching must be on the path compared"
+
+
+def test_full_time_is_the_ring_and_tree_closed_forms_and_grows_with_the_gpus():
+    """Sequential programs: every rank simulated takes the cost model's sum, whose collectives
+    are NCCL's ring (ReduceScatter, AllGather) and tree (AllReduce) formulas, so the answer
+    grows with the GPU count (the ring in the ranks, the tree in log2 of the nodes)."""
+    times = {}
+    for gpus in (64, 256, 1024):
+        cluster = preset("dgx-h100", nodes=gpus // 8)
+        for name, program in schedules("studies/adam.py"):
+            bound = bind_sizes(program, {"N": 2**28, "P": gpus})
+            if not runnable(program, cluster, bound):
+                continue
+            full = simulate(program, cluster, bound, reduced=False, record=False)
+            model = float(program_cost(program, cluster, bound).time_s)
+            assert full.time_s == pytest.approx(model, rel=1e-9), (gpus, name)
+            times.setdefault(name, []).append(full.time_s)
+    assert set(times) == {"unscheduled", "rs-c-ag", "rs-c-ag-sliced-state"}
+    for name, ts in times.items():
+        assert ts == sorted(ts) and len(set(ts)) == 3, name
+
+
+def count_events(program, cluster, bound, **kw):
+    sim = Simulation(program, cluster, bound, reduced=False, record=False, **kw)
+    steps = [0]
+    step = sim.env.step
+
+    def counted():
+        steps[0] += 1
+        step()
+
+    sim.env.step = counted
+    sim.run()
+    assert not sim.events and not sim.meetings, "consumed events must not be kept"
+    return steps[0]
+
+
+def test_events_grow_linearly_with_the_ranks():
+    # rs-c-ag: a ring ReduceScatter and AllGather of 2(P - 1) steps in all; one event per
+    # rank and step would grow 16-fold from 64 to 256 GPUs
+    program = load("studies/adam.py").schedules["rs-c-ag"].apply()
+    counts = []
+    for gpus in (64, 256):
+        bound = bind_sizes(program, {"N": 2**24, "P": gpus})
+        counts.append(count_events(program, preset("dgx-h100", nodes=gpus // 8), bound))
+    assert counts[1] / counts[0] <= 4.1
+
+
+# ---------------------------------------------------------------- ranks that differ
+
+
+def sgd_16(**variability):
+    program = load("studies/sgd.py").schedules["rs-c-ag"].apply()
+    cluster = preset("dgx-h100", nodes=2)
+    bound = bind_sizes(program, {"N": N, "P": 16})
+    v = Variability(**variability) if variability else None
+    return program, cluster, bound, simulate(program, cluster, bound, reduced=False,
+                                             variability=v)
+
+
+def test_one_slow_rank_changes_the_answer():
+    program, cluster, bound, nominal = sgd_16()
+    assert nominal.time_s == pytest.approx(simulate(program, cluster, bound,
+                                                    reduced=True).time_s, rel=1e-12)
+    *_, slow = sgd_16(slow=((3, 2.0),))
+    # the update kernel (between ReduceScatter and AllGather) of rank 3 streams twice as
+    # long (its launch latency is the host's, not slowed), and the AllGather waits for it:
+    # the step is later by that kernel's HBM time
+    df = nominal.dataframe()
+    update = df[(df.resource == "hbm") & df.op.str.endswith("= Update") & (df.gpu == 3)]
+    kernel = float((update.t_end - update.t_start).sum())
+    assert kernel > 0
+    assert slow.time_s - nominal.time_s == pytest.approx(kernel, rel=0.01)
+
+
+def test_a_degraded_link_slows_every_rank_of_its_ring():
+    program, cluster, bound, nominal = sgd_16()
+    *_, degraded = sgd_16(degraded=((9, 1.5),))
+    ring_s = sum(int(p.steps) * float(p.step_s) for p in
+                 (choose_plan(k, 4 * N, 16, cluster, 16) for k in ("reducescatter", "allgather")))
+    assert degraded.time_s - nominal.time_s == pytest.approx(0.5 * ring_s, rel=0.01)
+
+
+def test_draws_are_seeded():
+    *_, a = sgd_16(jitter=0.05, seed=1)
+    *_, b = sgd_16(jitter=0.05, seed=1)
+    *_, c = sgd_16(jitter=0.05, seed=2)
+    *_, nominal = sgd_16()
+    assert a.time_s == b.time_s != c.time_s
+    assert min(a.time_s, c.time_s) > nominal.time_s  # jitter only delays
+
+
+def test_stragglers_are_drawn_per_gpu():
+    draw = Variability(seed=3, straggler_rate=0.25, straggler_slowdown=2.0).draw(4096)
+    assert set(np.unique(draw.compute)) == {1.0, 2.0}
+    assert 0.2 < (draw.compute == 2.0).mean() < 0.3
+
+
+def test_ranks_that_differ_cannot_be_reduced():
+    program, cluster, bound, _ = sgd_16()
+    with pytest.raises(WorkbenchError, match=r"^reduced must be False when ranks differ"):
+        simulate(program, cluster, bound, reduced=True, variability=Variability(jitter=0.1))
+    # left to itself, the simulator goes full when ranks differ, even above 16 ranks
+    result = simulate(program, cluster, bound, variability=Variability(slow=((0, 1.5),)))
+    assert not result.reduced and result.ranks_simulated == 16
+
+
+def run_cli(capsys, *args):
+    code = main(["simulate", "studies/sgd.py", "--hardware", "dgx-h100", "--nodes", "2",
+                 "--set", "N=2**24", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_samples_report_p50_and_p99(capsys):
+    code, out, err = run_cli(capsys, "--jitter", "0.05", "--samples", "5")
+    assert code == 0, err
+    assert "simulated all 16 ranks" in out
+    header = out.splitlines()[1].split()
+    assert "p50_ms" in header and "p99_ms" in header
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--slow", "3=-1"], "error: slow (--slow) factor of rank 3 must be >= 1 (its computation "
+     "takes that many times its nominal time), got -1.0; use 1 for a nominal rank, 2 for one "
+     "twice as slow"),
+    (["--slow", "16=2"], "error: slow (--slow) rank must be a GPU of the cluster (0..15), got "
+     "16; name a rank below 16 or add --nodes"),
+    (["--degrade", "2=0.5"], "error: degraded (--degrade) factor of rank 2 must be >= 1 (its "
+     "link takes that many times its nominal time), got 0.5; use 1 for a nominal rank, 2 for "
+     "one twice as slow"),
+    (["--degrade", "two=2"], "error: --degrade must be RANK=FACTOR (an integer GPU rank, a "
+     "number >= 1), got 'two=2'; e.g. --degrade 3=1.5"),
+    (["--jitter", "-0.1"], "error: jitter (--jitter) must be a standard deviation >= 0, got "
+     "-0.1; e.g. 0.02 for 2 % noise per kernel"),
+    (["--straggler-rate", "1.5"], "error: straggler_rate (--straggler-rate) must be a "
+     "probability in [0, 1], got 1.5; e.g. 0.01 for 1 GPU in 100"),
+    (["--straggler-rate", "0.1", "--straggler-slowdown", "0.5"], "error: straggler_slowdown "
+     "(--straggler-slowdown) must be >= 1 (a straggler computes that many times as slowly), "
+     "got 0.5; e.g. 1.5"),
+    (["--samples", "4"], "error: --samples must be 1 when every rank is the same, got 4; add "
+     "--slow, --straggler-rate, --jitter or --degrade"),
+    (["--jitter", "0.1", "--samples", "0"], "error: --samples must be at least 1, got 0; "
+     "e.g. --samples 20"),
+])
+def test_bad_variability_exits_2_naming_field_and_fix(capsys, args, message):
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2
+    assert err.strip() == message
+
+
+def test_variability_error_is_a_workbench_error():
+    with pytest.raises(VariabilityError):
+        Variability(slow=((0, float("nan")),)).check(4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(study=st.sampled_from(["sgd", "adam", "lamb", "model_parallel", "pipeline"]),
+       pick=st.integers(0, 9), nodes=st.sampled_from([1, 2]),
+       slow=st.lists(st.tuples(st.integers(0, 7), st.floats(1.0, 3.0)), max_size=3),
+       degraded=st.lists(st.tuples(st.integers(0, 7), st.floats(1.0, 3.0)), max_size=2),
+       jitter=st.sampled_from([0.0, 0.05]), seed=st.integers(0, 3))
+def test_variability_only_delays(study, pick, nodes, slow, degraded, jitter, seed):
+    """Ranks that differ never make a step faster than all ranks nominal, on any study and
+    schedule (slow and degraded factors >= 1, jitter one-sided)."""
+    from cost_model.hardware import load_hardware
+
+    named = list(schedules(f"studies/{study}.py"))
+    name, program = named[pick % len(named)]
+    loaded = load(f"studies/{study}.py")
+    cluster = load_hardware("h200x4", nodes)
+    P = cluster.world_size // len(program.groups())
+    bound = bind_sizes(program, {k: max(P, v // 256 // P * P) for k, v in loaded.sizes.items()}
+                       | {"P": P})
+    if not runnable(program, cluster, bound):
+        return
+    world = cluster.world_size
+    v = Variability(seed=seed, slow=tuple((r % world, f) for r, f in slow),
+                    degraded=tuple((r % world, f) for r, f in degraded), jitter=jitter)
+    nominal = simulate(program, cluster, bound, reduced=False, record=False).time_s
+    varied = simulate(program, cluster, bound, reduced=False, record=False,
+                      variability=v).time_s
+    assert varied >= nominal * (1 - 1e-9), (name, v)
