@@ -28,10 +28,11 @@ from dataclasses import fields
 from workbench.errors import WorkbenchError
 from workbench.transforms.base import Legality, Transform, dead_code_eliminated
 from workbench.transforms.fusion import CopyEngines, DeadCodeElimination, Fuse, Overlap
+from workbench.transforms.hierarchy import HierarchicalSplit
 from workbench.transforms.slicing import AsSlice, Reorder, Split
 
 TRANSFORMS = {t.name: t for t in (Split, Reorder, AsSlice, Fuse, Overlap, CopyEngines,
-                                  DeadCodeElimination)}
+                                  DeadCodeElimination, HierarchicalSplit)}
 
 
 def transform_from_json(data: dict) -> Transform:
@@ -49,6 +50,7 @@ def transform_from_json(data: dict) -> Transform:
                              f"{[f.name for f in fields(cls)]}, got {sorted(data)}: {e}") from None
 
 
-__all__ = ["AsSlice", "CopyEngines", "DeadCodeElimination", "Fuse", "Legality", "Overlap",
+__all__ = ["AsSlice", "CopyEngines", "DeadCodeElimination", "Fuse", "HierarchicalSplit",
+           "Legality", "Overlap",
            "Reorder", "Split", "TRANSFORMS", "Transform", "dead_code_eliminated",
            "transform_from_json"]

@@ -42,6 +42,9 @@ class Fuse(Transform):
         idx = sorted(idx)
         members = [program.stmts[i] for i in idx]
         stmts = self._make_contiguous(program, idx, who)
+        first = stmts.index(members[0])
+        members = self._gathers_last(members)
+        stmts[first:first + len(members)] = members
         kind = fused_kind_of(members)
         if kind is None:
             ops = ", ".join(type(s.op).__name__ for s in members)
@@ -53,7 +56,6 @@ class Fuse(Transform):
             raise IllegalTransform(f"{who}: the statements form a fused {kind}, got kind="
                                    f"{self.kind!r}")
         self._check_iteration_space(members, who)
-        first = stmts.index(members[0])
         region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
                          members[0].loc)
         return program.with_stmts(stmts[:first] + [region] + stmts[first + len(members):])
@@ -82,6 +84,19 @@ class Fuse(Transform):
                 before.append(s)
         return (list(program.stmts[:idx[0]]) + before + group + after
                 + list(program.stmts[idx[-1] + 1:]))
+
+    @staticmethod
+    def _gathers_last(members):
+        """The members with the AllGathers that no computation member reads moved to the end
+        (program order kept otherwise): a gather placed before an unrelated update (reorder
+        puts each gather before the first statement that read the value) may run after it,
+        which the fused patterns need (computation, then gathers)."""
+        gathers = [s for s in members if isinstance(s.op, ir.AllGather)]
+        others = [s for s in members if not isinstance(s.op, ir.AllGather)]
+        gathered = {s.out.name for s in gathers}
+        if any(gathered & set(s.op.operands()) for s in others):
+            return members
+        return others + gathers
 
     @staticmethod
     def _check_iteration_space(members, who):

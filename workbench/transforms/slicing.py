@@ -20,7 +20,7 @@ from workbench.transforms.base import (
     retyped,
     top_index,
 )
-from workbench.types import LocalLayout, Replicated, ReplicatedLayout, Sliced
+from workbench.types import LocalLayout, NodeSliced, Replicated, ReplicatedLayout, Sliced
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +110,7 @@ class Reorder(Transform):
             new, extra = self._on_slices(program.with_stmts(stmts), i, gathered, sliced_dim, who)
             stmts[i:i + 1] = new
             for gname, src in extra:  # place each new gather just before its first reader
-                gstmt = self._gather(program.with_stmts(stmts), gname, src)
+                gstmt = self._gather(program.with_stmts(stmts), gname, src, ag.op.sub)
                 readers = readers_of(stmts, gname)
                 stmts.insert(readers[0] if readers else len(stmts), gstmt)
                 gathered[gname] = src
@@ -120,9 +120,11 @@ class Reorder(Transform):
         return dead_code_eliminated(program.with_stmts(stmts))
 
     @staticmethod
-    def _gather(program, gname, src):
+    def _gather(program, gname, src, sub=None):
+        """The gather of `src` under `gname`, over the sub-group the first gather ran on (a
+        node-level split gathers inside each node)."""
         t = program.value(src).type.with_(layout=Replicated)
-        return ir.Stmt((ir.Value(gname, t),), ir.AllGather(src),
+        return ir.Stmt((ir.Value(gname, t),), ir.AllGather(src, sub),
                        program.stmt_defining(src).loc)
 
     def _on_slices(self, program, i, gathered, dim, who):
@@ -142,6 +144,12 @@ class Reorder(Transform):
         out = stmt.out
         if isinstance(op, (ir.Norm, ir.ReduceTensor)):
             x = env[op.x]
+            if isinstance(x.layout, NodeSliced) or any(
+                    isinstance(env[o].layout, NodeSliced) for o in gathered.values()):
+                raise IllegalTransform(f"{who}: {stmt.name} = {stmt.op} must not move onto "
+                                       "node-level slices (a norm over them would need a "
+                                       "reduction inside each node); reorder only "
+                                       "elementwise statements after a hierarchical split")
             if isinstance(x.layout, ReplicatedLayout):
                 view = fresh_name(program, f"{op.x}_slice")
                 slice_op = ir.Slice(op.x, dim)
@@ -152,7 +160,7 @@ class Reorder(Transform):
             return [retyped(ir.Stmt(stmt.outs, op, stmt.loc), env)], []
         sliced_name = fresh_name(program, f"{out.name}_s")
         new = retyped(ir.Stmt(stmt.outs, op, stmt.loc), env, name=sliced_name)
-        if not isinstance(new.out.type.layout, Sliced):
+        if not isinstance(new.out.type.layout, (Sliced, NodeSliced)):
             raise IllegalTransform(f"{who}: {stmt.name} = {stmt.op} must run on slices after "
                                    f"the rewrite, got layout {new.out.type.layout}")
         # Gathered under the old name where first needed; for a Send, the receiving group
