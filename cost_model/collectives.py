@@ -94,6 +94,17 @@ def group_path(cluster: Cluster, group_size: int | None) -> Path_:
     return Path_("nvlink", cluster.nvlink.bandwidth_Bps, cluster.nic.latency_s, nodes)
 
 
+def node_axis_path(cluster: Cluster, nodes: int) -> Path_:
+    """Where a collective over one GPU per node runs (the AllReduce across nodes of a
+    hierarchical split, design note 35): every local rank's sub-group runs at once, each
+    through the NIC of its rail, so one gets a GPU's share of the node's NICs (over the
+    fabric's oversubscription where it spans leaves)."""
+    bw = cluster.nic_per_gpu_Bps
+    if cluster.fabric.crosses_spine(nodes):
+        bw /= cluster.fabric.oversubscription
+    return Path_("nic", bw, cluster.nic.latency_s, nodes)
+
+
 def fabric_hop_s(cluster: Cluster, nodes: int) -> float:
     """Latency a network hop adds beyond NCCL's table for a group over `nodes` nodes: the
     switch hops up to the spine and back (2 per tier above the leaf) where it spans leaves."""
@@ -161,7 +172,7 @@ def _plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster, path: P
 
 
 def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
-                  path: Path_) -> Plan:
+                  path: Path_, one_per_node: bool = False) -> Plan:
     """A plan across nodes. Its latency is NCCL's tuning model's (cost_model.nccl_model:
     network hops only on the steps that cross nodes). Its bandwidth is that of the slower of
     its legs: the inter-node leg as NCCL's model gives it per protocol over the node's NICs
@@ -175,8 +186,8 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
     numeric = is_number(nbytes)
     lat = nccl_model.latency_s(kind, algorithm, protocol, ranks, nodes,
                                fabric_hop_s(cluster, nodes))
-    nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol,
-                                          cluster.node_injection_Bps(nodes), ranks, nodes,
+    injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(nodes)
+    nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol, injection, ranks, nodes,
                                           nccl.max_channels, gen)
     factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
     nvlink_bw = cluster.nvlink.bandwidth_Bps * proto.efficiency * factor
@@ -202,12 +213,17 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
                 fixed_s, link, bus_bytes)
 
 
-def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None) -> list[Plan]:
-    """Every (algorithm, protocol) plan NCCL could pick for this collective."""
-    path = group_path(cluster, group_size if group_size is not None else
-                      (int(P) if is_number(P) else None))
+def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
+          one_per_node: bool = False) -> list[Plan]:
+    """Every (algorithm, protocol) plan NCCL could pick for this collective; `one_per_node`:
+    its `group_size` ranks are one GPU on each of as many nodes (`node_axis_path`)."""
+    if one_per_node:
+        path = node_axis_path(cluster, group_size)
+    else:
+        path = group_path(cluster, group_size if group_size is not None else
+                          (int(P) if is_number(P) else None))
     if path.nodes > 1 and is_number(P):
-        return [_network_plan(kind, a, p, nbytes, P, cluster, path)
+        return [_network_plan(kind, a, p, nbytes, P, cluster, path, one_per_node)
                 for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
     algorithms = ["ring"] + (["tree"] if kind == "allreduce" and path.nodes > 1 else [])
     return [_plan(kind, a, p, nbytes, P, cluster, path)
@@ -215,19 +231,23 @@ def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None)
 
 
 def choose_plan(kind: str, nbytes: float, P: int, cluster: Cluster,
-                group_size: int | None = None) -> Plan:
+                group_size: int | None = None, one_per_node: bool = False) -> Plan:
     """The plan NCCL picks (least modelled time) for numeric sizes."""
     if P == 1:
         nccl = cluster.nccl
         return Plan(kind, "none", "none", 0, 0, 0.0, 0.0, nccl.host_overhead_s, "nvlink", 0.0)
-    return min(plans(kind, nbytes, P, cluster, group_size), key=lambda p: float(p.time_s))
+    return min(plans(kind, nbytes, P, cluster, group_size, one_per_node),
+               key=lambda p: float(p.time_s))
 
 
-def collective_time(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None):
+def collective_time(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
+                    one_per_node: bool = False):
     """Predicted time (s) of an NCCL collective: the least time over algorithms and protocols."""
     if is_number(nbytes, P):
-        return float(choose_plan(kind, float(nbytes), int(P), cluster, group_size).time_s)
-    return smin(*(p.time_s for p in plans(kind, nbytes, P, cluster, group_size)))
+        return float(choose_plan(kind, float(nbytes), int(P), cluster, group_size,
+                                 one_per_node).time_s)
+    return smin(*(p.time_s for p in plans(kind, nbytes, P, cluster, group_size,
+                                          one_per_node)))
 
 
 def collective_bus_bytes(kind: str, nbytes, P):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import HardwareError
+from workbench.placement import Placement
 
 # Byte classes of a kernel with 2-byte arrays that may stream at rates of their own
 # (GPU.hbm_f16_kernel_Bps): reads and writes of its 4-byte and of its 2-byte arrays.
@@ -323,6 +324,12 @@ class Cluster:
         name: f16, bf16, f32) where it has them, else this cluster unchanged."""
         tuning = dict(self.nccl_dtypes).get(dtype)
         return self if tuning is None else dataclasses.replace(self, nccl=tuning)
+
+    def placement(self, sizes) -> Placement:
+        """What the core's verifier and autotuner need of this cluster: its nodes of
+        gpus_per_node GPUs (one NVLink domain each) and the bound sizes (`sizes`: name ->
+        int, at least the group sizes such as P)."""
+        return Placement.of(self.name, self.nodes, self.gpus_per_node, sizes)
 
     def with_nodes(self, nodes: int) -> Cluster:
         """The same cluster with `nodes` nodes (linked by each GPU's NIC)."""

@@ -354,6 +354,9 @@ def to_ranks(value: np.ndarray, t: TensorType, bound) -> list[np.ndarray]:
                         f"{value.shape}")
     if isinstance(t.layout, LocalLayout):
         return [value[r].copy() for r in range(P)]
+    if isinstance(t.layout, NodeSliced):  # local rank l of every node holds slice l
+        parts = np.split(value, t.layout.per_node, axis=t.layout.dim)
+        return [parts[r % t.layout.per_node] for r in range(P)]
     if isinstance(t.layout, Sliced):
         # Views, not fancy indexing: np.take with a range copies element by element (minutes
         # at 2^28 elements); np.split returns slices at once.

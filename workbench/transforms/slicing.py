@@ -182,7 +182,8 @@ class Reorder(Transform):
 class AsSlice(Transform):
     """Keep optimizer state Sliced: each rank stores and updates only its own slice.
 
-    For each input tensor named in `tensors` (Replicated), the input becomes Sliced(0) and every
+    For each input tensor named in `tensors` (Replicated), the input becomes Sliced(0) (or the
+    NodeSliced layout its first Update has after a hierarchical split) and every
     output that is an in-place Update chain of it is returned as its slice instead of being
     gathered (the gather becomes dead). Logical values are unchanged, so the program computes
     the same function; what changes is that no rank holds the whole state (ZeRO-style).
@@ -211,7 +212,8 @@ class AsSlice(Transform):
             if not isinstance(v.type.layout, ReplicatedLayout) or v.type.rank == 0:
                 raise IllegalTransform(f"{who}: '{name}' must be a Replicated tensor, got "
                                        f"{v.type}")
-            inputs[by_name[name]] = ir.Value(name, v.type.with_(layout=Sliced(0)))
+            inputs[by_name[name]] = ir.Value(name, v.type.with_(
+                layout=_state_layout(program, name)))
         # Outputs that gather an Update chain of a sliced tensor are returned as the slice.
         for k, out in enumerate(outputs):
             stmt = _defining_leaf(program, out.name)
@@ -223,6 +225,18 @@ class AsSlice(Transform):
         new = program.with_stmts(stmts, outputs=[_find(stmts, inputs, o.name)
                                                  for o in outputs], inputs=inputs)
         return dead_code_eliminated(new)
+
+
+def _state_layout(program, name):
+    """The slice a rank keeps of state input `name`: the layout of the first Update of it
+    (NodeSliced after a hierarchical split: each rank keeps 1/per_node, the same on every
+    node), Sliced(0) otherwise."""
+    for s in program.leaves():
+        if isinstance(s.op, ir.Update) and s.op.target == name:
+            if isinstance(s.out.type.layout, NodeSliced) and s.out.type.layout.dim == 0:
+                return s.out.type.layout
+            break
+    return Sliced(0)
 
 
 def _defining_leaf(program, name):
