@@ -170,9 +170,9 @@ def check_runnable(stmt: Stmt, placement: Placement) -> None:
     domains = -(-span // placement.gpus_per_node)
     how = ("copy engines" if stmt.op.engine == "copy" else "peer loads and stores over NVLink")
     raise NotOnThisCluster(
-        f"{_where(stmt)}: a fused {stmt.op.kind} kernel ({how}) must keep its group inside one "
-        f"NVLink domain of {placement.gpus_per_node} GPUs, got a group of {span} GPUs over "
-        f"{domains} nodes of {placement.name}; across nodes use the hierarchical split "
+        f"a fused {stmt.op.kind} kernel ({how}) must keep its group inside one NVLink domain "
+        f"of {placement.gpus_per_node} GPUs, got a group of {span} GPUs over {domains} nodes "
+        f"of {placement.name} ({_where(stmt)}); across nodes use the hierarchical split "
         f"(s.hierarchical_split(allreduce, per_node={placement.gpus_per_node}): fused kernels "
         f"inside each node, an NCCL AllReduce across nodes), NCCL collectives (a schedule "
         f"without fuse, e.g. rs-c-ag), or groups of at most {placement.gpus_per_node} GPUs")

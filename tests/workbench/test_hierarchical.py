@@ -128,10 +128,11 @@ def test_verifier_refuses_a_fused_collective_across_nodes():
     with pytest.raises(NotOnThisCluster) as e:
         verify(prog, two_nodes)
     first = str(e.value).split("\n\nin program:")[0]
-    assert first.endswith(
+    where = "g1_rs,m1_s,v1_s,w1_s,w1 = FusedAllreduce (at adam.py:27)"
+    assert first == (
         "a fused allreduce kernel (peer loads and stores over NVLink) must keep its group inside "
-        "one NVLink domain of 8 GPUs, got a group of 16 GPUs over 2 nodes of dgx-h100 x2; "
-        "across nodes use the hierarchical split (s.hierarchical_split(allreduce, per_node=8): "
+        "one NVLink domain of 8 GPUs, got a group of 16 GPUs over 2 nodes of dgx-h100 x2 "
+        f"({where}); across nodes use the hierarchical split (s.hierarchical_split(allreduce, per_node=8): "
         "fused kernels inside each node, an NCCL AllReduce across nodes), NCCL collectives (a "
         "schedule without fuse, e.g. rs-c-ag), or groups of at most 8 GPUs")
     # inside one node, and the hierarchical schedule on two nodes, are runnable
