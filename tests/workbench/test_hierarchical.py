@@ -132,9 +132,10 @@ def test_verifier_refuses_a_fused_collective_across_nodes():
     assert first == (
         "a fused allreduce kernel (peer loads and stores over NVLink) must keep its group inside "
         "one NVLink domain of 8 GPUs, got a group of 16 GPUs over 2 nodes of dgx-h100 x2 "
-        f"({where}); across nodes use the hierarchical split (s.hierarchical_split(allreduce, per_node=8): "
-        "fused kernels inside each node, an NCCL AllReduce across nodes), NCCL collectives (a "
-        "schedule without fuse, e.g. rs-c-ag), or groups of at most 8 GPUs")
+        f"({where}); across nodes use the hierarchical split "
+        "(s.hierarchical_split(allreduce, per_node=8): fused kernels inside each node, an NCCL "
+        "AllReduce across nodes), NCCL collectives (a schedule without fuse, e.g. rs-c-ag), "
+        "or groups of at most 8 GPUs")
     # inside one node, and the hierarchical schedule on two nodes, are runnable
     verify(prog, Placement.of("dgx-h100", 1, 8, {"P": 8}))
     f = load_study("studies/adam.py")
