@@ -161,7 +161,18 @@ def fused_span(stmt: Stmt, placement: Placement) -> int | None:
 
 def check_runnable(stmt: Stmt, placement: Placement) -> None:
     """Raise NotOnThisCluster, saying why and what to use instead, when `stmt` is a fused
-    collective kernel whose group spans several NVLink domains of `placement`."""
+    collective kernel whose group spans several NVLink domains of `placement`, or holds a
+    node-level collective whose nodes do not tile the group."""
+    for leaf in stmt.leaves():
+        sub = getattr(leaf.op, "sub", None)
+        size = placement.group_size(leaf.out.type.group)
+        if sub is not None and size is not None and size % sub.per_node:
+            raise NotOnThisCluster(
+                f"a node-level collective over {sub} must split its group into nodes of "
+                f"{sub.per_node} GPUs, got a group of {size} GPUs on {placement.name} "
+                f"({_where(leaf)}); split in nodes of {placement.gpus_per_node} "
+                f"(hierarchical_split(..., per_node={placement.gpus_per_node})) or keep the "
+                f"AllReduce whole")
     if not isinstance(stmt.op, Fused):
         return
     span = fused_span(stmt, placement)
