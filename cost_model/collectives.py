@@ -223,11 +223,47 @@ def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
         path = group_path(cluster, group_size if group_size is not None else
                           (int(P) if is_number(P) else None))
     if path.nodes > 1 and is_number(P):
-        return [_network_plan(kind, a, p, nbytes, P, cluster, path, one_per_node)
-                for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
+        out = [_network_plan(kind, a, p, nbytes, P, cluster, path, one_per_node)
+               for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
+        if kind in ("allgather", "reducescatter") and int(P) == path.nodes:
+            out.append(_pat_plan(kind, nbytes, int(P), cluster, path, one_per_node))
+        return out
+    if (kind == "allreduce" and path.nodes == 1 and cluster.nvls
+            and nccl_model.generation(cluster.gpu.name) in nccl_model.NVLS_EFFICIENCY):
+        gpus = group_size if group_size is not None else (int(P) if is_number(P) else None)
+        if gpus is not None and gpus > 1:
+            return ([_plan(kind, "ring", p, nbytes, P, cluster, path)
+                     for p in cluster.nccl.protocols]
+                    + [_nvls_plan(nbytes, P, gpus, cluster)])
     algorithms = ["ring"] + (["tree"] if kind == "allreduce" and path.nodes > 1 else [])
     return [_plan(kind, a, p, nbytes, P, cluster, path)
             for a in algorithms for p in cluster.nccl.protocols]
+
+
+def _nvls_plan(nbytes, P, gpus: int, cluster: Cluster) -> Plan:
+    """NVLS AllReduce inside one NVSwitch node (cost_model.nccl_model, NCCL 2.30's model):
+    one pass at the algorithm bandwidth after NVLS's latency; one channel (SM) per GPU."""
+    nccl = cluster.nccl
+    gen = nccl_model.generation(cluster.gpu.name)
+    alg_Bps = nccl_model.nvls_allreduce_bus_Bps(gpus, gen) * P / (2 * (P - 1))
+    fixed_s = (nccl.host_overhead_s + nccl.kind_latency_s("allreduce")
+               + nccl_model.NVLS_LATENCY_US * 1e-6)
+    return Plan("allreduce", "nvls", "Simple", gpus, 1, nbytes, nbytes / alg_Bps, fixed_s,
+                "nvlink", 2 * (P - 1) * nbytes / P)
+
+
+def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node: bool) -> Plan:
+    """PAT AllGather/ReduceScatter over one GPU per node (cost_model.nccl_model, NCCL 2.30's
+    model): log2(nodes) network latencies and a linear part, the whole buffer at 0.75 of the
+    bus bandwidth; Simple protocol only."""
+    nccl = cluster.nccl
+    injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(path.nodes)
+    bw = nccl_model.pat_bandwidth_Bps(injection)
+    lat = nccl_model.pat_latency_s(P, path.nodes, fabric_hop_s(cluster, path.nodes))
+    channels = smax(1, smin(nccl.max_channels, sceil(nbytes / nccl.min_channel_bytes)))
+    fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + lat
+    return Plan(kind, "pat", "Simple", channels, 1, nbytes, nbytes / bw, fixed_s, "nic",
+                (P - 1) * nbytes / P)
 
 
 def choose_plan(kind: str, nbytes: float, P: int, cluster: Cluster,
