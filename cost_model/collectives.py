@@ -105,6 +105,18 @@ def node_axis_path(cluster: Cluster, nodes: int) -> Path_:
     return Path_("nic", bw, cluster.nic.latency_s, nodes)
 
 
+def network_channels(cluster: Cluster, one_per_node: bool = False) -> int:
+    """The channels of NCCL's graph across nodes, which its per-channel bandwidth caps
+    multiply (tuning.cc: nChannels x perChMax...): one per NIC of the node (search.cc gives
+    each channel its own NIC: 8 channels at 45 GB/s on a DGX H100, no duplication since
+    45 < 50 GB/s with more than 4 channels), and 2 at one GPU per node (one channel at
+    48 GB/s, duplicated into 2 at 24). Not NCCL's channel maximum (32), which made the
+    caps never bind. A reading of search.cc (design note 38)."""
+    if one_per_node or cluster.gpus_per_node == 1:
+        return 2
+    return cluster.nics_per_node or cluster.gpus_per_node
+
+
 def fabric_hop_s(cluster: Cluster, nodes: int) -> float:
     """Latency a network hop adds beyond NCCL's table for a group over `nodes` nodes: the
     switch hops up to the spine and back (2 per tier above the leaf) where it spans leaves."""
@@ -188,7 +200,7 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
                                fabric_hop_s(cluster, nodes))
     injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(nodes)
     nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol, injection, ranks, nodes,
-                                          nccl.max_channels, gen)
+                                          network_channels(cluster, one_per_node), gen)
     factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
     nvlink_bw = cluster.nvlink.bandwidth_Bps * proto.efficiency * factor
     bw, link = (nic_bw, "nic") if nic_bw <= nvlink_bw else (nvlink_bw, "nvlink")
@@ -246,8 +258,9 @@ def _nvls_plan(nbytes, P, gpus: int, cluster: Cluster) -> Plan:
     nccl = cluster.nccl
     gen = nccl_model.generation(cluster.gpu.name)
     alg_Bps = nccl_model.nvls_allreduce_bus_Bps(gpus, gen) * P / (2 * (P - 1))
-    fixed_s = (nccl.host_overhead_s + nccl.kind_latency_s("allreduce")
-               + nccl_model.NVLS_LATENCY_US * 1e-6)
+    # NCCL's NVLS latency (25 us) is the whole GPU-side latency; the fitted per-kind set-up
+    # (kind_latency_s) belongs to the ring kernels it was measured on
+    fixed_s = nccl.host_overhead_s + nccl_model.NVLS_LATENCY_US * 1e-6
     return Plan("allreduce", "nvls", "Simple", gpus, 1, nbytes, nbytes / alg_Bps, fixed_s,
                 "nvlink", 2 * (P - 1) * nbytes / P)
 

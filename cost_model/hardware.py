@@ -516,10 +516,13 @@ def _nvswitch_nccl(tuning: NcclTuning) -> NcclTuning:
     included (NVIDIA/nccl-tests#212: "NCCL can get an effective NVLink bandwidth of 370GB/s,
     which you can observe as BusBw when running non-allreduce operations, or when running
     with NCCL_ALGO=RING"). The fit's 0.685 x 450 = 308 GB/s (and AllReduce x 0.951) came from
-    the 4-GPU board, whose rings use fewer links; LL and LL128 keep the fit (latency-bound
-    sizes). Design note 38."""
-    protocols = tuple(dataclasses.replace(p, efficiency=NVSWITCH_RING_BPS / 450e9)
-                      if p.name == "Simple" else p for p in tuning.protocols)
+    the 4-GPU board, whose rings use fewer links. LL128 carries 120 of each 128 bytes: NCCL
+    models it at 0.92 of Simple (tuning.cc), where the board's fit had 0.78; LL keeps the fit
+    (0.2 x 450 = 90 GB/s, NCCL's llMaxBws Hopper cap 87.7). Design note 38."""
+    simple = NVSWITCH_RING_BPS / 450e9
+    eff = {"Simple": simple, "LL128": 0.92 * simple}
+    protocols = tuple(dataclasses.replace(p, efficiency=eff[p.name]) if p.name in eff else p
+                      for p in tuning.protocols)
     return dataclasses.replace(tuning, protocols=protocols, allreduce_bandwidth_factor=1.0)
 
 
