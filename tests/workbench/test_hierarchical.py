@@ -145,3 +145,19 @@ def test_verifier_refuses_a_fused_collective_across_nodes():
     *_, wide = _hier_fused(f.program, "g1", ["m1", "v1", "w1"], 16)
     with pytest.raises(NotOnThisCluster, match="got a group of 16 GPUs over 2 nodes"):
         verify(wide, Placement.of("c", 4, 8, {"P": 32}))
+
+
+def test_autotuner_proposes_the_split_and_nothing_the_cluster_cannot_run():
+    from workbench.autotune import search
+
+    program = load_study("studies/sgd.py").program
+    two = Placement.of("dgx-h100*2", 2, 8, {"P": 16, "N": 2**20})
+    found = search(program, placement=two).candidates
+    names = [c.name for c in found]
+    assert any("hierarchical-split" in n for n in names)
+    for c in found:
+        verify(c.program, two)  # every proposal runs there
+    flat = search(program).candidates
+    assert any("fuse" in c.name for c in flat)  # without a cluster, fused flat ones exist
+    one = Placement.of("dgx-h100", 1, 8, {"P": 8, "N": 2**20})
+    assert not any("hierarchical" in c.name for c in search(program, placement=one).candidates)

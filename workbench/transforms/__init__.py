@@ -16,7 +16,9 @@ The CoCoNet set, on SGD (`g1 = AllReduce(Sum, g); w1 = Update(w, w - lr * g1)`):
     fuse(g1_rs, w1_s, w1)     g1_rs, w1_s, w1 = FusedAllreduce { ...the three above... }
 
 plus as-slice (state that each rank only needs a slice of), overlap (producer/consumer at chunk
-granularity) and dead-code elimination. Every transform is checked against the reference
+granularity), dead-code elimination, and hierarchical-split (AllReduce -> ReduceScatter inside
+each node, AllReduce of the slice across nodes, AllGather inside each node: fusion across
+nodes; module `hierarchy`, design note 35). Every transform is checked against the reference
 interpreter in tests/workbench/test_transforms.py. Modules: `base` (Legality, Transform, shared
 helpers), `slicing` (split, reorder, as-slice), `fusion` (fuse, overlap, copy engines, dce).
 """
