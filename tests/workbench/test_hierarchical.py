@@ -4,7 +4,7 @@ semantics; illegal cases and the verifier's refusal on a cluster, with pinned me
 
 import numpy as np
 import pytest
-from conftest import load_study
+from conftest import STUDY_SPECS, load_study
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -161,3 +161,22 @@ def test_autotuner_proposes_the_split_and_nothing_the_cluster_cannot_run():
     assert any("fuse" in c.name for c in flat)  # without a cluster, fused flat ones exist
     one = Placement.of("dgx-h100", 1, 8, {"P": 8, "N": 2**20})
     assert not any("hierarchical" in c.name for c in search(program, placement=one).candidates)
+
+
+@pytest.mark.parametrize("spec", STUDY_SPECS)
+def test_every_hierarchical_candidate_computes_the_original(spec):
+    """The autotuner's hierarchical candidates on 2 nodes of 2 GPUs (with reorder, as-slice,
+    fuse, overlap after the split) agree with the original in the interpreter; f16 values
+    (gradients, activations) round the node's partial sum once more: f16's bound there."""
+    from workbench.autotune import search
+
+    f = load_study(spec)
+    sizes = {"N": 8, "H": 8, "T": 4, "P": 4}
+    placement = Placement.of("2x2", 2, 2, sizes)
+    found = [c for c in search(f.program, placement=placement).candidates
+             if "hierarchical" in c.name]
+    assert found
+    half = any(v.type.dtype.name != "f32" for v in f.program.inputs)
+    for cand in found:
+        for name, err, tol in compare_programs(f.program, cand.program, sizes, seed=3):
+            assert err <= (max(tol, RTOL["f16"]) if half else tol), (cand.name, name, err)
