@@ -173,6 +173,10 @@ def check_runnable(stmt: Stmt, placement: Placement) -> None:
                 f"({_where(leaf)}); split in nodes of {placement.gpus_per_node} "
                 f"(hierarchical_split(..., per_node={placement.gpus_per_node})) or keep the "
                 f"AllReduce whole")
+    if isinstance(stmt.op, Overlapped):  # a fused consumer of an overlap runs the same way
+        for inner in stmt.op.body:
+            check_runnable(inner, placement)
+        return
     if not isinstance(stmt.op, Fused):
         return
     span = fused_span(stmt, placement)

@@ -180,3 +180,11 @@ def test_every_hierarchical_candidate_computes_the_original(spec):
     for cand in found:
         for name, err, tol in compare_programs(f.program, cand.program, sizes, seed=3):
             assert err <= (max(tol, RTOL["f16"]) if half else tol), (cand.name, name, err)
+
+
+def test_an_overlapped_fused_collective_across_nodes_is_refused():
+    f = load_study("studies/model_parallel.py")
+    prog = f.schedules["overlap-mm-fuse-ar-c"].apply()
+    with pytest.raises(NotOnThisCluster, match="a fused allreduce kernel"):
+        verify(prog, Placement.of("2x4", 2, 4, {"P": 8}))
+    verify(prog, Placement.of("1x8", 1, 8, {"P": 8}))
