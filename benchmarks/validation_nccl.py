@@ -11,8 +11,8 @@ Two tables, printed by `python benchmarks/validation_nccl.py` (no GPU needed):
 2. **NCCL's model.** The time of each (algorithm, protocol) at 16 MiB .. 8 GiB and 1 .. 16
    nodes, against NCCL's own tuning model computed here independently from its source
    (NVIDIA/nccl src/graph/tuning.cc: ring and tree at v2.20.3 b6475625, the version
-   cost_model.nccl_model re-expresses; NVLS and PAT at 2.30.7 5067397c), fed with the graph
-   NCCL's search builds on a DGX H100 (search.cc/topo.h, read in `nccl_graph`). Target:
+   cost_model.nccl_model re-expresses; NVLS, NVLSTree and PAT at 2.30.7 5067397c), fed with
+   the graph NCCL's search builds on a DGX H100 (search.cc/topo.h, read in `nccl_graph`). Target:
    within 5 %.
 
 Model times are GPU times: nccl-tests issues its calls back to back, so NCCL's per-call host
@@ -131,6 +131,15 @@ MEASURED = [
              "NVIDIA/nccl#1229 https://github.com/NVIDIA/nccl/issues/1229"),
     Measured("16 nodes x 8 H100, ReduceScatter", dgx_h100(16), "reducescatter", 320.0,
              "NVIDIA/nccl#1229 https://github.com/NVIDIA/nccl/issues/1229"),
+    Measured("8x H100 (8 GPU-NIC pairs), AllReduce", dgx_h100(1), "allreduce", 480.0,
+             "NVIDIA/nccl-tests#309 ('each single node with 8 pairs still get 480 GB/s') "
+             "https://github.com/NVIDIA/nccl-tests/issues/309"),
+    Measured("2 nodes x 8 H100 (8 GPU-NIC pairs), AllReduce", dgx_h100(2), "allreduce", 470.0,
+             "NVIDIA/nccl-tests#309 ('each 2 nodes with 16 pairs can still get 470 GB/s') "
+             "https://github.com/NVIDIA/nccl-tests/issues/309"),
+    Measured("4 nodes x 8 H100 (8 GPU-NIC pairs), AllReduce", dgx_h100(4), "allreduce",
+             365.84, "NVIDIA/nccl-tests#309 ('4 nodes on 32 GPU-NIC pairs ... max busbw can "
+             "get 365.84 GB/s') https://github.com/NVIDIA/nccl-tests/issues/309"),
     Measured("2 nodes x 1 GPU, 400 Gb/s NIC, AllReduce ring", one_gpu_per_node(2),
              "allreduce", 47.0,
              "NVIDIA/nccl-tests#290 (maintainer: 'For NDR @ 400Gbps you should see "
@@ -183,8 +192,8 @@ def nccl_graph(cluster: Cluster) -> NcclGraph:
 def nccl_time_s(kind: str, algorithm: str, protocol: str, nbytes: float,
                 cluster: Cluster) -> float | None:
     """NCCL's modelled time (ncclTopoGetAlgoTime) for one (algorithm, protocol), written out
-    from tuning.cc (v2.20.3 for ring and tree, 2.30.7 for NVLS and PAT); None where NCCL has
-    no such algorithm for the collective. Intel x86 CPUs; graph latencyInter 0."""
+    from tuning.cc (v2.20.3 for ring and tree, 2.30.7 for NVLS, NVLSTree and PAT); None where
+    NCCL has no such algorithm for the collective. Intel x86 CPUs; graph latencyInter 0."""
     ranks, nodes = cluster.world_size, cluster.nodes
     ppn = ranks // nodes
     gen = nccl_model.generation(cluster.gpu.name)
@@ -193,6 +202,15 @@ def nccl_time_s(kind: str, algorithm: str, protocol: str, nbytes: float,
         if kind != "allreduce" or nodes > 1 or not cluster.nvls:
             return None
         return nccl_model.nvls_allreduce_time_s(nbytes, ranks, gen)
+    if algorithm == "nvlstree":
+        if kind != "allreduce" or nodes == 1 or ppn == 1 or not cluster.nvls:
+            return None
+        heads, speed = 8, 48.0  # one channel per NIC at sm90SpeedArrayInter's 48 <= 50 GB/s
+        per_channel = min(speed * 0.85 * (heads - 1) / heads * 2,
+                          speed * (2 if nodes <= 2 else 1), 57.7 if nodes <= 2 else 45.5)
+        alg = heads * per_channel * ranks / (2 * (ranks - 1))
+        lat_us = 25.0 + 2 * int(math.log2(nodes)) * 20.9
+        return lat_us * 1e-6 + nbytes / (alg * 1e9)
     if algorithm == "pat":
         if kind not in ("allgather", "reducescatter") or ppn != 1 or protocol != "Simple":
             return None

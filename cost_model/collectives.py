@@ -239,6 +239,10 @@ def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
                for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
         if kind in ("allgather", "reducescatter") and int(P) == path.nodes:
             out.append(_pat_plan(kind, nbytes, int(P), cluster, path, one_per_node))
+        gen = nccl_model.generation(cluster.gpu.name)
+        if (kind == "allreduce" and cluster.nvls and not one_per_node and int(P) > path.nodes
+                and gen in nccl_model.NVLS_TREE_PER_CHANNEL_GBPS):
+            out.append(_nvls_tree_plan(nbytes, int(P), cluster, path))
         return out
     if (kind == "allreduce" and path.nodes == 1 and cluster.nvls
             and nccl_model.generation(cluster.gpu.name) in nccl_model.NVLS_EFFICIENCY):
@@ -263,6 +267,21 @@ def _nvls_plan(nbytes, P, gpus: int, cluster: Cluster) -> Plan:
     fixed_s = nccl.host_overhead_s + nccl_model.NVLS_LATENCY_US * 1e-6
     return Plan("allreduce", "nvls", "Simple", gpus, 1, nbytes, nbytes / alg_Bps, fixed_s,
                 "nvlink", 2 * (P - 1) * nbytes / P)
+
+
+def _nvls_tree_plan(nbytes, P: int, cluster: Cluster, path: Path_) -> Plan:
+    """NVLSTree AllReduce across NVSwitch nodes (cost_model.nccl_model, NCCL 2.30's model):
+    NVLS inside each node, a tree over the nodes' NIC heads; one pass at the algorithm
+    bandwidth after its latency."""
+    nccl = cluster.nccl
+    gen = nccl_model.generation(cluster.gpu.name)
+    heads = min(cluster.nics_per_node or cluster.gpus_per_node, cluster.gpus_per_node)
+    nic_Bps = cluster.node_injection_Bps(path.nodes) / heads
+    bus = nccl_model.nvls_tree_bus_Bps(heads, path.nodes, nic_Bps, gen)
+    alg_Bps = bus * P / (2 * (P - 1))
+    lat = nccl_model.nvls_tree_latency_s(path.nodes, fabric_hop_s(cluster, path.nodes))
+    return Plan("allreduce", "nvlstree", "Simple", heads, 1, nbytes, nbytes / alg_Bps,
+                nccl.host_overhead_s + lat, "nic", 2 * (P - 1) * nbytes / P)
 
 
 def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node: bool) -> Plan:

@@ -238,3 +238,42 @@ def pat_bandwidth_Bps(topology_Bps: float) -> float:
     """PAT's bandwidth (bytes of the whole buffer per second) from the bus bandwidth the
     topology gives one GPU per node."""
     return topology_Bps * PAT_BANDWIDTH_FACTOR
+
+
+# NVLSTree: AllReduce across nodes of NVSwitch nodes, NVLS inside each node and a tree of
+# the nodes' NICs (tuning.cc 2.30.7, Hopper). Its graph (search.cc) has one channel per NIC
+# head at the fastest sm90SpeedArrayInter speed the NIC carries, for both bwIntra and bwInter.
+# busBw per channel = min(bwIntra x nvlsEfficiency x (nCh-1)/nCh x 2, bwInter x (2 at <= 2
+# nodes), perChMaxNVLSTreeBws[Hopper][N2|N4]); latency = hwLatencies[NVLINK][NVLSTree] (25
+# us) + 2 log2(nNodes) x hwLatencies[NET][NVLSTree][Simple] (20.9 us); bandwidth x nRanks /
+# nsteps to algorithm bandwidth.
+SPEEDS_INTER_GBPS = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0,
+                                12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)}
+NVLS_TREE_PER_CHANNEL_GBPS = {"hopper": (57.7, 45.5)}  # N2, N4
+NVLS_TREE_NET_US = 20.9
+
+
+def inter_channel_GBps(nic_Bps: float, gen: str) -> float:
+    """The fastest per-channel speed of the search's inter-node list a NIC of `nic_Bps`
+    carries (400 Gb/s = 50 GB/s: 48)."""
+    for speed in SPEEDS_INTER_GBPS[gen]:
+        if speed * 1e9 <= nic_Bps:
+            return speed
+    return SPEEDS_INTER_GBPS[gen][-1]
+
+
+def nvls_tree_bus_Bps(heads: int, nodes: int, nic_Bps: float, gen: str) -> float:
+    """NCCL's NVLSTree AllReduce bus bandwidth over `nodes` nodes of `heads` NIC heads, each
+    NIC carrying `nic_Bps` (nccl-tests' busbw is this number)."""
+    speed = inter_channel_GBps(nic_Bps, gen)
+    intra = speed * NVLS_EFFICIENCY[gen] * (heads - 1) / heads * 2
+    inter = speed * (2 if nodes <= 2 else 1)
+    cap = NVLS_TREE_PER_CHANNEL_GBPS[gen][0 if nodes <= 2 else 1]
+    return heads * min(intra, inter, cap) * 1e9
+
+
+def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0) -> float:
+    """NCCL's NVLSTree latency over `nodes` nodes (`fabric_s` per network hop beyond NCCL's
+    table, twice: the Simple flush)."""
+    net = NVLS_TREE_NET_US * 1e-6 + 2 * fabric_s
+    return NVLS_LATENCY_US * 1e-6 + 2 * (nodes.bit_length() - 1) * net

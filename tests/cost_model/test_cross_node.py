@@ -61,14 +61,18 @@ def tree_closed_form_s(c, protocol, P):
 @pytest.mark.parametrize("P", [1024, 16384])
 def test_allreduce_matches_the_closed_form_ring_and_tree(P):
     c = preset("dgx-h100", nodes=P // 8)
-    got = {(p.algorithm, p.protocol): float(p.time_s) for p in plans("allreduce", GIB, P, c, P)}
+    every = plans("allreduce", GIB, P, c, P)
+    # ring and tree here; NVLSTree (dgx-h100 has NVLS) in test_validation_nccl.py
+    got = {(p.algorithm, p.protocol): float(p.time_s) for p in every
+           if p.algorithm in ("ring", "tree")}
     want = {}
     for protocol in ("LL", "LL128", "Simple"):
         want[("ring", protocol)] = ring_closed_form_s(c, protocol, P)
         want[("tree", protocol)] = tree_closed_form_s(c, protocol, P)
     assert got == pytest.approx(want, rel=1e-9)
     chosen = choose_plan("allreduce", GIB, P, c, P)
-    assert float(chosen.time_s) == pytest.approx(min(want.values()), rel=1e-9)
+    assert float(chosen.time_s) == pytest.approx(min(float(p.time_s) for p in every), rel=1e-9)
+    assert float(chosen.time_s) <= min(want.values())
 
 
 def test_1024_and_16384_gpus_as_the_formulas_say():

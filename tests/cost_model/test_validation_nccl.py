@@ -31,6 +31,7 @@ def measured():
     ("8x H100, AllReduce, NCCL_ALGO=RING", 0.01),   # nccl-tests#212: 370 GB/s
     ("8x H100, ReduceScatter", 0.05),               # nccl#1281: 360 GB/s
     ("4 nodes x 8 H100, ReduceScatter", 0.05),      # nccl#1229: 360 GB/s
+    ("2 nodes x 8 H100 (8 GPU-NIC pairs), AllReduce", 0.05),  # nccl-tests#309: 470 GB/s
     ("2 nodes x 1 GPU, 400 Gb/s NIC, AllReduce ring", 0.10),  # nccl-tests#290: 46-48
 ])
 def test_measured_points_hold(measured, what, bound):
@@ -73,3 +74,19 @@ def test_pat_closed_form_and_choice():
     # not at 8 GPUs per node (NCCL's PAT needs one rank per node)
     c8 = preset("dgx-h100", 16)
     assert "pat" not in {p.algorithm for p in coll.plans("allgather", 2**20, 128, c8, 128)}
+
+
+def test_nvls_tree_closed_form():
+    # tuning.cc 2.30.7: 8 NIC heads at 48 GB/s; per channel min(48 x 0.85 x 7/8 x 2,
+    # 48 x 2 (2 nodes) | 48, 57.7 | 45.5); latency 25 + 2 log2(nodes) x 20.9 us
+    for nodes, per_channel in ((2, 57.7), (4, 45.5)):
+        c = preset("dgx-h100", nodes)
+        P = 8 * nodes
+        plan = next(p for p in coll.plans("allreduce", 2**30, P, c, P)
+                    if p.algorithm == "nvlstree")
+        alg = 8 * per_channel * 1e9 * P / (2 * (P - 1))
+        lat = (25 + 2 * math.log2(nodes) * 20.9) * 1e-6
+        want = c.nccl.host_overhead_s + lat + 2**30 / alg
+        assert float(plan.time_s) == pytest.approx(want, rel=1e-9)
+    assert "nvlstree" not in {p.algorithm for p in coll.plans("allreduce", 2**30, 16,
+                                                               preset("h100x8", 2), 16)}
