@@ -508,7 +508,7 @@ NDR_RAIL_FABRIC = Fabric(kind="rail-optimized", tiers=3, switch_radix=64, nodes_
                          oversubscription=1.0)
 
 
-def _nvswitch_nccl(tuning: NcclTuning) -> NcclTuning:
+def _nvswitch_nccl(tuning: NcclTuning, nvlink_Bps: float) -> NcclTuning:
     """NCCL's constants for an 8-GPU NVSwitch node of Hopper GPUs, from the 4-GPU H200 fit:
     the ring's Simple bandwidth is what NCCL's topology gives a GPU there, 18 NVLinks x 20.6
     GB/s (NVIDIA/nccl src/graph/topo.h SM90_NVLINK_BW) = 370.8 GB/s, which NCCL's maintainers
@@ -519,7 +519,7 @@ def _nvswitch_nccl(tuning: NcclTuning) -> NcclTuning:
     the 4-GPU board, whose rings use fewer links. LL128 carries 120 of each 128 bytes: NCCL
     models it at 0.92 of Simple (tuning.cc), where the board's fit had 0.78; LL keeps the fit
     (0.2 x 450 = 90 GB/s, NCCL's llMaxBws Hopper cap 87.7). Design note 38."""
-    simple = NVSWITCH_RING_BPS / 450e9
+    simple = NVSWITCH_RING_BPS / nvlink_Bps  # of the preset's NVLink bandwidth
     eff = {"Simple": simple, "LL128": 0.92 * simple}
     protocols = tuple(dataclasses.replace(p, efficiency=eff[p.name]) if p.name in eff else p
                       for p in tuning.protocols)
@@ -536,7 +536,7 @@ def _dgx_h100() -> Cluster:
     base = _h100x8()
     return dataclasses.replace(base, name="dgx-h100", nic=NIC_400G, nics_per_node=8,
                                fabric=NDR_RAIL_FABRIC, nvls=True,
-                               nccl=_nvswitch_nccl(base.nccl))
+                               nccl=_nvswitch_nccl(base.nccl, base.nvlink.bandwidth_Bps))
 
 
 def _dgx_h200() -> Cluster:
@@ -547,7 +547,7 @@ def _dgx_h200() -> Cluster:
     # (NVLink of 450 GB/s per direction like H100's: the same NVSwitch node constants.)
     return dataclasses.replace(base, name="dgx-h200", gpus_per_node=8, nic=NIC_400G,
                                nics_per_node=8, fabric=NDR_RAIL_FABRIC, nvls=True,
-                               nccl=_nvswitch_nccl(base.nccl))
+                               nccl=_nvswitch_nccl(base.nccl, base.nvlink.bandwidth_Bps))
 
 
 def _gb200_nvl72() -> Cluster:
