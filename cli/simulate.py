@@ -29,6 +29,7 @@ from workbench import ir
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import check_size_names, load, parse_sets
+from workbench.verify import verify
 
 UNSCHEDULED = "unscheduled"
 
@@ -152,6 +153,15 @@ def predict(loaded, cluster, sets: dict | None = None,
         if isinstance(program, WorkbenchError):
             click.echo(f"schedule {name} is illegal: {program}", err=True)
             out.append(Prediction.left_out(name, None, f"illegal: {program}"))
+            continue
+        try:
+            # what this cluster cannot run is refused by the verifier, saying why and what
+            # to use instead (a fused collective kernel over several NVLink domains)
+            verify(program, cluster.placement(sizes))
+        except NotOnThisCluster as e:
+            why = str(e).split("\n\nin program:")[0]
+            click.echo(f"schedule {name} left out on {cluster.name}: {why}", err=True)
+            out.append(Prediction.left_out(name, program, f"not on {cluster.name}: {why}"))
             continue
         bound = bind_sizes(program, sizes)
         memory = peak_memory(CostContext(program, cluster, bound))
@@ -322,7 +332,8 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
     check_size_names(loaded.program, size_values)
     extra = None
     if autotune:
-        found = tuner.search(loaded.program).candidates
+        sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
+        found = tuner.search(loaded.program, placement=cluster.placement(sizes)).candidates
         # the search lists the unscheduled program first; predict() already has it
         extra = [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
     variability = Variability(seed, rank_factors(slow, "--slow"),

@@ -26,6 +26,7 @@ index inside a kernel's domain.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ from codegen.lower_library import (
     nccl_step,
     reduce_tensor_steps,
 )
+from codegen.lower_node import node_view, per_node_of
 from codegen.lower_norm import norm_steps
 from codegen.lower_overlap import overlap_steps
 from codegen.lower_rows import has_axis_reduction, row_kernel_step
@@ -165,6 +167,19 @@ def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROL
     peer's staging buffer, then reduces locally (all NVLink traffic is stores)."""
     if collective_mode not in COLLECTIVE_MODES:
         raise fault(f"collective mode must be one of {COLLECTIVE_MODES}, got {collective_mode!r}")
+    per_node = per_node_of(program)
+    if per_node:
+        # node-level collectives: lower one node's view (codegen.lower_node, design note 36)
+        if P % per_node:
+            raise fault(f"the group size must be a multiple of the {per_node} GPUs per node of "
+                        f"{program.name}'s node-level collectives, got P={P}")
+        plan = _lower(node_view(program), per_node, collective_unroll, collective_mode)
+        return dataclasses.replace(plan, program=program, per_node=per_node,
+                                   nodes=P // per_node)
+    return _lower(program, P, collective_unroll, collective_mode)
+
+
+def _lower(program: ir.Program, P: int, collective_unroll: int, collective_mode: str) -> Plan:
     pl = Planner(program, P)
     pl.analyse_uses()
     for v in program.inputs:

@@ -80,7 +80,11 @@ def nccl_step(pl: Planner, stmt: ir.Stmt, index: int) -> NcclStep:
         raise fault(f"{what}: AllGather must gather dim 0 on GPUs, got "
                     f"{pl.types[op.x].layout}")
     if isinstance(op, ir.AllReduce):
-        return NcclStep("all_reduce", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name)
+        # over inter (a node view's AllReduce across nodes): the slice, on the communicator
+        # of this local rank's peers on the other nodes
+        comm = "inter" if op.sub is not None else "group"
+        return NcclStep("all_reduce", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name,
+                        comm=comm)
     if isinstance(op, ir.ReduceScatter):
         return NcclStep("reduce_scatter", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name)
     if isinstance(op, ir.AllGather):

@@ -80,6 +80,10 @@ class NcclStep:
     dtype: str
     stmt: str
     root: int = 0
+    # Which communicator: "group", the plan's ranks (a node's, in a node view: Plan.per_node);
+    # "inter", the ranks of this local rank on every node (a hierarchical split's AllReduce
+    # across nodes: ncclCommSplit with color = local rank).
+    comm: str = "group"
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,12 @@ class Plan:
     steps: tuple = ()
     groups: tuple[str, ...] = ("world",)
     step_groups: tuple[tuple[int, ...], ...] = ()
+    # 0: the plan's P ranks are the group. g > 0: a node's view of a program with node-level
+    # collectives (design note 36): P = g, kernels' `rank` is the local rank, peers are the
+    # node's g GPUs, collectives run over the node's ranks except NcclSteps with comm "inter";
+    # the group has `nodes` such nodes.
+    per_node: int = 0
+    nodes: int = 1
 
     @property
     def world(self) -> int:

@@ -94,6 +94,29 @@ def group_path(cluster: Cluster, group_size: int | None) -> Path_:
     return Path_("nvlink", cluster.nvlink.bandwidth_Bps, cluster.nic.latency_s, nodes)
 
 
+def node_axis_path(cluster: Cluster, nodes: int) -> Path_:
+    """Where a collective over one GPU per node runs (the AllReduce across nodes of a
+    hierarchical split, design note 35): every local rank's sub-group runs at once, each
+    through the NIC of its rail, so one gets a GPU's share of the node's NICs (over the
+    fabric's oversubscription where it spans leaves)."""
+    bw = cluster.nic_per_gpu_Bps
+    if cluster.fabric.crosses_spine(nodes):
+        bw /= cluster.fabric.oversubscription
+    return Path_("nic", bw, cluster.nic.latency_s, nodes)
+
+
+def network_channels(cluster: Cluster, one_per_node: bool = False) -> int:
+    """The channels of NCCL's graph across nodes, which its per-channel bandwidth caps
+    multiply (tuning.cc: nChannels x perChMax...): one per NIC of the node (search.cc gives
+    each channel its own NIC: 8 channels at 45 GB/s on a DGX H100, no duplication since
+    45 < 50 GB/s with more than 4 channels), and 2 at one GPU per node (one channel at
+    48 GB/s, duplicated into 2 at 24). Not NCCL's channel maximum (32), which made the
+    caps never bind. A reading of search.cc (design note 38)."""
+    if one_per_node or cluster.gpus_per_node == 1:
+        return 2
+    return cluster.nics_per_node or cluster.gpus_per_node
+
+
 def fabric_hop_s(cluster: Cluster, nodes: int) -> float:
     """Latency a network hop adds beyond NCCL's table for a group over `nodes` nodes: the
     switch hops up to the spine and back (2 per tier above the leaf) where it spans leaves."""
@@ -161,7 +184,7 @@ def _plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster, path: P
 
 
 def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
-                  path: Path_) -> Plan:
+                  path: Path_, one_per_node: bool = False) -> Plan:
     """A plan across nodes. Its latency is NCCL's tuning model's (cost_model.nccl_model:
     network hops only on the steps that cross nodes). Its bandwidth is that of the slower of
     its legs: the inter-node leg as NCCL's model gives it per protocol over the node's NICs
@@ -175,9 +198,9 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
     numeric = is_number(nbytes)
     lat = nccl_model.latency_s(kind, algorithm, protocol, ranks, nodes,
                                fabric_hop_s(cluster, nodes))
-    nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol,
-                                          cluster.node_injection_Bps(nodes), ranks, nodes,
-                                          nccl.max_channels, gen)
+    injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(nodes)
+    nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol, injection, ranks, nodes,
+                                          network_channels(cluster, one_per_node), gen)
     factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
     nvlink_bw = cluster.nvlink.bandwidth_Bps * proto.efficiency * factor
     bw, link = (nic_bw, "nic") if nic_bw <= nvlink_bw else (nvlink_bw, "nvlink")
@@ -202,32 +225,97 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
                 fixed_s, link, bus_bytes)
 
 
-def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None) -> list[Plan]:
-    """Every (algorithm, protocol) plan NCCL could pick for this collective."""
-    path = group_path(cluster, group_size if group_size is not None else
-                      (int(P) if is_number(P) else None))
+def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
+          one_per_node: bool = False) -> list[Plan]:
+    """Every (algorithm, protocol) plan NCCL could pick for this collective; `one_per_node`:
+    its `group_size` ranks are one GPU on each of as many nodes (`node_axis_path`)."""
+    if one_per_node:
+        path = node_axis_path(cluster, group_size)
+    else:
+        path = group_path(cluster, group_size if group_size is not None else
+                          (int(P) if is_number(P) else None))
     if path.nodes > 1 and is_number(P):
-        return [_network_plan(kind, a, p, nbytes, P, cluster, path)
-                for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
+        out = [_network_plan(kind, a, p, nbytes, P, cluster, path, one_per_node)
+               for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
+        if kind in ("allgather", "reducescatter") and int(P) == path.nodes:
+            out.append(_pat_plan(kind, nbytes, int(P), cluster, path, one_per_node))
+        gen = nccl_model.generation(cluster.gpu.name)
+        if (kind == "allreduce" and cluster.nvls and not one_per_node and int(P) > path.nodes
+                and gen in nccl_model.NVLS_TREE_PER_CHANNEL_GBPS):
+            out.append(_nvls_tree_plan(nbytes, int(P), cluster, path))
+        return out
+    if (kind == "allreduce" and path.nodes == 1 and cluster.nvls
+            and nccl_model.generation(cluster.gpu.name) in nccl_model.NVLS_EFFICIENCY):
+        gpus = group_size if group_size is not None else (int(P) if is_number(P) else None)
+        if gpus is not None and gpus > 1:
+            return ([_plan(kind, "ring", p, nbytes, P, cluster, path)
+                     for p in cluster.nccl.protocols]
+                    + [_nvls_plan(nbytes, P, gpus, cluster)])
     algorithms = ["ring"] + (["tree"] if kind == "allreduce" and path.nodes > 1 else [])
     return [_plan(kind, a, p, nbytes, P, cluster, path)
             for a in algorithms for p in cluster.nccl.protocols]
 
 
+def _nvls_plan(nbytes, P, gpus: int, cluster: Cluster) -> Plan:
+    """NVLS AllReduce inside one NVSwitch node (cost_model.nccl_model, NCCL 2.30's model):
+    one pass at the algorithm bandwidth after NVLS's latency; one channel (SM) per GPU."""
+    nccl = cluster.nccl
+    gen = nccl_model.generation(cluster.gpu.name)
+    alg_Bps = nccl_model.nvls_allreduce_bus_Bps(gpus, gen) * P / (2 * (P - 1))
+    # NCCL's NVLS latency (25 us) is the whole GPU-side latency; the fitted per-kind set-up
+    # (kind_latency_s) belongs to the ring kernels it was measured on
+    fixed_s = nccl.host_overhead_s + nccl_model.NVLS_LATENCY_US * 1e-6
+    return Plan("allreduce", "nvls", "Simple", gpus, 1, nbytes, nbytes / alg_Bps, fixed_s,
+                "nvlink", 2 * (P - 1) * nbytes / P)
+
+
+def _nvls_tree_plan(nbytes, P: int, cluster: Cluster, path: Path_) -> Plan:
+    """NVLSTree AllReduce across NVSwitch nodes (cost_model.nccl_model, NCCL 2.30's model):
+    NVLS inside each node, a tree over the nodes' NIC heads; one pass at the algorithm
+    bandwidth after its latency."""
+    nccl = cluster.nccl
+    gen = nccl_model.generation(cluster.gpu.name)
+    heads = min(cluster.nics_per_node or cluster.gpus_per_node, cluster.gpus_per_node)
+    nic_Bps = cluster.node_injection_Bps(path.nodes) / heads
+    bus = nccl_model.nvls_tree_bus_Bps(heads, path.nodes, nic_Bps, gen)
+    alg_Bps = bus * P / (2 * (P - 1))
+    lat = nccl_model.nvls_tree_latency_s(path.nodes, fabric_hop_s(cluster, path.nodes))
+    return Plan("allreduce", "nvlstree", "Simple", heads, 1, nbytes, nbytes / alg_Bps,
+                nccl.host_overhead_s + lat, "nic", 2 * (P - 1) * nbytes / P)
+
+
+def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node: bool) -> Plan:
+    """PAT AllGather/ReduceScatter over one GPU per node (cost_model.nccl_model, NCCL 2.30's
+    model): log2(nodes) network latencies and a linear part, the whole buffer at 0.75 of the
+    bus bandwidth; Simple protocol only."""
+    nccl = cluster.nccl
+    injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(path.nodes)
+    bw = nccl_model.pat_bandwidth_Bps(injection)
+    lat = nccl_model.pat_latency_s(P, path.nodes, fabric_hop_s(cluster, path.nodes))
+    channels = smax(1, smin(nccl.max_channels, sceil(nbytes / nccl.min_channel_bytes)))
+    fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + lat
+    return Plan(kind, "pat", "Simple", channels, 1, nbytes, nbytes / bw, fixed_s, "nic",
+                (P - 1) * nbytes / P)
+
+
 def choose_plan(kind: str, nbytes: float, P: int, cluster: Cluster,
-                group_size: int | None = None) -> Plan:
+                group_size: int | None = None, one_per_node: bool = False) -> Plan:
     """The plan NCCL picks (least modelled time) for numeric sizes."""
     if P == 1:
         nccl = cluster.nccl
         return Plan(kind, "none", "none", 0, 0, 0.0, 0.0, nccl.host_overhead_s, "nvlink", 0.0)
-    return min(plans(kind, nbytes, P, cluster, group_size), key=lambda p: float(p.time_s))
+    return min(plans(kind, nbytes, P, cluster, group_size, one_per_node),
+               key=lambda p: float(p.time_s))
 
 
-def collective_time(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None):
+def collective_time(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
+                    one_per_node: bool = False):
     """Predicted time (s) of an NCCL collective: the least time over algorithms and protocols."""
     if is_number(nbytes, P):
-        return float(choose_plan(kind, float(nbytes), int(P), cluster, group_size).time_s)
-    return smin(*(p.time_s for p in plans(kind, nbytes, P, cluster, group_size)))
+        return float(choose_plan(kind, float(nbytes), int(P), cluster, group_size,
+                                 one_per_node).time_s)
+    return smin(*(p.time_s for p in plans(kind, nbytes, P, cluster, group_size,
+                                          one_per_node)))
 
 
 def collective_bus_bytes(kind: str, nbytes, P):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import HardwareError
+from workbench.placement import Placement
 
 # Byte classes of a kernel with 2-byte arrays that may stream at rates of their own
 # (GPU.hbm_f16_kernel_Bps): reads and writes of its 4-byte and of its 2-byte arrays.
@@ -252,6 +253,11 @@ class Cluster:
     # a DGX-2 has 8 for its 16 GPUs, so each GPU gets half a NIC.
     nics_per_node: int = 0
     fabric: Fabric = Fabric()
+    # The node's NVSwitch reduces in the switch (NVLink SHARP): NCCL runs AllReduce inside a
+    # node as NVLS (NCCL_NVLS_ENABLE's default where the switch supports it; Hopper and newer
+    # with NVSwitch: DGX H100/H200). False where NVLS does not exist (no NVSwitch: the 4-GPU
+    # H200 board, whose fitted constants already are what NCCL ran there) or is not modelled.
+    nvls: bool = False
 
     def __post_init__(self):
         self._check_topology()
@@ -323,6 +329,12 @@ class Cluster:
         name: f16, bf16, f32) where it has them, else this cluster unchanged."""
         tuning = dict(self.nccl_dtypes).get(dtype)
         return self if tuning is None else dataclasses.replace(self, nccl=tuning)
+
+    def placement(self, sizes) -> Placement:
+        """What the core's verifier and autotuner need of this cluster: its nodes of
+        gpus_per_node GPUs (one NVLink domain each) and the bound sizes (`sizes`: name ->
+        int, at least the group sizes such as P)."""
+        return Placement.of(self.name, self.nodes, self.gpus_per_node, sizes)
 
     def with_nodes(self, nodes: int) -> Cluster:
         """The same cluster with `nodes` nodes (linked by each GPU's NIC)."""
@@ -496,11 +508,35 @@ NDR_RAIL_FABRIC = Fabric(kind="rail-optimized", tiers=3, switch_radix=64, nodes_
                          oversubscription=1.0)
 
 
+def _nvswitch_nccl(tuning: NcclTuning, nvlink_Bps: float) -> NcclTuning:
+    """NCCL's constants for an 8-GPU NVSwitch node of Hopper GPUs, from the 4-GPU H200 fit:
+    the ring's Simple bandwidth is what NCCL's topology gives a GPU there, 18 NVLinks x 20.6
+    GB/s (NVIDIA/nccl src/graph/topo.h SM90_NVLINK_BW) = 370.8 GB/s, which NCCL's maintainers
+    give as the effective bus bandwidth of 8x H100 for every ring collective, AllReduce
+    included (NVIDIA/nccl-tests#212: "NCCL can get an effective NVLink bandwidth of 370GB/s,
+    which you can observe as BusBw when running non-allreduce operations, or when running
+    with NCCL_ALGO=RING"). The fit's 0.685 x 450 = 308 GB/s (and AllReduce x 0.951) came from
+    the 4-GPU board, whose rings use fewer links. LL128 carries 120 of each 128 bytes: NCCL
+    models it at 0.92 of Simple (tuning.cc), where the board's fit had 0.78; LL keeps the fit
+    (0.2 x 450 = 90 GB/s, NCCL's llMaxBws Hopper cap 87.7). Design note 38."""
+    simple = NVSWITCH_RING_BPS / nvlink_Bps  # of the preset's NVLink bandwidth
+    eff = {"Simple": simple, "LL128": 0.92 * simple}
+    protocols = tuple(dataclasses.replace(p, efficiency=eff[p.name]) if p.name in eff else p
+                      for p in tuning.protocols)
+    return dataclasses.replace(tuning, protocols=protocols, allreduce_bandwidth_factor=1.0)
+
+
+NVSWITCH_RING_BPS = 18 * 20.6e9
+
+
 def _dgx_h100() -> Cluster:
     # DGX H100 user guide: 8x H100 SXM5 80 GB on 4 NVSwitch gen3 chips; 8 single-port
-    # ConnectX-7 400 Gb/s InfiniBand NICs for the compute fabric, one per GPU.
-    return dataclasses.replace(_h100x8(), name="dgx-h100", nic=NIC_400G, nics_per_node=8,
-                               fabric=NDR_RAIL_FABRIC)
+    # ConnectX-7 400 Gb/s InfiniBand NICs for the compute fabric, one per GPU. NVSwitch gen3
+    # reduces in the switch (NVLS); NCCL's ring constants for an NVSwitch node.
+    base = _h100x8()
+    return dataclasses.replace(base, name="dgx-h100", nic=NIC_400G, nics_per_node=8,
+                               fabric=NDR_RAIL_FABRIC, nvls=True,
+                               nccl=_nvswitch_nccl(base.nccl, base.nvlink.bandwidth_Bps))
 
 
 def _dgx_h200() -> Cluster:
@@ -508,8 +544,10 @@ def _dgx_h200() -> Cluster:
     # DGX H200 datasheet: 8x H200 141 GB, NVLink 900 GB/s bidirectional per GPU (450 GB/s per
     # direction; the h200x4 machine's NV18 reads 478: nvidia-smi counts 26.56 GB/s lanes),
     # 4 NVSwitch, 8x ConnectX-7 400 Gb/s (8 single-port OSFP) for the compute fabric.
+    # (NVLink of 450 GB/s per direction like H100's: the same NVSwitch node constants.)
     return dataclasses.replace(base, name="dgx-h200", gpus_per_node=8, nic=NIC_400G,
-                               nics_per_node=8, fabric=NDR_RAIL_FABRIC)
+                               nics_per_node=8, fabric=NDR_RAIL_FABRIC, nvls=True,
+                               nccl=_nvswitch_nccl(base.nccl, base.nvlink.bandwidth_Bps))
 
 
 def _gb200_nvl72() -> Cluster:

@@ -20,9 +20,10 @@ file's tables, re-expressed as Python mappings; the formulas are re-derived in w
   share per channel reaches 64 bytes ("plateau effect of ring").
 
 Inside one node the workbench keeps its constants fitted on real GPUs (cost_model.hardware.
-H200_NCCL); this model prices only what crosses nodes, where nothing was measured. NVLS,
-CollNet and PAT are not modelled (NVLS needs NVSwitch multicast across nodes, CollNet SHARP
-switches, PAT is NCCL 2.23+ at one GPU per node).
+H200_NCCL); this model prices only what crosses nodes, where nothing was measured. Two more
+algorithms come from NCCL 2.30 (the end of this module, design note 38): NVLS AllReduce inside
+an NVSwitch node (Cluster.nvls) and PAT AllGather/ReduceScatter at one GPU per node. CollNet
+(SHARP switches) and NVLS across nodes (NVLSTree) are not modelled.
 """
 
 from __future__ import annotations
@@ -159,3 +160,120 @@ def plateau(kind: str, algorithm: str, protocol: str, nbytes: float, ranks: int,
     if nbytes / (channels * ranks) < RING_PLATEAU_MIN_BYTES:
         return 1.0
     return RING_PLATEAU[gen]
+
+
+# ---------------------------------------------------------------- NVLS and PAT (NCCL 2.30)
+# Re-expressed from NVIDIA/nccl src/graph/tuning.cc and src/graph/search.cc, src/graph/topo.h
+# at commit 5067397c (NCCL 2.30.7, makefiles/version.mk). The ring and tree tables above stay
+# those of the 2.20 line they were taken from; these two algorithms are what the 2.20 tables
+# lack or model differently (NVLS's ratio 5/6 there; PAT is NCCL 2.23+).
+
+# NVLink SHARP (NVLS): AllReduce inside an NVSwitch node by in-switch reduction (multicast).
+# tuning.cc: nvlsEfficiency (Hopper 0.85, Blackwell 0.74); hwLatencies[NVLINK][NVLS][Simple]
+# = 25 us with no base latency (latencies = intraLat for NVLS).
+NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
+NVLS_LATENCY_US = 25.0
+# What NCCL's topology counts per GPU: NVLink links x per-link bandwidth (topo.h
+# SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1 GB/s; 18 links on H100/H200/B200).
+NVLINK_LINK_GBPS = {"hopper": 20.6, "blackwell": 40.1}
+NVLINK_LINKS = 18
+# The per-channel speeds the graph search tries inside a node (search.cc:
+# sm90SpeedArrayIntra, sm100SpeedArrayIntra), fastest first.
+SPEEDS_INTRA_GBPS = {
+    "hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+    "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
+}
+
+
+def nvls_channel_Bps(gpus: int, gen: str) -> float:
+    """The per-channel bandwidth NCCL's NVLS graph gets inside one node of `gpus` GPUs: one
+    channel per GPU (search.cc forces minChannels = maxChannels = min(NCCL_MAX_NVLS_ARITY,
+    GPUs) inside a node), at the fastest speed of the search's list whose `gpus` channels fit
+    the GPU's NVLink bandwidth as the topology counts it. (A reading of the search, which
+    NCCL runs on the real topology; stated here as the model's assumption.)"""
+    nvlink = NVLINK_LINKS * NVLINK_LINK_GBPS[gen]
+    for speed in SPEEDS_INTRA_GBPS[gen]:
+        if gpus * speed <= nvlink:
+            return speed * 1e9
+    return SPEEDS_INTRA_GBPS[gen][-1] * 1e9
+
+
+def nvls_allreduce_bus_Bps(gpus: int, gen: str) -> float:
+    """NCCL's NVLS AllReduce bus bandwidth inside one node (tuning.cc: nChannels x bwIntra x
+    nvlsEfficiency x (nChannels - 1) / nChannels, x 2 because AllReduce pipelines its
+    reduce and its broadcast). nccl-tests' busbw is this number."""
+    ch = gpus
+    return 2 * NVLS_EFFICIENCY[gen] * ch * nvls_channel_Bps(gpus, gen) * (ch - 1) / ch
+
+
+def nvls_allreduce_time_s(nbytes: float, gpus: int, gen: str) -> float:
+    """NCCL's modelled time of an NVLS AllReduce of `nbytes` inside one node: its latency
+    plus the buffer at the algorithm bandwidth (bus bandwidth x nRanks / (2 (nRanks - 1)),
+    tuning.cc's ratio for NVLS)."""
+    alg = nvls_allreduce_bus_Bps(gpus, gen) * gpus / (2 * (gpus - 1))
+    return NVLS_LATENCY_US * 1e-6 + nbytes / alg
+
+
+# PAT (Parallel Aggregated Trees; NCCL 2.23+): AllGather and ReduceScatter at one GPU per node
+# only (tuning.cc ncclPatEnable: nNodes == nRanks), Simple protocol only. tuning.cc:
+# baseLatencies[PAT] = 8.0 us; with one rank per node the network latency is the tree's
+# (hwLatencies[NET][TREE][Simple] = 14 us) plus the graph's inter-node latency twice (the
+# Simple flush); latency = base + log2(nNodes) * interLat / 3.5 + nRanks * 2.8 us; bus
+# bandwidth x 0.75, not converted to algorithm bandwidth (time = latency + bytes / that).
+PAT_BASE_US = 8.0
+PAT_NET_US = 14.0
+PAT_PER_RANK_US = 2.8
+PAT_BANDWIDTH_FACTOR = 0.75
+
+
+def pat_latency_s(ranks: int, nodes: int, fabric_s: float = 0.0) -> float:
+    """PAT's modelled latency over `ranks` ranks, one per node (`fabric_s`: switch hops
+    beyond NCCL's table, counted like the graph's inter-node latency: twice for Simple)."""
+    inter = PAT_NET_US * 1e-6 + 2 * fabric_s
+    return (PAT_BASE_US * 1e-6 + (nodes.bit_length() - 1) * inter / 3.5
+            + ranks * PAT_PER_RANK_US * 1e-6)
+
+
+def pat_bandwidth_Bps(topology_Bps: float) -> float:
+    """PAT's bandwidth (bytes of the whole buffer per second) from the bus bandwidth the
+    topology gives one GPU per node."""
+    return topology_Bps * PAT_BANDWIDTH_FACTOR
+
+
+# NVLSTree: AllReduce across nodes of NVSwitch nodes, NVLS inside each node and a tree of
+# the nodes' NICs (tuning.cc 2.30.7, Hopper). Its graph (search.cc) has one channel per NIC
+# head at the fastest sm90SpeedArrayInter speed the NIC carries, for both bwIntra and bwInter.
+# busBw per channel = min(bwIntra x nvlsEfficiency x (nCh-1)/nCh x 2, bwInter x (2 at <= 2
+# nodes), perChMaxNVLSTreeBws[Hopper][N2|N4]); latency = hwLatencies[NVLINK][NVLSTree] (25
+# us) + 2 log2(nNodes) x hwLatencies[NET][NVLSTree][Simple] (20.9 us); bandwidth x nRanks /
+# nsteps to algorithm bandwidth.
+SPEEDS_INTER_GBPS = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0,
+                                12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)}
+NVLS_TREE_PER_CHANNEL_GBPS = {"hopper": (57.7, 45.5)}  # N2, N4
+NVLS_TREE_NET_US = 20.9
+
+
+def inter_channel_GBps(nic_Bps: float, gen: str) -> float:
+    """The fastest per-channel speed of the search's inter-node list a NIC of `nic_Bps`
+    carries (400 Gb/s = 50 GB/s: 48)."""
+    for speed in SPEEDS_INTER_GBPS[gen]:
+        if speed * 1e9 <= nic_Bps:
+            return speed
+    return SPEEDS_INTER_GBPS[gen][-1]
+
+
+def nvls_tree_bus_Bps(heads: int, nodes: int, nic_Bps: float, gen: str) -> float:
+    """NCCL's NVLSTree AllReduce bus bandwidth over `nodes` nodes of `heads` NIC heads, each
+    NIC carrying `nic_Bps` (nccl-tests' busbw is this number)."""
+    speed = inter_channel_GBps(nic_Bps, gen)
+    intra = speed * NVLS_EFFICIENCY[gen] * (heads - 1) / heads * 2
+    inter = speed * (2 if nodes <= 2 else 1)
+    cap = NVLS_TREE_PER_CHANNEL_GBPS[gen][0 if nodes <= 2 else 1]
+    return heads * min(intra, inter, cap) * 1e9
+
+
+def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0) -> float:
+    """NCCL's NVLSTree latency over `nodes` nodes (`fabric_s` per network hop beyond NCCL's
+    table, twice: the Simple flush)."""
+    net = NVLS_TREE_NET_US * 1e-6 + 2 * fabric_s
+    return NVLS_LATENCY_US * 1e-6 + 2 * (nodes.bit_length() - 1) * net

@@ -229,6 +229,13 @@ def main(job_path: str) -> int:
                 try:
                     plan = lower(program, P, collective_unroll=job.get("unroll", 1),
                                  collective_mode=job.get("mode", "pull"))
+                    if plan.per_node:
+                        # a node's view (hierarchical split): it needs the node's and the
+                        # cross-node communicators and node-local peers (design note 36)
+                        raise RuntimeFault(
+                            "the runtime must run plans over the whole group, got a node's "
+                            f"view of {plan.per_node} GPUs per node (hierarchical split); "
+                            "its per-node and cross-node communicators are not set up yet")
                 except RuntimeFault as e:
                     rec.update(check=f"not generated: {e}", median_ms=None)
                     records.append(rec)

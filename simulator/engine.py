@@ -44,6 +44,7 @@ from cost_model.ops import (
     Work,
     collective_cluster,
     collective_kind,
+    collective_plan,
     elementwise_work,
     fused_latency_s,
     fused_link_s,
@@ -543,6 +544,9 @@ class Simulation:
         """AllReduce, ReduceScatter, AllGather, Broadcast, Reduce: an NCCL collective, and
         over one rank the copy NCCL makes."""
         s = run.s
+        if getattr(s.op, "sub", None) is not None:
+            yield from self._run_node_collective(run)
+            return
         nbytes = self._priced(("full_nbytes", id(s)),
                               lambda: float(self.ctx.full_nbytes(s.op.x))) * run.scale
         yield from self._collective(run.g, run.r, run.gpu, collective_kind(s.op), nbytes,
@@ -556,6 +560,36 @@ class Simulation:
             yield self.env.timeout(self.cluster.gpu.launch_latency_s)
             yield from self._hold(run.gpu, "hbm",
                                   work_s(self.cluster, copy.scaled(run.scale)), run.name)
+
+    def _run_node_collective(self, run: _Run):
+        """A node-level collective (op.sub: inside each node, or across nodes over one rank
+        per node; design note 35): NCCL's plan on that sub-group from the cost model
+        (`collective_plan`), its ring steps waiting on the previous rank of the sub-group."""
+        s, gpu, r = run.s, run.gpu, run.r
+        plan = collective_plan(self.ctx, s, run.scale)
+        take = yield from self._take_sms(gpu, int(plan.channels) or 1)
+        cluster = collective_cluster(self.ctx, s)
+        host_s = cluster.nccl.host_overhead_s if run.host_paid else 0.0
+        yield self.env.timeout(plan.fixed_s - host_s)
+        g = s.op.sub.per_node
+        P = self.ctx.group_size(run.g)
+        if s.op.sub.axis == "intra":
+            prev = (r // g) * g + (r % g - 1) % g
+        else:
+            prev = (r - g) % P
+        steps = int(plan.steps)
+        if self.reduced:
+            batches = min(steps, MAX_STEP_EVENTS)
+            for b in range(batches):
+                n = steps // batches + (1 if b < steps % batches else 0)
+                yield from self._hold(gpu, "link", n * plan.step_s, run.name)
+        else:
+            for k in range(steps):
+                if k:
+                    yield self._event((run.key, prev, k - 1))
+                yield from self._hold(gpu, "link", plan.step_s, run.name)
+                self._event((run.key, r, k)).succeed()
+        yield gpu.sms.put(take)
 
     def _run_fused(self, run: _Run):
         """Fused: one computation kernel (kind "compute"), or a fused collective's pipeline."""

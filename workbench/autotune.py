@@ -21,9 +21,11 @@ from pathlib import Path
 
 from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
+from workbench.placement import Placement
 from workbench.transforms import (
     AsSlice,
     Fuse,
+    HierarchicalSplit,
     Overlap,
     Reorder,
     Split,
@@ -33,7 +35,7 @@ from workbench.transforms import (
 from workbench.transforms.fusion import gathers_last
 from workbench.transforms.slicing import REORDERABLE
 from workbench.types import ReplicatedLayout
-from workbench.verify import fused_kind_of
+from workbench.verify import fused_kind_of, verify
 
 OVERLAP_CHUNKS = (2, 4, 8)
 
@@ -176,10 +178,16 @@ def _overlap_moves(program) -> list[Transform]:
     return moves
 
 
-def candidate_moves(program: ir.Program) -> list[Transform]:
-    """Every transform worth trying on `program` (legality is checked by the caller)."""
-    splits = [Split(s.out.name) for _, s in _plain_stmts(program)
-              if isinstance(s.op, ir.AllReduce)]
+def candidate_moves(program: ir.Program, placement: Placement | None = None
+                    ) -> list[Transform]:
+    """Every transform worth trying on `program` (legality is checked by the caller); on a
+    `placement` of several nodes also the hierarchical split of every AllReduce into nodes of
+    its GPUs."""
+    allreduces = [s for _, s in _plain_stmts(program)
+                  if isinstance(s.op, ir.AllReduce) and s.op.sub is None]
+    splits = [Split(s.out.name) for s in allreduces]
+    if placement is not None and placement.nodes > 1:
+        splits += [HierarchicalSplit(s.out.name, placement.gpus_per_node) for s in allreduces]
     return (splits + _reorder_moves(program) + _as_slice_moves(program) + _fuse_moves(program)
             + _overlap_moves(program))
 
@@ -194,21 +202,28 @@ def _candidate_name(transforms) -> str:
                     for t in transforms)
 
 
-def search(program: ir.Program, max_depth: int = 8, max_candidates: int = 200) -> SearchResult:
-    """Breadth-first search over legal transform sequences, deduplicated by printed IR."""
+def search(program: ir.Program, max_depth: int = 8, max_candidates: int = 200,
+           placement: Placement | None = None) -> SearchResult:
+    """Breadth-first search over legal transform sequences, deduplicated by printed IR.
+
+    Given a `placement` (a cluster's nodes), only schedules that cluster can run are proposed
+    (`verify(program, placement)`: no fused collective kernel across NVLink domains), and the
+    hierarchical split is a move where the placement has several nodes."""
     seen = {str(program): Candidate("unscheduled", (), program)}
     queue = deque([(program, ())])
     truncated = False
     while queue:
         current, trace = queue.popleft()
         if len(trace) >= max_depth:
-            truncated = truncated or bool(candidate_moves(current))
+            truncated = truncated or bool(candidate_moves(current, placement))
             continue
-        for move in candidate_moves(current):
+        for move in candidate_moves(current, placement):
             try:
                 nxt = move.apply(current)
+                if placement is not None:
+                    verify(nxt, placement)  # runnable on the cluster, or not proposed
             except WorkbenchError:
-                continue  # illegal here; check() would give the reason
+                continue  # illegal here (or not on this cluster); check() gives the reason
             key = str(nxt)
             if key in seen:
                 continue

@@ -28,6 +28,7 @@ from workbench.errors import SizeError, VerifyError
 from workbench.types import (
     DType,
     LocalLayout,
+    NodeSliced,
     OnRoot,
     ReplicatedLayout,
     Sliced,
@@ -126,7 +127,18 @@ class _Machine:
         idx = np.arange(int(np.prod(shape)), dtype=np.uint64).reshape(shape)
         if isinstance(t.layout, Sliced):
             idx = self.slice_of(idx, t.layout.dim, rank, self.P(t))
+        elif isinstance(t.layout, NodeSliced):
+            g = t.layout.per_node
+            idx = self.slice_of(idx, t.layout.dim, rank % g, g)
         return idx
+
+    def nodes(self, P: int, per_node: int) -> int:
+        """How many nodes of `per_node` ranks a group of P ranks spans (P must divide)."""
+        if P % per_node:
+            raise SizeError(f"group size P must be a multiple of the {per_node} ranks per node "
+                            f"of a node-level collective, got P={P}; pick P = "
+                            f"{per_node * max(1, P // per_node)}")
+        return P // per_node
 
     # -- elementwise
 
@@ -135,10 +147,15 @@ class _Machine:
             case ir.Ref(name):
                 t = self.types[name]
                 arr = self.env[name][rank].astype(np.float32)
-                if isinstance(result.layout, Sliced) and isinstance(t.layout, ReplicatedLayout):
+                if isinstance(result.layout, (Sliced, NodeSliced)) and isinstance(
+                        t.layout, ReplicatedLayout):
                     od = result.layout.dim - (result.rank - t.rank)
                     if od >= 0 and arr.shape[od] != 1:
-                        arr = self.slice_of(arr, od, rank, self.P(result))
+                        if isinstance(result.layout, NodeSliced):
+                            g = result.layout.per_node  # the rank's slice within its node
+                            arr = self.slice_of(arr, od, rank % g, g)
+                        else:
+                            arr = self.slice_of(arr, od, rank, self.P(result))
                 return arr
             case ir.Const(v):
                 return np.float32(v)
@@ -244,17 +261,42 @@ def _run_elementwise(m: _Machine, op, t: TensorType, P: int, dt) -> list[np.ndar
             for r in range(P)]
 
 
+# Node-level collectives (sub = intra/inter, design note 35): the group's P ranks are
+# nodes x g, rank r = node * g + local; each sub-group runs the collective on its own ranks.
+
+
 def _run_allreduce(m: _Machine, op: ir.AllReduce, t, P: int, dt) -> list[np.ndarray]:
+    if op.sub is not None:  # inter: the ranks of one local rank, one per node, in node order
+        g = op.sub.per_node
+        nodes = m.nodes(P, g)
+        sums = [_reduce(op.op, [m.env[op.x][n * g + local] for n in range(nodes)]).astype(dt)
+                for local in range(g)]
+        return [sums[r % g].copy() for r in range(P)]
     total = _reduce(op.op, m.env[op.x]).astype(dt)
     return [total.copy() for _ in range(P)]
 
 
 def _run_reduce_scatter(m: _Machine, op: ir.ReduceScatter, t, P: int, dt) -> list[np.ndarray]:
+    if op.sub is not None:  # intra: each node's g ranks reduce; local rank l keeps slice l
+        g = op.sub.per_node
+        m.nodes(P, g)
+        out = []
+        for r in range(P):
+            node = r // g
+            total = _reduce(op.op, m.env[op.x][node * g:(node + 1) * g]).astype(dt)
+            out.append(m.slice_of(total, op.dim, r % g, g).copy())
+        return out
     total = _reduce(op.op, m.env[op.x]).astype(dt)
     return [m.slice_of(total, op.dim, r, P).copy() for r in range(P)]
 
 
 def _run_all_gather(m: _Machine, op: ir.AllGather, t, P: int, dt) -> list[np.ndarray]:
+    if op.sub is not None:  # intra: each node gathers its g slices
+        g = op.sub.per_node
+        m.nodes(P, g)
+        dim = m.types[op.x].layout.dim
+        return [np.concatenate(m.env[op.x][(r // g) * g:(r // g + 1) * g], axis=dim)
+                for r in range(P)]
     whole = np.concatenate(m.env[op.x], axis=m.types[op.x].layout.dim)
     return [whole.copy() for _ in range(P)]
 
@@ -343,6 +385,9 @@ def to_ranks(value: np.ndarray, t: TensorType, bound) -> list[np.ndarray]:
                         f"{value.shape}")
     if isinstance(t.layout, LocalLayout):
         return [value[r].copy() for r in range(P)]
+    if isinstance(t.layout, NodeSliced):  # local rank l of every node holds slice l
+        parts = np.split(value, t.layout.per_node, axis=t.layout.dim)
+        return [parts[r % t.layout.per_node] for r in range(P)]
     if isinstance(t.layout, Sliced):
         # Views, not fancy indexing: np.take with a range copies element by element (minutes
         # at 2^28 elements); np.split returns slices at once.
@@ -359,6 +404,13 @@ def from_ranks(name: str, arrays: list[np.ndarray], t: TensorType) -> np.ndarray
             return np.concatenate(arrays, axis=dim)
         case OnRoot(root):
             return arrays[root]
+        case NodeSliced(dim, g, True):
+            whole = [np.concatenate(arrays[n:n + g], axis=dim) for n in range(0, len(arrays), g)]
+            for n, a in enumerate(whole[1:], start=1):
+                if not np.array_equal(a, whole[0], equal_nan=True):
+                    raise VerifyError(f"NodeSliced value '{name}' must be equal on every node, "
+                                      f"got node {n} different from node 0")
+            return whole[0]
         case ReplicatedLayout():
             for r, a in enumerate(arrays[1:], start=1):
                 if not np.array_equal(a, arrays[0], equal_nan=True):

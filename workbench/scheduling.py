@@ -29,6 +29,7 @@ from workbench.transforms import (
     CopyEngines,
     DeadCodeElimination,
     Fuse,
+    HierarchicalSplit,
     Overlap,
     Reorder,
     Split,
@@ -63,6 +64,11 @@ class Scheduler:
     def split(self, allreduce) -> tuple[str, str]:
         """AllReduce -> ReduceScatter + AllGather; returns (reduce-scatter, all-gather) names."""
         return self.apply(Split(_name(allreduce)))
+
+    def hierarchical_split(self, allreduce, per_node: int = 8) -> tuple[str, str, str]:
+        """AllReduce -> ReduceScatter inside each node of `per_node` GPUs, AllReduce of the
+        slice across nodes, AllGather inside each node; returns the three names."""
+        return self.apply(HierarchicalSplit(_name(allreduce), per_node))
 
     def reorder(self, *values, before) -> tuple[str, ...]:
         """Move computations that read an AllGather's output ahead of it, onto slices."""

@@ -115,9 +115,46 @@ class OnRoot:
         return f"OnRoot({self.root})"
 
 
+@dataclass(frozen=True, slots=True)
+class SubGroup:
+    """One axis of a group factored as nodes x `per_node` ranks (rank r is local rank
+    r % per_node of node r // per_node): "intra" is the per_node ranks of one node, "inter"
+    the ranks of one local rank on every node. A collective with `sub` runs on every such
+    sub-group at once (design note 35)."""
+
+    axis: str
+    per_node: int
+
+    def __post_init__(self):
+        if self.axis not in ("intra", "inter"):
+            raise ValueError(f"sub-group axis must be 'intra' or 'inter', got {self.axis!r}")
+        if not (isinstance(self.per_node, int) and self.per_node >= 1):
+            raise ValueError(f"sub-group per_node must be a positive int, got {self.per_node!r}")
+
+    def __str__(self) -> str:
+        return f"{self.axis}({self.per_node})"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSliced:
+    """The group factored as nodes x `per_node` ranks: rank r holds slice r % per_node of
+    per_node equal slices along `dim`. `reduced` False: each node holds its own values (an
+    intra-node ReduceScatter's partial sums, Local across nodes); True: every node holds the
+    same slices (after the AllReduce across nodes), so an intra-node AllGather makes the
+    tensor Replicated."""
+
+    dim: int
+    per_node: int
+    reduced: bool = True
+
+    def __str__(self) -> str:
+        part = "" if self.reduced else ", partial"
+        return f"NodeSliced({self.dim}, {self.per_node}{part})"
+
+
 Local = LocalLayout()
 Replicated = ReplicatedLayout()
-Layout = LocalLayout | ReplicatedLayout | Sliced | OnRoot
+Layout = LocalLayout | ReplicatedLayout | Sliced | OnRoot | NodeSliced
 
 
 # ---------------------------------------------------------------- groups
@@ -155,10 +192,12 @@ class TensorType:
         return len(self.shape)
 
     def local_shape(self) -> Shape:
-        """The shape each rank holds: the Sliced dim divided by the group size."""
-        if isinstance(self.layout, Sliced):
+        """The shape each rank holds: the Sliced dim divided by the group size (a NodeSliced
+        one by the ranks per node)."""
+        if isinstance(self.layout, (Sliced, NodeSliced)):
             d = self.layout.dim
-            return self.shape[:d] + (self.shape[d] / self.group.size,) + self.shape[d + 1 :]
+            parts = self.group.size if isinstance(self.layout, Sliced) else self.layout.per_node
+            return self.shape[:d] + (self.shape[d] / parts,) + self.shape[d + 1 :]
         return self.shape
 
     def numel(self) -> sympy.Expr:

@@ -7,7 +7,7 @@ the statement, where the user wrote it, and prints the program around it.
 
 from __future__ import annotations
 
-from workbench.errors import VerifyError, WorkbenchError
+from workbench.errors import NotOnThisCluster, VerifyError, WorkbenchError
 from workbench.ir import (
     FUSABLE_COMPUTATION,
     FUSED_KINDS,
@@ -27,7 +27,8 @@ from workbench.ir import (
     format_program,
     proven_divisible,
 )
-from workbench.types import Sliced, TensorType
+from workbench.placement import Placement
+from workbench.types import NodeSliced, Sliced, TensorType
 
 _ELEMENTWISE = (Compute, Update)
 
@@ -80,6 +81,13 @@ def _check_divisible(program: Program, t: TensorType, what: str) -> None:
                 f"size {t.group.size}, got no proof; declare it, e.g. "
                 f"Size(\"{dim}\", multiple_of={t.group.size})"
             )
+    if isinstance(t.layout, NodeSliced):
+        dim = t.shape[t.layout.dim]
+        if not proven_divisible(dim, t.layout.per_node, program.facts):
+            raise VerifyError(
+                f"{what}: {t.layout} dim {dim} must be provably divisible by the "
+                f"{t.layout.per_node} ranks per node, got no proof; declare the group size a "
+                f"multiple of them (the hierarchical split adds that fact)")
 
 
 def _where(stmt: Stmt) -> str:
@@ -120,9 +128,13 @@ def _verify_stmt(program: Program, stmt: Stmt, env: dict[str, TensorType]) -> No
     env[out.name] = out.type
 
 
-def verify(program: Program) -> Program:
+def verify(program: Program, placement: Placement | None = None) -> Program:
     """Check every invariant of `program`; return it unchanged, or raise a WorkbenchError whose
-    message names the statement and shows the program with that statement marked '>>'."""
+    message names the statement and shows the program with that statement marked '>>'.
+
+    Given a `placement` (a cluster's nodes), also refuse what that cluster cannot run
+    (NotOnThisCluster): a fused collective kernel moves bytes by peer loads and stores (or
+    copy engines), which end at the node's NVLink domain."""
     env: dict[str, TensorType] = {}
     for v in program.inputs:
         if v.name in env:
@@ -139,4 +151,59 @@ def verify(program: Program) -> Program:
         if env.get(v.name) != v.type:
             raise VerifyError(f"output '{v.name}' must be a value of the program with type "
                               f"{env.get(v.name)}, got {v.type}")
+    if placement is not None:
+        for stmt in program.stmts:
+            try:
+                check_runnable(stmt, placement)
+            except NotOnThisCluster as e:
+                listing = format_program(program, mark=stmt.outs[0].name)
+                raise NotOnThisCluster(f"{e}\n\nin program:\n{listing}") from None
     return program
+
+
+def fused_span(stmt: Stmt, placement: Placement) -> int | None:
+    """GPUs one instance of a fused collective kernel spans (None: no collective in it, or a
+    size the placement does not bind): its group, or the ranks per node of a node-level
+    (intra) collective."""
+    spans = []
+    for leaf in stmt.op.body:
+        if isinstance(leaf.op, (ReduceScatter, AllGather)):
+            sub = leaf.op.sub
+            spans.append(sub.per_node if sub is not None and sub.axis == "intra"
+                         else placement.group_size(leaf.out.type.group))
+    known = [s for s in spans if s is not None]
+    return max(known) if known else None
+
+
+def check_runnable(stmt: Stmt, placement: Placement) -> None:
+    """Raise NotOnThisCluster, saying why and what to use instead, when `stmt` is a fused
+    collective kernel whose group spans several NVLink domains of `placement`, or holds a
+    node-level collective whose nodes do not tile the group."""
+    for leaf in stmt.leaves():
+        sub = getattr(leaf.op, "sub", None)
+        size = placement.group_size(leaf.out.type.group)
+        if sub is not None and size is not None and size % sub.per_node:
+            raise NotOnThisCluster(
+                f"a node-level collective over {sub} must split its group into nodes of "
+                f"{sub.per_node} GPUs, got a group of {size} GPUs on {placement.name} "
+                f"({_where(leaf)}); split in nodes of {placement.gpus_per_node} "
+                f"(hierarchical_split(..., per_node={placement.gpus_per_node})) or keep the "
+                f"AllReduce whole")
+    if isinstance(stmt.op, Overlapped):  # a fused consumer of an overlap runs the same way
+        for inner in stmt.op.body:
+            check_runnable(inner, placement)
+        return
+    if not isinstance(stmt.op, Fused):
+        return
+    span = fused_span(stmt, placement)
+    if span is None or span <= placement.gpus_per_node or placement.nodes == 1:
+        return
+    domains = -(-span // placement.gpus_per_node)
+    how = ("copy engines" if stmt.op.engine == "copy" else "peer loads and stores over NVLink")
+    raise NotOnThisCluster(
+        f"a fused {stmt.op.kind} kernel ({how}) must keep its group inside one NVLink domain "
+        f"of {placement.gpus_per_node} GPUs, got a group of {span} GPUs over {domains} nodes "
+        f"of {placement.name} ({_where(stmt)}); across nodes use the hierarchical split "
+        f"(s.hierarchical_split(allreduce, per_node={placement.gpus_per_node}): fused kernels "
+        f"inside each node, an NCCL AllReduce across nodes), NCCL collectives (a schedule "
+        f"without fuse, e.g. rs-c-ag), or groups of at most {placement.gpus_per_node} GPUs")

@@ -3,6 +3,8 @@ cost_model.collectives, and the copy a collective over a group of one rank makes
 
 from __future__ import annotations
 
+import sympy
+
 from cost_model import collectives as coll
 from cost_model.hardware import Cluster
 from cost_model.ops.compute import Work, compute_cost, io_work
@@ -22,13 +24,38 @@ def collective_kind(op) -> str:
     return COLLECTIVE_KINDS[type(op)]
 
 
+def comm_group(ctx: CostContext, op) -> Group:
+    """The group one instance of collective `op` runs on: its operand's group, or for a
+    node-level collective (`op.sub`, design note 35) the sub-group: the per_node ranks of a
+    node (intra) or the ranks of one local rank, one per node (inter)."""
+    group = ctx.types[op.x].group
+    sub = getattr(op, "sub", None)
+    if sub is None:
+        return group
+    if sub.axis == "intra":
+        return Group(f"{group.name}.intra", sympy.Integer(sub.per_node))
+    return Group(f"{group.name}.inter", sympy.sympify(group.size) / sub.per_node)
+
+
+def one_per_node(op) -> bool:
+    """Whether collective `op` runs over one GPU per node (the inter axis of a sub-group)."""
+    sub = getattr(op, "sub", None)
+    return sub is not None and sub.axis == "inter"
+
+
 def collective_nbytes(ctx: CostContext, s: ir.Stmt):
-    """The buffer size in nccl-tests' convention: the whole (unsliced) tensor."""
+    """The buffer size in nccl-tests' convention: the whole (unsliced) tensor; for an
+    AllReduce across nodes of a node-level split, the slice each rank holds."""
+    if one_per_node(s.op):
+        return ctx.local_nbytes(s.op.x)
     return ctx.full_nbytes(s.op.x)
 
 
-def peak_link_Bps(ctx: CostContext, group: Group) -> float:
-    """The peak bandwidth of the slowest link a group spans (for bandwidth-only bounds)."""
+def peak_link_Bps(ctx: CostContext, group: Group, across: bool = False) -> float:
+    """The peak bandwidth of the slowest link a group spans (for bandwidth-only bounds);
+    `across`: the group is one GPU per node."""
+    if across:
+        return coll.node_axis_path(ctx.cluster, ctx.group_size(group)).bandwidth_Bps
     path = coll.group_path(ctx.cluster, ctx.group_size(group))
     return path.bandwidth_Bps
 
@@ -43,11 +70,12 @@ def collective_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     """The cost of an NCCL collective statement (AllReduce, ReduceScatter, AllGather,
     Broadcast, Reduce), with the copy it makes over a group of one rank."""
     kind = collective_kind(s.op)
-    group = ctx.types[s.op.x].group
+    group = comm_group(ctx, s.op)
+    across = one_per_node(s.op)
     nbytes, P = collective_nbytes(ctx, s), ctx.P(group)
     cluster = collective_cluster(ctx, s)
-    t = coll.collective_time(kind, nbytes, P, cluster, ctx.group_size(group))
-    busy = coll.collective_bus_bytes(kind, nbytes, P) / peak_link_Bps(ctx, group)
+    t = coll.collective_time(kind, nbytes, P, cluster, ctx.group_size(group), across)
+    busy = coll.collective_bus_bytes(kind, nbytes, P) / peak_link_Bps(ctx, group, across)
     copy = single_rank_copy(ctx, s)
     if copy is not None:
         c = compute_cost(ctx, copy)
@@ -59,10 +87,11 @@ def collective_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
 def collective_plan(ctx: CostContext, s: ir.Stmt, scale: float = 1.0) -> coll.Plan:
     """The plan NCCL picks for collective statement `s` (numeric sizes), on `scale` of its
     buffer (a chunk of an overlap): algorithm, protocol, steps and the link that bounds it."""
-    group = ctx.types[s.op.x].group
-    nbytes = float(ctx.size(ctx.types[s.op.x].nbytes())) * scale
+    group = comm_group(ctx, s.op)
+    nbytes = float(ctx.size(collective_nbytes(ctx, s))) * scale
     P = ctx.group_size(group)
-    return coll.choose_plan(collective_kind(s.op), nbytes, P, collective_cluster(ctx, s), P)
+    return coll.choose_plan(collective_kind(s.op), nbytes, P, collective_cluster(ctx, s), P,
+                            one_per_node(s.op))
 
 
 def explain_collectives(ctx: CostContext) -> list[dict]:
@@ -79,8 +108,8 @@ def explain_collectives(ctx: CostContext) -> list[dict]:
         if type(s.op) not in COLLECTIVE_KINDS:
             continue
         plan = collective_plan(ctx, s)
-        P = ctx.group_size(ctx.types[s.op.x].group)
-        nodes = -(-P // g) if ctx.cluster.nodes > 1 else 1
+        P = ctx.group_size(comm_group(ctx, s.op))
+        nodes = P if one_per_node(s.op) else (-(-P // g) if ctx.cluster.nodes > 1 else 1)
         rows.append({"stmt": s.name, "kind": plan.kind, "ranks": P, "nodes": nodes,
                      "algorithm": plan.algorithm, "protocol": plan.protocol,
                      "link": plan.link, "time_s": float(plan.time_s)})
@@ -93,7 +122,7 @@ def collective_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
     and a launch)."""
     c = ctx.cluster
     cluster = collective_cluster(ctx, s)
-    group = ctx.types[s.op.x].group
+    group = comm_group(ctx, s.op)
     if single_rank_copy(ctx, s) is not None:
         return cluster.nccl.host_overhead_s + c.gpu.launch_latency_s
     nccl = cluster.nccl
@@ -102,7 +131,7 @@ def collective_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
         return call + min(p.base_latency_s for p in nccl.protocols)
     piece = float(collective_nbytes(ctx, s)) / chunks
     return coll.choose_plan(collective_kind(s.op), piece, ctx.group_size(group), cluster,
-                            ctx.group_size(group)).fixed_s
+                            ctx.group_size(group), one_per_node(s.op)).fixed_s
 
 
 def single_rank_copy(ctx: CostContext, s: ir.Stmt) -> Work | None:
@@ -114,7 +143,7 @@ def single_rank_copy(ctx: CostContext, s: ir.Stmt) -> Work | None:
     (gathered in place; codegen.lower's storage rules). A 2-GPU
     pipeline has one rank per stage: measured (GPU run 9), its schedules with an AllGather
     took ~0.09 ms more at T=8192, the copy of 201 MB."""
-    if ctx.group_size(ctx.types[s.op.x].group) != 1:
+    if ctx.group_size(comm_group(ctx, s.op)) != 1:
         return None
     if isinstance(s.op, ir.AllReduce) and ctx.program.dead_after(s.op.x, s):
         return None  # reduced in place (GPU run 15: 0.013 ms for 201 MB on one rank)

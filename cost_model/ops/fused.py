@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
-from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
+from cost_model.ops.comm import (
+    comm_group,
+    norm_combine_s,
+    peak_link_Bps,
+    send_crosses_nodes,
+    send_link,
+)
 from cost_model.ops.compute import Work, elementwise_work, io_work, work_s
 from cost_model.ops.context import CostContext, OpCost, is_sliced
 from workbench import ir
@@ -49,7 +55,7 @@ class _BodySum:
 
 def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     op = leaf.op
-    body.group = ctx.types[op.x].group
+    body.group = comm_group(ctx, op)  # a node-level one: the node's ranks
     body.rs = body.rs + ctx.full_nbytes(op.x)
     # peers load my whole input (S bytes from my HBM in total) and I write my slice
     body.extra = body.extra + io_work(ctx, [op.x], [leaf.out.name])
@@ -58,7 +64,7 @@ def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> Non
 
 def _all_gather_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     op = leaf.op
-    body.group = ctx.types[op.x].group
+    body.group = comm_group(ctx, op)
     body.ag = body.ag + ctx.full_nbytes(leaf.out.name)
     # peers store their slices into my HBM: the whole gathered buffer is written
     body.extra = body.extra + io_work(ctx, [], [leaf.out.name])

@@ -68,7 +68,37 @@ CASES = [
      4),
     ("parameter-server-fuse-reduce-c-broadcast-p2", "studies/parameter_server.py",
      "fuse-reduce-c-broadcast", 2),
+    # hierarchical split (design notes 35, 36): 2 nodes of 4 GPUs, and of 8
+    ("adam-hier-fuse-p8x2", "studies/adam.py", "hier-fuse:4", 8),
+    ("adam-mixed-hier-fuse-p16x2", "studies/adam.py:mixed", "hier-fuse:8", 16),
+    ("sgd-hier-rs-c-ag-p8x2", "studies/sgd.py", "hier-rs-c-ag:4", 8),
 ]
+
+
+def hierarchical_program(program, schedule: str):
+    """A case's hierarchical schedule, built from the transforms: "hier-rs-c-ag:G" (split in
+    nodes of G GPUs, the updates between the AllReduce across nodes and the gathers) and
+    "hier-fuse:G" (that with the optimizer state kept on node slices and the updates fused
+    with the weights' gather into one intra-node kernel)."""
+    from workbench import ir
+    from workbench.transforms import AsSlice, Fuse, HierarchicalSplit, Reorder
+
+    kind, _, per_node = schedule.partition(":")
+    h = HierarchicalSplit("g1", int(per_node)).apply(program)
+    i = next(k for k, s in enumerate(h.stmts) if s.out.name == "g1")
+    updates = tuple(s.out.name for s in h.stmts[i + 1:] if isinstance(s.op, ir.Update)
+                    or (isinstance(s.op, ir.Compute) and s.out.name == "w16"))
+    reorder = Reorder(updates, "g1")
+    sliced = reorder.results(h, None)
+    r = reorder.apply(h)
+    if kind == "hier-rs-c-ag":
+        return r
+    state = tuple(v.name for v in program.inputs if v.name in ("m", "v")
+                  or (v.name == "w" and "w16" in updates))
+    ss = AsSlice(state).apply(r) if state else r
+    gathered = tuple(o.name for o in ss.outputs
+                     if ss.stmt_defining(o.name).op.__class__ is ir.AllGather)
+    return Fuse(tuple(sliced) + gathered).apply(ss)
 
 
 def case_mode(case) -> str:
@@ -96,6 +126,8 @@ def case_program(case):
         return dropout_program()
     path, _, attr = spec.partition(":")
     pf = load(str(ROOT / path) + (f":{attr}" if attr else ""))
+    if schedule and schedule.startswith("hier-"):
+        return hierarchical_program(pf.program, schedule)
     if schedule and schedule.endswith("-ce"):  # the fused schedule moved by copy engines
         from workbench.transforms import CopyEngines
 

@@ -22,7 +22,8 @@ def _plan_text(plan) -> str:
     # they always did).
     staged = len(plan.groups) > 1
     lines = [f"// plan for P={plan.P}" + (f" per stage, stages {', '.join(plan.groups)}"
-                                          if staged else "")]
+                                          if staged else "")
+             + (f" per node, {plan.nodes} nodes (a node's view)" if plan.per_node else "")]
     for b in plan.buffers:
         lines.append(f"// buffer {b.name}: {b.dtype}[{b.numel}]{' peer' if b.peer else ''}"
                      + (f" @{plan.groups[b.group]}" if staged else ""))
@@ -41,7 +42,8 @@ def _step_text(s) -> str:
             f"//   {_step_text(x)[3:]}" for x in s.steps))
     if isinstance(s, NcclStep):
         return (f"// nccl {s.op}({s.reduce}) {s.src.buffer}+{s.src.offset} -> "
-                f"{s.dst.buffer}+{s.dst.offset} count {s.count} {s.dtype}")
+                f"{s.dst.buffer}+{s.dst.offset} count {s.count} {s.dtype}"
+                + (f" over {s.comm}" if s.comm != "group" else ""))
     if isinstance(s, GemmStep):
         return (f"// gemm {s.c.buffer} = {s.a.buffer} @ {s.b.buffer}: [{s.m}, {s.k}] @ "
                 f"[{s.k}, {s.n}] {s.dtype}"

@@ -23,9 +23,11 @@ def _fixed_s(c):
 def _bus_Bps(c, protocol, algorithm, nodes):
     """min(NIC leg, NVLink leg) bus bandwidth of a 1 GiB AllReduce across > 2 nodes."""
     nic = 8 * 50e9  # every NIC of the node carries the collective
-    nic = {("ring", "LL"): min(20.4e9, nic / 4), ("ring", "LL128"): nic * 0.92,
-           ("ring", "Simple"): nic, ("tree", "LL"): min(nic * 0.92 / 3.8, 20.4e9),
-           ("tree", "LL128"): nic * 0.92 * 120 / 128, ("tree", "Simple"): nic * 0.92}[
+    # NCCL's per-channel caps (Hopper, > 2 nodes) times its graph's 8 channels, one per NIC
+    tree = min(nic * 0.92, 8 * 36.0e9)
+    nic = {("ring", "LL"): min(20.4e9, nic / 4), ("ring", "LL128"): min(nic * 0.92, 8 * 36.7e9),
+           ("ring", "Simple"): nic, ("tree", "LL"): min(tree / 3.8, 20.4e9),
+           ("tree", "LL128"): min(tree * 120 / 128, 8 * 29.0e9), ("tree", "Simple"): tree}[
         (algorithm, protocol)]
     eff = {p.name: p.efficiency for p in c.nccl.protocols}[protocol]
     return min(nic, 450e9 * eff * c.nccl.allreduce_bandwidth_factor)
@@ -59,14 +61,18 @@ def tree_closed_form_s(c, protocol, P):
 @pytest.mark.parametrize("P", [1024, 16384])
 def test_allreduce_matches_the_closed_form_ring_and_tree(P):
     c = preset("dgx-h100", nodes=P // 8)
-    got = {(p.algorithm, p.protocol): float(p.time_s) for p in plans("allreduce", GIB, P, c, P)}
+    every = plans("allreduce", GIB, P, c, P)
+    # ring and tree here; NVLSTree (dgx-h100 has NVLS) in test_validation_nccl.py
+    got = {(p.algorithm, p.protocol): float(p.time_s) for p in every
+           if p.algorithm in ("ring", "tree")}
     want = {}
     for protocol in ("LL", "LL128", "Simple"):
         want[("ring", protocol)] = ring_closed_form_s(c, protocol, P)
         want[("tree", protocol)] = tree_closed_form_s(c, protocol, P)
     assert got == pytest.approx(want, rel=1e-9)
     chosen = choose_plan("allreduce", GIB, P, c, P)
-    assert float(chosen.time_s) == pytest.approx(min(want.values()), rel=1e-9)
+    assert float(chosen.time_s) == pytest.approx(min(float(p.time_s) for p in every), rel=1e-9)
+    assert float(chosen.time_s) <= min(want.values())
 
 
 def test_1024_and_16384_gpus_as_the_formulas_say():

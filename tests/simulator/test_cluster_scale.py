@@ -42,8 +42,9 @@ def test_explain_names_the_algorithm_and_protocol():
     out = CliRunner().invoke(simulate_cmd, ["studies/sgd.py", "--hardware", "dgx-h100",
                                             "--nodes", "128", "--set", "N=2**28",
                                             "--explain"])
+    # NVLSTree since dgx-h100 has NVLink SHARP (NCCL 2.30's model; design note 38)
     assert out.exit_code == 0, out.output
-    assert ("g1 = allreduce over 1024 ranks on 128 node(s): tree/Simple, nvlink-bound"
+    assert ("g1 = allreduce over 1024 ranks on 128 node(s): nvlstree/Simple, nic-bound"
             in out.output)
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench import ir
-from workbench.interpreter import assert_equivalent, compare_programs
+from workbench.interpreter import RTOL, assert_equivalent, compare_programs
 from workbench.transforms import (
     AsSlice,
     DeadCodeElimination,
@@ -31,7 +31,18 @@ def _sizes(P_: int, k: int, t: int) -> dict:
 @given(P_=st.integers(1, 8), k=st.integers(1, 4), t=st.integers(1, 3), seed=st.integers(0, 999))
 def test_schedule_is_equivalent(spec, name, P_, k, t, seed):
     f = load_study(spec)
-    assert_equivalent(f.program, f.schedules[name].apply(), _sizes(P_, k, t), seed)
+    sched = f.schedules[name].apply()
+    # a hierarchical schedule declares P a multiple of its nodes' GPUs: P_ rounded up to one
+    for sym, multiple in sched.facts:
+        if sym.name == "P":
+            P_ = -(-P_ // int(multiple)) * int(multiple)
+    if sched.facts != f.program.facts and spec.endswith(":mixed"):
+        # f16 gradients: the node's partial sum is rounded to f16 once more than the flat
+        # reduction rounds it (test_hierarchical.py), so f16's bound on every output
+        for out, err, _ in compare_programs(f.program, sched, _sizes(P_, k, t), seed):
+            assert err <= RTOL["f16"], (out, err)
+        return
+    assert_equivalent(f.program, sched, _sizes(P_, k, t), seed)
 
 
 def test_checker_catches_a_wrong_program():

@@ -16,6 +16,7 @@ from workbench.types import (
     DType,
     Local,
     LocalLayout,
+    NodeSliced,
     OnRoot,
     ReplicatedLayout,
     Shape,
@@ -53,8 +54,11 @@ def proven_divisible(expr: sympy.Expr, by: sympy.Expr, facts: Facts) -> bool:
     """
     subs = {sym: multiple * sympy.Symbol(f"{sym.name}__q", integer=True, positive=True)
             for sym, multiple in facts}
-    quotient = sympy.simplify(sympy.sympify(expr).subs(subs) / sympy.sympify(by).subs(subs))
-    return bool(quotient.is_integer)
+    quotient = sympy.sympify(expr) / sympy.sympify(by)
+    # Facts chain (N a multiple of P, P of the ranks per node): substitute until none applies.
+    for _ in range(len(facts)):
+        quotient = quotient.subs(subs)
+    return bool(sympy.simplify(quotient).is_integer)
 
 
 Facts = tuple[tuple[sympy.Symbol, sympy.Expr], ...]
@@ -231,6 +235,9 @@ def _broadcast_shapes(a: Shape, b: Shape, what: str) -> Shape:
 
 def _sliced_dim_in(layout, operand_rank: int, result_rank: int):
     """A Sliced operand's dim counted in the broadcast result's dims."""
+    if isinstance(layout, NodeSliced):
+        return NodeSliced(layout.dim + result_rank - operand_rank, layout.per_node,
+                          layout.reduced)
     return Sliced(layout.dim + result_rank - operand_rank) if isinstance(layout, Sliced) else layout
 
 
@@ -241,6 +248,9 @@ def combine_layouts(a, b, what: str):
     pair = {type(a), type(b)}
     if pair == {ReplicatedLayout, LocalLayout}:
         return Local
+    if pair == {ReplicatedLayout, NodeSliced} and (a.reduced if isinstance(a, NodeSliced)
+                                                    else b.reduced):
+        return a if not isinstance(a, ReplicatedLayout) else b
     if ReplicatedLayout in pair and (Sliced in pair or OnRoot in pair):
         return a if not isinstance(a, ReplicatedLayout) else b
     if pair == {Sliced}:

@@ -26,10 +26,12 @@ from workbench.types import (
     Group,
     Local,
     LocalLayout,
+    NodeSliced,
     OnRoot,
     Replicated,
     ReplicatedLayout,
     Sliced,
+    SubGroup,
     TensorType,
     float32,
     shape_str,
@@ -106,6 +108,9 @@ class Update:
                 f"{what}: a Replicated target must be updated with a Replicated or Sliced value, "
                 "got Local; its replicas would diverge: AllReduce the value first"
             )
+        if isinstance(layout, NodeSliced) and not layout.reduced:
+            raise LayoutError(f"{what}: a target must be updated with a value reduced over the "
+                              f"whole group, got {layout}; AllReduce it across nodes first")
         if isinstance(target.layout, Sliced) and layout != target.layout and not isinstance(
             layout, ReplicatedLayout
         ):
@@ -119,72 +124,118 @@ class Update:
         return f"Update({self.target}, {format_expr(self.expr)})"
 
 
+def _sub_str(sub: SubGroup | None) -> str:
+    return "" if sub is None else f", over={sub}"
+
+
 @dataclass(frozen=True, slots=True)
 class AllReduce:
-    """Reduce a Local tensor over the group; every rank gets the Replicated result."""
+    """Reduce a Local tensor over the group; every rank gets the Replicated result.
+
+    With `sub` = SubGroup("inter", g) it reduces a NodeSliced(dim, g, partial) tensor over the
+    ranks of one local rank on every node (each node's partial sums of one slice): the
+    result is NodeSliced(dim, g), the same on every node (design note 35).
+    """
 
     op: ReduceOp
     x: str
+    sub: SubGroup | None = None
 
     def operands(self) -> tuple[str, ...]:
         return (self.x,)
 
     def rename(self, m):
-        return AllReduce(self.op, m.get(self.x, self.x))
+        return AllReduce(self.op, m.get(self.x, self.x), self.sub)
 
     def infer(self, env, what):
         t = env[self.x]
-        _require_layout(what, t, (LocalLayout,), "only per-rank (Local) values need reducing")
-        return t.with_(layout=Replicated)
+        if self.sub is None:
+            _require_layout(what, t, (LocalLayout,), "only per-rank (Local) values need reducing")
+            return t.with_(layout=Replicated)
+        want = (self.sub.axis == "inter" and isinstance(t.layout, NodeSliced)
+                and not t.layout.reduced and t.layout.per_node == self.sub.per_node)
+        if not want:
+            raise LayoutError(f"{what}: an AllReduce over {self.sub} must read a partial "
+                              f"NodeSliced(dim, {self.sub.per_node}) value over inter, got "
+                              f"{t.layout} over {self.sub}; reduce inside each node first "
+                              f"(ReduceScatter over intra({self.sub.per_node}))")
+        return t.with_(layout=NodeSliced(t.layout.dim, t.layout.per_node, reduced=True))
 
     def __str__(self):
-        return f"AllReduce({self.op}, {self.x})"
+        return f"AllReduce({self.op}, {self.x}{_sub_str(self.sub)})"
 
 
 @dataclass(frozen=True, slots=True)
 class ReduceScatter:
-    """Reduce a Local tensor over the group; rank r gets slice r (Sliced(dim))."""
+    """Reduce a Local tensor over the group; rank r gets slice r (Sliced(dim)).
+
+    With `sub` = SubGroup("intra", g) it reduces over the g ranks of each node only: local
+    rank l gets slice l of its node's partial sum, NodeSliced(dim, g, partial).
+    """
 
     op: ReduceOp
     x: str
     dim: int = 0
+    sub: SubGroup | None = None
 
     def operands(self):
         return (self.x,)
 
     def rename(self, m):
-        return ReduceScatter(self.op, m.get(self.x, self.x), self.dim)
+        return ReduceScatter(self.op, m.get(self.x, self.x), self.dim, self.sub)
 
     def infer(self, env, what):
         t = env[self.x]
         _require_layout(what, t, (LocalLayout,), "only per-rank (Local) values need reducing")
         if not 0 <= self.dim < t.rank:
             raise ShapeError(f"{what}: dim must be in [0, {t.rank}), got {self.dim}")
-        return t.with_(layout=Sliced(self.dim))
+        if self.sub is None:
+            return t.with_(layout=Sliced(self.dim))
+        if self.sub.axis != "intra":
+            raise LayoutError(f"{what}: a ReduceScatter over a sub-group must run over intra, "
+                              f"got {self.sub}")
+        return t.with_(layout=NodeSliced(self.dim, self.sub.per_node, reduced=False))
 
     def __str__(self):
-        return f"ReduceScatter({self.op}, {self.x}" + (f", dim={self.dim})" if self.dim else ")")
+        dim = f", dim={self.dim}" if self.dim else ""
+        return f"ReduceScatter({self.op}, {self.x}{dim}{_sub_str(self.sub)})"
 
 
 @dataclass(frozen=True, slots=True)
 class AllGather:
-    """Gather the slices of a Sliced tensor; every rank gets the whole (Replicated) tensor."""
+    """Gather the slices of a Sliced tensor; every rank gets the whole (Replicated) tensor.
+
+    With `sub` = SubGroup("intra", g) it gathers a NodeSliced(dim, g) tensor inside each node.
+    """
 
     x: str
+    sub: SubGroup | None = None
 
     def operands(self):
         return (self.x,)
 
     def rename(self, m):
-        return AllGather(m.get(self.x, self.x))
+        return AllGather(m.get(self.x, self.x), self.sub)
 
     def infer(self, env, what):
         t = env[self.x]
-        _require_layout(what, t, (Sliced,), "gather only what is sliced")
+        if self.sub is None:
+            if isinstance(t.layout, NodeSliced):
+                raise LayoutError(f"{what}: a NodeSliced value must be gathered inside each "
+                                  f"node, got an AllGather over the whole group; use "
+                                  f"AllGather(x, sub=SubGroup('intra', {t.layout.per_node}))")
+            _require_layout(what, t, (Sliced,), "gather only what is sliced")
+            return t.with_(layout=Replicated)
+        want = (self.sub.axis == "intra" and isinstance(t.layout, NodeSliced)
+                and t.layout.reduced and t.layout.per_node == self.sub.per_node)
+        if not want:
+            raise LayoutError(f"{what}: an AllGather over {self.sub} must read a reduced "
+                              f"NodeSliced(dim, {self.sub.per_node}) value over intra, got "
+                              f"{t.layout} over {self.sub}")
         return t.with_(layout=Replicated)
 
     def __str__(self):
-        return f"AllGather({self.x})"
+        return f"AllGather({self.x}{_sub_str(self.sub)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,6 +506,9 @@ class ReduceAxis:
 
 
 def _reduction_type(t: TensorType) -> TensorType:
+    if isinstance(t.layout, NodeSliced):
+        raise LayoutError(f"a norm or reduction must read a Local, Replicated or Sliced tensor, "
+                          f"got {t.layout}; gather it inside each node first")
     layout = Replicated if isinstance(t.layout, Sliced) else t.layout
     return TensorType(float32, (), layout, t.group)
 

@@ -16,7 +16,9 @@ The CoCoNet set, on SGD (`g1 = AllReduce(Sum, g); w1 = Update(w, w - lr * g1)`):
     fuse(g1_rs, w1_s, w1)     g1_rs, w1_s, w1 = FusedAllreduce { ...the three above... }
 
 plus as-slice (state that each rank only needs a slice of), overlap (producer/consumer at chunk
-granularity) and dead-code elimination. Every transform is checked against the reference
+granularity), dead-code elimination, and hierarchical-split (AllReduce -> ReduceScatter inside
+each node, AllReduce of the slice across nodes, AllGather inside each node: fusion across
+nodes; module `hierarchy`, design note 35). Every transform is checked against the reference
 interpreter in tests/workbench/test_transforms.py. Modules: `base` (Legality, Transform, shared
 helpers), `slicing` (split, reorder, as-slice), `fusion` (fuse, overlap, copy engines, dce).
 """
@@ -28,10 +30,11 @@ from dataclasses import fields
 from workbench.errors import WorkbenchError
 from workbench.transforms.base import Legality, Transform, dead_code_eliminated
 from workbench.transforms.fusion import CopyEngines, DeadCodeElimination, Fuse, Overlap
+from workbench.transforms.hierarchy import HierarchicalSplit
 from workbench.transforms.slicing import AsSlice, Reorder, Split
 
 TRANSFORMS = {t.name: t for t in (Split, Reorder, AsSlice, Fuse, Overlap, CopyEngines,
-                                  DeadCodeElimination)}
+                                  DeadCodeElimination, HierarchicalSplit)}
 
 
 def transform_from_json(data: dict) -> Transform:
@@ -49,6 +52,7 @@ def transform_from_json(data: dict) -> Transform:
                              f"{[f.name for f in fields(cls)]}, got {sorted(data)}: {e}") from None
 
 
-__all__ = ["AsSlice", "CopyEngines", "DeadCodeElimination", "Fuse", "Legality", "Overlap",
+__all__ = ["AsSlice", "CopyEngines", "DeadCodeElimination", "Fuse", "HierarchicalSplit",
+           "Legality", "Overlap",
            "Reorder", "Split", "TRANSFORMS", "Transform", "dead_code_eliminated",
            "transform_from_json"]

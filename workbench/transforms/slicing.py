@@ -20,7 +20,7 @@ from workbench.transforms.base import (
     retyped,
     top_index,
 )
-from workbench.types import LocalLayout, Replicated, ReplicatedLayout, Sliced
+from workbench.types import LocalLayout, NodeSliced, Replicated, ReplicatedLayout, Sliced
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +113,7 @@ class Reorder(Transform):
             new, extra = self._on_slices(program.with_stmts(stmts), i, gathered, sliced_dim, who)
             stmts[i:i + 1] = new
             for gname, src in extra:  # place each new gather just before its first reader
-                gstmt = self._gather(program.with_stmts(stmts), gname, src)
+                gstmt = self._gather(program.with_stmts(stmts), gname, src, ag.op.sub)
                 readers = readers_of(stmts, gname)
                 stmts.insert(readers[0] if readers else len(stmts), gstmt)
                 gathered[gname] = src
@@ -123,9 +123,11 @@ class Reorder(Transform):
         return dead_code_eliminated(program.with_stmts(stmts))
 
     @staticmethod
-    def _gather(program, gname, src):
+    def _gather(program, gname, src, sub=None):
+        """The gather of `src` under `gname`, over the sub-group the first gather ran on (a
+        node-level split gathers inside each node)."""
         t = program.value(src).type.with_(layout=Replicated)
-        return ir.Stmt((ir.Value(gname, t),), ir.AllGather(src),
+        return ir.Stmt((ir.Value(gname, t),), ir.AllGather(src, sub),
                        program.stmt_defining(src).loc)
 
     def _on_slices(self, program, i, gathered, dim, who):
@@ -145,6 +147,12 @@ class Reorder(Transform):
         out = stmt.out
         if isinstance(op, (ir.Norm, ir.ReduceTensor)):
             x = env[op.x]
+            if isinstance(x.layout, NodeSliced) or any(
+                    isinstance(env[o].layout, NodeSliced) for o in gathered.values()):
+                raise IllegalTransform(f"{who}: {stmt.name} = {stmt.op} must not move onto "
+                                       "node-level slices (a norm over them would need a "
+                                       "reduction inside each node); reorder only "
+                                       "elementwise statements after a hierarchical split")
             if isinstance(x.layout, ReplicatedLayout):
                 view = fresh_name(program, f"{op.x}_slice")
                 slice_op = ir.Slice(op.x, dim)
@@ -155,7 +163,7 @@ class Reorder(Transform):
             return [retyped(ir.Stmt(stmt.outs, op, stmt.loc), env)], []
         sliced_name = fresh_name(program, f"{out.name}_s")
         new = retyped(ir.Stmt(stmt.outs, op, stmt.loc), env, name=sliced_name)
-        if not isinstance(new.out.type.layout, Sliced):
+        if not isinstance(new.out.type.layout, (Sliced, NodeSliced)):
             raise IllegalTransform(f"{who}: {stmt.name} = {stmt.op} must run on slices after "
                                    f"the rewrite, got layout {new.out.type.layout}")
         # Gathered under the old name where first needed; for a Send, the receiving group
@@ -177,7 +185,8 @@ class Reorder(Transform):
 class AsSlice(Transform):
     """Keep optimizer state Sliced: each rank stores and updates only its own slice.
 
-    For each input tensor named in `tensors` (Replicated), the input becomes Sliced(0) and every
+    For each input tensor named in `tensors` (Replicated), the input becomes Sliced(0) (or the
+    NodeSliced layout its first Update has after a hierarchical split) and every
     output that is an in-place Update chain of it is returned as its slice instead of being
     gathered (the gather becomes dead). Logical values are unchanged, so the program computes
     the same function; what changes is that no rank holds the whole state (ZeRO-style).
@@ -206,7 +215,8 @@ class AsSlice(Transform):
             if not isinstance(v.type.layout, ReplicatedLayout) or v.type.rank == 0:
                 raise IllegalTransform(f"{who}: '{name}' must be a Replicated tensor, got "
                                        f"{v.type}")
-            inputs[by_name[name]] = ir.Value(name, v.type.with_(layout=Sliced(0)))
+            inputs[by_name[name]] = ir.Value(name, v.type.with_(
+                layout=_state_layout(program, name)))
         # Outputs that gather an Update chain of a sliced tensor are returned as the slice.
         for k, out in enumerate(outputs):
             stmt = _defining_leaf(program, out.name)
@@ -218,6 +228,18 @@ class AsSlice(Transform):
         new = program.with_stmts(stmts, outputs=[_find(stmts, inputs, o.name)
                                                  for o in outputs], inputs=inputs)
         return dead_code_eliminated(new)
+
+
+def _state_layout(program, name):
+    """The slice a rank keeps of state input `name`: the layout of the first Update of it
+    (NodeSliced after a hierarchical split: each rank keeps 1/per_node, the same on every
+    node), Sliced(0) otherwise."""
+    for s in program.leaves():
+        if isinstance(s.op, ir.Update) and s.op.target == name:
+            if isinstance(s.out.type.layout, NodeSliced) and s.out.type.layout.dim == 0:
+                return s.out.type.layout
+            break
+    return Sliced(0)
 
 
 def _defining_leaf(program, name):

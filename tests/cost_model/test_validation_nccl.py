@@ -1,0 +1,92 @@
+"""Pinned points of benchmarks/validation_nccl.py (public nccl-tests figures and NCCL's own
+tuning model) so that a regression of the collective model fails here; NVLS and PAT against
+their closed forms from NCCL's tuning.cc (2.30.7)."""
+
+import dataclasses
+import importlib.util
+import math
+import sys
+
+import pytest
+from conftest import ROOT
+
+from cost_model import collectives as coll
+from cost_model import nccl_model
+from cost_model.hardware import preset
+
+_spec = importlib.util.spec_from_file_location("validation_nccl",
+                                               ROOT / "benchmarks" / "validation_nccl.py")
+validation = importlib.util.module_from_spec(_spec)
+sys.modules["validation_nccl"] = validation  # its dataclasses look their module up
+_spec.loader.exec_module(validation)
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return {r["what"]: r for r in validation.measured_rows()}
+
+
+@pytest.mark.parametrize("what,bound", [
+    ("8x H100, AllReduce, NVLS (default)", 0.01),   # nccl-tests#290: 476 GB/s
+    ("8x H100, AllReduce, NCCL_ALGO=RING", 0.01),   # nccl-tests#212: 370 GB/s
+    ("8x H100, ReduceScatter", 0.05),               # nccl#1281: 360 GB/s
+    ("4 nodes x 8 H100, ReduceScatter", 0.05),      # nccl#1229: 360 GB/s
+    ("2 nodes x 8 H100 (8 GPU-NIC pairs), AllReduce", 0.05),  # nccl-tests#309: 470 GB/s
+    ("2 nodes x 1 GPU, 400 Gb/s NIC, AllReduce ring", 0.10),  # nccl-tests#290: 46-48
+])
+def test_measured_points_hold(measured, what, bound):
+    row = measured[what]
+    assert abs(row["error_%"]) <= 100 * bound, row
+
+
+def test_nvls_is_nccls_choice_on_8_h100_and_absent_without_nvswitch(measured):
+    assert measured["8x H100, AllReduce, NVLS (default)"]["plan"] == "nvls/Simple"
+    c = preset("h200x4")  # a 4-GPU board without NVSwitch: no NVLS
+    assert {p.algorithm for p in coll.plans("allreduce", 2**30, 4, c, 4)} == {"ring"}
+
+
+def test_model_is_within_5_percent_of_nccls_from_256_mib():
+    rows = [r for r in validation.nccl_model_rows() if r["size"] != "16 MiB"]
+    misses = [r for r in rows if not r["ok"]]
+    assert len(rows) > 200 and not misses, misses[:3]
+
+
+def test_nvls_closed_form():
+    # tuning.cc 2.30.7: 2 x 0.85 x nChannels (8) x bw (40 GB/s: 8 x 50 > 18 x 20.6) x 7/8
+    assert nccl_model.nvls_allreduce_bus_Bps(8, "hopper") == pytest.approx(476e9)
+    c = preset("dgx-h100")
+    plan = coll.choose_plan("allreduce", 2**30, 8, c, 8)
+    assert plan.algorithm == "nvls"
+    want = c.nccl.host_overhead_s + 25e-6 + 2**30 / (476e9 * 8 / 14)
+    assert float(plan.time_s) == pytest.approx(want, rel=1e-9)
+
+
+def test_pat_closed_form_and_choice():
+    one = dataclasses.replace(preset("dgx-h100"), gpus_per_node=1, nics_per_node=1, nvls=False)
+    c = one.with_nodes(16)
+    pat = next(p for p in coll.plans("allgather", 2**20, 16, c, 16) if p.algorithm == "pat")
+    lat = (8.0 + math.log2(16) * 14.0 / 3.5 + 16 * 2.8) * 1e-6
+    want = c.nccl.host_overhead_s + c.nccl.kind_latency_s("allgather") + lat \
+        + 2**20 / (0.75 * 50e9)
+    assert float(pat.time_s) == pytest.approx(want, rel=1e-9)
+    assert coll.choose_plan("allgather", 2**20, 16, c, 16).algorithm == "pat"
+    assert coll.choose_plan("allgather", 2**30, 16, c, 16).algorithm == "ring"
+    # not at 8 GPUs per node (NCCL's PAT needs one rank per node)
+    c8 = preset("dgx-h100", 16)
+    assert "pat" not in {p.algorithm for p in coll.plans("allgather", 2**20, 128, c8, 128)}
+
+
+def test_nvls_tree_closed_form():
+    # tuning.cc 2.30.7: 8 NIC heads at 48 GB/s; per channel min(48 x 0.85 x 7/8 x 2,
+    # 48 x 2 (2 nodes) | 48, 57.7 | 45.5); latency 25 + 2 log2(nodes) x 20.9 us
+    for nodes, per_channel in ((2, 57.7), (4, 45.5)):
+        c = preset("dgx-h100", nodes)
+        P = 8 * nodes
+        plan = next(p for p in coll.plans("allreduce", 2**30, P, c, P)
+                    if p.algorithm == "nvlstree")
+        alg = 8 * per_channel * 1e9 * P / (2 * (P - 1))
+        lat = (25 + 2 * math.log2(nodes) * 20.9) * 1e-6
+        want = c.nccl.host_overhead_s + lat + 2**30 / alg
+        assert float(plan.time_s) == pytest.approx(want, rel=1e-9)
+    assert "nvlstree" not in {p.algorithm for p in coll.plans("allreduce", 2**30, 16,
+                                                               preset("h100x8", 2), 16)}
