@@ -68,6 +68,20 @@ class Prediction:
         return cls(name, program, nan, nan, nan, "", None, note=why)
 
 
+NOTE_WIDTH = 72
+
+
+def printed(df):
+    """The table as printed: a long note (why a schedule was left out, already written in full
+    to stderr) cut to its opening words, so the rows stay readable; --csv/--json keep it whole."""
+    if "note" not in df.columns:
+        return df
+    cut = df.copy()
+    cut["note"] = [n if len(n) <= NOTE_WIDTH else n[:NOTE_WIDTH - 13] + "... (stderr)"
+                   for n in cut["note"]]
+    return cut
+
+
 def resolve_sizes(program: ir.Program, defaults: dict, sets: dict, cluster) -> dict:
     """Sizes for a run: the file's `sizes`, then --set, and P from the hardware unless set.
 
@@ -352,7 +366,7 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
     first = next((p for p in predictions if p.ok), None)
     click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "
                f"{first.result.note() if first else 'no schedule predicted (see the notes)'}")
-    click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    click.echo(printed(df).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if symbolic:
         for p in (p for p in predictions if p.ok):
             # 4 significant digits: the constants are fitted, more digits would be noise.

@@ -84,3 +84,15 @@ def test_pipeline_stages_split_the_cluster(capsys):
 def test_autotune_adds_candidates(capsys):
     code, out, _ = run(capsys, "studies/sgd.py", "--autotune", "--set", "N=2**20")
     assert code == 0 and "auto:" in out
+
+
+def test_a_long_note_is_cut_in_the_table_and_kept_whole_in_json_and_stderr(capsys, tmp_path):
+    js = tmp_path / "t.json"
+    code, out, err = run(capsys, "studies/adam.py", "--hardware", "dgx-h100", "--nodes", "2",
+                         "--json", str(js))
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.lstrip().startswith("fuse-rs-c-ag"))
+    assert row.endswith("... (stderr)") and "hierarchical_split" not in row
+    assert "use the hierarchical split" in err
+    note = {r["schedule"]: r["note"] for r in json.loads(js.read_text())}["fuse-rs-c-ag"]
+    assert note.startswith("not on dgx-h100*2") and "hierarchical split" in note
