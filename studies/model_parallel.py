@@ -14,15 +14,18 @@ H = Size("H", multiple_of=P)  # hidden size
 sizes = {"T": 8192, "H": 12288}
 
 
-def build(dtype=float16, chunks=4):
+def build(dtype=float16, chunks=4, dropout=0.1, name="model_parallel"):
+    """The layer and its schedules; `dropout=None` leaves dropout out (a training layer:
+    the program fixes the mask's seed, and the same mask every step would not be dropout)."""
     x = Tensor(dtype, [T, H], Sliced(1), "x")  # activations, column-sliced by the layer before
     W = Tensor(dtype, [H, H], Sliced(0), "W")  # row-parallel weight
     b = Tensor(dtype, [H], Replicated, "b")
     r = Tensor(dtype, [T, H], Replicated, "r")  # residual
     y = MatMul(x, W)
     summed = AllReduce(Sum, y)
-    out = Compute(Dropout(summed + b, 0.1) + r)
-    program = Program(inputs=[x, W, b, r], outputs=[out], name="model_parallel")
+    biased = summed + b
+    out = Compute((biased if dropout is None else Dropout(biased, dropout)) + r)
+    program = Program(inputs=[x, W, b, r], outputs=[out], name=name)
 
     @schedule(program)
     def fuse_ar_c(s):
