@@ -15,7 +15,7 @@ import pandas as pd
 
 def main(res: Path) -> None:
     print("# Issue 15 on one GPU (benchmarks/gpu/run_ops15.sh)\n")
-    for stem in ("ops15-checks", "ops15-mlp", "ops15-epilogue-megatron"):
+    for stem in ("ops15-checks-thf", "ops15-checks-n", "ops15-mlp", "ops15-epilogue-megatron"):
         path = res / f"{stem}.csv"
         if not path.exists():
             print(f"## {stem}\n\nnot run (no {path.name})\n")
