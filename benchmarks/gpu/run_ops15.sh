@@ -69,7 +69,7 @@ else
 fi
 if [ "$PART" != megatron ]; then
   stamp "1. checks of the new kernels and library calls, one rank: sizes T, H, F"
-  measure ops15-checks-thf 200 --reps 20 $OPS $OPS:epilogue_f16 $OPS:epilogue_bf16 \
+  measure ops15-checks-thf 150 --reps 20 $OPS $OPS:epilogue_f16 $OPS:epilogue_bf16 \
     $OPS:epilogue_f32 $OPS:epilogue_erf_f16 --set T=1024 --set H=1024 --set F=4096
   stamp "1. checks, one rank: size N (Reduce, Broadcast, parameter server, SGD-wd, Adagrad)"
   measure ops15-checks-n 200 --reps 20 $OPS:reductions $OPS:broadcast \
