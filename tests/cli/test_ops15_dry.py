@@ -54,3 +54,33 @@ def test_the_dry_run_checks_lowers_compiles_and_runs_the_reference(capsys, tmp_p
     assert [line.split()[3] for line in lines] == [
         "unscheduled:", "rs-c-ag:", "rs-c-ag-sliced-state:", "fuse-rs-c-ag:"]
     assert all(": ok;" in line and "reference finite" in line for line in lines)
+
+
+def _measure_commands(script: Path) -> list[list[str]]:
+    """The arguments of each `measure NAME LIMIT ARGS...` call of a run_*.sh script, with
+    $OPS expanded and `$(...)` dropped (what the dry run and the GPU run both receive)."""
+    import re
+    import shlex
+
+    text = script.read_text().replace("\\\n", " ")
+    ops = re.search(r"^OPS=(\S+)$", text, re.M).group(1)
+    out = []
+    for line in text.splitlines():
+        if line.strip().startswith("measure ") and "()" not in line:
+            line = re.sub(r"\$\([^)]*\)", "", line).replace("$OPS", ops)
+            out.append(shlex.split(line)[3:])
+    return out
+
+
+def test_every_command_of_run_ops15_shares_its_sizes():
+    commands = _measure_commands(ROOT / "benchmarks/gpu/run_ops15.sh")
+    assert len(commands) == 4  # part 1 in two size groups, part 2, part 3
+    specs = []
+    for args in commands:
+        programs = [a for a in args if a.endswith(".py") or ".py:" in a]
+        sets = tuple(args[i + 1] for i, a in enumerate(args) if a == "--set")
+        assert job_sizes(programs, sets)  # raises as compile-and-measure would
+        specs += programs
+    for wanted in ("benchmarks/gpu/adagrad.py", "benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd",
+                   "studies/parameter_server.py", "benchmarks/gpu/ops15.py:mlp"):
+        assert wanted in specs
