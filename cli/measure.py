@@ -35,6 +35,18 @@ def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
     return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
 
 
+def job_sizes(program_files, sets: tuple[str, ...]) -> list[dict[str, int]]:
+    """The size sets a compile-and-measure job runs (every combination of the --set values),
+    after checking that every --set names a size of every program: a misspelt or foreign size
+    fails here, before any GPU work. One job's programs must share their sizes; programs of
+    different sizes are measured by separate commands (benchmarks/gpu/run_ops15.sh's groups).
+    Also called by the CPU-only dry runs, so they validate what the GPU run will."""
+    sweep = _size_sweep(sets)
+    for spec in program_files:
+        check_size_names(load(spec).program, sweep[0])
+    return sweep
+
+
 def _versions() -> dict:
     out = {"python": platform.python_version(), "host": platform.node()}
     for tool in (["nvcc", "--version"], ["nvidia-smi", "--query-gpu=name,driver_version",
@@ -80,9 +92,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
     check_output_dir(out_dir, "--out")
-    sweep = _size_sweep(sets)
-    for spec in program_files:  # a misspelt --set fails here, before any GPU work
-        check_size_names(load(spec).program, sweep[0])
+    sweep = job_sizes(program_files, sets)
     echo = None if quiet else (lambda r, line: click.echo(line, err=True))
     if unroll not in (1, 2, 4):
         raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")

@@ -137,8 +137,12 @@ def _as_fused(window):
     return window
 
 
+_ROOTED = ("reduce", "broadcast", "reducebroadcast")
+
+
 def _fuse_moves(program) -> list[Transform]:
-    """Maximal windows of consecutive plain statements that form a fused kernel."""
+    """Maximal windows of consecutive plain statements that form a fused kernel, and for a
+    rooted fusion (Reduce/Broadcast at a root) also each shorter rooted window in it."""
     plain = _plain_stmts(program)
     windows = []
     for a in range(len(plain)):
@@ -155,6 +159,19 @@ def _fuse_moves(program) -> list[Transform]:
     # Drop windows that are the tail of a longer one (fusing less of the same run).
     maximal = [w for w in windows
                if not any(len(o) > len(w) and o[-len(w):] == w for o in windows)]
+    # A rooted fusion (Reduce and/or Broadcast with the root's computation) is a different
+    # kernel for each part of its window: the root alone pulls every rank's input (reduce),
+    # stores into every rank (broadcast), or both; which is fastest depends on P and size
+    # (design note 48), so every legal rooted sub-window is proposed, not only the longest.
+    by_name = {s.outs[0].name: s for _, s in plain}
+    for w in list(maximal):
+        if fused_kind_of([by_name[n] for n in w]) not in _ROOTED:
+            continue
+        for a in range(len(w)):
+            for b in range(a + 2, len(w) + 1):
+                sub = w[a:b]
+                if sub not in maximal and fused_kind_of([by_name[n] for n in sub]) in _ROOTED:
+                    maximal.append(sub)
     return [Fuse(tuple(n for n in w if not isinstance(program.stmt_defining(n).op, ir.Slice)))
             for w in maximal]
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 def main(res: Path) -> None:
     print("# Issue 15 on one GPU (benchmarks/gpu/run_ops15.sh)\n")
-    for stem in ("ops15-checks", "ops15-mlp", "ops15-epilogue-megatron"):
+    for stem in ("ops15-checks-thf", "ops15-checks-n", "ops15-mlp", "ops15-epilogue-megatron"):
         path = res / f"{stem}.csv"
         if not path.exists():
             print(f"## {stem}\n\nnot run (no {path.name})\n")
@@ -31,6 +31,15 @@ def main(res: Path) -> None:
         print("## MatMul + bias + GeLU-tanh, T=8192 H=12288 F=49152 f16: torch\n")
         print(t[["variant", "median_ms", "min_ms", "normwise_err_vs_eager", "device",
                  "torch"]].to_markdown(index=False, floatfmt=".4g"), "\n")
+        wb_csv = res / "ops15-epilogue-megatron.csv"
+        if wb_csv.exists():  # design note 54: the speedup against the fastest baseline
+            w = pd.read_csv(wb_csv)
+            fused = w[w.schedule == "fuse-mm-epilogue"].time_ms
+            best = t.loc[t.median_ms.idxmin()]
+            if len(fused):
+                print(f"fuse-mm-epilogue {fused.iloc[0]:.3f} ms against the fastest torch "
+                      f"baseline, {best.variant} {best.median_ms:.3f} ms: "
+                      f"{best.median_ms / fused.iloc[0]:.2f}x\n")
 
 
 if __name__ == "__main__":

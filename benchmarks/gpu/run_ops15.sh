@@ -6,7 +6,12 @@
 #     f32, unfused (GEMM + generated kernel) and fused (cuBLASLt's GELU_BIAS epilogue through
 #     torch._addmm_activation); the erf-form epilogue fused (GEMM + one generated kernel);
 #     Reduce (NCCL reduce to rank 0) and ReduceTensor (sum, max); compute + Broadcast; the
-#     parameter server (studies/parameter_server.py: Reduce, update, Broadcast);
+#     parameter server (studies/parameter_server.py: Reduce, update, Broadcast); SGD with
+#     momentum and weight decay (benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd) and Adagrad
+#     (benchmarks/gpu/adagrad.py), each unscheduled, rs-c-ag(-sliced-state) and fuse-rs-c-ag.
+#     One compile-and-measure command per group of programs sharing their sizes (a job's
+#     --set must name sizes of every program in it: run 23 stopped at once on that):
+#     ops15-checks-thf (T, H, F) and ops15-checks-n (N);
 #  2. the Megatron MLP in f16 at T=2048 H=12288 F=49152, sizes whose unscaled random inputs
 #     overflowed f16 (the check must say ok, not MISMATCH or REFERENCE NOT FINITE), unfused and
 #     with the first GEMM's epilogue fused;
@@ -18,53 +23,91 @@
 # and part 3 ("megatron") take ~4-5 min each with the pycuda build: run them as two commands
 # where one command may run 10 minutes.
 #   usage: bash benchmarks/gpu/run_ops15.sh [checks|megatron|all|dry]
-# `dry` needs no GPU: it lowers every program and schedule for P = 1, compiles each kernel with
-# nvcc and runs the reference interpreter on the run's inputs (benchmarks/gpu/ops15_dry.py).
+# Exits non-zero when any part failed (each part is still tried; the failed ones are listed).
+# `dry` needs no GPU: every compile-and-measure command of the run, with the same arguments, is
+# parsed and size-checked by compile-and-measure's own front end, `workbench check`ed per
+# program and size set, lowered for its P with each kernel compiled by nvcc, and (parts 1 and
+# 2 at the check sizes) its reference interpreter run on the run's inputs
+# (benchmarks/gpu/ops15_dry.py); part 3's simulator predictions run too.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 PART=${1:-all}
-if [ "$PART" = dry ]; then
-  stamp "dry run: lowering, nvcc, reference (no GPU)"
-  python3 benchmarks/gpu/ops15_dry.py
-  exit $?
-fi
-pack_results
-stamp "machine"
-nvidia-smi -L
-stamp "wheels"
-install_wheels || exit 1
-ensure_pycuda || exit 1
-WB="python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --out $RES"
+case "$PART" in checks|megatron|all|dry) ;; *)
+  echo "usage: $0 [checks|megatron|all|dry], got $PART" >&2; exit 2 ;; esac
+FAILED=()
+WB="python3 -m cli.main compile-and-measure"
 OPS=benchmarks/gpu/ops15.py
+
+# measure NAME LIMIT_S [--no-reference] ARGS...: one compile-and-measure command (programs that
+# share their sizes), results in $RES/NAME.*; `dry` runs ops15_dry.py on the same arguments.
+measure() {
+  local name=$1 limit=$2 ref=""
+  shift 2
+  if [ "${1:-}" = --no-reference ]; then ref=$1; shift; fi
+  if [ "$PART" = dry ]; then
+    python3 benchmarks/gpu/ops15_dry.py $ref -- --gpus 1 --no-baselines --out /tmp/wb-dry \
+      "$@" --name "$name" || FAILED+=("$name")
+    return
+  fi
+  timeout "$limit" $WB --gpus 1 --no-baselines --out "$RES" "$@" --name "$name" \
+    2> "$RES/$name.log" | tee "$RES/$name.txt"
+  local rc=${PIPESTATUS[0]}
+  grep -h "REFERENCE\|overflow" "$RES/$name.log" | head -3
+  tail -3 "$RES/$name.log"
+  if [ "$rc" != 0 ]; then echo "FAILED: $name (exit $rc)"; FAILED+=("$name"); fi
+}
+
+if [ "$PART" = dry ]; then
+  stamp "dry run: front end, workbench check, lowering, nvcc, reference (no GPU)"
+else
+  pack_results
+  stamp "machine"
+  nvidia-smi -L
+  stamp "wheels"
+  install_wheels || exit 1
+  ensure_pycuda || exit 1
+fi
 if [ "$PART" != megatron ]; then
-stamp "1. checks of the new kernels and library calls, one rank"
-timeout 200 $WB --reps 20 $OPS $OPS:epilogue_f16 $OPS:epilogue_bf16 $OPS:epilogue_f32 \
-  $OPS:epilogue_erf_f16 $OPS:reductions $OPS:broadcast studies/parameter_server.py \
-  --set T=1024 --set H=1024 --set F=4096 --set N=2**24 --name ops15-checks \
-  2> "$RES"/ops15-checks.log | tee "$RES"/ops15-checks.txt
-tail -3 "$RES"/ops15-checks.log
-stamp "2. Megatron MLP f16 at sizes that overflowed before"
-timeout 150 $WB --reps 20 --hang-timeout 140 $OPS:mlp --set T=2048 --set H=12288 \
-  --set F=49152 --name ops15-mlp 2> "$RES"/ops15-mlp.log | tee "$RES"/ops15-mlp.txt
-grep -h "REFERENCE\|overflow" "$RES"/ops15-mlp.log | head -3
-tail -3 "$RES"/ops15-mlp.log
+  stamp "1. checks of the new kernels and library calls, one rank: sizes T, H, F"
+  measure ops15-checks-thf 150 --reps 20 $OPS $OPS:epilogue_f16 $OPS:epilogue_bf16 \
+    $OPS:epilogue_f32 $OPS:epilogue_erf_f16 --set T=1024 --set H=1024 --set F=4096
+  stamp "1. checks, one rank: size N (Reduce, Broadcast, parameter server, SGD-wd, Adagrad)"
+  measure ops15-checks-n 200 --reps 20 $OPS:reductions $OPS:broadcast \
+    studies/parameter_server.py benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd \
+    benchmarks/gpu/adagrad.py --set N=2**24
+  stamp "2. Megatron MLP f16 at sizes that overflowed before"
+  # dry: the reference at these sizes is minutes of CPU; GPU run 23 computed it (finite)
+  measure ops15-mlp 150 $([ "$PART" = dry ] && echo --no-reference) --reps 20 \
+    --hang-timeout 140 $OPS:mlp --set T=2048 --set H=12288 --set F=49152
 fi
 if [ "$PART" != checks ]; then
-stamp "3. MatMul + bias + GeLU at T=8192 H=12288 F=49152 f16: workbench unfused / fused"
-timeout 220 $WB --reps 30 --hang-timeout 180 $OPS:epilogue_f16 --set T=8192 --set H=12288 \
-  --set F=49152 --name ops15-epilogue-megatron 2> "$RES"/ops15-epilogue.log \
-  | tee "$RES"/ops15-epilogue.txt
-tail -3 "$RES"/ops15-epilogue.log
-stamp "3. the same in torch: eager, _addmm_activation, torch.compile"
-timeout 180 python3 benchmarks/gpu/epilogue_torch.py --T 8192 --H 12288 --F 49152 \
-  --dtype f16 --out "$RES"/ops15-epilogue-torch.csv 2>&1 | tail -8
-stamp "predictions (simulator, h100x8 preset, one GPU)"
-for p in $OPS:epilogue_f16 $OPS:mlp; do
-  timeout 60 python3 -m cli.main simulate $p --hardware h100x8 --set T=8192 --set H=12288 \
-    --set F=49152 --set P=1 2>&1 | tail -4
-done | tee "$RES"/ops15-predicted.txt
+  stamp "3. MatMul + bias + GeLU at T=8192 H=12288 F=49152 f16: workbench unfused / fused"
+  measure ops15-epilogue-megatron 220 $([ "$PART" = dry ] && echo --no-reference) --reps 30 \
+    --hang-timeout 180 $OPS:epilogue_f16 --set T=8192 --set H=12288 --set F=49152
+  if [ "$PART" != dry ]; then
+    stamp "3. the same in torch: eager, _addmm_activation, torch.compile"
+    timeout 180 python3 benchmarks/gpu/epilogue_torch.py --T 8192 --H 12288 --F 49152 \
+      --dtype f16 --out "$RES"/ops15-epilogue-torch.csv 2>&1 | tail -8
+    [ "${PIPESTATUS[0]}" = 0 ] || FAILED+=(epilogue-torch)
+  fi
+  stamp "predictions (simulator, h100x8 preset, one GPU)"
+  PRED=${RES:-/tmp/wb-dry}/ops15-predicted.txt
+  mkdir -p "$(dirname "$PRED")"
+  : > "$PRED"
+  for p in $OPS:epilogue_f16 $OPS:mlp; do
+    timeout 60 python3 -m cli.main simulate $p --hardware h100x8 --set T=8192 --set H=12288 \
+      --set F=49152 --set P=1 > "$PRED.one" 2>&1 || FAILED+=("simulate $p")
+    tail -4 "$PRED.one" | tee -a "$PRED"
+  done
+  rm -f "$PRED.one"
 fi
-stamp "summary"
-python3 benchmarks/gpu/ops15_summary.py "$RES" > "$RES"/ops15-summary.md 2> "$RES"/summary.log \
-  && cat "$RES"/ops15-summary.md
+if [ "$PART" != dry ]; then
+  stamp "summary"
+  python3 benchmarks/gpu/ops15_summary.py "$RES" > "$RES"/ops15-summary.md \
+    2> "$RES"/summary.log && cat "$RES"/ops15-summary.md
+fi
+if [ ${#FAILED[@]} -gt 0 ]; then
+  stamp "FAILED: ${FAILED[*]}"
+  exit 1
+fi
 stamp "done"

@@ -68,6 +68,10 @@ CASES = [
      4),
     ("parameter-server-fuse-reduce-c-broadcast-p2", "studies/parameter_server.py",
      "fuse-reduce-c-broadcast", 2),
+    # issue 15's user programs written from the README: Adagrad, SGD-momentum + weight decay
+    ("adagrad-fuse-rs-c-ag-p2", "benchmarks/gpu/adagrad.py", "fuse-rs-c-ag", 2),
+    ("sgd-momentum-wd-fuse-rs-c-ag-p2", "benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd",
+     "fuse-rs-c-ag", 2),
     # hierarchical split (design notes 35, 36): 2 nodes of 4 GPUs, and of 8
     ("adam-hier-fuse-p8x2", "studies/adam.py", "hier-fuse:4", 8),
     ("adam-mixed-hier-fuse-p16x2", "studies/adam.py:mixed", "hier-fuse:8", 16),

@@ -58,3 +58,19 @@ def test_json_replay(tmp_path):
     path.write_text(json.dumps({"nope": 1}))
     with pytest.raises(ProgramFileError, match="must be a JSON record with a 'candidates' list"):
         at.load_candidates(path)
+
+
+def test_every_rooted_fusion_is_proposed():
+    """The parameter server: fusing the update into the Reduce, into the Broadcast, or both
+    are three kernels of different costs (design note 48), so the autotuner proposes each, not
+    only the longest window; every candidate computes what the program does."""
+    f = load_study("studies/parameter_server.py")
+    result = at.search(f.program)
+    assert not result.truncated
+    named = at.label_named(result, f.schedules)
+    assert set(named.values()) == {"fuse-reduce-c", "fuse-c-broadcast",
+                                   "fuse-reduce-c-broadcast"}
+    assert len(result.candidates) == 4  # and the unscheduled program
+    for cand in result.candidates:
+        for P_ in (1, 3):
+            assert_equivalent(f.program, cand.program, {"N": 2 * P_, "P": P_}, seed=P_)

@@ -18,7 +18,8 @@ def test_study_ir_is_golden(study, spec):
 # for them): the parameter server and its fused schedules, and the GPU run's programs.
 EXTRA_SPECS = ["studies/parameter_server.py", "benchmarks/gpu/ops15.py",
                "benchmarks/gpu/ops15.py:epilogue_bf16", "benchmarks/gpu/ops15.py:mlp",
-               "benchmarks/gpu/ops15.py:reductions", "benchmarks/gpu/ops15.py:broadcast"]
+               "benchmarks/gpu/ops15.py:reductions", "benchmarks/gpu/ops15.py:broadcast",
+               "benchmarks/gpu/adagrad.py", "benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd"]
 
 
 @pytest.mark.parametrize("spec", EXTRA_SPECS)
