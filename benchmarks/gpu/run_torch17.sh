@@ -7,11 +7,14 @@
 # 1. benchmarks/gpu/torch17_optimizers.py: sgd, sgd-momentum, adam, lamb, adam-mixed at
 #    N = 2^24, 2^26, 2^28: generated fuse-rs-c-ag step (through the torch bridge, checked
 #    against the torch step) vs torch fused/foreach, torch.compile (one compile per size), and
-#    a D2D copy of the same HBM traffic (CUDA events, 5 warm-up, 50 reps, median);
+#    a D2D copy of the same HBM traffic (CUDA events, 5 warm-up, 50 reps, median; twice: the
+#    GPU idle at the start event, host issue inside, and busy on a spin while the host issues
+#    the call, the device's time alone; and the host issue time);
 # 2. examples/train_gpt.py under torchrun --nproc_per_node=1 for 200 steps (torch.compile'd
 #    model) with --optimizer torch (DDP + AdamW fused) and --optimizer workbench (schedule
 #    auto: per-bucket measured choice, logged), losses compared step by step;
-# 3. the GPU tests of wbtorch (DataParallelOptimizer against torch's fused AdamW for every
+# 3. the GPU tests of wbtorch (a process using the bridge exits with status 0, no pycuda
+#    abort; DataParallelOptimizer against torch's fused AdamW for every
 #    schedule and the torch candidate, state_dict, bad input; the 30-step train_gpt test is
 #    left to part 2, the 'auto' choice too);
 # 4. compile-and-measure at P = 1 (adam at N = 2^24; the model-parallel layer at
