@@ -11,6 +11,17 @@ from __future__ import annotations
 
 import statistics
 
+# Rows measured beside the baselines that do not compute what the program computes (a floor:
+# the MatMul alone, without the all_reduce and the epilogue). They are kept as kind
+# "reference", never a candidate for the fastest baseline (GPU run 22 had the MatMul alone as
+# the model-parallel layer's "fastest baseline" at P = 1).
+REFERENCES = frozenset({"cublas matmul alone"})
+
+
+def row_kind(name: str) -> str:
+    """The results' kind of a row that `measure` returned: 'reference' or 'baseline'."""
+    return "reference" if name in REFERENCES else "baseline"
+
 
 def event_times(torch, fn, warmup: int, reps: int, before=None) -> list[float]:
     """Per-repetition times (ms) of fn() between CUDA events, after `warmup` untimed calls;

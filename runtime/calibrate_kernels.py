@@ -14,7 +14,7 @@ from cost_model.calibration import (
 from runtime.baselines import event_times
 from runtime.calibrate_progress import log
 from runtime.compiler import compile_cubin
-from runtime.gpu import import_pycuda
+from runtime.gpu import import_pycuda, push_primary_context
 
 HBM_NBYTES = 2**30  # far beyond the 50 MiB L2: streams from HBM
 
@@ -113,11 +113,11 @@ class Kernels:
         self.dev = torch.device("cuda", rank)
         torch.empty(1, device=self.dev)  # the primary context, shared with pycuda
         self.drv.init()
-        self.ctx = self.drv.Device(rank).retain_primary_context()
+        self.rank = rank
         self.sm = torch.cuda.get_device_properties(self.dev).multi_processor_count
 
     def __enter__(self):
-        self.ctx.push()
+        self.ctx = push_primary_context(self.drv, self.rank)
         return self
 
     def __exit__(self, *exc):

@@ -45,6 +45,82 @@ def import_pycuda():
     return drv
 
 
+class PushedContext:
+    """A device's primary context (the one torch made), retained through pycuda and pushed on
+    the calling thread until `pop()`.
+
+    pycuda keeps a per-thread stack of the contexts it pushed, and its C++ teardown aborts the
+    process (SIGABRT, "PyCUDA ERROR: The context stack was not empty upon module cleanup")
+    when one was never popped: GPU run 22 lost the exit status of every torch-bridge process
+    that way, after its work was done. So every push of the runtime goes through here: `pop()`
+    is idempotent and must run on the pushing thread (pycuda's stack is that thread's), and
+    an `atexit` hook pops whatever is still pushed when the interpreter exits normally
+    (atexit handlers run before that teardown, as pycuda.autoprimaryctx relies on). A worker
+    that leaves by os._exit skips both the hook and the teardown."""
+
+    def __init__(self, context, thread: int | None = None):
+        import threading
+
+        self.context = context
+        self.thread = threading.get_ident() if thread is None else thread
+        context.push()
+        self.pushed = True
+        _PUSHED.append(self)
+        _hook_exit()
+
+    def pop(self) -> None:
+        """Pop the context pushed at construction (again: nothing)."""
+        import threading
+
+        if not self.pushed:
+            return
+        if threading.get_ident() != self.thread:
+            raise RuntimeFault(f"a pushed CUDA context must be popped on the thread that "
+                               f"pushed it ({self.thread}), got thread "
+                               f"{threading.get_ident()}; close the GPU object on that thread")
+        self.pushed = False
+        if self in _PUSHED:
+            _PUSHED.remove(self)
+        self.context.pop()
+
+
+_PUSHED: list[PushedContext] = []  # pushed and not yet popped, oldest first
+_EXIT_HOOKED: list[bool] = []
+
+
+def _hook_exit() -> None:
+    if not _EXIT_HOOKED:
+        import atexit
+
+        atexit.register(pop_pushed_contexts)
+        _EXIT_HOOKED.append(True)
+
+
+def pop_pushed_contexts() -> int:
+    """Pop every context still pushed, newest first (the atexit hook; also for tests).
+    A pop that fails is reported on stderr and the others still run: this is exit time.
+    Returns how many were popped."""
+    import sys
+
+    popped = 0
+    for ctx in reversed(list(_PUSHED)):
+        try:
+            ctx.pop()
+            popped += 1
+        except Exception as e:  # at exit: report it and go on with the others
+            if ctx in _PUSHED:
+                _PUSHED.remove(ctx)
+            print(f"workbench: popping a CUDA context at exit failed: {type(e).__name__}: {e}",
+                  file=sys.stderr, flush=True)
+    return popped
+
+
+def push_primary_context(drv, index: int) -> PushedContext:
+    """Device `index`'s primary context (torch's), retained by pycuda and pushed on this
+    thread; `.pop()` it when done (or leave it to the exit hook)."""
+    return PushedContext(drv.Device(index).retain_primary_context())
+
+
 class Gpu:
     """This rank's device: the primary context shared by torch, NCCL and pycuda, and the
     rank's communication (runtime.comm): host exchange through mpi4py under mpirun
@@ -65,14 +141,17 @@ class Gpu:
         torch.empty(1, device="cuda")  # creates (and makes current) the primary context
         drv.init()
         self.device = drv.Device(rank)
-        self.context = self.device.retain_primary_context()
-        self.context.push()
+        self.context = push_primary_context(drv, rank)
         self.drv = drv
         self.torch = torch
         self.dist = dist
-        self.comm = comm.connect(rank, P, torch=torch, dist=dist,
-                                 device=torch.device("cuda", rank), timeout_s=timeout_s,
-                                 view=self._tensor)
+        try:
+            self.comm = comm.connect(rank, P, torch=torch, dist=dist,
+                                     device=torch.device("cuda", rank), timeout_s=timeout_s,
+                                     view=self._tensor)
+        except BaseException:
+            self.context.pop()
+            raise
         self.sm_count = self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
         self.name = self.device.name()
         self.functions: dict[str, object] = {}
@@ -194,9 +273,12 @@ class Gpu:
         return self.functions[spec.name][1]
 
     def close(self) -> None:
-        """End the rank's communication (MPI_Finalize under mpirun) and pop the context."""
-        self.comm.close()
-        self.context.pop()
+        """End the rank's communication (MPI_Finalize under mpirun) and pop the context
+        (whether or not the first part failed; a second close pops nothing)."""
+        try:
+            self.comm.close()
+        finally:
+            self.context.pop()
 
 
 def rank_part(value: np.ndarray, t, rank: int, P: int) -> np.ndarray:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from runtime import comm as comm_mod
 from runtime.executor import PlanRun
-from runtime.gpu import Gpu, import_pycuda
+from runtime.gpu import Gpu, import_pycuda, push_primary_context
 from workbench.errors import RuntimeFault
 
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -91,8 +91,16 @@ class TorchGpu(Gpu):
         drv.init()
         self.device_index = index
         self.device = drv.Device(index)
-        self.context = self.device.retain_primary_context()
-        self.context.push()
+        # popped by close(), or at the latest by runtime.gpu's exit hook (an unpopped push
+        # aborts the process when pycuda tears down: GPU run 22)
+        self.context = push_primary_context(drv, index)
+        try:
+            self._connect(drv, torch, dist, group, index)
+        except BaseException:
+            self.context.pop()  # a failed construction leaves nothing pushed
+            raise
+
+    def _connect(self, drv, torch, dist, group, index: int) -> None:
         self.drv, self.torch, self.dist = drv, torch, dist
         host = GroupHost(dist, group, index)
         self.rank, self.P = host.rank, host.size
@@ -123,7 +131,8 @@ class TorchGpu(Gpu):
         self.torch.cuda.synchronize()
 
     def close(self) -> None:
-        """Pop the context pushed at construction (the process group stays torch's)."""
+        """Pop the context pushed at construction (the process group stays torch's; plans
+        bound to this GPU keep their memory, freed when they are). Again: nothing."""
         self.context.pop()
 
 

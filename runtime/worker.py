@@ -275,7 +275,10 @@ def main(job_path: str) -> int:
                                              job.get("warmup", 5), job.get("reps", 30))
                 gathered = gpu.all_gather(measured)
                 for bname in measured:
-                    rec = dict(base, schedule=bname, kind="baseline", check="(not checked)")
+                    kind_ = baselines.row_kind(bname)
+                    rec = dict(base, schedule=bname, kind=kind_,
+                               check="(not checked)" if kind_ == "baseline"
+                               else "(reference: not the same computation)")
                     rec.update(_summary([g[bname] for g in gathered]))
                     records.append(rec)
                     # Logged as well: a run cut off later still shows what it measured.

@@ -71,7 +71,7 @@ def gpu_for(group):
 
 def release_devices() -> None:
     """Pop the CUDA contexts the device objects pushed and forget them (tests, and programs
-    that go on without the workbench; a process that exits needs nothing)."""
+    that go on without the workbench; at exit, runtime.gpu's hook pops what is left)."""
     for _, gpu in list(_GPUS.values()):
         close = getattr(gpu, "close", None)
         if close is not None:

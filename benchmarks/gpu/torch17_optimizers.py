@@ -20,9 +20,13 @@ moments, an fp16 copy of the weights) and each of sgd, sgd-momentum, adam, lamb,
 - copy: a device-to-device copy moving the step's minimal HBM traffic (half read, half
   written): the floor an update that streams its operands once cannot beat.
 
-Times: CUDA events around each call, 5 warm-up calls, `--reps` calls, the median. Writes
-DIR/torch17_optimizers.csv and .md (per case and size: the generated step, the fastest torch
-baseline and its speedup, every baseline, the copy floor and how far from it).
+Times: CUDA events around each call, 5 warm-up calls, `--reps` calls, the median, twice: with
+the GPU idle at the start event (the host's issue of the call inside the time: Python,
+guards, launches; what a launch-bound step costs) and with the GPU busy on a spin kernel while
+the host issues it (the device's time alone: what a step queued behind backward costs), plus
+the host issue time of the call. Writes DIR/torch17_optimizers.csv and .md (per case and size:
+the generated step, the fastest torch baseline and its speedup, every baseline, the copy
+floor and how far from it, in both timings).
 """
 
 from __future__ import annotations
@@ -57,7 +61,16 @@ HYPER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "wd": 0.01, "mu"
          "step": 1.0}
 
 
-def timeit(torch, fn, reps: int, warmup: int = 5) -> float:
+# GPU cycles of the spin (torch.cuda._sleep) enqueued ahead of each device-timed call: ~1 ms
+# on an H100 (1.98 GHz boost), far above the host issue time of any step here (GPU run 22:
+# at most a few tens of microseconds), so the call is fully enqueued before its start event.
+SPIN_CYCLES = 2_000_000
+
+
+def timeit(torch, fn, reps: int, warmup: int = 5) -> tuple[float, float, float]:
+    """(median ms between CUDA events around fn() with the GPU idle at the start event, the
+    host's issue of the call inside it (a launch-bound step pays its Python and launch
+    overhead here); median ms on the GPU alone; median us of host issue): see device_time."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -69,7 +82,30 @@ def timeit(torch, fn, reps: int, warmup: int = 5) -> float:
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return (statistics.median(times), *device_time(torch, fn, reps))
+
+
+def device_time(torch, fn, reps: int) -> tuple[float, float]:
+    """(median ms on the GPU, median us of host issue) of fn(): a spin kernel keeps the GPU
+    busy while the host issues the call, so the start event fires when the spin ends, with
+    the call's work already queued behind it (as an optimizer step queued behind backward
+    in training): the events then time the GPU's work alone. (nan, nan) without
+    torch.cuda._sleep."""
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is None:
+        return float("nan"), float("nan")
+    gpu, host = [], []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        sleep(SPIN_CYCLES)
+        a.record()
+        t0 = time.perf_counter()
+        fn()
+        host.append((time.perf_counter() - t0) * 1e6)
+        b.record()
+        b.synchronize()
+        gpu.append(a.elapsed_time(b))
+    return statistics.median(gpu), statistics.median(host)
 
 
 def inputs(torch, case: str, n: int, seed: int = 0):
@@ -224,7 +260,8 @@ def baselines(torch, case: str, x: dict, reps: int) -> dict:
 
 
 def copy_floor(torch, nbytes: int, reps: int) -> float:
-    """Median ms of a D2D copy moving `nbytes` of HBM traffic (nbytes / 2 read, / 2 written)."""
+    """timeit's times of a D2D copy moving `nbytes` of HBM traffic (nbytes / 2 read, / 2
+    written)."""
     src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     ms = timeit(torch, lambda: dst.copy_(src), reps)
@@ -262,7 +299,7 @@ def main(argv=None) -> int:
             print(f"== {case} N=2^{lg}", flush=True)
             x = inputs(torch, case, n)
             floor = copy_floor(torch, bpe * n, args.reps)
-            rows.append(dict(case=case, log2n=lg, variant="copy (HBM floor)", median_ms=floor,
+            rows.append(dict(case=case, log2n=lg, variant="copy (HBM floor)", **times(floor),
                              check=""))
             for sched in args.schedules:
                 for unroll, blocks in knobs:
@@ -270,31 +307,40 @@ def main(argv=None) -> int:
                     try:
                         ms, err = generated(torch, gpu, case, spec, sched, x, args.reps, unroll,
                                             blocks)
-                        rows.append(dict(case=case, log2n=lg, variant=name, median_ms=ms,
+                        rows.append(dict(case=case, log2n=lg, variant=name, **times(ms),
                                          check=f"{err:.2e}"))
                     except Exception as e:  # one failing variant must not lose the others
                         print(f"  {name} failed: {type(e).__name__}: {e}", flush=True)
                         rows.append(dict(case=case, log2n=lg, variant=name,
-                                         median_ms=float("nan"), check=f"failed: {e}"[:200]))
+                                         **times((float("nan"),) * 3),
+                                         check=f"failed: {e}"[:200]))
             try:
                 for name, ms in baselines(torch, case, x, args.reps).items():
-                    rows.append(dict(case=case, log2n=lg, variant=name, median_ms=ms, check=""))
+                    rows.append(dict(case=case, log2n=lg, variant=name, **times(ms), check=""))
             except Exception as e:
                 print(f"  baselines failed: {type(e).__name__}: {e}", flush=True)
             for r in rows:
                 if r["case"] == case and r["log2n"] == lg:
-                    print(f"  {r['variant']:32s} {r['median_ms']:8.3f} ms  {r['check']}",
-                          flush=True)
+                    print(f"  {r['variant']:48s} {r['median_ms']:8.3f} ms (device "
+                          f"{r['device_ms']:.3f} ms, host issue {r['host_us']:.0f} us)  "
+                          f"{r['check']}", flush=True)
             del x
             torch.cuda.empty_cache()
             write(out, rows, gpu.name, torch.__version__)
+    gpu.close()  # pop the context the bridge pushed (the exit hook would, too)
     dist.destroy_process_group()
     return 0
 
 
+def times(t: tuple) -> dict:
+    """A row's time columns from timeit's tuple."""
+    return {"median_ms": t[0], "device_ms": t[1], "host_us": t[2]}
+
+
 def write(out: Path, rows: list[dict], device: str, version: str) -> None:
     with open(out / "torch17_optimizers.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["case", "log2n", "variant", "median_ms", "check"])
+        w = csv.DictWriter(f, fieldnames=["case", "log2n", "variant", "median_ms", "device_ms",
+                                          "host_us", "check"])
         w.writeheader()
         w.writerows(rows)
     lines = [f"One GPU ({device}), torch {version}, P = 1, median of CUDA-event times (ms). "
@@ -302,31 +348,43 @@ def write(out: Path, rows: list[dict], device: str, version: str) -> None:
              "beside it); speedup: the fastest torch baseline's time over the generated one's; "
              "floor: a D2D copy moving the step's minimal HBM traffic; check: max |generated - "
              "torch| / max |w| after one step from the same inputs.", "",
-             "| case | N | generated (knobs) | default knobs | fastest torch | speedup | "
-             "every torch baseline | copy floor | generated / floor | check |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "## The GPU idle at the start event (host issue inside the time)", ""]
+    lines += _table(rows, "median_ms")
+    lines += ["", "## The GPU busy while the host issues the call (device time alone; host "
+              "issue: median us of the Python call)", ""]
+    lines += _table(rows, "device_ms")
+    (out / "torch17_optimizers.md").write_text("\n".join(lines) + "\n")
+
+
+def _table(rows: list[dict], col: str) -> list[str]:
+    """Markdown rows of each case and size with the times of column `col`."""
+    def ok(r):
+        return r[col] == r[col]  # not NaN
+
+    lines = ["| case | N | generated (knobs) | default knobs | fastest torch | speedup | "
+             "every torch baseline | copy floor | generated / floor | host issue us "
+             "(generated, fastest torch) | check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["case"], r["log2n"]) for r in rows}, key=lambda k: (k[1], k[0]))
     for case, lg in keys:
         mine = [r for r in rows if (r["case"], r["log2n"]) == (case, lg)]
-        gen = [r for r in mine if r["variant"].startswith("generated")
-               and r["median_ms"] == r["median_ms"]]
-        base = [r for r in mine if r["variant"].startswith("torch")]
-        floor = next((r["median_ms"] for r in mine if r["variant"].startswith("copy")), None)
+        gen = [r for r in mine if r["variant"].startswith("generated") and ok(r)]
+        base = [r for r in mine if r["variant"].startswith("torch") and ok(r)]
+        floor = next((r[col] for r in mine if r["variant"].startswith("copy") and ok(r)), None)
         if not gen or not base:
             continue
-        g = min(gen, key=lambda r: r["median_ms"])
+        g = min(gen, key=lambda r: r[col])
         default = next((r for r in gen if "(unroll 1, 2 blocks/SM)" in r["variant"]), g)
-        b = min(base, key=lambda r: r["median_ms"])
-        every = ", ".join(f"{r['variant'].removeprefix('torch ')} {r['median_ms']:.3f}"
-                          for r in base)
+        b = min(base, key=lambda r: r[col])
+        every = ", ".join(f"{r['variant'].removeprefix('torch ')} {r[col]:.3f}" for r in base)
         knobs = g["variant"][g["variant"].find("(") + 1:-1]
-        ratio = f"{g['median_ms'] / floor:.2f}" if floor else ""
-        lines.append(f"| {case} | 2^{lg} | {g['median_ms']:.3f} ({knobs}) | "
-                     f"{default['median_ms']:.3f} | {b['median_ms']:.3f} "
-                     f"({b['variant'].removeprefix('torch ')}) | "
-                     f"{b['median_ms'] / g['median_ms']:.2f}x | {every} | {floor:.3f} | "
-                     f"{ratio} | {g['check']} |")
-    (out / "torch17_optimizers.md").write_text("\n".join(lines) + "\n")
+        ratio = f"{g[col] / floor:.2f}" if floor else ""
+        floor_txt = f"{floor:.3f}" if floor else ""
+        lines.append(f"| {case} | 2^{lg} | {g[col]:.3f} ({knobs}) | {default[col]:.3f} | "
+                     f"{b[col]:.3f} ({b['variant'].removeprefix('torch ')}) | "
+                     f"{b[col] / g[col]:.2f}x | {every} | {floor_txt} | {ratio} | "
+                     f"{g['host_us']:.0f}, {b['host_us']:.0f} | {g['check']} |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -135,3 +135,28 @@ def test_the_headline_is_the_speedup_over_the_fastest_baseline():
     assert "x_fastest_baseline" in format_table(df)
     no_base = table(recs[:2])
     assert headline(no_base) == [] and no_base.x_fastest_baseline.isna().all()
+
+
+def test_a_reference_row_is_never_the_fastest_baseline():
+    """GPU run 22 (H100, P = 1, T = H = 2048): the MatMul alone (0.039 ms, a floor without the
+    all_reduce and the epilogue) was taken as the layer's fastest baseline. It is a
+    reference, tagged so by the worker (runtime.baselines.row_kind) and, in results written
+    before that, known by its name."""
+    from cli.results_table import headline
+    from runtime.baselines import REFERENCES, row_kind
+
+    assert row_kind("cublas matmul alone") == "reference"
+    assert row_kind("cublas matmul + nccl all_reduce + torch epilogue") == "baseline"
+    base = {"spec": "studies/model_parallel.py", "program": "model_parallel",
+            "sizes": {"T": 2048, "H": 2048, "P": 1}, "P": 1, "comm_bytes": 0, "p10_ms": 0.0,
+            "p90_ms": 0.0, "min_ms": 0.0, "reps": 20, "check": "ok"}
+    layer = "cublas matmul + nccl all_reduce + torch epilogue"
+    for old_tag in ("baseline", "reference"):  # as run 22 wrote it, and as the worker now does
+        recs = [dict(base, schedule="unscheduled", kind="workbench", median_ms=0.076),
+                dict(base, schedule="fuse-ar-c", kind="workbench", median_ms=0.080),
+                dict(base, schedule=layer, kind="baseline", median_ms=0.110),
+                dict(base, schedule=next(iter(REFERENCES)), kind=old_tag, median_ms=0.039)]
+        df = table(recs)
+        assert set(df.fastest_baseline) == {layer}
+        assert headline(df) == ["studies/model_parallel.py T=2048 H=2048 P=1: unscheduled "
+                                f"0.076 ms, 1.45x the fastest baseline ({layer}, 0.110 ms)"]

@@ -31,6 +31,50 @@ def _release():
     except ImportError:
         return
     release_devices()
+    from runtime import gpu as gpu_mod
+
+    # every context the bridge pushed is popped (GPU run 22: one left pushed aborted pytest)
+    assert not gpu_mod._PUSHED, f"contexts still pushed: {gpu_mod._PUSHED}"
+
+
+# A process that builds the torch bridge, runs a plan and exits normally, closing nothing:
+# GPU run 22's processes aborted here (SIGABRT, "PyCUDA ERROR: The context stack was not
+# empty upon module cleanup"); runtime.gpu's exit hook pops the context.
+_EXITS_CLEANLY = """
+import torch, torch.distributed as dist
+torch.cuda.set_device(0)
+dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+from codegen.lower import lower
+from wbtorch.optim import _bind, gpu_for
+from wbtorch.programs import pick_schedule
+from workbench.loader import load
+
+gpu = gpu_for(None)
+plan = lower(pick_schedule(load("studies/sgd.py"), "fuse-rs-c-ag"), 1)
+bound = _bind(gpu, plan, {"N": 4096, "P": 1})
+bound.view("w").fill_(1.0)
+bound.view("g").fill_(2.0)
+bound.view("lr").fill_(0.5)
+bound.run()
+torch.cuda.synchronize()
+assert float(bound.view("w")[0]) == 0.0, float(bound.view("w")[0])
+dist.destroy_process_group()
+print("done", flush=True)
+"""
+
+
+@pytest.mark.gpu
+def test_a_process_using_the_bridge_exits_cleanly():
+    pytest.importorskip("torch")
+    from runtime.launcher import free_port
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")]), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    done = subprocess.run([sys.executable, "-c", _EXITS_CLEANLY], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "done" in done.stdout, done.stdout[-3000:] + done.stderr[
+        -3000:]
+    assert "PyCUDA ERROR" not in done.stderr
 
 
 def _group():

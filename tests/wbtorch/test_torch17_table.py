@@ -1,0 +1,42 @@
+"""The issue-17 optimizer benchmark's tables (benchmarks/gpu/torch17_optimizers.py) on made-up
+rows, CPU only: each table picks the fastest generated and torch rows by its own timing (GPU
+idle at the start, or device time alone), and a failed or untimed row is left out."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from conftest import ROOT
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location(
+        "torch17_optimizers", ROOT / "benchmarks/gpu/torch17_optimizers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_table_uses_its_own_timing(tmp_path):
+    b = _bench()
+    nan = float("nan")
+    row = dict(case="adam", log2n=24)
+    rows = [dict(row, variant="copy (HBM floor)", **b.times((0.168, 0.160, 6.0)), check=""),
+            dict(row, variant="generated fuse-rs-c-ag (unroll 1, 2 blocks/SM)",
+                 **b.times((0.220, 0.190, 15.0)), check="1.0e-07"),
+            dict(row, variant="generated fuse-rs-c-ag (unroll 1, 1 blocks/SM)",
+                 **b.times((nan, nan, nan)), check="failed: x"),
+            # host issue makes fused the slower with the GPU idle, the faster on the device
+            dict(row, variant="torch fused", **b.times((0.347, 0.180, 150.0)), check=""),
+            dict(row, variant="torch compile", **b.times((0.329, 0.200, 60.0)), check="")]
+    b.write(tmp_path, rows, "GPU", "2.x")
+    text = (tmp_path / "torch17_optimizers.md").read_text()
+    idle, device = text.split("## The GPU busy")
+    assert ("| adam | 2^24 | 0.220 (unroll 1, 2 blocks/SM) | 0.220 | 0.329 (compile) | 1.50x |"
+            in idle)
+    assert "| 0.168 | 1.31 | 15, 60 |" in idle
+    assert ("| adam | 2^24 | 0.190 (unroll 1, 2 blocks/SM) | 0.190 | 0.180 (fused) | 0.95x |"
+            in device)
+    assert "| 0.160 | 1.19 | 15, 150 |" in device
+    csv_text = (tmp_path / "torch17_optimizers.csv").read_text()
+    assert csv_text.splitlines()[0] == "case,log2n,variant,median_ms,device_ms,host_us,check"
