@@ -144,6 +144,10 @@ class RowPlan:
     cols: str
     passes: tuple[RowPass, ...]
     cache: int = 0
+    # __launch_bounds__'s minimum blocks per SM (codegen.lower_rows.row_min_blocks): 2 caps the
+    # registers at 64 so that two 512-thread blocks are resident, one reading while the other
+    # reduces or writes (design note 44).
+    min_blocks: int = 1
 
 
 @dataclass(frozen=True, slots=True)
