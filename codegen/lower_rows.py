@@ -140,6 +140,9 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") 
         per_pass[p]["stores"] += kb.stores[n_stores:]
     _row_broadcasts(kb, cols)
     cached = _cached(leaves, passes, reductions, kb.regs)
+    # Every assigned register holds values rounded to its C type (rows.cu.j2's round_to), so
+    # the cache may keep them in that type exactly.
+    ctypes = {a.var: a.c_type for part in per_pass for a in part["assigns"]}
     row_passes_ = []
     for p, part in enumerate(per_pass):
         texts = [a.expr for a in part["assigns"]] + [r.expr for r in part["reductions"]]
@@ -148,7 +151,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") 
         row_passes_.append(RowPass(
             loads, tuple(part["assigns"]), tuple(part["reductions"]), tuple(part["stores"]),
             tuple(v for v, (made, read) in cached.items() if made < p <= read),
-            tuple(v for v, (made, _) in cached.items() if made == p)))
+            tuple(v for v, (made, _) in cached.items() if made == p),
+            tuple(ctypes.get(v, "float") for v, (made, _) in cached.items() if made == p)))
     extra, flags_name = [], ""
     if collective:
         flags_name = f"flags_{c_ident(stmt.name.split(',')[0])}"

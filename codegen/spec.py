@@ -132,6 +132,9 @@ class RowPass:
     stores: tuple[Store, ...]
     cached_in: tuple[str, ...] = ()
     cached_out: tuple[str, ...] = ()
+    # The C element type of each cached_out register (its values are rounded to it): 16-bit
+    # types are kept two per 32-bit register (wb::RowCache).
+    cached_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
