@@ -42,6 +42,18 @@ ROW_MIN_BLOCKS_CHOICES = (1, 2, 3, 4)
 _COLLECTIVE_KINDS = ("allreduce", "reducescatter", "allgather")
 
 
+def row_prefetch() -> bool:
+    """Whether row kernels prefetch each block's next row into L2 (the environment's
+    WB_ROW_PREFETCH=1; off by default until run_rmsnorm.sh's timing shows it pays)."""
+    import os
+
+    raw = os.environ.get("WB_ROW_PREFETCH", "").strip()
+    if raw not in ("", "0", "1"):
+        raise fault(f"WB_ROW_PREFETCH must be 0 or 1 (prefetch each block's next row into "
+                    f"L2), got {raw!r}; unset it for no prefetch")
+    return raw == "1"
+
+
 def row_min_blocks(collective: bool) -> int:
     """__launch_bounds__'s minimum blocks per SM of a row kernel: ROW_MIN_BLOCKS, or the
     environment's WB_ROW_MIN_BLOCKS (1-4: a tuning experiment; benchmarks/gpu/run_rmsnorm.sh
@@ -161,7 +173,7 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") 
                  for k in range(pl.P)]
         extra.append(Param("epoch", "uint32_t epoch", "epoch"))
     plan = RowPlan(kb._c(rows), kb._c(cols), tuple(row_passes_), ROW_CACHE if cached else 0,
-                   row_min_blocks(collective))
+                   row_min_blocks(collective), row_prefetch())
     comment = (f"Fused{op.kind.capitalize()} as a row kernel: " if isinstance(op, ir.Fused)
                else "row kernel: ") + "; ".join(f"{s.name} = {s.op}" for s in leaves)
     spec = kb.spec("collective" if collective else "rows", "rows.cu.j2", pl.P, extra, comment,

@@ -151,6 +151,9 @@ class RowPlan:
     # registers at 64 so that two 512-thread blocks are resident, one reading while the other
     # reduces or writes (design note 44).
     min_blocks: int = 1
+    # Each block asks L2 for its next row's inputs while it computes this one (prefetch; a
+    # variant timed by run_rmsnorm.sh, codegen.lower_rows.row_prefetch).
+    prefetch: bool = False
 
 
 @dataclass(frozen=True, slots=True)

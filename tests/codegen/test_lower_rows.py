@@ -115,3 +115,23 @@ def test_a_bad_min_blocks_knob_is_refused(monkeypatch, bad):
                                            r"\(minimum blocks per SM of a row kernel\), got "
                                            rf"'{bad}'; unset it for the default 2"):
         _residual_spec()
+
+
+def test_the_prefetch_knob_asks_l2_for_the_next_row(monkeypatch):
+    from codegen.render import render
+
+    monkeypatch.delenv("WB_ROW_PREFETCH", raising=False)
+    off = _residual_spec()
+    assert not off.row.prefetch and "prefetch_row_l2" not in render(off)
+    monkeypatch.setenv("WB_ROW_PREFETCH", "1")
+    on = _residual_spec()
+    text = render(on)
+    assert on.row.prefetch and on.name != off.name
+    # x and r (the inputs read from memory), in the vector and the single-element loops
+    assert text.count("wb::prefetch_row_l2(p_x + (0LL) + next, cols);") == 2
+    assert text.count("wb::prefetch_row_l2(p_r + (0LL) + next, cols);") == 2
+    monkeypatch.setenv("WB_ROW_PREFETCH", "yes")
+    with pytest.raises(RuntimeFault, match=r"WB_ROW_PREFETCH must be 0 or 1 \(prefetch each "
+                                           r"block's next row into L2\), got 'yes'; unset it "
+                                           r"for no prefetch"):
+        _residual_spec()
