@@ -28,7 +28,48 @@ from workbench.types import Sliced
 # largest hidden size of the studies), in registers when the loops over them unroll.
 ROW_CACHE = 32
 
+# __launch_bounds__(512, ROW_MIN_BLOCKS) for row kernels: two blocks per SM resident. With one
+# (98 registers, GPU run 24) a block's row waits on its loads, then on its reduction's
+# barriers, then writes, with nothing else on the SM; the fused collective's row kernel,
+# bounded at 2 already, computed the same residual + RMSNorm at P = 1 in 0.148 / 0.250 /
+# 0.472 ms against 0.196 / 0.356 / 0.668 (f16, T = 8192, H = 4096 / 8192 / 16384; run 24).
+ROW_MIN_BLOCKS = 2
+# A fused collective's blocks spin on their peers' counterparts: every block of the grid
+# (runtime.chunked.COLLECTIVE_BLOCKS_PER_SM = 2 per SM) must be resident (design note 42).
+COLLECTIVE_MIN_BLOCKS = 2
+ROW_MIN_BLOCKS_CHOICES = (1, 2, 3, 4)
+
 _COLLECTIVE_KINDS = ("allreduce", "reducescatter", "allgather")
+
+
+def row_prefetch() -> bool:
+    """Whether row kernels prefetch each block's next row into L2 (the environment's
+    WB_ROW_PREFETCH=1; off by default until run_rmsnorm.sh's timing shows it pays)."""
+    import os
+
+    raw = os.environ.get("WB_ROW_PREFETCH", "").strip()
+    if raw not in ("", "0", "1"):
+        raise fault(f"WB_ROW_PREFETCH must be 0 or 1 (prefetch each block's next row into "
+                    f"L2), got {raw!r}; unset it for no prefetch")
+    return raw == "1"
+
+
+def row_min_blocks(collective: bool) -> int:
+    """__launch_bounds__'s minimum blocks per SM of a row kernel: ROW_MIN_BLOCKS, or the
+    environment's WB_ROW_MIN_BLOCKS (1-4: a tuning experiment; benchmarks/gpu/run_rmsnorm.sh
+    times them side by side). The kernel's name mangles it, so the compile cache keeps the
+    variants apart. A fused collective never goes below COLLECTIVE_MIN_BLOCKS."""
+    import os
+
+    raw = os.environ.get("WB_ROW_MIN_BLOCKS", "").strip()
+    value = ROW_MIN_BLOCKS
+    if raw:
+        if not raw.isdigit() or int(raw) not in ROW_MIN_BLOCKS_CHOICES:
+            raise fault(f"WB_ROW_MIN_BLOCKS must be one of {ROW_MIN_BLOCKS_CHOICES} (minimum "
+                        f"blocks per SM of a row kernel), got {raw!r}; unset it for the "
+                        f"default {ROW_MIN_BLOCKS}")
+        value = int(raw)
+    return max(value, COLLECTIVE_MIN_BLOCKS) if collective else value
 
 
 def has_axis_reduction(stmt: ir.Stmt) -> bool:
@@ -111,6 +152,9 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") 
         per_pass[p]["stores"] += kb.stores[n_stores:]
     _row_broadcasts(kb, cols)
     cached = _cached(leaves, passes, reductions, kb.regs)
+    # Every assigned register holds values rounded to its C type (rows.cu.j2's round_to), so
+    # the cache may keep them in that type exactly.
+    ctypes = {a.var: a.c_type for part in per_pass for a in part["assigns"]}
     row_passes_ = []
     for p, part in enumerate(per_pass):
         texts = [a.expr for a in part["assigns"]] + [r.expr for r in part["reductions"]]
@@ -119,7 +163,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") 
         row_passes_.append(RowPass(
             loads, tuple(part["assigns"]), tuple(part["reductions"]), tuple(part["stores"]),
             tuple(v for v, (made, read) in cached.items() if made < p <= read),
-            tuple(v for v, (made, _) in cached.items() if made == p)))
+            tuple(v for v, (made, _) in cached.items() if made == p),
+            tuple(ctypes.get(v, "float") for v, (made, _) in cached.items() if made == p)))
     extra, flags_name = [], ""
     if collective:
         flags_name = f"flags_{c_ident(stmt.name.split(',')[0])}"
@@ -127,7 +172,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") 
         extra = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
                  for k in range(pl.P)]
         extra.append(Param("epoch", "uint32_t epoch", "epoch"))
-    plan = RowPlan(kb._c(rows), kb._c(cols), tuple(row_passes_), ROW_CACHE if cached else 0)
+    plan = RowPlan(kb._c(rows), kb._c(cols), tuple(row_passes_), ROW_CACHE if cached else 0,
+                   row_min_blocks(collective), row_prefetch())
     comment = (f"Fused{op.kind.capitalize()} as a row kernel: " if isinstance(op, ir.Fused)
                else "row kernel: ") + "; ".join(f"{s.name} = {s.op}" for s in leaves)
     spec = kb.spec("collective" if collective else "rows", "rows.cu.j2", pl.P, extra, comment,

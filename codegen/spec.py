@@ -132,6 +132,9 @@ class RowPass:
     stores: tuple[Store, ...]
     cached_in: tuple[str, ...] = ()
     cached_out: tuple[str, ...] = ()
+    # The C element type of each cached_out register (its values are rounded to it): 16-bit
+    # types are kept two per 32-bit register (wb::RowCache).
+    cached_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,13 @@ class RowPlan:
     cols: str
     passes: tuple[RowPass, ...]
     cache: int = 0
+    # __launch_bounds__'s minimum blocks per SM (codegen.lower_rows.row_min_blocks): 2 caps the
+    # registers at 64 so that two 512-thread blocks are resident, one reading while the other
+    # reduces or writes (design note 44).
+    min_blocks: int = 1
+    # Each block asks L2 for its next row's inputs while it computes this one (prefetch; a
+    # variant timed by run_rmsnorm.sh, codegen.lower_rows.row_prefetch).
+    prefetch: bool = False
 
 
 @dataclass(frozen=True, slots=True)

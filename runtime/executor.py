@@ -44,9 +44,22 @@ from runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
 from workbench import interpreter
 from workbench.errors import RuntimeFault
 
-# Blocks per SM of a row kernel's grid: 512-thread blocks with a row cache of 32 registers a
-# value fit 2-4 per SM; 4 keeps every SM busy with rows to spare (not yet tuned on a GPU).
+# Blocks per SM of a row kernel's grid when its register count is unknown: 512-thread blocks
+# fit at most 4 per SM (2048 threads).
 ROW_BLOCKS_PER_SM = 4
+
+
+def resident_row_blocks(num_regs: int | None, threads: int = THREADS) -> int:
+    """Blocks of `threads` threads that fit on one SM by registers (65536 a SM, given out per
+    warp in units of 256) and threads (2048), 1-4: a row kernel's grid is that many a SM, so
+    every block is resident and grid-strides over rows. A larger grid leaves blocks waiting
+    for a first wave to finish all its rows, then runs them on SMs left a block or two each
+    (with 3 resident of 4 a SM, the last quarter of the blocks ran alone)."""
+    if not num_regs:
+        return ROW_BLOCKS_PER_SM
+    per_warp = -(-num_regs * 32 // 256) * 256
+    by_regs = (65536 // per_warp) // (threads // 32)
+    return max(1, min(ROW_BLOCKS_PER_SM, 2048 // threads, by_regs))
 
 
 @dataclass
@@ -198,8 +211,10 @@ class PlanRun:
         elif spec.kind in ("finish", "wait", "barrier"):
             grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
         elif spec.kind == "rows":
-            # A row kernel: a block per row (its extent), grid-stride past ROW_BLOCKS_PER_SM
-            grid = max(1, min(extent, self.gpu.sm_count * ROW_BLOCKS_PER_SM))
+            # A row kernel: a block per row (its extent), grid-stride past the blocks that
+            # its registers let stay resident (design note 44)
+            per_sm = resident_row_blocks(getattr(fn, "num_regs", None))
+            grid = max(1, min(extent, self.gpu.sm_count * per_sm))
         else:
             grid = elementwise_grid(extent, spec.vec, self.gpu.sm_count)
             if spec.norms:

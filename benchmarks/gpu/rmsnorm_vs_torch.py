@@ -10,6 +10,11 @@ and both kernels' achieved bandwidth: bytes = read x, r, g + write out, h (the m
 over the median time, against the GPU's HBM datasheet peak.
 
     python3 benchmarks/gpu/rmsnorm_vs_torch.py --workbench RES/rmsnorm-time.csv --out RES
+    python3 benchmarks/gpu/rmsnorm_vs_torch.py --workbench b1=RES/t-b1.csv b2=RES/t-b2.csv ...
+
+A `LABEL=PATH` names the kernel variant of that CSV (run_rmsnorm.sh: the row kernels' minimum
+blocks per SM, WB_ROW_MIN_BLOCKS); torch is timed once per size and dtype, every variant is
+set beside it, and a second table names the fastest variant of each size.
     python3 benchmarks/gpu/rmsnorm_vs_torch.py --self-test     # CPU only: parsing and tables
 """
 
@@ -51,7 +56,13 @@ def parse_sizes(text: str) -> dict[str, int]:
     return out
 
 
-def workbench_rows(csv_path: Path) -> list[dict]:
+def split_variant(arg: str) -> tuple[str, Path]:
+    """'b2=path.csv' -> ('b2', path.csv); a bare path has the variant ''."""
+    label, sep, path = arg.partition("=")
+    return (label, Path(path)) if sep and label and "/" not in label else ("", Path(arg))
+
+
+def workbench_rows(csv_path: Path, variant: str = "") -> list[dict]:
     """The fused residual + RMSNorm records of a compile-and-measure CSV that checked ok."""
     rows = []
     with open(csv_path) as f:
@@ -61,7 +72,7 @@ def workbench_rows(csv_path: Path) -> list[dict]:
                     "workbench":
                 continue
             sizes = parse_sizes(rec["sizes"])
-            rows.append({"dtype": dt, "H": sizes["H"], "T": sizes["T"],
+            rows.append({"variant": variant, "dtype": dt, "H": sizes["H"], "T": sizes["T"],
                          "workbench_ms": float(rec["time_ms"]), "check": rec["check"]})
     return rows
 
@@ -96,9 +107,27 @@ def table_rows(rows: list[dict], device: str) -> list[dict]:
     return out
 
 
-COLUMNS = ["dtype", "H", "T", "workbench_ms", "torch_ms", "wb_over_torch", "wb_GBps",
+COLUMNS = ["variant", "dtype", "H", "T", "workbench_ms", "torch_ms", "wb_over_torch", "wb_GBps",
            "torch_GBps", "hbm_peak_GBps", "wb_of_peak", "torch_of_peak", "bytes", "check",
            "torch_check"]
+
+
+BEST_COLUMNS = ["dtype", "H", "T", "variant", "workbench_ms", "torch_ms", "wb_over_torch",
+                "wb_of_peak", "torch_of_peak", "others_ms"]
+
+
+def best_rows(rows: list[dict]) -> list[dict]:
+    """Per (dtype, H, T): the row of the fastest variant, with the others' times."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["dtype"], r["H"], r["T"]), []).append(r)
+    out = []
+    for group in groups.values():
+        fastest = min(group, key=lambda r: r["workbench_ms"])
+        others = " ".join(f"{r['variant']}:{r['workbench_ms']:.4g}" for r in group
+                          if r is not fastest)
+        out.append({**fastest, "others_ms": others})
+    return out
 
 
 def write_tables(rows: list[dict], out_dir: Path, device: str, stem: str) -> None:
@@ -116,6 +145,12 @@ def write_tables(rows: list[dict], out_dir: Path, device: str, stem: str) -> Non
              "(median of CUDA-event times; wb_over_torch < 1: the workbench kernel is faster)",
              "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in COLUMNS) + " |" for r in rows]
+    best = best_rows(rows)
+    if len(best) < len(rows):
+        lines += ["", "Fastest variant of each size (the one to keep):", "",
+                  "| " + " | ".join(BEST_COLUMNS) + " |", "|" + "---|" * len(BEST_COLUMNS)]
+        lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in BEST_COLUMNS) + " |"
+                  for r in best]
     (out_dir / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -170,8 +205,14 @@ def torch_rows(rows: list[dict], warmup: int, reps: int) -> str:
         if hasattr(torch._dynamo.config, knob):
             setattr(torch._dynamo.config, knob, 64)
     compiled = torch.compile(residual_rmsnorm, dynamic=False, fullgraph=True)
+    done: dict[tuple, dict] = {}
     for row in rows:
         T, H, dt = row["T"], row["H"], row["dtype"]
+        if (dt, H, T) in done:  # another variant of a size already timed: torch once
+            row["torch_ms"] = done[(dt, H, T)]["torch_ms"]
+            row["torch_check"] = done[(dt, H, T)]["torch_check"]
+            continue
+        done[(dt, H, T)] = row
         gen = torch.Generator(device="cuda").manual_seed(T * 7 + H)
         x, r = (torch.randn(T, H, device="cuda", dtype=tdt[dt], generator=gen) for _ in "xr")
         g = torch.randn(H, device="cuda", dtype=tdt[dt], generator=gen)
@@ -180,7 +221,8 @@ def torch_rows(rows: list[dict], warmup: int, reps: int) -> str:
         row["torch_check"] = torch_check(out, h, x, r, g, dt)
         times = event_times(torch, lambda x=x, r=r, g=g: compiled(x, r, g), warmup, reps)
         row["torch_ms"] = statistics.median(times)
-        print(f"{dt} H={H} T={T}: workbench {row['workbench_ms']:.4f} ms, torch.compile "
+        print(f"{dt} H={H} T={T}: workbench {row['variant']} {row['workbench_ms']:.4f} ms, "
+              "torch.compile "
               f"{row['torch_ms']:.4f} ms, torch check {row['torch_check']}", flush=True)
     return device
 
@@ -209,7 +251,21 @@ def self_test(tmp: Path) -> None:
     assert out[1]["bytes"] == (4 * 8192 * 16384 + 16384) * 2
     assert abs(out[1]["wb_GBps"] - out[1]["bytes"] / 0.5e-3 / 1e9) < 1e-6
     write_tables(out, tmp, "NVIDIA H100 80GB HBM3 (self-test)", "self-test")
-    assert (tmp / "self-test.csv").read_text().startswith("dtype,H,T,")
+    assert (tmp / "self-test.csv").read_text().startswith("variant,dtype,H,T,")
+    # Variants: the same sizes from two CSVs, labelled; the fastest of each size is named.
+    assert split_variant("b2=/x/t.csv") == ("b2", Path("/x/t.csv"))
+    assert split_variant("/x/a=b.csv") == ("", Path("/x/a=b.csv"))
+    slow = tmp / "slow.csv"
+    slow.write_text(csv_path.read_text().replace(",0.5,0,0.5,", ",0.7,0,0.7,"))
+    both = workbench_rows(slow, "b1") + workbench_rows(csv_path, "b2")
+    for r in both:
+        r["torch_ms"], r["torch_check"] = 0.6, "not run (self-test)"
+    best = best_rows(table_rows(both, "NVIDIA H100 80GB HBM3"))
+    big = [r for r in best if r["H"] == 16384]
+    assert len(best) == 2 and big[0]["variant"] == "b2", best
+    assert big[0]["others_ms"] == "b1:0.7", big[0]["others_ms"]
+    write_tables(table_rows(both, "GPU"), tmp, "GPU (self-test)", "self-test-variants")
+    assert "Fastest variant" in (tmp / "self-test-variants.md").read_text()
     try:  # the check of torch's result, on the CPU where torch is installed
         import torch
     except ImportError:
@@ -228,8 +284,9 @@ def self_test(tmp: Path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workbench", type=Path, nargs="+",
-                    help="compile-and-measure CSVs holding rmsnorm.py's fused residual rows")
+    ap.add_argument("--workbench", nargs="+",
+                    help="compile-and-measure CSVs holding rmsnorm.py's fused residual rows, "
+                         "each PATH or LABEL=PATH (LABEL: the kernel variant it timed)")
     ap.add_argument("--out", type=Path, default=Path("."))
     ap.add_argument("--stem", default="rmsnorm-vs-torch")
     ap.add_argument("--warmup", type=int, default=20)
@@ -243,11 +300,19 @@ def main(argv=None) -> int:
         return 0
     if args.reps < 50:
         ap.error(f"--reps must be >= 50, got {args.reps}")
-    rows = [r for path in args.workbench for r in workbench_rows(path)]
+    rows = []
+    for arg in args.workbench:
+        variant, path = split_variant(arg)
+        rows += workbench_rows(path, variant)
     if not rows:
         print(f"no fused residual + RMSNorm rows in {args.workbench}", file=sys.stderr)
         return 1
     device = torch_rows(rows, args.warmup, args.reps)
+    # Each size's variants side by side, sizes in the order the CSVs first name them.
+    order: dict[tuple, int] = {}
+    for r in rows:
+        order.setdefault((r["dtype"], r["H"], r["T"]), len(order))
+    rows.sort(key=lambda r: (order[(r["dtype"], r["H"], r["T"])], r["variant"]))
     write_tables(table_rows(rows, device), args.out, device, args.stem)
     return 0
 

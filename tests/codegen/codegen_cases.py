@@ -56,6 +56,9 @@ CASES = [
     ("rows-layernorm-f16-fused-p1", "benchmarks/gpu/rmsnorm.py:layernorm_f16", "fused", 1),
     ("rows-softmax-bf16-fused-p1", "benchmarks/gpu/rmsnorm.py:softmax_bf16", "fused", 1),
     ("rows-residual-f16-fused-p1", "benchmarks/gpu/rmsnorm.py", "fused", 1),
+    # The row cache kept as f32 and as bf16 (wb::RowCache, two 16-bit values per register).
+    ("rows-residual-f32-fused-p1", "benchmarks/gpu/rmsnorm.py:residual_f32", "fused", 1),
+    ("rows-residual-bf16-fused-p1", "benchmarks/gpu/rmsnorm.py:residual_bf16", "fused", 1),
     # issue 15: where / comparisons / sizes as numbers, MatMul epilogues, Reduce, Broadcast
     ("where-sizes-p2", "benchmarks/gpu/ops15.py", None, 2),
     ("epilogue-erf-fuse-mm-epilogue-p2", "benchmarks/gpu/ops15.py:epilogue_erf_f16",

@@ -71,3 +71,67 @@ def test_rows_longer_than_the_cache_are_refused_before_launch(study):
     with pytest.raises(RuntimeFault, match=r"a row kernel's rows must have at most 16384 "
                                            r"elements .* got 16385; reduce over a shorter axis"):
         check_row_cols(step, THREADS * ROW_CACHE + 1)
+
+
+def _residual_spec(dt="f16"):
+    pf = load(str(ROOT / f"benchmarks/gpu/rmsnorm.py:residual_{dt}"))
+    (step,) = lower(pf.schedules["fused"].apply(), P=1).steps
+    return step.spec
+
+
+def test_row_kernels_keep_two_blocks_per_sm_resident(monkeypatch):
+    from codegen.lower_rows import ROW_MIN_BLOCKS
+    from codegen.render import render
+
+    monkeypatch.delenv("WB_ROW_MIN_BLOCKS", raising=False)
+    spec = _residual_spec()
+    assert spec.row.min_blocks == ROW_MIN_BLOCKS == 2
+    assert f"__launch_bounds__({THREADS}, 2)" in render(spec)
+    # the cached residual h is kept as f16 (two per register), as f32 in an f32 kernel
+    assert spec.row.passes[0].cached_types == ("__half",)
+    assert _residual_spec("f32").row.passes[0].cached_types == ("float",)
+    assert "wb::RowCache<__nv_bfloat16, K>" in render(_residual_spec("bf16"))
+
+
+def test_the_min_blocks_knob_names_a_different_kernel(monkeypatch, study):
+    from codegen.render import render
+
+    monkeypatch.setenv("WB_ROW_MIN_BLOCKS", "3")
+    spec3 = _residual_spec()
+    assert spec3.row.min_blocks == 3 and f"__launch_bounds__({THREADS}, 3)" in render(spec3)
+    monkeypatch.setenv("WB_ROW_MIN_BLOCKS", "1")
+    spec1 = _residual_spec()
+    assert spec1.row.min_blocks == 1 and spec1.name != spec3.name
+    # a fused collective's blocks spin on their peers: never fewer than 2 resident per SM
+    f = study("studies/allreduce_rmsnorm.py")
+    (step,) = lower(f.schedules["fuse-rs-c-ag"].apply(), P=2).steps
+    assert step.spec.row.min_blocks == 2
+
+
+@pytest.mark.parametrize("bad", ["0", "5", "two"])
+def test_a_bad_min_blocks_knob_is_refused(monkeypatch, bad):
+    monkeypatch.setenv("WB_ROW_MIN_BLOCKS", bad)
+    with pytest.raises(RuntimeFault, match=r"WB_ROW_MIN_BLOCKS must be one of \(1, 2, 3, 4\) "
+                                           r"\(minimum blocks per SM of a row kernel\), got "
+                                           rf"'{bad}'; unset it for the default 2"):
+        _residual_spec()
+
+
+def test_the_prefetch_knob_asks_l2_for_the_next_row(monkeypatch):
+    from codegen.render import render
+
+    monkeypatch.delenv("WB_ROW_PREFETCH", raising=False)
+    off = _residual_spec()
+    assert not off.row.prefetch and "prefetch_row_l2" not in render(off)
+    monkeypatch.setenv("WB_ROW_PREFETCH", "1")
+    on = _residual_spec()
+    text = render(on)
+    assert on.row.prefetch and on.name != off.name
+    # x and r (the inputs read from memory), in the vector and the single-element loops
+    assert text.count("wb::prefetch_row_l2(p_x + (0LL) + next, cols);") == 2
+    assert text.count("wb::prefetch_row_l2(p_r + (0LL) + next, cols);") == 2
+    monkeypatch.setenv("WB_ROW_PREFETCH", "yes")
+    with pytest.raises(RuntimeFault, match=r"WB_ROW_PREFETCH must be 0 or 1 \(prefetch each "
+                                           r"block's next row into L2\), got 'yes'; unset it "
+                                           r"for no prefetch"):
+        _residual_spec()

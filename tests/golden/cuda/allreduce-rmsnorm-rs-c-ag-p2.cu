@@ -11,7 +11,7 @@
 // nccl reduce_scatter(add) y+0 -> summed_rs+0 count H*T/2 f16
 // kernel wb_elementwise_p2_v8_fcc907f2d7907e80 for h_s
 // nccl all_gather() h_s+0 -> h+0 count H*T/2 f16
-// kernel wb_rows_p2_v8_4f952989f63fcdfd for t0_s
+// kernel wb_rows_p2_v8_3023ed8daa2f1052 for t0_s
 // kernel wb_elementwise_p2_v8_78c22425b460eea7 for out_s
 // nccl all_gather() out_s+0 -> out+0 count H*T/2 f16
 
@@ -103,8 +103,10 @@ extern "C" __global__ void __launch_bounds__(512) wb_elementwise_p2_v8_fcc907f2d
 // read at the column.
 #include "wb_vec.cuh"
 #include "wb_rows.cuh"
+// __launch_bounds__(threads, min blocks): registers capped so that 2 block(s) of
+// 512 threads stay resident per SM (codegen.lower_rows.row_min_blocks).
 
-extern "C" __global__ void __launch_bounds__(512) wb_rows_p2_v8_4f952989f63fcdfd(
+extern "C" __global__ void __launch_bounds__(512, 2) wb_rows_p2_v8_3023ed8daa2f1052(
     const __half* __restrict__ p_h_s,
     float* __restrict__ p_t0_s,
     long long H,
