@@ -6,9 +6,12 @@ the interpreter's semantics are untouched. Off (the defaults), a plan is returne
 and every kernel renders byte-identically; on, the knob enters the KernelSpec and so the
 mangled name (the compile-cache key). Design note 55.
 
-- vec_bytes (16 or 32): bytes per operand that a thread moves per vector. 32 is two 16-byte
-  loads (stores) per operand per thread, adjacent in memory: twice the loads in flight per
-  thread without the unroll's second stride-apart address and predicate (f32: V = 8).
+- vec_bytes (16 or 32): bytes of the widest operand that a thread moves per vector. 32 is two
+  16-byte loads (stores) per operand per thread, adjacent in memory: twice the loads in flight
+  per thread without the unroll's second stride-apart address and predicate (f32: V = 8).
+  A kernel whose widest operand already moves 32 bytes (mixed precision: V = 8 for the f16
+  operands' 16 bytes, so 32 for the f32 ones) keeps its V: doubling it again spills under
+  the 64-register cap of __launch_bounds__(512, 2) (nvcc -Xptxas -v: 76 bytes, adam-mixed).
 - cache ("default" or "stream"): "stream" loads and stores every vector with the evict-first
   streaming hint (`ld.global.cs` / `st.global.cs`, CUDA's __ldcs/__stcs): an optimizer step
   touches each byte once, so its lines should leave L2 first.
@@ -51,8 +54,10 @@ def _step(step, vec_bytes: int, cache: str):
         if spec.template not in TEMPLATES:
             return step
         # spec.vec elements are 16 bytes of the narrowest operand type
-        vec = spec.vec * vec_bytes // 16
+        vec = max(spec.vec, vec_bytes // max(spec.elem_bytes, default=4))
         hint = "" if cache == "default" else cache
+        if vec == spec.vec and hint == spec.cache_hint:
+            return step
         return dataclasses.replace(step, spec=mangle(dataclasses.replace(
             spec, vec=vec, cache_hint=hint)))
     if isinstance(step, OverlapStep):

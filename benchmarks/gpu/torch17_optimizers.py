@@ -205,6 +205,18 @@ def generated(torch, gpu, case: str, spec: str, sched: str, x: dict, reps: int,
     return ms, err
 
 
+def kernel_names(spec: str, sched: str, unroll: int, vec_bytes: int, cache: str) -> tuple:
+    """The generated kernels' names (their compile-cache keys) of a variant, CPU only."""
+    from codegen.lower import lower
+    from wbtorch.programs import pick_schedule
+    from workbench.loader import load
+
+    program = pick_schedule(load(str(ROOT / spec)), sched)
+    plan = lower(program, 1, collective_unroll=unroll, collective_vec_bytes=vec_bytes,
+                 collective_cache=cache)
+    return tuple(k.name for k in plan.kernels())
+
+
 def baselines(torch, case: str, x: dict, reps: int) -> dict:
     """Name -> median ms of each torch baseline for the case, on clones of the inputs."""
     out = {}
@@ -317,8 +329,15 @@ def main(argv=None) -> int:
                              check=""))
             for sched in args.schedules:
                 extra = [k for k in tuned if k not in knobs] if lg in args.tuned_log2n else []
+                timed = set()
                 for unroll, blocks, vec_bytes, cache in knobs + extra:
                     name = f"generated {sched} ({knob_text(unroll, blocks, vec_bytes, cache)})"
+                    same = (blocks, kernel_names(spec, sched, unroll, vec_bytes, cache))
+                    if same in timed:  # e.g. 32-byte vectors of mixed Adam: V already 8
+                        print(f"  {name}: the same kernels as a variant timed above, skipped",
+                              flush=True)
+                        continue
+                    timed.add(same)
                     try:
                         ms, err = generated(torch, gpu, case, spec, sched, x, args.reps, unroll,
                                             blocks, vec_bytes, cache)

@@ -45,7 +45,8 @@ def test_default_knobs_leave_the_plan_as_lowered(case):
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_each_knob_renders_another_kernel_under_another_name(case):
     plain = _plan(case)
-    seen = {tuple(k.name for k in plain.kernels())}
+    plain_names = tuple(k.name for k in plain.kernels())
+    renamed = set()
     for vec_bytes, cache in KNOBS:
         tuned = _plan(case, vec_bytes, cache)
         # only the fused collective kernels change; buffers and the rest stay as lowered
@@ -55,18 +56,33 @@ def test_each_knob_renders_another_kernel_under_another_name(case):
             if a.template != "fused_collective.cu.j2":
                 assert a == b
                 continue
-            changed += 1
             src = render(b)
-            assert b.vec == a.vec * vec_bytes // 16
+            assert b.vec == max(a.vec, vec_bytes // max(a.elem_bytes))
             assert f"constexpr int V = {b.vec};" in src
             assert ("wb::kStream" in src) == (cache == "stream")
+            if b.vec == a.vec and cache == "default":
+                assert b == a  # the knob has nothing to change here
+                continue
+            changed += 1
             assert b.name != a.name and b.name in src
             # the computation is the same C text: only the vector width and hints differ
             assert b.assigns == a.assigns and b.loads == a.loads and b.stores == a.stores
-        assert changed >= 1
         names = tuple(k.name for k in tuned.kernels())
-        assert names not in seen
-        seen.add(names)
+        assert (names == plain_names) == (changed == 0)
+        renamed.add(names)
+    # three distinct kernels; mixed precision keeps V, so only the stream hint is new there
+    assert len(renamed - {plain_names}) == (1 if "mixed" in case[0] else 3)
+
+
+def test_32_byte_vectors_double_v_unless_the_widest_operand_moves_32_bytes():
+    """f32 (adam at P = 1): V 4 -> 8; f16 only (the model-parallel epilogue): 8 -> 16; mixed
+    f16/f32 (adam-mixed): V = 8 already moves 32 bytes of each f32 operand, so it stays."""
+    def vecs(case, vec_bytes):
+        return [k.vec for k in _plan(case, vec_bytes).kernels()
+                if k.template == "fused_collective.cu.j2"]
+    assert (vecs(CASES[0], 16), vecs(CASES[0], 32)) == ([4], [8])
+    assert (vecs(CASES[4], 16), vecs(CASES[4], 32)) == ([8], [16])
+    assert (vecs(CASES[2], 16), vecs(CASES[2], 32)) == ([8], [8])
 
 
 def test_bad_knob_values_are_refused_with_the_choices():

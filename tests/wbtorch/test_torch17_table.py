@@ -71,3 +71,17 @@ def test_a_malformed_knob_is_refused_with_the_format():
     with pytest.raises(SystemExit, match=r"a knob must be UNROLL,BLOCKS_PER_SM\[,VEC_BYTES"
                                          r"\[,CACHE\]\], got '1'"):
         _bench().parse_knob("1")
+
+
+def test_a_knob_that_changes_no_kernel_is_recognised():
+    """The sweep skips a variant whose kernels are a timed one's: mixed Adam's f32 operands
+    already move 32 bytes, so 32-byte vectors leave its kernel as it is; f32 Adam's change."""
+    b = _bench()
+    mixed, adam = "studies/adam.py:mixed", "studies/adam.py"
+    sched = "fuse-rs-c-ag"
+    assert (b.kernel_names(mixed, sched, 1, 32, "default")
+            == b.kernel_names(mixed, sched, 1, 16, "default"))
+    assert (b.kernel_names(adam, sched, 1, 32, "default")
+            != b.kernel_names(adam, sched, 1, 16, "default"))
+    assert (b.kernel_names(mixed, sched, 1, 16, "stream")
+            != b.kernel_names(mixed, sched, 1, 16, "default"))
