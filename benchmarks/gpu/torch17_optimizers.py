@@ -2,7 +2,8 @@
 the same update, and against the HBM floor (issue 17; design note 54).
 
     torchrun --nproc_per_node=1 benchmarks/gpu/torch17_optimizers.py --out DIR \
-        [--log2n 24 26 28] [--reps 50] [--schedules fuse-rs-c-ag]
+        [--log2n 24 26 28] [--reps 50] [--schedules fuse-rs-c-ag] \
+        [--tuned-log2n 26 28] [--tuned-knobs 1,2,32 1,2,16,stream 1,2,32,stream 1,1,32,stream]
 
 For N = 2^24, 2^26, 2^28 fp32 elements (mixed Adam: fp16 gradients, fp32 master weights and
 moments, an fp16 copy of the weights) and each of sgd, sgd-momentum, adam, lamb, adam-mixed:
@@ -332,7 +333,10 @@ def main(argv=None) -> int:
                 timed = set()
                 for unroll, blocks, vec_bytes, cache in knobs + extra:
                     name = f"generated {sched} ({knob_text(unroll, blocks, vec_bytes, cache)})"
-                    same = (blocks, kernel_names(spec, sched, unroll, vec_bytes, cache))
+                    try:
+                        same = (blocks, kernel_names(spec, sched, unroll, vec_bytes, cache))
+                    except Exception:  # generated() below reports why this variant fails
+                        same = (blocks, name)
                     if same in timed:  # e.g. 32-byte vectors of mixed Adam: V already 8
                         print(f"  {name}: the same kernels as a variant timed above, skipped",
                               flush=True)
