@@ -46,6 +46,7 @@ from codegen.lower_rows import has_axis_reduction, row_kernel_step
 from codegen.lower_send import p2p_step, send_steps
 from codegen.plan import Plan, fault
 from codegen.planner import Planner, stage_order
+from codegen.tuning import check_knobs, tune_plan
 from workbench import ir
 
 # The entry points: `lower` a program to a Plan, and its pipeline's `stage_order` (the runtime
@@ -157,16 +158,26 @@ entry here; an op with none is reported by `lower` as not generated, naming the 
 
 
 def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROLL,
-          collective_mode: str = "pull") -> Plan:
+          collective_mode: str = "pull", collective_vec_bytes: int = 16,
+          collective_cache: str = "default") -> Plan:
     """Lower `program` for groups of P ranks (P per stage of a pipeline, whose ranks are
     numbered stage-major); raises RuntimeFault for ops the GPU backend does not generate yet
     (the message names the op and the statement).
 
     collective_mode: how a fused collective reduce-scatters. pull: each rank loads its slice
     from every peer's buffer over NVLink. push: each rank stores every peer's slice into that
-    peer's staging buffer, then reduces locally (all NVLink traffic is stores)."""
+    peer's staging buffer, then reduces locally (all NVLink traffic is stores).
+    collective_vec_bytes (16, 32), collective_cache ("default", "stream"): speed-only knobs of
+    the fused collective kernels (codegen.tuning, design note 55); the defaults change nothing."""
     if collective_mode not in COLLECTIVE_MODES:
         raise fault(f"collective mode must be one of {COLLECTIVE_MODES}, got {collective_mode!r}")
+    check_knobs(collective_vec_bytes, collective_cache)
+    plan = _lower_any(program, P, collective_unroll, collective_mode)
+    return tune_plan(plan, collective_vec_bytes, collective_cache)
+
+
+def _lower_any(program: ir.Program, P: int, collective_unroll: int,
+               collective_mode: str) -> Plan:
     per_node = per_node_of(program)
     if per_node:
         # node-level collectives: lower one node's view (codegen.lower_node, design note 36)

@@ -180,16 +180,19 @@ class KernelSpec:
     window: bool = False
     # A row kernel (axis reductions): its passes over each row; None for streaming kernels.
     row: RowPlan | None = None
+    # "stream": vector loads and stores carry the evict-first hint (codegen.tuning; "" none).
+    cache_hint: str = ""
     comment: str = ""
     name: str = ""
 
     def key(self) -> str:
         """A canonical text of every field but the name and the comment."""
-        # An empty `norms`, a false `window` and no `row` are left out, so that kernels
-        # without them keep their names.
+        # An empty `norms`, a false `window`, no `row` and no `cache_hint` are left out, so
+        # that kernels without them keep their names.
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
                  if f.name not in ("name", "comment")
-                 and not (f.name in ("norms", "window", "row") and not getattr(self, f.name))]
+                 and not (f.name in ("norms", "window", "row", "cache_hint")
+                          and not getattr(self, f.name))]
         return ";".join(parts)
 
 

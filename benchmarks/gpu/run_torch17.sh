@@ -9,7 +9,9 @@
 #    against the torch step) vs torch fused/foreach, torch.compile (one compile per size), and
 #    a D2D copy of the same HBM traffic (CUDA events, 5 warm-up, 50 reps, median; twice: the
 #    GPU idle at the start event, host issue inside, and busy on a spin while the host issues
-#    the call, the device's time alone; and the host issue time);
+#    the call, the device's time alone; and the host issue time); at 2^26 and 2^28 also the
+#    knobs of design note 55 (32-byte vectors, evict-first stream hints: ~18 more nvcc builds
+#    and ~36 more timed variants, hence 330 s);
 # 2. examples/train_gpt.py under torchrun --nproc_per_node=1 for 200 steps (torch.compile'd
 #    model) with --optimizer torch (DDP + AdamW fused) and --optimizer workbench (schedule
 #    auto: per-bucket measured choice, logged), losses compared step by step;
@@ -36,7 +38,7 @@ install_wheels || exit 1
 ensure_pycuda || exit 1
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
 stamp "1. optimizer steps against torch fused/foreach, torch.compile and the copy floor"
-timeout 240 torchrun --nproc_per_node=1 benchmarks/gpu/torch17_optimizers.py --out "$RES" \
+timeout 330 torchrun --nproc_per_node=1 benchmarks/gpu/torch17_optimizers.py --out "$RES" \
   > "$RES"/torch17_optimizers.log 2>&1
 check $? "1. torch17_optimizers.py"
 grep -v "^  " "$RES"/torch17_optimizers.log | grep -iv warn | tail -8

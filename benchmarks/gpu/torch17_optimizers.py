@@ -2,7 +2,8 @@
 the same update, and against the HBM floor (issue 17; design note 54).
 
     torchrun --nproc_per_node=1 benchmarks/gpu/torch17_optimizers.py --out DIR \
-        [--log2n 24 26 28] [--reps 50] [--schedules fuse-rs-c-ag]
+        [--log2n 24 26 28] [--reps 50] [--schedules fuse-rs-c-ag] \
+        [--tuned-log2n 26 28] [--tuned-knobs 1,2,32 1,2,16,stream 1,2,32,stream 1,1,32,stream]
 
 For N = 2^24, 2^26, 2^28 fp32 elements (mixed Adam: fp16 gradients, fp32 master weights and
 moments, an fp16 copy of the weights) and each of sgd, sgd-momentum, adam, lamb, adam-mixed:
@@ -54,9 +55,15 @@ CASES = [
     ("lamb", "studies/lamb.py", 40),
     ("adam-mixed", "studies/adam.py:mixed", 28),
 ]
-# The fused collective's codegen knobs tried at every size: (unroll, blocks per SM); --knobs
-# adds others (each unroll is another nvcc build per program).
-KNOBS = [(1, 2), (1, 1)]
+# The fused collective's codegen knobs tried at every size: (unroll, blocks per SM, bytes per
+# vector, cache hint); --knobs adds others (each unroll, vector width or hint is another nvcc
+# build per program).
+KNOBS = [(1, 2, 16, "default"), (1, 1, 16, "default")]
+# Tried at --tuned-log2n sizes only (2^26, 2^28: where the generated step trailed
+# torch.compile by 3-9 %, run 5): 32-byte vectors (two 16-byte accesses per operand per
+# thread) and evict-first streaming loads/stores (codegen.tuning, design note 55).
+TUNED_KNOBS = [(1, 2, 32, "default"), (1, 2, 16, "stream"), (1, 2, 32, "stream"),
+               (1, 1, 32, "stream")]
 HYPER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "wd": 0.01, "mu": 0.9,
          "step": 1.0}
 
@@ -159,10 +166,11 @@ def state_args(case: str, x: dict) -> list:
 
 
 def generated(torch, gpu, case: str, spec: str, sched: str, x: dict, reps: int,
-              unroll: int = 1, blocks: int | None = None):
+              unroll: int = 1, blocks: int | None = None, vec_bytes: int = 16,
+              cache: str = "default"):
     """(median ms, check error) of a schedule of the program through the torch bridge, with
-    the codegen knobs that change speed per machine: the fused collective's unroll and its
-    blocks per SM."""
+    the codegen knobs that change speed per machine: the fused collective's unroll, its
+    blocks per SM, its bytes per vector and its cache hint."""
     from codegen.lower import lower
     from runtime.torch_bridge import BoundPlan
     from wbtorch.programs import pick_schedule, roles
@@ -172,7 +180,8 @@ def generated(torch, gpu, case: str, spec: str, sched: str, x: dict, reps: int,
     program = pick_schedule(pf, sched)
     r = roles(program)
     n = x["w"].numel()
-    run = BoundPlan(gpu, lower(program, 1, collective_unroll=unroll), {"N": n, "P": 1}, blocks)
+    run = BoundPlan(gpu, lower(program, 1, collective_unroll=unroll, collective_vec_bytes=vec_bytes,
+                                collective_cache=cache), {"N": n, "P": 1}, blocks)
     try:
         names = {"g": r.grad, "w": r.weights, **{s: s for s in r.state}}
         for key, name in names.items():
@@ -195,6 +204,18 @@ def generated(torch, gpu, case: str, spec: str, sched: str, x: dict, reps: int,
     finally:
         run.free()
     return ms, err
+
+
+def kernel_names(spec: str, sched: str, unroll: int, vec_bytes: int, cache: str) -> tuple:
+    """The generated kernels' names (their compile-cache keys) of a variant, CPU only."""
+    from codegen.lower import lower
+    from wbtorch.programs import pick_schedule
+    from workbench.loader import load
+
+    program = pick_schedule(load(str(ROOT / spec)), sched)
+    plan = lower(program, 1, collective_unroll=unroll, collective_vec_bytes=vec_bytes,
+                 collective_cache=cache)
+    return tuple(k.name for k in plan.kernels())
 
 
 def baselines(torch, case: str, x: dict, reps: int) -> dict:
@@ -276,10 +297,16 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--cases", nargs="+", default=[c for c, _, _ in CASES])
     ap.add_argument("--schedules", nargs="+", default=["fuse-rs-c-ag"])
-    ap.add_argument("--knobs", nargs="+", default=[f"{u},{b}" for u, b in KNOBS],
-                    help="UNROLL,BLOCKS_PER_SM pairs (default: 1,2 1,1)")
+    ap.add_argument("--knobs", nargs="+", default=[",".join(map(str, k)) for k in KNOBS],
+                    help="UNROLL,BLOCKS_PER_SM[,VEC_BYTES[,CACHE]] (default: 1,2 1,1; "
+                         "VEC_BYTES 16 or 32, CACHE default or stream)")
+    ap.add_argument("--tuned-knobs", nargs="*",
+                    default=[",".join(map(str, k)) for k in TUNED_KNOBS],
+                    help="knobs tried at --tuned-log2n sizes only (same format; none to skip)")
+    ap.add_argument("--tuned-log2n", type=int, nargs="*", default=[26, 28])
     args = ap.parse_args(argv)
-    knobs = [tuple(int(v) for v in k.split(",")) for k in args.knobs]
+    knobs = [parse_knob(k) for k in args.knobs]
+    tuned = [parse_knob(k) for k in args.tuned_knobs]
     import torch
     import torch.distributed as dist
 
@@ -302,11 +329,22 @@ def main(argv=None) -> int:
             rows.append(dict(case=case, log2n=lg, variant="copy (HBM floor)", **times(floor),
                              check=""))
             for sched in args.schedules:
-                for unroll, blocks in knobs:
-                    name = f"generated {sched} (unroll {unroll}, {blocks} blocks/SM)"
+                extra = [k for k in tuned if k not in knobs] if lg in args.tuned_log2n else []
+                timed = set()
+                for unroll, blocks, vec_bytes, cache in knobs + extra:
+                    name = f"generated {sched} ({knob_text(unroll, blocks, vec_bytes, cache)})"
+                    try:
+                        same = (blocks, kernel_names(spec, sched, unroll, vec_bytes, cache))
+                    except Exception:  # generated() below reports why this variant fails
+                        same = (blocks, name)
+                    if same in timed:  # e.g. 32-byte vectors of mixed Adam: V already 8
+                        print(f"  {name}: the same kernels as a variant timed above, skipped",
+                              flush=True)
+                        continue
+                    timed.add(same)
                     try:
                         ms, err = generated(torch, gpu, case, spec, sched, x, args.reps, unroll,
-                                            blocks)
+                                            blocks, vec_bytes, cache)
                         rows.append(dict(case=case, log2n=lg, variant=name, **times(ms),
                                          check=f"{err:.2e}"))
                     except Exception as e:  # one failing variant must not lose the others
@@ -332,6 +370,26 @@ def main(argv=None) -> int:
     return 0
 
 
+def parse_knob(text: str) -> tuple[int, int, int, str]:
+    """(unroll, blocks per SM, bytes per vector, cache hint) of "U,B[,VEC_BYTES[,CACHE]]"."""
+    parts = text.split(",")
+    if not 2 <= len(parts) <= 4 or not all(p.isdigit() for p in parts[:3]):
+        raise SystemExit(f"a knob must be UNROLL,BLOCKS_PER_SM[,VEC_BYTES[,CACHE]], got {text!r}"
+                         "; e.g. 1,2 or 1,2,32,stream")
+    vec_bytes = int(parts[2]) if len(parts) > 2 else 16
+    return int(parts[0]), int(parts[1]), vec_bytes, parts[3] if len(parts) > 3 else "default"
+
+
+def knob_text(unroll: int, blocks: int, vec_bytes: int, cache: str) -> str:
+    """A variant's knobs as the tables show them (the default knobs' text as before)."""
+    text = f"unroll {unroll}, {blocks} blocks/SM"
+    if vec_bytes != 16:
+        text += f", {vec_bytes}-byte vectors"
+    if cache != "default":
+        text += f", {cache} hints"
+    return text
+
+
 def times(t: tuple) -> dict:
     """A row's time columns from timeit's tuple."""
     return {"median_ms": t[0], "device_ms": t[1], "host_us": t[2]}
@@ -345,7 +403,9 @@ def write(out: Path, rows: list[dict], device: str, version: str) -> None:
         w.writerows(rows)
     lines = [f"One GPU ({device}), torch {version}, P = 1, median of CUDA-event times (ms). "
              "generated: the fastest codegen knobs (the default, unroll 1 and 2 blocks/SM, "
-             "beside it); speedup: the fastest torch baseline's time over the generated one's; "
+             "beside it; 32-byte vectors and stream (evict-first) hints tried at 2^26 and "
+             "2^28 by default, design note 55); speedup: the fastest torch baseline's time "
+             "over the generated one's; "
              "floor: a D2D copy moving the step's minimal HBM traffic; check: max |generated - "
              "torch| / max |w| after one step from the same inputs.", "",
              "## The GPU idle at the start event (host issue inside the time)", ""]

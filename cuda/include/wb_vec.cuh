@@ -33,33 +33,49 @@ __device__ __forceinline__ float pow_ref(float a, float b) {
   return static_cast<float>(pow(static_cast<double>(a), static_cast<double>(b)));
 }
 
+// Cache hints of load_vec/store_vec (the H template argument): kPlain is an ordinary access;
+// kStream the evict-first streaming hint (ld.global.cs / st.global.cs, CUDA's __ldcs/__stcs),
+// for operands touched once per launch (codegen.tuning, design note 55).
+constexpr int kPlain = 0;
+constexpr int kStream = 1;
+
+template <int H, typename W> __device__ __forceinline__ W ld_hint(const W* p) {
+  if constexpr (H == kStream) return __ldcs(p);
+  else return *p;
+}
+
+template <int H, typename W> __device__ __forceinline__ void st_hint(W* p, const W& v) {
+  if constexpr (H == kStream) __stcs(p, v);
+  else *p = v;
+}
+
 // V consecutive elements of T starting at p, widened to f32. p must be aligned to
 // min(16, V * sizeof(T)) bytes; the loads are 16 bytes wide when V * sizeof(T) allows it.
-template <int V, typename T>
+template <int V, int H = kPlain, typename T>
 __device__ __forceinline__ void load_vec(const T* __restrict__ p, float (&out)[V]) {
   constexpr int kBytes = V * static_cast<int>(sizeof(T));
   if constexpr (kBytes % 16 == 0) {
     uint4 raw[kBytes / 16];
 #pragma unroll
-    for (int k = 0; k < kBytes / 16; ++k) raw[k] = reinterpret_cast<const uint4*>(p)[k];
+    for (int k = 0; k < kBytes / 16; ++k) raw[k] = ld_hint<H>(reinterpret_cast<const uint4*>(p) + k);
     const T* e = reinterpret_cast<const T*>(raw);
 #pragma unroll
     for (int j = 0; j < V; ++j) out[j] = to_float(e[j]);
   } else if constexpr (kBytes % 8 == 0) {
     uint2 raw[kBytes / 8];
 #pragma unroll
-    for (int k = 0; k < kBytes / 8; ++k) raw[k] = reinterpret_cast<const uint2*>(p)[k];
+    for (int k = 0; k < kBytes / 8; ++k) raw[k] = ld_hint<H>(reinterpret_cast<const uint2*>(p) + k);
     const T* e = reinterpret_cast<const T*>(raw);
 #pragma unroll
     for (int j = 0; j < V; ++j) out[j] = to_float(e[j]);
   } else {
 #pragma unroll
-    for (int j = 0; j < V; ++j) out[j] = to_float(p[j]);
+    for (int j = 0; j < V; ++j) out[j] = to_float(ld_hint<H>(p + j));
   }
 }
 
 // Round V f32 values to T and store them at p (same alignment rule as load_vec).
-template <int V, typename T>
+template <int V, int H = kPlain, typename T>
 __device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&in)[V]) {
   constexpr int kBytes = V * static_cast<int>(sizeof(T));
   if constexpr (kBytes % 16 == 0) {
@@ -68,17 +84,17 @@ __device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&in)[V
 #pragma unroll
     for (int j = 0; j < V; ++j) e[j] = from_float<T>(in[j]);
 #pragma unroll
-    for (int k = 0; k < kBytes / 16; ++k) reinterpret_cast<uint4*>(p)[k] = raw[k];
+    for (int k = 0; k < kBytes / 16; ++k) st_hint<H>(reinterpret_cast<uint4*>(p) + k, raw[k]);
   } else if constexpr (kBytes % 8 == 0) {
     uint2 raw[kBytes / 8];
     T* e = reinterpret_cast<T*>(raw);
 #pragma unroll
     for (int j = 0; j < V; ++j) e[j] = from_float<T>(in[j]);
 #pragma unroll
-    for (int k = 0; k < kBytes / 8; ++k) reinterpret_cast<uint2*>(p)[k] = raw[k];
+    for (int k = 0; k < kBytes / 8; ++k) st_hint<H>(reinterpret_cast<uint2*>(p) + k, raw[k]);
   } else {
 #pragma unroll
-    for (int j = 0; j < V; ++j) p[j] = from_float<T>(in[j]);
+    for (int j = 0; j < V; ++j) st_hint<H>(p + j, from_float<T>(in[j]));
   }
 }
 
