@@ -10,7 +10,7 @@ from dataclasses import replace
 import sympy
 
 from codegen.kernel_builder import KernelBuilder
-from codegen.lower_elementwise import slice_loc
+from codegen.lower_elementwise import phases_after, slice_loc
 from codegen.lower_norm import finish_step
 from codegen.plan import CHUNK, MAX_BLOCKS, RANK, KernelStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of
@@ -22,16 +22,7 @@ from workbench.types import Sliced
 def fused_phases(leaves: list[ir.Stmt]) -> list[int]:
     """Launch index of each leaf of a fused region: a leaf that reads a norm runs one launch
     after the norm's partial sums (the grid-wide, cross-GPU reduction sits in between)."""
-    phase, norms, out = {}, set(), []
-    for leaf in leaves:
-        p = max([phase[n] + (n in norms) for n in leaf.op.operands() if n in phase],
-                default=0)
-        for v in leaf.outs:
-            phase[v.name] = p
-        if isinstance(leaf.op, ir.Norm):
-            norms.add(leaf.out.name)
-        out.append(p)
-    return out
+    return phases_after(leaves, ir.Norm)
 
 
 def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,

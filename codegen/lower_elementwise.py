@@ -39,3 +39,21 @@ def slice_loc(pl: Planner, leaf: ir.Stmt, what: str) -> Loc:
         raise fault(f"{what}: Slice must slice dim 0 on GPUs, got dim {op.dim}")
     n = pl.local_numel(leaf.out.name)
     return Loc(loc.buffer, loc.offset + RANK * n, n)
+
+
+def phases_after(leaves: list[ir.Stmt], barrier: type) -> list[int]:
+    """The phase of each leaf of a fused region: one after every `barrier` op it reads (a
+    value that needs all of its operand before anyone reads it: a norm's grid-wide partial
+    sums, a row's reduction), else that of its latest operand."""
+    phase: dict[str, int] = {}
+    barriers: set[str] = set()
+    out = []
+    for leaf in leaves:
+        p = max([phase[n] + (n in barriers) for n in leaf.op.operands() if n in phase],
+                default=0)
+        for v in leaf.outs:
+            phase[v.name] = p
+        if isinstance(leaf.op, barrier):
+            barriers.add(leaf.out.name)
+        out.append(p)
+    return out

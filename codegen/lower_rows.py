@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 
 from codegen.kernel_builder import KernelBuilder
-from codegen.lower_elementwise import slice_loc
+from codegen.lower_elementwise import phases_after, slice_loc
 from codegen.plan import MAX_BLOCKS, KernelStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of, numel_of, result_loc
 from codegen.spec import Load, Param, RowPass, RowPlan, RowReduction, Store, mangle
@@ -79,18 +79,7 @@ def has_axis_reduction(stmt: ir.Stmt) -> bool:
 
 def row_passes(leaves: list[ir.Stmt]) -> list[int]:
     """The pass of each leaf: after every reduction it reads (a gather with its source)."""
-    passes: dict[str, int] = {}
-    reductions: set[str] = set()
-    out = []
-    for leaf in leaves:
-        p = max([passes[n] + (n in reductions) for n in leaf.op.operands() if n in passes],
-                default=0)
-        for v in leaf.outs:
-            passes[v.name] = p
-        if isinstance(leaf.op, ir.ReduceAxis):
-            reductions.add(leaf.out.name)
-        out.append(p)
-    return out
+    return phases_after(leaves, ir.ReduceAxis)
 
 
 def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull") -> KernelStep:
