@@ -23,9 +23,11 @@ Imports torch at module level: `wbtorch` imports this module only on first use.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import sys
+import weakref
 
 import torch
 from torch import nn
@@ -38,29 +40,60 @@ from workbench.loader import load
 DEFAULT_PROGRAM = "examples/tp_layer.py"
 
 
-class _RowParallel(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, residual, weight, bias, layer):
-        k = weight.shape[0]
-        x_local = x[:, layer.rank * k:(layer.rank + 1) * k].contiguous()
-        ctx.save_for_backward(x_local, weight)
-        ctx.layer = layer
-        return layer._forward(x_local, residual, weight, bias)
+# Live layers by key: the custom ops below take plain arguments only (tensors, ints), so a layer
+# is named by an int and found here by the op's real implementation (weak: a dropped layer goes).
+_LAYERS: weakref.WeakValueDictionary[int, RowParallelLinear] = weakref.WeakValueDictionary()
+_KEYS = itertools.count()
 
-    @staticmethod
-    def backward(ctx, grad):
-        x_local, weight = ctx.saved_tensors
-        layer = ctx.layer
-        grad_local = grad @ weight.t()
-        if layer.P > 1:  # every rank's columns of the input's gradient, on every rank
-            parts = torch.empty((layer.P, *grad_local.shape), dtype=grad_local.dtype,
-                                device=grad_local.device)
-            layer.gpu.dist.all_gather_into_tensor(parts, grad_local.contiguous(),
-                                                  group=layer.group)
-            grad_x = parts.permute(1, 0, 2).reshape(grad.shape[0], -1)
-        else:
-            grad_x = grad_local
-        return grad_x, grad, x_local.t() @ grad, grad.sum(0), None
+
+# The forward is a torch.library custom op (design note 56): torch.compile sees one opaque node
+# with a fake (meta) implementation and a registered backward, so a compiled model keeps one
+# graph through the layer (no graph break, no Python between pieces); the choice, the plans and
+# the logging stay in the real implementation, which runs at every call.
+@torch.library.custom_op("wbtorch::row_parallel_forward", mutates_args=())
+def row_parallel_forward(x: torch.Tensor, x_local: torch.Tensor, residual: torch.Tensor,
+                         weight: torch.Tensor, bias: torch.Tensor, key: int) -> torch.Tensor:
+    """AllReduce(x_local @ weight) + bias + residual by the layer `key`'s chosen schedule. `x`
+    (the whole input, unread here) is an input only so that the backward can give it the
+    all-gathered gradient; x_local (its columns of this rank) is sliced in traced torch code."""
+    return _LAYERS[key]._forward(x_local, residual, weight, bias)
+
+
+@row_parallel_forward.register_fake
+def _(x, x_local, residual, weight, bias, key):
+    return torch.empty_like(residual)
+
+
+@torch.library.custom_op("wbtorch::all_gather_cols", mutates_args=())
+def all_gather_cols(t: torch.Tensor, key: int) -> torch.Tensor:
+    """[T, k] on each rank of layer `key`'s group -> [T, P k], rank i's columns at i k."""
+    layer = _LAYERS[key]
+    parts = torch.empty((layer.P, *t.shape), dtype=t.dtype, device=t.device)
+    layer.gpu.dist.all_gather_into_tensor(parts, t.contiguous(), group=layer.group)
+    return parts.permute(1, 0, 2).reshape(t.shape[0], -1)
+
+
+@all_gather_cols.register_fake
+def _(t, key):
+    return t.new_empty((t.shape[0], t.shape[1] * _LAYERS[key].P))
+
+
+def _setup_context(ctx, inputs, output):
+    _, x_local, _, weight, _, key = inputs
+    ctx.save_for_backward(x_local, weight)
+    ctx.key = key
+
+
+def _backward(ctx, grad):
+    x_local, weight = ctx.saved_tensors
+    grad_local = grad @ weight.t()
+    # every rank's columns of the input's gradient, on every rank (Megatron's "f" for a
+    # replicated input); it goes to the whole x, so x_local (the slice) gets none
+    grad_x = all_gather_cols(grad_local, ctx.key) if _LAYERS[ctx.key].P > 1 else grad_local
+    return grad_x, None, grad, x_local.t() @ grad, grad.sum(0), None
+
+
+row_parallel_forward.register_autograd(_backward, setup_context=_setup_context)
 
 
 class RowParallelLinear(nn.Module):
@@ -99,6 +132,8 @@ class RowParallelLinear(nn.Module):
         self._plans: dict = {}  # (T, schedule) -> BoundPlan
         self.choice: dict[int, str] = {}  # T -> the schedule the forward runs
         self.trials: dict[int, dict] = {}
+        self.key = next(_KEYS)  # the custom ops' name for this layer
+        _LAYERS[self.key] = self
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, group=None, **kw) -> RowParallelLinear:
@@ -115,7 +150,6 @@ class RowParallelLinear(nn.Module):
             layer.bias.copy_(linear.bias)
         return layer
 
-    @torch.compiler.disable  # the forward launches generated code: not for Dynamo to trace
     def forward(self, x, residual):
         shape = residual.shape
         if x.shape != shape:
@@ -125,7 +159,9 @@ class RowParallelLinear(nn.Module):
                                    "columns)")
         x2 = x.reshape(-1, shape[-1])
         r2 = residual.reshape(-1, shape[-1])
-        out = _RowParallel.apply(x2, r2, self.weight, self.bias, self)
+        k = self.hidden // self.P
+        x_local = x2[:, self.rank * k:(self.rank + 1) * k].contiguous()
+        out = row_parallel_forward(x2, x_local, r2, self.weight, self.bias, self.key)
         return out.view(shape)
 
     # -- the forward's schedules

@@ -49,3 +49,55 @@ def test_bad_layers_are_named():
     with pytest.raises(ProgramRoleError, match=r"same shape \[..., 16\], got \(4, 8\) and "
                        r"\(4, 16\); pass the whole input"):
         layer(torch.zeros(4, 8), torch.zeros(4, 16))
+
+
+class _Block(torch.nn.Module):
+    """A residual block whose projection + residual add is the row-parallel layer (as
+    examples/train_gpt.py's --tp), with torch ops around it for the compiler to trace."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.pre = torch.nn.Linear(16, 16)
+        self.tp = layer
+
+    def forward(self, x):
+        return self.tp(torch.tanh(self.pre(x)), x).square()
+
+
+@pytest.mark.parametrize("schedule", ["torch", "overlap-mm-fuse-ar-c"])
+def test_compiles_whole_graph_and_matches_eager(schedule):
+    """fullgraph=True fails on any graph break: the layer is one opaque custom op to Dynamo
+    (design note 56). aot_eager runs AOTAutograd (the op's fake and registered backward) without
+    inductor's C++ compile, which the CPU here makes slow; the graph is the same."""
+    from wbtorch.tp import RowParallelLinear
+
+    torch.manual_seed(0)
+    layer = RowParallelLinear.from_linear(torch.nn.Linear(16, 16), schedule=schedule)
+    model = _Block(layer)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    x = torch.randn(2, 8, 16)
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ref = model(xe)
+    out = compiled(xc)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(ref)
+    params = list(model.parameters())
+    want = torch.autograd.grad(ref, [xe, *params], g)
+    got = torch.autograd.grad(out, [xc, *params], g)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    assert layer.choice == {16: schedule}
+
+
+def test_custom_op_passes_torch_opcheck():
+    """torch.library.opcheck: the op's schema, fake implementation and registered backward agree
+    with its real implementation (what torch.compile relies on)."""
+    from wbtorch.tp import RowParallelLinear, row_parallel_forward
+
+    torch.manual_seed(0)
+    layer = RowParallelLinear(16, schedule="torch")
+    x = torch.randn(4, 16, requires_grad=True)
+    args = (x, x[:, :16].detach().clone().requires_grad_(), torch.randn(4, 16, requires_grad=True),
+            layer.weight, layer.bias, layer.key)
+    torch.library.opcheck(row_parallel_forward, args)
