@@ -101,3 +101,51 @@ def test_custom_op_passes_torch_opcheck():
     args = (x, x[:, :16].detach().clone().requires_grad_(), torch.randn(4, 16, requires_grad=True),
             layer.weight, layer.bias, layer.key)
     torch.library.opcheck(row_parallel_forward, args)
+
+
+class _TwoRankDist:
+    """torch.distributed's two collectives the layer calls, as rank 0 of P = 2 whose other rank
+    contributes known tensors (its partial product forward, its input-gradient columns back)."""
+
+    def __init__(self, other_y, other_grad):
+        self.other_y, self.other_grad = other_y, other_grad
+
+    def all_reduce(self, y, group=None):
+        y += self.other_y
+
+    def all_gather_into_tensor(self, parts, t, group=None):
+        parts[0].copy_(t)
+        parts[1].copy_(self.other_grad)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_two_ranks_gather_the_input_gradient(monkeypatch, compiled):
+    """At P = 2 the forward all-reduces the partial products and the backward all-gathers the
+    input gradient's columns (the second custom op, traced whole under fullgraph=True)."""
+    from test_optimizer_cpu import FakeGpu
+
+    from wbtorch import optim as wopt
+    from wbtorch.tp import RowParallelLinear
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 16)
+    x = torch.randn(8, 16)
+    r = torch.randn(8, 16)
+    g = torch.randn(8, 16)
+    w = lin.weight.detach().t()  # (in x out); rank 1 holds rows 8..15
+    dist = _TwoRankDist(x[:, 8:] @ w[8:], g @ w[8:].t())
+    gpu = FakeGpu()
+    gpu.P, gpu.dist = 2, dist
+    monkeypatch.setattr(wopt, "_make_gpu", lambda group: gpu)
+    layer = RowParallelLinear.from_linear(lin, schedule="torch")
+    fn = torch.compile(layer, fullgraph=True, backend="aot_eager") if compiled else layer
+    torch._dynamo.reset()
+    xl, rl = x.clone().requires_grad_(), r.clone().requires_grad_()
+    xr, rr = x.clone().requires_grad_(), r.clone().requires_grad_()
+    out = fn(xl, rl)
+    ref = lin(xr) + rr
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    gx, gr = torch.autograd.grad(out, [xl, rl], g)
+    wx, wr = torch.autograd.grad(ref, [xr, rr], g)
+    torch.testing.assert_close(gx, wx, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gr, wr)
