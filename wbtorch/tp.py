@@ -12,7 +12,10 @@ ranks map, is copied out once (the next forward overwrites that buffer). The bac
 torch's: grad_x_local = grad @ W_local^T, all-gathered over the group into the gradient of
 the whole input (Megatron's "f" for a replicated input: each rank computed only its columns);
 grad_W = x_local^T @ grad, grad_b = sum of grad over tokens, grad_residual = grad (the output
-gradient is the same on every rank of the group).
+gradient is the same on every rank of the group). The forward is the custom op
+`wbtorch::row_parallel_forward` with that backward registered, and the gather the op
+`wbtorch::all_gather_cols`, so a torch.compile'd model keeps one graph through the layer (design
+note 56).
 
 `schedule="auto"` times every schedule and the torch form (torch.matmul + NCCL all_reduce +
 bias and residual) on the first forward of each token count, on that forward's own inputs (the
