@@ -381,9 +381,11 @@ class Simulation:
         yield gpu.sms.put(take)
 
     def _meet(self, g, r: int, P: int, gpu: _Gpu, key, algorithm: str, steps: int,
-              step_s: float, op: str):
-        """Rank r's part of a collective of every rank (module docstring): arrive, and when
-        the group is complete hold the link until this rank's finish (simulator.rings)."""
+              step_s: float, op: str, uses: Route | None = None):
+        """Rank r's part of a collective of every rank of group `g` (module docstring; r is
+        the rank's index in `g`, P its size): arrive, and when the group is complete hold
+        the links (`uses`, by default the group's route) until this rank's finish
+        (simulator.rings)."""
         meeting = self.meetings.get((g, key))
         if meeting is None:
             meeting = self.meetings[(g, key)] = _Meeting(np.zeros(P), np.zeros(P),
@@ -405,7 +407,8 @@ class Simulation:
         start = self.env.now
         # Alone on its links the rank is done at its finish; flows sharing them (another
         # group's collective, a Send) slow it by the max-min share (simulator.network).
-        yield from self.network.transfer(self._uses(gpu, g), float(meeting.finish[r]) - start)
+        route = uses or self._uses(gpu, g)
+        yield from self.network.transfer(route, float(meeting.finish[r]) - start)
         gpu.busy["link"] += steps * step_s
         if not self.record:
             return
@@ -564,31 +567,31 @@ class Simulation:
     def _run_node_collective(self, run: _Run):
         """A node-level collective (op.sub: inside each node, or across nodes over one rank
         per node; design note 35): NCCL's plan on that sub-group from the cost model
-        (`collective_plan`), its ring steps waiting on the previous rank of the sub-group."""
+        (`collective_plan`); in the full mode a meeting of the sub-group's ranks, each step
+        after the sub-group's previous rank's (ring order: the local rank inside a node, the
+        node across nodes)."""
         s, gpu, r = run.s, run.gpu, run.r
-        plan = collective_plan(self.ctx, s, run.scale)
+        plan = self._priced(("node_plan", id(s), run.scale),
+                            lambda: collective_plan(self.ctx, s, run.scale))
         take = yield from self._take_sms(gpu, int(plan.channels) or 1)
-        cluster = collective_cluster(self.ctx, s)
+        cluster = self._priced(("cluster", id(s)), lambda: collective_cluster(self.ctx, s))
         host_s = cluster.nccl.host_overhead_s if run.host_paid else 0.0
         yield self.env.timeout(plan.fixed_s - host_s)
-        g = s.op.sub.per_node
-        P = self.ctx.group_size(run.g)
-        if s.op.sub.axis == "intra":
-            prev = (r // g) * g + (r % g - 1) % g
-        else:
-            prev = (r - g) % P
         steps = int(plan.steps)
         if self.reduced:
             batches = min(steps, MAX_STEP_EVENTS)
             for b in range(batches):
                 n = steps // batches + (1 if b < steps % batches else 0)
                 yield from self._hold(gpu, "link", n * plan.step_s, run.name)
-        else:
-            for k in range(steps):
-                if k:
-                    yield self._event((run.key, prev, k - 1))
-                yield from self._hold(gpu, "link", plan.step_s, run.name)
-                self._event((run.key, r, k)).succeed()
+        elif steps:
+            g = s.op.sub.per_node
+            P = self._priced(("group_size", run.g), lambda: self.ctx.group_size(run.g))
+            intra = s.op.sub.axis == "intra"
+            sub, index, size = (r // g, r % g, g) if intra else (r % g, r // g, P // g)
+            # a ring over the sub-group whatever NCCL's plan is called, as priced; on the
+            # GPU's own link route, as a fused kernel's transfers
+            yield from self._meet((run.g, s.op.sub, sub), index, size, gpu, run.key, "ring",
+                                  steps, float(plan.step_s), run.name, self._uses(gpu, None))
         yield gpu.sms.put(take)
 
     def _run_fused(self, run: _Run):
