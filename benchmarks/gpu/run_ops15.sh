@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 15 on one GPU (P = 1), through the project's runtime (compile-and-measure: fresh random
 # inputs, poisoned outputs, every output checked against the reference interpreter):
-#  1. checks at T=1024 H=1024 F=4096 N=2^24 of benchmarks/gpu/ops15.py's programs: where /
+#  1. checks at T=1024 H=1024 F=4096 N=2^24 of studies/kernel_ops.py's programs: where /
 #     comparisons / sizes as numbers (f16 kernel); MatMul + bias + GeLU-tanh in f16, bf16 and
 #     f32, unfused (GEMM + generated kernel) and fused (cuBLASLt's GELU_BIAS epilogue through
 #     torch._addmm_activation); the erf-form epilogue fused (GEMM + one generated kernel);
 #     Reduce (NCCL reduce to rank 0) and ReduceTensor (sum, max); compute + Broadcast; the
 #     parameter server (studies/parameter_server.py: Reduce, update, Broadcast); SGD with
-#     momentum and weight decay (benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd) and Adagrad
-#     (benchmarks/gpu/adagrad.py), each unscheduled, rs-c-ag(-sliced-state) and fuse-rs-c-ag.
+#     momentum and weight decay (studies/sgd_momentum.py:sgd_momentum_wd) and Adagrad
+#     (studies/adagrad.py), each unscheduled, rs-c-ag(-sliced-state) and fuse-rs-c-ag.
 #     One compile-and-measure command per group of programs sharing their sizes (a job's
 #     --set must name sizes of every program in it: run 23 stopped at once on that):
 #     ops15-checks-thf (T, H, F) and ops15-checks-n (N);
@@ -35,8 +35,8 @@ PART=${1:-all}
 case "$PART" in checks|megatron|all|dry) ;; *)
   echo "usage: $0 [checks|megatron|all|dry], got $PART" >&2; exit 2 ;; esac
 FAILED=()
-WB="python3 -m cli.main compile-and-measure"
-OPS=benchmarks/gpu/ops15.py
+WB="python3 -m workbench.cli.main compile-and-measure"
+OPS=studies/kernel_ops.py
 
 # measure NAME LIMIT_S [--no-reference] ARGS...: one compile-and-measure command (programs that
 # share their sizes), results in $RES/NAME.*; `dry` runs ops15_dry.py on the same arguments.
@@ -73,8 +73,8 @@ if [ "$PART" != megatron ]; then
     $OPS:epilogue_f32 $OPS:epilogue_erf_f16 --set T=1024 --set H=1024 --set F=4096
   stamp "1. checks, one rank: size N (Reduce, Broadcast, parameter server, SGD-wd, Adagrad)"
   measure ops15-checks-n 200 --reps 20 $OPS:reductions $OPS:broadcast \
-    studies/parameter_server.py benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd \
-    benchmarks/gpu/adagrad.py --set N=2**24
+    studies/parameter_server.py studies/sgd_momentum.py:sgd_momentum_wd \
+    studies/adagrad.py --set N=2**24
   stamp "2. Megatron MLP f16 at sizes that overflowed before"
   # dry: the reference at these sizes is minutes of CPU; GPU run 23 computed it (finite)
   measure ops15-mlp 150 $([ "$PART" = dry ] && echo --no-reference) --reps 20 \
@@ -95,7 +95,7 @@ if [ "$PART" != checks ]; then
   mkdir -p "$(dirname "$PRED")"
   : > "$PRED"
   for p in $OPS:epilogue_f16 $OPS:mlp; do
-    timeout 60 python3 -m cli.main simulate $p --hardware h100x8 --set T=8192 --set H=12288 \
+    timeout 60 python3 -m workbench.cli.main simulate $p --hardware h100x8 --set T=8192 --set H=12288 \
       --set F=49152 --set P=1 > "$PRED.one" 2>&1 || FAILED+=("simulate $p")
     tail -4 "$PRED.one" | tee -a "$PRED"
   done

@@ -75,11 +75,11 @@ timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/wbtorch \
   2>&1 | tee "$RES"/pytest.txt | tail -15
 check $? "3. GPU tests of wbtorch"
 stamp "4. compile-and-measure at P = 1 with the torch.compile baselines"
-timeout 120 python3 -m cli.main compile-and-measure --gpus 1 --reps 20 --hang-timeout 100 \
+timeout 120 python3 -m workbench.cli.main compile-and-measure --gpus 1 --reps 20 --hang-timeout 100 \
   studies/adam.py --schedule fuse-rs-c-ag --set N=2**24 --out "$RES" \
   --name baselines-p1 2> "$RES"/baselines-p1.log | tee "$RES"/baselines-p1.txt | tail -16
 check $? "4. compile-and-measure adam"
-timeout 60 python3 -m cli.main compile-and-measure --gpus 1 --reps 20 --hang-timeout 50 \
+timeout 60 python3 -m workbench.cli.main compile-and-measure --gpus 1 --reps 20 --hang-timeout 50 \
   studies/model_parallel.py --set T=2048 --set H=2048 --out "$RES" --name mp-p1 \
   2> "$RES"/mp-p1.log | tee "$RES"/mp-p1.txt | tail -10
 check $? "4. compile-and-measure model_parallel"

@@ -50,7 +50,7 @@ python3 examples/compare_losses.py "$RES"/train_torch_p1.json "$RES"/train_tp_p$
   | tee -a "$RES"/train_compare.txt
 check $? "2. losses --tp vs torch"
 stamp "3. compile-and-measure with the compiled baselines"
-WB="python3 -m cli.main compile-and-measure --gpus $P --out $RES --hang-timeout 300"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --out $RES --hang-timeout 300"
 $WB studies/sgd.py studies/adam.py studies/adam.py:mixed studies/lamb.py studies/lamb.py:mixed \
   --schedule fuse-rs-c-ag --set N=2**26 --set N=2**28 --name optimizers-torch17-h200x$P \
   2> "$RES"/optimizers.log | tee "$RES"/optimizers.txt | tail -40

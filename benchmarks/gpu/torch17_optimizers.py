@@ -9,7 +9,7 @@ For N = 2^24, 2^26, 2^28 fp32 elements (mixed Adam: fp16 gradients, fp32 master 
 moments, an fp16 copy of the weights) and each of sgd, sgd-momentum, adam, lamb, adam-mixed:
 
 - generated: the program's schedule(s) compiled and run through the torch bridge
-  (runtime.torch_bridge.BoundPlan: the plan's buffers seen as torch tensors, launched in
+  (workbench.runtime.torch_bridge.BoundPlan: the plan's buffers seen as torch tensors, launched in
   torch's stream order), its one-step result checked against the torch step on the same
   inputs (max |diff| / max |w|);
 - torch fused / foreach: torch.optim's fused and foreach implementations (SGD, SGD-momentum,
@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 # g (2), w, m, v (12), writes w, m, v (12) and w16 (2).
 CASES = [
     ("sgd", "studies/sgd.py", 12),
-    ("sgd-momentum", "benchmarks/gpu/sgd_momentum.py", 20),
+    ("sgd-momentum", "studies/sgd_momentum.py", 20),
     ("adam", "studies/adam.py", 28),
     ("lamb", "studies/lamb.py", 40),
     ("adam-mixed", "studies/adam.py:mixed", 28),
@@ -172,7 +172,7 @@ def generated(torch, gpu, case: str, spec: str, sched: str, x: dict, reps: int,
     the codegen knobs that change speed per machine: the fused collective's unroll, its
     blocks per SM, its bytes per vector and its cache hint."""
     from codegen.lower import lower
-    from runtime.torch_bridge import BoundPlan
+    from workbench.runtime.torch_bridge import BoundPlan
     from wbtorch.programs import pick_schedule, roles
     from workbench.loader import load
 
@@ -237,7 +237,7 @@ def baselines(torch, case: str, x: dict, reps: int) -> dict:
                                           {"foreach": impl == "foreach"}))
             fn = opt.step
             if impl == "compile":  # PyTorch's "compiling the optimizer" recipe
-                torch._dynamo.reset()  # see runtime.baselines.compiled: no eager fallback
+                torch._dynamo.reset()  # see workbench.runtime.baselines.compiled: no eager fallback
 
                 def whole_step(opt=opt):
                     opt.step()
@@ -310,7 +310,7 @@ def main(argv=None) -> int:
     import torch
     import torch.distributed as dist
 
-    from runtime.torch_bridge import TorchGpu
+    from workbench.runtime.torch_bridge import TorchGpu
 
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))

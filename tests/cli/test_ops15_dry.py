@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.measure import job_sizes
+from workbench.cli.measure import job_sizes
 from workbench.errors import WorkbenchError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,14 +27,14 @@ def _dry():
 def test_one_job_must_share_its_sizes():
     with pytest.raises(WorkbenchError, match=r"^--set must name sizes of program where_sizes, "
                                              r"got N; known: F, H, P, T$"):
-        job_sizes(["benchmarks/gpu/ops15.py", "benchmarks/gpu/ops15.py:reductions"],
+        job_sizes(["studies/kernel_ops.py", "studies/kernel_ops.py:reductions"],
                   ("T=8", "H=8", "F=8", "N=8"))
-    assert job_sizes(["benchmarks/gpu/adagrad.py"], ("N=8", "N=16")) == [{"N": 8}, {"N": 16}]
+    assert job_sizes(["studies/adagrad.py"], ("N=8", "N=16")) == [{"N": 8}, {"N": 16}]
 
 
 def test_the_dry_run_fails_where_gpu_run_23_failed(capsys):
-    failures = _dry().dry(["--gpus", "1", "benchmarks/gpu/ops15.py",
-                           "benchmarks/gpu/ops15.py:reductions", "--set", "T=8", "--set", "N=8",
+    failures = _dry().dry(["--gpus", "1", "studies/kernel_ops.py",
+                           "studies/kernel_ops.py:reductions", "--set", "T=8", "--set", "N=8",
                            "--name", "x"])
     assert failures == 1
     assert "FAILED: error: --set must name sizes of program where_sizes, got N" in (
@@ -45,12 +45,12 @@ def test_the_dry_run_fails_where_gpu_run_23_failed(capsys):
 def test_the_dry_run_checks_lowers_compiles_and_runs_the_reference(capsys, tmp_path,
                                                                    monkeypatch):
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
-    failures = _dry().dry(["--gpus", "1", "--reps", "20", "benchmarks/gpu/adagrad.py",
+    failures = _dry().dry(["--gpus", "1", "--reps", "20", "studies/adagrad.py",
                            "--set", "N=2**10", "--name", "x"])
     out = capsys.readouterr().out
     assert failures == 0, out
     assert "program adagrad ok, 3 schedules ok; sizes N=1024, P=1 ok on h100x8" in out
-    lines = [line for line in out.splitlines() if line.startswith("benchmarks/gpu/adagrad.py N=")]
+    lines = [line for line in out.splitlines() if line.startswith("studies/adagrad.py N=")]
     assert [line.split()[3] for line in lines] == [
         "unscheduled:", "rs-c-ag:", "rs-c-ag-sliced-state:", "fuse-rs-c-ag:"]
     assert all(": ok;" in line and "reference finite" in line for line in lines)
@@ -81,6 +81,6 @@ def test_every_command_of_run_ops15_shares_its_sizes():
         sets = tuple(args[i + 1] for i, a in enumerate(args) if a == "--set")
         assert job_sizes(programs, sets)  # raises as compile-and-measure would
         specs += programs
-    for wanted in ("benchmarks/gpu/adagrad.py", "benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd",
-                   "studies/parameter_server.py", "benchmarks/gpu/ops15.py:mlp"):
+    for wanted in ("studies/adagrad.py", "studies/sgd_momentum.py:sgd_momentum_wd",
+                   "studies/parameter_server.py", "studies/kernel_ops.py:mlp"):
         assert wanted in specs

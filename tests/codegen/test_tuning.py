@@ -99,7 +99,7 @@ def test_bad_knob_values_are_refused_with_the_choices():
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc (CUDA toolkit) not installed")
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_tuned_kernels_compile(case, tmp_path, monkeypatch):
-    from runtime.compiler import compile_cubin
+    from workbench.runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     for vec_bytes, cache in KNOBS:
@@ -112,7 +112,7 @@ def test_tuned_kernels_compile(case, tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc (CUDA toolkit) not installed")
 def test_stream_hint_reaches_the_ptx(tmp_path):
-    from runtime.compiler import NVCC_FLAGS, nvcc_path
+    from workbench.runtime.compiler import NVCC_FLAGS, nvcc_path
 
     spec = next(k for k in _plan(CASES[0], 32, "stream").kernels()
                 if k.template == "fused_collective.cu.j2")

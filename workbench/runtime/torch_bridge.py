@@ -25,9 +25,9 @@ torch, pycuda and nccl4py are imported inside functions only.
 
 from __future__ import annotations
 
-from runtime import comm as comm_mod
-from runtime.executor import PlanRun
-from runtime.gpu import Gpu, import_pycuda, push_primary_context
+from workbench.runtime import comm as comm_mod
+from workbench.runtime.executor import PlanRun
+from workbench.runtime.gpu import Gpu, import_pycuda, push_primary_context
 from workbench.errors import RuntimeFault
 
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -67,7 +67,7 @@ class GroupHost:
 
 
 class TorchGpu(Gpu):
-    """A rank's Gpu (runtime.gpu) over a torch.distributed process group that already exists.
+    """A rank's Gpu (workbench.runtime.gpu) over a torch.distributed process group that already exists.
 
     `group` None is the default (world) group. The rank and size are the group's; the device
     is torch's current CUDA device. NCCL: nccl4py over the group's ranks where it imports
@@ -91,7 +91,7 @@ class TorchGpu(Gpu):
         drv.init()
         self.device_index = index
         self.device = drv.Device(index)
-        # popped by close(), or at the latest by runtime.gpu's exit hook (an unpopped push
+        # popped by close(), or at the latest by workbench.runtime.gpu's exit hook (an unpopped push
         # aborts the process when pycuda tears down: GPU run 22)
         self.context = push_primary_context(drv, index)
         try:
@@ -139,7 +139,7 @@ class TorchGpu(Gpu):
 def device_view(torch, ptr: int, shape: tuple, dtype: str, device_index: int):
     """A torch tensor over `shape` elements of `dtype` at a raw device address (no copy; the
     memory stays owned by whoever allocated it)."""
-    from runtime.gpu import CudaArray
+    from workbench.runtime.gpu import CudaArray
 
     typestr = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}.get(dtype)
     if typestr is None:

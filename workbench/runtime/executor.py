@@ -32,7 +32,7 @@ from codegen.plan import (
     check_row_cols,
 )
 from codegen.spec import THREADS
-from runtime.chunked import (
+from workbench.runtime.chunked import (
     CopyEnginesRun,
     OverlapRun,
     collective_blocks_per_sm,
@@ -40,7 +40,7 @@ from runtime.chunked import (
     nccl_chunk,
     overlap_blocks,
 )
-from runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
+from workbench.runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
 from workbench import interpreter
 from workbench.errors import RuntimeFault
 

@@ -1,13 +1,13 @@
 """The GPU half of `workbench calibrate`: run the microbenchmarks on P GPUs, write the raw file.
 
 Three jobs, each one process per GPU through the launcher (so a dead or hung rank ends the
-run): the PyTorch microbenchmarks (runtime/calibrate_worker.py: NCCL collectives in
+run): the PyTorch microbenchmarks (workbench/runtime/calibrate_worker.py: NCCL collectives in
 f32, f16 and bf16, HBM streams in f32 and mixed f16/f32, launch gap, GEMM), then the
-workbench's own fused AllReduce kernel with no computation (benchmarks/gpu/allreduce.py,
+workbench's own fused AllReduce kernel with no computation (studies/allreduce.py,
 schedule `fused`) across sizes, for the peer load/store bandwidth, then the same kernel at
 256 MiB on fewer blocks (calibrate_worker --fused-blocks), for its bandwidth against blocks,
 then the generated f16 bias + residual kernel with and without a dropout
-(benchmarks/gpu/elementwise_ops.py, 8192 x 12288; GPU run 17's call of the same two
+(studies/elementwise_ops.py, 8192 x 12288; GPU run 17's call of the same two
 kernels took 34 s, mostly compiling and the reference check),
 for the dropout hashing cost. No study program runs: calibration never sees the study
 measurements. (Only with P > 1, where pycuda is required; a P = 1 profile keeps the preset's
@@ -29,9 +29,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from runtime import launcher
-from runtime.calibrate_worker import ALLREDUCE_SPEC
-from runtime.job import gpu_count, run_job
+from workbench.runtime import launcher
+from workbench.runtime.calibrate_worker import ALLREDUCE_SPEC
+from workbench.runtime.job import gpu_count, run_job
 from workbench.errors import RuntimeFault, WorkbenchError
 
 FUSED_N = [2**k for k in (20, 22, 24, 26, 28)]  # f32 elements: 4 MiB .. 1 GiB buffers
@@ -46,7 +46,7 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: in
                            f"machine with {present}")
     with tempfile.TemporaryDirectory(prefix="wb-cal-") as tmp:
         out = Path(tmp) / "raw.json"
-        launcher.launch(P, launcher.python_argv("runtime.calibrate_worker", str(out), "--passes",
+        launcher.launch(P, launcher.python_argv("workbench.runtime.calibrate_worker", str(out), "--passes",
                               str(passes)), hang_s=hang_s, echo=echo)
         raw = json.loads(out.read_text())
     raw["fused"] = []
@@ -63,7 +63,7 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: in
                                        f"got {r['check']} at N={r['sizes']['N']}")
                 raw["fused"].append({"nbytes": 4 * int(r["sizes"]["N"]),
                                      "ms": float(r["median_ms"]), "check": r.get("check")})
-        raw["fused_meta"] = {"program": "benchmarks/gpu/allreduce.py", "schedule": "fused",
+        raw["fused_meta"] = {"program": "studies/allreduce.py", "schedule": "fused",
                              "dtype": "f32", **results.get("meta", {})}
         raw.update(_fused_blocks(P, hang_s, echo))
         raw.update(_dropout(P, hang_s, echo))
@@ -80,7 +80,7 @@ def _fused_blocks(P: int, hang_s: float, echo) -> dict:
     with tempfile.TemporaryDirectory(prefix="wb-cal-blocks-") as tmp:
         out = Path(tmp) / "blocks.json"
         try:
-            launcher.launch(P, launcher.python_argv("runtime.calibrate_worker", "--fused-blocks",
+            launcher.launch(P, launcher.python_argv("workbench.runtime.calibrate_worker", "--fused-blocks",
                                   str(out)), hang_s=hang_s, echo=echo)
             return json.loads(out.read_text())
         except (RuntimeFault, OSError, ValueError) as e:

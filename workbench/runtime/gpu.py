@@ -12,17 +12,17 @@ import numpy as np
 
 from codegen.plan import GemmStep, ReduceStep
 from codegen.render import include_dir, render
-from runtime import comm
-from runtime.baselines import stage_groups
-from runtime.comm import element_counts
-from runtime.compiler import compile_cubin
+from workbench.runtime import comm
+from workbench.runtime.baselines import stage_groups
+from workbench.runtime.comm import element_counts
+from workbench.runtime.compiler import compile_cubin
 from workbench.errors import RuntimeFault
 from workbench.types import LocalLayout, Sliced
 
 ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "u32": 4, "i32": 4, "f64": 8}
 
 if TYPE_CHECKING:  # a Gemm binds a step to a run's buffers; the executor imports this
-    from runtime.executor import PlanRun
+    from workbench.runtime.executor import PlanRun
 
 
 # NaN bit patterns used to poison every buffer a run must write (f32, f16, bf16 quiet NaNs).
@@ -123,7 +123,7 @@ def push_primary_context(drv, index: int) -> PushedContext:
 
 class Gpu:
     """This rank's device: the primary context shared by torch, NCCL and pycuda, and the
-    rank's communication (runtime.comm): host exchange through mpi4py under mpirun
+    rank's communication (workbench.runtime.comm): host exchange through mpi4py under mpirun
     (else torch.distributed), NCCL through nccl4py (else torch.distributed)."""
 
     def __init__(self, rank: int, P: int, timeout_s: float = 60.0):

@@ -19,9 +19,9 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from cli.outputs import check_output_dir, check_output_file
-from cli.results_table import table
-from cli.simulate import predict
+from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.results_table import table
+from workbench.cli.simulate import predict
 from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import click
 
-from cli.outputs import check_output_dir, check_output_file
-from cli.results_table import format_table, steps_table, table
+from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.results_table import format_table, steps_table, table
 from cost_model import calibration
-from runtime.calibrate import measure, write_csvs
-from runtime.job import job_stem, run_job
+from workbench.runtime.calibrate import measure, write_csvs
+from workbench.runtime.job import job_stem, run_job
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import check_size_names, load, parse_sets
 

@@ -23,7 +23,7 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
-from runtime.launcher import free_port
+from workbench.runtime.launcher import free_port
 from workbench.errors import RuntimeFault
 
 MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
@@ -61,7 +61,7 @@ def rank_env(environ=None) -> RankEnv:
         raise RuntimeFault("a rank must know its rank and world size, got neither WB_RANK/"
                            "WB_WORLD_SIZE (the launcher's) nor OMPI_COMM_WORLD_RANK/SIZE "
                            "(mpirun's); start ranks with `workbench compile-and-measure`, or "
-                           "`mpirun -np P python -m runtime.worker JOB`")
+                           "`mpirun -np P python -m workbench.runtime.worker JOB`")
     local = env.get("LOCAL_RANK") or _first(env, MPI_LOCAL_RANK_VARS) or rank
     try:
         return RankEnv(int(rank), int(size), int(local), mpi_rank is not None)

@@ -4,7 +4,7 @@ measured Adam's and LAMB's updates and the pipeline's f16 dropout epilogue 30-70
 their HBM bytes). A benchmark program file for compile-and-measure, not a study; every
 program is one kernel:
 
-    workbench compile-and-measure benchmarks/gpu/elementwise_ops.py:<name> --gpus 1 \
+    workbench compile-and-measure studies/elementwise_ops.py:<name> --gpus 1 \
         --set N=2**28 --no-baselines
 
 fp32 programs read three N-element tensors and write one (16 bytes per element, Adam's w1):

@@ -1,6 +1,6 @@
-"""One rank of `workbench compile-and-measure`: run as `python -m runtime.worker JOB`
+"""One rank of `workbench compile-and-measure`: run as `python -m workbench.runtime.worker JOB`
 by the launcher (WB_RANK, WB_WORLD_SIZE, MASTER_ADDR/PORT set), or by a bare
-`mpirun -np P python -m runtime.worker JOB` (rank and size from mpirun's variables).
+`mpirun -np P python -m workbench.runtime.worker JOB` (rank and size from mpirun's variables).
 
 For each program, size and schedule: lower, compile (cache), upload the same random inputs on
 every rank, poison what the run must write, run once and check against the reference
@@ -23,10 +23,10 @@ import traceback
 import numpy as np
 
 from codegen.lower import lower, stage_order
-from runtime import baselines, checks
-from runtime.comm import rank_env
-from runtime.executor import PlanRun
-from runtime.gpu import Gpu
+from workbench.runtime import baselines, checks
+from workbench.runtime.comm import rank_env
+from workbench.runtime.executor import PlanRun
+from workbench.runtime.gpu import Gpu
 from workbench import interpreter, ir
 from workbench.errors import RuntimeFault
 from workbench.loader import load

@@ -18,7 +18,7 @@ import click
 import numpy as np
 import sympy
 
-from cli.outputs import check_output_file
+from workbench.cli.outputs import check_output_file
 from cost_model.hardware import load_hardware
 from cost_model.ops import CostContext, explain_collectives, peak_memory, program_cost
 from simulator import Variability

@@ -11,10 +11,10 @@ from cost_model.calibration import (
     F16_STREAM_SHAPES,
     STREAM_SHAPES,
 )
-from runtime.baselines import event_times
-from runtime.calibrate_progress import log
-from runtime.compiler import compile_cubin
-from runtime.gpu import import_pycuda, push_primary_context
+from workbench.runtime.baselines import event_times
+from workbench.runtime.calibrate_progress import log
+from workbench.runtime.compiler import compile_cubin
+from workbench.runtime.gpu import import_pycuda, push_primary_context
 
 HBM_NBYTES = 2**30  # far beyond the 50 MiB L2: streams from HBM
 

@@ -10,11 +10,11 @@ import sys
 
 import click
 
-from cli.measure import calibrate, compile_and_measure
-from cli.report import report
-from cli.schedules import schedules
-from cli.simulate import resolve_sizes, simulate
-from cli.sweep import main as sweep
+from workbench.cli.measure import calibrate, compile_and_measure
+from workbench.cli.report import report
+from workbench.cli.schedules import schedules
+from workbench.cli.simulate import resolve_sizes, simulate
+from workbench.cli.sweep import main as sweep
 from cost_model.hardware import load_hardware
 from workbench.errors import WorkbenchError
 from workbench.interpreter import bind_sizes

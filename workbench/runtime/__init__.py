@@ -12,7 +12,7 @@ and their results read back), `gpu` (a rank's device, context, NCCL calls, kerne
 chunks on two streams, copy-engine pieces), `compiler` (nvcc -> cubin cache keyed by kernel
 name), `checks` (inputs, references, comparisons), `baselines` (what users run: NCCL + PyTorch
 optimizers, cuBLAS + NCCL + torch epilogues), `calibrate` and `calibrate_*` (the calibration
-runs). The commands that drive them are in `cli/measure.py`.
+runs). The commands that drive them are in `workbench/cli/measure.py`.
 
 GPU libraries (pycuda, torch, mpi4py, nccl4py) are imported inside functions only: importing
 this package, and running every other workbench command, needs none of them.

@@ -1,7 +1,7 @@
 """Issue 15's new kernels and library calls, one GPU each (P = 1), for
 benchmarks/gpu/run_ops15.sh: a benchmark program file for compile-and-measure, not a study.
 
-    workbench compile-and-measure benchmarks/gpu/ops15.py:<name> --gpus 1 --no-baselines
+    workbench compile-and-measure studies/kernel_ops.py:<name> --gpus 1 --no-baselines
 
 - `program` (where_sizes): where, comparisons and sizes as numbers in one f16 kernel.
 - `epilogue_f16`, `epilogue_bf16`, `epilogue_f32`: y = gelu_tanh(x @ w + b); its schedule

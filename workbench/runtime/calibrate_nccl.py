@@ -8,10 +8,10 @@ from __future__ import annotations
 import statistics
 
 from cost_model.hardware import NCCL_DTYPES
-from runtime.baselines import event_times
-from runtime.calibrate_progress import log
-from runtime.comm import Nccl4py, TorchHost
-from runtime.gpu import torch_view
+from workbench.runtime.baselines import event_times
+from workbench.runtime.calibrate_progress import log
+from workbench.runtime.comm import Nccl4py, TorchHost
+from workbench.runtime.gpu import torch_view
 
 COLLECTIVE_NBYTES = [2**k for k in range(16, 31)]  # 64 KiB .. 1 GiB, the NCCL table's range
 
@@ -112,7 +112,7 @@ def p2p(torch, dist, rank: int, P: int, warmup: int, reps: int, nccl=None,
 
 
 def runtime_nccl(torch, dist, rank: int, P: int):
-    """The runtime's NCCL communicator (nccl4py, runtime.comm) beside
+    """The runtime's NCCL communicator (nccl4py, workbench.runtime.comm) beside
     torch.distributed's, or None where nccl4py does not import (logged)."""
 
     try:

@@ -9,8 +9,8 @@ import statistics
 from cost_model.calibration import (
     COPY_ENGINE_NBYTES,
 )
-from runtime.calibrate_kernels import Kernels
-from runtime.calibrate_progress import log
+from workbench.runtime.calibrate_kernels import Kernels
+from workbench.runtime.calibrate_progress import log
 from workbench.errors import RuntimeFault
 
 

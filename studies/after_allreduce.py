@@ -2,7 +2,7 @@
 two ranks (GPU run 15: the mixed program's w1 1.654 ms on 2x H200; alone on one GPU, GPU run
 17, 1.049 ms). A benchmark program file for compile-and-measure --per-step, not a study:
 
-    workbench compile-and-measure benchmarks/gpu/after_allreduce.py:<name> --gpus 2 \
+    workbench compile-and-measure studies/after_allreduce.py:<name> --gpus 2 \
         --set N=2**28 --no-baselines --per-step
 
 `w1_first` (fp16 gradients): the AllReduce, then Adam's w1 update straight away (from m and v;

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cli.outputs import check_output_file
+from workbench.cli.outputs import check_output_file
 from workbench import autotune as at
 from workbench.errors import WorkbenchError
 from workbench.loader import load

@@ -27,7 +27,7 @@ def _read(path: Path, value: str) -> pd.DataFrame | None:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ProgramFileError(f"results file {path} must be a CSV table, got {e}") from None
-    from cli.compare import KEYS, _require
+    from workbench.cli.compare import KEYS, _require
 
     _require(df, KEYS + [value], str(path))
     return df
@@ -92,7 +92,7 @@ def _figure(study: str, predicted, measured, out_dir: Path) -> list[Path]:
 
 def build_report(results_dir: Path) -> str:
     """Write report.md and the figures into results_dir; return the markdown."""
-    from cli.compare import compare, per_case, summarize
+    from workbench.cli.compare import compare, per_case, summarize
 
     predicted = _read(results_dir / "predicted.csv", "predicted_s")
     measured = _read(results_dir / "measured.csv", "measured_s")

@@ -1,4 +1,4 @@
-"""One GPU job: P ranks of `runtime.worker` launched on this machine, their results read back
+"""One GPU job: P ranks of `workbench.runtime.worker` launched on this machine, their results read back
 from rank 0's file. The commands (`compile-and-measure`, `calibrate`) and calibration's own
 benchmarks all run their kernels through `run_job`."""
 
@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 from codegen.lower import stage_order
-from runtime import compiler, launcher
-from runtime.worker import stage_split
+from workbench.runtime import compiler, launcher
+from workbench.runtime.worker import stage_split
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import load
 
@@ -77,7 +77,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         try:
-            launcher.launch(P, launcher.python_argv("runtime.worker", str(job_path)), hang_s=hang_s,
+            launcher.launch(P, launcher.python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
                    echo=echo)
         except RuntimeFault as e:
             raise RuntimeFault(f"{e}\n{partial_note(out)}") from None

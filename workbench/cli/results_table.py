@@ -6,7 +6,7 @@ against the NVLink floor. pandas only; no GPU."""
 
 from __future__ import annotations
 
-from runtime.baselines import REFERENCES
+from workbench.runtime.baselines import REFERENCES
 
 # NVLink per GPU per direction on H200 (NV18: 18 links x 26.562 GB/s), the floor's bandwidth
 # (../shared/device/baselines-h200x4.md, read with nvidia-smi topo on the 4x H200 machine).
@@ -14,7 +14,7 @@ NVLINK_BPS = 478e9
 
 
 def table(records: list[dict]):
-    """A DataFrame of the records (see runtime.worker) with derived columns."""
+    """A DataFrame of the records (see workbench.runtime.worker) with derived columns."""
     import pandas as pd
 
     rows = []
@@ -59,7 +59,7 @@ def table(records: list[dict]):
 
 def steps_table(records: list[dict]):
     """A DataFrame of the per-step times of the records measured with `--per-step` (see
-    runtime.worker.step_summary): one row per step of each stage, in order."""
+    workbench.runtime.worker.step_summary): one row per step of each stage, in order."""
     import pandas as pd
 
     rows = []

@@ -8,8 +8,8 @@ The sum is state each rank may keep only its slice of (`may_stay_sliced`), as th
 studies keep Adam's moments. Written from the README alone, as a new user would (issue 15's
 done-when); checked on one GPU by benchmarks/gpu/run_ops15.sh.
 
-    workbench check benchmarks/gpu/adagrad.py
-    workbench simulate benchmarks/gpu/adagrad.py --hardware h200x4 --set N=2**26
+    workbench check studies/adagrad.py
+    workbench simulate studies/adagrad.py --hardware h200x4 --set N=2**26
 """
 
 from workbench import (

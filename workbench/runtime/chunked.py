@@ -13,7 +13,7 @@ from codegen.plan import (
     OverlapStep,
 )
 from codegen.spec import THREADS
-from runtime.gpu import ITEMSIZE, Gemm
+from workbench.runtime.gpu import ITEMSIZE, Gemm
 from workbench.errors import RuntimeFault
 
 # Blocks per SM of a fused collective: __launch_bounds__(THREADS, 2) guarantees 2 fit, and every
@@ -21,7 +21,7 @@ from workbench.errors import RuntimeFault
 COLLECTIVE_BLOCKS_PER_SM = 2
 
 if TYPE_CHECKING:  # the runs these pieces belong to; the executor imports this module
-    from runtime.executor import PlanRun
+    from workbench.runtime.executor import PlanRun
 
 
 def collective_blocks_per_sm() -> int:

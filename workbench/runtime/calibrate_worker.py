@@ -1,7 +1,7 @@
 """One rank of `workbench calibrate`: microbenchmarks through PyTorch, no study programs.
 
-    python -m runtime.calibrate_worker OUT.json [--passes K]   (P copies, by the launcher)
-    python -m runtime.calibrate_worker --fused-blocks OUT.json
+    python -m workbench.runtime.calibrate_worker OUT.json [--passes K]   (P copies, by the launcher)
+    python -m workbench.runtime.calibrate_worker --fused-blocks OUT.json
 
 Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, 64 KiB to 1 GiB)
 in f32, f16 and bf16 (`collectives_by_dtype`), interleaved, and NCCL send/recv from each rank of
@@ -16,7 +16,7 @@ nvcc + pycuda), the same for kernels mixing f16 and f32 arrays as the mixed opti
 (`streams_f16`), and torch's fused Adam beside them as a 7-stream cross-check.
 
 `--fused-blocks` is a second job (calibrate.py starts it after the fused-kernel sizes): the
-workbench's fused AllReduce kernel (benchmarks/gpu/allreduce.py, schedule fused, f32) at
+workbench's fused AllReduce kernel (studies/allreduce.py, schedule fused, f32) at
 256 MiB, launched with grids of sm_count / 32 .. 2 x sm_count blocks, each checked exactly,
 for its bandwidth against blocks (`fused_blocks`). NCCL's own SM sensitivity is not measured:
 its CTA count is a per-communicator setting (NCCL_MIN/MAX_CTAS, read once per process), and
@@ -33,22 +33,25 @@ import json
 import os
 import statistics
 import sys
+from importlib.resources import files
 from pathlib import Path
 
 from codegen.lower import lower
 from cost_model.calibration import (
     FUSED_BLOCKS_NBYTES,
 )
-from runtime.calibrate_copy_engines import copy_engines
-from runtime.calibrate_kernels import device, streams, streams_f16, torch_adam
-from runtime.calibrate_nccl import collectives, host_issue, p2p, runtime_nccl
-from runtime.calibrate_progress import log
-from runtime.executor import PlanRun
-from runtime.gpu import Gpu
+from workbench.runtime.calibrate_copy_engines import copy_engines
+from workbench.runtime.calibrate_kernels import device, streams, streams_f16, torch_adam
+from workbench.runtime.calibrate_nccl import collectives, host_issue, p2p, runtime_nccl
+from workbench.runtime.calibrate_progress import log
+from workbench.runtime.executor import PlanRun
+from workbench.runtime.gpu import Gpu
 from workbench.errors import RuntimeFault
 from workbench.loader import load
 
-ALLREDUCE_SPEC = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "allreduce.py"
+# The calibration programs are studies (package data of `studies`, read as files, not imported:
+# the runtime stays below the CLI, the only importer of studies).
+ALLREDUCE_SPEC = Path(str(files("studies") / "allreduce.py"))
 
 
 def main(out_path: str, warmup: int = 5, reps: int = 25, passes: int = 1) -> int:
@@ -168,7 +171,7 @@ def fused_blocks(out_path: str, warmup: int = 5, reps: int = 25) -> int:
                   f"{2 * (P - 1) / P * 4 * N / (ms * 1e-3) / 1e9:.0f} GB/s bus")
     run.free()
     if rank == 0:
-        meta = {"program": "benchmarks/gpu/allreduce.py", "schedule": "fused", "dtype": "f32",
+        meta = {"program": "studies/allreduce.py", "schedule": "fused", "dtype": "f32",
                 "full_grid": full, "sm_count": gpu.sm_count, "warmup": warmup, "reps": reps}
         with open(out_path, "w") as f:
             json.dump({"fused_blocks": rows, "fused_blocks_meta": meta}, f, indent=1)
