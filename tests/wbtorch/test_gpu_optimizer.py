@@ -149,6 +149,30 @@ def test_the_optimizer_trains_like_torch_adamw(schedule):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("schedule", ["fuse-rs-c-ag", "torch"])
+def test_the_optimizer_in_backward_equals_the_step_after_it(schedule):
+    """overlap=True on the GPU: each bucket's kernel runs on the side stream from backward
+    (an eager model: every Linear is its own autograd node), and the weights are the same
+    bits as when every bucket runs after backward on torch's stream."""
+    torch = pytest.importorskip("torch")
+    _group()
+    import wbtorch
+
+    net, twin = _models(torch)
+    kw = dict(bucket_bytes=4 * 20000, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8)
+    opt = wbtorch.DataParallelOptimizer(net.parameters(), str(ROOT / "studies/adam.py"),
+                                        schedule, overlap=True, **kw)
+    ref = wbtorch.DataParallelOptimizer(twin.parameters(), str(ROOT / "studies/adam.py"),
+                                        schedule, **kw)
+    _train(torch, net, opt)
+    _train(torch, twin, ref)
+    torch.cuda.synchronize()
+    assert sorted(opt.launch_order) == list(range(len(opt.buckets)))
+    for a, b in zip(net.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.gpu
 def test_bad_input_on_the_gpu_is_named():
     torch = pytest.importorskip("torch")
     _group()
