@@ -135,6 +135,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--optimizer", choices=["torch", "workbench"], required=True)
     ap.add_argument("--no-ddp", dest="ddp", action="store_false",
                     help="(torch) the plain model without the DDP wrapper (world size 1)")
+    ap.add_argument("--no-optimize-ddp", dest="optimize_ddp", action="store_false",
+                    help="(torch) compile DDP as one graph (torch._dynamo.config.optimize_ddp "
+                         "off: no graph split per bucket, AllReduce after backward)")
     ap.add_argument("--overlap", action="store_true",
                     help="(workbench) each bucket's step launched from backward")
     ap.add_argument("--zero", action="store_true",
@@ -171,7 +174,8 @@ def parser() -> argparse.ArgumentParser:
 def variant(args) -> str:
     """A short name of what runs, for tables."""
     if args.optimizer == "torch":
-        name = "torch " + ("ddp" if args.ddp else "plain") + f" {args.bucket_mb:g}MB"
+        name = "torch " + (f"ddp {args.bucket_mb:g}MB" if args.ddp else "plain")
+        name += "" if args.optimize_ddp or not args.ddp else " no-split"
     else:
         name = "workbench" + " overlap" * args.overlap + " zero" * args.zero + " tp" * args.tp
     comp = f"compile {args.compile_scope}" if args.compile else "eager"
@@ -234,6 +238,7 @@ def compiled(args, net, model):
     """The module to call, compiled as --compile-scope says."""
     if not args.compile:
         return net
+    torch._dynamo.config.optimize_ddp = args.optimize_ddp
     if args.compile_scope == "blocks":
         for b in model.blocks:
             b.compile()
