@@ -417,11 +417,18 @@ class DataParallelOptimizer:
         if self._side is not None:
             self._side.join()
 
-    def zero_grad(self, set_to_none: bool = False) -> None:
-        """Zero the gradient buckets in place (the .grad views must stay views: set_to_none
-        zeroes them too, as under DDP's gradient_as_bucket_view; a .grad set to None
-        elsewhere is made the view again at the next hook or step)."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget the gradients. set_to_none (torch's default): every .grad becomes None, so
+        that the next backward hands over each new gradient tensor as it is and the
+        optimizer copies it into its bucket (one read, one write; the bucket view is .grad
+        again from then on); a parameter that gets none has a zero gradient in its bucket.
+        Else the buckets are zeroed in place and backward adds into them (a memset, then
+        two reads and a write: GPU run 30's 3.8 ms at 806M parameters)."""
         self.synchronize_side()  # a bucket in flight still reads its gradients
+        if set_to_none:
+            for p in self.params:
+                p.grad = None
+            return
         for run in self.runs:
             run.g.zero_()
 

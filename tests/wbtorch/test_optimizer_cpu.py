@@ -170,9 +170,17 @@ def test_steps_match_torch_adam_and_params_are_bucket_views(fake, schedule):
     _train(ref_net, ref, 4)
     for a, b in zip(net.parameters(), ref_net.parameters()):
         torch.testing.assert_close(a, b, rtol=2e-5, atol=2e-6)
-    assert all(not p.grad.any() for p in net.parameters())  # zero_grad kept the views
+    assert all(p.grad is None for p in net.parameters())  # zero_grad: as torch's
+    net(torch.randn(2, 8)).sum().backward()
+    opt.step()  # the new gradients were copied into the buckets: .grad is the view again
+    for run in opt.runs:
+        for slot in run.bucket.slots:
+            p = list(net.parameters())[slot.index]
+            assert p.grad.data_ptr() == run.g[slot.offset:].data_ptr()
+    opt.zero_grad(set_to_none=False)
+    assert all(not p.grad.any() for p in net.parameters())  # zeroed in place, still views
     if schedule != "torch":
-        assert all(r.bound.runs == 4 for r in opt.runs)
+        assert all(r.bound.runs == 5 for r in opt.runs)  # 4 steps, and the one above
 
 
 def test_state_dict_round_trips_between_schedules(fake):
