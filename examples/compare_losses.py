@@ -113,7 +113,9 @@ def main(argv=None) -> int:
         ok, summary = compare(ref["losses"], run["losses"], args.rtol, args.atol)
     print(("MATCH " if ok else "MISMATCH ") + summary)
     for r in (ref, *noise, run):
-        print(f"  {r.get('variant', r['optimizer'])}: {_times(r)}; {r['choices']}")
+        kinds = sorted(set(r["choices"]), key=r["choices"].index)
+        chosen = "; ".join(f"{r['choices'].count(c)} x {c}" for c in kinds)
+        print(f"  {r.get('variant', r['optimizer'])}: {_times(r)}; {chosen}")
     return 0 if ok else 1
 
 
