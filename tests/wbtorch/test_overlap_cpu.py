@@ -140,11 +140,17 @@ def test_a_parameter_without_gradient_leaves_its_bucket_to_the_step(fake):
     batches = _batches(3)
     _train(net, opt, batches)
     _train(twin, ref, batches)
-    # bucket 0 holds the spare layer (never used) and the last layer's bias: launched by
-    # step(), after the rest
+    # bucket 0 holds the spare layer (never used) and the last layer's bias: it never
+    # completes in backward, and holds back every later bucket (the same order on every rank)
+    # until step() runs them all, in order
     assert {s.index for s in opt.buckets[0].slots} == {6, 7, 5}
-    assert opt.launch_order == [1, 2, 3, 4, 5, 0]
-    assert all(r.bound.runs == 3 for r in opt.runs)
+    _forward(net, batches[0]).backward()
+    assert opt._ready.launched == [] and opt._ready.complete == {1, 2, 3, 4, 5}
+    opt.step()
+    assert opt.launch_order == [0, 1, 2, 3, 4, 5]
+    _forward(twin, batches[0]).backward()
+    ref.step()
+    assert all(r.bound.runs == 4 for r in opt.runs)
     _same(net, twin)
 
 

@@ -1,6 +1,6 @@
 """wbtorch.overlap.Readiness without torch (CI): a bucket is launched once, when every
-parameter of it is marked in one backward, never while accumulating; partial marks do not
-outlive a backward; the step takes what is left."""
+parameter of it is marked in one backward and every earlier bucket is launched, never while
+accumulating; partial marks do not outlive a backward; the step takes what is left."""
 
 from __future__ import annotations
 
@@ -19,21 +19,30 @@ def _ready():
 
 def test_a_bucket_launches_when_its_last_parameter_is_marked_and_only_once():
     r = _ready()
-    assert r.mark(3) == 0
-    assert r.mark(2) is None and r.mark(1) == 1
-    assert r.mark(3) is None  # a second backward in the same step: not again
+    assert r.mark(3) == [0]
+    assert r.mark(2) == [] and r.mark(1) == [1]
+    assert r.mark(3) == []  # a second backward in the same step: not again
     assert r.pending() == [2]
     assert r.take_pending() == [2] and r.pending() == []
     assert r.new_step() == [0, 1, 2] and r.launched == []
 
 
+def test_buckets_launch_in_bucket_order_only():
+    r = _ready()
+    assert r.mark(1) == [] and r.mark(2) == []  # bucket 1 complete, bucket 0 not yet
+    assert r.mark(0) == []  # bucket 2 complete too: both wait for bucket 0
+    assert r.mark(3) == [0, 1, 2]
+    assert r.new_step() == [0, 1, 2]
+
+
 def test_accumulating_launches_nothing_and_partial_marks_end_with_the_backward():
     r = _ready()
     r.accumulating = True
-    assert [r.mark(i) for i in (3, 2, 1, 0)] == [None] * 4
+    assert [r.mark(i) for i in (3, 2, 1, 0)] == [[]] * 4
     r.end_backward()
     r.accumulating = False
-    assert r.mark(2) is None
+    assert r.mark(3) == [0]
+    assert r.mark(2) == []
     r.end_backward()  # parameter 1 got no gradient in that backward
-    assert r.mark(1) is None  # 2's mark from the last backward does not count
-    assert r.mark(2) == 1
+    assert r.mark(1) == []  # 2's mark from the last backward does not count
+    assert r.mark(2) == [1]
