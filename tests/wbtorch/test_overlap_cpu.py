@@ -199,3 +199,25 @@ def test_zero_keeps_the_state_sliced_and_reports_memory(fake):
     with pytest.raises(ProgramRoleError, match="zero=True must run a schedule that keeps the "
                        "optimizer state sliced, got rs-c-ag, which keeps m, v whole"):
         _opt(net2, False, "rs-c-ag", zero=True)
+
+
+def test_zero_at_two_ranks_holds_half_the_state(monkeypatch):
+    """Rank 0 of P = 2 (the fake's buffers are the plan's for that rank; nothing runs):
+    fuse-rs-c-ag keeps m and v sliced, so the rank holds half of them, and rs-c-ag whole."""
+
+    class Pair(base.FakeGpu):
+        P = 2
+
+    monkeypatch.setattr(wopt, "_make_gpu", lambda group: Pair())
+    monkeypatch.setattr(wopt, "_GPUS", {})
+    monkeypatch.setattr(wopt, "_bind", base.FakeBound)
+    mems = {}
+    for schedule in ("fuse-rs-c-ag", "rs-c-ag"):
+        net, _ = _twins()
+        opt = _opt(net, False, schedule, bucket_bytes=4 * 1000)
+        mems[schedule] = opt.memory()
+    n = sum(b.numel for b in opt.buckets)
+    assert all(b.numel % 16 == 0 for b in opt.buckets)  # padded to P x 8
+    assert mems["fuse-rs-c-ag"] == {"weights": 4 * n, "grads": 4 * n, "state": 4 * n,
+                                    "state_whole": 8 * n, "state_saved": 4 * n}
+    assert mems["rs-c-ag"]["state"] == mems["rs-c-ag"]["state_whole"] == 8 * n
