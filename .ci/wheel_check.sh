@@ -6,7 +6,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python -m pip wheel -q --no-deps -w "$tmp/dist" "$root"
+git -C "$root" archive --format=tar HEAD | (mkdir -p "$tmp/src" && tar -x -C "$tmp/src")
+python -m pip wheel -q --no-deps -w "$tmp/dist" "$tmp/src"
 python -m venv "$tmp/venv"
 "$tmp/venv/bin/pip" install -q "$tmp"/dist/*.whl
 cd "$tmp"

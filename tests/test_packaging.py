@@ -4,6 +4,7 @@ contracts name every module of the core."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -16,11 +17,24 @@ from conftest import ROOT
 TOP_LEVEL = {"workbench", "cost_model", "simulator", "codegen", "studies", "wbtorch"}
 
 
+def source_copy(dest: Path) -> Path:
+    """The files git would commit (tracked, or new and not ignored), copied to `dest`: a wheel
+    built in the checkout would also pick up a stale build/ folder."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    for name in listed:
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def wheel_names(tmp_path_factory) -> list[str]:
     out = tmp_path_factory.mktemp("dist")
+    src = source_copy(tmp_path_factory.mktemp("src"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out),
-                    str(ROOT)], check=True, capture_output=True)
+                    str(src)], check=True, capture_output=True)
     (wheel,) = out.glob("*.whl")
     return zipfile.ZipFile(wheel).namelist()
 
