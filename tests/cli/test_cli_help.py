@@ -58,3 +58,21 @@ def test_help_lists_every_command(capsys):
     out = capsys.readouterr().out
     for name in [*LAZY_COMMANDS, "show", "check"]:
         assert f"\n  {name} " in out
+
+
+def _commands(command: click.Command, path: tuple[str, ...] = ("workbench",)):
+    """Every command under `command`, lazy ones imported, with its command line."""
+    yield path, command
+    if isinstance(command, click.Group):
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            yield from _commands(command.get_command(ctx, name), (*path, name))
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    commands = dict(_commands(cli))
+    assert ("workbench", "sweep", "predict") in commands  # the walk reaches nested groups
+    bare = [f"{' '.join(path)} {p.opts[0]}" for path, cmd in commands.items()
+            for p in cmd.params if isinstance(p, click.Option) and not p.hidden
+            and not (p.help or "").strip()]
+    assert not bare, f"options without help text: {bare}"
