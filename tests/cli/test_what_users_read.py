@@ -128,3 +128,49 @@ def test_sweep_steps_says_which_profile_it_priced_with(tmp_path, given):
     else:
         assert first.startswith("priced with h200x4 (4 GPUs); the default --hardware, not a "
                                 "calibration")
+
+
+def _simulate(capsys, *args):
+    code = main(["simulate", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_simulate_names_the_sizes_it_ran_at(capsys, tmp_path):
+    csv, js = tmp_path / "t.csv", tmp_path / "t.json"
+    code, out, _ = _simulate(capsys, "studies/adam.py", "--set", "N=3*2**20", "--csv", str(csv),
+                             "--json", str(js))
+    assert code == 0
+    assert out.splitlines()[0] == ("adam on h200x4 (4 GPUs) at N=3145728, P=4; simulated all "
+                                   "4 ranks")
+    table = pd.read_csv(csv)
+    assert set(table["sizes"]) == {"N=3145728 P=4"} and set(table["hardware"]) == {"h200x4"}
+    rows = json.loads(js.read_text())
+    assert all(r["sizes"] == {"N": 3145728, "P": 4} and r["hardware"] == "h200x4"
+               for r in rows)
+    code, out, _ = _simulate(capsys, "studies/adam.py", "--hardware", "h100x8")
+    assert out.splitlines()[0].startswith("adam on h100x8 (8 GPUs) at N=268435456 (2^28), P=8;")
+
+
+@pytest.mark.parametrize("kind, factor", [("allreduce", 2 * 7 / 8), ("reducescatter", 7 / 8),
+                                          ("allgather", 7 / 8), ("broadcast", 1.0),
+                                          ("reduce", 1.0)])
+def test_bus_factors_are_nccl_tests(kind, factor):
+    from cost_model.collectives import bus_factor
+
+    assert bus_factor(kind, 8) == pytest.approx(factor)
+
+
+def test_explain_gives_algbw_and_busbw_as_nccl_tests_does(capsys):
+    import re
+
+    code, out, _ = _simulate(capsys, "studies/adam.py", "--explain")
+    assert code == 0
+    pattern = re.compile(r"  (\w+) = (\w+) over 4 ranks on 1 node\(s\): \w+/\w+, \w+-bound, "
+                         r"([\d.]+) ms for 1 GiB, algbw ([\d.]+) GB/s, busbw ([\d.]+) GB/s")
+    found = pattern.findall(out)
+    assert {kind for _, kind, *_ in found} == {"allreduce", "reducescatter", "allgather"}
+    for _, kind, ms, algbw, busbw in found:
+        assert float(algbw) == pytest.approx(2**30 / (float(ms) * 1e-3) / 1e9, rel=1e-3)
+        want = {"allreduce": 1.5, "reducescatter": 0.75, "allgather": 0.75}[kind]
+        assert float(busbw) / float(algbw) == pytest.approx(want, rel=1e-3)
