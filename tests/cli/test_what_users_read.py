@@ -174,3 +174,44 @@ def test_explain_gives_algbw_and_busbw_as_nccl_tests_does(capsys):
         assert float(algbw) == pytest.approx(2**30 / (float(ms) * 1e-3) / 1e9, rel=1e-3)
         want = {"allreduce": 1.5, "reducescatter": 0.75, "allgather": 0.75}[kind]
         assert float(busbw) / float(algbw) == pytest.approx(want, rel=1e-3)
+
+
+def _named(trace: dict) -> tuple[list[str], dict]:
+    """The process names in sort order, and {(pid, tid): thread name}; every slice must sit
+    on a named process and thread."""
+    events = trace["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    order = {e["pid"]: e["args"]["sort_index"] for e in events
+             if e["name"] == "process_sort_index"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e["name"] == "thread_name"}
+    slices = [e for e in events if e["ph"] == "X"]
+    assert slices and all(isinstance(e["pid"], int) and isinstance(e["tid"], int)
+                          for e in slices)
+    assert all((e["pid"], e["tid"]) in threads and e["pid"] in procs for e in slices)
+    return [procs[p] for p in sorted(procs, key=order.get)], threads
+
+
+def test_the_trace_names_its_gpus_and_resources(capsys, tmp_path):
+    path = tmp_path / "t.json"
+    code, _, _ = _simulate(capsys, "studies/model_parallel.py", "--trace", str(path))
+    assert code == 0
+    procs, threads = _named(json.loads(path.read_text()))
+    assert procs == [f"overlap-mm-fuse-ar-c (best): GPU {g}" for g in range(4)]
+    assert set(threads.values()) == {"stream: statements", "HBM: kernel memory traffic",
+                                     "link: NVLink / NIC transfers"}
+
+
+def test_the_trace_can_hold_every_schedule(capsys, tmp_path):
+    path = tmp_path / "t.json"
+    code, _, _ = _simulate(capsys, "studies/model_parallel.py", "--trace", str(path),
+                           "--trace-all")
+    assert code == 0
+    procs, _ = _named(json.loads(path.read_text()))
+    assert procs == [f"{s}: GPU {g}" for s in ("unscheduled", "fuse-ar-c",
+                                               "overlap-mm-fuse-ar-c (best)")
+                     for g in range(4)]
+    code, _, err = _simulate(capsys, "studies/model_parallel.py", "--trace-all")
+    assert code == 2
+    assert ("--trace-all must come with --trace FILE, got it alone; e.g. --trace "
+            "timeline.json --trace-all") in err

@@ -366,13 +366,20 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="Chrome/Perfetto trace of the best schedule's timeline.")
+              help="Write the best schedule's simulated timeline as a Chrome/Perfetto trace "
+              "(open in ui.perfetto.dev): a process per GPU, a thread per resource.")
+@click.option("--trace-all", is_flag=True,
+              help="With --trace: every predicted schedule's timeline in the one trace, each "
+              "GPU of each a process named '<schedule>: GPU <g>', all starting at t = 0.")
 def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
              explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
-             mesh_text, axis, stages, csv_path, json_path, trace_path) -> None:
+             mesh_text, axis, stages, csv_path, json_path, trace_path, trace_all) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
+    if trace_all and not trace_path:
+        raise WorkbenchError("--trace-all must come with --trace FILE, got it alone; e.g. "
+                             "--trace timeline.json --trace-all")
     size_values = parse_sets(sets)
     cluster = load_hardware(hardware, nodes)
     loaded = load(program_file)
@@ -422,5 +429,9 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
         if not predicted:
             raise WorkbenchError(f"--trace needs a predicted schedule, got none of "
                                  f"{len(predictions)} (see the note column)")
+        from simulator.trace import chrome_trace
+
         best = min(predicted, key=lambda p: p.time_s)
-        Path(trace_path).write_text(json.dumps(best.result.chrome_trace()))
+        runs = [(p.name + " (best)" * (p is best), p.result)
+                for p in (predicted if trace_all else [best])]
+        Path(trace_path).write_text(json.dumps(chrome_trace(runs)))
