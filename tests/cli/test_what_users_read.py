@@ -215,3 +215,14 @@ def test_the_trace_can_hold_every_schedule(capsys, tmp_path):
     assert code == 2
     assert ("--trace-all must come with --trace FILE, got it alone; e.g. --trace "
             "timeline.json --trace-all") in err
+
+
+def test_a_study_predicted_but_not_measured_has_its_figure(tmp_path):
+    """measured.csv without the study (LAMB did not fit a GPU run): the figure shows the
+    predictions alone (an empty measured frame once took the predicted rows' index)."""
+    predicted, measured = _rmsnorm_tables()
+    measured = measured.assign(study="adam")
+    fig = figure("allreduce_rmsnorm", predicted, measured)
+    assert len(fig.axes) == 3 and all(len(ax.get_lines()) == 3 for ax in fig.axes)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "measured" not in legend and "predicted" in legend

@@ -100,9 +100,10 @@ def figure(study: str, predicted, measured):
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    frames = [df[df["study"] == study].assign(kind=kind, time_s=df[value])
+    frames = [sub.assign(kind=kind, time_s=sub[value])
               for df, value, kind in ((predicted, "predicted_s", "predicted"),
-                                      (measured, "measured_s", "measured")) if df is not None]
+                                      (measured, "measured_s", "measured")) if df is not None
+              for sub in [df[df["study"] == study]] if len(sub)]
     data = pd.concat(frames, ignore_index=True)
     data = data[data["time_s"].notna()]
     x, panels = figure_layout(data["size"].unique())
