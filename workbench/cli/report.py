@@ -86,6 +86,15 @@ def figure_layout(labels) -> tuple[str, list[dict]]:
     return x, [dict(p) for p in panels]
 
 
+def _plain_log_formatter(matplotlib):
+    """matplotlib's LogFormatter (it picks which minor ticks to label) writing 0.4, not 4e-01."""
+    class Plain(matplotlib.ticker.LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):
+            return f"{x:g}"
+
+    return Plain
+
+
 def _tick(v: int) -> str:
     return f"$2^{{{v.bit_length() - 1}}}$" if v >= 2**16 and v & (v - 1) == 0 else str(v)
 
@@ -112,6 +121,7 @@ def figure(study: str, predicted, measured):
     colour = {s: f"C{i % 10}" for i, s in enumerate(schedules)}
     fig, axes = plt.subplots(1, len(panels), figsize=(max(6.4, 4.2 * len(panels)), 4.6),
                              squeeze=False, sharey=True, layout="constrained")
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
     for ax, panel in zip(axes[0], panels):
         here = data[(sizes[list(panel)] == pd.Series(panel)).all(axis=1)] if panel else data
         for (kind, schedule), g in here.groupby(["kind", "schedule"], sort=True):
@@ -124,6 +134,10 @@ def figure(study: str, predicted, measured):
         ax.set_yscale("log")
         ax.set_xticks(ticks, [_tick(int(t)) for t in ticks])
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        # plain numbers (0.1, 2), not 10^-1; the minor ticks labelled (as plainly) only where
+        # the range spans about a decade or less
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(_plain_log_formatter(matplotlib)(minor_thresholds=(1, 0.4)))
         ax.set_xlabel(x)
         ax.set_title(", ".join(f"{k}={v}" for k, v in panel.items()) if panel else study)
         ax.grid(True, which="major", alpha=0.3)
