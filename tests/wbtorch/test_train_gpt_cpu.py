@@ -54,6 +54,23 @@ def test_the_readme_launch_line_parses_through_torchrun():
     assert gpt.variant(args) == "workbench overlap, compile blocks"
 
 
+def test_every_launch_line_of_the_readme_and_the_script_parses():
+    """The torchrun lines of README.md and of train_gpt.py's docstring, through torchrun's
+    parser and then the script's."""
+    import shlex
+
+    gpt = _example("train_gpt")
+    text = (ROOT / "README.md").read_text() + gpt.__doc__
+    lines = text.replace("\\\n", " ").splitlines()
+    launches = [ln.strip() for ln in lines if "torchrun" in ln and "train_gpt.py" in ln]
+    assert len(launches) >= 5
+    for line in launches:
+        argv = shlex.split(line[line.index("torchrun"):].split("`")[0])[1:]
+        launched = _torchrun().parse_args(argv)
+        assert launched.training_script.endswith("train_gpt.py")
+        gpt.parse(launched.training_script_args)
+
+
 def test_no_option_of_the_script_is_a_prefix_of_a_torchrun_option():
     gpt = _example("train_gpt")
     ours = [s for a in gpt.parser()._actions for s in a.option_strings if s != "--help"]
