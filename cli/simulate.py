@@ -297,9 +297,12 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.argument("program_file", metavar="PROGRAM.py[:NAME]")
 @click.option("--hardware", default="h200x4", show_default=True,
               help="Preset (h200x4, h100x8, a100x8, v100x16; clusters: dgx-h100, dgx-h200, "
-              "gb200-nvl72, dgx-a100, dgx2-v100) or a profile file (.json/.yaml).")
+              "dgx-h800, dgx-b200, gb200-nvl72, dgx-a100, aws-p4d, aws-p5, dgx2-v100) or a "
+              "profile file (.json/.yaml).")
 @click.option("--nodes", type=int, default=1, show_default=True,
               help="Nodes of the preset, linked by a 400 Gb/s NIC per GPU.")
+@click.option("--no-nvls", is_flag=True,
+              help="NVLink SHARP off (as NCCL_NVLS_ENABLE=0): no NVLS/NVLSTree algorithms.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Bind a size, e.g. --set N=2**28 (P defaults to the cluster's GPUs).")
 @click.option("--symbolic", is_flag=True, help="Also print each schedule's closed-form time.")
@@ -334,14 +337,14 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Chrome/Perfetto trace of the best schedule's timeline.")
-def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
+def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autotune, show_memory,
              explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
              mesh_text, axis, stages, csv_path, json_path, trace_path) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
     size_values = parse_sets(sets)
-    cluster = load_hardware(hardware, nodes)
+    cluster = load_hardware(hardware, nodes, nvls=False if no_nvls else None)
     loaded = load(program_file)
     check_size_names(loaded.program, size_values)
     extra = None
