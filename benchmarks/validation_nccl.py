@@ -198,9 +198,9 @@ MEASURED = [
        f"Mellanox CX-6, the busbw can reach as high as 161', NVLS) {TESTS}153", gpu="H800"),
     # ------------------------------------------------ A100, InfiniBand HDR
     _m("4 nodes x 8 A100, 8x 200 Gb/s HDR, AllReduce", preset("dgx-a100", 4), "allreduce",
-       192.0, "NVIDIA/nccl#812 via #1576 (maintainer: 'On an Nvidia DGX-A100 system we have "
-       "8x200Gbit/s IB cards and we measure 192GB/s AllReduce BusBW'; node count not given, "
-       f"read at 4 nodes, where NCCL runs the ring) {NCCL}1576", gpu="A100"),
+       192.0, "NVIDIA/nccl#1576 (quoting a maintainer in #812: 'On an Nvidia DGX-A100 system "
+       "we have 8x200Gbit/s IB cards and we measure 192GB/s AllReduce BusBW'; node count not "
+       f"given, read at 4 nodes, where NCCL runs the ring) {NCCL}1576", gpu="A100"),
     # ------------------------------------------------ RoCE
     _m("2 nodes x 8 H100, 8x 400 Gb/s RoCE, AllReduce (NVLSTree)", dgx_h100(2, "roce"),
        "allreduce", 430.0, "NVIDIA/nccl#1221 (8x H100, 8x 400 Gb RoCE, NCCL 2.19.3, -b 4G -e "

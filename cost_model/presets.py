@@ -152,10 +152,10 @@ def _v100x16() -> Cluster:
     gpu = GPU(
         name="V100",
         sm_count=80,  # V100 SXM3: 80 SMs (Volta whitepaper)
-        # V100 SXM3 32 GB datasheet: 900 GB/s HBM2. Sustained: 790 GB/s, the top of what Apex
-        # FusedAdam reached on CoCoNet's 128 V100s (740-790 GB/s over the sizes of
-        # parasailteam/coconet examples/pytorch-optimizers-results-128-gpus-all-algos, issue
-        # 23), as BabelStream's triad reaches on V100 SXM2 (~790-810 GB/s, 88 % of peak). The
+        # V100 SXM3 32 GB datasheet: 900 GB/s HBM2. Sustained: 790 GB/s (0.88 of peak), the
+        # top of what Apex FusedAdam reached on CoCoNet's 128 V100s (740-790 GB/s over the
+        # sizes of parasailteam/coconet examples/pytorch-optimizers-results-128-gpus-all-algos,
+        # as issue 23 reads them): a streaming kernel reached it, so the GPU sustains it. The
         # H200 ratio (x 0.72 = 648 GB/s) was below what an optimizer kernel ran at.
         hbm_bandwidth_Bps=790e9,
         hbm_capacity_bytes=32e9,
