@@ -1,5 +1,5 @@
-"""The Megatron MLP in f16 (benchmarks/gpu/ops15.py:mlp, two MatMuls) on the CPU through the
-runtime's check path (runtime.checks: make_inputs, reference, reference_problem) at Megatron's
+"""The Megatron MLP in f16 (studies/kernel_ops.py:mlp, two MatMuls) on the CPU through the
+runtime's check path (workbench.runtime.checks: make_inputs, reference, reference_problem) at Megatron's
 H and F and a few tokens: with the weights drawn as before (standard normal) the reference
 overflows f16 and the check names the statement; with the weights scaled by 1/sqrt(K) (the
 inputs compile-and-measure draws now) it stays finite. No GPU needed.
@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from runtime import checks
+from workbench.runtime import checks
 from workbench.loader import load
 
 
@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--H", type=int, default=12288)
     ap.add_argument("--F", type=int, default=49152)
     args = ap.parse_args()
-    program = load("benchmarks/gpu/ops15.py:mlp").program
+    program = load("studies/kernel_ops.py:mlp").program
     sizes = {"T": args.T, "H": args.H, "F": args.F, "P": 1}
     inputs = checks.make_inputs(program, sizes, seed=0)
     rng = np.random.default_rng(0)

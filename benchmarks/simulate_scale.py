@@ -28,7 +28,7 @@ GPUS = (8, 64, 1024, 16384)
 
 def one(mode: str, gpus: int) -> dict:
     """Simulate every schedule once in this process; the numbers as a dict."""
-    from cli.simulate import predict
+    from workbench.cli.simulate import predict
     from cost_model import load_hardware
     from workbench.loader import load
 

@@ -35,7 +35,7 @@ ROW_CACHE = 32
 # 0.472 ms against 0.196 / 0.356 / 0.668 (f16, T = 8192, H = 4096 / 8192 / 16384; run 24).
 ROW_MIN_BLOCKS = 2
 # A fused collective's blocks spin on their peers' counterparts: every block of the grid
-# (runtime.chunked.COLLECTIVE_BLOCKS_PER_SM = 2 per SM) must be resident (design note 42).
+# (workbench.runtime.chunked.COLLECTIVE_BLOCKS_PER_SM = 2 per SM) must be resident (design note 42).
 COLLECTIVE_MIN_BLOCKS = 2
 ROW_MIN_BLOCKS_CHOICES = (1, 2, 3, 4)
 

@@ -1,22 +1,27 @@
-"""The one jinja2 Environment that turns KernelSpecs into CUDA C++ (templates in cuda/templates,
-device helpers in cuda/include). Rendering is pure: it never compiles or launches."""
+"""The one jinja2 Environment that turns KernelSpecs into CUDA C++ (templates in
+codegen/cuda/templates, device helpers in codegen/cuda/include: package data, in the wheel too).
+Rendering is pure: it never compiles or launches."""
 
 from __future__ import annotations
 
 from functools import cache
+from importlib.resources import files
 from pathlib import Path
 
 from codegen.spec import THREADS, KernelSpec
 from workbench.errors import RuntimeFault
 
-CUDA_DIR = Path(__file__).resolve().parents[1] / "cuda"
+# A real folder on disk (nvcc reads the headers by path): setuptools installs package data as
+# plain files, so the resource path is one.
+CUDA_DIR = Path(str(files("codegen") / "cuda"))
 
 
 def cuda_dir() -> Path:
-    """The project's cuda/ folder (templates and headers), with a clear error if missing."""
+    """The CUDA sources' folder (templates and headers), with a clear error if missing."""
     if not (CUDA_DIR / "templates").is_dir() or not (CUDA_DIR / "include").is_dir():
-        raise RuntimeFault(f"the cuda/ folder must hold templates/ and include/, got none at "
-                           f"{CUDA_DIR}; run from a full checkout of the workbench")
+        raise RuntimeFault(f"codegen/cuda must hold templates/ and include/, got none at "
+                           f"{CUDA_DIR}; reinstall the package (the wheel ships them as package "
+                           "data)")
     return CUDA_DIR
 
 

@@ -99,7 +99,7 @@ class GPU:
     # Time a Dropout adds per element to the kernel that computes it (the mask's integer hash
     # of the element index), on top of the element's bytes: the one per-op cost that the
     # studies meet and the roofline misses. Measured on one H200 (GPU run 17,
-    # benchmarks/gpu/elementwise_ops.py): the f16 bias + dropout + residual kernel on
+    # studies/elementwise_ops.py): the f16 bias + dropout + residual kernel on
     # 8192 x 12288 took 0.222 ms against 0.179 without the dropout, 0.043 ms over 100.7M
     # elements. IEEE divisions and square roots cost 0-4 % in Adam's and LAMB's updates there
     # and are left out. 0: not measured.

@@ -232,6 +232,6 @@ if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skip interpreter teardown (as runtime/worker.py does): NCCL communicators and CUDA IPC
+    # Skip interpreter teardown (as workbench/runtime/worker.py does): NCCL communicators and CUDA IPC
     # mappings go with the process, and library destructors in arbitrary order can hang it.
     os._exit(code)

@@ -1,6 +1,6 @@
 """The CoCoNet experiments as sweeps: which program of each study runs over which sizes.
 
-`workbench sweep predict|measured|steps` (cli/sweep.py) runs them; this module is data only,
+`workbench sweep predict|measured|steps` (workbench/cli/sweep.py) runs them; this module is data only,
 so that the studies import nothing above the core.
 """
 

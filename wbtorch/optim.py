@@ -52,7 +52,7 @@ def _stderr(line: str) -> None:
 
 def _make_gpu(group):
     """This rank's TorchGpu over `group` (a seam: CPU tests put a fake device here)."""
-    from runtime.torch_bridge import TorchGpu
+    from workbench.runtime.torch_bridge import TorchGpu
 
     return TorchGpu(group)
 
@@ -71,7 +71,7 @@ def gpu_for(group):
 
 def release_devices() -> None:
     """Pop the CUDA contexts the device objects pushed and forget them (tests, and programs
-    that go on without the workbench; at exit, runtime.gpu's hook pops what is left)."""
+    that go on without the workbench; at exit, workbench.runtime.gpu's hook pops what is left)."""
     for _, gpu in list(_GPUS.values()):
         close = getattr(gpu, "close", None)
         if close is not None:
@@ -80,8 +80,8 @@ def release_devices() -> None:
 
 
 def _bind(gpu, plan, sizes: dict, blocks_per_sm: int | None = None):
-    """A lowered plan bound to sizes on `gpu` (runtime.torch_bridge.BoundPlan; the same seam)."""
-    from runtime.torch_bridge import BoundPlan
+    """A lowered plan bound to sizes on `gpu` (workbench.runtime.torch_bridge.BoundPlan; the same seam)."""
+    from workbench.runtime.torch_bridge import BoundPlan
 
     return BoundPlan(gpu, plan, sizes, blocks_per_sm)
 

@@ -85,7 +85,7 @@ def concrete_shape(t: TensorType, bound) -> tuple[int, ...]:
 
 
 def _mix32(x: np.ndarray) -> np.ndarray:
-    """lowbias32 (Chris Wellons' integer hash); cuda/include/wb_dropout.cuh computes the same."""
+    """lowbias32 (Chris Wellons' integer hash); codegen/cuda/include/wb_dropout.cuh computes the same."""
     x = x.astype(np.uint32)
     x ^= x >> np.uint32(16)
     x *= np.uint32(0x7FEB352D)

@@ -14,7 +14,7 @@ python3 -c "import torch; print('torch', torch.__version__, 'gpus', torch.cuda.d
 stamp "wheels"
 install_wheels || exit 1
 stamp "calibrate"
-python3 -m cli.main calibrate --gpus "$P" --out "$OUT"/profile.json 2>"$OUT"/calibrate.log
+python3 -m workbench.cli.main calibrate --gpus "$P" --out "$OUT"/profile.json 2>"$OUT"/calibrate.log
 rc=$?
 stamp "done rc=$rc"
 tail -5 "$OUT"/calibrate.log

@@ -1,5 +1,5 @@
 """y = gelu_tanh(x @ w + b) in torch on one GPU, the baselines of the fused MatMul epilogue
-(benchmarks/gpu/ops15.py:epilogue_*): eager and unfused (matmul, then add + gelu: two
+(studies/kernel_ops.py:epilogue_*): eager and unfused (matmul, then add + gelu: two
 kernels after the GEMM), torch._addmm_activation (cuBLASLt's GELU_BIAS epilogue, what the
 workbench's fused schedule calls), and torch.compile of the eager function (Inductor picks its
 own fusion). Median of `--reps` CUDA-event timings after warm-up; one CSV row per variant.

@@ -2,7 +2,7 @@
 runtime's path since GPU run 8), and what the call takes between CUDA events as calibration
 times it, at 4 B and 1 MiB. Answers whether the cost model's per-call host overhead, fitted
 on torch.distributed timings, also prices the runtime's nccl4py calls. The calls and the host
-timing are calibration's (`runtime.calibrate_worker`), which now measures the 4-byte
+timing are calibration's (`workbench.runtime.calibrate_worker`), which now measures the 4-byte
 host costs itself (`host_issue`); this probe adds the event times and a second size.
 
     python3 benchmarks/gpu/host_issue.py OUT.json     (on a machine with >= 2 GPUs)
@@ -18,8 +18,8 @@ def rank_main(rank: int, P: int, out: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from runtime.baselines import event_times
-    from runtime.calibrate_worker import host_issue_s, nccl_calls, runtime_nccl
+    from workbench.runtime.baselines import event_times
+    from workbench.runtime.calibrate_worker import host_issue_s, nccl_calls, runtime_nccl
 
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)

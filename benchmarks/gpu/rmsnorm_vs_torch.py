@@ -2,7 +2,7 @@
 same GPU (benchmarks/gpu/run_rmsnorm.sh runs it after compile-and-measure has timed the
 workbench's kernel).
 
-For each size and dtype of the workbench's timing CSV (benchmarks/gpu/rmsnorm.py, schedule
+For each size and dtype of the workbench's timing CSV (studies/rmsnorm.py, schedule
 `fused`, P = 1): torch.compile of the same computation (h = x + r; out = h * rsqrt(mean(h^2) +
 eps) * g, statistics in f32, returning out and h), its output checked against the reference
 interpreter on the first rows, timed with CUDA events (warm-up, `--reps` repetitions, median),
@@ -26,7 +26,7 @@ import statistics
 import sys
 from pathlib import Path
 
-EPS = 1e-6  # benchmarks/gpu/rmsnorm.py's EPS
+EPS = 1e-6  # studies/rmsnorm.py's EPS
 ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4}
 # HBM datasheet peaks (GB/s): H100 SXM5 3.35 TB/s (H100 datasheet), H200 SXM 4.8 TB/s (H200
 # datasheet). The fraction of peak is reported beside the GB/s; unknown GPUs get none.
@@ -177,7 +177,7 @@ def torch_check(out, h, x, r, g, dt: str) -> str:
     from workbench.loader import load
 
     rows = min(x.shape[0], CHECK_ROWS)
-    pf = load(f"benchmarks/gpu/rmsnorm.py:residual_{dt}")
+    pf = load(f"studies/rmsnorm.py:residual_{dt}")
     ins = {k: v.float().cpu().numpy().astype(
         interpreter.numpy_dtype(pf.program.value(k).type.dtype))
         for k, v in (("x", x[:rows]), ("r", r[:rows]), ("g", g))}
@@ -195,7 +195,7 @@ def torch_rows(rows: list[dict], warmup: int, reps: int) -> str:
     torch_check to each row); returns the device name."""
     import torch
 
-    from runtime.baselines import event_times
+    from workbench.runtime.baselines import event_times
 
     device = torch.cuda.get_device_name(0)
     tdt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
@@ -233,13 +233,13 @@ def self_test(tmp: Path) -> None:
     csv_path = tmp / "wb.csv"
     csv_path.write_text(
         "spec,program,sizes,P,schedule,kind,time_ms,spread_ms,min_ms,reps,check\n"
-        "benchmarks/gpu/rmsnorm.py,residual_rmsnorm_f16,T=128 H=4096,1,fused,workbench,"
+        "studies/rmsnorm.py,residual_rmsnorm_f16,T=128 H=4096,1,fused,workbench,"
         "0.01,0,0.01,50,ok\n"
-        "benchmarks/gpu/rmsnorm.py,residual_rmsnorm_f16,\"H=4096,T=128\",1,unscheduled,"
+        "studies/rmsnorm.py,residual_rmsnorm_f16,\"H=4096,T=128\",1,unscheduled,"
         "workbench,0.02,0,0.02,50,ok\n"
-        "benchmarks/gpu/rmsnorm.py:residual_bf16,residual_rmsnorm_bf16,\"H=2^14,T=8192\",1,"
+        "studies/rmsnorm.py:residual_bf16,residual_rmsnorm_bf16,\"H=2^14,T=8192\",1,"
         "fused,workbench,0.5,0,0.5,50,ok\n"
-        "benchmarks/gpu/rmsnorm.py:axis_f16,axis_f16,\"H=4096,T=128\",1,fused,workbench,"
+        "studies/rmsnorm.py:axis_f16,axis_f16,\"H=4096,T=128\",1,fused,workbench,"
         "0.01,0,0.01,50,ok\n")
     rows = workbench_rows(csv_path)
     assert [(r["dtype"], r["H"], r["T"]) for r in rows] == [("f16", 4096, 128),

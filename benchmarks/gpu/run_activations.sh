@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU (P = 1): the activation kernel of benchmarks/gpu/activations.py (f32, f16) compiled,
+# One GPU (P = 1): the activation kernel of studies/activations.py (f32, f16) compiled,
 # checked against the reference interpreter and timed, and the GPU tests of codegen (nvcc
 # builds of every study's kernels, the math functions' kernel). From the repo root with `.whl`
 # carried (the pycuda sdist is built there).
@@ -13,8 +13,8 @@ stamp "wheels"
 install_wheels || exit 1
 ensure_pycuda || exit 1
 stamp "activations, one rank"
-timeout 200 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --reps 50 \
-  benchmarks/gpu/activations.py benchmarks/gpu/activations.py:f16 --set N=2**24 \
+timeout 200 python3 -m workbench.cli.main compile-and-measure --gpus 1 --no-baselines --reps 50 \
+  studies/activations.py studies/activations.py:f16 --set N=2**24 \
   --set N=2**26 --out "$RES" --name activations-p1 2> "$RES"/activations.log \
   | tee "$RES"/activations.txt
 tail -3 "$RES"/activations.log

@@ -23,19 +23,19 @@ python3 -c "import pycuda, pycuda.driver as d; d.init(); print('pycuda', pycuda.
 stamp "tests (CPU parts, nvcc compile, GPU end to end, dying rank)"
 python3 -m pytest -q -p no:cacheprovider tests/codegen tests/runtime \
   -k "not every_schedule or sgd" 2>&1 | tee "$RES"/pytest.log | tail -12
-stamp "no worker left: $(pgrep -fc runtime.worker || true)"
+stamp "no worker left: $(pgrep -fc workbench.runtime.worker || true)"
 
-WB="python3 -m cli.main compile-and-measure --gpus $P --out $RES"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --out $RES"
 if [ "$MODE" = quick ]; then
   SIZES="--set N=2**24 --set N=2**28"
 else
   SIZES="--set N=2**24 --set N=2**26 --set N=2**28"
 fi
 stamp "fused AllReduce vs NCCL all_reduce"
-$WB benchmarks/gpu/allreduce.py --set N=2**24 --set N=2**26 --set N=2**28 \
+$WB studies/allreduce.py --set N=2**24 --set N=2**26 --set N=2**28 \
   --name allreduce-h200x$P 2> "$RES"/allreduce.log | tee "$RES"/allreduce.txt
 stamp "tuning: fused AllReduce with 1 block per SM instead of 2"
-WB_COLLECTIVE_BLOCKS_PER_SM=1 $WB benchmarks/gpu/allreduce.py --set N=2**26 --set N=2**28 \
+WB_COLLECTIVE_BLOCKS_PER_SM=1 $WB studies/allreduce.py --set N=2**26 --set N=2**28 \
   --no-baselines --name allreduce-1blk-h200x$P 2> "$RES"/allreduce-1blk.log \
   | tee "$RES"/allreduce-1blk.txt
 stamp "SGD fp32 and mixed"

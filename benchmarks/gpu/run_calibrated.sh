@@ -23,7 +23,7 @@ if [ "${PART:0:1}" = a ]; then
   tail -8 "$RES"/link.log
   stamp "calibrate"
   mkdir -p "$RES"/calibration
-  timeout 200 python3 -m cli.main calibrate --gpus "$P" --passes 3 \
+  timeout 200 python3 -m workbench.cli.main calibrate --gpus "$P" --passes 3 \
     --out "$RES"/calibration/profile.json > "$RES"/calibration/fit.out 2>"$RES"/calibration/calibrate.log
   stamp "calibrate rc=$?"
   grep -i "worst\|host overhead" "$RES"/calibration/fit.out

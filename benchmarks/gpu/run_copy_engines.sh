@@ -11,7 +11,7 @@ P=${1:-2}
 PART=${2:-all}
 pack_results
 install_wheels || exit 1
-WB="python3 -m cli.main compile-and-measure --gpus $P --per-step --out $RES --hang-timeout 120"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --per-step --out $RES --hang-timeout 120"
 N="--set N=2**24 --set N=2**26 --set N=2**28"
 if [ "$PART" = chunks ]; then
   stamp "pieces per slice"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What arithmetic costs inside memory-bound kernels, on one GPU (GPU run 17): the kernels of
-# benchmarks/gpu/elementwise_ops.py (equal bytes, different arithmetic) at N = 2^24 and 2^28,
+# studies/elementwise_ops.py (equal bytes, different arithmetic) at N = 2^24 and 2^28,
 # the f16 epilogue with and without dropout; then the unscheduled Adam fp32 and mixed at 2^28
 # and LAMB mixed at 2^24 per step on one rank (is the mixed w1 / LAMB u gap of run 15 there
 # without peers?). SM and memory clocks and power are logged throughout, and the SASS
@@ -20,8 +20,8 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
   --format=csv,nounits -lms 100 > "$RES"/clocks-$PART.csv 2>&1 &
 SMI=$!
 trap 'kill $SMI 2>/dev/null; tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
-WB="python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --reps 50 --out $RES"
-OPS=benchmarks/gpu/elementwise_ops.py
+WB="python3 -m workbench.cli.main compile-and-measure --gpus 1 --no-baselines --reps 50 --out $RES"
+OPS=studies/elementwise_ops.py
 if [ "$PART" = ops ]; then
 stamp "fp32 ops"
 timeout 330 $WB $OPS:muls $OPS:div $OPS:sqrt_ $OPS:adam_w1 $OPS:lamb_u $OPS:divs8 $OPS:sqrts8 \

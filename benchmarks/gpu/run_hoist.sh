@@ -9,7 +9,7 @@ source "$(dirname "$0")/env.sh"
 P=${1:-2}
 pack_results
 install_wheels || exit 1
-WB="python3 -m cli.main compile-and-measure --gpus $P --per-step --no-baselines --out $RES"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --per-step --no-baselines --out $RES"
 stamp "adam"
 timeout 150 $WB --schedule fuse-rs-c-ag --hang-timeout 100 studies/adam.py studies/adam.py:mixed \
   --set N=2**28 --name adam-hoist-h200x$P 2> "$RES"/adam-hoist.log | tee "$RES"/adam-hoist.txt | cut -c1-150

@@ -9,7 +9,7 @@ P=${1:-2}
 pack_results
 stamp "wheels"
 install_wheels || exit 1
-WB="python3 -m cli.main compile-and-measure --gpus $P --out $RES"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --out $RES"
 SIZES="--set N=2**24 --set N=2**26 --set N=2**28"
 stamp "LAMB fp32: unscheduled, fused, baselines"
 $WB studies/lamb.py $SIZES --schedule fuse-rs-c-ag --name lamb-h200x$P 2> "$RES"/lamb.log \

@@ -16,7 +16,7 @@ python3 -m pytest -q -p no:cacheprovider tests/runtime/test_gpu_end_to_end.py \
   -k model_parallel 2>&1 | tee "$RES"/pytest-layers.log | tail -15
 # The reference interpreter runs the fp32 MatMul on the CPU (T x H/P x H per rank): quiet for
 # a while at T=8192, hence the longer hang timeout.
-WB="python3 -m cli.main compile-and-measure --gpus $P --out $RES --hang-timeout 300"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --out $RES --hang-timeout 300"
 # Tuning: blocks of the overlapped fused collective (it shares the SMs with cuBLAS).
 for B in 16 33 66 132 264; do
   stamp "overlap grid: $B blocks (T=4096, 8192)"

@@ -14,7 +14,7 @@ python3 -m pytest -q -p no:cacheprovider tests/runtime/test_gpu_end_to_end.py -k
   > "$RES"/pipeline-tests.txt 2>&1
 tail -30 "$RES"/pipeline-tests.txt
 stamp "pipeline: every schedule and the baseline"
-python3 -m cli.main compile-and-measure studies/pipeline.py --gpus $P --out $RES \
+python3 -m workbench.cli.main compile-and-measure studies/pipeline.py --gpus $P --out $RES \
   --hang-timeout 300 --set T=2048 --set T=8192 --set H=12288 --name pipeline-h200x$P \
   2> "$RES"/pipeline.log | tee "$RES"/pipeline.txt | cut -c1-200
 tail -40 "$RES"/pipeline.log

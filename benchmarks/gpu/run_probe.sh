@@ -16,7 +16,7 @@ stamp "wheels"
 install_wheels || exit 1
 stamp "calibrate"
 mkdir -p "$RES"/calibration
-python3 -m cli.main calibrate --gpus "$P" --passes 3 --out "$RES"/calibration/profile.json \
+python3 -m workbench.cli.main calibrate --gpus "$P" --passes 3 --out "$RES"/calibration/profile.json \
   2>"$RES"/calibration/calibrate.log
 rc=$?
 stamp "done rc=$rc"

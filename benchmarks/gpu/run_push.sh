@@ -9,9 +9,9 @@ pack_results
 install_wheels || exit 1
 for M in push pull; do
   stamp "mode $M"
-  python3 -m cli.main compile-and-measure --gpus "$P" --out "$RES" \
+  python3 -m workbench.cli.main compile-and-measure --gpus "$P" --out "$RES" \
     --schedule fused,fuse-rs-c-ag --no-baselines --collective-mode $M \
-    benchmarks/gpu/allreduce.py studies/adam.py studies/adam.py:mixed \
+    studies/allreduce.py studies/adam.py studies/adam.py:mixed \
     --set N=2**26 --set N=2**28 --name fused-$M 2> "$RES"/fused-$M.log | tee "$RES"/fused-$M.txt
 done
 stamp done

@@ -2,9 +2,9 @@
 # Why Adam's w1 update (and LAMB's u) take up to 60 % longer on two ranks than alone on one
 # GPU (GPU runs 15 and 17), per step, with both GPUs' SM clocks, power and clock-event
 # reasons logged every 50 ms (GPU run 18):
-#   1. benchmarks/gpu/elementwise_ops.py's kernels on two ranks, no NCCL (is it the machine?);
+#   1. studies/elementwise_ops.py's kernels on two ranks, no NCCL (is it the machine?);
 #   2. the unscheduled Adam fp32 and mixed programs, as in run 15;
-#   3. benchmarks/gpu/after_allreduce.py: w1 straight after the AllReduce, and the mixed
+#   3. studies/after_allreduce.py: w1 straight after the AllReduce, and the mixed
 #      program with w1's division and square root replaced by multiplies.
 # From the repo root with `.whl` carried; results in $OUT/results.tgz.
 #   usage: bash benchmarks/gpu/run_rank_effects.sh [P]
@@ -21,9 +21,9 @@ nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperatu
   --format=csv,nounits -lms 50 > "$RES"/clocks.csv 2>&1 &
 SMI=$!
 trap 'kill $SMI 2>/dev/null; tar czf "$OUT"/results.tgz -C "$RES" .' EXIT
-WB="python3 -m cli.main compile-and-measure --gpus $P --no-baselines --reps 100 --out $RES"
-OPS=benchmarks/gpu/elementwise_ops.py
-AAR=benchmarks/gpu/after_allreduce.py
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --no-baselines --reps 100 --out $RES"
+OPS=studies/elementwise_ops.py
+AAR=studies/after_allreduce.py
 stamp "ops on $P ranks"
 timeout 150 $WB $OPS:muls $OPS:adam_w1 $OPS:sqrts8 --set N=2**28 --name ops-h200x$P \
   2> "$RES"/ops.log | tee "$RES"/ops.txt | cut -c1-150

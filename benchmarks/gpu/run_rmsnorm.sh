@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU (P = 1): the row kernels of axis reductions (design notes 40-44).
-#  1. checks: every kernel of benchmarks/gpu/rmsnorm.py (axis sum/max/min/mean/norm, RMSNorm,
+#  1. checks: every kernel of studies/rmsnorm.py (axis sum/max/min/mean/norm, RMSNorm,
 #     LayerNorm, softmax, residual + RMSNorm; as written and fused) and of
 #     studies/allreduce_rmsnorm.py (the fused AllReduce + residual + RMSNorm at P = 1) in f16,
 #     bf16 and f32, compiled, run on fresh random inputs into poisoned outputs and checked
@@ -33,7 +33,7 @@ nvidia-smi -L
 stamp "wheels"
 install_wheels || exit 1
 ensure_pycuda || exit 1
-B=benchmarks/gpu/rmsnorm.py
+B=studies/rmsnorm.py
 S=studies/allreduce_rmsnorm.py
 if [ "$PART" = all ] || [ "$PART" = check ]; then
 for dt in f16 bf16 f32; do
@@ -42,7 +42,7 @@ for dt in f16 bf16 f32; do
   [ "$dt" = f16 ] && specs="$specs $S"
   [ "$dt" = bf16 ] && specs="$specs $S:bf16"
   # shellcheck disable=SC2086
-  timeout 200 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --reps 20 \
+  timeout 200 python3 -m workbench.cli.main compile-and-measure --gpus 1 --no-baselines --reps 20 \
     $specs --set T=1 --set T=37 --set H=1000 --set H=16384 \
     --out "$RES" --name "rmsnorm-check-$dt" 2> "$RES/rmsnorm-check-$dt.log" \
     | tee "$RES/rmsnorm-check-$dt.txt"
@@ -66,7 +66,7 @@ for dt in f16 bf16; do
     # Exported to the ranks too (-x): the variant is mangled into the kernels' names.
     WB_ROW_MIN_BLOCKS=$blocks WB_ROW_PREFETCH=$pf \
       WB_MPIRUN_ARGS="${WB_MPIRUN_ARGS:-} -x WB_ROW_MIN_BLOCKS -x WB_ROW_PREFETCH" \
-      timeout 120 python3 -m cli.main compile-and-measure --gpus 1 \
+      timeout 120 python3 -m workbench.cli.main compile-and-measure --gpus 1 \
       --no-baselines --warmup 20 --reps 100 "$B:residual_$dt" --set H=4096 --set H=8192 \
       --set H=16384 --set T=1 --set T=128 --set T=8192 --out "$RES" \
       --name "rmsnorm-time-$dt-$b" 2> "$RES/rmsnorm-time-$dt-$b.log" \
@@ -86,7 +86,7 @@ for dt in f16 bf16; do
   stamp "study schedules, $dt (default row-kernel variant)"
   study="$S"
   [ "$dt" = bf16 ] && study="$S:bf16"
-  timeout 240 python3 -m cli.main compile-and-measure --gpus 1 --no-baselines --warmup 20 \
+  timeout 240 python3 -m workbench.cli.main compile-and-measure --gpus 1 --no-baselines --warmup 20 \
     --reps 100 "$study" --set H=4096 --set H=8192 --set H=16384 --set T=1 \
     --set T=128 --set T=8192 --out "$RES" --name "rmsnorm-study-$dt" \
     2> "$RES/rmsnorm-study-$dt.log" | tee "$RES/rmsnorm-study-$dt.txt"

@@ -8,7 +8,7 @@ source "$(dirname "$0")/env.sh"
 P=${1:-2}
 pack_results
 install_wheels || exit 1
-WB="python3 -m cli.main compile-and-measure --gpus $P --per-step --no-baselines --out $RES --hang-timeout 120"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --per-step --no-baselines --out $RES --hang-timeout 120"
 stamp "adam"
 timeout 200 $WB studies/adam.py studies/adam.py:mixed --set N=2**28 --name adam-steps-h200x$P \
   2> "$RES"/adam-steps.log | tee "$RES"/adam-steps.txt | cut -c1-150

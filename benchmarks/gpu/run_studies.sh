@@ -15,7 +15,7 @@ pack_results
 stamp "wheels"
 install_wheels || exit 1
 # --per-step: each step of every schedule timed too, in as many more runs (NAME.steps.csv)
-WB="python3 -m cli.main compile-and-measure --gpus $P --out $RES --hang-timeout 300 --per-step"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --out $RES --hang-timeout 300 --per-step"
 N="--set N=2**24 --set N=2**26 --set N=2**28"
 T="--set T=1024 --set T=2048 --set T=4096 --set T=8192 --set H=12288"
 run() {  # name, then the compile-and-measure arguments

@@ -10,13 +10,13 @@ install_wheels || exit 1
 stamp "GPU tests"
 python3 -m pytest -q -p no:cacheprovider tests/runtime -k "dying or sgd" 2>&1 \
   | tee "$RES"/pytest.log | tail -5
-WB="python3 -m cli.main compile-and-measure --gpus $P --out $RES --schedule fused"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --out $RES --schedule fused"
 for U in 1 2; do
   stamp "allreduce unroll $U"
-  $WB benchmarks/gpu/allreduce.py --set N=2**26 --set N=2**28 --no-baselines --unroll $U \
+  $WB studies/allreduce.py --set N=2**26 --set N=2**28 --no-baselines --unroll $U \
     --name allreduce-u$U 2> "$RES"/allreduce-u$U.log | tee "$RES"/allreduce-u$U.txt
 done
-WB="python3 -m cli.main compile-and-measure --gpus $P --out $RES --schedule fuse-rs-c-ag"
+WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --out $RES --schedule fuse-rs-c-ag"
 for U in 1 2; do
   stamp "adam fp32 + mixed unroll $U"
   $WB studies/adam.py studies/adam.py:mixed --set N=2**28 --no-baselines --unroll $U \

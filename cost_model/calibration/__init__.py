@@ -1,6 +1,6 @@
 """Measured microbenchmarks -> a hardware profile (the CPU half of `workbench calibrate`).
 
-`workbench calibrate --gpus P` measures on the GPUs (runtime/calibrate.py) and writes a raw
+`workbench calibrate --gpus P` measures on the GPUs (workbench/runtime/calibrate.py) and writes a raw
 file; this package reads it (`raw`), fits the model's constants (`nccl` for the collectives,
 `fits` for the rest, `profile` for all of them together into one profile) and writes the
 profile with a report of the fit errors (`report`) that `load_hardware` (and so
@@ -21,7 +21,7 @@ model, for tests and dry runs. Field by field:
 | nccl.* | `nccl.fit_nccl` on the measured all_reduce/reduce_scatter/all_gather table (f32) |
 | nccl_dtypes.f16, .bf16 | the same collectives in f16 and bf16 (`collectives_by_dtype`): their |
 | | bandwidth constants (`nccl.fit_nccl_bandwidth`), the latencies f32's; only when measured |
-| peer_load/store_bandwidth_Bps | the fused AllReduce kernel (benchmarks/gpu/allreduce.py, no |
+| peer_load/store_bandwidth_Bps | the fused AllReduce kernel (studies/allreduce.py, no |
 | | computation) across sizes, inverted through the model of its time |
 | fused_fixed_s | the same rows: the fixed cost beyond launch gap and barrier hops (`fit_fused`) |
 | nccl.host_overhead_s | the fit's (torch.distributed timed the tables), moved by the measured |
@@ -36,7 +36,7 @@ model, for tests and dry runs. Field by field:
 | | least squares of the relative error of time = bytes per GPU per direction / bandwidth |
 | | (`fit_copy_engines`) |
 | gpu.dropout_element_s | the generated f16 bias + residual kernel on 8192 x 12288 with and |
-| | without a dropout (benchmarks/gpu/elementwise_ops.py, `dropout`): the difference per |
+| | without a dropout (studies/elementwise_ops.py, `dropout`): the difference per |
 | | element (`fit_dropout`) |
 
 What is not measured stays the base preset's (NVLink datasheet bandwidth, NIC, channels). Raw

@@ -1,6 +1,6 @@
 """Reading a raw calibration file: what `workbench calibrate` measures, checked, as rows.
 
-The raw file is JSON written by the GPU half (runtime/calibrate.py, runtime/calibrate_worker.py,
+The raw file is JSON written by the GPU half (workbench/runtime/calibrate.py, workbench/runtime/calibrate_worker.py,
 which sweeps the sizes and shapes named here). Every section but `device` (and `collectives`
 on more than one GPU) is optional: files written before a section existed still read, and a
 missing section leaves its profile fields as the base preset has them.
@@ -22,26 +22,26 @@ FIX = "run `workbench calibrate --gpus P` on the GPU machine to measure it again
 # ---------------------------------------------------------------- what the GPU half sweeps
 
 
-# (inputs, outputs) of the calibration's k-stream kernels (runtime/calibrate_worker.py)
+# (inputs, outputs) of the calibration's k-stream kernels (workbench/runtime/calibrate_worker.py)
 STREAM_SHAPES = [(1, 1), (2, 1), (4, 1), (6, 1), (8, 1), (4, 3), (5, 4)]
 
 # The array counts of a mixed f16/f32 stream row (device.streams_f16).
 F16_STREAM_KEYS = ("f32_inputs", "f16_inputs", "f32_outputs", "f16_outputs")
 
 # (f32_inputs, f16_inputs, f32_outputs, f16_outputs) of the mixed stream kernels
-# (runtime/calibrate_worker.py), each array of the same element count, shaped like
+# (workbench/runtime/calibrate_worker.py), each array of the same element count, shaped like
 # the mixed-precision optimizers' kernels: a cast of the f16 gradient, a moment update
 # m = b m + (1 - b) g (f16 g), the f16 copy of the weights, the fused mixed Adam (w, m, v, g
 # in; w, m, v, w16 out), and two all-f16 kernels.
 F16_STREAM_SHAPES = [(0, 1, 1, 0), (1, 1, 1, 0), (1, 0, 0, 1), (3, 1, 3, 1), (0, 2, 0, 1),
                      (0, 1, 0, 1)]
 
-# The bytes per peer of the copy-engine pushes (runtime/calibrate_worker.py
+# The bytes per peer of the copy-engine pushes (workbench/runtime/calibrate_worker.py
 # `copy_engines`): 256 MiB and 1 GiB, both far beyond a copy's fixed cost, the sizes a fused
 # collective moves (2x H200: 0.70 ms at 256 MiB, 2.75 ms at 1 GiB; the section takes 0.4 s).
 COPY_ENGINE_NBYTES = [2**28, 2**30]
 
-# The buffer of the fused kernel's block sweep (runtime/calibrate_worker.py): 256 MiB.
+# The buffer of the fused kernel's block sweep (workbench/runtime/calibrate_worker.py): 256 MiB.
 # On 2x H200 the full grid takes 0.81 ms there, 36x the kernel's fixed cost (22.6 us), so the
 # time is bandwidth; fewer blocks only take longer.
 FUSED_BLOCKS_NBYTES = 2**28

@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cli.measure import calibrate
+from workbench.cli.measure import calibrate
 from cost_model import calibration
 from cost_model.hardware import load_hardware, preset
 
@@ -62,7 +62,7 @@ def test_calibrate_on_gpus(tmp_path):
 
 
 def _records(plain_ok=True):
-    spec = "benchmarks/gpu/elementwise_ops.py"
+    spec = "studies/elementwise_ops.py"
     return {"records": [
         {"spec": f"{spec}:bias_residual", "median_ms": 0.18, "ok": plain_ok,
          "check": "ok" if plain_ok else "MISMATCH max error 1"},
@@ -70,7 +70,7 @@ def _records(plain_ok=True):
 
 
 def test_dropout_section_from_the_generated_kernels(monkeypatch):
-    from runtime import calibrate
+    from workbench.runtime import calibrate
 
     calls = []
 
@@ -87,7 +87,7 @@ def test_dropout_section_from_the_generated_kernels(monkeypatch):
 
 
 def test_dropout_section_records_a_mismatch_or_a_fault(monkeypatch):
-    from runtime import calibrate
+    from workbench.runtime import calibrate
     from workbench.errors import RuntimeFault
 
     monkeypatch.setattr(calibrate, "run_job", lambda *a, **k: _records(plain_ok=False))
@@ -104,7 +104,7 @@ def test_dropout_section_records_a_mismatch_or_a_fault(monkeypatch):
 
 def test_calibration_programs_exist():
     """The programs calibration runs through compile-and-measure's path are where it looks."""
-    from runtime.calibrate import DROPOUT_SPEC
-    from runtime.calibrate_worker import ALLREDUCE_SPEC
+    from workbench.runtime.calibrate import DROPOUT_SPEC
+    from workbench.runtime.calibrate_worker import ALLREDUCE_SPEC
 
     assert ALLREDUCE_SPEC.is_file() and DROPOUT_SPEC.is_file()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, STUDY_SPECS
 
-from cli.main import main
+from workbench.cli.main import main
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 
@@ -72,7 +72,7 @@ def test_bad_layout_names_op_and_line(capsys):
 
 
 def test_debug_shows_the_traceback():
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "--debug", "check",
+    proc = subprocess.run([sys.executable, "-m", "workbench.cli.main", "--debug", "check",
                            str(PROGRAMS / "no_program.py")], capture_output=True, text=True)
     assert proc.returncode != 0 and "Traceback" in proc.stderr
 

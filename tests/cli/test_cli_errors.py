@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from cli.main import main
+from workbench.cli.main import main
 
 
 def _run(capsys, *args) -> tuple[int, str]:
@@ -47,7 +47,7 @@ def test_help_needs_no_gpu_library():
     import subprocess
     import sys
 
-    code = ("import sys; from cli.main import main; rc = main(['compile-and-measure', "
+    code = ("import sys; from workbench.cli.main import main; rc = main(['compile-and-measure', "
             "'--help']); print(sorted({'pycuda', 'torch', 'mpi4py'} & set(sys.modules)), rc)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     assert "--gpus" in out and out.strip().endswith("[] 0")

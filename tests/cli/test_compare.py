@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from cli.compare import compare, per_case, summarize
-from cli.main import main
+from workbench.cli.compare import compare, per_case, summarize
+from workbench.cli.main import main
 from workbench.errors import WorkbenchError
 
 

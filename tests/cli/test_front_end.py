@@ -14,7 +14,7 @@ from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.main import main
+from workbench.cli.main import main
 from workbench.loader import parse_size
 
 SGD = str(ROOT / "studies/sgd.py")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cli.main import main
+from workbench.cli.main import main
 
 
 def run(capsys, *args):

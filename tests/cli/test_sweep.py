@@ -6,7 +6,7 @@ import click
 import pandas as pd
 import pytest
 
-from cli import sweep
+from workbench.cli import sweep
 from studies.sweep import OPTIMIZER_SIZES
 
 
@@ -84,8 +84,8 @@ def test_measured_rows_read_a_runs_json_and_a_partial_one(tmp_path):
 def test_the_report_leads_with_the_speedup_over_the_fastest_baseline(tmp_path):
     """A compile-and-measure table with baselines (design note 54) -> measured.csv keeps
     each case's fastest baseline -> report.md states the speedup over it."""
-    from cli.report import against_fastest_baseline, build_report
-    from cli.results_table import table
+    from workbench.cli.report import against_fastest_baseline, build_report
+    from workbench.cli.results_table import table
 
     base = {"spec": "studies/adam.py", "program": "adam", "sizes": {"N": 2**26, "P": 1},
             "P": 1, "comm_bytes": 0, "p10_ms": 1.0, "p90_ms": 1.0, "min_ms": 1.0, "reps": 30,

@@ -146,7 +146,7 @@ class _Run:
 
 
 def test_the_executor_pulls_computes_and_pushes_piece_by_piece():
-    from runtime.chunked import CopyEnginesRun as _CopyEngines
+    from workbench.runtime.chunked import CopyEnginesRun as _CopyEngines
 
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
     plan = lower(program, 2)
@@ -181,7 +181,7 @@ def test_the_executor_pulls_computes_and_pushes_piece_by_piece():
 
 
 def test_pieces_must_divide_the_slice():
-    from runtime.chunked import CopyEnginesRun as _CopyEngines
+    from workbench.runtime.chunked import CopyEnginesRun as _CopyEngines
     from workbench.errors import RuntimeFault
 
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
@@ -220,7 +220,7 @@ def test_copy_engines_cannot_cross_nodes():
 
 
 def test_simulate_leaves_out_what_the_cluster_cannot_run_and_says_why(capsys):
-    from cli.main import main
+    from workbench.cli.main import main
 
     code = main(["simulate", "benchmarks/gpu/copy_engine_chunks.py", "--nodes", "2",
                  "--set", "N=2**20"])

@@ -33,7 +33,7 @@ def test_the_fused_allreduce_rmsnorm_is_one_row_collective_kernel(study):
 
 
 def test_softmax_runs_three_passes_without_a_cache():
-    pf = load(str(ROOT / "benchmarks/gpu/rmsnorm.py:softmax_f16"))
+    pf = load(str(ROOT / "studies/rmsnorm.py:softmax_f16"))
     (step,) = lower(pf.schedules["fused"].apply(), P=1).steps
     row = step.spec.row
     assert step.spec.kind == "rows" and row.cache == 0  # x is reloaded, nothing is carried
@@ -74,7 +74,7 @@ def test_rows_longer_than_the_cache_are_refused_before_launch(study):
 
 
 def _residual_spec(dt="f16"):
-    pf = load(str(ROOT / f"benchmarks/gpu/rmsnorm.py:residual_{dt}"))
+    pf = load(str(ROOT / f"studies/rmsnorm.py:residual_{dt}"))
     (step,) = lower(pf.schedules["fused"].apply(), P=1).steps
     return step.spec
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_rendered_kernels_compile(case, tmp_path, monkeypatch):
-    from runtime.compiler import compile_cubin
+    from workbench.runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     plan = lower(case_program(case), P=case[3], collective_mode=case_mode(case))
@@ -30,7 +30,7 @@ def test_rendered_kernels_compile(case, tmp_path, monkeypatch):
 
 
 def test_a_kernel_that_fails_to_compile_names_the_source(tmp_path, monkeypatch):
-    from runtime.compiler import compile_cubin
+    from workbench.runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     with pytest.raises(RuntimeFault, match=r"(?s)kernel wb_bad must compile with nvcc, got exit "

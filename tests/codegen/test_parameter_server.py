@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from codegen.lower import lower
 from codegen.plan import KernelStep, NcclStep
 from cost_model import load_hardware, program_cost
-from runtime import checks
+from workbench.runtime import checks
 from simulator import simulate
 from workbench import (
     Broadcast,
@@ -161,6 +161,6 @@ def test_a_value_computed_on_the_root_only_must_not_be_read_elsewhere():
 
 
 def test_workbench_check_accepts_it_with_every_schedule():
-    from cli.main import main
+    from workbench.cli.main import main
 
     assert main(["check", "studies/parameter_server.py"]) == 0

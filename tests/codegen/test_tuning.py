@@ -15,7 +15,7 @@ from workbench.errors import RuntimeFault
 
 HAS_NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
 
-# (id, program, schedule, P, collective mode): P = 1 (what torch17_optimizers.py times), pull
+# (id, program, schedule, P, collective mode): P = 1 (what optimizer_steps.py times), pull
 # and push at P > 1, a norm (LAMB), mixed precision (f16 vectors), an overlapped consumer.
 CASES = [
     ("adam-p1", "studies/adam.py", "fuse-rs-c-ag", 1, "pull"),
@@ -99,7 +99,7 @@ def test_bad_knob_values_are_refused_with_the_choices():
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc (CUDA toolkit) not installed")
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_tuned_kernels_compile(case, tmp_path, monkeypatch):
-    from runtime.compiler import compile_cubin
+    from workbench.runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     for vec_bytes, cache in KNOBS:
@@ -112,7 +112,7 @@ def test_tuned_kernels_compile(case, tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc (CUDA toolkit) not installed")
 def test_stream_hint_reaches_the_ptx(tmp_path):
-    from runtime.compiler import NVCC_FLAGS, nvcc_path
+    from workbench.runtime.compiler import NVCC_FLAGS, nvcc_path
 
     spec = next(k for k in _plan(CASES[0], 32, "stream").kernels()
                 if k.template == "fused_collective.cu.j2")

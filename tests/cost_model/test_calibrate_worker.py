@@ -11,7 +11,7 @@ import pytest
 from test_calibration_dtypes import FUSED, NBYTES, _known
 
 from cost_model import calibration
-from runtime import calibrate, calibrate_kernels, calibrate_nccl, calibrate_worker
+from workbench.runtime import calibrate, calibrate_kernels, calibrate_nccl, calibrate_worker
 from workbench.errors import RuntimeFault
 
 NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
@@ -30,7 +30,7 @@ def test_f16_stream_source_has_a_kernel_per_shape():
 @pytest.mark.skipif(not NVCC, reason="nvcc (CUDA toolkit) not installed")
 def test_stream_kernels_compile(tmp_path, monkeypatch):
     from codegen.render import include_dir
-    from runtime.compiler import compile_cubin
+    from workbench.runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     src, names = calibrate_kernels.streams_f16_source(calibration.F16_STREAM_SHAPES)
@@ -89,7 +89,7 @@ def test_csvs_beside_the_profile(tmp_path):
 
 
 def test_failed_block_sweep_is_recorded_and_the_raw_file_still_fits(monkeypatch, tmp_path):
-    from runtime import launcher
+    from workbench.runtime import launcher
 
     def dead(*args, **kwargs):
         raise RuntimeFault("rank 1 exited with code 1")

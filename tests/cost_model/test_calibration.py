@@ -67,7 +67,7 @@ def test_fit_recovers_nccl_times(fitted):
 
 
 def test_written_profile_loads_and_simulates(fitted, tmp_path):
-    from cli.simulate import predict
+    from workbench.cli.simulate import predict
     from workbench.loader import load
 
     _, _, cal = fitted
@@ -75,7 +75,7 @@ def test_written_profile_loads_and_simulates(fitted, tmp_path):
     assert [p.name for p in paths] == ["profile.json", "profile.fit.txt"]
     cluster = load_hardware(str(tmp_path / "profile.json"))
     assert dataclasses.asdict(cluster) == dataclasses.asdict(cal.cluster)
-    loaded = load("benchmarks/gpu/allreduce.py")
+    loaded = load("studies/allreduce.py")
     rows = {p.name: p.time_s for p in predict(loaded, cluster, {"N": 2**26, "P": 2})}
     # the fused kernel's model in calibration is the simulator's
     assert rows["fused"] == pytest.approx(

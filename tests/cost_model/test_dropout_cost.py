@@ -11,7 +11,7 @@ from cost_model.ops import Work, program_cost, work_s
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
-OPS = "benchmarks/gpu/elementwise_ops.py"
+OPS = "studies/elementwise_ops.py"
 T, H = 8192, 12288
 SIZES = {"T": T, "H": H, "P": 1}
 

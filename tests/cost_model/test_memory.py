@@ -4,7 +4,7 @@ that does not fit."""
 import pytest
 from click.testing import CliRunner
 
-from cli.simulate import simulate as simulate_cmd
+from workbench.cli.simulate import simulate as simulate_cmd
 from cost_model.hardware import preset
 from cost_model.ops import CostContext, peak_memory
 from workbench.interpreter import bind_sizes

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from cli.main import main
+from workbench.cli.main import main
 from cost_model import collectives as coll
 from cost_model import nccl_model
 from cost_model.hardware import GPU, PRESETS, Fabric, load_hardware, preset

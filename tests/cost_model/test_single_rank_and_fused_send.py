@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from cli.simulate import candidates
+from workbench.cli.simulate import candidates
 from cost_model.hardware import preset
 from cost_model.ops import (
     CostContext,

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from conftest import load_study
 
-from cli.results_table import NVLINK_BPS, table
-from runtime import checks
-from runtime.worker import comm_bytes
+from workbench.cli.results_table import NVLINK_BPS, table
+from workbench.runtime import checks
+from workbench.runtime.worker import comm_bytes
 from workbench import interpreter
 
 
@@ -72,7 +72,7 @@ def test_table_speedup_and_floor():
 
 
 def test_rank_part_matches_the_interpreter():
-    from runtime.gpu import rank_part as _rank_part
+    from workbench.runtime.gpu import rank_part as _rank_part
 
     pf = load_study("studies/adam.py")
     sched = pf.schedules["fuse-rs-c-ag"].apply()
@@ -115,7 +115,7 @@ def test_matmul_outputs_are_checked_normwise():
 def test_the_headline_is_the_speedup_over_the_fastest_baseline():
     """Every row carries the fastest baseline of its program and sizes; the headline line
     names the fastest schedule and that baseline (design note 54)."""
-    from cli.results_table import format_table, headline
+    from workbench.cli.results_table import format_table, headline
 
     base = {"spec": "adam", "program": "adam", "sizes": {"N": 2**26, "P": 1}, "P": 1,
             "comm_bytes": 0, "p10_ms": 1.0, "p90_ms": 1.0, "min_ms": 1.0, "reps": 30,
@@ -140,10 +140,10 @@ def test_the_headline_is_the_speedup_over_the_fastest_baseline():
 def test_a_reference_row_is_never_the_fastest_baseline():
     """GPU run 22 (H100, P = 1, T = H = 2048): the MatMul alone (0.039 ms, a floor without the
     all_reduce and the epilogue) was taken as the layer's fastest baseline. It is a
-    reference, tagged so by the worker (runtime.baselines.row_kind) and, in results written
+    reference, tagged so by the worker (workbench.runtime.baselines.row_kind) and, in results written
     before that, known by its name."""
-    from cli.results_table import headline
-    from runtime.baselines import REFERENCES, row_kind
+    from workbench.cli.results_table import headline
+    from workbench.runtime.baselines import REFERENCES, row_kind
 
     assert row_kind("cublas matmul alone") == "reference"
     assert row_kind("cublas matmul + nccl all_reduce + torch epilogue") == "baseline"

@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from runtime import comm
-from runtime import launcher as L
+from workbench.runtime import comm
+from workbench.runtime import launcher as L
 from workbench.errors import RuntimeFault
 
 _MPIRUN = L.find_mpirun()
@@ -288,7 +288,7 @@ def test_summary_under_mpirun_with_nccl4py():
 def test_importing_comm_imports_no_gpu_or_mpi_library():
     import subprocess
 
-    code = ("import sys, runtime.comm; "
+    code = ("import sys, workbench.runtime.comm; "
             "print(sorted({'mpi4py', 'nccl', 'torch', 'pycuda'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stderr
@@ -297,7 +297,7 @@ def test_importing_comm_imports_no_gpu_or_mpi_library():
 # -- the real thing on the CPU: mpi4py's exchange between ranks that mpirun started
 
 _RANK = """
-from runtime import comm
+from workbench.runtime import comm
 env = comm.rank_env()
 assert env.under_mpi, env
 host = comm.MpiHost.world(env)

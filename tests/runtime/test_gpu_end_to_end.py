@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("spec", ["studies/sgd.py", "studies/adam.py:mixed",
-                                  "benchmarks/gpu/allreduce.py"])
+                                  "studies/allreduce.py"])
 def test_every_schedule_checks_on_gpus(spec):
-    from runtime.job import run_job
+    from workbench.runtime.job import run_job
 
     P = min(2, gpu_count())
     # 3 * 2^16 + 8 elements per rank: a vector body and a scalar tail in every kernel.
@@ -37,7 +37,7 @@ def test_every_schedule_checks_on_gpus(spec):
 def test_model_parallel_schedules_check_ongpu_count():
     """MatMul through cuBLAS, alone and overlapped chunk by chunk with the fused AllReduce:
     aligned sizes (the vector path) and a hidden size that leaves a scalar tail."""
-    from runtime.job import run_job
+    from workbench.runtime.job import run_job
 
     P = min(2, gpu_count())
     sizes = [{"T": 8 * P * 4, "H": 512}, {"T": 5 * P * 4, "H": 264}]
@@ -52,15 +52,15 @@ def test_model_parallel_schedules_check_ongpu_count():
 
 @pytest.mark.gpu(2)
 def test_a_dying_rank_ends_the_run(monkeypatch):
-    from runtime.job import run_job
+    from workbench.runtime.job import run_job
 
     monkeypatch.setenv("WB_TEST_DIE_RANK", "1")
     t0 = time.monotonic()
     with pytest.raises(RuntimeFault, match="rank 1 must exit 0, got exit code 7"):
-        run_job([str(ROOT / "benchmarks/gpu/allreduce.py")], 2, [{"N": 2**20}], "all", 20, 2,
+        run_job([str(ROOT / "studies/allreduce.py")], 2, [{"N": 2**20}], "all", 20, 2,
                 False, 60.0)
     assert time.monotonic() - t0 < 60
-    left = subprocess.run(["pgrep", "-f", "runtime.worker"], capture_output=True,
+    left = subprocess.run(["pgrep", "-f", "workbench.runtime.worker"], capture_output=True,
                           text=True).stdout.split()
     assert [p for p in left if int(p) != os.getpid()] == []
 
@@ -72,7 +72,7 @@ def test_pipeline_schedules_check_ongpu_count():
     epilogue + Send in one kernel, and that overlapped with the receiving stage's AllGather;
     on 4 GPUs (2 per stage) where there are 4, else 2 (1 per stage). An aligned hidden size
     (the vector path) and one that leaves a scalar tail; the baselines run too."""
-    from runtime.job import run_job
+    from workbench.runtime.job import run_job
 
     gpus = 4 if gpu_count() >= 4 else 2
     P = gpus // 2
@@ -94,7 +94,7 @@ def test_pipeline_schedules_check_ongpu_count():
 def test_pipeline_checks_with_torch_distributed_nccl(monkeypatch):
     """The same schedules with NCCL through torch.distributed (WB_NCCL=torch): stage groups
     from new_group, the unfused Send as isend/irecv."""
-    from runtime.job import run_job
+    from workbench.runtime.job import run_job
 
     monkeypatch.setenv("WB_NCCL", "torch")
     gpus = 4 if gpu_count() >= 4 else 2

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import launcher as L
-from runtime.launcher import launch
+from workbench.runtime import launcher as L
+from workbench.runtime.launcher import launch
 from workbench.errors import RuntimeFault
 
 FAKE = str(Path(__file__).with_name("fake_rank.py"))
@@ -123,7 +123,7 @@ def test_sigterm_to_the_launcher_ends_every_rank(tmp_path, kind):
     import signal
     import subprocess
 
-    code = ("import sys; from runtime.launcher import launch; "
+    code = ("import sys; from workbench.runtime.launcher import launch; "
             f"launch(2, [sys.executable, {FAKE!r}, 'hang', {str(tmp_path / 'pids')!r}], "
             f"hang_s=60, launcher={kind!r})")
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from runtime.gpu import Gemm, Reduction
+from workbench.runtime.gpu import Gemm, Reduction
 
 
 class FakeTensor:

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli.results_table import steps_table
-from cli.sweep import main as sweep_main
-from cli.sweep import step_rows
+from workbench.cli.results_table import steps_table
+from workbench.cli.sweep import main as sweep_main
+from workbench.cli.sweep import step_rows
 from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
-from runtime.executor import PlanRun, step_label
-from runtime.worker import step_summary
+from workbench.runtime.executor import PlanRun, step_label
+from workbench.runtime.worker import step_summary
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
@@ -134,11 +134,11 @@ def test_compile_and_measure_per_step_asks_the_workers_and_writes_the_steps_csv(
         tmp_path, monkeypatch):
     import importlib.util
 
-    import runtime.compiler as compiler
-    import runtime.job as runtime_job
-    import runtime.launcher as launcher
-    from cli.main import cli as cli_main
-    from runtime.worker import ResultsLog
+    import workbench.runtime.compiler as compiler
+    import workbench.runtime.job as runtime_job
+    import workbench.runtime.launcher as launcher
+    from workbench.cli.main import cli as cli_main
+    from workbench.runtime.worker import ResultsLog
 
     real = importlib.util.find_spec
     monkeypatch.setattr(runtime_job, "gpu_count", lambda: 2)
@@ -188,7 +188,7 @@ def test_steps_command_says_what_a_malformed_json_lacks(tmp_path):
 def test_a_statement_of_two_kernels_is_one_row():
     """A Norm over a Sliced tensor runs a partial-sum kernel and a combine kernel, both
     labelled with the statement: one row, their times summed, beside the statement's price."""
-    from cli.sweep import merge_statement_steps
+    from workbench.cli.sweep import merge_statement_steps
 
     steps = [{"stage": 0, "stmts": "u", "median_ms": 0.07},
              {"stage": 0, "stmts": "w_norm", "median_ms": 0.024},

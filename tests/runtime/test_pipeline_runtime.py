@@ -9,11 +9,11 @@ import types
 
 import pytest
 
-from cli.main import main
-from runtime import comm
-from runtime.chunked import nccl_chunk
-from runtime.executor import PlanRun
-from runtime.worker import held_outputs, stage_split
+from workbench.cli.main import main
+from workbench.runtime import comm
+from workbench.runtime.chunked import nccl_chunk
+from workbench.runtime.executor import PlanRun
+from workbench.runtime.worker import held_outputs, stage_split
 from workbench.errors import RuntimeFault
 
 # -- ranks and stages
@@ -320,7 +320,7 @@ def test_fuse_c_send_overlap_ar_overlaps_allreduce_chunks_with_the_send(monkeypa
 
 
 def test_comm_bytes_count_the_send():
-    from runtime.worker import comm_bytes
+    from workbench.runtime.worker import comm_bytes
 
     sizes = {"T": 16, "H": 8, "P": 2}
     whole = 16 * 8 * 2  # f16

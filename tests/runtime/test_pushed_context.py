@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from runtime import gpu as gpu_mod
+from workbench.runtime import gpu as gpu_mod
 from workbench.errors import RuntimeFault
 
 
@@ -124,7 +124,7 @@ def test_the_torch_bridge_pops_on_close_and_after_a_failed_construction(monkeypa
     after the push (here: the NCCL setup) leaves nothing pushed; close() pops."""
     from types import SimpleNamespace
 
-    from runtime import torch_bridge
+    from workbench.runtime import torch_bridge
 
     drv = FakeDrv()
     drv.init = lambda: None

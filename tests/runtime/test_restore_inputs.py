@@ -6,7 +6,7 @@ Inf and NaN, and w1 took 1.65 ms instead of 1.07). CPU only: the CUDA driver is 
 logs what is enqueued, in order."""
 
 from codegen.lower import lower
-from runtime.executor import PlanRun
+from workbench.runtime.executor import PlanRun
 from workbench.interpreter import random_inputs
 from workbench.loader import load
 
@@ -99,7 +99,7 @@ def _run(spec, schedule=None):
 def test_clobbered_inputs_are_the_in_place_allreduce_and_the_update_targets():
     run, _ = _run("studies/adam.py")
     assert run.clobbered_inputs() == ["g", "m", "v", "w"]
-    run, _ = _run("benchmarks/gpu/elementwise_ops.py:lamb_u")  # u is a new tensor
+    run, _ = _run("studies/elementwise_ops.py:lamb_u")  # u is a new tensor
     assert run.clobbered_inputs() == []
 
 
@@ -179,7 +179,7 @@ def _fake_torch(log):
 
 
 def test_baselines_sum_the_same_gradients_every_repetition():
-    from runtime.baselines import event_times, restorer
+    from workbench.runtime.baselines import event_times, restorer
 
     log, g = [], _Tensor([1.0, -2.0])
     seen = []

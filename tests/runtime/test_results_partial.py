@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from cli.main import main
-from runtime import job as runtime_job
-from runtime.worker import ResultsLog, write_json_atomic
+from workbench.cli.main import main
+from workbench.runtime import job as runtime_job
+from workbench.runtime.worker import ResultsLog, write_json_atomic
 from workbench.errors import RuntimeFault
 
 META = {"device": "fake", "P": 2}
@@ -70,7 +70,7 @@ def test_write_json_atomic_replaces(tmp_path):
 def no_gpu_needed(monkeypatch):
     import importlib.util
 
-    import runtime.compiler as compiler
+    import workbench.runtime.compiler as compiler
 
     real = importlib.util.find_spec
     monkeypatch.setattr(runtime_job, "gpu_count", lambda: 8)
@@ -80,7 +80,7 @@ def no_gpu_needed(monkeypatch):
 
 
 def _stub_launch(monkeypatch, records: int | None, fault: bool, complete: bool = False):
-    import runtime.launcher as launcher
+    import workbench.runtime.launcher as launcher
 
     seen = {}
 

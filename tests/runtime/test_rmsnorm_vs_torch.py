@@ -25,9 +25,9 @@ def test_sizes_parse_in_both_spellings():
     mod = _module()
     assert mod.parse_sizes("T=128 H=4096") == {"T": 128, "H": 4096}
     assert mod.parse_sizes("H=2^14,T=1") == {"H": 16384, "T": 1}
-    assert mod.dtype_of("benchmarks/gpu/rmsnorm.py") == "f16"
-    assert mod.dtype_of("benchmarks/gpu/rmsnorm.py:residual_bf16") == "bf16"
-    assert mod.dtype_of("benchmarks/gpu/rmsnorm.py:softmax_f16") is None
+    assert mod.dtype_of("studies/rmsnorm.py") == "f16"
+    assert mod.dtype_of("studies/rmsnorm.py:residual_bf16") == "bf16"
+    assert mod.dtype_of("studies/rmsnorm.py:softmax_f16") is None
 
 
 def test_variants_are_timed_beside_one_torch_time(tmp_path):
@@ -35,7 +35,7 @@ def test_variants_are_timed_beside_one_torch_time(tmp_path):
     assert mod.split_variant("b2=res/t.csv")[0] == "b2"
     csv_path = tmp_path / "wb.csv"
     csv_path.write_text("spec,program,sizes,P,schedule,kind,time_ms,spread_ms,min_ms,reps,check\n"
-                        "benchmarks/gpu/rmsnorm.py,p,T=8192 H=4096,1,fused,workbench,"
+                        "studies/rmsnorm.py,p,T=8192 H=4096,1,fused,workbench,"
                         "0.2,0,0.2,100,ok\n")
     slow = tmp_path / "slow.csv"
     slow.write_text(csv_path.read_text().replace(",0.2,0,0.2,", ",0.3,0,0.3,"))
@@ -48,7 +48,7 @@ def test_variants_are_timed_beside_one_torch_time(tmp_path):
 
 
 def test_a_row_kernels_grid_is_its_resident_blocks():
-    from runtime.executor import resident_row_blocks
+    from workbench.runtime.executor import resident_row_blocks
 
     # 512 threads: 98 registers (GPU run 24's residual kernel) fit one block a SM, 64 two
     # (__launch_bounds__(512, 2)), 40 three, 32 or fewer four (2048 threads); unknown: 4

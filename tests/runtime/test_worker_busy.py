@@ -3,7 +3,7 @@
 
 import time
 
-from runtime.worker import busy
+from workbench.runtime.worker import busy
 
 
 def test_busy_logs_while_the_body_runs_and_stops_after(capsys):

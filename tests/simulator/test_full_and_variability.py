@@ -8,7 +8,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli.main import main
+from workbench.cli.main import main
 from cost_model.collectives import choose_plan
 from cost_model.hardware import preset
 from cost_model.ops import program_cost

@@ -5,7 +5,7 @@ do not."""
 
 import pytest
 
-from cli.main import main
+from workbench.cli.main import main
 from cost_model.hardware import preset
 from cost_model.ops import program_cost
 from simulator import simulate

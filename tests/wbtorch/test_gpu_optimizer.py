@@ -31,7 +31,7 @@ def _release():
     except ImportError:
         return
     release_devices()
-    from runtime import gpu as gpu_mod
+    from workbench.runtime import gpu as gpu_mod
 
     # every context the bridge pushed is popped (GPU run 22: one left pushed aborted pytest)
     assert not gpu_mod._PUSHED, f"contexts still pushed: {gpu_mod._PUSHED}"
@@ -39,7 +39,7 @@ def _release():
 
 # A process that builds the torch bridge, runs a plan and exits normally, closing nothing:
 # GPU run 22's processes aborted here (SIGABRT, "PyCUDA ERROR: The context stack was not
-# empty upon module cleanup"); runtime.gpu's exit hook pops the context.
+# empty upon module cleanup"); workbench.runtime.gpu's exit hook pops the context.
 _EXITS_CLEANLY = """
 import torch, torch.distributed as dist
 torch.cuda.set_device(0)
@@ -66,7 +66,7 @@ print("done", flush=True)
 @pytest.mark.gpu
 def test_a_process_using_the_bridge_exits_cleanly():
     pytest.importorskip("torch")
-    from runtime.launcher import free_port
+    from workbench.runtime.launcher import free_port
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
         "PYTHONPATH", "")]), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
@@ -82,7 +82,7 @@ def _group():
     import torch.distributed as dist
 
     if not dist.is_initialized():
-        from runtime.launcher import free_port
+        from workbench.runtime.launcher import free_port
 
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(free_port()))

@@ -13,9 +13,9 @@ from conftest import ROOT
 CODE = """
 import os
 import torch.distributed as dist
-from runtime import comm
-from runtime.launcher import free_port
-from runtime.torch_bridge import GroupHost
+from workbench.runtime import comm
+from workbench.runtime.launcher import free_port
+from workbench.runtime.torch_bridge import GroupHost
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
 dist.init_process_group("gloo", rank=0, world_size=1)
 for group in (None, dist.new_group([0])):

@@ -195,7 +195,7 @@ def test_predicted_choice_is_logged_per_bucket(fake):
 def test_sgd_and_lamb_programs_run(fake):
     for spec, hyper in [("studies/sgd.py", dict(lr=0.1)),
                         ("studies/lamb.py", dict(ADAM, wd=0.01)),
-                        ("benchmarks/gpu/sgd_momentum.py", dict(lr=0.1, mu=0.9))]:
+                        ("studies/sgd_momentum.py", dict(lr=0.1, mu=0.9))]:
         net, ref_net = _nets()
         opt = wopt.DataParallelOptimizer(net.parameters(), str(ROOT / spec), "fuse-rs-c-ag",
                                          **hyper)

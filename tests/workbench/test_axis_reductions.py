@@ -253,7 +253,7 @@ def test_fuse_kinds_with_axis_reductions(study):
     assert_equivalent(p, fused, {"T": 6, "H": 10, "P": 2})
 
 
-ROW_SPECS = [f"benchmarks/gpu/rmsnorm.py:{n}_{d}" for n in ("axis", "rmsnorm", "layernorm",
+ROW_SPECS = [f"studies/rmsnorm.py:{n}_{d}" for n in ("axis", "rmsnorm", "layernorm",
                                                              "softmax", "residual")
              for d in ("f16", "bf16", "f32")]
 

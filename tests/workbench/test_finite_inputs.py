@@ -1,13 +1,13 @@
 """Random inputs keep the reference finite: a MatMul's weights are drawn scaled by 1/sqrt(K);
 a declared range= is used as given; and a reference that overflows anyway is named, statement
-and fix, instead of being compared with a kernel (runtime.checks reports it as such)."""
+and fix, instead of being compared with a kernel (workbench.runtime.checks reports it as such)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from runtime import checks
+from workbench.runtime import checks
 from workbench import (
     AllReduce,
     Compute,

@@ -14,16 +14,16 @@ def test_study_ir_is_golden(study, spec):
                   "\n\n".join(parts) + "\n")
 
 
-# Issue 15's programs (not studies of CoCoNet's figures: the autotuner's search is not pinned
+# Programs beyond CoCoNet's figures (not studies of CoCoNet's figures: the autotuner's search is not pinned
 # for them): the parameter server and its fused schedules, and the GPU run's programs.
-EXTRA_SPECS = ["studies/parameter_server.py", "benchmarks/gpu/ops15.py",
-               "benchmarks/gpu/ops15.py:epilogue_bf16", "benchmarks/gpu/ops15.py:mlp",
-               "benchmarks/gpu/ops15.py:reductions", "benchmarks/gpu/ops15.py:broadcast",
-               "benchmarks/gpu/adagrad.py", "benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd"]
+EXTRA_SPECS = ["studies/parameter_server.py", "studies/kernel_ops.py",
+               "studies/kernel_ops.py:epilogue_bf16", "studies/kernel_ops.py:mlp",
+               "studies/kernel_ops.py:reductions", "studies/kernel_ops.py:broadcast",
+               "studies/adagrad.py", "studies/sgd_momentum.py:sgd_momentum_wd"]
 
 
 @pytest.mark.parametrize("spec", EXTRA_SPECS)
-def test_issue15_ir_is_golden(study, spec):
+def test_more_programs_ir_is_golden(study, spec):
     loaded = study(spec)
     parts = [str(loaded.program)]
     for name, sched in loaded.schedules.items():

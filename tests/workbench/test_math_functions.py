@@ -57,7 +57,7 @@ def test_the_interpreter_computes_the_closed_form(name):
 def test_the_kernel_of_every_function_compiles(tmp_path, monkeypatch):
     from codegen.lower import lower
     from codegen.render import include_dir, render
-    from runtime.compiler import compile_cubin
+    from workbench.runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     N = Size("N", multiple_of=P)

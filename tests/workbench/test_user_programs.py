@@ -1,5 +1,5 @@
-"""Issue 15's user programs written from the README (benchmarks/gpu/adagrad.py, SGD with
-momentum and weight decay in benchmarks/gpu/sgd_momentum.py): they mean torch's update, every
+"""Issue 15's user programs written from the README (studies/adagrad.py, SGD with
+momentum and weight decay in studies/sgd_momentum.py): they mean torch's update, every
 schedule computes what the program does, `workbench check` and `workbench simulate` take them,
 and the fused schedule is one FusedAllReduce kernel keeping the state sliced."""
 
@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli.main import main as cli_main
+from workbench.cli.main import main as cli_main
 from codegen.lower import lower
 from codegen.plan import KernelStep
 from workbench import interpreter
 from workbench.interpreter import assert_equivalent
 from workbench.loader import load
 
-ADAGRAD = "benchmarks/gpu/adagrad.py"
-SGD_WD = "benchmarks/gpu/sgd_momentum.py:sgd_momentum_wd"
+ADAGRAD = "studies/adagrad.py"
+SGD_WD = "studies/sgd_momentum.py:sgd_momentum_wd"
 SCHEDULES = [(spec, name) for spec in (ADAGRAD, SGD_WD) for name in load(spec).schedules]
 
 

@@ -123,7 +123,7 @@ def test_fusing_where_and_size_arithmetic_keeps_the_meaning(n, h, seed):
 def test_the_kernel_of_where_and_sizes_compiles(tmp_path, monkeypatch):
     from codegen.lower import lower
     from codegen.render import include_dir, render
-    from runtime.compiler import compile_cubin
+    from workbench.runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     program = Fuse(("y", "z")).apply(_masked(float16))

@@ -1,0 +1,86 @@
+"""benchmarks/gpu/kernel_ops_dry.py (`run_kernel_ops.sh dry`): one compile-and-measure command's arguments
+checked on the CPU as the GPU run would check them. GPU run 23's part 1 named programs of
+different sizes in one command and stopped at once; the dry run must fail on that too."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from workbench.cli.measure import job_sizes
+from workbench.errors import WorkbenchError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dry():
+    spec = importlib.util.spec_from_file_location("kernel_ops_dry",
+                                                  ROOT / "benchmarks/gpu/kernel_ops_dry.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_one_job_must_share_its_sizes():
+    with pytest.raises(WorkbenchError, match=r"^--set must name sizes of program where_sizes, "
+                                             r"got N; known: F, H, P, T$"):
+        job_sizes(["studies/kernel_ops.py", "studies/kernel_ops.py:reductions"],
+                  ("T=8", "H=8", "F=8", "N=8"))
+    assert job_sizes(["studies/adagrad.py"], ("N=8", "N=16")) == [{"N": 8}, {"N": 16}]
+
+
+def test_the_dry_run_fails_where_gpu_run_23_failed(capsys):
+    failures = _dry().dry(["--gpus", "1", "studies/kernel_ops.py",
+                           "studies/kernel_ops.py:reductions", "--set", "T=8", "--set", "N=8",
+                           "--name", "x"])
+    assert failures == 1
+    assert "FAILED: error: --set must name sizes of program where_sizes, got N" in (
+        capsys.readouterr().out)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) not installed")
+def test_the_dry_run_checks_lowers_compiles_and_runs_the_reference(capsys, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
+    failures = _dry().dry(["--gpus", "1", "--reps", "20", "studies/adagrad.py",
+                           "--set", "N=2**10", "--name", "x"])
+    out = capsys.readouterr().out
+    assert failures == 0, out
+    assert "program adagrad ok, 3 schedules ok; sizes N=1024, P=1 ok on h100x8" in out
+    lines = [line for line in out.splitlines() if line.startswith("studies/adagrad.py N=")]
+    assert [line.split()[3] for line in lines] == [
+        "unscheduled:", "rs-c-ag:", "rs-c-ag-sliced-state:", "fuse-rs-c-ag:"]
+    assert all(": ok;" in line and "reference finite" in line for line in lines)
+
+
+def _measure_commands(script: Path) -> list[list[str]]:
+    """The arguments of each `measure NAME LIMIT ARGS...` call of a run_*.sh script, with
+    $OPS expanded and `$(...)` dropped (what the dry run and the GPU run both receive)."""
+    import re
+    import shlex
+
+    text = script.read_text().replace("\\\n", " ")
+    ops = re.search(r"^OPS=(\S+)$", text, re.M).group(1)
+    out = []
+    for line in text.splitlines():
+        if line.strip().startswith("measure ") and "()" not in line:
+            line = re.sub(r"\$\([^)]*\)", "", line).replace("$OPS", ops)
+            out.append(shlex.split(line)[3:])
+    return out
+
+
+def test_every_command_of_run_kernel_ops_shares_its_sizes():
+    commands = _measure_commands(ROOT / "benchmarks/gpu/run_kernel_ops.sh")
+    assert len(commands) == 4  # part 1 in two size groups, part 2, part 3
+    specs = []
+    for args in commands:
+        programs = [a for a in args if a.endswith(".py") or ".py:" in a]
+        sets = tuple(args[i + 1] for i, a in enumerate(args) if a == "--set")
+        assert job_sizes(programs, sets)  # raises as compile-and-measure would
+        specs += programs
+    for wanted in ("studies/adagrad.py", "studies/sgd_momentum.py:sgd_momentum_wd",
+                   "studies/parameter_server.py", "studies/kernel_ops.py:mlp"):
+        assert wanted in specs

@@ -1,0 +1,175 @@
+"""`workbench compile-and-measure` and `workbench calibrate`: run generated kernels on real
+GPUs, one process per GPU, and tabulate measured times, checks and baselines."""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.results_table import format_table, steps_table, table
+from cost_model import calibration
+from workbench.runtime.calibrate import measure, write_csvs
+from workbench.runtime.job import job_stem, run_job
+from workbench.errors import RuntimeFault, WorkbenchError
+from workbench.loader import check_size_names, load, parse_sets
+
+
+def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
+    """--set N=2**24 --set N=2**26 --set T=8 -> every combination, in the order given."""
+    values: dict[str, list[int]] = {}
+    for item in items:
+        for name, value in parse_sets((item,)).items():
+            values.setdefault(name, []).append(value)
+    if not values:
+        return [{}]
+    names = list(values)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
+
+
+def job_sizes(program_files, sets: tuple[str, ...]) -> list[dict[str, int]]:
+    """The size sets a compile-and-measure job runs (every combination of the --set values),
+    after checking that every --set names a size of every program: a misspelt or foreign size
+    fails here, before any GPU work. One job's programs must share their sizes; programs of
+    different sizes are measured by separate commands (benchmarks/gpu/run_kernel_ops.sh's groups).
+    Also called by the CPU-only dry runs, so they validate what the GPU run will."""
+    sweep = _size_sweep(sets)
+    for spec in program_files:
+        check_size_names(load(spec).program, sweep[0])
+    return sweep
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version(), "host": platform.node()}
+    for tool in (["nvcc", "--version"], ["nvidia-smi", "--query-gpu=name,driver_version",
+                                         "--format=csv,noheader"]):
+        try:
+            text = subprocess.run(tool, capture_output=True, text=True).stdout.strip()
+            out[tool[0]] = text.splitlines()[-1] if tool[0] == "nvcc" else text
+        except (OSError, IndexError):
+            out[tool[0]] = "absent"
+    return out
+
+
+@click.command("compile-and-measure")
+@click.argument("program_files", nargs=-1, required=True, metavar="PROGRAM.py[:NAME]...")
+@click.option("--gpus", "P", type=int, required=True,
+              help="Ranks, one per GPU (all stages of a pipeline together).")
+@click.option("--set", "sets", multiple=True,
+              help="Size NAME=VALUE; repeat a name to sweep (e.g. --set N=2**24 --set N=2**26).")
+@click.option("--schedule", default="all", show_default=True,
+              help="Schedules to measure besides the unscheduled program (comma-separated), "
+                   "all, or unscheduled (that program alone).")
+@click.option("--reps", default=30, show_default=True, help="Timed repetitions (>= 20).")
+@click.option("--warmup", default=5, show_default=True)
+@click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
+@click.option("--out", "out_dir", default="studies/results/gpu", show_default=True,
+              help="Folder for the CSV and JSON results.")
+@click.option("--hang-timeout", "hang_s", default=60.0, show_default=True,
+              help="Seconds without progress from a rank before the run is ended.")
+@click.option("--quiet", is_flag=True, help="Do not echo the ranks' progress lines.")
+@click.option("--name", default=None, help="Stem of the result files (default: from programs).")
+@click.option("--unroll", default=1, show_default=True,
+              help="Vectors per thread per iteration in fused collectives (1, 2 or 4).")
+@click.option("--collective-mode", "mode", type=click.Choice(["pull", "push"]), default="pull",
+              show_default=True, help="Reduce-scatter of fused collectives: NVLink peer loads "
+              "(pull) or peer stores into the owners' staging buffers (push).")
+@click.option("--per-step", is_flag=True,
+              help="Also time each step (kernel, NCCL call, GEMM, overlap) of every schedule, "
+                   "with CUDA events between steps; written to NAME.steps.csv.")
+def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
+                        hang_s, quiet, name, unroll, mode, per_step):
+    """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
+    reference interpreter, time it, and print a table with the baselines."""
+    if P < 1:
+        raise WorkbenchError(f"--gpus must be at least 1, got {P}")
+    check_output_dir(out_dir, "--out")
+    sweep = job_sizes(program_files, sets)
+    echo = None if quiet else (lambda r, line: click.echo(line, err=True))
+    if unroll not in (1, 2, 4):
+        raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")
+    stem = name or job_stem(program_files, P)
+    out = Path(out_dir)
+    # Rank 0 rewrites its records as it goes beside the final results, so a run cut off from
+    # outside leaves them where the user looks.
+    results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
+                      not no_baselines, hang_s, echo, unroll, mode,
+                      partial=out / f"{stem}.partial.json", per_step=per_step)
+    command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    results["meta"].update(_versions(), command=command,
+                           date=datetime.datetime.now(datetime.UTC).isoformat())
+    df = table(results["records"])
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / f"{stem}.csv", index=False)
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
+    (out / f"{stem}.command.txt").write_text(command + "\n")
+    click.echo(format_table(df))
+    written = ".csv, .json, .command.txt"
+    if per_step:
+        steps = steps_table(results["records"])
+        steps.to_csv(out / f"{stem}.steps.csv", index=False)
+        click.echo(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        written += ", .steps.csv"
+    click.echo(f"wrote {out / stem}{written}")
+    unchecked = df[(df.kind == "workbench") & df.check.str.startswith("REFERENCE NOT FINITE")]
+    if len(unchecked):  # no oracle: the kernels were not checked (interpreter.first_nonfinite)
+        first = unchecked.iloc[0]
+        raise RuntimeFault(f"the reference interpreter must stay finite to check the kernels, "
+                           f"got {first.spec} {first.sizes}: {first.check[22:]}")
+    bad = df[(df.kind == "workbench") & df.check.str.startswith("MISMATCH")]
+    if len(bad):
+        worst = bad.iloc[0]
+        raise RuntimeFault(f"every schedule must match the reference interpreter, got "
+                           f"{len(bad)} mismatch(es), first: {worst.spec} {worst.sizes} "
+                           f"{worst.schedule}: {worst.check}")
+
+
+@click.command("calibrate")
+@click.option("--gpus", "P", type=int, required=True, help="Ranks, one per GPU.")
+@click.option("--out", "out_path", default="profile.json", show_default=True,
+              help="The hardware profile to write; raw measurements go beside it "
+                   "(PROFILE.raw.json, .nccl.csv, .fused.csv) with the fit errors (.fit.txt).")
+@click.option("--base", default="h200x4", show_default=True,
+              help="Preset whose unmeasured fields (NVLink, NIC, channels) the profile keeps.")
+@click.option("--from-raw", "raw_in", default=None,
+              help="Fit a raw file measured earlier instead of measuring (no GPU needed).")
+@click.option("--hang-timeout", "hang_s", default=120.0, show_default=True,
+              help="Seconds without progress from a rank before the run is ended.")
+@click.option("--passes", default=3, show_default=True,
+              help="Whole sweeps of the NCCL collectives and send/recv, one after another; "
+                   "each point is the median over them (one sweep's latency-bound points "
+                   "moved 20-25 % between runs on 2x H200).")
+def calibrate(P, out_path, base, raw_in, hang_s, passes):
+    """Run microbenchmarks only (NCCL collectives, HBM, launch gap, GEMM, the fused peer
+    load/store kernel) on P GPUs and write a hardware profile for `simulate --hardware`."""
+    if P < 1:
+        raise WorkbenchError(f"--gpus must be at least 1, got {P}")
+    if passes < 1:
+        raise WorkbenchError(f"--passes must be at least 1, got {passes}")
+    out = Path(out_path)
+    check_output_file(out, "--out")
+    if out.suffix.lower() != ".json":
+        raise WorkbenchError(f"--out must name a .json profile, got {out_path}; e.g. "
+                             "--out profile.json")
+    stem = out.with_suffix("")
+    raw_path = stem.with_name(stem.name + ".raw.json")
+    if raw_in is None:
+        measure(P, raw_path, echo=lambda r, line: click.echo(line, err=True), hang_s=hang_s,
+                passes=passes)
+    else:
+        raw_path = Path(raw_in)
+    raw = calibration.read_raw(raw_path, P)
+    written = write_csvs(raw, stem) if raw_in is None else []
+    cal = calibration.fit(raw, base)
+    written += calibration.write(cal, out)
+    click.echo(calibration.fit_report(cal), nl=False)
+    click.echo(json.dumps(cal.profile, indent=1))
+    click.echo("wrote " + ", ".join(str(p) for p in [*written, raw_path]))

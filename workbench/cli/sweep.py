@@ -1,0 +1,242 @@
+"""`workbench sweep`: the CoCoNet experiments (studies/sweep.py) over every study, schedule and
+size, predicted and measured.
+
+    workbench sweep predict --hardware h200x4 --out studies/results/h200x4
+    workbench sweep measured RESULT.csv [...] --out studies/results/h200x4
+    workbench sweep steps RESULT.json --hardware PROFILE   # per step (--per-step runs)
+    workbench report studies/results/h200x4
+
+`predict` simulates every schedule of every study over the sizes of CoCoNet's figures and
+writes predicted.csv. `measured` folds the CSVs written by `workbench compile-and-measure` into
+measured.csv (same keys). `workbench report` then compares them and draws the figures.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.results_table import table
+from workbench.cli.simulate import predict
+from cost_model.hardware import load_hardware
+from cost_model.ops import program_cost
+from studies.sweep import STUDIES_DIR, SWEEPS, size_label
+from workbench.interpreter import bind_sizes
+from workbench.loader import load
+
+
+def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None,
+                 gpus: int | None = None):
+    """One row per (study, schedule, size): the simulator's prediction. `gpus` is the number
+    of GPUs the run uses, as `compile-and-measure --gpus` (default: the cluster's); a
+    program's groups (a pipeline's stages) share them evenly, so each group has P = gpus /
+    groups ranks, the `P` a measured CSV records."""
+
+    cluster = load_hardware(hardware, nodes)
+    rows = []
+    for study in studies or list(SWEEPS):
+        spec, size_list = SWEEPS[study]
+        loaded = load(str(STUDIES_DIR / spec))
+        groups = len(loaded.program.groups())  # a pipeline's stages share the GPUs
+        used = gpus or cluster.world_size
+        if used % groups:
+            raise click.UsageError(
+                f"--gpus {used}: study {study!r} has {groups} stages and needs a multiple of "
+                f"{groups} GPUs; pass --gpus {groups * max(1, used // groups)} or leave it out")
+        P = used // groups
+        for sizes in size_list:
+            for p in predict(loaded, cluster, {**sizes, "P": P}):
+                if not p.ok:  # predict said why on stderr; a row needs a time
+                    continue
+                rows.append({"study": study, "schedule": p.name, "size": size_label(sizes),
+                             "gpus": P, "predicted_s": p.time_s,
+                             "model_s": p.model_s, "lower_bound_s": p.lower_bound_s,
+                             "bottleneck": p.bottleneck})
+    return pd.DataFrame(rows)
+
+
+def _study_of(spec: str) -> str:
+    """'studies/adam.py:mixed' -> 'adam-mixed' (the sweep's study labels)."""
+    path, _, attr = spec.partition(":")
+    return Path(path).stem + (f"-{attr}" if attr and attr != "program" else "")
+
+
+def _parse_sizes(text: str) -> dict:
+    """'N=16777216', 'H=12288,T=8192' or 'T=8192 H=12288' -> dict of ints."""
+    items = str(text).replace(",", " ").split()
+    return {k: int(v) for k, v in (item.split("=") for item in items)}
+
+
+def _records(path: Path) -> list[dict]:
+    """The records of a compile-and-measure JSON (NAME.json, or NAME.partial.json that a run
+    cut off left behind)."""
+    try:
+        return json.loads(Path(path).read_text())["records"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise click.UsageError(f"{path} must be compile-and-measure's JSON (an object with "
+                               f"'records'), got {type(e).__name__}: {e}; pass its CSV or the "
+                               f"run's NAME.json / NAME.partial.json") from None
+
+
+def _read_results(path: Path) -> pd.DataFrame:
+    """A compile-and-measure CSV, or its JSON (see _records) as the same table."""
+    if path.suffix != ".json":
+        return pd.read_csv(path)
+    return table(_records(path))
+
+
+def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
+    """Fold compile-and-measure CSVs (or their JSON, partial ones included) into (study,
+    schedule, size, gpus, measured_s, check);
+    only the workbench's own schedules (baselines are kept in the source CSVs). A case
+    measured in several CSVs keeps the row of the last CSV given (list re-runs last)."""
+    frames = []
+    for path in csv_paths:
+        df = _read_results(Path(path))
+        if "median_ms" in df.columns:  # a table parsed from a cut-off run's worker log
+            frames.append(pd.DataFrame({
+                "study": df["program"].map(_study_of),
+                "schedule": df["schedule"],
+                "size": df["N"].map(lambda n: size_label({"N": int(n)})),
+                "gpus": df["rank_medians_ms"].str.split().str.len(),
+                "measured_s": df["median_ms"] / 1e3,
+                "check": df["check"],
+            }))
+            continue
+        df = df[df["kind"] == "workbench"]
+        frame = pd.DataFrame({
+            "study": df["spec"].map(_study_of),
+            "schedule": df["schedule"],
+            "size": df["sizes"].map(lambda t: size_label(_parse_sizes(t))),
+            "gpus": df["P"].astype(int),
+            "measured_s": df["time_ms"] / 1e3,
+            "check": df["check"],
+        })
+        if "fastest_baseline_ms" in df.columns:  # results since design note 54
+            frame["fastest_baseline"] = df["fastest_baseline"]
+            frame["fastest_baseline_s"] = df["fastest_baseline_ms"] / 1e3
+        frames.append(frame)
+    rows = pd.concat(frames, ignore_index=True)
+    return rows.drop_duplicates(["study", "schedule", "size", "gpus"], keep="last",
+                                ignore_index=True)
+
+
+def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1) -> pd.DataFrame:
+    """Per-step measured times (compile-and-measure --per-step: the records' "steps") beside
+    the cost model's time of the top-level statement each step runs, where a step runs one
+    whole statement (a statement that lowers to several steps, e.g. LAMB's fused kernel
+    with its norm combine, has no prediction per step; consecutive steps labelled with one
+    statement, a norm's partial sums and their combine, are one row:
+    merge_statement_steps). predicted_gpu_ms leaves out the host's issue cost of an NCCL
+    call, which a host ahead of the GPU hides in a sequence."""
+
+    cluster = load_hardware(hardware, nodes)
+    rows = []
+    for path in result_paths:
+        for r in _records(path):
+            if r.get("kind") != "workbench" or not r.get("steps"):
+                continue
+            loaded = load(r["spec"])
+            name = r["schedule"]
+            if name != "unscheduled" and name not in loaded.schedules:
+                raise click.UsageError(
+                    f"{path}: schedule {name!r} must be one of {r['spec']}'s, got none of that "
+                    f"name (known: {', '.join(sorted(loaded.schedules))}); compare with the "
+                    "program file the run measured")
+            program = (loaded.program if name == "unscheduled"
+                       else loaded.schedules[name].apply())
+            cost = program_cost(program, cluster, bind_sizes(program, r["sizes"]))
+            by_name = {s.name: c for s, c in zip(program.stmts, cost.stmts)}
+            for st in merge_statement_steps(r["steps"]):
+                c = by_name.get(st["stmts"])
+                t = float(c.time_s) * 1e3 if c is not None else None
+                gpu = float(c.time_s - c.host_s) * 1e3 if c is not None else None
+                rows.append({"study": _study_of(r["spec"]), "schedule": r["schedule"],
+                             "size": size_label(r["sizes"]), "stage": st["stage"],
+                             "stmts": st["stmts"], "steps": st["steps"],
+                             "measured_ms": st["median_ms"],
+                             "predicted_ms": t, "predicted_gpu_ms": gpu,
+                             "error": (gpu / st["median_ms"] - 1) if gpu else None})
+    return pd.DataFrame(rows)
+
+
+def merge_statement_steps(steps: list[dict]) -> list[dict]:
+    """Consecutive steps of one stage that run the same statements, as one row: their
+    medians summed, `steps` counting them. A Norm over a Sliced tensor lowers to a kernel of
+    partial sums and one that combines them, both labelled with the statement, and the cost
+    model prices the two together (GPU run 15 had set each half beside the whole
+    statement's price: 0.006 ms against 0.024)."""
+    merged: list[dict] = []
+    for st in steps:
+        last = merged[-1] if merged else None
+        if last is not None and (last["stage"], last["stmts"]) == (st["stage"], st["stmts"]):
+            last["median_ms"] += st["median_ms"]
+            last["steps"] += 1
+        else:
+            merged.append({"stage": st["stage"], "stmts": st["stmts"],
+                           "median_ms": st["median_ms"], "steps": 1})
+    return merged
+
+
+@click.group("sweep")
+def main() -> None:
+    """Run the CoCoNet study sweeps: predict, fold measured results, compare per step."""
+
+
+@main.command("predict")
+@click.option("--hardware", default="h200x4", show_default=True)
+@click.option("--nodes", default=1, show_default=True)
+@click.option("--study", "studies", multiple=True, type=click.Choice(list(SWEEPS)))
+@click.option("--gpus", type=int, default=None,
+              help="GPUs the run uses, as compile-and-measure --gpus (default: the "
+                   "hardware's); each stage of a pipeline gets an equal share.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
+def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int | None,
+                out_dir: Path) -> None:
+    """Simulate every study's schedules over its sizes; write OUT/predicted.csv."""
+    check_output_dir(out_dir, "--out")
+    df = predict_rows(hardware, nodes, list(studies) or None, gpus)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out_dir / "predicted.csv", index=False)
+    click.echo(f"wrote {out_dir / 'predicted.csv'} ({len(df)} rows)")
+
+
+@main.command("measured")
+@click.argument("csv_paths", nargs=-1, type=click.Path(exists=True, path_type=Path),
+                required=True)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
+def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
+    """Fold compile-and-measure results into OUT/measured.csv."""
+    check_output_dir(out_dir, "--out")
+    df = measured_rows(list(csv_paths))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out_dir / "measured.csv", index=False)
+    click.echo(f"wrote {out_dir / 'measured.csv'} ({len(df)} rows)")
+
+
+@main.command("steps")
+@click.argument("json_paths", nargs=-1, type=click.Path(exists=True, path_type=Path),
+                required=True)
+@click.option("--hardware", default="h200x4", show_default=True)
+@click.option("--nodes", default=1, show_default=True)
+@click.option("--out", "out_csv", type=click.Path(path_type=Path), default=None)
+def steps_cmd(json_paths: tuple[Path, ...], hardware: str, nodes: int,
+              out_csv: Path | None) -> None:
+    """Per-step measured (compile-and-measure --per-step JSON) against predicted times."""
+    check_output_file(out_csv, "--out")
+    df = step_rows(list(json_paths), hardware, nodes)
+    if df.empty:
+        raise click.UsageError("the results must hold per-step times, got none; measure with "
+                               "workbench compile-and-measure --per-step")
+    click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if out_csv is not None:
+        df.to_csv(out_csv, index=False)
+        click.echo(f"wrote {out_csv} ({len(df)} rows)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""The steps that run in pieces: an overlap (producer and consumer chunk by chunk on two
+streams) and a fused collective whose bytes copy engines move (peer copies, a kernel per
+piece, barriers); with the grid sizes of their kernels and the chunking of NCCL calls.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from codegen.plan import (
+    PEER,
+    CopyEngineStep,
+    OverlapStep,
+)
+from codegen.spec import THREADS
+from workbench.runtime.gpu import ITEMSIZE, Gemm
+from workbench.errors import RuntimeFault
+
+# Blocks per SM of a fused collective: __launch_bounds__(THREADS, 2) guarantees 2 fit, and every
+# block of every rank must be resident at once (blocks spin on their peers' counterparts).
+COLLECTIVE_BLOCKS_PER_SM = 2
+
+if TYPE_CHECKING:  # the runs these pieces belong to; the executor imports this module
+    from workbench.runtime.executor import PlanRun
+
+
+def collective_blocks_per_sm() -> int:
+    # WB_COLLECTIVE_BLOCKS_PER_SM=1 halves the grid (a tuning experiment); more than 2 could
+    # leave blocks unscheduled while their peers spin, so it is capped at the launch bound.
+    import os
+
+    return max(1, min(COLLECTIVE_BLOCKS_PER_SM,
+                      int(os.environ.get("WB_COLLECTIVE_BLOCKS_PER_SM", COLLECTIVE_BLOCKS_PER_SM))))
+
+
+def overlap_blocks(full: int) -> int:
+    # Blocks of an overlapped consumer kernel. It shares the SMs with the MatMul chunks it
+    # overlaps: a quarter of the full grid (66 blocks on an H200, one per two SMs) was the
+    # fastest of 16..264 blocks for the model-parallel layer on 2x H200 (GPU run 6,
+    # studies/results/gpu/README.md). WB_OVERLAP_BLOCKS overrides it (the same on every rank:
+    # blocks meet their peers by index).
+    import os
+
+    value = int(os.environ.get("WB_OVERLAP_BLOCKS", "0") or 0)
+    return min(full, value) if value > 0 else max(1, full // 4)
+
+
+def elementwise_grid(extent: int, vec: int, sm_count: int) -> int:
+    """Blocks of an elementwise kernel over `extent` elements, `vec` per thread: enough for
+    one pass, at most 16 per SM (the kernels are grid-stride loops)."""
+    return max(1, min(-(-extent // (vec * THREADS)), sm_count * 16))
+
+
+def nccl_chunk(op: str, src: int, dst: int, count: int, dtype: str, i: int, chunks: int,
+               P: int) -> tuple[int, int, int]:
+    """Source and destination addresses and count of chunk i of an NCCL op on `count`
+    elements per rank (codegen.plan.NcclStep): the chunk's rows of every tensor, whose parts
+    are P times longer on the side that holds every rank's part (the source of
+    reduce_scatter, the destination of all_gather)."""
+    part = count // chunks
+    size = ITEMSIZE[dtype]
+    src_mul = P if op == "reduce_scatter" else 1
+    dst_mul = P if op == "all_gather" else 1
+    return src + i * part * src_mul * size, dst + i * part * dst_mul * size, part
+
+
+class OverlapRun:
+    """An OverlapStep bound to this rank: producer chunks on one stream, consumer chunks on
+    another; consumer chunk i waits for producer chunk i's event only. The producer is a
+    MatMul (cuBLAS on rows) or an NCCL collective (its chunk's part).
+
+    Both streams are blocking streams (pycuda's default flags), so work on the legacy default
+    stream (every other step, and the timing events) orders against them both ways; the join
+    at the start also keeps a run's MatMul from overwriting rows that the previous run's
+    consumer may still be reading on a peer (its end barrier covers the rest)."""
+
+    def __init__(self, run: PlanRun, step: OverlapStep, producer, consumer):
+        import torch
+
+        drv = run.gpu.drv
+        self.run_, self.step, self.producer, self.consumer = run, step, producer, consumer
+        self.producer_stream, self.consumer_stream = drv.Stream(), drv.Stream()
+        self.torch_stream = torch.cuda.ExternalStream(int(self.producer_stream.handle))
+        self.join = drv.Event(drv.event_flags.DISABLE_TIMING)
+        self.done = [drv.Event(drv.event_flags.DISABLE_TIMING) for _ in range(step.chunks)]
+        self.rows = producer.m // step.chunks if isinstance(producer, Gemm) else 0
+
+    def run(self) -> None:
+        import torch
+
+        C, r = self.step.chunks, self.rows
+        run = self.run_
+        self.join.record()  # on the legacy stream: after everything enqueued before
+        self.producer_stream.wait_for_event(self.join)
+        self.consumer_stream.wait_for_event(self.join)
+        for i in range(C):
+            if isinstance(self.producer, Gemm):
+                with torch.cuda.stream(self.torch_stream):
+                    self.producer(slice(i * r, (i + 1) * r))
+            else:
+                run.launch_chunk(self.producer, i, C, self.producer_stream)
+            self.done[i].record(self.producer_stream)
+            self.consumer_stream.wait_for_event(self.done[i])
+            run.launch_chunk(self.consumer, i, C, self.consumer_stream)
+
+
+class CopyEnginesRun:
+    """A CopyEngineStep bound to this rank: the start barrier on the legacy stream, then per
+    piece the pulls on one stream, the kernel on its window on another once they are done,
+    the pushes on a third once it is done; then the end barrier on the legacy stream.
+
+    The three streams are blocking streams (pycuda's default flags): the end barrier on the
+    legacy stream waits for all of them, and the next run's pulls wait for this run's end
+    through the start barrier and the join event."""
+
+    def __init__(self, run: PlanRun, step: CopyEngineStep):
+        drv = run.gpu.drv
+        self.run_, self.step = run, step
+        self.start, self.end = run._prepare(step.start), run._prepare(step.end)
+        self.kernel = run._prepare(step.kernel)
+        n, C = run._int(step.kernel.extent), step.chunks
+        if n % C:
+            raise RuntimeFault(f"statement {','.join(step.stmts)}: copy engines move pieces of "
+                               f"1/{C} of each rank's slice of {n} elements, which must divide "
+                               f"evenly; pick chunks dividing {n} (s.copy_engines(..., "
+                               "chunks=...))")
+        self.piece = n // C
+        spec = step.kernel.spec
+        grid = elementwise_grid(self.piece, spec.vec, run.gpu.sm_count)
+        self.kernel = (*self.kernel[:3], grid, *self.kernel[4:])
+        self.pulls, self.pushes = [], []
+        base = run.stage * run.P
+        for c in step.copies:
+            size = ITEMSIZE[c.dtype]
+            piece_bytes = self.piece * size
+            for k in range(run.P):
+                if k == run.local:
+                    continue
+                subs = {PEER: k}
+                src_rank, dst_rank = (base + k, run.gpu.rank) if c.pull else \
+                    (run.gpu.rank, base + k)
+                src = run.pointer(c.src, src_rank) + run._int(
+                    substitute(c.src_offset, subs)) * size
+                dst = run.pointer(c.dst, dst_rank) + run._int(
+                    substitute(c.dst_offset, subs)) * size
+                (self.pulls if c.pull else self.pushes).append((src, dst, piece_bytes))
+        self.streams = [drv.Stream() for _ in range(3)]
+        flags = drv.event_flags.DISABLE_TIMING
+        self.join = drv.Event(flags)
+        self.pulled = [drv.Event(flags) for _ in range(C)]
+        self.computed = [drv.Event(flags) for _ in range(C)]
+
+    def run(self) -> None:
+        drv = self.run_.gpu.drv
+        pull_s, kernel_s, push_s = self.streams
+        self.run_.launch(self.start)
+        self.join.record()  # on the legacy stream, after the start barrier
+        for st in self.streams:
+            st.wait_for_event(self.join)
+        for i in range(self.step.chunks):
+            at = i * self.piece
+            for src, dst, nbytes in self.pulls:
+                drv.memcpy_dtod_async(dst + i * nbytes, src + i * nbytes, nbytes, pull_s)
+            self.pulled[i].record(pull_s)
+            kernel_s.wait_for_event(self.pulled[i])
+            self.run_.launch(self.kernel, kernel_s, window=(at, self.piece))
+            self.computed[i].record(kernel_s)
+            push_s.wait_for_event(self.computed[i])
+            for src, dst, nbytes in self.pushes:
+                drv.memcpy_dtod_async(dst + i * nbytes, src + i * nbytes, nbytes, push_s)
+        self.run_.launch(self.end)  # legacy stream: after all three streams' work
+
+
+def substitute(expr, subs: dict):
+    import sympy
+
+    return sympy.sympify(expr).subs(subs)
+

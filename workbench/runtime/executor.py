@@ -1,0 +1,451 @@
+"""Execute a lowered Plan on this rank's GPU (pycuda on the primary context, NCCL through
+nccl4py or torch.distributed), with inputs, poisoning, outputs and CUDA-event timing.
+
+A pipeline's ranks are numbered stage-major (global rank = stage * P + local rank): a rank
+allocates the buffers of its own stage, runs the steps of its stage (a Send on both of its
+stages), and runs its collectives on its stage's communicator (Gpu.use_stages).
+
+Every GPU library is imported inside the functions here; the worker process imports this
+module only once it has a GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+from codegen.plan import (
+    MAX_BLOCKS,
+    RANK,
+    ChunkedStep,
+    CopyEngineStep,
+    GemmStep,
+    NcclStep,
+    OverlapStep,
+    Plan,
+    ReduceStep,
+    SendStep,
+    check_chunk_rows,
+    check_overlap_rows,
+    check_row_cols,
+)
+from codegen.spec import THREADS
+from workbench.runtime.chunked import (
+    CopyEnginesRun,
+    OverlapRun,
+    collective_blocks_per_sm,
+    elementwise_grid,
+    nccl_chunk,
+    overlap_blocks,
+)
+from workbench.runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
+from workbench import interpreter
+from workbench.errors import RuntimeFault
+
+# Blocks per SM of a row kernel's grid when its register count is unknown: 512-thread blocks
+# fit at most 4 per SM (2048 threads).
+ROW_BLOCKS_PER_SM = 4
+
+
+def resident_row_blocks(num_regs: int | None, threads: int = THREADS) -> int:
+    """Blocks of `threads` threads that fit on one SM by registers (65536 a SM, given out per
+    warp in units of 256) and threads (2048), 1-4: a row kernel's grid is that many a SM, so
+    every block is resident and grid-strides over rows. A larger grid leaves blocks waiting
+    for a first wave to finish all its rows, then runs them on SMs left a block or two each
+    (with 3 resident of 4 a SM, the last quarter of the blocks ran alone)."""
+    if not num_regs:
+        return ROW_BLOCKS_PER_SM
+    per_warp = -(-num_regs * 32 // 256) * 256
+    by_regs = (65536 // per_warp) // (threads // 32)
+    return max(1, min(ROW_BLOCKS_PER_SM, 2048 // threads, by_regs))
+
+
+@dataclass
+class Timing:
+    """Per-rank CUDA-event times of one measured thing, in ms."""
+
+    times_ms: list
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+
+class PlanRun:
+    """A Plan bound to sizes on this rank: buffers allocated, peers mapped, kernels compiled."""
+
+    def __init__(self, gpu: Gpu, plan: Plan, sizes: dict, blocks_per_sm: int | None = None):
+        # blocks_per_sm: a fused collective's grid per SM (1 or 2; None: the environment's
+        # WB_COLLECTIVE_BLOCKS_PER_SM, default 2), a per-plan knob for wbtorch's choice
+        self.gpu, self.plan = gpu, plan
+        self.blocks_per_sm = blocks_per_sm
+        if plan.world != gpu.world:
+            raise RuntimeFault(f"a plan for {len(plan.groups)} stage(s) of {plan.P} ranks must "
+                               f"run on {plan.world} ranks, got {gpu.world}; lower it with "
+                               f"P = {gpu.world // len(plan.groups)} (Gpu.use_stages)")
+        self.P = plan.P
+        self.stage, self.local = divmod(gpu.rank, plan.P)
+        self.bound = interpreter.bind_sizes(plan.program, sizes)
+        self.subs = dict(self.bound)
+
+        self.subs[RANK] = self.local
+        drv = gpu.drv
+        self.allocs, self.ptr, self.numel, self.nbytes, self.ipc = {}, {}, {}, {}, []
+        self.pristine: dict[str, object] = {}  # clobbered input buffer -> its copy at upload
+        self.buffers = [b for b in plan.buffers if b.group == self.stage]
+        for b in self.buffers:
+            n = self._int(b.numel)
+            self.numel[b.name] = n
+            self.nbytes[b.name] = max(16, n * ITEMSIZE[b.dtype])
+            self.allocs[b.name] = drv.mem_alloc(self.nbytes[b.name])
+            self.ptr[b.name] = int(self.allocs[b.name])
+        for b in self.buffers:
+            if b.dtype == "u32":
+                drv.memset_d32(self.ptr[b.name], 0, self.numel[b.name])
+        drv.Context.synchronize()
+        self.handles = self._exchange_handles()
+        self.mapped: dict[tuple[str, int], int] = {}
+        self.epoch = 0
+        self.seqs: dict[int, list[int]] = {}
+        self.steps = plan.steps_of(self.stage)
+        self.launches = [self._prepare(s) for s in self.steps]
+
+    def _int(self, expr) -> int:
+        import sympy
+
+        value = sympy.sympify(expr).subs(self.subs)
+        if not value.is_Integer:
+            raise RuntimeFault(f"buffer size {expr} must be an integer, got {value}")
+        return int(value)
+
+    def _exchange_handles(self) -> list[dict]:
+        """Every rank's CUDA IPC handles of its peer buffers, by global rank (a collective:
+        every rank of the world calls it)."""
+        drv = self.gpu.drv
+        mine = {b.name: bytes(drv.mem_get_ipc_handle(self.ptr[b.name]))
+                for b in self.buffers if b.peer}
+        return self.gpu.all_gather(mine)
+
+    def pointer(self, name: str, rank: int) -> int:
+        """The address of buffer `name` of global rank `rank` in this process (this rank's
+        own allocation, or the other rank's mapped through CUDA IPC once)."""
+        if rank == self.gpu.rank:
+            return self.ptr[name]
+        key = (name, rank)
+        if key not in self.mapped:
+            handle = self.handles[rank].get(name)
+            if handle is None:
+                raise RuntimeFault(f"rank {rank} must export buffer '{name}' (a peer buffer of "
+                                   f"its stage), got no CUDA IPC handle for it; every rank "
+                                   "must lower the same program with the same P")
+            drv = self.gpu.drv
+            h = drv.IPCMemoryHandle(bytearray(handle), drv.ipc_mem_flags.LAZY_ENABLE_PEER_ACCESS)
+            self.ipc.append(h)
+            self.mapped[key] = int(h)
+        return self.mapped[key]
+
+    def _prepare(self, step):
+        if isinstance(step, NcclStep):
+            return ("nccl", step, self._address(step.src, step.dtype),
+                    self._address(step.dst, step.dtype), self._int(step.count))
+        if isinstance(step, SendStep):
+            sending = self.stage == step.src_group
+            peer = (step.dst_group if sending else step.src_group) * self.P + self.local
+            loc = step.src if sending else step.dst
+            return ("p2p", "send" if sending else "recv", self._address(loc, step.dtype),
+                    self._int(step.count), step.dtype, peer)
+        if isinstance(step, GemmStep):
+            return ("gemm", Gemm(self, step))
+        if isinstance(step, ReduceStep):
+            return ("gemm", Reduction(self, step))  # a library call, enqueued like a GEMM
+        if isinstance(step, OverlapStep):
+            return ("overlap", self._prepare_overlap(step))
+        if isinstance(step, CopyEngineStep):
+            return ("copy", CopyEnginesRun(self, step))
+        if isinstance(step, ChunkedStep):
+            check_chunk_rows(step.stmt, self._int(step.rows), step.per, step.chunks)
+            return ("chunked", step.chunks, [self._prepare(s) for s in step.steps])
+        spec = step.spec
+        fn = self.gpu.function(spec)
+        sig, args, epoch_at, seq_at = "", [], None, None
+        for p in spec.params:
+            if p.kind == "buf":
+                sig += "P"
+                args.append(np.uintp(self.ptr[p.ref]))
+            elif p.kind in ("peer", "flags"):
+                sig += "P"  # rank p.index of this stage
+                args.append(np.uintp(self.pointer(p.ref, self.stage * self.P + p.index)))
+            elif p.kind == "remote":
+                sig += "P"  # this local rank of stage p.index
+                args.append(np.uintp(self.pointer(p.ref, p.index * self.P + self.local)))
+            elif p.kind == "seq":
+                sig += "I"
+                seq_at = len(args)
+                args.append(np.uint32(0))
+            elif p.kind == "size":
+                sig += "q"
+                args.append(np.int64(self.bound[next(s for s in self.bound if s.name == p.ref)]))
+            elif p.kind == "rank":
+                sig += "i"
+                args.append(np.int32(self.local))
+            elif p.kind == "epoch":
+                sig += "I"
+                epoch_at = len(args)
+                args.append(np.uint32(0))
+            elif p.kind in ("chunk", "win_first", "win_count"):
+                sig += "q"
+                args.append(np.int64(0))  # set per launch (OverlapRun, CopyEnginesRun)
+            else:
+                raise RuntimeFault(f"kernel parameter kind must be known, got {p.kind}")
+        fn.prepare(sig)
+        extent = self._int(step.extent)
+        if spec.row is not None:
+            check_row_cols(step, self._int(step.cols))
+        barrier = any(p.kind == "flags" for p in spec.params)
+        if spec.kind == "collective" or spec.kind == "send" and barrier:
+            per_sm = (collective_blocks_per_sm() if self.blocks_per_sm is None
+                      else max(1, min(2, self.blocks_per_sm)))  # 2: the launch bound
+            grid = min(MAX_BLOCKS, self.gpu.sm_count * per_sm)
+        elif spec.kind in ("finish", "wait", "barrier"):
+            grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
+        elif spec.kind == "rows":
+            # A row kernel: a block per row (its extent), grid-stride past the blocks that
+            # its registers let stay resident (design note 44)
+            per_sm = resident_row_blocks(getattr(fn, "num_regs", None))
+            grid = max(1, min(extent, self.gpu.sm_count * per_sm))
+        else:
+            grid = elementwise_grid(extent, spec.vec, self.gpu.sm_count)
+            if spec.norms:
+                # One partial per block, in a buffer of MAX_BLOCKS entries.
+                grid = min(grid, MAX_BLOCKS)
+        if seq_at is not None:
+            # Where the `seq` of a fused Send (or its wait) goes, and how many runs of the step
+            # were launched; kept beside the launch tuple, whose 6 fields others read
+            # (calibrate_worker._with_grid), and keyed by its argument list, which they keep.
+            self.seqs[id(args)] = [seq_at, 0]
+        return ("kernel", step, fn, grid, args, epoch_at)
+
+    def _prepare_overlap(self, step: OverlapStep) -> OverlapRun:
+        if isinstance(step.producer, GemmStep):
+            producer = Gemm(self, step.producer)
+            check_overlap_rows(step, producer.m, self.P)
+        else:
+            check_chunk_rows(step.stmt, self._int(step.rows), step.per, step.chunks)
+            producer = self._prepare(step.producer)
+        consumer = self._prepare(step.consumer)
+        if consumer[0] == "kernel" and isinstance(step.producer, GemmStep):
+            consumer = (*consumer[:3], overlap_blocks(consumer[3]), *consumer[4:])
+        return OverlapRun(self, step, producer, consumer)
+
+    def _address(self, loc, dtype: str) -> int:
+        """Device address of a value's first element on this rank."""
+        return self.ptr[loc.buffer] + self._int(loc.offset) * ITEMSIZE[dtype]
+
+    # -- running
+
+    def clobbered_inputs(self) -> list[str]:
+        """This rank's buffers that hold an input and that the program also writes: an
+        AllReduce reduced in place into its dead input, an Update's target."""
+        inputs = {v.name for v in self.plan.program.inputs}
+        held = {b.name for b in self.buffers if b.holds_input}
+        return sorted({loc.buffer for name, loc in self.plan.locs.items()
+                       if name not in inputs and loc.buffer in held})
+
+    def restore_inputs(self) -> None:
+        """Enqueue copies that put back every clobbered input as uploaded (device to device,
+        on the default stream; a timed run synchronizes after them, before its start event).
+
+        Every timed run must see the same inputs. Without this, an AllReduce reduced in place
+        over P ranks multiplies the gradients by P each run: f16 gradients overflow after
+        ~16 runs, fp32 squares after ~64, and the update kernels then divide Inf and NaN on
+        the IEEE slow paths (GPU run 18: Adam's w1 1.65 ms on 2x H200 against 1.07 ms with the
+        same kernel first after the AllReduce; runs 12-16 had timed this)."""
+        for name, copy in self.pristine.items():
+            self.gpu.drv.memcpy_dtod_async(self.ptr[name], copy, self.nbytes[name])
+
+    def _start_idle(self) -> None:
+        """Restore the inputs and wait: the GPU is idle when a timed run starts, as before
+        restores existed (a copy still running would hide the host's issue of the first
+        steps; GPU run 19)."""
+        self.restore_inputs()
+        self.gpu.drv.Context.synchronize()
+
+    def _warm_up(self, runs: int) -> None:
+        for _ in range(runs):
+            self.restore_inputs()
+            self.run()
+        self.gpu.drv.Context.synchronize()
+
+    def run(self) -> None:
+        """Enqueue one execution of the program (asynchronous, on the default stream)."""
+        for item in self.launches:
+            self._enqueue(item)
+
+    def _enqueue(self, item) -> None:
+        """Enqueue one prepared step (see _prepare for the kinds)."""
+        if item[0] == "nccl":
+            self.nccl(item)
+        elif item[0] == "p2p":
+            self.gpu.p2p(*item[1:])
+        elif item[0] == "gemm":
+            item[1]()
+        elif item[0] in ("overlap", "copy"):
+            item[1].run()
+        elif item[0] == "chunked":
+            _, chunks, items = item
+            for i in range(chunks):
+                for sub in items:
+                    self.launch_chunk(sub, i, chunks)
+        else:
+            self.launch(item)
+
+    def launch_chunk(self, item, i: int, chunks: int, stream=None) -> None:
+        """Enqueue chunk i of `chunks` of a prepared kernel or NCCL step, on pycuda `stream`
+        (None: the default stream)."""
+        if item[0] == "nccl":
+            self.nccl(item, int(stream.handle) if stream is not None else 0, chunk=i,
+                      chunks=chunks)
+        else:
+            self.launch(item, stream, chunk=i)
+
+    def nccl(self, item, stream: int = 0, chunk: int | None = None, chunks: int = 1) -> None:
+        """Enqueue a prepared NCCL step, or its part of chunk `chunk` of `chunks`."""
+        _, step, src, dst, count = item
+        if chunk is not None:
+            src, dst, count = nccl_chunk(step.op, src, dst, count, step.dtype, chunk, chunks,
+                                         self.P)
+        self.gpu.collective(step.op, step.reduce, src, dst, count, step.dtype, root=step.root,
+                            stream=stream)
+
+    def launch(self, item, stream=None, chunk: int | None = None,
+               window: tuple[int, int] | None = None) -> None:
+        """Launch one prepared kernel (on `stream`; `chunk`: the launch's chunk parameter;
+        `window`: the (first, count) elements of a windowed kernel's domain)."""
+        _, step, fn, grid, args, epoch_at = item
+        if window is not None:
+            kinds = [p.kind for p in step.spec.params]
+            args[kinds.index("win_first")] = np.int64(window[0])
+            args[kinds.index("win_count")] = np.int64(window[1])
+        if epoch_at is not None:
+            # One epoch per collective launch, the same sequence on every rank of the stage.
+            self.epoch += 1
+            args[epoch_at] = np.uint32(self.epoch)
+        seq = self.seqs.get(id(args))
+        if seq is not None:
+            # One sequence number per run of the step (chunk 0 starts a run), the same on the
+            # sending and the receiving rank.
+            if not chunk:
+                seq[1] += 1
+            args[seq[0]] = np.uint32(seq[1] & 0xFFFFFFFF)
+        if chunk is not None:
+            at = next(i for i, p in enumerate(step.spec.params) if p.kind == "chunk")
+            args[at] = np.int64(chunk)
+        fn.prepared_async_call((grid, 1, 1), (THREADS, 1, 1), stream, *args)
+
+    def upload(self, inputs: dict) -> None:
+        """Copy this rank's part of each logical input into its buffer."""
+        drv = self.gpu.drv
+        for v in self.plan.program.inputs:
+            if not self.holds(v.name):
+                continue  # another stage's input
+            part = rank_part(np.asarray(inputs[v.name],
+                                         dtype=interpreter.numpy_dtype(v.type.dtype)),
+                              v.type, self.local, self.P)
+            drv.memcpy_htod(self.ptr[self.plan.locs[v.name].buffer],
+                            np.ascontiguousarray(part))
+        for name in self.clobbered_inputs():  # what restore_inputs puts back before each run
+            if name not in self.pristine:
+                self.pristine[name] = drv.mem_alloc(self.nbytes[name])
+            drv.memcpy_dtod(self.pristine[name], self.ptr[name], self.nbytes[name])
+        drv.Context.synchronize()
+
+    def poison(self) -> None:
+        """Fill every buffer the run must write (all but inputs and flags) with NaN."""
+        drv = self.gpu.drv
+        for b in self.buffers:
+            if b.holds_input or b.dtype == "u32":
+                continue
+            bits, pattern = POISON[b.dtype]
+            fill = drv.memset_d32 if bits == 32 else drv.memset_d16
+            fill(self.ptr[b.name], pattern, self.numel[b.name])
+        drv.Context.synchronize()
+
+    def holds(self, name: str) -> bool:
+        """Whether this rank holds value `name` (it lives in a buffer of this rank's stage)."""
+        loc = self.plan.locs.get(name)
+        return loc is not None and loc.buffer in self.ptr
+
+    def download(self, names) -> dict:
+        """This rank's array of each named value (its local shape)."""
+        drv = self.gpu.drv
+        out = {}
+        types = {v.name: v.type for s in self.plan.program.leaves() for v in s.outs}
+        types.update({v.name: v.type for v in self.plan.program.inputs})
+        for name in names:
+            if not self.holds(name):
+                raise RuntimeFault(f"value '{name}' must live on this rank's stage "
+                                   f"{self.plan.groups[self.stage]} to be downloaded, got it on "
+                                   "another stage; download what PlanRun.holds")
+            loc = self.plan.locs[name]
+            t = types[name]
+            shape = tuple(interpreter.concrete(d, self.bound) for d in t.local_shape())
+            arr = np.empty(shape, dtype=interpreter.numpy_dtype(t.dtype))
+            ptr = self.ptr[loc.buffer] + self._int(loc.offset) * ITEMSIZE[t.dtype.name]
+            drv.memcpy_dtoh(arr, ptr)
+            out[name] = arr
+        return out
+
+    def time(self, warmup: int, reps: int) -> Timing:
+        """CUDA-event time of each of `reps` runs after `warmup` runs, in ms; each run on the
+        inputs as uploaded (`restore_inputs`, outside the timed region)."""
+        drv = self.gpu.drv
+        self._warm_up(warmup)
+        times = []
+        start, end = drv.Event(), drv.Event()
+        for _ in range(reps):
+            self._start_idle()
+            start.record()
+            self.run()
+            end.record()
+            end.synchronize()
+            times.append(start.time_till(end))
+        return Timing(times)
+
+    def time_steps(self, warmup: int, reps: int) -> list[tuple[str, list[float]]]:
+        """(step label, CUDA-event ms of each of `reps` runs) per step of this rank, in order:
+        a run with an event on the default stream between consecutive steps. A step's time is
+        what it adds in the sequence (host gaps included, as in a whole run); the events cost
+        a little, so the whole run stays timed by `time`, without them."""
+        drv = self.gpu.drv
+        self._warm_up(warmup)
+        events = [drv.Event() for _ in range(len(self.launches) + 1)]
+        times: list[list[float]] = [[] for _ in self.launches]
+        for _ in range(reps):
+            self._start_idle()
+            events[0].record()
+            for item, after in zip(self.launches, events[1:]):
+                self._enqueue(item)
+                after.record()
+            events[-1].synchronize()
+            for i, t in enumerate(times):
+                t.append(events[i].time_till(events[i + 1]))
+        return [(step_label(step), t) for step, t in zip(self.steps, times)]
+
+    def free(self) -> None:
+        self.gpu.drv.Context.synchronize()
+        for h in self.ipc:
+            h.close()
+        for a in [*self.allocs.values(), *self.pristine.values()]:
+            a.free()
+        self.pristine = {}
+        self.launches = []
+
+
+def step_label(step) -> str:
+    """The statement(s) a plan step runs, as the cost model names top-level statements
+    (comma-joined names of a fused or overlapped statement's outputs)."""
+    names = getattr(step, "stmts", None)
+    return ",".join(names) if names else str(step.stmt)
+

@@ -1,0 +1,114 @@
+"""One GPU job: P ranks of `workbench.runtime.worker` launched on this machine, their results read back
+from rank 0's file. The commands (`compile-and-measure`, `calibrate`) and calibration's own
+benchmarks all run their kernels through `run_job`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from codegen.lower import stage_order
+from workbench.runtime import compiler, launcher
+from workbench.runtime.worker import stage_split
+from workbench.errors import RuntimeFault, WorkbenchError
+from workbench.loader import load
+
+
+def gpu_count() -> int:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        raise RuntimeFault("compile-and-measure must run on a machine with NVIDIA GPUs, got no "
+                           "nvidia-smi on PATH; run it on the GPU machine")
+    out = subprocess.run([smi, "-L"], capture_output=True, text=True)
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
+            baselines: bool, hang_s: float, echo=None, unroll: int = 1,
+            mode: str = "pull", partial: str | Path | None = None,
+            per_step: bool = False) -> dict:
+    """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
+    runs P / S ranks per stage); return the results JSON of rank 0.
+
+    Rank 0 rewrites its results as it goes into `partial` (default: STEM.partial.json in
+    compile-and-measure's --out folder, else in the temporary folder), which is removed once
+    the run is complete. A run that fails raises its RuntimeFault plus where the records
+    written before the fault are; a run cut off from outside leaves that file behind.
+    `per_step`: also time each step of every schedule (the records' "steps").
+    """
+    if reps < 20:
+        raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
+    wanted = [w.strip() for w in schedule.split(",") if w.strip()] or ["all"]
+    known = {"unscheduled"}  # names only the unscheduled program, which always runs
+    for spec in specs:
+        pf = load(spec)  # a broken program file fails here, before GPUs
+        known |= set(pf.schedules)
+        # A pipeline runs P = --gpus / stages ranks per stage.
+        stage_split(P, len(stage_order(pf.program)), spec)
+    unknown = [w for w in wanted if w != "all" and w not in known]
+    if unknown:
+        what = specs[0] if len(specs) == 1 else "the programs"
+        raise WorkbenchError(f"--schedule must name a schedule of {what}, got "
+                             f"{', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(sorted(known)) or 'none'}")
+    present = gpu_count()
+    if present < P:
+        raise RuntimeFault(f"--gpus must not exceed the GPUs present, got --gpus {P} on a "
+                           f"machine with {present}")
+    if importlib.util.find_spec("pycuda") is None:
+        raise RuntimeFault("pycuda must be installed for compile-and-measure, got none; "
+                           "pip install 'coconet-workbench[gpu]' (pycuda builds from source "
+                           "against /usr/local/cuda; nvcc is needed too)")
+    compiler.nvcc_path()
+    if partial is None:
+        partial = Path(tempfile.gettempdir()) / f"{job_stem(specs, P)}.partial.json"
+    out = Path(partial)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)  # an earlier run's leftover: this run rewrites it
+    with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
+        job = {"programs": [{"spec": s, "schedules": wanted} for s in specs],
+               "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
+               "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll,
+               "mode": mode, "per_step": per_step}
+        job_path = Path(tmp) / "job.json"
+        job_path.write_text(json.dumps(job))
+        try:
+            launcher.launch(P, launcher.python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
+                   echo=echo)
+        except RuntimeFault as e:
+            raise RuntimeFault(f"{e}\n{partial_note(out)}") from None
+    results = read_results(out)
+    if not results.get("meta", {}).get("complete"):
+        raise RuntimeFault(f"rank 0 must mark its results complete when every rank exits 0, "
+                           f"got an incomplete file; {partial_note(out)}")
+    out.unlink()
+    return results
+
+
+def read_results(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RuntimeFault(f"rank 0's results must be readable JSON at {path}, got {e}; rerun, "
+                           "and look at rank 0's last lines") from None
+
+
+def partial_note(path: Path) -> str:
+    """How many records a failed run wrote, and where; or that it wrote none."""
+    if not path.exists():
+        return f"No records were written before the fault (rank 0 had not started {path})."
+    try:
+        n = len(json.loads(path.read_text())["records"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"The partial results at {path} could not be read ({e})."
+    return f"{n} record{'s were' if n != 1 else ' was'} written before the fault: {path}"
+
+
+def job_stem(specs, P: int) -> str:
+    """The results' file stem for these program specs on P ranks: adam-mixed+sgd-p2."""
+    return "+".join(Path(s.split(":")[0]).stem + ("-" + s.split(":")[1] if ":" in s else "")
+                    for s in specs) + f"-p{P}"

@@ -1,0 +1,306 @@
+"""One rank of `workbench compile-and-measure`: run as `python -m workbench.runtime.worker JOB`
+by the launcher (WB_RANK, WB_WORLD_SIZE, MASTER_ADDR/PORT set), or by a bare
+`mpirun -np P python -m workbench.runtime.worker JOB` (rank and size from mpirun's variables).
+
+For each program, size and schedule: lower, compile (cache), upload the same random inputs on
+every rank, poison what the run must write, run once and check against the reference
+interpreter, then time (warm-up, reps, CUDA events); then the PyTorch/NCCL baselines. Every
+rank checks its own part; rank 0 gathers the checks and times and rewrites the JSON results
+after every record (`meta.complete` false until the end), so a run cut off keeps what it
+measured. Progress lines keep the launcher's hang detector quiet while work is being done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+from codegen.lower import lower, stage_order
+from workbench.runtime import baselines, checks
+from workbench.runtime.comm import rank_env
+from workbench.runtime.executor import PlanRun
+from workbench.runtime.gpu import Gpu
+from workbench import interpreter, ir
+from workbench.errors import RuntimeFault
+from workbench.loader import load
+from workbench.types import Sliced
+
+
+def log(rank: int, msg: str) -> None:
+    print(f"[rank {rank} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+@contextlib.contextmanager
+def busy(rank: int, what: str, every_s: float = 20.0):
+    """Log "still <what>" every `every_s` seconds while the body runs: long CPU work (the
+    reference interpreter on 2^28 elements takes minutes) is progress, and the launcher's hang
+    detector must not take it for a hung rank. GPU and NCCL waits are never wrapped in it."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def beat():
+        while not done.wait(every_s):
+            log(rank, f"  still {what} ({time.monotonic() - start:.0f} s)")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def comm_bytes(program, sizes: dict, P: int) -> int:
+    """Bytes each GPU must send (= receive) for the program's collectives, as a ring or a
+    direct exchange moves them: AllReduce 2(P-1)/P x size, ReduceScatter/AllGather (P-1)/P x
+    size; a pipeline's Send, each rank's local part (1/P of the tensor when sliced). Divided by
+    the link bandwidth this is the NVLink floor of the step."""
+
+    bound = interpreter.bind_sizes(program, sizes)
+    total = 0.0
+    types = {v.name: v.type for v in program.all_values()}
+    for s in program.leaves():
+        for v in s.outs:
+            types[v.name] = v.type
+        op = s.op
+        if isinstance(op, (ir.AllReduce, ir.ReduceScatter, ir.AllGather)):
+            t = types[op.x] if not isinstance(op, ir.AllGather) else s.out.type
+            nbytes = interpreter.concrete(t.nbytes(), bound)
+            factor = 2 if isinstance(op, ir.AllReduce) else 1
+            total += factor * (P - 1) / P * nbytes
+        elif isinstance(op, ir.Send):
+            t = types[op.x]
+            nbytes = interpreter.concrete(t.nbytes(), bound)
+            total += nbytes / P if isinstance(t.layout, Sliced) else nbytes
+    return int(total)
+
+
+def _summary(per_rank_times: list[list[float]]) -> dict:
+    medians = [float(np.median(t)) for t in per_rank_times]
+    slow = int(np.argmax(medians))
+    t = np.asarray(per_rank_times[slow])
+    return {"median_ms": medians[slow], "min_ms": float(t.min()),
+            "p10_ms": float(np.percentile(t, 10)), "p90_ms": float(np.percentile(t, 90)),
+            "rank_medians_ms": medians, "reps": len(t)}
+
+
+def step_summary(per_rank: list[list[tuple[str, list[float]]]], P: int) -> list[dict]:
+    """Per-step times of every rank (PlanRun.time_steps, gathered) -> one row per step of
+    each stage, in order: its statements, the slowest rank's median (ms) and the spread of
+    that rank's times (p90 - p10). Ranks r of stage r // P run the same steps."""
+    rows = []
+    for stage in range(len(per_rank) // P):
+        ranks = per_rank[stage * P:(stage + 1) * P]
+        for i, (label, _) in enumerate(ranks[0]):
+            s = _summary([r[i][1] for r in ranks])
+            rows.append({"stage": stage, "stmts": label, "median_ms": s["median_ms"],
+                         "spread_ms": s["p90_ms"] - s["p10_ms"]})
+    return rows
+
+
+def write_json_atomic(path: str, obj) -> None:
+    """Write `obj` as JSON to `path` so that a reader sees the old file or the new one, never
+    half of one (a temporary file beside it, then os.replace)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=1, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+class ResultsLog(list):
+    """The run's records. On the writing rank (rank 0) every append rewrites `path` with
+    {"meta": {..., "complete": false}, "records": [...]}; `finish()` writes it complete."""
+
+    def __init__(self, path: str, meta: dict, writing: bool):
+        super().__init__()
+        self.path, self.meta, self.writing, self.complete = path, meta, writing, False
+        self._write()
+
+    def append(self, record: dict) -> None:
+        super().append(record)
+        self._write()
+
+    def finish(self) -> None:
+        self.complete = True
+        self._write()
+
+    def _write(self) -> None:
+        if self.writing:
+            write_json_atomic(self.path, {"meta": {**self.meta, "complete": self.complete},
+                                          "records": list(self)})
+
+
+def _meta(gpu, P: int, job: dict) -> dict:
+    import torch
+
+    return {"device": gpu.name, "P": P, "torch": torch.__version__,
+            "torch_nccl": ".".join(map(str, torch.cuda.nccl.version())),
+            **gpu.comm.info, "cuda_driver": gpu.drv.get_driver_version(),
+            "pycuda": __import__("pycuda").VERSION_TEXT, "job": job}
+
+
+def _baseline_kind(program) -> tuple[str | None, str]:
+    grad = program.inputs[0].type.dtype.name
+    name = program.name
+    known = ("adam", "sgd", "lamb", "allreduce", "model_parallel", "pipeline")
+    return (name if name in known else None), grad
+
+
+def stage_split(world: int, stages: int, program: str = "the program") -> int:
+    """Ranks per stage: the world (one rank per GPU) split into `stages` equal stages, or a
+    RuntimeFault that says which GPU counts work."""
+    if stages < 1 or world < stages or world % stages:
+        fits = sorted({stages * max(1, world // stages), stages * (world // stages + 1)})
+        raise RuntimeFault(f"--gpus must be a multiple of the {stages} stages of {program}, got "
+                           f"--gpus {world}; use --gpus {' or '.join(map(str, fits))} (stages x "
+                           "ranks per stage)")
+    return world // stages
+
+
+def held_outputs(run, scheduled, original):
+    """The outputs this rank holds (those of its stage), as (scheduled, original) programs
+    whose outputs correspond by position, as checks.compare reads them."""
+    keep = [k for k, v in enumerate(scheduled.outputs) if run.holds(v.name)]
+    pick = [scheduled.outputs[k] for k in keep]
+    return (scheduled.with_stmts(scheduled.stmts, outputs=pick),
+            original.with_stmts(original.stmts, outputs=[original.outputs[k] for k in keep]))
+
+
+def main(job_path: str) -> int:
+
+    env = rank_env()
+    rank, world = env.rank, env.size
+    job = json.loads(open(job_path).read())
+    log(rank, f"starting on GPU {rank} of {world}")
+    gpu = Gpu(rank, world)
+    log(rank, f"device {gpu.name}, {gpu.sm_count} SMs; {gpu.comm.summary()}")
+    records = ResultsLog(job["out"], _meta(gpu, world, job), writing=rank == 0)
+    if os.environ.get("WB_TEST_DIE_RANK") == str(rank):
+        log(rank, "dying on purpose (WB_TEST_DIE_RANK)")
+        os._exit(7)
+    for entry in job["programs"]:
+        pf = load(entry["spec"])
+        original = pf.program
+        wanted = entry.get("schedules", ["all"])
+        scheds = [(n, s) for n, s in pf.schedules.items() if "all" in wanted or n in wanted]
+        programs = [("unscheduled", original)] + [(n, s.apply()) for n, s in scheds]
+        # A pipeline's stages split the world: P ranks per stage, stage-major.
+        stages = len(stage_order(original))
+        P = stage_split(world, stages, entry["spec"])
+        gpu.use_stages(stages)
+        for size_set in job["sizes"]:
+            sizes = {**pf.sizes, **size_set}
+            sizes = {k: v for k, v in sizes.items()
+                     if k in {s.name for s in original.symbols()}}
+            sizes.setdefault("P", P)
+            sizes["P"] = P
+            base = {"spec": entry["spec"], "program": original.name, "sizes": sizes, "P": P,
+                    "comm_bytes": comm_bytes(original, sizes, P)}
+            if stages > 1:
+                base["stages"] = stages
+            log(rank, f"{entry['spec']} {sizes}: inputs and reference")
+            with busy(rank, "computing inputs and the reference"):
+                inputs = checks.make_inputs(original, sizes, job.get("seed", 0))
+                ref, idx, small = checks.reference(original, inputs, sizes, P)
+                seen = inputs if idx is None else checks.sampled_inputs(original, inputs, idx)
+                problem = checks.reference_problem(original, seen, ref, small)
+                if problem:
+                    log(rank, f"  {problem}")
+            n_full = None
+            length = checks.pointwise_length(original)
+            if length is not None:
+
+                n_full = interpreter.concrete(length, interpreter.bind_sizes(original, sizes))
+            for name, program in programs:
+                rec = dict(base, schedule=name, kind="workbench")
+                try:
+                    plan = lower(program, P, collective_unroll=job.get("unroll", 1),
+                                 collective_mode=job.get("mode", "pull"))
+                    if plan.per_node:
+                        # a node's view (hierarchical split): it needs the node's and the
+                        # cross-node communicators and node-local peers (design note 36)
+                        raise RuntimeFault(
+                            "the runtime must run plans over the whole group, got a node's "
+                            f"view of {plan.per_node} GPUs per node (hierarchical split); "
+                            "its per-node and cross-node communicators are not set up yet")
+                except RuntimeFault as e:
+                    rec.update(check=f"not generated: {e}", median_ms=None)
+                    records.append(rec)
+                    log(rank, f"  {name}: not generated ({e})")
+                    continue
+                log(rank, f"  {name}: compile and allocate")
+                run = PlanRun(gpu, plan, sizes)
+                run.upload(inputs)
+                run.poison()
+                gpu.barrier()
+                run.run()
+                gpu.drv.Context.synchronize()
+                mine, theirs = held_outputs(run, program, original)
+                got = run.download([v.name for v in mine.outputs])
+                result = checks.compare(got, mine, theirs, ref, idx, run.local, P, n_full,
+                                        problem)
+                log(rank, f"  {name}: check {result.status()}")
+                results = gpu.all_gather(result)
+                worst = next((r for r in results if not r.ok),
+                             max(results, key=lambda r: r.max_error))
+                timing = run.time(job.get("warmup", 5), job.get("reps", 30))
+                log(rank, f"  {name}: median {timing.median_ms:.3f} ms")
+                all_times = gpu.all_gather(timing.times_ms)
+                if job.get("per_step"):
+                    steps = run.time_steps(2, job.get("reps", 30))
+                    rec["steps"] = step_summary(gpu.all_gather(steps), P)
+                run.free()
+                rec.update(_summary(all_times), check=worst.status(), ok=worst.ok,
+                           max_error=worst.max_error, tolerance=worst.tolerance,
+                           kernels=[k.name for k in plan.kernels()])
+                records.append(rec)
+            del inputs, ref
+            kind, grad = _baseline_kind(original)
+            if job.get("baselines", True) and kind is not None:
+                log(rank, f"  baselines ({kind}, {grad})")
+                measured = baselines.measure(kind, grad, sizes, rank, P,
+                                             job.get("warmup", 5), job.get("reps", 30))
+                gathered = gpu.all_gather(measured)
+                for bname in measured:
+                    kind_ = baselines.row_kind(bname)
+                    rec = dict(base, schedule=bname, kind=kind_,
+                               check="(not checked)" if kind_ == "baseline"
+                               else "(reference: not the same computation)")
+                    rec.update(_summary([g[bname] for g in gathered]))
+                    records.append(rec)
+                    # Logged as well: a run cut off later still shows what it measured.
+                    log(rank, f"  {bname}: median {rec['median_ms']:.3f} ms")
+                gpu.torch.cuda.empty_cache()
+    records.finish()
+    if rank == 0:
+        log(rank, f"wrote {job['out']} ({len(records)} records, complete)")
+    gpu.barrier()
+    gpu.close()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        code = main(sys.argv[1])
+    except BaseException:
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    # Skip interpreter teardown: NCCL and CUDA IPC mappings are released by process exit, and
+    # library destructors running in arbitrary order can hang a finished rank.
+    os._exit(code)
