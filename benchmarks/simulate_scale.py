@@ -7,8 +7,8 @@ with every rank simulated (`--full`).
 
 Each (mode, size) runs in a fresh process, so its peak RSS (ru_maxrss of the child) is its
 own; wall and CPU seconds are the simulation's (the machine is shared: CPU time is the
-figure that does not depend on its load). Targets on a 2-core machine (issue 16): full at 1024 GPUs under 10 s, at 16384 under
-120 s and 4 GB.
+figure that does not depend on its load). Targets on a 2-core machine (issue 16): full at
+1024 GPUs under 10 s, at 16384 under 120 s and 4 GB.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ GPUS = (8, 64, 1024, 16384)
 
 def one(mode: str, gpus: int) -> dict:
     """Simulate every schedule once in this process; the numbers as a dict."""
-    from workbench.cli.simulate import predict
     from cost_model import load_hardware
+    from workbench.cli.simulate import predict
     from workbench.loader import load
 
     loaded = load(str(ROOT / "studies" / "adam.py"))

@@ -9,10 +9,10 @@ import math
 
 import pytest
 
-from workbench.cli.main import main
 from cost_model import collectives as coll
 from cost_model import nccl_model
 from cost_model.hardware import GPU, PRESETS, Fabric, load_hardware, preset
+from workbench.cli.main import main
 from workbench.errors import HardwareError
 
 
