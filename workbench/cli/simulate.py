@@ -320,7 +320,8 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--straggler-slowdown", type=float, default=1.5, show_default=True,
               help="How many times as slowly a straggler computes.")
 @click.option("--jitter", type=float, default=0.0, show_default=True,
-              help="Each kernel and collective takes 1 + |N(0, JITTER)| times its time.")
+              help="Each kernel, and each step of a collective, takes 1 + |N(0, JITTER)| "
+              "times its time.")
 @click.option("--degrade", multiple=True, metavar="RANK=FACTOR",
               help="GPU RANK's link (NVLink/NIC) moves data FACTOR (>= 1) times as slowly.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draws.")
