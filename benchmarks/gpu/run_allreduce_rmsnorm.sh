@@ -22,6 +22,11 @@
 # Results: $RES (packed as $OUT/results.tgz): ar-rmsnorm-check-<dt>.*, ar-rmsnorm-time-<dt>.*,
 # ar-rmsnorm-summary.md, logs. From the repo root with `.whl` carried (pycuda is built there
 # from its sdist unless a wheel is carried).
+# Device time (one H100, P = 1, run h100x1-llm-allreduce-rmsnorm-p1): pycuda build ~90 s
+# unless its wheel is carried in .whl, `check` ~50 s per dtype, `time` ~20 s per size and
+# dtype (torch.compile of the epilogue per size included). The default grid (12 sizes x 2
+# dtypes) does not fit one 10-minute call: run `check`, then `time` once per dtype
+# (AR_DTYPES=f16, AR_DTYPES=bf16), or fewer sizes (AR_H, AR_T).
 #   usage: bash benchmarks/gpu/run_allreduce_rmsnorm.sh [all|check|time]
 #   knobs: AR_H, AR_T (sizes), AR_DTYPES (default "f16 bf16"), AR_REPS (50), AR_WARMUP (10),
 #          AR_TIME_LIMIT (seconds per dtype's timing command, default 300), AR_CHECK_LIMIT

@@ -170,7 +170,7 @@ is refused, naming it."""
 
 def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     """Split a Fused statement's body into communication and computation."""
-    body = _BodySum(algorithm=s.op.algorithm)
+    body = _BodySum(algorithm=getattr(s.op, "algorithm", "two-shot"))
     for leaf in s.op.body:
         rule = FUSED_PART_RULES.get(type(leaf.op))
         if rule is None:
