@@ -109,11 +109,6 @@ def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: 
                                reps)
     if kind == "pipeline":
         return _pipeline(torch, dist, sizes["T"], sizes["H"], gdt, gen, rank, P, warmup, reps)
-    if kind == "allreduce_rmsnorm":
-        from workbench.runtime import baselines_rows
-
-        return baselines_rows.measure(torch, dist, sizes["T"], sizes["H"], gdt, gen, P, warmup,
-                                      reps)
     n = sizes["N"]
     k = n // P
     out: dict[str, list[float]] = {}

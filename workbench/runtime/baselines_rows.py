@@ -59,6 +59,21 @@ def _try(out: dict, name: str, fn) -> None:
         print(f"{name} left out: {type(e).__name__}: {str(e)[:300]}", flush=True)
 
 
+def measure_study(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: int,
+                  reps: int, seed: int = 0) -> dict[str, list[float]]:
+    """baselines.measure for the study kind "allreduce_rmsnorm" (the same signature, so the
+    worker picks one or the other by kind): sizes["T"] tokens, sizes["H"] hidden."""
+    import torch
+    import torch.distributed as dist
+
+    if kind != "allreduce_rmsnorm":
+        raise ValueError(f"kind must be allreduce_rmsnorm, got {kind!r}")
+    dev = torch.device("cuda", rank)
+    dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[grad_dtype]
+    gen = torch.Generator(device=dev).manual_seed(seed + rank)
+    return measure(torch, dist, sizes["T"], sizes["H"], dtype, gen, P, warmup, reps)
+
+
 def measure(torch, dist, T: int, H: int, dtype, gen, P: int, warmup: int, reps: int,
             eps: float = EPS) -> dict[str, list[float]]:
     """Baseline name -> this rank's times (ms) of AllReduce + residual + RMSNorm on [T, H]."""

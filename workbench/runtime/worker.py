@@ -24,7 +24,7 @@ import traceback
 import numpy as np
 
 from codegen.lower import lower, stage_order
-from workbench.runtime import baselines, checks, graphs
+from workbench.runtime import baselines, baselines_rows, checks, graphs
 from workbench.runtime.comm import rank_env
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
@@ -305,8 +305,10 @@ def main(job_path: str) -> int:
             kind, grad = _baseline_kind(original)
             if job.get("baselines", True) and kind is not None:
                 log(rank, f"  baselines ({kind}, {grad})")
-                measured = baselines.measure(kind, grad, sizes, rank, P,
-                                             job.get("warmup", 5), job.get("reps", 30))
+                measure = (baselines_rows.measure_study if kind == "allreduce_rmsnorm"
+                           else baselines.measure)
+                measured = measure(kind, grad, sizes, rank, P, job.get("warmup", 5),
+                                   job.get("reps", 30))
                 gathered = gpu.all_gather(measured)
                 for bname in measured:
                     kind_ = baselines.row_kind(bname)
