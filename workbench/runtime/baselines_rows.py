@@ -121,9 +121,6 @@ def _symmetric_memory(torch, dist, y, r, g, compiled, warmup: int, reps: int) ->
         from torch.distributed import _symmetric_memory as symm
 
         name = dist.group.WORLD.group_name
-        enable = getattr(symm, "enable_symm_mem_for_group", None)  # needed before torch 2.9
-        if enable is not None:
-            enable(name)
         buf = symm.empty(tuple(y.shape), dtype=y.dtype, device=y.device)
         symm.rendezvous(buf, name)
         buf.copy_(y)
