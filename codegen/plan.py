@@ -15,6 +15,7 @@ import sympy
 from codegen.spec import THREADS, KernelSpec
 from workbench import ir
 from workbench.errors import RuntimeFault
+from workbench.options import CodegenOptions
 
 RANK = sympy.Symbol("rank", integer=True, nonnegative=True)
 
@@ -219,6 +220,8 @@ class Plan:
     # the group has `nodes` such nodes.
     per_node: int = 0
     nodes: int = 1
+    # How it was generated and is to be launched (grids of fused collectives and overlaps).
+    options: CodegenOptions = CodegenOptions()
 
     @property
     def world(self) -> int:

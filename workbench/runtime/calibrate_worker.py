@@ -40,14 +40,15 @@ from codegen.lower import lower
 from cost_model.calibration import (
     FUSED_BLOCKS_NBYTES,
 )
+from workbench.errors import RuntimeFault
+from workbench.loader import load
+from workbench.options import CodegenOptions
 from workbench.runtime.calibrate_copy_engines import copy_engines
 from workbench.runtime.calibrate_kernels import device, streams, streams_f16, torch_adam
 from workbench.runtime.calibrate_nccl import collectives, host_issue, p2p, runtime_nccl
 from workbench.runtime.calibrate_progress import log
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
-from workbench.errors import RuntimeFault
-from workbench.loader import load
 
 # The calibration programs are studies (package data of `studies`, read as files, not imported:
 # the runtime stays below the CLI, the only importer of studies).
@@ -145,7 +146,7 @@ def fused_blocks(out_path: str, warmup: int = 5, reps: int = 25) -> int:
     log(rank, f"fused blocks: {gpu.name}, {gpu.sm_count} SMs")
     program = load(str(ALLREDUCE_SPEC)).schedules["fused"].apply()
     N = FUSED_BLOCKS_NBYTES // 4
-    run = PlanRun(gpu, lower(program, P, collective_unroll=1, collective_mode="pull"),
+    run = PlanRun(gpu, lower(program, P, CodegenOptions()),  # the default kernel and grid
                   {"N": N, "P": P})
     base = (np.arange(N) % 7).astype(np.float32)
     run.upload({program.inputs[0].name: np.stack([base + r for r in range(P)])})

@@ -13,36 +13,20 @@ from codegen.plan import (
     OverlapStep,
 )
 from codegen.spec import THREADS
-from workbench.runtime.gpu import ITEMSIZE, Gemm
 from workbench.errors import RuntimeFault
-
-# Blocks per SM of a fused collective: __launch_bounds__(THREADS, 2) guarantees 2 fit, and every
-# block of every rank must be resident at once (blocks spin on their peers' counterparts).
-COLLECTIVE_BLOCKS_PER_SM = 2
+from workbench.runtime.gpu import ITEMSIZE, Gemm
 
 if TYPE_CHECKING:  # the runs these pieces belong to; the executor imports this module
     from workbench.runtime.executor import PlanRun
 
 
-def collective_blocks_per_sm() -> int:
-    # WB_COLLECTIVE_BLOCKS_PER_SM=1 halves the grid (a tuning experiment); more than 2 could
-    # leave blocks unscheduled while their peers spin, so it is capped at the launch bound.
-    import os
-
-    return max(1, min(COLLECTIVE_BLOCKS_PER_SM,
-                      int(os.environ.get("WB_COLLECTIVE_BLOCKS_PER_SM", COLLECTIVE_BLOCKS_PER_SM))))
-
-
-def overlap_blocks(full: int) -> int:
-    # Blocks of an overlapped consumer kernel. It shares the SMs with the MatMul chunks it
-    # overlaps: a quarter of the full grid (66 blocks on an H200, one per two SMs) was the
-    # fastest of 16..264 blocks for the model-parallel layer on 2x H200 (GPU run 6,
-    # studies/results/gpu/README.md). WB_OVERLAP_BLOCKS overrides it (the same on every rank:
-    # blocks meet their peers by index).
-    import os
-
-    value = int(os.environ.get("WB_OVERLAP_BLOCKS", "0") or 0)
-    return min(full, value) if value > 0 else max(1, full // 4)
+def overlap_blocks(full: int, chosen: int = 0) -> int:
+    """Blocks of an overlapped consumer kernel whose full grid is `full`: `chosen`
+    (CodegenOptions.overlap_blocks, the same on every rank: blocks meet their peers by index),
+    or by default a quarter of the full grid. It shares the SMs with the MatMul chunks it
+    overlaps: a quarter (66 blocks on an H200, one per two SMs) was the fastest of 16..264
+    blocks for the model-parallel layer on 2x H200 (GPU run 6, studies/results/gpu/README.md)."""
+    return min(full, chosen) if chosen > 0 else max(1, full // 4)
 
 
 def elementwise_grid(extent: int, vec: int, sm_count: int) -> int:

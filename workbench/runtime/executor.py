@@ -32,17 +32,16 @@ from codegen.plan import (
     check_row_cols,
 )
 from codegen.spec import THREADS
+from workbench import interpreter
+from workbench.errors import RuntimeFault
 from workbench.runtime.chunked import (
     CopyEnginesRun,
     OverlapRun,
-    collective_blocks_per_sm,
     elementwise_grid,
     nccl_chunk,
     overlap_blocks,
 )
 from workbench.runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
-from workbench import interpreter
-from workbench.errors import RuntimeFault
 
 # Blocks per SM of a row kernel's grid when its register count is unknown: 512-thread blocks
 # fit at most 4 per SM (2048 threads).
@@ -77,10 +76,11 @@ class PlanRun:
     """A Plan bound to sizes on this rank: buffers allocated, peers mapped, kernels compiled."""
 
     def __init__(self, gpu: Gpu, plan: Plan, sizes: dict, blocks_per_sm: int | None = None):
-        # blocks_per_sm: a fused collective's grid per SM (1 or 2; None: the environment's
-        # WB_COLLECTIVE_BLOCKS_PER_SM, default 2), a per-plan knob for wbtorch's choice
+        # blocks_per_sm: a fused collective's grid per SM (1 or 2), over the plan's
+        # options (CodegenOptions.collective_blocks_per_sm) when given
         self.gpu, self.plan = gpu, plan
-        self.blocks_per_sm = blocks_per_sm
+        self.blocks_per_sm = (plan.options.collective_blocks_per_sm if blocks_per_sm is None
+                              else max(1, min(2, blocks_per_sm)))  # 2: the launch bound
         if plan.world != gpu.world:
             raise RuntimeFault(f"a plan for {len(plan.groups)} stage(s) of {plan.P} ranks must "
                                f"run on {plan.world} ranks, got {gpu.world}; lower it with "
@@ -205,9 +205,7 @@ class PlanRun:
             check_row_cols(step, self._int(step.cols))
         barrier = any(p.kind == "flags" for p in spec.params)
         if spec.kind == "collective" or spec.kind == "send" and barrier:
-            per_sm = (collective_blocks_per_sm() if self.blocks_per_sm is None
-                      else max(1, min(2, self.blocks_per_sm)))  # 2: the launch bound
-            grid = min(MAX_BLOCKS, self.gpu.sm_count * per_sm)
+            grid = min(MAX_BLOCKS, self.gpu.sm_count * self.blocks_per_sm)
         elif spec.kind in ("finish", "wait", "barrier"):
             grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
         elif spec.kind == "rows":
@@ -236,7 +234,8 @@ class PlanRun:
             producer = self._prepare(step.producer)
         consumer = self._prepare(step.consumer)
         if consumer[0] == "kernel" and isinstance(step.producer, GemmStep):
-            consumer = (*consumer[:3], overlap_blocks(consumer[3]), *consumer[4:])
+            blocks = overlap_blocks(consumer[3], self.plan.options.overlap_blocks)
+            consumer = (*consumer[:3], blocks, *consumer[4:])
         return OverlapRun(self, step, producer, consumer)
 
     def _address(self, loc, dtype: str) -> int:
