@@ -5,6 +5,7 @@ Broadcast (a parameter server's overlap-c-bcast). `workbench simulate` shows eac
 its reason, never best (tests/cli/test_simulate_generated.py); when codegen learns one, that
 test says so."""
 
+from studies import parameter_server
 from workbench import *
 from workbench import ir
 
@@ -48,17 +49,13 @@ def overlap_fused_ln(s):
     f = s.fuse(rs, *moved, h, out)
     s.overlap(y, f, chunks=2)
 
-# 3. parameter server: the update overlapped with the Broadcast
-gp = Tensor(float32, [N], Local, "gp")
-w = Tensor(float32, [N], Replicated, "w")
-lr = Variable(float32, "lr")
-gs = Reduce(Sum, gp, root=0)
-w1 = Update(w, w - lr * gs)
-w2 = Broadcast(w1, root=0)
-param_server = Program(inputs=[gp, w, lr], outputs=[w2], name="param_server")
+# 3. the parameter server study's update overlapped with its Broadcast
+param_server = parameter_server.program
+
 
 @schedule(param_server)
 def overlap_c_bcast(s):
-    s.overlap(w1, w2, chunks=2)
+    s.overlap("w1", "w2", chunks=2)
+
 
 program = amax_scale  # the default of the file
