@@ -86,8 +86,9 @@ def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,),
 def predict(loaded, cands: list[Candidate], numel: int, P: int, cluster,
             base: CodegenOptions | None = None) -> dict:
     """Candidate -> simulated seconds for a bucket of `numel` elements on `cluster` (the
-    simulator does not tell push from pull or unroll: those candidates share a time, and
-    a measured trial separates them; the torch step is predicted as the program as written,
+    simulator prices push and pull and, on a profile with a calibrated block curve, the
+    blocks per SM, but not the unroll: those candidates share a time, and a measured trial
+    separates them; the torch step is predicted as the program as written,
     NCCL + elementwise kernels, which is what it runs). NaN where the schedule cannot run,
     and where codegen cannot generate it with the candidate's options (`base`, the
     environment's knobs, with its own): the simulator never picks what the backend refuses."""
@@ -95,20 +96,22 @@ def predict(loaded, cands: list[Candidate], numel: int, P: int, cluster,
     from simulator import simulate
 
     out: dict[Candidate, float] = {}
-    cache: dict[str, float] = {}
+    cache: dict[tuple, float] = {}
     for c in cands:
         key = "unscheduled" if c.schedule == TORCH else c.schedule
-        if key not in cache:
+        opts = c.options(base or CodegenOptions())
+        if (key, opts) not in cache:
             try:
                 program = pick_schedule(loaded, key)
                 bound = bind_sizes(program, {"N": numel, "P": P})
-                cache[key] = float(simulate(program, cluster, bound, record=False).time_s)
+                cache[key, opts] = float(simulate(program, cluster, bound, record=False,
+                                                  options=opts).time_s)
             except WorkbenchError:
-                cache[key] = math.nan
-        out[c] = cache[key]
+                cache[key, opts] = math.nan
+        out[c] = cache[key, opts]
         if c.generated and not math.isnan(out[c]):
             try:
-                lower(pick_schedule(loaded, key), P, c.options(base or CodegenOptions()))
+                lower(pick_schedule(loaded, key), P, opts)
             except WorkbenchError:  # RuntimeFault: not generated with these options
                 out[c] = math.nan
     return out

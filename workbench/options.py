@@ -37,8 +37,10 @@ ENVIRONMENT = {
 # What each knob changes, and whether the cost model prices it (cost_model.ops.fused): a knob
 # with no modelled effect says so here and in every result's metadata, rather than pretending.
 PRICED = {
-    "collective_mode": "priced: push reduce-scatters by peer stores into staging buffers, "
-                       "then reduces locally (store bandwidth, one more local pass)",
+    "collective_mode": "priced: push reduce-scatters at the peer store bandwidth (pull at the "
+                       "load one) into staging buffers written and read back in HBM; not "
+                       "modelled: its phase barrier and register pressure (mixed-precision "
+                       "Adam measured push 20 % slower, GPU run 3)",
     "unroll": "not priced: vectors in flight per thread; the model has no per-thread "
               "concurrency term (measure it: wbtorch's choose='measure')",
     "vec_bytes": "not priced: bytes per vector access (design note 55: 0-2 % measured)",

@@ -95,3 +95,26 @@ def test_every_ranked_row_of_the_studies_is_generated(study):
             lower(p.program, sizes["P"])
         elif p.ok:
             assert p.not_generated and p.name not in best
+
+
+def test_codegen_options_are_lowered_and_priced(capsys, tmp_path):
+    times = {}
+    for knobs in ([], ["--codegen", "collective_mode=push"]):
+        js = tmp_path / "t.json"
+        assert main(["simulate", "studies/adam.py", "--json", str(js), *knobs]) == 0
+        times[bool(knobs)] = {r["schedule"]: r["time_ms"] for r in json.loads(js.read_text())}
+    out = capsys.readouterr().out
+    assert "; codegen collective_mode=push" in out
+    assert times[True]["unscheduled"] == times[False]["unscheduled"]  # nothing fused
+    assert times[True]["fuse-rs-c-ag"] != times[False]["fuse-rs-c-ag"]
+    # a row kernel's fused collective is pull only: in push mode it is not generated
+    js = tmp_path / "r.json"
+    assert main(["simulate", "studies/allreduce_rmsnorm.py", "--json", str(js),
+                 "--codegen", "collective_mode=push"]) == 0
+    rows = {r["schedule"]: r for r in json.loads(js.read_text())}
+    assert rows["fuse-rs-c-ag"]["note"].startswith("not generated: statement ")
+    assert "must reduce-scatter by peer loads" in rows["fuse-rs-c-ag"]["note"]
+    assert rows["fuse-rs-c-ag"]["best"] == ""
+    assert main(["simulate", "studies/adam.py", "--codegen", "unroll=3"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "error: --codegen unroll must be one of (1, 2, 4), got 3; 1 is the default\n")
