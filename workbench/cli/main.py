@@ -11,6 +11,7 @@ import sys
 import click
 
 from cost_model.hardware import load_hardware
+from workbench.cli.compile import compile_program
 from workbench.cli.measure import calibrate, compile_and_measure
 from workbench.cli.report import report
 from workbench.cli.schedules import schedules
@@ -91,7 +92,8 @@ def _schedule(loaded, name: str):
     return loaded.schedules[name]
 
 
-for _command in (schedules, simulate, compile_and_measure, calibrate, report, sweep):
+for _command in (schedules, simulate, compile_program, compile_and_measure, calibrate, report,
+                 sweep):
     cli.add_command(_command)
 
 
