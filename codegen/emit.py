@@ -16,14 +16,13 @@ from collections.abc import Mapping
 import sympy
 
 from codegen.plan import Plan
-from codegen.render import render
 from codegen.spec import KernelSpec
 
 
 def sources(plan: Plan) -> dict[str, str]:
     """Each generated kernel's CUDA source by file name (NAME.cu, NAME its mangled entry
     point), once per kernel, in the order the plan launches them."""
-    return {f"{spec.name}.cu": render(spec) for spec in plan.kernels()}
+    return {f"{spec.name}.cu": plan.source(spec) for spec in plan.kernels()}
 
 
 def plan_record(plan: Plan) -> dict:

@@ -233,6 +233,13 @@ class Plan:
         groups = self.step_groups or ((0,),) * len(self.steps)
         return tuple(s for s, g in zip(self.steps, groups) if group in g)
 
+    def source(self, spec: KernelSpec) -> str:
+        """The CUDA source of one of the plan's kernels, rendered by codegen (the runtime
+        compiles and launches it, and never renders)."""
+        from codegen.render import render  # the templates load on first use
+
+        return render(spec)
+
     def kernels(self) -> tuple[KernelSpec, ...]:
         """The generated kernels the runtime compiles, each step's in order."""
         flat = []

@@ -5,7 +5,7 @@ piece, barriers); with the grid sizes of their kernels and the chunking of NCCL 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
 
 from codegen.plan import (
     PEER,
@@ -15,9 +15,7 @@ from codegen.plan import (
 from codegen.spec import THREADS
 from workbench.errors import RuntimeFault
 from workbench.runtime.gpu import ITEMSIZE, Gemm
-
-if TYPE_CHECKING:  # the runs these pieces belong to; the executor imports this module
-    from workbench.runtime.executor import PlanRun
+from workbench.runtime.launches import RunView
 
 
 def overlap_blocks(full: int, chosen: int = 0) -> int:
@@ -58,7 +56,7 @@ class OverlapRun:
     at the start also keeps a run's MatMul from overwriting rows that the previous run's
     consumer may still be reading on a peer (its end barrier covers the rest)."""
 
-    def __init__(self, run: PlanRun, step: OverlapStep, producer, consumer):
+    def __init__(self, run: RunView, step: OverlapStep, producer, consumer):
         import torch
 
         drv = run.gpu.drv
@@ -97,12 +95,12 @@ class CopyEnginesRun:
     legacy stream waits for all of them, and the next run's pulls wait for this run's end
     through the start barrier and the join event."""
 
-    def __init__(self, run: PlanRun, step: CopyEngineStep):
+    def __init__(self, run: RunView, step: CopyEngineStep):
         drv = run.gpu.drv
         self.run_, self.step = run, step
-        self.start, self.end = run._prepare(step.start), run._prepare(step.end)
-        self.kernel = run._prepare(step.kernel)
-        n, C = run._int(step.kernel.extent), step.chunks
+        self.start, self.end = run.prepare(step.start), run.prepare(step.end)
+        self.kernel = run.prepare(step.kernel)
+        n, C = run.int_of(step.kernel.extent), step.chunks
         if n % C:
             raise RuntimeFault(f"statement {','.join(step.stmts)}: copy engines move pieces of "
                                f"1/{C} of each rank's slice of {n} elements, which must divide "
@@ -111,7 +109,7 @@ class CopyEnginesRun:
         self.piece = n // C
         spec = step.kernel.spec
         grid = elementwise_grid(self.piece, spec.vec, run.gpu.sm_count)
-        self.kernel = (*self.kernel[:3], grid, *self.kernel[4:])
+        self.kernel = dataclasses.replace(self.kernel, grid=grid)
         self.pulls, self.pushes = [], []
         base = run.stage * run.P
         for c in step.copies:
@@ -123,9 +121,9 @@ class CopyEnginesRun:
                 subs = {PEER: k}
                 src_rank, dst_rank = (base + k, run.gpu.rank) if c.pull else \
                     (run.gpu.rank, base + k)
-                src = run.pointer(c.src, src_rank) + run._int(
+                src = run.pointer(c.src, src_rank) + run.int_of(
                     substitute(c.src_offset, subs)) * size
-                dst = run.pointer(c.dst, dst_rank) + run._int(
+                dst = run.pointer(c.dst, dst_rank) + run.int_of(
                     substitute(c.dst_offset, subs)) * size
                 (self.pulls if c.pull else self.pushes).append((src, dst, piece_bytes))
         self.streams = [drv.Stream() for _ in range(3)]
