@@ -30,17 +30,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from codegen.plan import (
-    ChunkedStep,
-    CopyEngineStep,
-    GemmStep,
-    KernelStep,
-    NcclStep,
-    OverlapStep,
-    Plan,
-    ReduceStep,
-    SendStep,
-)
+from codegen import plan as cp
 
 # bytes of each element type, by the C type of kernel operands and the plan's dtype names
 C_BYTES = {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8, "uint32_t": 4, "int": 4}
@@ -63,7 +53,7 @@ class StepWork:
                           for f in dataclasses.fields(self)))
 
 
-def plan_work(plan: Plan) -> list[tuple[object, tuple[str, ...], StepWork]]:
+def plan_work(plan: cp.Plan) -> list[tuple[object, tuple[str, ...], StepWork]]:
     """(step, the groups that run it, its work) for every step of the plan, in order."""
     groups = plan.step_groups or ((0,),) * len(plan.steps)
     numel = {b.name: b.numel for b in plan.buffers}
@@ -81,7 +71,7 @@ def step_work(step, P: int, numel: dict | None = None) -> StepWork:
     return rule(step, P, numel or {})
 
 
-def _kernel(step: KernelStep, P: int, numel: dict) -> StepWork:
+def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     spec = step.spec
     n = sympy.sympify(step.extent)
     if spec.row is not None:  # extent counts rows: each load and store covers rows x cols
@@ -117,7 +107,7 @@ def _kernel(step: KernelStep, P: int, numel: dict) -> StepWork:
     return work
 
 
-def _nccl(step: NcclStep, P: int, numel: dict) -> StepWork:
+def _nccl(step: cp.NcclStep, P: int, numel: dict) -> StepWork:
     part = sympy.sympify(step.count) * DTYPE_BYTES[step.dtype]
     whole = P * part  # the side of reduce_scatter / all_gather that holds every rank's part
     read, write, payload = {
@@ -128,28 +118,28 @@ def _nccl(step: NcclStep, P: int, numel: dict) -> StepWork:
     return StepWork(read, write, payload)
 
 
-def _gemm(step: GemmStep, P: int, numel: dict) -> StepWork:
+def _gemm(step: cp.GemmStep, P: int, numel: dict) -> StepWork:
     m, k, n = (sympy.sympify(x) for x in (step.m, step.k, step.n))
     size = DTYPE_BYTES[step.dtype]
     bias = n * size if step.bias is not None else 0
     return StepWork((m * k + k * n) * size + bias, m * n * size, ZERO, 2 * m * k * n)
 
 
-def _reduce(step: ReduceStep, P: int, numel: dict) -> StepWork:
+def _reduce(step: cp.ReduceStep, P: int, numel: dict) -> StepWork:
     count = sympy.sympify(step.count)
     return StepWork(count * DTYPE_BYTES[step.dtype], sympy.Integer(4), ZERO, count)
 
 
-def _send(step: SendStep, P: int, numel: dict) -> StepWork:
+def _send(step: cp.SendStep, P: int, numel: dict) -> StepWork:
     part = sympy.sympify(step.count) * DTYPE_BYTES[step.dtype]
     return StepWork(read_bytes=part, link_bytes=part)
 
 
-def _overlap(step: OverlapStep, P: int, numel: dict) -> StepWork:
+def _overlap(step: cp.OverlapStep, P: int, numel: dict) -> StepWork:
     return step_work(step.producer, P, numel) + step_work(step.consumer, P, numel)
 
 
-def _copy_engines(step: CopyEngineStep, P: int, numel: dict) -> StepWork:
+def _copy_engines(step: cp.CopyEngineStep, P: int, numel: dict) -> StepWork:
     work = step_work(step.kernel, P, numel)
     for c in step.copies:  # every peer's piece, through the copy engines
         size = (P - 1) * sympy.sympify(c.numel) * DTYPE_BYTES[c.dtype]
@@ -157,7 +147,7 @@ def _copy_engines(step: CopyEngineStep, P: int, numel: dict) -> StepWork:
     return work
 
 
-def _chunked(step: ChunkedStep, P: int, numel: dict) -> StepWork:
+def _chunked(step: cp.ChunkedStep, P: int, numel: dict) -> StepWork:
     total = StepWork()
     for s in step.steps:
         total += step_work(s, P, numel)
@@ -165,13 +155,13 @@ def _chunked(step: ChunkedStep, P: int, numel: dict) -> StepWork:
 
 
 WORK_RULES = {
-    KernelStep: _kernel,
-    NcclStep: _nccl,
-    GemmStep: _gemm,
-    ReduceStep: _reduce,
-    SendStep: _send,
-    OverlapStep: _overlap,
-    CopyEngineStep: _copy_engines,
-    ChunkedStep: _chunked,
+    cp.KernelStep: _kernel,
+    cp.NcclStep: _nccl,
+    cp.GemmStep: _gemm,
+    cp.ReduceStep: _reduce,
+    cp.SendStep: _send,
+    cp.OverlapStep: _overlap,
+    cp.CopyEngineStep: _copy_engines,
+    cp.ChunkedStep: _chunked,
 }
 """One work rule per plan step class, as LOWERING_RULES has one lowering per op class."""
