@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -60,6 +60,8 @@ class Prediction:
     samples_s: tuple = ()
     # why the GPU backend does not generate it (codegen's refusal), "" when it does
     not_generated: str = ""
+    # the sizes it was predicted at (the file's, --set, P from the cluster): name -> int
+    sizes: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -244,6 +246,8 @@ def predict(loaded, cluster, sets: dict | None = None,
                               formula, collectives=picks, memory=memory,
                               samples_s=times if variability is not None else (),
                               not_generated=refused))
+    for p in out:
+        p.sizes = {k: int(v) for k, v in sizes.items()}
     return out
 
 
@@ -297,17 +301,46 @@ def best_of(predictions: list[Prediction]) -> Prediction | None:
 
 def explanation(predictions: list[Prediction]) -> str:
     """What --explain prints: per predicted schedule, each NCCL collective with its ranks and
-    nodes, the algorithm and protocol NCCL's choice rule picks, the link that bounds it, and
-    its time alone."""
+    nodes, its buffer, the algorithm and protocol NCCL's choice rule picks, the link that
+    bounds it, its time alone, and its algbw and busbw as nccl-tests reports them (algbw =
+    buffer / time; busbw = algbw x 2(n-1)/n for AllReduce, (n-1)/n for ReduceScatter and
+    AllGather, 1 for Broadcast and Reduce), to set beside an nccl-tests run."""
+    from cost_model.collectives import bus_factor
+
     lines = []
     for p in (p for p in predictions if p.ok):
         lines.append(f"\n{p.name}: NCCL collectives" if p.collectives
                      else f"\n{p.name}: no NCCL collectives")
         for c in p.collectives:
+            algbw = c["nbytes"] / c["time_s"] / 1e9 if c["time_s"] > 0 else float("nan")
+            busbw = algbw * bus_factor(c["kind"], c["ranks"])
             lines.append(f"  {c['stmt']} = {c['kind']} over {c['ranks']} ranks on "
                          f"{c['nodes']} node(s): {c['algorithm']}/{c['protocol']}, "
-                         f"{c['link']}-bound, {c['time_s'] * 1e3:.4g} ms")
+                         f"{c['link']}-bound, {c['time_s'] * 1e3:.4g} ms for "
+                         f"{_bytes(c['nbytes'])}, algbw {algbw:.4g} GB/s, "
+                         f"busbw {busbw:.4g} GB/s")
     return "\n".join(lines)
+
+
+def _bytes(n: float) -> str:
+    """1073741824 -> '1 GiB', 6291456 -> '6 MiB' (binary units, as buffer sizes are)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n:.0f} B"
+
+
+def sizes_text(sizes: dict) -> str:
+    """{'N': 268435456, 'P': 4} -> 'N=268435456 (2^28), P=4': every size a run used, the
+    powers of two also as such (what --set takes: --set N=2**28)."""
+    def one(v: int) -> str:
+        return f"{v} (2^{v.bit_length() - 1})" if v >= 1024 and v & (v - 1) == 0 else str(v)
+
+    return ", ".join(f"{k}={one(v)}" for k, v in sorted(sizes.items(), key=_p_last))
+
+
+def _p_last(item) -> tuple:
+    return (item[0] == "P", item[0])
 
 
 def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) -> str:
@@ -378,13 +411,21 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="Chrome/Perfetto trace of the best schedule's timeline.")
+              help="Write the best schedule's simulated timeline as a Chrome/Perfetto trace "
+              "(open in ui.perfetto.dev): a process per GPU, a thread per resource.")
+@click.option("--trace-all", is_flag=True,
+              help="With --trace: every predicted schedule's timeline in the one trace, each "
+              "GPU of each a process named '<schedule>: GPU <g>', all starting at t = 0.")
 def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
              explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
-             mesh_text, axis, stages, codegen, csv_path, json_path, trace_path) -> None:
+             mesh_text, axis, stages, codegen, csv_path, json_path, trace_path,
+             trace_all) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
+    if trace_all and not trace_path:
+        raise WorkbenchError("--trace-all must come with --trace FILE, got it alone; e.g. "
+                             "--trace timeline.json --trace-all")
     size_values = parse_sets(sets)
     options = CodegenOptions().with_settings(codegen)
     cluster = load_hardware(hardware, nodes)
@@ -411,8 +452,10 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
                           options=options)
     df = table(predictions, memory=show_memory)
     first = next((p for p in predictions if p.ok), None)
+    sizes = predictions[0].sizes if predictions else {}
     knobs = " ".join(f"{k}={v}" for k, v in options.changed().items())
-    click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "
+    click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs) at "
+               f"{sizes_text(sizes)}; "
                f"{first.result.note() if first else 'no schedule predicted (see the notes)'}"
                + (f"; codegen {knobs}" if knobs else ""))
     click.echo(printed(df).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -422,14 +465,24 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
             click.echo(f"\n{p.name}: t(s) = {sympy.N(p.formula, 4)}")
     if explain:
         click.echo(explanation(predictions))
+    # the files say what the header says: the cluster and the sizes of every row
     if csv_path:
-        df.to_csv(csv_path, index=False)
+        df.assign(hardware=cluster.name,
+                  sizes=" ".join(f"{k}={v}" for k, v in sorted(sizes.items(), key=_p_last))
+                  ).to_csv(csv_path, index=False)
     if json_path:
-        Path(json_path).write_text(df.to_json(orient="records", indent=2))
+        rows = json.loads(df.to_json(orient="records"))
+        Path(json_path).write_text(json.dumps([{**r, "hardware": cluster.name, "sizes": sizes}
+                                               for r in rows], indent=2))
     if trace_path:
         best = best_of(predictions)
         if best is None:
             raise WorkbenchError(f"--trace needs a predicted schedule that the GPU backend "
                                  f"generates, got none of {len(predictions)} (see the note "
                                  "column)")
-        Path(trace_path).write_text(json.dumps(best.result.chrome_trace()))
+        from simulator.trace import chrome_trace
+
+        predicted = [p for p in predictions if p.ok]
+        runs = [(p.name + " (best)" * (p is best), p.result)
+                for p in (predicted if trace_all else [best])]
+        Path(trace_path).write_text(json.dumps(chrome_trace(runs)))
