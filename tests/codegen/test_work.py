@@ -1,6 +1,6 @@
 """Work per plan step (codegen.work): what each step reads, writes, moves over links and
 computes, from the plan alone, set against what the cost model counts from the IR for the
-same schedules (the first part of pricing plan steps, design note 59)."""
+same schedules (the first part of pricing plan steps, design note 61)."""
 
 import pytest
 import sympy
@@ -87,7 +87,7 @@ def test_fused_collectives_move_the_link_bytes_the_cost_model_counts(spec, sched
     assert _n(work.read_bytes, bound) == pytest.approx(reads, rel=1e-9)
     # what the plan shows the IR-level count gets wrong: writes of values the kernel keeps in
     # registers, and each gathered buffer's own slice counted twice (not priced from the plan
-    # yet: design note 59)
+    # yet: design note 61)
     assert model_writes - _n(work.write_bytes, bound) == extra_writes
 
 

@@ -371,9 +371,12 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.argument("program_file", metavar="PROGRAM.py[:NAME]")
 @click.option("--hardware", default="h200x4", show_default=True,
               help="Preset (h200x4, h100x8, a100x8, v100x16; clusters: dgx-h100, dgx-h200, "
-              "gb200-nvl72, dgx-a100, dgx2-v100) or a profile file (.json/.yaml).")
+              "dgx-h800, dgx-b200, gb200-nvl72, dgx-a100, aws-p4d, aws-p5, dgx2-v100) or a "
+              "profile file (.json/.yaml).")
 @click.option("--nodes", type=int, default=1, show_default=True,
               help="Nodes of the preset, linked by a 400 Gb/s NIC per GPU.")
+@click.option("--no-nvls", is_flag=True,
+              help="NVLink SHARP off (as NCCL_NVLS_ENABLE=0): no NVLS/NVLSTree algorithms.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Bind a size, e.g. --set N=2**28 (P defaults to the cluster's GPUs).")
 @click.option("--symbolic", is_flag=True, help="Also print each schedule's closed-form time.")
@@ -391,7 +394,8 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--straggler-slowdown", type=float, default=1.5, show_default=True,
               help="How many times as slowly a straggler computes.")
 @click.option("--jitter", type=float, default=0.0, show_default=True,
-              help="Each kernel and collective takes 1 + |N(0, JITTER)| times its time.")
+              help="Each kernel, and each step of a collective, takes 1 + |N(0, JITTER)| "
+              "times its time.")
 @click.option("--degrade", multiple=True, metavar="RANK=FACTOR",
               help="GPU RANK's link (NVLink/NIC) moves data FACTOR (>= 1) times as slowly.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draws.")
@@ -416,9 +420,9 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--trace-all", is_flag=True,
               help="With --trace: every predicted schedule's timeline in the one trace, each "
               "GPU of each a process named '<schedule>: GPU <g>', all starting at t = 0.")
-def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
-             explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
-             mesh_text, axis, stages, codegen, csv_path, json_path, trace_path,
+def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autotune,
+             show_memory, explain, slow, straggler_rate, straggler_slowdown, jitter, degrade,
+             seed, samples, mesh_text, axis, stages, codegen, csv_path, json_path, trace_path,
              trace_all) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
@@ -428,7 +432,7 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
                              "--trace timeline.json --trace-all")
     size_values = parse_sets(sets)
     options = CodegenOptions().with_settings(codegen)
-    cluster = load_hardware(hardware, nodes)
+    cluster = load_hardware(hardware, nodes, nvls=False if no_nvls else None)
     loaded = load(program_file)
     check_size_names(loaded.program, size_values)
     extra = None
