@@ -13,7 +13,9 @@ plan's. What a record counts:
   Scalars (a hyperparameter, a norm) are one element each, an operand broadcast along rows
   (`rowvec`) one row, another broadcast operand (`gather`, a bias) its buffer once (it stays
   in cache); flops are not counted for generated kernels (the cost model reads them from the
-  IR expressions, which the spec holds only as C text);
+  IR expressions, which the spec holds only as C text). Not counted yet: the whole-AllReduce
+  phase at the head of a row kernel (`spec.RowAllReduce`: two-shot, one-shot, Lamport, design
+  note 58) and its "lamport" loads;
 - an NCCL call: the bytes it reads and writes on this rank, and its payload (the per-rank
   buffer that the algorithm moves; the algorithm's factor, 2 (P - 1) / P for a ring
   AllReduce, is the cost model's: `link_bytes` is the payload, not the wire bytes);
