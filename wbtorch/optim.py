@@ -39,6 +39,7 @@ from wbtorch.programs import (
     roles,
 )
 from workbench.loader import load
+from workbench.options import CodegenOptions
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (program files are found there)
 
@@ -107,7 +108,7 @@ class _BucketRun:
         key = "unscheduled" if cand.schedule == ch.TORCH else cand.schedule
         program = pick_schedule(opt.loaded, key)
         self.roles = roles(program)
-        plan = lower(program, opt.P, collective_unroll=cand.unroll, collective_mode=cand.mode)
+        plan = lower(program, opt.P, cand.options(opt.codegen))
         check_in_place(program, plan.locs)
         self.bound = _bind(opt.gpu, plan, {"N": bucket.numel, "P": opt.P}, cand.blocks_per_sm)
         self.g = self.bound.view(self.roles.grad)
@@ -154,7 +155,7 @@ class DataParallelOptimizer:
     group: the torch.distributed process group (None: the world).
     bucket_bytes: the gradient bucket cap (DDP's 25 MiB by default).
     overlap: run each bucket's step in backward, on a side stream, as soon as the bucket's
-        gradients are accumulated (post-accumulate-grad hooks; design note 60); `step()` then
+        gradients are accumulated (post-accumulate-grad hooks; design note 62); `step()` then
         runs what backward did not launch and makes torch's stream wait for the side stream.
         Backward must have more than one autograd node over the parameters for this to
         overlap anything: compile the model by regions (each block), not whole.
@@ -178,6 +179,7 @@ class DataParallelOptimizer:
             raise bk.BucketError("the optimizer must be given at least one parameter, got none; "
                                  "pass model.parameters() of a model with trainable parameters")
         self.spec = program
+        self.codegen = CodegenOptions.from_env()  # the WB_* knobs, read once here
         self.loaded = load(program)
         self.roles = roles(self.loaded.program)
         dtypes = {str(p.dtype).removeprefix("torch.") for p in self.params}
@@ -272,7 +274,8 @@ class DataParallelOptimizer:
                               unrolls, blocks)
         if self.zero:
             cands = [c for c in cands if keeps_state_sliced(self.loaded, c.schedule)]
-        predicted = ch.predict(self.loaded, cands, b.numel, self.P, cluster) if cluster else None
+        predicted = (ch.predict(self.loaded, cands, b.numel, self.P, cluster, self.codegen)
+                     if cluster else None)
         measured = None
         if choose == "measure":
             # buckets of one size share a trial (a model's buckets are mostly cap-sized)

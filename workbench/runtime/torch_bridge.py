@@ -25,10 +25,11 @@ torch, pycuda and nccl4py are imported inside functions only.
 
 from __future__ import annotations
 
+from workbench.errors import RuntimeFault
 from workbench.runtime import comm as comm_mod
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu, import_pycuda, push_primary_context
-from workbench.errors import RuntimeFault
+from workbench.runtime.launches import KernelLaunch, NcclCall
 
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
@@ -67,7 +68,8 @@ class GroupHost:
 
 
 class TorchGpu(Gpu):
-    """A rank's Gpu (workbench.runtime.gpu) over a torch.distributed process group that already exists.
+    """A rank's Gpu (workbench.runtime.gpu) over a torch.distributed process group that
+    already exists.
 
     `group` None is the default (world) group. The rank and size are the group's; the device
     is torch's current CUDA device. NCCL: nccl4py over the group's ranks where it imports
@@ -205,7 +207,7 @@ class BoundPlan:
 
     def numel(self, name: str) -> int:
         """Elements of value `name` on this rank (its local part)."""
-        return self.run_._int(self.plan.locs[name].numel)
+        return self.run_.int_of(self.plan.locs[name].numel)
 
     def dtype(self, name: str) -> str:
         """The workbench dtype name (f32, f16, bf16) of the buffer holding value `name`."""
@@ -219,7 +221,7 @@ class BoundPlan:
                 raise RuntimeFault(f"value '{name}' must be held by this rank's plan, got none "
                                    f"of that name; values: {', '.join(sorted(self.plan.locs))}")
             dtype = self.dtype(name)
-            self._views[name] = device_view(self.torch, self.run_._address(
+            self._views[name] = device_view(self.torch, self.run_.address(
                 self.plan.locs[name], dtype), (self.numel(name),), dtype,
                 self.gpu.device_index)
         return self._views[name]
@@ -252,16 +254,17 @@ class BoundPlan:
                 self._views.pop(name, None)
                 changed = True
         if changed:
-            run.launches = [run._prepare(s) for s in run.steps]
+            run.launches = [run.prepare(s) for s in run.steps]
 
     def run(self, side: SideStream | None = None) -> None:
         """Enqueue one execution of the schedule after torch's current stream's work; with
         `side` (torch's current stream must be it), its kernels and NCCL calls go on that
         stream directly (a plan with other kinds of steps runs on the default stream, ordered
         by events as without it: correct, but serialized with torch's default-stream work)."""
-        if side is not None and all(i[0] in ("kernel", "nccl") for i in self.run_.launches):
-            for item in self.run_.launches:
-                if item[0] == "nccl":
+        launches = self.run_.launches
+        if side is not None and all(isinstance(i, (KernelLaunch, NcclCall)) for i in launches):
+            for item in launches:
+                if isinstance(item, NcclCall):
                     self.run_.nccl(item, side.handle)
                 else:
                     self.run_.launch(item, side.pycuda)
