@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cost_model.validate import profile_text, profile_value
 from workbench.errors import HardwareError
 from workbench.placement import Placement
 
@@ -639,7 +640,7 @@ def load_profile(path: Path) -> Cluster:
     """Read a profile file: {"base": PRESET, <field>: value or {<subfield>: value}}."""
     if not path.is_file():
         raise HardwareError(f"hardware profile must be an existing file, got {path}")
-    text = path.read_text()
+    text = profile_text(path)
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(text)
@@ -695,12 +696,13 @@ def override(obj: Any, changes: dict, prefix: str) -> Any:
                 raise HardwareError(f"hardware profile field {where} must be a string, got "
                                     f"{value!r}")
             new[key] = value
-        else:
-            value = _number(value)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise HardwareError(f"hardware profile field {where} must be a positive number, "
+        elif isinstance(old, bool):
+            if not isinstance(value, bool):
+                raise HardwareError(f"hardware profile field {where} must be true or false, "
                                     f"got {value!r}")
-            new[key] = int(value) if isinstance(old, int) else float(value)
+            new[key] = value
+        else:
+            new[key] = profile_value(where, key, value, allow_zero=fields[key].default == 0)
     return dataclasses.replace(obj, **new)
 
 
@@ -738,11 +740,7 @@ def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
         return tuple(by_name.values())
     table = dict(old)
     for name, number in value.items():
-        number = _number(number)
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0:
-            raise HardwareError(f"hardware profile field {where}.{name} must be a "
-                                f"non-negative number, got {number!r}")
-        table[str(name)] = float(number)
+        table[str(name)] = profile_value(f"{where}.{name}", where.rsplit(".", 1)[-1], number)
     return tuple(table.items())
 
 
@@ -752,13 +750,3 @@ def _positive(x) -> bool:
 
 def _non_negative(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
-
-
-def _number(value: Any) -> Any:
-    """YAML 1.1 reads 1.0e11 as a string: accept numeric strings as numbers."""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
