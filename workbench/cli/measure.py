@@ -14,13 +14,18 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.outputs import check_output_dir, check_output_file
-from workbench.cli.results_table import format_table, steps_table, table
 from cost_model import calibration
-from workbench.runtime.calibrate import measure, write_csvs
-from workbench.runtime.job import job_stem, run_job
+from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.params import Finite
+from workbench.cli.results_table import format_table, steps_table, table
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import check_size_names, load, parse_sets
+from workbench.runtime.calibrate import measure, write_csvs
+from workbench.runtime.job import job_stem, run_job
+
+# Seconds without progress before a run is ended: NaN or inf would disable hang detection,
+# 0 or less would end a healthy run; a day is longer than any measurement.
+HANG_S = Finite(0.0, 86_400.0, low_open=True, example="e.g. --hang-timeout 60")
 
 
 def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
@@ -68,12 +73,13 @@ def _versions() -> dict:
 @click.option("--schedule", default="all", show_default=True,
               help="Schedules to measure besides the unscheduled program (comma-separated), "
                    "all, or unscheduled (that program alone).")
-@click.option("--reps", default=30, show_default=True, help="Timed repetitions (>= 20).")
-@click.option("--warmup", default=5, show_default=True)
+@click.option("--reps", type=click.IntRange(1, 1_000_000), default=30, show_default=True,
+              help="Timed repetitions (>= 20).")
+@click.option("--warmup", type=click.IntRange(0, 100_000), default=5, show_default=True)
 @click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
 @click.option("--out", "out_dir", default="studies/results/gpu", show_default=True,
               help="Folder for the CSV and JSON results.")
-@click.option("--hang-timeout", "hang_s", default=60.0, show_default=True,
+@click.option("--hang-timeout", "hang_s", default=60.0, show_default=True, type=HANG_S,
               help="Seconds without progress from a rank before the run is ended.")
 @click.option("--quiet", is_flag=True, help="Do not echo the ranks' progress lines.")
 @click.option("--name", default=None, help="Stem of the result files (default: from programs).")
@@ -141,7 +147,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
               help="Preset whose unmeasured fields (NVLink, NIC, channels) the profile keeps.")
 @click.option("--from-raw", "raw_in", default=None,
               help="Fit a raw file measured earlier instead of measuring (no GPU needed).")
-@click.option("--hang-timeout", "hang_s", default=120.0, show_default=True,
+@click.option("--hang-timeout", "hang_s", default=120.0, show_default=True, type=HANG_S,
               help="Seconds without progress from a rank before the run is ended.")
 @click.option("--passes", default=3, show_default=True,
               help="Whole sweeps of the NCCL collectives and send/recv, one after another; "

@@ -18,7 +18,6 @@ import click
 import numpy as np
 import sympy
 
-from workbench.cli.outputs import check_output_file
 from cost_model.hardware import load_hardware
 from cost_model.ops import CostContext, explain_collectives, peak_memory, program_cost
 from simulator import Variability
@@ -26,6 +25,7 @@ from simulator import simulate as simulate_program
 from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import autotune as tuner
 from workbench import ir
+from workbench.cli.outputs import check_output_file
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import check_size_names, load, parse_sets
@@ -320,8 +320,9 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
               help="Each kernel and collective takes 1 + |N(0, JITTER)| times its time.")
 @click.option("--degrade", multiple=True, metavar="RANK=FACTOR",
               help="GPU RANK's link (NVLink/NIC) moves data FACTOR (>= 1) times as slowly.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draws.")
-@click.option("--samples", type=int, default=1, show_default=True,
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
+              help="Seed of the draws.")
+@click.option("--samples", type=click.IntRange(1, 10_000), default=1, show_default=True,
               help="Draws to simulate when ranks differ; adds p50_ms and p99_ms columns.")
 @click.option("--mesh", "mesh_text", metavar="AXIS=SIZE,...",
               help="Lay the GPUs out as a device mesh, first axis fastest (tp=8,dp=128: tp "

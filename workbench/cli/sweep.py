@@ -19,12 +19,12 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from workbench.cli.outputs import check_output_dir, check_output_file
-from workbench.cli.results_table import table
-from workbench.cli.simulate import predict
 from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label
+from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.results_table import table
+from workbench.cli.simulate import predict
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
@@ -191,7 +191,7 @@ def main() -> None:
 @click.option("--hardware", default="h200x4", show_default=True)
 @click.option("--nodes", default=1, show_default=True)
 @click.option("--study", "studies", multiple=True, type=click.Choice(list(SWEEPS)))
-@click.option("--gpus", type=int, default=None,
+@click.option("--gpus", type=click.IntRange(1, 1_000_000), default=None,
               help="GPUs the run uses, as compile-and-measure --gpus (default: the "
                    "hardware's); each stage of a pipeline gets an equal share.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
