@@ -8,6 +8,7 @@ an optional dict `sizes` gives default values for size symbols (`--set` override
 from __future__ import annotations
 
 import ast
+import hashlib
 import operator
 import runpy
 import sys
@@ -79,6 +80,14 @@ def load(spec: str) -> ProgramFile:
         raise ProgramFileError(f"`sizes` in {path} must be a dict of size names to positive "
                                f"ints like {{'N': 2**28}}, got {got}")
     return ProgramFile(path, attr, program, schedules, dict(sizes))
+
+
+def file_digest(spec: str) -> str:
+    """The sha256 of the program file `spec` names (FILE.py[:NAME]): what a results file
+    records of the program it measured, so that reading the results back never has to run a
+    file the results name (a program file is Python: loading it runs it)."""
+    path, _ = split_spec(spec)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # The operators a size expression may use: integer arithmetic only (true division would

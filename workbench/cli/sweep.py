@@ -23,6 +23,7 @@ from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label
 from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.results_files import checked_step_record, program_for
 from workbench.cli.results_table import table
 from workbench.cli.simulate import predict
 from workbench.interpreter import bind_sizes
@@ -75,7 +76,10 @@ def _records(path: Path) -> list[dict]:
     """The records of a compile-and-measure JSON (NAME.json, or NAME.partial.json that a run
     cut off left behind)."""
     try:
-        return json.loads(Path(path).read_text())["records"]
+        records = json.loads(Path(path).read_text())["records"]
+        if not isinstance(records, list):
+            raise TypeError(f"'records' is a {type(records).__name__}, not a list")
+        return records
     except (ValueError, KeyError, TypeError) as e:
         raise click.UsageError(f"{path} must be compile-and-measure's JSON (an object with "
                                f"'records'), got {type(e).__name__}: {e}; pass its CSV or the "
@@ -125,22 +129,32 @@ def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
                                 ignore_index=True)
 
 
-def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1) -> pd.DataFrame:
+def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1,
+              programs: list[str] = ()) -> pd.DataFrame:
     """Per-step measured times (compile-and-measure --per-step: the records' "steps") beside
     the cost model's time of the top-level statement each step runs, where a step runs one
     whole statement (a statement that lowers to several steps, e.g. LAMB's fused kernel
     with its norm combine, has no prediction per step; consecutive steps labelled with one
     statement, a norm's partial sums and their combine, are one row:
     merge_statement_steps). predicted_gpu_ms leaves out the host's issue cost of an NCCL
-    call, which a host ahead of the GPU hides in a sequence."""
+    call, which a host ahead of the GPU hides in a sequence.
+
+    A record names its program file (`spec`) but never decides what runs: the file loaded
+    is one of `programs` (the user's --program) or a study shipped with the workbench, and
+    its sha256 must be the one the record carries (results_files.program_for)."""
 
     cluster = load_hardware(hardware, nodes)
     rows = []
+    loaded_by_file: dict[str, object] = {}
     for path in result_paths:
-        for r in _records(path):
-            if r.get("kind") != "workbench" or not r.get("steps"):
+        for i, r in enumerate(_records(path)):
+            if not isinstance(r, dict) or r.get("kind") != "workbench" or not r.get("steps"):
                 continue
-            loaded = load(r["spec"])
+            checked_step_record(path, i, r)
+            spec = program_for(path, i, r, programs, STUDIES_DIR)
+            if spec not in loaded_by_file:
+                loaded_by_file[spec] = load(spec)
+            loaded = loaded_by_file[spec]
             name = r["schedule"]
             if name != "unscheduled" and name not in loaded.schedules:
                 raise click.UsageError(
@@ -224,11 +238,16 @@ def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
 @click.option("--hardware", default="h200x4", show_default=True)
 @click.option("--nodes", default=1, show_default=True)
 @click.option("--out", "out_csv", type=click.Path(path_type=Path), default=None)
+@click.option("--program", "programs", multiple=True, metavar="PROGRAM.py",
+              help="The program file the results measured (repeatable). A program file is "
+                   "Python and runs when loaded, so the results never choose it: a record's "
+                   "program must be given here (or be a study shipped with the workbench) "
+                   "and have the content the record's sha256 names.")
 def steps_cmd(json_paths: tuple[Path, ...], hardware: str, nodes: int,
-              out_csv: Path | None) -> None:
+              out_csv: Path | None, programs: tuple[str, ...]) -> None:
     """Per-step measured (compile-and-measure --per-step JSON) against predicted times."""
     check_output_file(out_csv, "--out")
-    df = step_rows(list(json_paths), hardware, nodes)
+    df = step_rows(list(json_paths), hardware, nodes, list(programs))
     if df.empty:
         raise click.UsageError("the results must hold per-step times, got none; measure with "
                                "workbench compile-and-measure --per-step")

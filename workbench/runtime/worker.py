@@ -23,13 +23,13 @@ import traceback
 import numpy as np
 
 from codegen.lower import lower, stage_order
+from workbench import interpreter, ir
+from workbench.errors import RuntimeFault
+from workbench.loader import file_digest, load
 from workbench.runtime import baselines, checks
 from workbench.runtime.comm import rank_env
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
-from workbench import interpreter, ir
-from workbench.errors import RuntimeFault
-from workbench.loader import load
 from workbench.types import Sliced
 
 
@@ -193,6 +193,7 @@ def main(job_path: str) -> int:
         os._exit(7)
     for entry in job["programs"]:
         pf = load(entry["spec"])
+        digest = file_digest(entry["spec"])  # results name their program by content too
         original = pf.program
         wanted = entry.get("schedules", ["all"])
         scheds = [(n, s) for n, s in pf.schedules.items() if "all" in wanted or n in wanted]
@@ -208,6 +209,7 @@ def main(job_path: str) -> int:
             sizes.setdefault("P", P)
             sizes["P"] = P
             base = {"spec": entry["spec"], "program": original.name, "sizes": sizes, "P": P,
+                    "program_sha256": digest,
                     "comm_bytes": comm_bytes(original, sizes, P)}
             if stages > 1:
                 base["stages"] = stages

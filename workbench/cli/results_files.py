@@ -1,0 +1,93 @@
+"""Results files read back: what a record may make the workbench do, and what it must hold.
+
+A results JSON is data, possibly from someone else. It names the program file it measured
+(`spec`), but a program file is Python and runs when loaded, so the name alone never
+chooses what runs: `program_for` takes the file the user passed (`--program`) or a study
+shipped with the workbench, and checks it against the sha256 the record carries. Every
+field read is checked (`checked_step_record`), so a wrong-typed or non-finite value is one
+message naming the record and the field, never a traceback or a NaN folded in.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+from workbench.loader import file_digest, split_spec
+
+
+class ResultsFileError(WorkbenchError):
+    """A results file whose records are not what compile-and-measure writes."""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def program_for(path: Path, index: int, record: dict, programs, studies_dir: Path) -> str:
+    """The program spec to load for `record` (record `index` of results file `path`): the
+    file of `programs` (the user's --program) with the record's file name, else the shipped
+    study of that name under `studies_dir`; its content must match the record's
+    program_sha256 where the record has one."""
+    spec = record.get("spec")
+    if not isinstance(spec, str) or not spec.strip():
+        raise ResultsFileError(f"{path}: record {index} field spec must name the program file "
+                               f"measured, got {spec!r}; pass the JSON compile-and-measure wrote")
+    file, attr = split_spec(spec)
+    suffix = f":{attr}" if attr != "program" else ""
+    given = [Path(split_spec(p)[0]) for p in programs]
+    chosen = next((g for g in given if g.name == file.name), None)
+    if chosen is None and file.parent.name == "studies" and (studies_dir / file.name).is_file():
+        chosen = studies_dir / file.name  # the installed study, never a file beside the results
+    if chosen is None:
+        named = ", ".join(str(g) for g in given) or "none"
+        raise ResultsFileError(
+            f"{path}: record {index}'s program file {file} must be passed with --program (a "
+            f"program file is Python and runs when loaded, so results never choose one), got "
+            f"--program {named}; pass --program {file} if you trust that file")
+    want = record.get("program_sha256")
+    if want is not None:
+        if not (isinstance(want, str) and _SHA256.fullmatch(want)):
+            raise ResultsFileError(f"{path}: record {index} field program_sha256 must be 64 "
+                                   f"hex digits, got {want!r}; pass the JSON compile-and-"
+                                   "measure wrote")
+        got = file_digest(str(chosen))
+        if got != want:
+            raise ResultsFileError(
+                f"{path}: record {index}'s program {file} must be the file the run measured "
+                f"(sha256 {want[:16]}...), got {chosen} with sha256 {got[:16]}...; pass the "
+                "program file the run measured with --program")
+    return f"{chosen}{suffix}"
+
+
+def _finite(x, low: float = 0.0) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            and x >= low)
+
+
+def checked_step_record(path: Path, index: int, record: dict) -> None:
+    """Raise ResultsFileError unless `record` has what sweep steps reads: a schedule name,
+    sizes (name -> positive int) and steps (stage, stmts, a finite median_ms >= 0)."""
+    def bad(name: str, what: str, value) -> ResultsFileError:
+        return ResultsFileError(f"{path}: record {index} field {name} must be {what}, got "
+                                f"{value!r:.80}; pass the JSON compile-and-measure wrote")
+
+    if not isinstance(record.get("schedule"), str):
+        raise bad("schedule", "a schedule name", record.get("schedule"))
+    sizes = record.get("sizes")
+    if not (isinstance(sizes, dict) and sizes and all(
+            isinstance(k, str) and type(v) is int and v > 0 for k, v in sizes.items())):
+        raise bad("sizes", "a mapping of size names to positive integers", sizes)
+    steps = record.get("steps")
+    if not isinstance(steps, list):
+        raise bad("steps", "a list of steps", steps)
+    for j, st in enumerate(steps):
+        if not isinstance(st, dict):
+            raise bad(f"steps[{j}]", "a mapping (stage, stmts, median_ms)", st)
+        if not (type(st.get("stage")) is int and st["stage"] >= 0):
+            raise bad(f"steps[{j}].stage", "an integer >= 0", st.get("stage"))
+        if not isinstance(st.get("stmts"), str):
+            raise bad(f"steps[{j}].stmts", "the statement names as text", st.get("stmts"))
+        if not _finite(st.get("median_ms")):
+            raise bad(f"steps[{j}].median_ms", "a finite time >= 0 in ms", st.get("median_ms"))
