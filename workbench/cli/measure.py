@@ -15,7 +15,13 @@ from pathlib import Path
 import click
 
 from cost_model import calibration
-from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.outputs import (
+    check_output_dir,
+    check_output_file,
+    output_lock,
+    write_atomic,
+    write_csv,
+)
 from workbench.cli.params import Finite
 from workbench.cli.results_table import format_table, steps_table, table
 from workbench.errors import RuntimeFault, WorkbenchError
@@ -106,22 +112,30 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     out = Path(out_dir)
     # Rank 0 rewrites its records as it goes beside the final results, so a run cut off from
     # outside leaves them where the user looks.
-    results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
-                      not no_baselines, hang_s, echo, unroll, mode,
-                      partial=out / f"{stem}.partial.json", per_step=per_step)
-    command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    results["meta"].update(_versions(), command=command,
-                           date=datetime.datetime.now(datetime.UTC).isoformat())
-    df = table(results["records"])
-    out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / f"{stem}.csv", index=False)
-    (out / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
-    (out / f"{stem}.command.txt").write_text(command + "\n")
+    partial = out / f"{stem}.partial.json"
+    with output_lock(out, "--out"):  # a second run into --out would delete this one's partial
+        try:
+            results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
+                              not no_baselines, hang_s, echo, unroll, mode,
+                              partial=partial, per_step=per_step)
+        except KeyboardInterrupt:
+            click.echo(f"interrupted: the records measured so far are in {partial} (workbench "
+                       f"sweep measured {partial} reads them)", err=True)
+            raise
+        command = ("workbench compile-and-measure "
+                   + " ".join(shlex.quote(a) for a in sys.argv[2:]))
+        results["meta"].update(_versions(), command=command,
+                               date=datetime.datetime.now(datetime.UTC).isoformat())
+        df = table(results["records"])
+        write_csv(df, out / f"{stem}.csv")
+        write_atomic(out / f"{stem}.json", json.dumps(results, indent=1, default=str))
+        write_atomic(out / f"{stem}.command.txt", command + "\n")
+        if per_step:
+            steps = steps_table(results["records"])
+            write_csv(steps, out / f"{stem}.steps.csv")
     click.echo(format_table(df))
     written = ".csv, .json, .command.txt"
     if per_step:
-        steps = steps_table(results["records"])
-        steps.to_csv(out / f"{stem}.steps.csv", index=False)
         click.echo(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         written += ", .steps.csv"
     click.echo(f"wrote {out / stem}{written}")

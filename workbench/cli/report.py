@@ -15,6 +15,8 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from workbench.cli.outputs import confined, save_figure, write_atomic
+from workbench.cli.results_files import read_results_csv
 from workbench.errors import ProgramFileError
 
 BASELINE = "unscheduled"
@@ -23,14 +25,9 @@ BASELINE = "unscheduled"
 def _read(path: Path, value: str) -> pd.DataFrame | None:
     if not path.is_file():
         return None
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ProgramFileError(f"results file {path} must be a CSV table, got {e}") from None
-    from workbench.cli.compare import KEYS, _require
+    from workbench.cli.compare import KEYS
 
-    _require(df, KEYS + [value], str(path))
-    return df
+    return read_results_csv(path, KEYS + [value], value)
 
 
 def speedups(df: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -81,11 +78,12 @@ def _figure(study: str, predicted, measured, out_dir: Path) -> list[Path]:
     ax.set_title(study)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    paths = [out_dir / f"{study}.png", out_dir / f"{study}.pdf"]
+    # The study's name comes from the CSV: confined to out_dir, never ../x or /abs/x.
+    paths = [confined(out_dir, study, ".png"), confined(out_dir, study, ".pdf")]
     for p in paths:
         # No creation date in the PDF: regenerating a report from the same CSVs gives the same
         # files, so git shows only real changes.
-        fig.savefig(p, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
+        save_figure(fig, p, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
     plt.close(fig)
     return paths
 
@@ -123,7 +121,7 @@ def build_report(results_dir: Path) -> str:
                   "## Summary", "", summarize(joined).round(3).to_markdown(index=False), ""]
     steps_csv = results_dir / "steps.csv"
     if steps_csv.is_file():
-        parts += _steps_section(pd.read_csv(steps_csv))
+        parts += _steps_section(read_results_csv(steps_csv, []))
     studies = sorted(set().union(*[set(df["study"]) for df in (predicted, measured)
                                    if df is not None]))
     for study in studies:
@@ -131,7 +129,7 @@ def build_report(results_dir: Path) -> str:
             if p.suffix == ".png":
                 parts += [f"![{study}]({p.name})", ""]
     text = "\n".join(parts)
-    (results_dir / "report.md").write_text(text)
+    write_atomic(results_dir / "report.md", text)
     return text
 
 

@@ -91,3 +91,58 @@ def checked_step_record(path: Path, index: int, record: dict) -> None:
             raise bad(f"steps[{j}].stmts", "the statement names as text", st.get("stmts"))
         if not _finite(st.get("median_ms")):
             raise bad(f"steps[{j}].median_ms", "a finite time >= 0 in ms", st.get("median_ms"))
+
+
+def read_results_csv(path: Path, columns: list[str], value: str | None = None):
+    """The table of results CSV `path` (predicted.csv, measured.csv, steps.csv), whole: it
+    must be UTF-8, end with a newline (a file cut short by a full disk does not), have
+    `columns`, no row with an empty key, and `value` (if given) numeric: finite and > 0 where
+    the row is predicted (`predicted_s`), finite >= 0 or empty where measured."""
+    import io
+
+    import pandas as pd
+
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+        if "\x00" in text:
+            raise UnicodeError("a NUL byte")
+    except UnicodeError as e:
+        raise ResultsFileError(f"results file {path} must be a UTF-8 CSV table, got binary "
+                               f"data ({e}); regenerate it with workbench sweep") from None
+    if text and not text.endswith("\n"):
+        raise ResultsFileError(f"results file {path} must end with a newline, got a last line "
+                               f"cut short ({text.splitlines()[-1][:60]!r}); the file was not "
+                               "written whole: regenerate it with workbench sweep")
+    try:
+        df = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise ResultsFileError(f"results file {path} must be a CSV table, got {e}") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ResultsFileError(f"results file {path} must have columns {columns}, got "
+                               f"{list(df.columns)} (missing {missing}); regenerate it with "
+                               "workbench sweep")
+    keys = [c for c in columns if c != value]
+    empty = df[keys].isna().any(axis=1)
+    if empty.any():
+        row = int(empty.idxmax())
+        raise ResultsFileError(f"results file {path} row {row + 2} must have every key "
+                               f"({', '.join(keys)}), got an empty one; the file was not "
+                               "written whole: regenerate it with workbench sweep")
+    if value is not None:
+        numbers = pd.to_numeric(df[value], errors="coerce")
+        not_a_number = numbers.isna() & df[value].notna()  # text such as "fast"
+        infinite = numbers.isin([float("inf"), float("-inf")])
+        out_of_range = ~(numbers > 0) if value == "predicted_s" else numbers < 0
+        bad = not_a_number | infinite | out_of_range
+        if bad.any():
+            row = int(bad.idxmax())
+            got = df[value].iloc[row]
+            got = "an empty cell" if pd.isna(got) else repr(getattr(got, "item", lambda: got)())
+            raise ResultsFileError(f"results file {path} row {row + 2} column {value} must be "
+                                   f"a finite time in seconds"
+                                   f"{' > 0' if value == 'predicted_s' else ' >= 0 (or empty)'}"
+                                   f", got {got}; regenerate the file")
+        df[value] = numbers
+    return df

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import click
 import numpy as np
@@ -25,7 +24,7 @@ from simulator import simulate as simulate_program
 from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import autotune as tuner
 from workbench import ir
-from workbench.cli.outputs import check_output_file
+from workbench.cli.outputs import check_output_file, write_atomic, write_csv
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import check_size_names, load, parse_sets
@@ -375,13 +374,13 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
     if explain:
         click.echo(explanation(predictions))
     if csv_path:
-        df.to_csv(csv_path, index=False)
+        write_csv(df, csv_path)
     if json_path:
-        Path(json_path).write_text(df.to_json(orient="records", indent=2))
+        write_atomic(json_path, df.to_json(orient="records", indent=2))
     if trace_path:
         predicted = [p for p in predictions if p.ok]
         if not predicted:
             raise WorkbenchError(f"--trace needs a predicted schedule, got none of "
                                  f"{len(predictions)} (see the note column)")
         best = min(predicted, key=lambda p: p.time_s)
-        Path(trace_path).write_text(json.dumps(best.result.chrome_trace()))
+        write_atomic(trace_path, json.dumps(best.result.chrome_trace()))

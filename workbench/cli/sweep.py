@@ -14,6 +14,7 @@ measured.csv (same keys). `workbench report` then compares them and draws the fi
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
@@ -22,10 +23,11 @@ import pandas as pd
 from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label
-from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.outputs import check_output_dir, check_output_file, output_lock, write_csv
 from workbench.cli.results_files import checked_step_record, program_for
 from workbench.cli.results_table import table
 from workbench.cli.simulate import predict
+from workbench.errors import WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
@@ -53,6 +55,11 @@ def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None
             for p in predict(loaded, cluster, {**sizes, "P": P}):
                 if not p.ok:  # predict said why on stderr; a row needs a time
                     continue
+                if not (math.isfinite(p.time_s) and p.time_s > 0):
+                    raise WorkbenchError(
+                        f"the predicted time of {study} {p.name} {size_label(sizes)} must be a "
+                        f"finite time > 0, got {p.time_s!r}; check the hardware profile "
+                        f"{hardware} (workbench simulate names what it prices)")
                 rows.append({"study": study, "schedule": p.name, "size": size_label(sizes),
                              "gpus": P, "predicted_s": p.time_s,
                              "model_s": p.model_s, "lower_bound_s": p.lower_bound_s,
@@ -214,8 +221,8 @@ def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int |
     """Simulate every study's schedules over its sizes; write OUT/predicted.csv."""
     check_output_dir(out_dir, "--out")
     df = predict_rows(hardware, nodes, list(studies) or None, gpus)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out_dir / "predicted.csv", index=False)
+    with output_lock(out_dir, "--out"):
+        write_csv(df, out_dir / "predicted.csv")
     click.echo(f"wrote {out_dir / 'predicted.csv'} ({len(df)} rows)")
 
 
@@ -227,8 +234,8 @@ def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
     """Fold compile-and-measure results into OUT/measured.csv."""
     check_output_dir(out_dir, "--out")
     df = measured_rows(list(csv_paths))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out_dir / "measured.csv", index=False)
+    with output_lock(out_dir, "--out"):
+        write_csv(df, out_dir / "measured.csv")
     click.echo(f"wrote {out_dir / 'measured.csv'} ({len(df)} rows)")
 
 
@@ -253,7 +260,7 @@ def steps_cmd(json_paths: tuple[Path, ...], hardware: str, nodes: int,
                                "workbench compile-and-measure --per-step")
     click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if out_csv is not None:
-        df.to_csv(out_csv, index=False)
+        write_csv(df, out_csv)
         click.echo(f"wrote {out_csv} ({len(df)} rows)")
 
 
