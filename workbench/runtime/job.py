@@ -35,7 +35,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     runs P / S ranks per stage); return the results JSON of rank 0.
 
     Rank 0 rewrites its results as it goes into `partial` (default: STEM.partial.json in
-    compile-and-measure's --out folder, else in the temporary folder), which is removed once
+    compile-and-measure's --out folder, else in a private temporary folder), removed once
     the run is complete. A run that fails raises its RuntimeFault plus where the records
     written before the fault are; a run cut off from outside leaves that file behind.
     `per_step`: also time each step of every schedule (the records' "steps").
@@ -64,8 +64,10 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
                            "pip install 'coconet-workbench[gpu]' (pycuda builds from source "
                            "against /usr/local/cuda; nvcc is needed too)")
     compiler.nvcc_path()
-    if partial is None:
-        partial = Path(tempfile.gettempdir()) / f"{job_stem(specs, P)}.partial.json"
+    private = None
+    if partial is None:  # a folder of its own (mode 0700), never a fixed name in shared /tmp
+        private = Path(tempfile.mkdtemp(prefix="wb-partial-"))
+        partial = private / f"{job_stem(specs, P)}.partial.json"
     out = Path(partial)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)  # an earlier run's leftover: this run rewrites it
@@ -86,6 +88,8 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         raise RuntimeFault(f"rank 0 must mark its results complete when every rank exits 0, "
                            f"got an incomplete file; {partial_note(out)}")
     out.unlink()
+    if private is not None:
+        private.rmdir()
     return results
 
 
