@@ -18,7 +18,7 @@ from pathlib import Path
 
 from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
-from workbench.scheduling import Schedule, collecting
+from workbench.scheduling import HardExit, Schedule, collecting, no_hard_exit
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,14 @@ def load(spec: str) -> ProgramFile:
             "(the shipped studies are studies/sgd.py, adam.py, lamb.py, model_parallel.py, "
             "pipeline.py)")
     try:
-        with collecting() as made:
+        with collecting() as made, no_hard_exit():
             namespace = runpy.run_path(str(path), run_name=f"workbench_program_{path.stem}")
     except WorkbenchError as e:
         raise type(e)(f"in program file {path}: {e}") from None
     except SystemExit as e:
-        raise ProgramFileError(f"program file {path} must not exit, got exit({e.code})") from None
+        what = e.code if isinstance(e, HardExit) else f"exit({e.code})"
+        raise ProgramFileError(f"program file {path} must not exit, got {what}; remove the "
+                               "exit (a program file is run to read its program)") from None
     except BaseException as e:  # a user's file may raise anything; report where and what
         frames = [f for f in traceback.extract_tb(sys.exc_info()[2])
                   if Path(f.filename).resolve() == path.resolve()]
