@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import RuntimeFault
+from workbench.runtime.watchdog import Watchdog
 
 # NVLink multicast must stay off on the shared GPU machines (a program that uses it can take the
 # host's GPUs out of service); every process we start carries these.
@@ -142,7 +143,7 @@ def _end_sessions(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
 class _Spawned:
     """P children started here, each in a session of its own."""
 
-    def __init__(self, P: int, argv: list[str], base_env: dict, echo):
+    def __init__(self, P: int, argv: list[str], base_env: dict, echo, dog=None):
         now = time.monotonic()
         self.ranks = [_Rank(r, now) for r in range(P)]
         self.procs: list[subprocess.Popen] = []
@@ -152,6 +153,8 @@ class _Spawned:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
             self.procs.append(proc)
+            if dog is not None:
+                dog.watch(proc.pid)
             t = threading.Thread(target=self._read, args=(r, proc, echo), daemon=True)
             t.start()
             self.readers.append(t)
@@ -406,13 +409,17 @@ def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll
                 "PYTHONUNBUFFERED": "1"}
     base = {**os.environ, **exported}
     run = None
+    # Started before the ranks: whatever ends this process (SIGKILL included), the watchdog
+    # ends the ranks and what they started (workbench.runtime.watchdog).
+    dog = Watchdog()
     try:
         if kind == "mpirun":
             mpirun = find_mpirun()
             run = _Mpirun(P, argv, base, echo, sorted(exported), mpirun,
                           open_mpi_major(mpirun), hang_s)
+            dog.watch(run.proc.pid)
         else:
-            run = _Spawned(P, argv, base, echo)
+            run = _Spawned(P, argv, base, echo, dog)
         while True:
             finished = run.poll()
             r = _first_failure(run.ranks)
@@ -451,6 +458,8 @@ def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll
         if run is not None:
             run.end()
         raise
+    finally:
+        dog.end()  # what left the ranks' sessions (setsid) goes too
 
 
 def python_argv(module: str, *args: str) -> list[str]:
