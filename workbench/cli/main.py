@@ -26,6 +26,7 @@ PROGRAM_ARG = click.argument("program_file", metavar="PROGRAM.py[:NAME]")
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for errors.")
+@click.version_option(package_name="coconet-workbench", prog_name="workbench")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """Co-optimize computation and communication of distributed ML programs."""
