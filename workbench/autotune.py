@@ -290,8 +290,9 @@ def load_candidates(path: Path) -> dict:
                                "with `workbench schedules PROGRAM --autotune --json FILE`")
     try:
         record = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ProgramFileError(f"candidates file {path} must be JSON, got {e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise ProgramFileError(f"candidates file {path} must be JSON, got "
+                               f"{type(e).__name__}: {e}"[:300]) from None
     problem = _candidates_problem(record)
     if problem:
         raise ProgramFileError(f"candidates file {path} must be a JSON record with a "

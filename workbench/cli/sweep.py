@@ -87,7 +87,7 @@ def _records(path: Path) -> list[dict]:
         if not isinstance(records, list):
             raise TypeError(f"'records' is a {type(records).__name__}, not a list")
         return records
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
         raise click.UsageError(f"{path} must be compile-and-measure's JSON (an object with "
                                f"'records'), got {type(e).__name__}: {e}; pass its CSV or the "
                                f"run's NAME.json / NAME.partial.json") from None
