@@ -61,3 +61,57 @@ def test_a_setsid_helper_is_ended_with_a_run_that_succeeds(tmp_path, kind, monke
             "{c.pid}'); print('up', flush=True); time.sleep(1)")
     launch(2, [sys.executable, "-c", rank], hang_s=30, launcher=kind)
     assert _nothing_left(tmp_path, 2)
+
+
+def test_a_rank_printing_without_newlines_keeps_the_launcher_bounded():
+    from workbench.runtime.launcher import _LINE_KEPT, _TAIL_LINES
+
+    chatty = ("import sys; sys.stdout.write('x' * (10 * 2**20)); sys.stdout.flush(); "
+              "print(); print('done')")
+    outs = launch(1, [sys.executable, "-c", chatty], hang_s=30, launcher="spawn")
+    lines = outs[0].splitlines()
+    assert lines[-1] == "done" and max(map(len, lines)) <= _LINE_KEPT
+    assert len(outs[0]) <= _TAIL_LINES * (_LINE_KEPT + 1)
+
+
+@pytest.mark.parametrize("hang_s", [float("nan"), float("inf"), 0, -1])
+def test_hang_detection_cannot_be_turned_off(hang_s):
+    with pytest.raises(RuntimeFault, match=r"hang_s must be a finite number of seconds > 0 and "
+                       r"<= 86400, got .*; NaN or inf would turn hang detection off"):
+        launch(1, [sys.executable, "-c", "pass"], hang_s=hang_s, launcher="spawn")
+
+
+def test_a_fault_after_rank_0_finished_leaves_the_partial_file_incomplete(
+        tmp_path, monkeypatch):
+    """Rank 0 wrote its records and marked them complete, then another rank hung: the partial
+    file must say incomplete, the fault, and which ranks had exited 0."""
+    import importlib.util
+    import json
+
+    from workbench.runtime import compiler, launcher
+    from workbench.runtime import job as runtime_job
+    from workbench.runtime.worker import ResultsLog
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(runtime_job, "gpu_count", lambda: 8)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "pycuda" else real(name, *a))
+    monkeypatch.setattr(compiler, "nvcc_path", lambda: "/usr/bin/true")
+
+    def launch_(P, argv, hang_s=60.0, echo=None, **kw):
+        out = json.loads(open(argv[-1]).read())["out"]
+        log = ResultsLog(out, {"P": P}, writing=True)
+        log.append({"schedule": "unscheduled"})
+        log.finish()
+        fault = RuntimeFault("rank 1 must report progress at least every 60 s, got none")
+        fault.ranks_ok = [0]
+        raise fault
+
+    monkeypatch.setattr(launcher, "launch", launch_)
+    partial = tmp_path / "p.partial.json"
+    with pytest.raises(RuntimeFault, match="1 record was written before the fault"):
+        runtime_job.run_job(["studies/sgd.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
+                            partial=partial)
+    meta = json.loads(partial.read_text())["meta"]
+    assert meta["complete"] is False and meta["ranks_exited_0"] == [0]
+    assert meta["fault"] == "rank 1 must report progress at least every 60 s, got none"

@@ -1,6 +1,6 @@
-"""One GPU job: P ranks of `workbench.runtime.worker` launched on this machine, their results read back
-from rank 0's file. The commands (`compile-and-measure`, `calibrate`) and calibration's own
-benchmarks all run their kernels through `run_job`."""
+"""One GPU job: P ranks of `workbench.runtime.worker` launched on this machine, their results
+read back from rank 0's file. The commands (`compile-and-measure`, `calibrate`) and
+calibration's own benchmarks all run their kernels through `run_job`."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import tempfile
 from pathlib import Path
 
 from codegen.lower import stage_order
-from workbench.runtime import compiler, launcher
-from workbench.runtime.worker import stage_split
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import load
+from workbench.runtime import compiler, launcher
+from workbench.runtime.worker import stage_split, write_json_atomic
 
 
 def gpu_count() -> int:
@@ -79,9 +79,10 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         try:
-            launcher.launch(P, launcher.python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
-                   echo=echo)
+            launcher.launch(P, launcher.python_argv("workbench.runtime.worker", str(job_path)),
+                            hang_s=hang_s, echo=echo)
         except RuntimeFault as e:
+            mark_incomplete(out, str(e).split("\n")[0], getattr(e, "ranks_ok", None))
             raise RuntimeFault(f"{e}\n{partial_note(out)}") from None
     results = read_results(out)
     if not results.get("meta", {}).get("complete"):
@@ -99,6 +100,21 @@ def read_results(path: Path) -> dict:
     except (OSError, ValueError) as e:
         raise RuntimeFault(f"rank 0's results must be readable JSON at {path}, got {e}; rerun, "
                            "and look at rank 0's last lines") from None
+
+
+def mark_incomplete(path: Path, fault: str, ranks_ok) -> None:
+    """Mark a failed run's partial results as such: complete false (rank 0 may have finished
+    and marked them complete while another rank hung), the fault, and the ranks that had
+    exited 0. Rewritten atomically; a file that is absent or unreadable is left as it is."""
+    try:
+        results = json.loads(path.read_text())
+        meta = results["meta"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    meta.update(complete=False, fault=fault)
+    if ranks_ok is not None:
+        meta["ranks_exited_0"] = list(ranks_ok)
+    write_json_atomic(str(path), results)
 
 
 def partial_note(path: Path) -> str:
