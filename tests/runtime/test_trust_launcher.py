@@ -115,3 +115,34 @@ def test_a_fault_after_rank_0_finished_leaves_the_partial_file_incomplete(
     meta = json.loads(partial.read_text())["meta"]
     assert meta["complete"] is False and meta["ranks_exited_0"] == [0]
     assert meta["fault"] == "rank 1 must report progress at least every 60 s, got none"
+
+
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_rank_that_prints_while_stuck_meets_the_wall_clock_limit(tmp_path, kind):
+    """Rank 0 prints progress forever (a heartbeat over a deadlock): hang detection never
+    fires, the wall-clock limit does."""
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeFault, match=r"^the run must end within --time-limit 3 s, got "
+                       r"\d+ s; every rank was stopped\. Last lines:\n") as e:
+        launch(2, [sys.executable, FAKE, "hang", str(tmp_path / "pids")], hang_s=60,
+               launcher=kind, limit_s=3)
+    assert time.monotonic() - t0 < 15 and e.value.ranks_ok == []
+    assert _nothing_left(tmp_path, 2)
+
+
+def test_the_busy_heartbeat_stops_after_its_bound(capsys):
+    from workbench.runtime.worker import busy
+
+    with busy(0, "computing", every_s=0.05, max_s=0.2):
+        time.sleep(0.6)
+    lines = capsys.readouterr().out.splitlines()
+    assert "still computing after" in lines[-1] and "no more progress lines" in lines[-1]
+    assert len(lines) <= 6
+
+
+def test_time_limit_option_is_checked(capsys):
+    from workbench.cli.main import main
+
+    code = main(["compile-and-measure", "studies/sgd.py", "--gpus", "1", "--time-limit", "nan"])
+    assert code == 2 and "Invalid value for '--time-limit': must be a finite number > 0" in (
+        capsys.readouterr().err)

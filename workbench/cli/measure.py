@@ -87,6 +87,8 @@ def _versions() -> dict:
               help="Folder for the CSV and JSON results.")
 @click.option("--hang-timeout", "hang_s", default=60.0, show_default=True, type=HANG_S,
               help="Seconds without progress from a rank before the run is ended.")
+@click.option("--time-limit", "limit_s", type=Finite(0.0, 1e6, low_open=True), default=None,
+              help="Seconds the whole run may take before it is ended (default: no limit).")
 @click.option("--quiet", is_flag=True, help="Do not echo the ranks' progress lines.")
 @click.option("--name", default=None, help="Stem of the result files (default: from programs).")
 @click.option("--unroll", default=1, show_default=True,
@@ -98,7 +100,7 @@ def _versions() -> dict:
               help="Also time each step (kernel, NCCL call, GEMM, overlap) of every schedule, "
                    "with CUDA events between steps; written to NAME.steps.csv.")
 def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
-                        hang_s, quiet, name, unroll, mode, per_step):
+                        hang_s, quiet, name, unroll, mode, per_step, limit_s):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
     if P < 1:
@@ -117,7 +119,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
         try:
             results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
                               not no_baselines, hang_s, echo, unroll, mode,
-                              partial=partial, per_step=per_step)
+                              partial=partial, per_step=per_step, limit_s=limit_s)
         except KeyboardInterrupt:
             click.echo(f"interrupted: the records measured so far are in {partial} (workbench "
                        f"sweep measured {partial} reads them)", err=True)

@@ -30,7 +30,7 @@ def gpu_count() -> int:
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
             baselines: bool, hang_s: float, echo=None, unroll: int = 1,
             mode: str = "pull", partial: str | Path | None = None,
-            per_step: bool = False) -> dict:
+            per_step: bool = False, limit_s: float | None = None) -> dict:
     """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
     runs P / S ranks per stage); return the results JSON of rank 0.
 
@@ -38,7 +38,8 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     compile-and-measure's --out folder, else in a private temporary folder), removed once
     the run is complete. A run that fails raises its RuntimeFault plus where the records
     written before the fault are; a run cut off from outside leaves that file behind.
-    `per_step`: also time each step of every schedule (the records' "steps").
+    `per_step`: also time each step of every schedule (the records' "steps"). `limit_s`: a
+    wall-clock limit on the whole run (None: none).
     """
     if reps < 20:
         raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
@@ -80,7 +81,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         job_path.write_text(json.dumps(job))
         try:
             launcher.launch(P, launcher.python_argv("workbench.runtime.worker", str(job_path)),
-                            hang_s=hang_s, echo=echo)
+                            hang_s=hang_s, echo=echo, limit_s=limit_s)
         except RuntimeFault as e:
             mark_incomplete(out, str(e).split("\n")[0], getattr(e, "ranks_ok", None))
             raise RuntimeFault(f"{e}\n{partial_note(out)}") from None

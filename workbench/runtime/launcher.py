@@ -388,20 +388,22 @@ def _on_sigterm(signum, frame):
 
 
 def launch(P: int, argv: list[str], *, hang_s: float = 60.0, env: dict | None = None,
-           echo=None, poll_s: float = 0.1, launcher: str | None = None) -> list[str]:
+           echo=None, poll_s: float = 0.1, launcher: str | None = None,
+           limit_s: float | None = None) -> list[str]:
     """Run `argv` as P ranks; return each rank's output lines when all exit 0.
 
     Raises RuntimeFault (and leaves no process behind) when a rank exits non-zero or prints
     nothing for `hang_s` seconds; the message names the rank and shows every rank's last lines.
     SIGTERM to this process (from the main thread) ends the ranks too, then raises RuntimeFault.
     `launcher` is auto, mpirun or spawn (default: WB_LAUNCHER, else auto); `echo(rank, line)`
-    sees every line as it comes (rank -1: mpirun's own lines).
+    sees every line as it comes (rank -1: mpirun's own lines). `limit_s`: a wall-clock limit
+    on the whole run (a rank that keeps printing while stuck is caught by it), None for none.
     """
     if threading.current_thread() is not threading.main_thread():
-        return _launch(P, argv, hang_s, env, echo, poll_s, launcher)
+        return _launch(P, argv, hang_s, env, echo, poll_s, launcher, limit_s)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return _launch(P, argv, hang_s, env, echo, poll_s, launcher)
+        return _launch(P, argv, hang_s, env, echo, poll_s, launcher, limit_s)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -415,12 +417,15 @@ def _fault(run, message: str) -> RuntimeFault:
 
 
 def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll_s: float,
-            launcher: str | None) -> list[str]:
+            launcher: str | None, limit_s: float | None = None) -> list[str]:
     if P < 1:
         raise RuntimeFault(f"the number of ranks must be at least 1, got {P}")
     if not (isinstance(hang_s, (int, float)) and 0 < hang_s <= 86_400):  # NaN fails too
         raise RuntimeFault(f"hang_s must be a finite number of seconds > 0 and <= 86400, got "
                            f"{hang_s!r}; NaN or inf would turn hang detection off")
+    if limit_s is not None and not (isinstance(limit_s, (int, float)) and 0 < limit_s < 1e7):
+        raise RuntimeFault(f"limit_s must be a finite number of seconds > 0, got {limit_s!r}")
+    started = time.monotonic()
     kind = choose_launcher(launcher)
     exported = {**(env or {}), **SAFE_ENV, "WB_WORLD_SIZE": str(P), "WORLD_SIZE": str(P),
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
@@ -456,6 +461,11 @@ def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll
                 run.end()  # what a rank left running in its session goes too
                 return ["\n".join(r.tail) for r in run.ranks]
             now = time.monotonic()
+            if limit_s is not None and now - started > limit_s:
+                run.end()
+                raise _fault(run, f"the run must end within --time-limit {limit_s:g} s, got "
+                             f"{now - started:.0f} s; every rank was stopped. Last lines:\n"
+                             f"{_describe(run)}")
             silent = [r for r in run.ranks
                       if r.exit_code is None and now - r.last_output_s > hang_s]
             if silent:
