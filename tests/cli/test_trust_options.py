@@ -70,3 +70,22 @@ def test_variability_refuses_inf_in_the_library_too():
                 Variability(seed=-1), Variability(degraded=((0, float("nan")),))):
         with pytest.raises(VariabilityError):
             bad.check(4)
+
+
+def test_a_full_simulation_of_hours_is_refused_before_it_starts(capsys):
+    import time
+
+    t0 = time.monotonic()
+    code = main(["simulate", "studies/sgd.py", "--hardware", "dgx-h100", "--nodes", "65536",
+                 "--full"])
+    err = capsys.readouterr().err
+    assert code == 2 and time.monotonic() - t0 < 30
+    assert ("error: a simulation of every rank must take at most 1 h, got an estimate of "
+            "10.7 h (524288 GPUs x 2 statements x 3 schedules x 1 samples); use fewer --nodes "
+            "or --samples, drop --full, or pass --force") in err
+
+
+def test_the_estimate_passes_ordinary_runs(capsys):
+    code = main(["simulate", "studies/sgd.py", "--hardware", "dgx-h100", "--nodes", "2",
+                 "--full", "--jitter", "0.05", "--samples", "3"])
+    assert code == 0, capsys.readouterr().err

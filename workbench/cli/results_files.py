@@ -146,3 +146,35 @@ def read_results_csv(path: Path, columns: list[str], value: str | None = None):
                                    f", got {got}; regenerate the file")
         df[value] = numbers
     return df
+
+
+def checked_measure_record(path: Path, index: int, record) -> None:
+    """Raise ResultsFileError unless `record` has the fields of a compile-and-measure record
+    with their types: names as strings, sizes as name -> positive int, P a positive int,
+    times finite and >= 0 (median_ms may be null: a schedule that was not measured)."""
+    def bad(name: str, what: str, value) -> ResultsFileError:
+        return ResultsFileError(f"{path}: record {index} field {name} must be {what}, got "
+                                f"{value!r:.80}; pass the JSON compile-and-measure wrote")
+
+    if not isinstance(record, dict):
+        raise bad("(the record)", "a mapping of fields", record)
+    for name in ("spec", "program", "schedule", "kind"):
+        if not isinstance(record.get(name), str):
+            raise bad(name, "a string", record.get(name))
+    for name in ("check",):
+        if name in record and not isinstance(record[name], str):
+            raise bad(name, "a string", record[name])
+    sizes = record.get("sizes", {})
+    if not (isinstance(sizes, dict) and all(isinstance(k, str) and type(v) is int and v > 0
+                                            for k, v in sizes.items())):
+        raise bad("sizes", "a mapping of size names to positive integers", sizes)
+    if not (type(record.get("P")) is int and record["P"] > 0):
+        raise bad("P", "a positive integer", record.get("P"))
+    timed = record.get("median_ms") is not None
+    for name in ("median_ms", "p10_ms", "p90_ms", "min_ms", "max_error", "comm_bytes"):
+        value = record.get(name)
+        required = timed and name in ("median_ms", "p10_ms", "p90_ms")
+        if (value is not None or required) and not _finite(value):
+            raise bad(name, "a finite number >= 0" + ("" if required else " or null"), value)
+    if record.get("reps") is not None and type(record["reps"]) is not int:
+        raise bad("reps", "an integer", record["reps"])

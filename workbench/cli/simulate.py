@@ -277,6 +277,30 @@ def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) 
                     if old.type.layout != new.type.layout)
 
 
+# Wall time of a simulation of every rank grows faster than the GPUs: sgd on dgx-h100 --full
+# (4 schedules of 3-4 statements, 2-core machine) took 20.6 s at 512 nodes, 54 s at 1024 and
+# 199 s at 2048 (16,384 GPUs: 196,608 GPU x statement x schedule units), ~units^1.9.
+FULL_ANCHOR_UNITS, FULL_ANCHOR_S, FULL_EXPONENT = 196_608, 199.0, 1.9
+MAX_ESTIMATE_S = 3600.0
+
+
+def _check_estimate(loaded, extra, cluster, samples: int, force: bool) -> None:
+    """Refuse (unless --force) a simulation of every rank that would take over an hour: a
+    --full at 65,536 nodes ran for hours and took GBs before this estimate."""
+    programs = [loaded.program] + [s.program for s in loaded.schedules.values()]
+    statements = max(len(p.stmts) for p in programs)
+    schedules = 1 + len(loaded.schedules) + len(extra or [])
+    units = cluster.world_size * statements * schedules  # of one sample
+    per_sample = FULL_ANCHOR_S * (units / FULL_ANCHOR_UNITS) ** FULL_EXPONENT
+    estimate = samples * (per_sample + 0.01 * schedules)  # + each schedule's set-up
+    if estimate > MAX_ESTIMATE_S and not force:
+        raise WorkbenchError(
+            f"a simulation of every rank must take at most {MAX_ESTIMATE_S / 3600:g} h, got an "
+            f"estimate of {estimate / 3600:.1f} h ({cluster.world_size} GPUs x {statements} "
+            f"statements x {schedules} schedules x {samples} samples); use fewer --nodes or "
+            "--samples, drop --full, or pass --force")
+
+
 def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
     """Parse RANK=FACTOR pairs of `option` (--slow, --degrade)."""
     out = []
@@ -330,13 +354,15 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
               "of it runs the program at once, sharing the links.")
 @click.option("--stages", help="With --mesh: the axis a program's process groups (pipeline "
               "stages) are laid along, e.g. --axis tp --stages pp.")
+@click.option("--force", is_flag=True,
+              help="Run even when the estimate says the simulation takes more than an hour.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Chrome/Perfetto trace of the best schedule's timeline.")
 def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
              explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
-             mesh_text, axis, stages, csv_path, json_path, trace_path) -> None:
+             mesh_text, axis, stages, force, csv_path, json_path, trace_path) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
@@ -357,6 +383,8 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
     if samples != 1 and not variability.active:
         raise WorkbenchError(f"--samples must be 1 when every rank is the same, got {samples}; "
                              "add --slow, --straggler-rate, --jitter or --degrade")
+    if full or variability.active or mesh_text:
+        _check_estimate(loaded, extra, cluster, samples, force)
     predictions = predict(loaded, cluster, size_values, extra, symbolic,
                           reduced=False if full or variability.active else None, progress=True,
                           variability=variability if variability.active else None,

@@ -18,13 +18,19 @@ import math
 from pathlib import Path
 
 import click
+import numpy as np
 import pandas as pd
 
 from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label
 from workbench.cli.outputs import check_output_dir, check_output_file, output_lock, write_csv
-from workbench.cli.results_files import checked_step_record, program_for
+from workbench.cli.results_files import (
+    ResultsFileError,
+    checked_measure_record,
+    checked_step_record,
+    program_for,
+)
 from workbench.cli.results_table import table
 from workbench.cli.simulate import predict
 from workbench.errors import WorkbenchError
@@ -97,7 +103,10 @@ def _read_results(path: Path) -> pd.DataFrame:
     """A compile-and-measure CSV, or its JSON (see _records) as the same table."""
     if path.suffix != ".json":
         return pd.read_csv(path)
-    return table(_records(path))
+    records = _records(path)
+    for i, r in enumerate(records):
+        checked_measure_record(path, i, r)
+    return table(records)
 
 
 def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
@@ -107,33 +116,57 @@ def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
     measured in several CSVs keeps the row of the last CSV given (list re-runs last)."""
     frames = []
     for path in csv_paths:
-        df = _read_results(Path(path))
-        if "median_ms" in df.columns:  # a table parsed from a cut-off run's worker log
-            frames.append(pd.DataFrame({
-                "study": df["program"].map(_study_of),
-                "schedule": df["schedule"],
-                "size": df["N"].map(lambda n: size_label({"N": int(n)})),
-                "gpus": df["rank_medians_ms"].str.split().str.len(),
-                "measured_s": df["median_ms"] / 1e3,
-                "check": df["check"],
-            }))
-            continue
-        df = df[df["kind"] == "workbench"]
-        frame = pd.DataFrame({
-            "study": df["spec"].map(_study_of),
+        try:
+            frames.append(_measured_frame(Path(path)))
+        except (KeyError, ValueError, TypeError, AttributeError, NotImplementedError) as e:
+            # a field of the wrong type or a missing column, wherever pandas meets it
+            raise ResultsFileError(
+                f"{path} must be a results table of workbench compile-and-measure (CSV or "
+                f"JSON), got {type(e).__name__}: {str(e)[:120]}; pass the files the run "
+                "wrote") from None
+    rows = pd.concat(frames, ignore_index=True)
+    bad = rows["check"].astype(str).str.startswith("ok") & ~(
+        np.isfinite(pd.to_numeric(rows["measured_s"], errors="coerce"))
+        & (pd.to_numeric(rows["measured_s"], errors="coerce") > 0))
+    if bad.any():
+        r = rows[bad].iloc[0]
+        raise ResultsFileError(f"a measured row whose check is ok must have a finite time > 0, "
+                               f"got {r['study']} {r['schedule']} ({r['size'] or 'no sizes'}) "
+                               f"with {r['measured_s']}; pass the files the run wrote")
+    try:
+        return rows.drop_duplicates(["study", "schedule", "size", "gpus"], keep="last",
+                                    ignore_index=True)
+    except TypeError as e:  # a list or a mapping where a name or a number goes
+        raise ResultsFileError(f"every key of a measured row must be a name or a number, got "
+                               f"{e}; pass the files the run wrote") from None
+
+
+def _measured_frame(path: Path) -> pd.DataFrame:
+    """One results file as (study, schedule, size, gpus, measured_s, check[, fastest
+    baseline]) rows; only the workbench's own schedules."""
+    df = _read_results(path)
+    if "median_ms" in df.columns:  # a table parsed from a cut-off run's worker log
+        return pd.DataFrame({
+            "study": df["program"].map(_study_of),
             "schedule": df["schedule"],
-            "size": df["sizes"].map(lambda t: size_label(_parse_sizes(t))),
-            "gpus": df["P"].astype(int),
-            "measured_s": df["time_ms"] / 1e3,
+            "size": df["N"].map(lambda n: size_label({"N": int(n)})),
+            "gpus": df["rank_medians_ms"].str.split().str.len(),
+            "measured_s": df["median_ms"] / 1e3,
             "check": df["check"],
         })
-        if "fastest_baseline_ms" in df.columns:  # results since design note 54
-            frame["fastest_baseline"] = df["fastest_baseline"]
-            frame["fastest_baseline_s"] = df["fastest_baseline_ms"] / 1e3
-        frames.append(frame)
-    rows = pd.concat(frames, ignore_index=True)
-    return rows.drop_duplicates(["study", "schedule", "size", "gpus"], keep="last",
-                                ignore_index=True)
+    df = df[df["kind"] == "workbench"]
+    frame = pd.DataFrame({
+        "study": df["spec"].map(_study_of),
+        "schedule": df["schedule"],
+        "size": df["sizes"].map(lambda t: size_label(_parse_sizes(t))),
+        "gpus": df["P"].astype(int),
+        "measured_s": df["time_ms"] / 1e3,
+        "check": df["check"],
+    })
+    if "fastest_baseline_ms" in df.columns:  # results since design note 54
+        frame["fastest_baseline"] = df["fastest_baseline"]
+        frame["fastest_baseline_s"] = df["fastest_baseline_ms"] / 1e3
+    return frame
 
 
 def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1,
