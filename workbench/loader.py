@@ -113,6 +113,7 @@ _SIZE_OPERATORS = {
 }
 # 2**4096 is far beyond any tensor; the cap keeps `9**9**9` from hanging the parser.
 _MAX_SIZE_BITS = 4096
+MAX_SIZE_TEXT = 200
 
 
 def _schedules_of(program: ir.Program, namespace: dict, made: list) -> dict:
@@ -137,11 +138,15 @@ def parse_size(text: str) -> int:
     The text is parsed (Python's own `ast`), never evaluated: integer literals, + - * // % **
     and parentheses only, so `__import__('os')` or `[4]` are refused with a message, not run.
     """
+    if len(text) > MAX_SIZE_TEXT:  # a size is a short formula; 20,000 terms overflowed ast
+        raise ValueError(f"longer than {MAX_SIZE_TEXT} characters")
     try:
         tree = ast.parse(text.strip(), mode="eval")
+        return _size_value(tree.body)
     except SyntaxError:
         raise ValueError("not an expression") from None
-    return _size_value(tree.body)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _size_value(node: ast.AST) -> int:
@@ -175,8 +180,9 @@ def parse_sets(items: tuple[str, ...]) -> dict[str, int]:
         try:
             value = parse_size(text)
         except ValueError as e:
+            shown = repr(text[:60]) + ("..." if len(text) > 60 else "")
             raise WorkbenchError(f"--set {name} must be a positive integer expression such as "
-                                 f"2**28 (integers with + - * // % ** only), got {text!r} "
+                                 f"2**28 (integers with + - * // % ** only), got {shown} "
                                  f"({e})") from None
         if value <= 0:
             raise WorkbenchError(f"--set {name} must be a positive integer, got {text!r} = "

@@ -89,3 +89,15 @@ def test_the_estimate_passes_ordinary_runs(capsys):
     code = main(["simulate", "studies/sgd.py", "--hardware", "dgx-h100", "--nodes", "2",
                  "--full", "--jitter", "0.05", "--samples", "3"])
     assert code == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("+".join(["1"] * 20_000), "(longer than 200 characters)"),
+    ("(" * 99 + "1" + ")" * 99, ""),
+    ("-" * 150 + "1", ""),
+])
+def test_huge_set_expressions_are_one_message(capsys, text, reason):
+    code = main(["simulate", "studies/sgd.py", "--set", f"N={text}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and len(err) < 400, err
+    assert reason in err
