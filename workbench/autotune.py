@@ -21,6 +21,7 @@ from pathlib import Path
 
 from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
+from workbench.files import write_atomic
 from workbench.placement import Placement
 from workbench.transforms import (
     AsSlice,
@@ -279,7 +280,7 @@ def save(result: SearchResult, program: ir.Program, path: Path) -> None:
         "max_candidates": result.max_candidates,
         "candidates": [c.to_json() for c in result.candidates],
     }
-    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+    write_atomic(path, json.dumps(record, indent=1) + "\n")
 
 
 def load_candidates(path: Path) -> dict:

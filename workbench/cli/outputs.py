@@ -8,10 +8,10 @@ import hashlib
 import io
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.files import write_atomic
 
 
 def check_output_file(path: str | Path | None, option: str) -> None:
@@ -46,33 +46,6 @@ def check_output_dir(path: str | Path | None, option: str) -> None:
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
         raise WorkbenchError(f"{option} must be a folder that can be created or written, got "
                              f"{path} ({ancestor} is not a writable folder); pick another path")
-
-
-def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write `data` to `path` whole or not at all: into a temporary file in the same folder,
-    flushed to disk, then renamed over `path`. A full disk, a size limit or a kill leaves the
-    previous file as it was (never a truncated CSV that a report reads as fewer rows), and a
-    symlink at `path` is replaced, never written through."""
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def write_csv(df, path: str | Path) -> None:
