@@ -564,6 +564,7 @@ class _Tracer:
     def __init__(self, inputs: Sequence[InputNode], user_names: dict[int, str]):
         self.user_names = user_names
         self.names: dict[int, str] = {id(n): n.name for n in inputs}
+        self.input_names = {n.name for n in inputs}
         self.inputs = {id(n) for n in inputs}
         self.env: dict[str, TensorType] = {n.name: n.type for n in inputs}
         self.stmts: list[ir.Stmt] = []
@@ -573,6 +574,11 @@ class _Tracer:
 
     def _new_name(self, node: Node) -> str:
         explicit = getattr(node, "name", None)
+        if explicit is not None and explicit in self.env:  # was renamed t0 without a word
+            raise WorkbenchError(f"statement name must differ from the program's other values, "
+                                 f"got name={explicit!r}, which is already "
+                                 f"{'an input' if explicit in self.input_names else 'a value'} "
+                                 f"(at {getattr(node, 'loc', '?')}); pick another name")
         name = explicit or self.user_names.get(id(node))
         while name is None or name in self.env:
             name = f"t{next(self.fresh)}"

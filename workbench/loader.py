@@ -125,11 +125,22 @@ def _schedules_of(program: ir.Program, namespace: dict, made: list) -> dict:
         items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else [v]
         for item in items:
             if isinstance(item, Schedule) and item.program == program:
+                _unique(found, item)
                 found[item.name] = item
     for sched in made:
         if sched.program == program:
+            _unique(found, sched)
             found.setdefault(sched.name, sched)
     return found
+
+
+def _unique(found: dict, sched: Schedule) -> None:
+    """Two different schedule functions under one name: one would be dropped without a word."""
+    other = found.get(sched.name)
+    if other is not None and other.fn is not sched.fn:
+        raise ProgramFileError(f"schedule names must be unique, got {sched.name!r} for "
+                               f"{other.where()} and {sched.where()}; rename one (@schedule("
+                               "program, name=...))")
 
 
 def parse_size(text: str) -> int:

@@ -94,3 +94,20 @@ def test_check_lowers_what_it_approves(tmp_path, capsys):
         pytest.skip(f"refused earlier now (fine): {err}")
     assert code == 2 and err.startswith("error: schedule unscheduled must lower to kernels, "
                                         "got: "), err
+
+
+def test_two_schedules_of_one_name_are_refused(tmp_path, capsys):
+    path = _file(tmp_path, "@schedule(program, name='a')\ndef s1(s):\n    s.split(g1)\n\n"
+                           "@schedule(program, name='a')\ndef s2(s):\n    pass\n")
+    code, err = _run(capsys, "check", path)
+    assert code == 2 and ("schedule names must be unique, got 'a' for prog.py:10 and "
+                          "prog.py:14; rename one (@schedule(program, name=...))") in err
+
+
+def test_a_statement_named_like_an_input_is_refused(tmp_path, capsys):
+    path = _file(tmp_path, "", head=HEAD.replace('g1 = AllReduce(Sum, g)',
+                                                  'g1 = AllReduce(Sum, g, name="w")'))
+    code, err = _run(capsys, "check", path)
+    assert code == 2 and ("statement name must differ from the program's other values, got "
+                          "name='w', which is already an input (at prog.py:6); pick another "
+                          "name") in err
