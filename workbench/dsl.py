@@ -609,7 +609,7 @@ class _Tracer:
                                  "got a use of it without a declaration there")
         if isinstance(node, (ConstNode, SizeNode)):
             raise WorkbenchError("a program value must be a tensor, got a literal number")
-        for dep in sorted(self._statement_deps(node), key=lambda n: n.seq):
+        for dep in self._unnamed_deps(node):  # deepest first: this recursion stays shallow
             self.name(dep)
         if isinstance(node, ArithNode):
             op = ir.Compute(self.expr(node))
@@ -626,6 +626,28 @@ class _Tracer:
         self.names[id(node)] = name
         node.traced_name = name  # lets schedules refer to values by their DSL handles
         return name
+
+    def _unnamed_deps(self, node: Node) -> list[Node]:
+        """The statement nodes `node` needs that have no name yet, in the order the recursive
+        emission would name them (arguments in creation order, each one's own arguments
+        first), found without recursion: a chain of thousands of statements is a loop."""
+        order: list[Node] = []
+        seen: set[int] = set()
+        deps = sorted(self._statement_deps(node), key=lambda n: n.seq, reverse=True)
+        stack = [(d, False) for d in deps]
+        while stack:
+            n, expanded = stack.pop()
+            if expanded:
+                order.append(n)
+                continue
+            if id(n) in seen or id(n) in self.names or isinstance(
+                    n, (InputNode, ConstNode, SizeNode)):
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            stack += [(d, False) for d in sorted(self._statement_deps(n), key=lambda d: d.seq,
+                                                 reverse=True)]
+        return order
 
     def _statement_deps(self, node: Node) -> list[Node]:
         """The statement nodes (and arithmetic used as a statement argument) `node` reads."""

@@ -74,6 +74,12 @@ def load(spec: str) -> ProgramFile:
         frames = [f for f in traceback.extract_tb(sys.exc_info()[2])
                   if Path(f.filename).resolve() == path.resolve()]
         where = f"{path}:{frames[-1].lineno}" if frames else str(path)
+        if isinstance(e, RecursionError):
+            raise ProgramFileError(
+                f"an expression in program file {path} must nest at most a few hundred "
+                f"operations deep, got one deeper at {where} (RecursionError); make parts of "
+                "it statements of their own (a chain of statements may be as long as you "
+                "like)") from None
         raise ProgramFileError(
             f"program file must run without errors, got {type(e).__name__}: {e} at {where}; "
             "fix the file (run it with python to see the whole traceback)") from None

@@ -111,3 +111,33 @@ def test_a_statement_named_like_an_input_is_refused(tmp_path, capsys):
     assert code == 2 and ("statement name must differ from the program's other values, got "
                           "name='w', which is already an input (at prog.py:6); pick another "
                           "name") in err
+
+
+def test_a_chain_of_2000_statements_is_traced_without_recursion(tmp_path, capsys):
+    path = _file(tmp_path, "", head=textwrap.dedent("""\
+        from workbench import *
+        N = Size("N", multiple_of=P)
+        g = Tensor(float32, [N], Local, "g")
+        y = AllReduce(Sum, g)
+        for i in range(1000):
+            y = AllReduce(Sum, y * g)
+        program = Program(inputs=[g], outputs=[y])
+        sizes = {"N": 2**20}
+        """))
+    code, err = _run(capsys, "check", path)
+    assert code == 0, err
+
+
+def test_a_too_deep_expression_is_one_message(tmp_path, capsys):
+    path = _file(tmp_path, "", head=textwrap.dedent("""\
+        from workbench import *
+        N = Size("N", multiple_of=P)
+        g = Tensor(float32, [N], Local, "g")
+        y = g
+        for i in range(5000):
+            y = y + 1.0
+        program = Program(inputs=[g], outputs=[AllReduce(Sum, y)])
+        """))
+    code, err = _run(capsys, "check", path)
+    assert code == 2 and (f"an expression in program file {path} must nest at most a few "
+                          f"hundred operations deep, got one deeper at {path}:") in err
