@@ -141,9 +141,11 @@ def _schedules_of(program: ir.Program, namespace: dict, made: list) -> dict:
 
 
 def _unique(found: dict, sched: Schedule) -> None:
-    """Two different schedule functions under one name: one would be dropped without a word."""
+    """Two different schedule functions under one name: one would be dropped without a word.
+    (A builder that makes one schedule twice, from the same code, is one schedule.)"""
     other = found.get(sched.name)
-    if other is not None and other.fn is not sched.fn:
+    if other is not None and getattr(other.fn, "__code__", None) is not getattr(
+            sched.fn, "__code__", None):
         raise ProgramFileError(f"schedule names must be unique, got {sched.name!r} for "
                                f"{other.where()} and {sched.where()}; rename one (@schedule("
                                "program, name=...))")

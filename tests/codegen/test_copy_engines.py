@@ -61,7 +61,7 @@ def test_copy_engines_reject_what_they_cannot_do():
                        r"ReduceScatter.*fuse it first"):
         CopyEngines("g1_rs").apply(adam)
     fused = _schedule("studies/adam.py", "fuse-rs-c-ag")
-    with pytest.raises(IllegalTransform, match="chunks must be a positive integer, got 0"):
+    with pytest.raises(IllegalTransform, match="chunks must be an integer >= 1 and <= 1024, got 0"):
         CopyEngines("g1_rs", chunks=0).apply(fused)
 
 
@@ -181,8 +181,8 @@ def test_the_executor_pulls_computes_and_pushes_piece_by_piece():
 
 
 def test_pieces_must_divide_the_slice():
-    from workbench.runtime.chunked import CopyEnginesRun as _CopyEngines
     from workbench.errors import RuntimeFault
+    from workbench.runtime.chunked import CopyEnginesRun as _CopyEngines
 
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
     (step,) = [s for s in lower(program, 2).steps if isinstance(s, CopyEngineStep)]

@@ -48,7 +48,7 @@ def _fits(value, type_name: str) -> bool:
     if type_name == "str | None":
         return value is None or isinstance(value, str)
     if type_name == "tuple[str, ...]":
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
     if type_name == "int":
         return type(value) is int
     return False  # a field type this check does not know: refuse rather than guess
