@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from workbench.cli.main import main
 from workbench.cli.outputs import confined, output_lock, write_atomic
@@ -117,3 +119,48 @@ def test_two_runs_into_one_out_folder(tmp_path, capsys):
     assert (f"--out must be a folder no other run is writing to, got {tmp_path}, which "
             "another workbench run holds; wait for it or pick another folder") in err
     assert not (tmp_path / "predicted.csv").exists()
+
+
+def test_sweep_predict_never_writes_a_nan_row(tmp_path, capsys, monkeypatch):
+    """A prediction that is not a finite time (a model that divides by a zero somewhere) ends
+    sweep predict with exit 2 and no predicted.csv, never NaN rows with exit 0."""
+    import workbench.cli.sweep as sweep
+    from workbench.cli.simulate import Prediction
+
+    def nan_predict(loaded, cluster, sets):
+        return [Prediction("unscheduled", loaded.program, float("nan"), 1.0, 1.0, "x",
+                           object())]
+
+    monkeypatch.setattr(sweep, "predict", nan_predict)
+    code = main(["sweep", "predict", "--study", "sgd", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "the predicted time of sgd unscheduled N=2^20 must be a finite time > " \
+                         "0, got nan; check the hardware profile h200x4" in err
+    assert not (tmp_path / "predicted.csv").exists()
+
+
+_CELL = st.one_of(st.floats(), st.text(max_size=6), st.integers(-3, 3), st.just(""))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(study=st.text(min_size=1, max_size=12), times=st.lists(_CELL, min_size=2, max_size=2),
+       gpus=_CELL)
+def test_fuzz_report_inputs(tmp_path_factory, study, times, gpus):
+    """Whatever predicted.csv holds: report exits 0 having written only inside its folder,
+    or 2 with one message."""
+    import csv
+    import io
+
+    root = tmp_path_factory.mktemp("fuzz")
+    results = root / "results"
+    results.mkdir()
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["study", "schedule", "size", "gpus", "predicted_s"])
+    w.writerow([study, "unscheduled", "N=2^20", gpus, times[0]])
+    w.writerow([study, "fused", "N=2^20", gpus, times[1]])
+    (results / "predicted.csv").write_text(buf.getvalue())
+    code = main(["report", str(results)])
+    assert code in (0, 2)
+    assert all(p.parent == results for p in root.rglob("*") if p != results)
