@@ -81,7 +81,9 @@ def _versions() -> dict:
                    "all, or unscheduled (that program alone).")
 @click.option("--reps", type=click.IntRange(1, 1_000_000), default=30, show_default=True,
               help="Timed repetitions (>= 20).")
-@click.option("--warmup", type=click.IntRange(0, 100_000), default=5, show_default=True)
+@click.option("--warmup", type=click.IntRange(0, 100_000), default=5, show_default=True,
+              help="Untimed runs of each schedule and baseline before the timed ones (CUDA "
+              "context, NCCL communicators, torch.compile, caches).")
 @click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
 @click.option("--out", "out_dir", default="studies/results/gpu", show_default=True,
               help="Folder for the CSV and JSON results.")
@@ -99,8 +101,11 @@ def _versions() -> dict:
 @click.option("--per-step", is_flag=True,
               help="Also time each step (kernel, NCCL call, GEMM, overlap) of every schedule, "
                    "with CUDA events between steps; written to NAME.steps.csv.")
+@click.option("--graph", is_flag=True,
+              help="Also time every schedule captured once in a CUDA graph and replayed (what "
+                   "an engine runs at small sizes): rows 'SCHEDULE (cuda graph)', checked.")
 def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
-                        hang_s, quiet, name, unroll, mode, per_step, limit_s):
+                        hang_s, quiet, name, unroll, mode, per_step, graph, limit_s):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
     if P < 1:
@@ -119,7 +124,8 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
         try:
             results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
                               not no_baselines, hang_s, echo, unroll, mode,
-                              partial=partial, per_step=per_step, limit_s=limit_s)
+                              partial=partial, per_step=per_step, graph=graph,
+                              limit_s=limit_s)
         except KeyboardInterrupt:
             click.echo(f"interrupted: the records measured so far are in {partial} (workbench "
                        f"sweep measured {partial} reads them)", err=True)
