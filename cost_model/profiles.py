@@ -98,7 +98,8 @@ def override(obj: Any, changes: dict, prefix: str) -> Any:
                                     f"{value!r}")
             new[key] = value
         else:  # a number: finite, in its field's range, an integer for counts
-            new[key] = profile_value(where, key, value, allow_zero=fields[key].default == 0)
+            new[key] = profile_value(where, key, value, allow_zero=fields[key].default == 0,
+                                     integer=isinstance(old, int))
     return dataclasses.replace(obj, **new)
 
 

@@ -73,11 +73,18 @@ RULES: dict[str, Rule] = {
 }
 
 
-def rule_for(key: str) -> Rule:
+# A count the table does not name (nvlink_links, compute_capability): a positive integer.
+COUNT = Rule(True, 1, 1e9, False, "a count", "e.g. 8")
+
+
+def rule_for(key: str, integer: bool = False) -> Rule:
     """The rule of a field named `key` (its last component): the table's, else by its unit
-    suffix (_Bps and peak_flops rates, _s times), else a finite positive number."""
+    suffix (_Bps and peak_flops rates, _s times), else a positive integer for an integer
+    field (`integer`) or a finite positive number."""
     if key in RULES:
         return RULES[key]
+    if integer:
+        return COUNT
     if key.endswith("_Bps") or key == "peak_flops":
         return RATE
     if key.endswith("_s"):
@@ -100,11 +107,13 @@ def finite_number(value: Any) -> float | int | None:
     return value
 
 
-def profile_value(where: str, key: str, value: Any, *, allow_zero: bool = False) -> int | float:
+def profile_value(where: str, key: str, value: Any, *, allow_zero: bool = False,
+                  integer: bool = False) -> int | float:
     """`value` of the profile field `where` (whose own name is `key`) checked against its rule
-    and returned as the field's type (int for counts). `allow_zero`: a field whose 0 means
-    "not known" or "none" (a latency, p2p_bandwidth_Bps) may also be 0."""
-    rule = rule_for(key)
+    and returned as the field's type (int for counts; `integer`: the field holds an int).
+    `allow_zero`: a field whose 0 means "not known" or "none" (a latency,
+    p2p_bandwidth_Bps) may also be 0."""
+    rule = rule_for(key, integer)
     number = finite_number(value)
     ok = number is not None
     if ok and rule.integer:

@@ -26,9 +26,11 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # a full disk: say which file
+            raise OSError(e.errno, e.strerror, str(path)) from None
         raise
 
 

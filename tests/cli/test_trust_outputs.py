@@ -96,7 +96,9 @@ def test_a_size_limit_leaves_the_previous_results_intact(tmp_path):
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     assert run.returncode == 2, run.stderr
-    assert run.stderr.startswith("error: File too large") and "Traceback" not in run.stderr
+    last = run.stderr.splitlines()[-1]  # after the progress lines
+    assert last == (f"error: File too large ({out / 'predicted.csv'}); check the path and its "
+                    "permissions") and "Traceback" not in run.stderr
     assert (out / "predicted.csv").read_text() == previous
     assert [p.name for p in out.iterdir()] == ["predicted.csv"]
 

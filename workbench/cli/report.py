@@ -203,7 +203,9 @@ def build_report(results_dir: Path) -> str:
     for study in progress(studies, "report: drawing", str):
         for p in _figure(study, predicted, measured, results_dir):
             if p.suffix == ".png":
-                parts += [f"![{study}]({p.name})", ""]
+                # the name is data: one line, no markdown of its own
+                alt = " ".join(str(study).split()).replace("[", "(").replace("]", ")")
+                parts += [f"![{alt}]({p.name})", ""]
     text = "\n".join(parts)
     write_atomic(results_dir / "report.md", text)
     return text
