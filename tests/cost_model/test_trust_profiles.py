@@ -6,7 +6,7 @@ naming the field, what it must be and the fix; `workbench simulate` exits 2 with
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cost_model.hardware import load_hardware
@@ -141,3 +141,38 @@ def test_valid_profile_round_trips(tmp_path):
     c = load_hardware(_json(tmp_path, json.dumps(data)), nodes=4)
     assert (c.gpu.hbm_bandwidth_Bps, c.fabric.tiers, c.nccl.max_channels) == (3e12, 2, 16)
     assert c.fabric.max_nodes == 2 * 32 ** 2
+
+
+_FIELDS = [("gpu", "sm_count"), ("gpu", "hbm_bandwidth_Bps"), ("gpu", "launch_latency_s"),
+           ("nvlink", "bandwidth_Bps"), ("nvlink", "latency_s"), ("nccl", "max_channels"),
+           ("nccl", "min_channel_bytes"), ("nccl", "host_overhead_s"),
+           ("nccl", "allreduce_bandwidth_factor"), ("fabric", "tiers"),
+           ("fabric", "switch_radix"), ("fabric", "oversubscription"), (None, "nics_per_node"),
+           (None, "peer_load_bandwidth_Bps"), (None, "fused_fixed_s")]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(_FIELDS), value=st.one_of(
+    st.floats(), st.integers(-10, 10**12), st.sampled_from([5e-324, 1e308, "nan", "1e3", 0.5])))
+def test_fuzz_simulate_is_finite_or_refused(tmp_path, capsys, field, value):
+    """Whatever one profile field holds, simulate exits 0 with finite times for every schedule
+    it predicts, or exits 2 with one message."""
+    import pandas as pd
+
+    section, key = field
+    profile = {"base": "dgx-h100", **({section: {key: value}} if section else {key: value})}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(profile))
+    csv = tmp_path / "out.csv"
+    csv.unlink(missing_ok=True)
+    code = main(["simulate", "studies/sgd.py", "--hardware", str(path), "--nodes", "2",
+                 "--csv", str(csv)])
+    err = capsys.readouterr().err
+    assert code in (0, 2) and "Traceback" not in err, err
+    if code == 0:
+        df = pd.read_csv(csv)
+        predicted = df[df["time_ms"].notna()]
+        assert len(predicted) and predicted["time_ms"].map(lambda t: 0 < t < float("inf")).all()
+    else:
+        assert err.strip().splitlines()[-1].startswith("error: ")
