@@ -90,13 +90,7 @@ def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
     work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))  # mode 0700, ours alone
     src = work / f"{name}-{digest}.cu"
     src.write_text(source)
-    out = work / f"{name}.cubin"
-    cmd = [nvcc_path(), *NVCC_FLAGS, "-I", str(include_dir), "-o", str(out), str(src)]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        errors = "\n".join(result.stderr.strip().splitlines()[:20])
-        raise RuntimeFault(f"kernel {name} must compile with nvcc, got exit code "
-                           f"{result.returncode}:\n{errors}\nthe rendered source is at {src}")
+    out = nvcc_compile(name, src, work / f"{name}.cubin", include_dir)
     content = out.read_bytes()
     os.chmod(out, 0o600)
     cubin = root / f"{name}-{digest}-{hashlib.sha256(content).hexdigest()[:16]}.cubin"
@@ -104,3 +98,19 @@ def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
     os.replace(src, root / src.name)  # kept beside it for reading; a link there is replaced
     os.rmdir(work)
     return cubin
+
+
+def nvcc_compile(name: str, src: Path, cubin: Path, include_dir: Path) -> Path:
+    """Compile the kernel source file `src` (entry `name`) into `cubin` with NVCC_FLAGS; the
+    file appears whole or not at all (ranks compiling the same kernel never see half a one)."""
+    fd, tmp = tempfile.mkstemp(suffix=".cubin", dir=Path(cubin).parent)
+    os.close(fd)
+    cmd = [nvcc_path(), *NVCC_FLAGS, "-I", str(include_dir), "-o", tmp, str(src)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        os.unlink(tmp)
+        errors = "\n".join(result.stderr.strip().splitlines()[:20])
+        raise RuntimeFault(f"kernel {name} must compile with nvcc, got exit code "
+                           f"{result.returncode}:\n{errors}\nthe rendered source is at {src}")
+    os.replace(tmp, cubin)
+    return Path(cubin)

@@ -14,6 +14,8 @@ from pathlib import Path
 from codegen.lower import stage_order
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import load
+from workbench.options import CodegenOptions
+from workbench.provenance import provenance
 from workbench.runtime import compiler, launcher
 from workbench.runtime.worker import stage_split, write_json_atomic
 
@@ -28,8 +30,8 @@ def gpu_count() -> int:
 
 
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
-            baselines: bool, hang_s: float, echo=None, unroll: int = 1,
-            mode: str = "pull", partial: str | Path | None = None,
+            baselines: bool, hang_s: float, echo=None,
+            options: CodegenOptions | None = None, partial: str | Path | None = None,
             per_step: bool = False, graph: bool = False,
             limit_s: float | None = None) -> dict:
     """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
@@ -41,7 +43,8 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     written before the fault are; a run cut off from outside leaves that file behind.
     `per_step`: also time each step of every schedule (the records' "steps"); `graph`: also
     time every schedule captured in a CUDA graph and replayed (records "NAME (cuda graph)",
-    workbench.runtime.graphs).
+    workbench.runtime.graphs). `options`: how every schedule is generated and launched (None:
+    the defaults); the results' meta records them with the git commit (`codegen`, `commit`).
     `limit_s`: a wall-clock limit on the whole run (None: none).
     """
     if reps < 20:
@@ -68,6 +71,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
                            "pip install 'coconet-workbench[gpu]' (pycuda builds from source "
                            "against /usr/local/cuda; nvcc is needed too)")
     compiler.nvcc_path()
+    opts = options or CodegenOptions()
     private = None
     if partial is None:  # a folder of its own (mode 0700), never a fixed name in shared /tmp
         private = Path(tempfile.mkdtemp(prefix="wb-partial-"))
@@ -78,8 +82,9 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
         job = {"programs": [{"spec": s, "schedules": wanted} for s in specs],
                "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
-               "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll,
-               "mode": mode, "per_step": per_step, "graph": graph}
+               "baselines": baselines, "out": str(out), "seed": 0,
+               "options": opts.as_dict(), "provenance": provenance(opts), "per_step": per_step,
+               "graph": graph}
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         try:
