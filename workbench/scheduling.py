@@ -164,18 +164,20 @@ def no_hard_exit() -> Iterator[None]:
     exited, with exit code 2, rather than vanish with the user's code. (Python code can
     always end its process some other way, e.g. by a signal; a program file is trusted code.)"""
     import os
-    import posix
 
+    modules = [os] + ([sys.modules["posix"]] if "posix" in sys.modules else [])
     real = os._exit
 
     def refuse(code=0):
         raise HardExit(f"os._exit({code})")
 
-    os._exit = posix._exit = refuse
+    for module in modules:
+        module._exit = refuse
     try:
         yield
     finally:
-        os._exit = posix._exit = real
+        for module in modules:
+            module._exit = real
 
 
 # Schedules made while a program file runs (see `collecting`): the loader finds a schedule
