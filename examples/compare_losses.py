@@ -1,5 +1,5 @@
 """Compare the per-step losses of train_gpt.py runs (JSON from --out) against torch's own
-run-to-run noise (design note 63).
+run-to-run noise (design note 64).
 
     python examples/compare_losses.py torch.json workbench.json --noise torch_b.json
 

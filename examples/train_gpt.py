@@ -1,5 +1,5 @@
 """A small GPT trained data-parallel under torchrun, with the optimizer step done by torch or
-by the workbench's generated kernels (design notes 53, 62, 63).
+by the workbench's generated kernels (design notes 53, 63, 64).
 
     torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer torch --out a.json
     torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer torch --bucket-mb 5 --out n.json

@@ -155,7 +155,7 @@ class DataParallelOptimizer:
     group: the torch.distributed process group (None: the world).
     bucket_bytes: the gradient bucket cap (DDP's 25 MiB by default).
     overlap: run each bucket's step in backward, on a side stream, as soon as the bucket's
-        gradients are accumulated (post-accumulate-grad hooks; design note 62); `step()` then
+        gradients are accumulated (post-accumulate-grad hooks; design note 63); `step()` then
         runs what backward did not launch and makes torch's stream wait for the side stream.
         Backward must have more than one autograd node over the parameters for this to
         overlap anything: compile the model by regions (each block), not whole.

@@ -1,4 +1,4 @@
-"""The optimizer in backward (design note 62): which gradient buckets are complete while
+"""The optimizer in backward (design note 63): which gradient buckets are complete while
 backward runs, so that each bucket's AllReduce + update is launched as soon as its last
 gradient is accumulated, as DDP launches each bucket's AllReduce.
 
