@@ -18,6 +18,7 @@ import pandas as pd
 from workbench.errors import ProgramFileError
 
 BASELINE = "unscheduled"
+AR_OPT = "ar-opt"  # CoCoNet's baseline of the optimizer studies (studies/optimizer_schedules.py)
 
 
 def _read(path: Path, value: str) -> pd.DataFrame | None:
@@ -33,10 +34,11 @@ def _read(path: Path, value: str) -> pd.DataFrame | None:
     return df
 
 
-def speedups(df: pd.DataFrame, value: str) -> pd.DataFrame:
+def speedups(df: pd.DataFrame, value: str, baseline: str = BASELINE) -> pd.DataFrame:
     """Wide table: one row per (study, size, gpus), one column per schedule, values are the
-    speedup over the unscheduled program (time_unscheduled / time)."""
-    base = df[df["schedule"] == BASELINE].set_index(["study", "size", "gpus"])[value]
+    speedup over the `baseline` schedule (the unscheduled program by default; `ar-opt`,
+    CoCoNet's baseline, for the optimizer studies): time_baseline / time."""
+    base = df[df["schedule"] == baseline].set_index(["study", "size", "gpus"])[value]
     out = df.join(base.rename("base"), on=["study", "size", "gpus"])
     out["speedup"] = out["base"] / out[value]
     return out.pivot_table(index=["study", "size", "gpus"], columns="schedule",
@@ -108,6 +110,13 @@ def build_report(results_dir: Path) -> str:
         for study, g in df.groupby("study", sort=True):
             table = speedups(g, value).droplevel("study")
             parts += [f"### {study}", "", table.to_markdown(), ""]
+        with_ar_opt = df[df["study"].isin(df.loc[df["schedule"] == AR_OPT, "study"])]
+        if len(with_ar_opt):
+            parts += [f"## {title} speedup over ar-opt (NCCL AllReduce + one fused update "
+                      "kernel, CoCoNet's baseline)", ""]
+            for study, g in with_ar_opt.groupby("study", sort=True):
+                table = speedups(g, value, AR_OPT).droplevel("study")
+                parts += [f"### {study}", "", table.to_markdown(), ""]
     if measured is not None and "fastest_baseline_s" in measured.columns:
         parts += ["## Measured speedup over the fastest baseline", "",
                   against_fastest_baseline(measured).to_markdown(index=False), ""]

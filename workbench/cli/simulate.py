@@ -4,7 +4,8 @@
 
 One row per schedule (the unscheduled program, the file's named schedules, and any extra
 candidates such as the autotuner's): simulated time, the cost model's closed form, the speedup
-over the unscheduled program, and the bottleneck resource; the best row is marked.
+over the unscheduled program (and over `ar-opt`, CoCoNet's baseline, where the program names
+it), and the bottleneck resource; the best row is marked.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from workbench.loader import check_size_names, load, parse_sets
 from workbench.verify import verify
 
 UNSCHEDULED = "unscheduled"
+# CoCoNet's baseline of the optimizer studies (NCCL AllReduce + one fused update kernel):
+# where a program names it, speedups are also stated against it (column vs_ar_opt).
+AR_OPT = "ar-opt"
 
 
 @dataclass
@@ -234,6 +238,10 @@ def table(predictions: list[Prediction], memory: bool = False):
         "bottleneck": [p.bottleneck for p in predictions],
         "best": ["*" if p is best else "" for p in predictions],
     })
+    ar_opt = next((p.time_s for p in predicted if p.name == AR_OPT), None)
+    if ar_opt is not None:
+        df.insert(4, "vs_ar_opt", [ar_opt / p.time_s if p.time_s > 0 else float("nan")
+                                   for p in predictions])
     unscheduled = next((p.program for p in predictions if p.name == UNSCHEDULED), None)
     sliced = [_sliced_outputs(unscheduled, p.program) for p in predictions]
     if any(sliced):  # the program allowed these (may_stay_sliced); say which schedule does it
