@@ -31,6 +31,7 @@ from workbench.transforms import (
     Fuse,
     HierarchicalSplit,
     Overlap,
+    PipelineHierarchy,
     Reorder,
     Split,
 )
@@ -69,6 +70,12 @@ class Scheduler:
         """AllReduce -> ReduceScatter inside each node of `per_node` GPUs, AllReduce of the
         slice across nodes, AllGather inside each node; returns the three names."""
         return self.apply(HierarchicalSplit(_name(allreduce), per_node))
+
+    def pipeline_hierarchy(self, allreduce, chunks: int = 4) -> str:
+        """Run a hierarchical split's three legs (node ReduceScatter, AllReduce across nodes,
+        node AllGather fused with the update) chunk by chunk, overlapped; `allreduce` is the
+        split's second name. Returns the gathered output's name."""
+        return self.apply(PipelineHierarchy(_name(allreduce), chunks))
 
     def reorder(self, *values, before) -> tuple[str, ...]:
         """Move computations that read an AllGather's output ahead of it, onto slices."""
