@@ -29,7 +29,8 @@ rank.
 The modules: `engine` (this: the Simulation, its ranks and statements, `simulate`),
 `timeline` (Row, SimResult), `resources` (a GPU's resources, the shared state of a mesh, a
 meeting, a statement to run), `routing` (which links a transfer holds), `kernels` (the
-processes of kernels and collectives), `rules` (RUN_RULES: one method per op class).
+processes of kernels and collectives), `rules` (RUN_RULES: one method per op class),
+`pipeline` (the pipelined hierarchy's legs as processes).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from cost_model.hardware import Cluster
 from cost_model.ops import CostContext, stmt_cost, stmt_group
 from simulator.kernels import Kernels
 from simulator.network import Network
+from simulator.pipeline import Pipelines
 from simulator.resources import (  # noqa: F401  (re-exported: simulator.engine's names)
     COMPUTE_CHUNKS,
     DETAIL_RANKS,
@@ -63,7 +65,7 @@ from workbench import ir
 from workbench.errors import WorkbenchError
 
 
-class Simulation(Routing, Kernels, Rules):
+class Simulation(Routing, Kernels, Rules, Pipelines):
     """One run of a program on a cluster (see module docstring)."""
 
     def __init__(self, program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
@@ -152,7 +154,7 @@ class Simulation(Routing, Kernels, Rules):
         else:
             start = self.env.now
             yield from self.network.transfer(uses, duration)
-        gpu.busy[resource] += duration
+        gpu.busy[resource] = gpu.busy.get(resource, 0.0) + duration
         if self.record:
             self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
 

@@ -90,11 +90,11 @@ class Kernels:
         yield gpu.sms.put(take)
 
     def _meet(self, g, r: int, P: int, gpu: _Gpu, key, algorithm: str, steps: int,
-              step_s: float, op: str, uses: Route | None = None):
+              step_s: float, op: str, uses: Route | None = None, resource: str = "link"):
         """Rank r's part of a collective of every rank of group `g` (module docstring; r is
         the rank's index in `g`, P its size): arrive, and when the group is complete hold
         the links (`uses`, by default the group's route) until this rank's finish
-        (simulator.rings)."""
+        (simulator.rings), recorded as `resource` (the NIC for a leg across nodes)."""
         meeting = self.meetings.get((g, key))
         if meeting is None:
             meeting = self.meetings[(g, key)] = _Meeting(np.zeros(P), np.zeros(P),
@@ -118,15 +118,15 @@ class Kernels:
         # group's collective, a Send) slow it by the max-min share (simulator.network).
         route = uses or self._uses(gpu, g)
         yield from self.network.transfer(route, float(meeting.finish[r]) - start)
-        gpu.busy["link"] += steps * step_s
+        gpu.busy[resource] = gpu.busy.get(resource, 0.0) + steps * step_s
         if not self.record:
             return
         if meeting.starts is not None and self.env.now == float(meeting.finish[r]):
             for k in range(steps):  # not slowed by a shared link: each step as solved
                 t = float(meeting.starts[k, r])
-                self.rows.append(Row(t, t + step_s, gpu.id, "link", op))
+                self.rows.append(Row(t, t + step_s, gpu.id, resource, op))
         else:
-            self.rows.append(Row(start, self.env.now, gpu.id, "link", op))
+            self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
 
     def _fused(self, gpu: _Gpu, s: ir.Stmt, op: str, scale: float = 1.0,
                sm_cap: int | None = None):

@@ -25,6 +25,7 @@ from cost_model.ops import (
     stmt_group,
     work_s,
 )
+from cost_model.ops.pipeline import is_pipeline
 from simulator.resources import MAX_STEP_EVENTS, _Run
 from workbench import ir
 from workbench.types import Sliced
@@ -109,11 +110,15 @@ class Rules:
         host_s = cluster.nccl.host_overhead_s if run.host_paid else 0.0
         yield self.env.timeout(plan.fixed_s - host_s)
         steps = int(plan.steps)
+        # across nodes the leg holds the GPU's NIC (simulator.pipeline), inside a node its
+        # NVLink, taking turns with a fused kernel's loads and stores (gpu.link)
+        nic = self._nic_route(gpu) if s.op.sub.axis == "inter" else None
         if self.reduced:
             batches = min(steps, MAX_STEP_EVENTS)
             for b in range(batches):
                 n = steps // batches + (1 if b < steps % batches else 0)
-                yield from self._hold(gpu, "link", n * plan.step_s, run.name)
+                yield from self._hold(gpu, "nic" if nic else "link", n * plan.step_s,
+                                      run.name, nic)
         elif steps:
             g = s.op.sub.per_node
             P = self._priced(("group_size", run.g), lambda: self.ctx.group_size(run.g))
@@ -122,7 +127,8 @@ class Rules:
             # a ring over the sub-group whatever NCCL's plan is called, as priced; on the
             # GPU's own link route, as a fused kernel's transfers
             yield from self._meet((run.g, s.op.sub, sub), index, size, gpu, run.key, "ring",
-                                  steps, float(plan.step_s), run.name, self._uses(gpu, None))
+                                  steps, float(plan.step_s), run.name,
+                                  nic or self._uses(gpu, None), "nic" if nic else "link")
         yield gpu.sms.put(take)
 
     def _run_fused(self, run: _Run):
@@ -141,7 +147,11 @@ class Rules:
             yield from self._fused(run.gpu, s, f"{s.name} = {s.op}", run.scale, run.sm_cap)
 
     def _run_overlapped(self, run: _Run):
-        """Overlapped: producer and consumer chunk by chunk on two streams."""
+        """Overlapped: producer and consumer chunk by chunk on two streams (or the three legs
+        of a pipelined hierarchy, simulator.pipeline)."""
+        if is_pipeline(run.s.op):
+            yield from self._pipeline(run)
+            return
         yield from self._overlapped(run.g, run.r, run.gpu, run.s, run.key)
 
     def _overlapped(self, g, r, gpu, s: ir.Stmt, key):

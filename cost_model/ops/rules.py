@@ -35,6 +35,7 @@ from cost_model.ops.context import (
     stmt_group,
 )
 from cost_model.ops.fused import fused_cost, fused_latency_s, fused_parts
+from cost_model.ops.pipeline import is_pipeline, pipeline_cost
 from workbench import ir
 from workbench.errors import WorkbenchError
 from workbench.types import ReplicatedLayout
@@ -90,6 +91,8 @@ def _fused_stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
 
 def _overlapped_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     op = s.op
+    if is_pipeline(op):  # three legs of a hierarchical split (cost_model.ops.pipeline)
+        return pipeline_cost(ctx, s, stmt_cost, stmt_fixed_s)
     producer, consumer = (stmt_cost(ctx, b) for b in op.body)
     # each chunk is its own kernel or NCCL call: every chunk after the first pays the
     # statement's fixed cost again (the simulator runs the chunks so)
