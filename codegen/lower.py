@@ -87,6 +87,11 @@ def _lower_matmul(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     return ctx.here([gemm_step(ctx.pl, stmt, _what(stmt))])
 
 
+# What a plan that lowering refuses for want of a network-fused collective says; the simulate
+# command shows such a row with this note and never marks it best.
+SIMULATED_ONLY = "simulated only: needs a fused network collective"
+
+
 def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     """A fused region by what moves its bytes and its kind (ir.FUSED_KINDS)."""
     op = stmt.op
@@ -94,6 +99,13 @@ def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
         return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.mode)])
     if op.engine == "copy":
         return ctx.here([copy_engine_step(ctx.pl, stmt, first)])
+    if op.engine == "ring":
+        raise fault(f"{_what(stmt)}: {SIMULATED_ONLY}: the update inside NCCL's ring across "
+                    "nodes needs a collective whose network steps a kernel drives with "
+                    "computation between them (NCCL 2.28's device API reaches peers over "
+                    "NVLink/NVLS, and GIN's one-sided puts over the network, but gives no ring "
+                    "to fuse into; docs/design/codegen.md); run fuse-rs-c-ag inside a node, or "
+                    "the pipelined hierarchy across nodes")
     if op.kind in ("allreduce", "reducescatter", "allgather", "reduce", "broadcast",
                    "reducebroadcast"):
         return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode))

@@ -1,18 +1,31 @@
-"""The pipelined hierarchy as processes (workbench.transforms.PipelineHierarchy; priced in
+"""Schedules across nodes as processes: the pipelined hierarchy and CoCoNet's ring-fused
+collective.
+
+The pipelined hierarchy (workbench.transforms.PipelineHierarchy; priced in
 closed form by cost_model.ops.pipeline): its three legs run as three processes, piece by
 piece, piece c of a leg starting when piece c of the leg before it is done. Each piece runs
 by the leg's own rule (simulator.rules) on 1/chunks of the data, so it holds what the leg
 holds: the node ReduceScatter and the fused update + gather take turns on the GPU's NVLink
 (`gpu.link`, and the NVLink flow), the AllReduce across nodes holds the GPU's NIC
 (`Routing._nic_route`), and the SMs are shared as the legs take them. Nothing here is a
-formula: the durations are the cost model's. A mixin of simulator.engine.Simulation.
+formula: the durations are the cost model's.
+
+The ring-fused collective (workbench.transforms.RingFuse) runs NCCL's ring plan that
+cost_model.ops.network_fused picks, on the group's route (NVLink, NIC, uplinks, as a flat
+collective), then holds the HBM for the computation the ring does not hide.
+
+A mixin of simulator.engine.Simulation.
 """
 
 from __future__ import annotations
 
 from cost_model.hardware import Cluster
+from cost_model.ops import ring_fused_plan
 from simulator.network import Route
-from simulator.resources import _Run
+from simulator.resources import (
+    MAX_STEP_EVENTS,
+    _Run,  # noqa: E402
+)
 
 
 class Pipelines:
@@ -50,3 +63,27 @@ class Pipelines:
                 {("nic", gpu.id // gpn, rail): (1.0, phys.nic.bandwidth_Bps)},
                 phys.nic_per_gpu_Bps)
         return route
+
+    def _ring_fused(self, run: _Run):
+        """A ring-fused collective: NCCL's ring plan on the group's route, then the
+        computation the ring does not hide (cost_model.ops.network_fused)."""
+        s, gpu = run.s, run.gpu
+        plan, tail_s = self._priced(("ring_fused", id(s)), lambda: ring_fused_plan(self.ctx, s))
+        name = f"{s.name} = {s.op}"
+        take = yield from self._take_sms(gpu, int(plan.channels) or 1)
+        yield self.env.timeout(float(plan.fixed_s))
+        steps = int(plan.steps)
+        step_s = float(plan.step_s) * run.scale * gpu.link_factor * self.draw.jitter()
+        if steps and self.reduced:
+            batches = min(steps, MAX_STEP_EVENTS)
+            uses = self._uses(gpu, run.g)
+            for b in range(batches):
+                n = steps // batches + (1 if b < steps % batches else 0)
+                yield from self._hold(gpu, "link", n * step_s, name, uses)
+        elif steps:
+            P = self._priced(("group_size", run.g), lambda: self.ctx.group_size(run.g))
+            yield from self._meet(run.g, run.r, P, gpu, run.key, "ring", steps, step_s, name)
+        yield gpu.sms.put(take)
+        if tail_s:
+            yield from self._hold(gpu, "hbm", float(tail_s) * run.scale * gpu.compute_factor,
+                                  name)

@@ -143,6 +143,8 @@ class Rules:
                                  lambda: matmul_epilogue_works(self.ctx, s))
             for work in works:
                 yield from self._compute(run.gpu, work, f"{s.name} = FusedMatmul", run.scale)
+        elif s.op.engine == "ring":  # CoCoNet's form across nodes (simulator.pipeline)
+            yield from self._ring_fused(run)
         else:
             yield from self._fused(run.gpu, s, f"{s.name} = {s.op}", run.scale, run.sm_cap)
 

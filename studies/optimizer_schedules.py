@@ -30,6 +30,10 @@ def optimizer_schedules(program, grad_allreduce, updates, state, gathered,
     rs-c-ag-sliced-state  the same, keeping `state` (inputs) sliced: only `gathered` is gathered
                           (left out when there is no state to keep sliced)
     fuse-rs-c-ag          rs-c-ag-sliced-state as one FusedAllReduce kernel
+    fuse-rs-c-ag-ring     fuse-rs-c-ag carried by NCCL's ring over the whole group, network
+                          included, the update applied per chunk as it arrives: CoCoNet's
+                          own fused collective across nodes (transforms.RingFuse), priced
+                          and simulated, not generated (no norms: LAMB has none)
     fuse-rs-c-ag-ce       fuse-rs-c-ag with its bytes moved by copy engines, 8 pieces per
                           slice, a kernel computing on each piece as it arrives (only with
                           copy_engines=True: GPU run 16 measured it no faster than the SMs
@@ -76,7 +80,17 @@ def optimizer_schedules(program, grad_allreduce, updates, state, gathered,
         s.as_slice(*state)
         s.copy_engines(s.fuse(rs, *sliced, *gathered), chunks=8)
 
+    def fuse_rs_c_ag_ring(s):
+        """fuse-rs-c-ag carried by NCCL's ring across nodes, the update applied per chunk as
+        it arrives (CoCoNet's fused collective; simulated only, not generated)."""
+        rs, ag = s.split(grad_allreduce)
+        sliced = s.reorder(*updates, before=ag)
+        s.as_slice(*state)
+        s.ring(s.fuse(rs, *sliced, *gathered))
+
     fused = [fuse_rs_c_ag] + ([schedule(program)(fuse_rs_c_ag_ce)] if copy_engines else [])
+    if len(elementwise_runs(program, updates)) == 1:  # no norms: the ring can carry it
+        fused.append(schedule(program)(fuse_rs_c_ag_ring))
     if not state:  # nothing to keep sliced: the schedule would be rs-c-ag again
         return [ar_opt, rs_c_ag, *fused]
     return [ar_opt, rs_c_ag, schedule(program)(rs_c_ag_sliced_state), *fused]

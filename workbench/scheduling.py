@@ -33,6 +33,7 @@ from workbench.transforms import (
     Overlap,
     PipelineHierarchy,
     Reorder,
+    RingFuse,
     Split,
 )
 
@@ -76,6 +77,11 @@ class Scheduler:
         node AllGather fused with the update) chunk by chunk, overlapped; `allreduce` is the
         split's second name. Returns the gathered output's name."""
         return self.apply(PipelineHierarchy(_name(allreduce), chunks))
+
+    def ring(self, region) -> str:
+        """Carry a fused AllReduce over NCCL's ring across nodes, the update applied per chunk
+        as it arrives (CoCoNet's form; transforms.RingFuse: simulated, not generated)."""
+        return self.apply(RingFuse(_name(region)))
 
     def reorder(self, *values, before) -> tuple[str, ...]:
         """Move computations that read an AllGather's output ahead of it, onto slices."""

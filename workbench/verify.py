@@ -231,8 +231,8 @@ def check_runnable(stmt: Stmt, placement: Placement) -> None:
         for inner in stmt.op.body:
             check_runnable(inner, placement)
         return
-    if not isinstance(stmt.op, Fused):
-        return
+    if not isinstance(stmt.op, Fused) or stmt.op.engine == "ring":
+        return  # NCCL's ring carries a ring-fused collective across nodes (RingFuse)
     span = fused_span(stmt, placement)
     if span is None or span <= placement.gpus_per_node or placement.nodes == 1:
         return

@@ -35,6 +35,7 @@ from cost_model.ops.context import (
     stmt_group,
 )
 from cost_model.ops.fused import fused_cost, fused_latency_s, fused_parts
+from cost_model.ops.network_fused import ring_fused_cost, ring_fused_plan
 from cost_model.ops.pipeline import is_pipeline, pipeline_cost
 from workbench import ir
 from workbench.errors import WorkbenchError
@@ -86,6 +87,8 @@ def _fused_stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
         for c in costs:
             busy = add_busy(busy, c.busy_s)
         return OpCost(sum((c.time_s for c in costs), 0), busy, costs[0].bottleneck)
+    if s.op.engine == "ring":  # CoCoNet's form across nodes (cost_model.ops.network_fused)
+        return ring_fused_cost(ctx, s)
     return fused_cost(ctx, s)
 
 
@@ -153,6 +156,8 @@ def _launch_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
 
 
 def _fused_stmt_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
+    if s.op.engine == "ring":
+        return ring_fused_plan(ctx, s)[0].fixed_s
     if s.op.kind == "compute":
         return _launch_fixed_s(ctx, s, chunks)
     if s.op.kind == "matmul":

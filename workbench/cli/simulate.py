@@ -19,7 +19,7 @@ import click
 import numpy as np
 import sympy
 
-from workbench.cli.outputs import check_output_file
+from codegen.lower import SIMULATED_ONLY
 from cost_model.hardware import load_hardware
 from cost_model.ops import CostContext, explain_collectives, peak_memory, program_cost
 from simulator import Variability
@@ -27,6 +27,7 @@ from simulator import simulate as simulate_program
 from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import autotune as tuner
 from workbench import ir
+from workbench.cli.outputs import check_output_file
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import check_size_names, load, parse_sets
@@ -215,8 +216,23 @@ def predict(loaded, cluster, sets: dict | None = None,
         out.append(Prediction(name, program, float(np.median(times)), float(cost.time_s),
                               float(cost.lower_bound_s), result.bottleneck(link), result,
                               formula, collectives=picks, memory=memory,
-                              samples_s=times if variability is not None else ()))
+                              samples_s=times if variability is not None else (),
+                              note=simulated_only(program)))
     return out
+
+
+def simulated_only(program: ir.Program) -> str:
+    """Why a predicted schedule cannot run (no backend generates it), or "": a fused
+    collective carried by NCCL's ring across nodes (transforms.RingFuse) is priced and
+    simulated, and lowering refuses it (codegen.lower.SIMULATED_ONLY)."""
+    if any(isinstance(s.op, ir.Fused) and s.op.engine == "ring" for s in program.stmts):
+        return SIMULATED_ONLY
+    return ""
+
+
+def runnable(p: Prediction) -> bool:
+    """Whether a prediction is of a schedule that runs: predicted, and generated."""
+    return p.ok and not p.note.startswith(SIMULATED_ONLY)
 
 
 def table(predictions: list[Prediction], memory: bool = False):
@@ -228,7 +244,8 @@ def table(predictions: list[Prediction], memory: bool = False):
     predicted = [p for p in predictions if p.ok]
     base = next((p.time_s for p in predicted if p.name == UNSCHEDULED),
                 predicted[0].time_s if predicted else float("nan"))
-    best = min(predicted, key=lambda p: p.time_s) if predicted else None
+    # a schedule no backend generates is shown, never marked best
+    best = min((p for p in predicted if runnable(p)), key=lambda p: p.time_s, default=None)
     df = pd.DataFrame({
         "schedule": [p.name for p in predictions],
         "time_ms": [p.time_s * 1e3 for p in predictions],
@@ -390,5 +407,6 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
         if not predicted:
             raise WorkbenchError(f"--trace needs a predicted schedule, got none of "
                                  f"{len(predictions)} (see the note column)")
-        best = min(predicted, key=lambda p: p.time_s)
+        best = min((p for p in predicted if runnable(p)), key=lambda p: p.time_s,
+                   default=predicted[0])
         Path(trace_path).write_text(json.dumps(best.result.chrome_trace()))

@@ -547,7 +547,9 @@ class Fused:
     # Who moves a fused collective's bytes: "sm", the kernel itself by NVLink peer loads and
     # stores (CoCoNet's fused collectives); "copy", the GPU's copy engines, `chunks` pieces of
     # each rank's slice at a time, while a kernel without communication computes on the
-    # pieces that have arrived (transforms.CopyEngines). Time, not meaning.
+    # pieces that have arrived (transforms.CopyEngines); "ring", NCCL's ring over the whole
+    # group with the computation applied per chunk as it arrives (CoCoNet's form across nodes,
+    # transforms.RingFuse: priced and simulated, not generated). Time, not meaning.
     engine: str = "sm"
     chunks: int = 1
 
@@ -562,7 +564,8 @@ class Fused:
         return Fused(self.kind, tuple(s.rename(m) for s in self.body), self.engine, self.chunks)
 
     def __str__(self):
-        via = f"[copy engines, chunks={self.chunks}]" if self.engine == "copy" else ""
+        via = {"copy": f"[copy engines, chunks={self.chunks}]", "ring": "[NCCL ring]"}.get(
+            self.engine, "")
         return f"Fused{self.kind.capitalize()}{via}"
 
 

@@ -108,7 +108,7 @@ class HierarchicalSplit(Transform):
 class PipelineHierarchy(Transform):
     """Run the three legs of a hierarchical split chunk by chunk, overlapped: chunk k+1's node
     ReduceScatter while chunk k crosses the network while chunk k-1 is updated and gathered
-    (the pipelined hierarchical schedule; design note 57).
+    (the pipelined hierarchical schedule; design note 61).
 
         g1_rs = ReduceScatter(Sum, g, over=intra(8))    g1_rs, ... = Overlapped(chunks=4) {
         g1_ar = AllReduce(Sum, g1_rs, over=inter(8)) ==>   g1_rs = ReduceScatter(...)
@@ -181,3 +181,54 @@ class PipelineHierarchy(Transform):
         """The pipelined region's last value (the gathered output)."""
         stmt = after.stmts[top_index(after, self.allreduce, "pipeline-hierarchy")]
         return stmt.outs[-1].name
+
+
+@dataclass(frozen=True, slots=True)
+class RingFuse(Transform):
+    """CoCoNet's own fused collective across nodes: a fused AllReduce whose bytes NCCL's ring
+    over the whole group carries (network included), the computation applied to each chunk of
+    the rank's slice as the ring's reduce-scatter half delivers it, and the results sent on by
+    the ring's all-gather half (ir.Fused.engine "ring").
+
+        g1_rs, ..., w1 = FusedAllreduce {...}  ==>  g1_rs, ..., w1 = FusedAllreduce[NCCL ring] {...}
+
+    Meaning unchanged (time only). The cost model and the simulator price it on NCCL's ring
+    plan (cost_model.ops.network_fused); no backend generates it yet: the GPU would need a
+    collective whose network steps a kernel drives with computation between them (NCCL's
+    device API does not give that across nodes today: docs/design/codegen.md), so
+    `workbench simulate` says "simulated only: needs a fused network collective" and never
+    marks it best.
+
+    Preconditions: `region` names a FusedAllreduce over the whole group (not node-level, not
+    moved by copy engines) with no norm or reduction over slices (their cross-rank scalar step
+    between the kernel's phases has no place in a ring).
+    """
+
+    region: str
+    name: ClassVar[str] = "ring-fuse"
+
+    def rewrite(self, program):
+        who = f"ring-fuse({self.region})"
+        i = top_index(program, self.region, who)
+        stmt = program.stmts[i]
+        op = stmt.op
+        if not isinstance(op, ir.Fused) or op.kind != "allreduce" or op.engine != "sm":
+            raise IllegalTransform(f"{who}: '{self.region}' must be a FusedAllreduce whose "
+                                   f"kernel moves its bytes, got {op}; fuse ReduceScatter + "
+                                   f"update + AllGather first")
+        subs = [leaf.op.sub for leaf in stmt.leaves() if getattr(leaf.op, "sub", None)]
+        if subs:
+            raise IllegalTransform(f"{who}: the fused collective must run over the whole group, "
+                                   f"got node-level collectives ({subs[0]}); ring-fuse the "
+                                   f"flat fused AllReduce")
+        scalar = [leaf.name for leaf in stmt.leaves()
+                  if isinstance(leaf.op, (ir.Norm, ir.ReduceTensor))]
+        if scalar:
+            raise IllegalTransform(f"{who}: a ring-fused collective must hold no norm or "
+                                   f"reduction, got {scalar}; fuse an update without norms")
+        region = ir.Stmt(stmt.outs, ir.Fused(op.kind, op.body, "ring", 1), stmt.loc)
+        return program.with_stmts(program.stmts[:i] + (region,) + program.stmts[i + 1:])
+
+    def results(self, before, after):
+        """The region's name (unchanged)."""
+        return self.region
