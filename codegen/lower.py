@@ -42,9 +42,10 @@ from codegen.lower_library import (
 from codegen.lower_node import node_view, per_node_of
 from codegen.lower_norm import norm_steps
 from codegen.lower_overlap import overlap_steps
+from codegen.lower_pipeline import pipeline_step
 from codegen.lower_rows import has_axis_reduction, row_kernel_step
 from codegen.lower_send import p2p_step, send_steps
-from codegen.plan import Plan, fault
+from codegen.plan import PipelineStep, Plan, fault
 from codegen.planner import Planner, stage_order
 from codegen.tuning import check_knobs, tune_plan
 from workbench import ir
@@ -80,6 +81,8 @@ def _what(stmt: ir.Stmt) -> str:
 
 
 def _lower_overlapped(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
+    if len(stmt.op.body) == 3:  # a pipelined hierarchy's legs (codegen.lower_pipeline)
+        return ctx.here([pipeline_step(ctx.pl, stmt, first, ctx.unroll, ctx.mode)])
     return overlap_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode)
 
 
@@ -197,8 +200,9 @@ def _lower_any(program: ir.Program, P: int, collective_unroll: int,
             raise fault(f"the group size must be a multiple of the {per_node} GPUs per node of "
                         f"{program.name}'s node-level collectives, got P={P}")
         plan = _lower(node_view(program), per_node, collective_unroll, collective_mode)
+        chunks = [s.chunks for s in plan.steps if isinstance(s, PipelineStep)]
         return dataclasses.replace(plan, program=program, per_node=per_node,
-                                   nodes=P // per_node)
+                                   nodes=P // per_node, slice_chunks=max(chunks, default=1))
     return _lower(program, P, collective_unroll, collective_mode)
 
 

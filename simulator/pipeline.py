@@ -68,8 +68,12 @@ class Pipelines:
         """A ring-fused collective: NCCL's ring plan on the group's route, then the
         computation the ring does not hide (cost_model.ops.network_fused)."""
         s, gpu = run.s, run.gpu
-        plan, tail_s = self._priced(("ring_fused", id(s)), lambda: ring_fused_plan(self.ctx, s))
         name = f"{s.name} = {s.op}"
+        priced = self._priced(("ring_fused", id(s)), lambda: ring_fused_plan(self.ctx, s))
+        if priced is None:  # one rank: no ring, the fused kernel alone
+            yield from self._fused(gpu, s, name, run.scale, run.sm_cap)
+            return
+        plan, tail_s = priced
         take = yield from self._take_sms(gpu, int(plan.channels) or 1)
         yield self.env.timeout(float(plan.fixed_s))
         steps = int(plan.steps)

@@ -20,17 +20,19 @@ from __future__ import annotations
 from cost_model import collectives as coll
 from cost_model.ops.compute import work_s
 from cost_model.ops.context import CostContext, OpCost
-from cost_model.ops.fused import fused_parts
+from cost_model.ops.fused import fused_cost, fused_parts
 from workbench import ir
 
 # Chunks of a rank's slice in flight in the ring (NCCL's pipeline depth, NCCL_STEPS = 8).
 RING_PIPELINE = 8
 
 
-def ring_fused_plan(ctx: CostContext, s: ir.Stmt) -> tuple[coll.Plan, object]:
+def ring_fused_plan(ctx: CostContext, s: ir.Stmt) -> tuple[coll.Plan, object] | None:
     """(NCCL's ring plan for the ring-fused collective `s`, the seconds of computation not
-    hidden behind it)."""
+    hidden behind it); None over one rank, where there is no ring (the fused kernel alone)."""
     parts = fused_parts(ctx, s)
+    if ctx.group_size(parts.group) == 1:
+        return None
     nbytes = (ctx.size(parts.rs_nbytes) + ctx.size(parts.ag_nbytes)) / 2
     P = ctx.group_size(parts.group)
     rings = [p for p in coll.plans("allreduce", nbytes, P, ctx.cluster, P)
@@ -43,7 +45,10 @@ def ring_fused_plan(ctx: CostContext, s: ir.Stmt) -> tuple[coll.Plan, object]:
 def ring_fused_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     """The ring-fused collective's time: NCCL's ring plan plus the computation it does not
     hide (module docstring)."""
-    plan, tail_s = ring_fused_plan(ctx, s)
+    priced = ring_fused_plan(ctx, s)
+    if priced is None:
+        return fused_cost(ctx, s)
+    plan, tail_s = priced
     parts = fused_parts(ctx, s)
     comp = work_s(ctx.cluster, parts.work)
     return OpCost(plan.time_s + tail_s, {"link": plan.steps * plan.step_s, "hbm": comp},

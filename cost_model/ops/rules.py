@@ -156,7 +156,7 @@ def _launch_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
 
 
 def _fused_stmt_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
-    if s.op.engine == "ring":
+    if s.op.engine == "ring" and ring_fused_plan(ctx, s) is not None:
         return ring_fused_plan(ctx, s)[0].fixed_s
     if s.op.kind == "compute":
         return _launch_fixed_s(ctx, s, chunks)

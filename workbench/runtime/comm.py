@@ -239,6 +239,20 @@ class Nccl4py:
         self.comm = nccl.Communicator.init(self.size, mine, nccl.UniqueId.from_bytes(uid))
         self._views: dict[tuple[int, int, str], object] = {}
 
+    def split(self, host, rank: int, color: int, members: tuple[int, ...]) -> Nccl4py:
+        """The communicator of the ranks of `color` (ncclCommSplit: every rank of this
+        communicator calls it at once, `members` the global ranks of this rank's color, in
+        rank order). Through nccl4py's Communicator.split where it has one, else a fresh
+        communicator of `members` (`subgroup`: a unique id through the host exchange)."""
+        method = getattr(self.comm, "split", None)
+        if method is None:
+            return self.subgroup(host, rank, members)
+        made = object.__new__(Nccl4py)
+        made.nccl, made.view, made._views = self.nccl, self.view, {}
+        made.size = len(members)
+        made.comm = method(color, members.index(rank))
+        return made
+
     def subgroup(self, host, rank: int, members: tuple[int, ...]) -> Nccl4py:
         """A communicator of the ranks `members` (global ranks; this rank among them) for a
         stage's collectives. Every rank of the world calls it at once, each with its own

@@ -24,6 +24,7 @@ from codegen.plan import (
     GemmStep,
     NcclStep,
     OverlapStep,
+    PipelineStep,
     Plan,
     ReduceStep,
     SendStep,
@@ -41,6 +42,7 @@ from workbench.runtime.chunked import (
     overlap_blocks,
 )
 from workbench.runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
+from workbench.runtime.pipeline_run import PipelineRun, node_part
 from workbench import interpreter
 from workbench.errors import RuntimeFault
 
@@ -81,12 +83,18 @@ class PlanRun:
         # WB_COLLECTIVE_BLOCKS_PER_SM, default 2), a per-plan knob for wbtorch's choice
         self.gpu, self.plan = gpu, plan
         self.blocks_per_sm = blocks_per_sm
-        if plan.world != gpu.world:
+        world = plan.per_node * plan.nodes if plan.per_node else plan.world
+        if world != gpu.world:
             raise RuntimeFault(f"a plan for {len(plan.groups)} stage(s) of {plan.P} ranks must "
-                               f"run on {plan.world} ranks, got {gpu.world}; lower it with "
+                               f"run on {world} ranks, got {gpu.world}; lower it with "
                                f"P = {gpu.world // len(plan.groups)} (Gpu.use_stages)")
         self.P = plan.P
         self.stage, self.local = divmod(gpu.rank, plan.P)
+        # A node's view (a hierarchical split): P is the node's ranks, peers are this node's
+        # (global rank node * P + index), every node runs stage 0's buffers and steps.
+        self.first = gpu.rank - self.local if plan.per_node else 0
+        if plan.per_node:
+            self.stage = 0
         self.bound = interpreter.bind_sizes(plan.program, sizes)
         self.subs = dict(self.bound)
 
@@ -167,6 +175,8 @@ class PlanRun:
         if isinstance(step, ChunkedStep):
             check_chunk_rows(step.stmt, self._int(step.rows), step.per, step.chunks)
             return ("chunked", step.chunks, [self._prepare(s) for s in step.steps])
+        if isinstance(step, PipelineStep):
+            return ("pipeline", PipelineRun(self, step))
         spec = step.spec
         fn = self.gpu.function(spec)
         sig, args, epoch_at, seq_at = "", [], None, None
@@ -175,8 +185,9 @@ class PlanRun:
                 sig += "P"
                 args.append(np.uintp(self.ptr[p.ref]))
             elif p.kind in ("peer", "flags"):
-                sig += "P"  # rank p.index of this stage
-                args.append(np.uintp(self.pointer(p.ref, self.stage * self.P + p.index)))
+                sig += "P"  # rank p.index of this stage (of this node, in a node's view)
+                args.append(np.uintp(self.pointer(p.ref, self.first + self.stage * self.P
+                                                  + p.index)))
             elif p.kind == "remote":
                 sig += "P"  # this local rank of stage p.index
                 args.append(np.uintp(self.pointer(p.ref, p.index * self.P + self.local)))
@@ -291,7 +302,7 @@ class PlanRun:
             self.gpu.p2p(*item[1:])
         elif item[0] == "gemm":
             item[1]()
-        elif item[0] in ("overlap", "copy"):
+        elif item[0] in ("overlap", "copy", "pipeline"):
             item[1].run()
         elif item[0] == "chunked":
             _, chunks, items = item
@@ -316,8 +327,10 @@ class PlanRun:
         if chunk is not None:
             src, dst, count = nccl_chunk(step.op, src, dst, count, step.dtype, chunk, chunks,
                                          self.P)
+        # the rail's communicator for an AllReduce across nodes (Gpu.use_nodes)
+        across = {"comm": step.comm} if step.comm != "group" else {}
         self.gpu.collective(step.op, step.reduce, src, dst, count, step.dtype, root=step.root,
-                            stream=stream)
+                            stream=stream, **across)
 
     def launch(self, item, stream=None, chunk: int | None = None,
                window: tuple[int, int] | None = None) -> None:
@@ -350,9 +363,9 @@ class PlanRun:
         for v in self.plan.program.inputs:
             if not self.holds(v.name):
                 continue  # another stage's input
-            part = rank_part(np.asarray(inputs[v.name],
-                                         dtype=interpreter.numpy_dtype(v.type.dtype)),
-                              v.type, self.local, self.P)
+            value = np.asarray(inputs[v.name], dtype=interpreter.numpy_dtype(v.type.dtype))
+            part = (node_part(value, v.type, self.gpu.rank, self.P, self.plan.slice_chunks)
+                    if self.plan.per_node else rank_part(value, v.type, self.local, self.P))
             drv.memcpy_htod(self.ptr[self.plan.locs[v.name].buffer],
                             np.ascontiguousarray(part))
         for name in self.clobbered_inputs():  # what restore_inputs puts back before each run
