@@ -162,6 +162,13 @@ def _ring_shape(kind: str, nbytes, P):
     raise ValueError(f"collective kind must be one of {COLLECTIVES}, got {kind!r}")
 
 
+def bus_factor(kind: str, P) -> float:
+    """nccl-tests' busbw / algbw for a collective over P ranks: the bytes a ring moves per GPU
+    per byte of buffer, 2(P-1)/P for AllReduce, (P-1)/P for ReduceScatter and AllGather, 1
+    for Broadcast and Reduce (nccl-tests' doc/PERFORMANCE.md)."""
+    return _ring_shape(kind, 1, P)[1]
+
+
 def _plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster, path: Path_) -> Plan:
     nccl = cluster.nccl
     if algorithm == "ring":

@@ -54,8 +54,8 @@ class SimResult:
                 f"rank(s) of {self.ranks_total}")
 
     def chrome_trace(self) -> dict:
-        """The timeline as a Chrome/Perfetto trace (JSON object format, microseconds)."""
-        events = [{"name": r.op, "ph": "X", "ts": r.t_start * 1e6,
-                   "dur": (r.t_end - r.t_start) * 1e6, "pid": r.gpu, "tid": r.resource}
-                  for r in self.rows]
-        return {"traceEvents": events, "displayTimeUnit": "ns"}
+        """The timeline as a Chrome/Perfetto trace (simulator.trace: named GPUs and
+        resources)."""
+        from simulator.trace import chrome_trace
+
+        return chrome_trace([("", self)])

@@ -69,7 +69,9 @@ def _versions() -> dict:
               help="Schedules to measure besides the unscheduled program (comma-separated), "
                    "all, or unscheduled (that program alone).")
 @click.option("--reps", default=30, show_default=True, help="Timed repetitions (>= 20).")
-@click.option("--warmup", default=5, show_default=True)
+@click.option("--warmup", default=5, show_default=True,
+              help="Untimed runs of each schedule and baseline before the timed ones (CUDA "
+              "context, NCCL communicators, torch.compile, caches).")
 @click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
 @click.option("--out", "out_dir", default="studies/results/gpu", show_default=True,
               help="Folder for the CSV and JSON results.")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -60,6 +60,8 @@ class Prediction:
     memory: object = None
     # the simulated time of each sample (--samples) when ranks differ; time_s is their median
     samples_s: tuple = ()
+    # the sizes it was predicted at (the file's, --set, P from the cluster): name -> int
+    sizes: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -218,6 +220,8 @@ def predict(loaded, cluster, sets: dict | None = None,
                               formula, collectives=picks, memory=memory,
                               samples_s=times if variability is not None else (),
                               note=simulated_only(program)))
+    for p in out:
+        p.sizes = {k: int(v) for k, v in sizes.items()}
     return out
 
 
@@ -281,17 +285,46 @@ def table(predictions: list[Prediction], memory: bool = False):
 
 def explanation(predictions: list[Prediction]) -> str:
     """What --explain prints: per predicted schedule, each NCCL collective with its ranks and
-    nodes, the algorithm and protocol NCCL's choice rule picks, the link that bounds it, and
-    its time alone."""
+    nodes, its buffer, the algorithm and protocol NCCL's choice rule picks, the link that
+    bounds it, its time alone, and its algbw and busbw as nccl-tests reports them (algbw =
+    buffer / time; busbw = algbw x 2(n-1)/n for AllReduce, (n-1)/n for ReduceScatter and
+    AllGather, 1 for Broadcast and Reduce), to set beside an nccl-tests run."""
+    from cost_model.collectives import bus_factor
+
     lines = []
     for p in (p for p in predictions if p.ok):
         lines.append(f"\n{p.name}: NCCL collectives" if p.collectives
                      else f"\n{p.name}: no NCCL collectives")
         for c in p.collectives:
+            algbw = c["nbytes"] / c["time_s"] / 1e9 if c["time_s"] > 0 else float("nan")
+            busbw = algbw * bus_factor(c["kind"], c["ranks"])
             lines.append(f"  {c['stmt']} = {c['kind']} over {c['ranks']} ranks on "
                          f"{c['nodes']} node(s): {c['algorithm']}/{c['protocol']}, "
-                         f"{c['link']}-bound, {c['time_s'] * 1e3:.4g} ms")
+                         f"{c['link']}-bound, {c['time_s'] * 1e3:.4g} ms for "
+                         f"{_bytes(c['nbytes'])}, algbw {algbw:.4g} GB/s, "
+                         f"busbw {busbw:.4g} GB/s")
     return "\n".join(lines)
+
+
+def _bytes(n: float) -> str:
+    """1073741824 -> '1 GiB', 6291456 -> '6 MiB' (binary units, as buffer sizes are)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n:.0f} B"
+
+
+def sizes_text(sizes: dict) -> str:
+    """{'N': 268435456, 'P': 4} -> 'N=268435456 (2^28), P=4': every size a run used, the
+    powers of two also as such (what --set takes: --set N=2**28)."""
+    def one(v: int) -> str:
+        return f"{v} (2^{v.bit_length() - 1})" if v >= 1024 and v & (v - 1) == 0 else str(v)
+
+    return ", ".join(f"{k}={one(v)}" for k, v in sorted(sizes.items(), key=_p_last))
+
+
+def _p_last(item) -> tuple:
+    return (item[0] == "P", item[0])
 
 
 def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) -> str:
@@ -358,13 +391,20 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="Chrome/Perfetto trace of the best schedule's timeline.")
+              help="Write the best schedule's simulated timeline as a Chrome/Perfetto trace "
+              "(open in ui.perfetto.dev): a process per GPU, a thread per resource.")
+@click.option("--trace-all", is_flag=True,
+              help="With --trace: every predicted schedule's timeline in the one trace, each "
+              "GPU of each a process named '<schedule>: GPU <g>', all starting at t = 0.")
 def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
              explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
-             mesh_text, axis, stages, csv_path, json_path, trace_path) -> None:
+             mesh_text, axis, stages, csv_path, json_path, trace_path, trace_all) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
+    if trace_all and not trace_path:
+        raise WorkbenchError("--trace-all must come with --trace FILE, got it alone; e.g. "
+                             "--trace timeline.json --trace-all")
     size_values = parse_sets(sets)
     cluster = load_hardware(hardware, nodes)
     loaded = load(program_file)
@@ -389,7 +429,9 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
                           axis=axis, stages=stages)
     df = table(predictions, memory=show_memory)
     first = next((p for p in predictions if p.ok), None)
-    click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "
+    sizes = predictions[0].sizes if predictions else {}
+    click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs) at "
+               f"{sizes_text(sizes)}; "
                f"{first.result.note() if first else 'no schedule predicted (see the notes)'}")
     click.echo(printed(df).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if symbolic:
@@ -398,15 +440,24 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
             click.echo(f"\n{p.name}: t(s) = {sympy.N(p.formula, 4)}")
     if explain:
         click.echo(explanation(predictions))
+    # the files say what the header says: the cluster and the sizes of every row
     if csv_path:
-        df.to_csv(csv_path, index=False)
+        df.assign(hardware=cluster.name,
+                  sizes=" ".join(f"{k}={v}" for k, v in sorted(sizes.items(), key=_p_last))
+                  ).to_csv(csv_path, index=False)
     if json_path:
-        Path(json_path).write_text(df.to_json(orient="records", indent=2))
+        rows = json.loads(df.to_json(orient="records"))
+        Path(json_path).write_text(json.dumps([{**r, "hardware": cluster.name, "sizes": sizes}
+                                               for r in rows], indent=2))
     if trace_path:
         predicted = [p for p in predictions if p.ok]
         if not predicted:
             raise WorkbenchError(f"--trace needs a predicted schedule, got none of "
                                  f"{len(predictions)} (see the note column)")
+        from simulator.trace import chrome_trace
+
         best = min((p for p in predicted if runnable(p)), key=lambda p: p.time_s,
                    default=predicted[0])
-        Path(trace_path).write_text(json.dumps(best.result.chrome_trace()))
+        runs = [(p.name + " (best)" * (p is best), p.result)
+                for p in (predicted if trace_all else [best])]
+        Path(trace_path).write_text(json.dumps(chrome_trace(runs)))
