@@ -37,13 +37,24 @@ class Pipelines:
         env, chunks = self.env, run.s.op.chunks
         legs = run.s.op.body
         done = [[env.event() for _ in range(chunks)] for _ in legs]
+        # The host issues every piece's calls in order (piece by piece, leg by leg) without
+        # waiting for the GPU: a piece starts once issued, and its NCCL host cost is paid on
+        # the host's timeline (design note 9), as for a top-level statement.
+        host = [self._host_issue_s(leg) for leg in legs]
+        issued, t = {}, env.now
+        for c in range(chunks):
+            for i in range(len(legs)):
+                t += host[i]
+                issued[(i, c)] = t
 
         def leg_process(i, leg):
             for c in range(chunks):
                 if i:
                     yield done[i - 1][c]
+                if issued[(i, c)] > env.now:
+                    yield env.timeout(issued[(i, c)] - env.now)
                 yield from self._run(run.g, run.r, run.gpu, leg, (run.key, "leg", i, c),
-                                     run.scale / chunks)
+                                     run.scale / chunks, host_paid=bool(host[i]))
                 done[i][c].succeed()
 
         yield env.all_of([env.process(leg_process(i, leg)) for i, leg in enumerate(legs)])

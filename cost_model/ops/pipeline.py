@@ -5,11 +5,13 @@ Leg 1 (the node ReduceScatter) and leg 3 (the node gather, fused with the update
 bytes over NVLink; leg 2 (the AllReduce across nodes) over the NIC. Each piece of a leg is its
 own NCCL call or kernel launch, so it pays the leg's fixed cost (`stmt_fixed_s` of a piece:
 NCCL's per-call cost and the protocol latency of the plan a piece gets, a fused kernel's
-fixed cost) again. With per-piece times a1, a2, a3, the first piece takes a1 + a2 + a3 and
-each further one the period of the busiest resource: NVLink carries legs 1 and 3 of
-different pieces one after another (a1 + a3), the NIC leg 2 (a2). So
+fixed cost) again, less NCCL's per-call host cost, which the host pays issuing the pieces
+ahead of the GPU (design note 9; the runtime enqueues every piece without waiting). With
+per-piece times a1, a2, a3, the first piece takes a1 + a2 + a3 and each further one the
+period of the busiest resource: NVLink carries legs 1 and 3 of different pieces one after
+another (a1 + a3), the NIC leg 2 (a2), the host the pieces' NCCL calls (h). So
 
-    T = a1 + a2 + a3 + (chunks - 1) * max(a1 + a3, a2)
+    T = a1 + a2 + a3 + (chunks - 1) * max(a1 + a3, a2, h)
 
 which the simulator reproduces with the legs as processes on the GPU's NVLink and NIC
 (simulator.rules). Where the NIC leg dominates, the node legs hide behind it and the
@@ -32,20 +34,23 @@ def is_pipeline(op) -> bool:
 
 
 def pipeline_leg_s(ctx: CostContext, leg: ir.Stmt, chunks: int, stmt_cost, stmt_fixed_s):
-    """One piece of a leg: its whole time over `chunks`, plus the fixed cost every piece
-    after the first pays again, spread over the pieces."""
+    """One piece of a leg on the GPU: its whole time over `chunks`, plus the fixed cost every
+    piece after the first pays again, less NCCL's host part (the host issues the pieces ahead
+    of the GPU, design note 9), spread over the pieces; and the leg's host part per piece."""
     whole = stmt_cost(ctx, leg)
-    again = (chunks - 1) * stmt_fixed_s(ctx, leg, chunks)
-    return (whole.time_s + again) / chunks, whole
+    host = whole.host_s
+    again = (chunks - 1) * (stmt_fixed_s(ctx, leg, chunks) - host)
+    return (whole.time_s + again) / chunks, whole, host
 
 
 def pipeline_cost(ctx: CostContext, s: ir.Stmt, stmt_cost, stmt_fixed_s) -> OpCost:
     """The pipelined hierarchy's time (module docstring); the rules pass their own
-    `stmt_cost` and `stmt_fixed_s` (cost_model.ops.rules) to price each leg."""
+    `stmt_cost` and `stmt_fixed_s` (cost_model.ops.rules) to price each leg. The host issues
+    every piece's NCCL calls in order, so the period is also at least their host cost."""
     chunks = s.op.chunks
     legs = [pipeline_leg_s(ctx, leg, chunks, stmt_cost, stmt_fixed_s) for leg in s.op.body]
-    (a1, c1), (a2, c2), (a3, c3) = legs
-    t = a1 + a2 + a3 + (chunks - 1) * smax(a1 + a3, a2)
+    (a1, c1, h1), (a2, c2, h2), (a3, c3, h3) = legs
+    t = a1 + a2 + a3 + (chunks - 1) * smax(a1 + a3, a2, h1 + h2 + h3)
     # the leg across nodes keeps the NIC busy, not NVLink: its own resource in the bound
     nic = {("nic" if k == "link" else k): v for k, v in c2.busy_s.items()}
     busy = add_busy(add_busy(c1.busy_s, nic), c3.busy_s)

@@ -66,11 +66,14 @@ def test_the_node_legs_share_nvlink_so_the_pipeline_is_no_faster_than_their_sum(
 
 
 def test_the_full_simulation_meets_the_reduced_one():
+    """Within 5 %: the two modes share NVLink between the node legs differently (reduced:
+    turns on the GPU's link, step batch by step batch; full: the node ReduceScatter's meeting
+    as a max-min fair flow beside the fused kernel's turns)."""
     cluster = preset("dgx-h100", nodes=2)
     _, program = pipelined("studies/adam.py", 8, 4)
     full, _, _ = _times(program, cluster, 2**24, reduced=False)
     reduced, _, _ = _times(program, cluster, 2**24, reduced=True)
-    assert full == pytest.approx(reduced, rel=0.02)
+    assert full == pytest.approx(reduced, rel=0.05)
 
 
 @pytest.mark.parametrize("N,expected", [(2**16, ()), (2**20, (2,)), (2**28, (2, 4, 8, 16))])
