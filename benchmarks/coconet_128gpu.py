@@ -94,6 +94,10 @@ def main() -> None:
     df = pd.DataFrame(rows)
     ref = measured().set_index("elements")
     df["coconet_speedup"] = [ref.loc[n, "speedup"] for n in df["elements"]]
+    # the measured times per iteration (the raw files' totals are for 1000 iterations): the
+    # baseline's beside ar-opt's simulated time, CoCoNet's fused kernel's beside the ring form's
+    df["fusedadam_measured_ms"] = [ref.loc[n, "fusedadam_ms"] / 1000 for n in df["elements"]]
+    df["coconet_measured_ms"] = [ref.loc[n, "coconet_ms"] / 1000 for n in df["elements"]]
     df["error"] = df["speedup"] / df["coconet_speedup"] - 1
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
