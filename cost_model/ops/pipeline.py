@@ -13,6 +13,9 @@ another (a1 + a3), the NIC leg 2 (a2), the host the pieces' NCCL calls (h). So
 
     T = a1 + a2 + a3 + (chunks - 1) * max(a1 + a3, a2, h)
 
+where an NCCL leg's piece is priced by the plan NCCL picks for a piece (its protocol, and
+every step's latency again: splitting a ring into pieces repeats its 2(n-1) steps).
+
 which the simulator reproduces with the legs as processes on the GPU's NVLink and NIC
 (simulator.rules). Where the NIC leg dominates, the node legs hide behind it and the
 schedule takes about the network's time, NCCL's flat algorithms' floor too.
@@ -21,6 +24,7 @@ schedule takes about the network's time, NCCL's flat algorithms' floor too.
 from __future__ import annotations
 
 from cost_model.collectives import smax
+from cost_model.ops.comm import collective_plan
 from cost_model.ops.context import CostContext, OpCost, add_busy
 from workbench import ir
 
@@ -39,6 +43,10 @@ def pipeline_leg_s(ctx: CostContext, leg: ir.Stmt, chunks: int, stmt_cost, stmt_
     of the GPU, design note 9), spread over the pieces; and the leg's host part per piece."""
     whole = stmt_cost(ctx, leg)
     host = whole.host_s
+    if isinstance(leg.op, ir.COMMUNICATION_OPS) and not ctx.symbolic:
+        # an NCCL call on 1/chunks of the data: the plan NCCL picks for that size, with every
+        # step's latency (a ring's 2(n-1) steps are paid by every piece), host cost aside
+        return float(collective_plan(ctx, leg, 1.0 / chunks).time_s) - host, whole, host
     again = (chunks - 1) * (stmt_fixed_s(ctx, leg, chunks) - host)
     return (whole.time_s + again) / chunks, whole, host
 
