@@ -27,7 +27,7 @@ import pandas as pd
 
 from cost_model.hardware import load_hardware
 from workbench import autotune as tuner
-from workbench.cli.simulate import AR_OPT, predict, resolve_sizes, runnable
+from workbench.cli.simulate import AR_OPT, predict, resolve_sizes
 from workbench.loader import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def simulate_size(loaded, cluster, k: int) -> dict:
     extra = [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
     preds = predict(loaded, cluster, sets, extra)
     by_name = {p.name: p for p in preds if p.ok}
-    best = min((p for p in preds if runnable(p)), key=lambda p: p.time_s)
+    best = min((p for p in preds if p.ranked), key=lambda p: p.time_s)
     ar_opt = by_name[AR_OPT].time_s
     ring = by_name.get(RING)
     return {"exponent": k, "elements": 2**k, "ar_opt_ms": ar_opt * 1e3,

@@ -12,10 +12,11 @@ from codegen.lower_send import send_steps
 from codegen.plan import OverlapStep, fault
 from codegen.planner import Planner, chunk_rows
 from workbench import ir
+from workbench.options import CodegenOptions
 
 
-def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
-                  mode: str) -> list[tuple[object, tuple[int, ...]]]:
+def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int,
+                  opts: CodegenOptions) -> list[tuple[object, tuple[int, ...]]]:
     """Overlapped(chunks){producer; consumer} as (step, stages) pairs:
 
     - MatMul; fused AllReduce or AllReduce of its output: one OverlapStep (chunks along the
@@ -35,7 +36,7 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
     if isinstance(pop, ir.MatMul):
         gemm = gemm_step(pl, prod, f"statement {prod.name} ({pop})")
         if isinstance(cop, ir.Fused) and cop.kind == "allreduce":
-            steps = fused_collective_steps(pl, cons, first + n_prod, unroll, mode, op.chunks)
+            steps = fused_collective_steps(pl, cons, first + n_prod, opts, op.chunks)
             if len(steps) != 1:
                 raise fault(f"{cwhat}: an overlapped fused collective must be one launch, got "
                             f"{len(steps)} (a norm splits it); overlap a schedule without "
@@ -50,14 +51,14 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
         return [(OverlapStep(op.chunks, gemm, consumer, stmt.name), here)]
     if (isinstance(pop, ir.AllReduce) and isinstance(cop, ir.Fused) and cop.kind == "send"):
         nccl = nccl_step(pl, prod, first)
-        sent = send_steps(pl, cons, first + n_prod, unroll, mode, op.chunks)
+        sent = send_steps(pl, cons, first + n_prod, opts, op.chunks)
         (sender, src), (waiter, dst) = sent
         rows, per = chunk_rows(pl, next(cons.leaves()).out.type, op.chunks)
         return [(OverlapStep(op.chunks, nccl, sender.steps[0], stmt.name, rows, per), src),
                 (waiter, dst)]
     if (isinstance(pop, ir.Fused) and pop.kind == "send" and isinstance(cop, ir.AllGather)
             and cop.x == prod.outs[-1].name):
-        (sender, src), (waiter, dst) = send_steps(pl, prod, first, unroll, mode, op.chunks)
+        (sender, src), (waiter, dst) = send_steps(pl, prod, first, opts, op.chunks)
         pl.group = dst[0]
         gather = nccl_step(pl, cons, first + n_prod)
         return [(sender, src), (replace(waiter, steps=(*waiter.steps, gather)), dst)]

@@ -20,10 +20,11 @@ from codegen.lower_library import nccl_step
 from codegen.plan import NcclStep, PipelineStep, fault
 from codegen.planner import Planner
 from workbench import ir
+from workbench.options import CodegenOptions
 
 
-def pipeline_step(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
-                  mode: str) -> PipelineStep:
+def pipeline_step(pl: Planner, stmt: ir.Stmt, first: int,
+                  opts: CodegenOptions) -> PipelineStep:
     """The PipelineStep of a pipelined hierarchy's statement (module docstring)."""
     op: ir.Overlapped = stmt.op
     what = f"statement {stmt.name} ({op})"
@@ -38,7 +39,7 @@ def pipeline_step(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
                     f"communicator, got comm={across.comm!r}, in place {across.src == across.dst}"
                     "; nothing may read the node ReduceScatter's slice after it")
     if isinstance(gather.op, ir.Fused):
-        steps = fused_collective_steps(pl, gather, first + 2, unroll, mode, op.chunks,
+        steps = fused_collective_steps(pl, gather, first + 2, opts, op.chunks,
                                        chunked_slices=True)
         if len(steps) != 1:
             raise fault(f"{what}: the node gather of a pipelined hierarchy must be one launch, "

@@ -78,7 +78,8 @@ class Kernels:
         yield self.env.timeout(plan.fixed_s - host_s)
         steps = int(plan.steps)
         if steps:
-            step_s = float(plan.step_s) * gpu.link_factor * self.draw.jitter()
+            # jitter per ring step: the mean of the steps' draws (simulator.variability)
+            step_s = float(plan.step_s) * gpu.link_factor * self.draw.steps_jitter(steps)
             if self.reduced:
                 batches = min(steps, MAX_STEP_EVENTS)
                 uses = self._uses(gpu, g)
@@ -146,7 +147,7 @@ class Kernels:
         rs_part = FusedCopy(parts, rs=True)
         ag_part = FusedCopy(parts, rs=False)
         # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
-        link = gpu.link_factor * self.draw.jitter()
+        link = gpu.link_factor * self.draw.steps_jitter(chunks)  # per pipeline chunk
         load_s = self._priced(("load", id(s), take), lambda: fused_link_s(
             self.ctx, rs_part.parts, take)) * scale / chunks * link
         store_s = self._priced(("store", id(s), take), lambda: fused_link_s(

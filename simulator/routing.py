@@ -41,7 +41,10 @@ class Routing:
             gpn = phys.gpus_per_node
             nics = phys.nics_per_node or gpn
             rail = (gpu.id % gpn) * nics // gpn
-            links[("nic", gpu.id // gpn, rail)] = (1.0 / per_node, phys.nic.bandwidth_Bps)
+            # the fabric delivers this fraction of line rate over the group's nodes
+            # (Fabric.efficiency_at), on the NIC and on the uplinks alike
+            eff = phys.fabric.efficiency_at(nodes)
+            links[("nic", gpu.id // gpn, rail)] = (1.0 / per_node, phys.nic.bandwidth_Bps * eff)
             npl = phys.fabric.nodes_per_leaf
             leaf = gpu.id // gpn // npl
             if crosses:
@@ -53,7 +56,7 @@ class Routing:
                 # one ring crossing per leaf: the leaf's part of the group's node traffic
                 weight = 1.0 / per_node / leaves.get(leaf, 1)
             if spans:
-                links[self._uplink(rail, leaf)] = (weight, self._uplink_Bps())
+                links[self._uplink(rail, leaf)] = (weight, self._uplink_Bps() * eff)
         route = self.prices[key] = Route(links, bw)
         return route
 

@@ -1,5 +1,5 @@
 """The pipelined hierarchical schedule of data-parallel Adam (transforms.PipelineHierarchy,
-design note 61) as named schedules, for runs on GPUs: the autotuner proposes it per cluster
+design note 71) as named schedules, for runs on GPUs: the autotuner proposes it per cluster
 and size in `workbench simulate --autotune`; here the node size is a parameter of the file.
 
 `PER_NODE` GPUs per node (1: one GPU is a node, so `compile-and-measure --gpus 1` checks

@@ -68,11 +68,26 @@ def test_lowering_refuses_it_saying_it_is_simulated_only():
 
 
 def test_simulate_never_marks_a_simulated_only_row_best_even_when_fastest():
-    def pred(name, t, note=""):
-        return Prediction(name, None, t, t, t, "nvlink", object(), note=note)
+    def pred(name, t, refused=""):
+        return Prediction(name, None, t, t, t, "nvlink", object(), not_generated=refused)
 
     df = table([pred("unscheduled", 3.0), pred("ar-opt", 2.0),
                 pred("fuse-rs-c-ag-ring", 1.0, SIMULATED_ONLY)])
     best = df.loc[df["best"] == "*", "schedule"].tolist()
     assert best == ["ar-opt"]
-    assert df.loc[2, "note"] == SIMULATED_ONLY and df.loc[2, "vs_ar_opt"] == 2.0
+    assert SIMULATED_ONLY in df.loc[2, "note"] and df.loc[2, "vs_ar_opt"] == 2.0
+
+
+def test_the_simulate_row_says_simulated_only(tmp_path):
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from workbench.cli.simulate import simulate as simulate_cmd
+
+    csv = tmp_path / "t.csv"
+    out = CliRunner().invoke(simulate_cmd, ["studies/adam.py", "--hardware", "dgx2-v100",
+                                            "--nodes", "2", "--set", "N=2**20", "--csv",
+                                            str(csv)])
+    assert out.exit_code == 0, out.output
+    row = pd.read_csv(csv).set_index("schedule").loc["fuse-rs-c-ag-ring"]
+    assert row["time_ms"] > 0 and SIMULATED_ONLY in row["note"] and row["best"] != "*"

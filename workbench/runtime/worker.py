@@ -13,6 +13,7 @@ measured. Progress lines keep the launcher's hang detector quiet while work is b
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -23,14 +24,15 @@ import traceback
 import numpy as np
 
 from codegen.lower import lower, stage_order
-from workbench.runtime import baselines, checks
+from workbench import interpreter, ir
+from workbench.errors import RuntimeFault
+from workbench.loader import load
+from workbench.options import CodegenOptions
+from workbench.runtime import baselines, baselines_rows, checks, graphs
 from workbench.runtime.comm import rank_env
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
 from workbench.runtime.pipeline_run import node_part
-from workbench import interpreter, ir
-from workbench.errors import RuntimeFault
-from workbench.loader import load
 from workbench.types import NodeSliced, Sliced
 
 
@@ -93,6 +95,39 @@ def _summary(per_rank_times: list[list[float]]) -> dict:
             "rank_medians_ms": medians, "reps": len(t)}
 
 
+def node_reference(ref: dict, mine, theirs, plan, rank: int) -> dict:
+    """The reference as checks.compare reads it for a node's view: each NodeSliced output
+    replaced by this rank's part of it (runtime.pipeline_run.node_part, chunk by chunk where
+    the plan pipelines), which compare then takes whole."""
+    out = dict(ref)
+    for v_s, v_o in zip(mine.outputs, theirs.outputs):
+        if isinstance(v_s.type.layout, NodeSliced):
+            out[v_o.name] = node_part(ref[v_o.name], v_s.type, rank, plan.per_node,
+                                      plan.slice_chunks)
+    return out
+
+
+def _check_held(run, mine, theirs, ref, idx, P: int, n_full, problem):
+    """checks.compare of the outputs this rank holds now (after a run or graph replays)."""
+    got = run.download([v.name for v in mine.outputs])
+    return checks.compare(got, mine, theirs, ref, idx, run.local, P, n_full, problem)
+
+
+def _graphed_record(gpu, rec: dict, timing, result) -> dict:
+    """The record of a schedule's CUDA-graph timing (graphs.measure's answer on every rank):
+    a row of its own, `SCHEDULE (cuda graph)`, checked on the outputs the replays left."""
+    out = {k: v for k, v in rec.items() if k != "steps"}
+    out["schedule"] = f"{rec['schedule']} (cuda graph)"
+    if timing is None:
+        out.update(check=f"not graphed: {result}", median_ms=None, ok=None)
+        return out
+    results = gpu.all_gather(result)
+    worst = next((r for r in results if not r.ok), max(results, key=lambda r: r.max_error))
+    out.update(_summary(gpu.all_gather(timing.times_ms)), check=worst.status(), ok=worst.ok,
+               max_error=worst.max_error, tolerance=worst.tolerance)
+    return out
+
+
 def step_summary(per_rank: list[list[tuple[str, list[float]]]], P: int) -> list[dict]:
     """Per-step times of every rank (PlanRun.time_steps, gathered) -> one row per step of
     each stage, in order: its statements, the slowest rank's median (ms) and the spread of
@@ -150,13 +185,22 @@ def _meta(gpu, P: int, job: dict) -> dict:
     return {"device": gpu.name, "P": P, "torch": torch.__version__,
             "torch_nccl": ".".join(map(str, torch.cuda.nccl.version())),
             **gpu.comm.info, "cuda_driver": gpu.drv.get_driver_version(),
-            "pycuda": __import__("pycuda").VERSION_TEXT, "job": job}
+            "pycuda": __import__("pycuda").VERSION_TEXT, **job_meta(job)}
+
+
+def job_meta(job: dict) -> dict:
+    """The job's part of the results' meta: the commit and codegen options it was made with
+    (workbench.provenance, at the top) and the job itself."""
+    return {**job.get("provenance", {}),
+            "job": {k: v for k, v in job.items() if k != "provenance"}}
 
 
 def _baseline_kind(program) -> tuple[str | None, str]:
     grad = program.inputs[0].type.dtype.name
     name = program.name
     known = ("adam", "sgd", "lamb", "allreduce", "model_parallel", "pipeline")
+    if name.startswith("allreduce_rmsnorm"):  # studies/allreduce_rmsnorm.py, f16 and bf16
+        return "allreduce_rmsnorm", grad
     return (name if name in known else None), grad
 
 
@@ -180,18 +224,6 @@ def held_outputs(run, scheduled, original):
             original.with_stmts(original.stmts, outputs=[original.outputs[k] for k in keep]))
 
 
-def node_reference(ref: dict, mine, theirs, plan, rank: int) -> dict:
-    """The reference as checks.compare reads it for a node's view: each NodeSliced output
-    replaced by this rank's part of it (runtime.pipeline_run.node_part, chunk by chunk where
-    the plan pipelines), which compare then takes whole."""
-    out = dict(ref)
-    for v_s, v_o in zip(mine.outputs, theirs.outputs):
-        if isinstance(v_s.type.layout, NodeSliced):
-            out[v_o.name] = node_part(ref[v_o.name], v_s.type, rank, plan.per_node,
-                                      plan.slice_chunks)
-    return out
-
-
 def main(job_path: str) -> int:
 
     env = rank_env()
@@ -201,6 +233,7 @@ def main(job_path: str) -> int:
     gpu = Gpu(rank, world)
     log(rank, f"device {gpu.name}, {gpu.sm_count} SMs; {gpu.comm.summary()}")
     records = ResultsLog(job["out"], _meta(gpu, world, job), writing=rank == 0)
+    options = CodegenOptions(**job.get("options", {}))  # read from the environment by the CLI
     if os.environ.get("WB_TEST_DIE_RANK") == str(rank):
         log(rank, "dying on purpose (WB_TEST_DIE_RANK)")
         os._exit(7)
@@ -240,8 +273,7 @@ def main(job_path: str) -> int:
             for name, program in programs:
                 rec = dict(base, schedule=name, kind="workbench")
                 try:
-                    plan = lower(program, P, collective_unroll=job.get("unroll", 1),
-                                 collective_mode=job.get("mode", "pull"))
+                    plan = lower(program, P, options)
                     if plan.per_node and idx is not None:
                         raise RuntimeFault(
                             f"a node's view (hierarchical split) checks every element, got "
@@ -253,7 +285,7 @@ def main(job_path: str) -> int:
                     continue
                 log(rank, f"  {name}: compile and allocate")
                 if plan.per_node:
-                    # a node's view (hierarchical split, design notes 36 and 61): the node's
+                    # a node's view (hierarchical split, design notes 36 and 73): the node's
                     # and the rail's communicators, split from the world's
                     gpu.use_nodes(plan.per_node)
                 else:
@@ -279,17 +311,29 @@ def main(job_path: str) -> int:
                 if job.get("per_step"):
                     steps = run.time_steps(2, job.get("reps", 30))
                     rec["steps"] = step_summary(gpu.all_gather(steps), P)
+                graphed = None
+                if job.get("graph"):  # the same steps captured in a CUDA graph, replayed
+                    check = functools.partial(_check_held, run, mine, theirs, want, idx, P,
+                                              n_full, problem)
+                    graphed = graphs.measure(run, check, job.get("warmup", 5),
+                                             job.get("reps", 30))
                 run.free()
                 rec.update(_summary(all_times), check=worst.status(), ok=worst.ok,
                            max_error=worst.max_error, tolerance=worst.tolerance,
                            kernels=[k.name for k in plan.kernels()])
                 records.append(rec)
+                if graphed is not None:
+                    records.append(_graphed_record(gpu, rec, *graphed))
+                    log(rank, f"  {name} (cuda graph): {records[-1]['check']}, median "
+                              f"{records[-1]['median_ms'] or float('nan'):.3f} ms")
             del inputs, ref
             kind, grad = _baseline_kind(original)
             if job.get("baselines", True) and kind is not None:
                 log(rank, f"  baselines ({kind}, {grad})")
-                measured = baselines.measure(kind, grad, sizes, rank, P,
-                                             job.get("warmup", 5), job.get("reps", 30))
+                measure = (baselines_rows.measure_study if kind == "allreduce_rmsnorm"
+                           else baselines.measure)
+                measured = measure(kind, grad, sizes, rank, P, job.get("warmup", 5),
+                                   job.get("reps", 30))
                 gathered = gpu.all_gather(measured)
                 for bname in measured:
                     kind_ = baselines.row_kind(bname)

@@ -19,7 +19,7 @@ plus as-slice (state that each rank only needs a slice of), overlap (producer/co
 granularity), dead-code elimination, and hierarchical-split (AllReduce -> ReduceScatter inside
 each node, AllReduce of the slice across nodes, AllGather inside each node: fusion across
 nodes; module `hierarchy`, design note 35) and pipeline-hierarchy (its three legs chunk by
-chunk, overlapped; design note 61). Every transform is checked against the reference
+chunk, overlapped; design note 71). Every transform is checked against the reference
 interpreter in tests/workbench/test_transforms.py. Modules: `base` (Legality, Transform, shared
 helpers), `slicing` (split, reorder, as-slice), `fusion` (fuse, overlap, copy engines, dce).
 """
@@ -29,14 +29,15 @@ from __future__ import annotations
 from dataclasses import fields
 
 from workbench.errors import WorkbenchError
+from workbench.transforms.algorithm import ALLREDUCE_ALGORITHMS, AllReduceAlgorithm
 from workbench.transforms.base import Legality, Transform, dead_code_eliminated
 from workbench.transforms.fusion import CopyEngines, DeadCodeElimination, Fuse, Overlap
 from workbench.transforms.hierarchy import HierarchicalSplit, PipelineHierarchy, RingFuse
 from workbench.transforms.slicing import AsSlice, Reorder, Split
 
 TRANSFORMS = {t.name: t for t in (Split, Reorder, AsSlice, Fuse, Overlap, CopyEngines,
-                                  DeadCodeElimination, HierarchicalSplit, PipelineHierarchy,
-                                  RingFuse)}
+                                  DeadCodeElimination, HierarchicalSplit, AllReduceAlgorithm,
+                                  PipelineHierarchy, RingFuse)}
 
 
 def transform_from_json(data: dict) -> Transform:
@@ -54,7 +55,8 @@ def transform_from_json(data: dict) -> Transform:
                              f"{[f.name for f in fields(cls)]}, got {sorted(data)}: {e}") from None
 
 
-__all__ = ["AsSlice", "CopyEngines", "DeadCodeElimination", "Fuse", "HierarchicalSplit",
+__all__ = ["ALLREDUCE_ALGORITHMS", "AllReduceAlgorithm", "AsSlice", "CopyEngines",
+           "DeadCodeElimination", "Fuse", "HierarchicalSplit",
            "Legality", "Overlap", "PipelineHierarchy", "RingFuse",
            "Reorder", "Split", "TRANSFORMS", "Transform", "dead_code_eliminated",
            "transform_from_json"]

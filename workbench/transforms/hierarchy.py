@@ -108,7 +108,7 @@ class HierarchicalSplit(Transform):
 class PipelineHierarchy(Transform):
     """Run the three legs of a hierarchical split chunk by chunk, overlapped: chunk k+1's node
     ReduceScatter while chunk k crosses the network while chunk k-1 is updated and gathered
-    (the pipelined hierarchical schedule; design note 61).
+    (the pipelined hierarchical schedule; design note 71).
 
         g1_rs = ReduceScatter(Sum, g, over=intra(8))    g1_rs, ... = Overlapped(chunks=4) {
         g1_ar = AllReduce(Sum, g1_rs, over=inter(8)) ==>   g1_rs = ReduceScatter(...)
@@ -226,7 +226,7 @@ class RingFuse(Transform):
         if scalar:
             raise IllegalTransform(f"{who}: a ring-fused collective must hold no norm or "
                                    f"reduction, got {scalar}; fuse an update without norms")
-        region = ir.Stmt(stmt.outs, ir.Fused(op.kind, op.body, "ring", 1), stmt.loc)
+        region = ir.Stmt(stmt.outs, ir.Fused(op.kind, op.body, "ring", 1, op.algorithm), stmt.loc)
         return program.with_stmts(program.stmts[:i] + (region,) + program.stmts[i + 1:])
 
     def results(self, before, after):
