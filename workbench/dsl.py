@@ -65,15 +65,47 @@ def _at(loc: str, e: WorkbenchError) -> WorkbenchError:
     return type(e)(f"{e} (at {loc})" if loc else str(e))
 
 
+def check_name(what: str, name) -> str:
+    """`name` if it is an identifier (letters, digits, _; not starting with a digit): names
+    reach generated CUDA (through codegen's mangle), file names and reports, so a name with a
+    newline, a dash or a slash is refused here, where the user wrote it."""
+    if not (isinstance(name, str) and name.isidentifier()):
+        raise WorkbenchError(f"{what} name must be an identifier (letters, digits and _, not "
+                             f"starting with a digit), got {name!r}; e.g. "
+                             f"{_identifier_like(name)!r}")
+    return name
+
+
+def _identifier_like(name) -> str:
+    text = "".join(c if c.isalnum() or c == "_" else "_" for c in str(name)).strip("_")
+    return text if text.isidentifier() else f"x_{text}" if text else "x"
+
+
 def Size(name: str, multiple_of: sympy.Expr | int | None = None) -> sympy.Symbol:
     """A size symbol (a positive integer). `multiple_of=P` lets a dim of this size be Sliced
     over a group of size P: the verifier needs that proof, and `--set` checks it on values."""
-    sym = size_symbol(name)
+    sym = size_symbol(check_name("Size", name))
     if multiple_of is None:
         _SIZE_FACTS.pop(sym, None)
     else:
-        _SIZE_FACTS[sym] = sympy.sympify(multiple_of)
+        _SIZE_FACTS[sym] = _positive_integer(f"Size {name}: multiple_of", multiple_of,
+                                             "e.g. multiple_of=P")
     return sym
+
+
+def _positive_integer(what: str, value, fix: str) -> sympy.Expr:
+    """`value` as a sympy expression that may be a positive integer (a literal must be one;
+    an expression must not be provably negative, zero or fractional)."""
+    try:
+        expr = sympy.sympify(value, strict=True)
+    except (sympy.SympifyError, TypeError, ValueError):
+        expr = None
+    if expr is None or isinstance(value, bool) or expr.is_integer is False \
+            or expr.is_positive is False or (expr.is_number and not (expr.is_integer
+                                                                     and expr > 0)):
+        raise WorkbenchError(f"{what} must be a positive integer or a size expression, got "
+                             f"{value!r}; {fix}")
+    return expr
 
 
 # ---------------------------------------------------------------- graph nodes
@@ -247,6 +279,17 @@ def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD,
     if not isinstance(dtype, DType):
         raise WorkbenchError(f"Tensor {name}: dtype must be float16, bfloat16, float32 or int32, "
                              f"got {dtype!r}")
+    check_name("Tensor", name)
+    try:
+        dims = list(shape)
+    except TypeError:
+        dims = None
+    if dims is None:
+        raise WorkbenchError(f"Tensor {name}: shape must be a list of sizes, got {shape!r}; "
+                             f"e.g. [N] or [B, H]")
+    shape = [_positive_integer(f"Tensor {name}: dim {i} of the shape", d,
+                               "use a Size (e.g. N = Size('N')) or a positive int")
+             for i, d in enumerate(dims)]
     if range is not None and not (len(range) == 2 and range[0] < range[1]):
         raise WorkbenchError(f"Tensor {name}: range must be (low, high) with low < high, got "
                              f"{range!r}")
@@ -256,6 +299,7 @@ def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD,
 
 def Variable(dtype: DType, name: str, group: Group = WORLD) -> InputNode:
     """A runtime scalar, the same on every rank (a learning rate, a step count)."""
+    check_name("Variable", name)
     return InputNode(name, TensorType(dtype, (), Replicated, group))
 
 
@@ -264,6 +308,7 @@ Scalar = Variable
 
 def Stage(name: str, size: sympy.Expr | int | None = None) -> Group:
     """A pipeline stage: a process group of `size` ranks (default P, the world's size)."""
+    check_name("Stage", name)
     return Group(name, sympy.sympify(size) if size is not None else WORLD.size)
 
 
@@ -328,6 +373,8 @@ def Dropout(x, p: float, seed: int | None = None) -> ArithNode:
 
 def _stmt(make, args: Sequence, expr_args: Sequence[bool], name: str | None) -> StmtNode:
     loc = _user_location()
+    if name is not None:
+        check_name("statement", name)
     nodes = tuple(_node(a) for a in args)
     env, exprs = _probe_env(nodes)
     names = [e if is_expr else _probe_name(e, nodes[i], env)
@@ -517,6 +564,7 @@ class _Tracer:
     def __init__(self, inputs: Sequence[InputNode], user_names: dict[int, str]):
         self.user_names = user_names
         self.names: dict[int, str] = {id(n): n.name for n in inputs}
+        self.input_names = {n.name for n in inputs}
         self.inputs = {id(n) for n in inputs}
         self.env: dict[str, TensorType] = {n.name: n.type for n in inputs}
         self.stmts: list[ir.Stmt] = []
@@ -526,6 +574,11 @@ class _Tracer:
 
     def _new_name(self, node: Node) -> str:
         explicit = getattr(node, "name", None)
+        if explicit is not None and explicit in self.env:  # was renamed t0 without a word
+            raise WorkbenchError(f"statement name must differ from the program's other values, "
+                                 f"got name={explicit!r}, which is already "
+                                 f"{'an input' if explicit in self.input_names else 'a value'} "
+                                 f"(at {getattr(node, 'loc', '?')}); pick another name")
         name = explicit or self.user_names.get(id(node))
         while name is None or name in self.env:
             name = f"t{next(self.fresh)}"
@@ -556,7 +609,7 @@ class _Tracer:
                                  "got a use of it without a declaration there")
         if isinstance(node, (ConstNode, SizeNode)):
             raise WorkbenchError("a program value must be a tensor, got a literal number")
-        for dep in sorted(self._statement_deps(node), key=lambda n: n.seq):
+        for dep in self._unnamed_deps(node):  # deepest first: this recursion stays shallow
             self.name(dep)
         if isinstance(node, ArithNode):
             op = ir.Compute(self.expr(node))
@@ -573,6 +626,28 @@ class _Tracer:
         self.names[id(node)] = name
         node.traced_name = name  # lets schedules refer to values by their DSL handles
         return name
+
+    def _unnamed_deps(self, node: Node) -> list[Node]:
+        """The statement nodes `node` needs that have no name yet, in the order the recursive
+        emission would name them (arguments in creation order, each one's own arguments
+        first), found without recursion: a chain of thousands of statements is a loop."""
+        order: list[Node] = []
+        seen: set[int] = set()
+        deps = sorted(self._statement_deps(node), key=lambda n: n.seq, reverse=True)
+        stack = [(d, False) for d in deps]
+        while stack:
+            n, expanded = stack.pop()
+            if expanded:
+                order.append(n)
+                continue
+            if id(n) in seen or id(n) in self.names or isinstance(
+                    n, (InputNode, ConstNode, SizeNode)):
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            stack += [(d, False) for d in sorted(self._statement_deps(n), key=lambda d: d.seq,
+                                                 reverse=True)]
+        return order
 
     def _statement_deps(self, node: Node) -> list[Node]:
         """The statement nodes (and arithmetic used as a statement argument) `node` reads."""

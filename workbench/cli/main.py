@@ -105,6 +105,7 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...]) -
     """Verify the program, every schedule it names, and its default sizes on the cluster;
     exit 0 when all are well formed."""
     from cost_model.hardware import load_hardware
+    from workbench.cli.simulate import resolve_sizes
     from workbench.loader import check_size_names, load, parse_sets
     from workbench.verify import verify
 
@@ -114,12 +115,29 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...]) -
     verify(loaded.program)
     check_size_names(loaded.program, loaded.sizes, f"`sizes` in {loaded.path}")
     check_size_names(loaded.program, size_values)
-    for sched in loaded.schedules.values():
-        sched.apply()
+    programs = [("unscheduled", loaded.program)]
+    programs += [(name, sched.apply()) for name, sched in loaded.schedules.items()]
+    _lowers(programs, resolve_sizes(loaded.program, loaded.sizes, size_values, cluster))
     n = len(loaded.schedules)
     click.echo(f"{loaded.path}: program {loaded.program.name} ok"
                + (f", {n} schedule{'s' * (n != 1)} ok" if n else "")
                + _sizes_verdict(loaded, size_values, cluster))
+
+
+def _lowers(programs, sizes: dict) -> None:
+    """Lower every program as compile-and-measure would (P ranks per group): what `check`
+    approves, lowering accepts (two Updates of one tensor, say, are refused here)."""
+    from codegen.lower import lower
+
+    from codegen.lower import SIMULATED_ONLY
+
+    for name, program in programs:
+        try:
+            lower(program, sizes["P"])
+        except WorkbenchError as e:
+            if SIMULATED_ONLY in str(e):
+                continue  # priced and simulated by design, not generated (design note 72)
+            raise type(e)(f"schedule {name} must lower to kernels, got: {e}") from None
 
 
 def _sizes_verdict(loaded, size_values: dict, cluster) -> str:
