@@ -23,8 +23,8 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
-from workbench.runtime.launcher import free_port
 from workbench.errors import RuntimeFault
+from workbench.runtime.launcher import free_port
 
 MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 MPI_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
