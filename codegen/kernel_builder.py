@@ -29,11 +29,16 @@ from workbench.types import Sliced, TensorType
 class KernelBuilder:
     """Collects the params, loads, statements and stores of one kernel over a domain."""
 
-    def __init__(self, pl: Planner, domain: TensorType, what: str, chunks: int = 1):
+    def __init__(self, pl: Planner, domain: TensorType, what: str, chunks: int = 1,
+                 chunked_slices: bool = False):
         self.pl = pl
         self.domain = domain
         self.what = what
         self.chunks = chunks
+        # A pipelined hierarchy's leg (codegen.lower_pipeline): a slice held per rank is held
+        # chunk by chunk, launch c's part of it at c * extent (as NCCL's chunked calls of the
+        # legs before it wrote it), so the kernel reads and writes such slices at that offset.
+        self.chunked_slices = chunked_slices and chunks > 1
         self.domain_numel = pl.sub(numel_of(domain.local_shape()))
         # Elements per rank of one launch. Chunked (an overlapped consumer): launch `chunk`
         # covers rows [chunk * rows/chunks, (chunk+1) * rows/chunks) of the whole tensor and
@@ -143,6 +148,9 @@ class KernelBuilder:
             # A whole-tensor domain in chunks: this launch's rows of an operand of its shape.
             return Load(var, ctype, "contig", ptr, self._c(loc.offset + self.slice_base))
         if same_local and (t.layout == d.layout or not isinstance(d.layout, Sliced)):
+            if self.chunked_slices:
+                return Load(var, ctype, "contig", ptr,
+                            self._c(loc.offset + CHUNK * self.extent))
             self._unchunked(f"'{name}', a slice held per rank")
             return Load(var, ctype, "contig", ptr, self._c(loc.offset))
         whole = len(t.shape) == len(d.shape) and all(
@@ -279,10 +287,21 @@ class KernelBuilder:
         self.regs[out.name] = var
         loc = result_loc(self.pl, leaf, index, what)
         if loc is not None:
-            self._unchunked(f"'{out.name}' stored in memory")
+            offset = self._chunked_offset(loc) if self.chunked_slices else None
+            if offset is None:
+                self._unchunked(f"'{out.name}' stored in memory")
+                offset = loc.offset
             self.pl.locs[out.name] = loc
             ptr = self.buf_param(loc.buffer, const=False)
-            self.stores.append(Store(var, c_type_of(out.type), ptr, self._c(loc.offset)))
+            self.stores.append(Store(var, c_type_of(out.type), ptr, self._c(offset)))
+
+    def _chunked_offset(self, loc: Loc):
+        """Where launch `chunk` of a pipelined leg stores a value at `loc`: this rank's part of
+        the chunk's rows of a whole tensor (an Update in place of one), or the chunk's part of
+        a slice held per rank."""
+        if loc.whole_offset is not None:
+            return loc.whole_offset + self.slice_base
+        return loc.offset + CHUNK * self.extent
 
     def gathered(self, leaf: ir.Stmt, index: int) -> tuple[Loc, bool]:
         """A fused AllGather of a value computed in the kernel: where the gathered tensor

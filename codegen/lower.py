@@ -42,9 +42,10 @@ from codegen.lower_library import (
 from codegen.lower_node import node_view, per_node_of
 from codegen.lower_norm import norm_steps
 from codegen.lower_overlap import overlap_steps
+from codegen.lower_pipeline import pipeline_step
 from codegen.lower_rows import has_axis_reduction, row_kernel_step
 from codegen.lower_send import p2p_step, send_steps
-from codegen.plan import Plan, fault
+from codegen.plan import PipelineStep, Plan, fault
 from codegen.planner import Planner, stage_order
 from codegen.tuning import tune_plan
 from workbench import ir
@@ -75,11 +76,18 @@ def _what(stmt: ir.Stmt) -> str:
 
 
 def _lower_overlapped(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
+    if len(stmt.op.body) == 3:  # a pipelined hierarchy's legs (codegen.lower_pipeline)
+        return ctx.here([pipeline_step(ctx.pl, stmt, first, ctx.opts)])
     return overlap_steps(ctx.pl, stmt, first, ctx.opts)
 
 
 def _lower_matmul(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     return ctx.here([gemm_step(ctx.pl, stmt, _what(stmt))])
+
+
+# What a plan that lowering refuses for want of a network-fused collective says; the simulate
+# command shows such a row with this note and never marks it best.
+SIMULATED_ONLY = "simulated only: needs a fused network collective"
 
 
 def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
@@ -89,6 +97,13 @@ def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
         return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.opts)])
     if op.engine == "copy":
         return ctx.here([copy_engine_step(ctx.pl, stmt, first)])
+    if op.engine == "ring":
+        raise fault(f"{_what(stmt)}: {SIMULATED_ONLY}: the update inside NCCL's ring across "
+                    "nodes needs a collective whose network steps a kernel drives with "
+                    "computation between them (NCCL 2.28's device API reaches peers over "
+                    "NVLink/NVLS, and GIN's one-sided puts over the network, but gives no ring "
+                    "to fuse into; docs/design/codegen.md); run fuse-rs-c-ag inside a node, or "
+                    "the pipelined hierarchy across nodes")
     if op.kind in ("allreduce", "reducescatter", "allgather", "reduce", "broadcast",
                    "reducebroadcast"):
         return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.opts))
@@ -184,8 +199,9 @@ def _lower_any(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
             raise fault(f"the group size must be a multiple of the {per_node} GPUs per node of "
                         f"{program.name}'s node-level collectives, got P={P}")
         plan = _lower(node_view(program), per_node, opts)
+        chunks = [s.chunks for s in plan.steps if isinstance(s, PipelineStep)]
         return dataclasses.replace(plan, program=program, per_node=per_node,
-                                   nodes=P // per_node)
+                                   nodes=P // per_node, slice_chunks=max(chunks, default=1))
     return _lower(program, P, opts)
 
 

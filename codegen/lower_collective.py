@@ -27,7 +27,7 @@ def fused_phases(leaves: list[ir.Stmt]) -> list[int]:
 
 
 def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions,
-                           chunks: int = 1) -> list[KernelStep]:
+                           chunks: int = 1, chunked_slices: bool = False) -> list[KernelStep]:
     """A fused collective region as launches: one kernel per phase (see fused_phases), each
     followed by the finishing kernel of the norms it accumulated. Without norms: one kernel."""
     leaves = list(stmt.leaves())
@@ -45,7 +45,8 @@ def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, opts: Codegen
     for p in range(phases[-1] + 1):
         part = [(first + k, leaf) for k, (leaf, q) in enumerate(zip(leaves, phases)) if q == p]
         step, pending = collective_kernel(pl, stmt, part, opts,
-                                          tag=f"_{p}" if p else "", chunks=chunks)
+                                          tag=f"_{p}" if p else "", chunks=chunks,
+                                          chunked_slices=chunked_slices)
         steps.append(step)
         if pending:
             steps.append(finish_step(pl, pending))
@@ -53,7 +54,8 @@ def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, opts: Codegen
 
 
 def collective_kernel(pl: Planner, stmt: ir.Stmt, part, opts: CodegenOptions,
-                      tag: str = "", chunks: int = 1) -> tuple[KernelStep, list]:
+                      tag: str = "", chunks: int = 1,
+                      chunked_slices: bool = False) -> tuple[KernelStep, list]:
     """FusedAllReduce / FusedReduceScatter / FusedAllGather / FusedSend: ReduceScatter by
     peer loads, the computation on this rank's slice in registers, AllGather by peer stores
     or a Send by stores into the next stage's buffer, one kernel; `part` is the (leaf index,
@@ -67,7 +69,7 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, opts: CodegenOptions,
     if collective and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
         raise fault(f"{what}: a fused collective must compute on dim-0 slices, got "
                     f"{domain.layout}")
-    kb = KernelBuilder(pl, domain, what, chunks)
+    kb = KernelBuilder(pl, domain, what, chunks, chunked_slices)
     for index, leaf in part:
         lop = leaf.op
         if isinstance(lop, ir.ReduceScatter):

@@ -154,6 +154,20 @@ class OverlapStep:
 
 
 @dataclass(frozen=True)
+class PipelineStep:
+    """A pipelined hierarchy (codegen.lower_pipeline): `legs` (node reduce_scatter, the
+    all_reduce across nodes on the "inter" communicator, the fused update + node gather or an
+    NCCL all_gather) run `chunks` times each on three streams, leg k of chunk c after leg k-1
+    of chunk c (a CUDA event) and after leg k of chunk c-1 (its stream). `rows`: elements of a
+    rank's node slice (sizes unbound), which the chunks must divide."""
+
+    chunks: int
+    legs: tuple
+    stmt: str
+    rows: sympy.Expr = sympy.Integer(0)
+
+
+@dataclass(frozen=True)
 class PeerCopy:
     """Copy-engine copies between this rank and every other rank k of its stage, of `numel`
     elements of `dtype`, cut into the pieces of a CopyEngineStep. A pull copies rank k's
@@ -220,6 +234,9 @@ class Plan:
     # the group has `nodes` such nodes.
     per_node: int = 0
     nodes: int = 1
+    # >1: a pipelined hierarchy holds every per-rank slice chunk by chunk (codegen.
+    # lower_pipeline): the runtime scatters inputs and checks outputs in that layout.
+    slice_chunks: int = 1
     # How it was generated and is to be launched (grids of fused collectives and overlaps).
     options: CodegenOptions = CodegenOptions()
 
@@ -250,6 +267,8 @@ class Plan:
                 flat += [s.start, s.kernel]
             elif isinstance(s, ChunkedStep):
                 flat += s.steps
+            elif isinstance(s, PipelineStep):
+                flat += s.legs
             else:
                 flat.append(s)
         return tuple(s.spec for s in flat if isinstance(s, KernelStep))

@@ -156,6 +156,14 @@ def _chunked(step: cp.ChunkedStep, P: int, numel: dict) -> StepWork:
     return total
 
 
+def _pipeline(step: cp.PipelineStep, P: int, numel: dict) -> StepWork:
+    """A pipelined hierarchy: its legs' work (each leg's chunks add up to the leg)."""
+    total = StepWork()
+    for leg in step.legs:
+        total += step_work(leg, P, numel)
+    return total
+
+
 WORK_RULES = {
     cp.KernelStep: _kernel,
     cp.NcclStep: _nccl,
@@ -165,5 +173,6 @@ WORK_RULES = {
     cp.OverlapStep: _overlap,
     cp.CopyEngineStep: _copy_engines,
     cp.ChunkedStep: _chunked,
+    cp.PipelineStep: _pipeline,
 }
 """One work rule per plan step class, as LOWERING_RULES has one lowering per op class."""

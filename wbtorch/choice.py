@@ -58,7 +58,9 @@ class Candidate:
 def is_fused(program) -> bool:
     """Whether a (scheduled) program has a fused collective (the only thing the mode and
     unroll knobs change)."""
-    return any(type(s.op).__name__ in ("Fused", "Overlapped") for s in program.stmts)
+    return any(type(s.op).__name__ == "Overlapped"
+               or (type(s.op).__name__ == "Fused" and s.op.kind not in ("compute", "matmul"))
+               for s in program.stmts)
 
 
 def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,),
@@ -73,6 +75,8 @@ def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,),
             program = sched.apply()
         except WorkbenchError:
             continue
+        if any(getattr(s.op, "engine", "") == "ring" for s in program.stmts):
+            continue  # simulated only (transforms.RingFuse): no backend generates it
         if is_fused(program):
             for mode in (modes if P > 1 else modes[:1]):
                 out += [Candidate(name, mode, u, b) for u in unrolls for b in blocks]

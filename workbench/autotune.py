@@ -19,6 +19,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+import sympy
+
 from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
 from workbench.files import write_atomic
@@ -29,6 +31,7 @@ from workbench.transforms import (
     Fuse,
     HierarchicalSplit,
     Overlap,
+    PipelineHierarchy,
     Reorder,
     Split,
     Transform,
@@ -40,6 +43,12 @@ from workbench.types import ReplicatedLayout
 from workbench.verify import fused_kind_of, verify
 
 OVERLAP_CHUNKS = (2, 4, 8)
+# Chunk counts of a pipelined hierarchy the search proposes, where each piece of a rank's
+# node slice keeps at least PIPELINE_MIN_CHUNK elements: smaller pieces pay each leg's fixed
+# cost (NCCL's per-call latency, a fused kernel's barriers) for too few bytes. Which count
+# is best depends on the size and the cluster: `simulate --autotune` prices each.
+PIPELINE_CHUNKS = (2, 4, 8, 16)
+PIPELINE_MIN_CHUNK = 2**16
 
 
 @dataclass(frozen=True)
@@ -224,7 +233,41 @@ def candidate_moves(program: ir.Program, placement: Placement | None = None
     if placement is not None and placement.nodes > 1:
         splits += [HierarchicalSplit(s.out.name, placement.gpus_per_node) for s in allreduces]
     return (splits + _reorder_moves(program) + _as_slice_moves(program) + _fuse_moves(program)
-            + _overlap_moves(program) + _algorithm_moves(program))
+            + _overlap_moves(program) + _algorithm_moves(program)
+            + _pipeline_moves(program, placement))
+
+
+def pipeline_chunk_counts(program: ir.Program, rs: ir.Stmt,
+                          placement: Placement | None) -> tuple[int, ...]:
+    """The chunk counts worth proposing for a pipelined hierarchy whose node ReduceScatter is
+    `rs`, chosen by size: those of PIPELINE_CHUNKS that divide a rank's node slice and leave
+    pieces of at least PIPELINE_MIN_CHUNK elements (4 where the placement binds no size)."""
+    extent = sympy.sympify(program.value(rs.op.x).type.shape[rs.op.dim]) / rs.op.sub.per_node
+    if placement is not None:
+        extent = extent.subs({sympy.Symbol(k, integer=True, positive=True): v
+                              for k, v in placement.sizes})
+    if not extent.is_Integer:
+        return (4,)
+    n = int(extent)
+    return tuple(c for c in PIPELINE_CHUNKS if n % c == 0 and n // c >= PIPELINE_MIN_CHUNK)
+
+
+def _pipeline_moves(program, placement: Placement | None) -> list[Transform]:
+    """Pipelined hierarchies of every AllReduce across nodes whose node ReduceScatter comes
+    right before it and whose node gather (fused with the update or plain) right after, at
+    the chunk counts chosen for the size (the search only proposes what applies)."""
+    if placement is None or placement.nodes == 1:
+        return []
+    moves = []
+    stmts = program.stmts
+    for i in range(1, len(stmts) - 1):
+        ar, rs = stmts[i], stmts[i - 1]
+        if (isinstance(ar.op, ir.AllReduce) and ar.op.sub is not None
+                and ar.op.sub.axis == "inter" and isinstance(rs.op, ir.ReduceScatter)
+                and rs.op.sub is not None):
+            moves += [PipelineHierarchy(ar.out.name, c)
+                      for c in pipeline_chunk_counts(program, rs, placement)]
+    return moves
 
 
 # ---------------------------------------------------------------- search
@@ -233,7 +276,8 @@ def candidate_moves(program: ir.Program, placement: Placement | None = None
 def _candidate_name(transforms) -> str:
     if not transforms:
         return "unscheduled"
-    return "+".join(t.name + (f"{t.chunks}" if isinstance(t, Overlap) else "")
+    chunked = (Overlap, PipelineHierarchy)
+    return "+".join(t.name + (f"{t.chunks}" if isinstance(t, chunked) else "")
                     + (f"-{t.algorithm}" if isinstance(t, AllReduceAlgorithm) else "")
                     for t in transforms)
 

@@ -32,7 +32,9 @@ from workbench.transforms import (
     Fuse,
     HierarchicalSplit,
     Overlap,
+    PipelineHierarchy,
     Reorder,
+    RingFuse,
     Split,
 )
 
@@ -70,6 +72,17 @@ class Scheduler:
         """AllReduce -> ReduceScatter inside each node of `per_node` GPUs, AllReduce of the
         slice across nodes, AllGather inside each node; returns the three names."""
         return self.apply(HierarchicalSplit(_name(allreduce), per_node))
+
+    def pipeline_hierarchy(self, allreduce, chunks: int = 4) -> str:
+        """Run a hierarchical split's three legs (node ReduceScatter, AllReduce across nodes,
+        node AllGather fused with the update) chunk by chunk, overlapped; `allreduce` is the
+        split's second name. Returns the gathered output's name."""
+        return self.apply(PipelineHierarchy(_name(allreduce), chunks))
+
+    def ring(self, region) -> str:
+        """Carry a fused AllReduce over NCCL's ring across nodes, the update applied per chunk
+        as it arrives (CoCoNet's form; transforms.RingFuse: simulated, not generated)."""
+        return self.apply(RingFuse(_name(region)))
 
     def reorder(self, *values, before) -> tuple[str, ...]:
         """Move computations that read an AllGather's output ahead of it, onto slices."""

@@ -7,7 +7,9 @@ the statement, where the user wrote it, and prints the program around it.
 
 from __future__ import annotations
 
-from workbench.errors import NotOnThisCluster, VerifyError, WorkbenchError
+import sympy
+
+from workbench.errors import IllegalTransform, NotOnThisCluster, VerifyError, WorkbenchError
 from workbench.ir import (
     FUSABLE_COMPUTATION,
     FUSED_KINDS,
@@ -111,10 +113,11 @@ def _verify_stmt(program: Program, stmt: Stmt, env: dict[str, TensorType]) -> No
             if fused_kind_of(stmt.op.body) != stmt.op.kind:
                 raise VerifyError(f"{what}: body does not match the pattern of a fused "
                                   f"{stmt.op.kind} kernel (see ir.Fused)")
-        elif len(stmt.op.body) != 2 or stmt.op.chunks < 1:
-            raise VerifyError(f"{what}: an overlap must hold a producer and a consumer and "
-                              f"chunks >= 1, got {len(stmt.op.body)} statements, "
-                              f"chunks={stmt.op.chunks}")
+        elif (len(stmt.op.body) != 2 and not is_hierarchy_pipeline(stmt.op)) \
+                or stmt.op.chunks < 1:
+            raise VerifyError(f"{what}: an overlap must hold a producer and a consumer (or the "
+                              f"three legs of a pipelined hierarchy) and chunks >= 1, got "
+                              f"{len(stmt.op.body)} statements, chunks={stmt.op.chunks}")
         inner_outs = []
         for inner in stmt.op.body:
             _verify_stmt(program, inner, env)
@@ -161,11 +164,45 @@ def verify(program: Program, placement: Placement | None = None) -> Program:
     if placement is not None:
         for stmt in program.stmts:
             try:
+                check_pipeline_chunks(stmt, placement)
                 check_runnable(stmt, placement)
             except NotOnThisCluster as e:
                 listing = format_program(program, mark=stmt.outs[0].name)
                 raise NotOnThisCluster(f"{e}\n\nin program:\n{listing}") from None
     return program
+
+
+def is_hierarchy_pipeline(op) -> bool:
+    """Whether `op` is a pipelined hierarchy (transforms.PipelineHierarchy): an Overlapped of
+    three legs, the node ReduceScatter, the AllReduce across nodes, the node gather."""
+    return (isinstance(op, Overlapped) and len(op.body) == 3
+            and isinstance(op.body[1].op, AllReduce) and op.body[1].op.sub is not None)
+
+
+def pipeline_slice(stmt: Stmt):
+    """(elements of a rank's node slice (sizes unbound), ranks per node) of a pipelined
+    hierarchy's statement: what its chunks cut."""
+    rs = stmt.op.body[0]
+    return rs.out.type.shape[rs.op.dim] / rs.op.sub.per_node, rs.op.sub.per_node
+
+
+def check_pipeline_chunks(stmt: Stmt, placement: Placement) -> None:
+    """Raise IllegalTransform, naming the field and the fix, when a pipelined hierarchy's
+    chunk count does not divide a rank's node slice at the placement's sizes."""
+    if not is_hierarchy_pipeline(stmt.op):
+        return
+    extent, _ = pipeline_slice(stmt)
+    bound = {sympy.Symbol(k, integer=True, positive=True): v for k, v in placement.sizes}
+    value = sympy.sympify(extent).subs(bound)
+    if not value.is_Integer:
+        return  # sizes not bound: binding them checks the node slice itself
+    chunks, n = stmt.op.chunks, int(value)
+    if n % chunks:
+        fits = [c for c in (2, 4, 8, 16, 32, 64) if n % c == 0] or [1]
+        raise IllegalTransform(
+            f"pipeline-hierarchy({stmt.op.body[1].name}): chunks must divide a rank's node "
+            f"slice of {n} elements, got chunks={chunks}; pick chunks from {fits} or a size "
+            f"that {chunks} divides")
 
 
 def fused_span(stmt: Stmt, placement: Placement) -> int | None:
@@ -200,8 +237,8 @@ def check_runnable(stmt: Stmt, placement: Placement) -> None:
         for inner in stmt.op.body:
             check_runnable(inner, placement)
         return
-    if not isinstance(stmt.op, Fused):
-        return
+    if not isinstance(stmt.op, Fused) or stmt.op.engine == "ring":
+        return  # NCCL's ring carries a ring-fused collective across nodes (RingFuse)
     span = fused_span(stmt, placement)
     if span is None or span <= placement.gpus_per_node or placement.nodes == 1:
         return

@@ -55,6 +55,7 @@ from cost_model.ops.fused import (
     fused_send_Bps,
 )
 from cost_model.ops.memory import MemoryUse, peak_memory
+from cost_model.ops.network_fused import ring_fused_plan
 from cost_model.ops.program import ProgramCost, host_overlapped_total, program_cost
 from cost_model.ops.rules import (
     COST_RULES,
@@ -66,6 +67,7 @@ from cost_model.ops.rules import (
 )
 
 __all__ = [
+    "ring_fused_plan",
     "COLLECTIVE_KINDS", "COST_RULES", "FIXED_COST_RULES", "FUSED_PART_RULES", "RESOURCES",
     "CostContext", "FusedParts", "MemoryUse", "peak_memory", "OpCost", "ProgramCost", "Work",
     "collective_cluster",

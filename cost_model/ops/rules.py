@@ -35,6 +35,8 @@ from cost_model.ops.context import (
     stmt_group,
 )
 from cost_model.ops.fused import fused_cost, fused_latency_s, fused_parts
+from cost_model.ops.network_fused import ring_fused_cost, ring_fused_plan
+from cost_model.ops.pipeline import is_pipeline, pipeline_cost
 from workbench import ir
 from workbench.errors import WorkbenchError
 from workbench.types import ReplicatedLayout
@@ -85,11 +87,15 @@ def _fused_stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
         for c in costs:
             busy = add_busy(busy, c.busy_s)
         return OpCost(sum((c.time_s for c in costs), 0), busy, costs[0].bottleneck)
+    if s.op.engine == "ring":  # CoCoNet's form across nodes (cost_model.ops.network_fused)
+        return ring_fused_cost(ctx, s)
     return fused_cost(ctx, s)
 
 
 def _overlapped_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     op = s.op
+    if is_pipeline(op):  # three legs of a hierarchical split (cost_model.ops.pipeline)
+        return pipeline_cost(ctx, s, stmt_cost, stmt_fixed_s)
     producer, consumer = (stmt_cost(ctx, b) for b in op.body)
     # each chunk is its own kernel or NCCL call: every chunk after the first pays the
     # statement's fixed cost again (the simulator runs the chunks so)
@@ -150,6 +156,8 @@ def _launch_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
 
 
 def _fused_stmt_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
+    if s.op.engine == "ring" and ring_fused_plan(ctx, s) is not None:
+        return ring_fused_plan(ctx, s)[0].fixed_s
     if s.op.kind == "compute":
         return _launch_fixed_s(ctx, s, chunks)
     if s.op.kind == "matmul":

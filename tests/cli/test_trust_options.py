@@ -81,7 +81,7 @@ def test_a_full_simulation_of_hours_is_refused_before_it_starts(capsys):
     err = capsys.readouterr().err
     assert code == 2 and time.monotonic() - t0 < 30
     assert ("error: a simulation of every rank must take at most 1 h, got an estimate of "
-            "10.7 h (524288 GPUs x 2 statements x 3 schedules x 1 samples); use fewer --nodes "
+            "28.3 h (524288 GPUs x 2 statements x 5 schedules x 1 samples); use fewer --nodes "
             "or --samples, drop --full, or pass --force") in err
 
 

@@ -75,6 +75,8 @@ def test_the_model_and_the_generated_code_agree_on_which_allreduce_runs_in_place
 
     for path in ("studies/pipeline.py", "studies/adam.py", "studies/sgd.py"):
         for name, program in _schedules(path).items():
+            if name == "fuse-rs-c-ag-ring":
+                continue  # simulated only: lowering refuses it (test_ring_fuse.py)
             by_stmt = {s.stmt: s for s in lower(program, 2).steps if isinstance(s, NcclStep)}
             for leaf in program.leaves():
                 if type(leaf.op).__name__ == "AllReduce" and leaf.out.name in by_stmt:

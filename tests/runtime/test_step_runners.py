@@ -15,7 +15,7 @@ from workbench.runtime.executor import PREPARERS, RUNNERS, PlanRun
 # the plan's step classes (what lowering emits as a step, or inside one)
 STEPS = {plan_types.KernelStep, plan_types.NcclStep, plan_types.GemmStep, plan_types.ReduceStep,
          plan_types.SendStep, plan_types.OverlapStep, plan_types.CopyEngineStep,
-         plan_types.ChunkedStep}
+         plan_types.ChunkedStep, plan_types.PipelineStep}
 
 
 def test_every_plan_step_class_has_a_preparer_and_every_launch_a_runner():

@@ -143,7 +143,8 @@ def test_full_time_is_the_ring_and_tree_closed_forms_and_grows_with_the_gpus():
             model = float(program_cost(program, cluster, bound).time_s)
             assert full.time_s == pytest.approx(model, rel=1e-9), (gpus, name)
             times.setdefault(name, []).append(full.time_s)
-    assert set(times) == {"unscheduled", "rs-c-ag", "rs-c-ag-sliced-state"}
+    assert set(times) == {"unscheduled", "ar-opt", "rs-c-ag", "rs-c-ag-sliced-state",
+                          "fuse-rs-c-ag-ring"}
     for name, ts in times.items():
         assert ts == sorted(ts) and len(set(ts)) == 3, name
 

@@ -36,5 +36,5 @@ def test_an_op_with_no_simulator_rule_is_an_error_naming_it():
     g = sim.groups[0]
     run = sim._run(g, 0, sim.gpus[(g, 0)], SimpleNamespace(name="y", op=Bogus()), 0)
     with pytest.raises(WorkbenchError, match=r"^simulator must know op Bogus, got no rule in "
-                       r"RUN_RULES; add one in simulator/engine\.py$"):
+                       r"RUN_RULES; add one in simulator/rules\.py$"):
         next(run)

@@ -85,9 +85,9 @@ def test_split_then_hierarchical_is_refused_and_messages_are_pinned():
     assert HierarchicalSplit("w1", 8).check(f.program).reason == (
         "hierarchical-split(w1, per_node=8): 'w1' must be an AllReduce over the whole group, "
         "got Update(w, w - lr * g1)")
-    assert HierarchicalSplit("g1", 1).check(f.program).reason == (
-        "hierarchical-split(g1, per_node=1): per_node must be an int >= 2 (the GPUs of one "
-        "node), got 1")
+    assert HierarchicalSplit("g1", 0).check(f.program).reason == (
+        "hierarchical-split(g1, per_node=0): per_node must be an int >= 1 (the GPUs of one "
+        "node; 1 where a node has one GPU), got 0")
     split = Split("g1").apply(f.program)
     assert not HierarchicalSplit("g1", 8).check(split)
 

@@ -58,7 +58,8 @@ def test_every_schedule_is_equivalent(spec, name, P_, k, seed):
 @pytest.mark.parametrize("spec", [ADAGRAD, SGD_WD])
 def test_the_fused_schedule_is_one_kernel_keeping_the_state_sliced(spec):
     f = load(spec)
-    assert set(f.schedules) == {"rs-c-ag", "rs-c-ag-sliced-state", "fuse-rs-c-ag"}
+    assert set(f.schedules) - {"ar-opt", "fuse-rs-c-ag-ring"} == {
+        "rs-c-ag", "rs-c-ag-sliced-state", "fuse-rs-c-ag"}
     fused = f.schedules["fuse-rs-c-ag"].apply()
     plan = lower(fused, 4)
     assert [type(s) for s in plan.steps] == [KernelStep]
@@ -69,14 +70,17 @@ def test_the_fused_schedule_is_one_kernel_keeping_the_state_sliced(spec):
 @pytest.mark.parametrize("spec", [ADAGRAD, SGD_WD])
 def test_workbench_check_and_simulate_take_them(spec, capsys):
     assert cli_main(["check", spec]) == 0
-    assert "3 schedules ok" in capsys.readouterr().out
+    # sgd_momentum_wd adds CoCoNet's ar-opt and ring form, adagrad does not
+    n = len(load(spec).schedules)
+    assert f"{n} schedules ok" in capsys.readouterr().out
     assert cli_main(["check", spec, "--hardware", "h100x8", "--set", "P=1",
                      "--set", "N=2**24"]) == 0
     assert "P=1 ok on h100x8" in capsys.readouterr().out
     assert cli_main(["simulate", spec, "--hardware", "h200x4", "--set", "N=2**26"]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line for line in out.splitlines()[2:]}
-    assert set(rows) == {"unscheduled", "rs-c-ag", "rs-c-ag-sliced-state", "fuse-rs-c-ag"}
+    assert set(rows) - {"ar-opt", "fuse-rs-c-ag-ring"} == {"unscheduled", "rs-c-ag", "rs-c-ag-sliced-state",
+                                      "fuse-rs-c-ag"}
     # the fused step: one kernel, the state left sliced; predicted fastest on h200x4
     assert rows["fuse-rs-c-ag"].split()[-2] == "*"
     assert rows["fuse-rs-c-ag"].split()[-1].endswith("_s")

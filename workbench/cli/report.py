@@ -22,6 +22,7 @@ from workbench.cli.results_files import read_results_csv
 from workbench.errors import ProgramFileError
 
 BASELINE = "unscheduled"
+AR_OPT = "ar-opt"  # CoCoNet's baseline of the optimizer studies (studies/optimizer_schedules.py)
 
 
 def _read(path: Path, value: str) -> pd.DataFrame | None:
@@ -32,16 +33,17 @@ def _read(path: Path, value: str) -> pd.DataFrame | None:
     return read_results_csv(path, KEYS + [value], value)
 
 
-def speedups(df: pd.DataFrame, value: str) -> pd.DataFrame:
+def speedups(df: pd.DataFrame, value: str, baseline: str = BASELINE) -> pd.DataFrame:
     """Wide table: one row per (study, size, gpus) in the order of the sizes' numbers, the
-    size and GPU count as columns, then one column per schedule (the unscheduled program
-    first), values are the speedup over the unscheduled program (time_unscheduled / time)."""
-    base = df[df["schedule"] == BASELINE].set_index(["study", "size", "gpus"])[value]
+    size and GPU count as columns, then one column per schedule (the baseline first), values
+    are the speedup over the `baseline` schedule (the unscheduled program by default; `ar-opt`,
+    CoCoNet's baseline, for the optimizer studies): time_baseline / time."""
+    base = df[df["schedule"] == baseline].set_index(["study", "size", "gpus"])[value]
     out = df.join(base.rename("base"), on=["study", "size", "gpus"])
     out["speedup"] = out["base"] / out[value]
     wide = out.pivot_table(index=["study", "size", "gpus"], columns="schedule",
                            values="speedup").round(2)
-    wide = wide[sorted(wide.columns, key=lambda c: (c != BASELINE, c))]
+    wide = wide[sorted(wide.columns, key=lambda c: (c != baseline, c))]
     wide.columns.name = None
     return sort_rows(wide.reset_index(), ["study", "size", "gpus"])
 
@@ -182,6 +184,13 @@ def build_report(results_dir: Path) -> str:
         for study, g in df.groupby("study", sort=True):
             table = speedups(g, value).drop(columns="study")
             parts += [f"### {study}", "", table.to_markdown(index=False), ""]
+        with_ar_opt = df[df["study"].isin(df.loc[df["schedule"] == AR_OPT, "study"])]
+        if len(with_ar_opt):
+            parts += [f"## {title} speedup over ar-opt (NCCL AllReduce + one fused update "
+                      "kernel, CoCoNet's baseline)", ""]
+            for study, g in with_ar_opt.groupby("study", sort=True):
+                table = speedups(g, value, AR_OPT).drop(columns="study")
+                parts += [f"### {study}", "", table.to_markdown(index=False), ""]
     if measured is not None and "fastest_baseline_s" in measured.columns:
         parts += ["## Measured speedup over the fastest baseline", "",
                   against_fastest_baseline(measured).to_markdown(index=False), ""]

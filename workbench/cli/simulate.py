@@ -4,7 +4,8 @@
 
 One row per schedule (the unscheduled program, the file's named schedules, and any extra
 candidates such as the autotuner's): simulated time, the cost model's closed form, the speedup
-over the unscheduled program, and the bottleneck resource; the best row is marked. Each
+over the unscheduled program (and over `ar-opt`, CoCoNet's baseline, where the program names
+it), and the bottleneck resource; the best row is marked. Each
 schedule is also lowered by the GPU backend (codegen) for the cluster's P: one it does not
 generate keeps its prediction, says why in `note` ("not generated: ..."), and is never best.
 """
@@ -34,6 +35,9 @@ from workbench.options import CodegenOptions
 from workbench.verify import verify
 
 UNSCHEDULED = "unscheduled"
+# CoCoNet's baseline of the optimizer studies (NCCL AllReduce + one fused update kernel):
+# where a program names it, speedups are also stated against it (column vs_ar_opt).
+AR_OPT = "ar-opt"
 
 
 @dataclass
@@ -179,6 +183,7 @@ def predict(loaded, cluster, sets: dict | None = None,
         raise MeshError(f"{option} needs --mesh, got {option} {name} alone; add e.g. --mesh "
                         f"tp=8,{name}={max(1, cluster.world_size // 8)}")
     sizes = resolve_sizes(loaded.program, loaded.sizes, sets or {}, cluster)
+    bind_sizes(loaded.program, sizes)  # bad sizes: one message, before any progress bar
     items = list(candidates(loaded, autotune))
     out = []
     iterator = items
@@ -270,6 +275,10 @@ def table(predictions: list[Prediction], memory: bool = False):
         "bottleneck": [p.bottleneck for p in predictions],
         "best": ["*" if p is best else "" for p in predictions],
     })
+    ar_opt = next((p.time_s for p in predicted if p.name == AR_OPT), None)
+    if ar_opt is not None:
+        df.insert(4, "vs_ar_opt", [ar_opt / p.time_s if p.time_s > 0 else float("nan")
+                                   for p in predictions])
     unscheduled = next((p.program for p in predictions if p.name == UNSCHEDULED), None)
     sliced = [_sliced_outputs(unscheduled, p.program) for p in predictions]
     if any(sliced):  # the program allowed these (may_stay_sliced); say which schedule does it

@@ -549,7 +549,9 @@ class Fused:
     # Who moves a fused collective's bytes: "sm", the kernel itself by NVLink peer loads and
     # stores (CoCoNet's fused collectives); "copy", the GPU's copy engines, `chunks` pieces of
     # each rank's slice at a time, while a kernel without communication computes on the
-    # pieces that have arrived (transforms.CopyEngines). Time, not meaning.
+    # pieces that have arrived (transforms.CopyEngines); "ring", NCCL's ring over the whole
+    # group with the computation applied per chunk as it arrives (CoCoNet's form across nodes,
+    # transforms.RingFuse: priced and simulated, not generated). Time, not meaning.
     engine: str = "sm"
     chunks: int = 1
     # How a FusedAllreduce that starts with a whole AllReduce (`AllReduce C+`, an axis
@@ -572,7 +574,8 @@ class Fused:
                      self.algorithm)
 
     def __str__(self):
-        via = f"[copy engines, chunks={self.chunks}]" if self.engine == "copy" else ""
+        via = {"copy": f"[copy engines, chunks={self.chunks}]", "ring": "[NCCL ring]"}.get(
+            self.engine, "")
         if self.algorithm != "two-shot":
             via += f"[{self.algorithm}]"
         return f"Fused{self.kind.capitalize()}{via}"

@@ -23,8 +23,8 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
-from workbench.runtime.launcher import free_port
 from workbench.errors import RuntimeFault
+from workbench.runtime.launcher import free_port
 
 MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 MPI_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
@@ -238,6 +238,20 @@ class Nccl4py:
             self.size, mine = len(members), list(members).index(rank)
         self.comm = nccl.Communicator.init(self.size, mine, nccl.UniqueId.from_bytes(uid))
         self._views: dict[tuple[int, int, str], object] = {}
+
+    def split(self, host, rank: int, color: int, members: tuple[int, ...]) -> Nccl4py:
+        """The communicator of the ranks of `color` (ncclCommSplit: every rank of this
+        communicator calls it at once, `members` the global ranks of this rank's color, in
+        rank order). Through nccl4py's Communicator.split where it has one, else a fresh
+        communicator of `members` (`subgroup`: a unique id through the host exchange)."""
+        method = getattr(self.comm, "split", None)
+        if method is None:
+            return self.subgroup(host, rank, members)
+        made = object.__new__(Nccl4py)
+        made.nccl, made.view, made._views = self.nccl, self.view, {}
+        made.size = len(members)
+        made.comm = method(color, members.index(rank))
+        return made
 
     def subgroup(self, host, rank: int, members: tuple[int, ...]) -> Nccl4py:
         """A communicator of the ranks `members` (global ranks; this rank among them) for a

@@ -27,6 +27,7 @@ from codegen.plan import (
     KernelStep,
     NcclStep,
     OverlapStep,
+    PipelineStep,
     Plan,
     ReduceStep,
     SendStep,
@@ -53,6 +54,7 @@ from workbench.runtime.launches import (
     P2pCall,
     PartsCall,
 )
+from workbench.runtime.pipeline_run import PipelineRun, node_part
 
 # Blocks per SM of a row kernel's grid when its register count is unknown: 512-thread blocks
 # fit at most 4 per SM (2048 threads).
@@ -92,12 +94,18 @@ class PlanRun:
         self.gpu, self.plan = gpu, plan
         self.blocks_per_sm = (plan.options.collective_blocks_per_sm if blocks_per_sm is None
                               else max(1, min(2, blocks_per_sm)))  # 2: the launch bound
-        if plan.world != gpu.world:
+        world = plan.per_node * plan.nodes if plan.per_node else plan.world
+        if world != gpu.world:
             raise RuntimeFault(f"a plan for {len(plan.groups)} stage(s) of {plan.P} ranks must "
-                               f"run on {plan.world} ranks, got {gpu.world}; lower it with "
+                               f"run on {world} ranks, got {gpu.world}; lower it with "
                                f"P = {gpu.world // len(plan.groups)} (Gpu.use_stages)")
         self.P = plan.P
         self.stage, self.local = divmod(gpu.rank, plan.P)
+        # A node's view (a hierarchical split): P is the node's ranks, peers are this node's
+        # (global rank node * P + index), every node runs stage 0's buffers and steps.
+        self.first = gpu.rank - self.local if plan.per_node else 0
+        if plan.per_node:
+            self.stage = 0
         self.bound = interpreter.bind_sizes(plan.program, sizes)
         self.subs = dict(self.bound)
 
@@ -231,8 +239,10 @@ class PlanRun:
         if chunk is not None:
             src, dst, count = nccl_chunk(step.op, src, dst, count, step.dtype, chunk, chunks,
                                          self.P)
+        # the rail's communicator for an AllReduce across nodes (Gpu.use_nodes)
+        across = {"comm": step.comm} if step.comm != "group" else {}
         self.gpu.collective(step.op, step.reduce, src, dst, count, step.dtype, root=step.root,
-                            stream=stream)
+                            stream=stream, **across)
 
     def launch(self, item: KernelLaunch, stream=None, chunk: int | None = None,
                window: tuple[int, int] | None = None) -> None:
@@ -264,9 +274,9 @@ class PlanRun:
         for v in self.plan.program.inputs:
             if not self.holds(v.name):
                 continue  # another stage's input
-            part = rank_part(np.asarray(inputs[v.name],
-                                         dtype=interpreter.numpy_dtype(v.type.dtype)),
-                              v.type, self.local, self.P)
+            value = np.asarray(inputs[v.name], dtype=interpreter.numpy_dtype(v.type.dtype))
+            part = (node_part(value, v.type, self.gpu.rank, self.P, self.plan.slice_chunks)
+                    if self.plan.per_node else rank_part(value, v.type, self.local, self.P))
             drv.memcpy_htod(self.ptr[self.plan.locs[v.name].buffer],
                             np.ascontiguousarray(part))
         for name in self.clobbered_inputs():  # what restore_inputs puts back before each run
@@ -404,6 +414,10 @@ def _prepare_chunked(run: PlanRun, step: ChunkedStep) -> ChunkedCall:
     return ChunkedCall(step.chunks, tuple(run.prepare(s) for s in step.steps))
 
 
+def _prepare_pipeline(run: PlanRun, step: PipelineStep) -> PartsCall:
+    return PartsCall(PipelineRun(run, step))
+
+
 def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
     """A generated kernel bound to this rank: compiled (codegen renders its source, the
     plan's `source`), its argument list in parameter order, its grid."""
@@ -415,8 +429,8 @@ def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
             sig += "P"
             args.append(np.uintp(run.ptr[p.ref]))
         elif p.kind in ("peer", "flags"):
-            sig += "P"  # rank p.index of this stage
-            args.append(np.uintp(run.pointer(p.ref, run.stage * run.P + p.index)))
+            sig += "P"  # rank p.index of this stage (of this node, in a node's view)
+            args.append(np.uintp(run.pointer(p.ref, run.first + run.stage * run.P + p.index)))
         elif p.kind == "remote":
             sig += "P"  # this local rank of stage p.index
             args.append(np.uintp(run.pointer(p.ref, p.index * run.P + run.local)))
@@ -469,6 +483,7 @@ PREPARERS: dict[type, Callable] = {
     OverlapStep: _prepare_overlap,
     CopyEngineStep: _prepare_copy_engines,
     ChunkedStep: _prepare_chunked,
+    PipelineStep: _prepare_pipeline,
     KernelStep: _prepare_kernel,
 }
 """How each plan step class is bound to this rank (PlanRun.prepare): a new step kind adds one

@@ -156,6 +156,9 @@ class Gpu:
         self.world = P
         self.stages = 1
         self.group = None  # this stage's communicator (None: the world's)
+        self.inter = None  # a node view's rail communicator (use_nodes)
+        self._node_comms: dict[int, tuple] = {}
+        self.nodes = 1
         self._stage_comms: dict[int, object] = {}
 
     def use_stages(self, stages: int) -> int:
@@ -182,6 +185,39 @@ class Gpu:
         self.stages, self.group = stages, self._stage_comms[stages]
         return P
 
+    def use_nodes(self, per_node: int) -> None:
+        """Run a node's view of a program (a hierarchical split, codegen.lower_node): the
+        world splits into nodes of `per_node` consecutive ranks (the group's collectives run
+        on the node's communicator) and into rails of one local rank per node (the "inter"
+        communicator of an AllReduce across nodes), both by ncclCommSplit (color = node,
+        color = local rank). On one machine this emulates a node boundary. Every rank calls it
+        with the same number at the same point."""
+        if per_node < 1 or self.world % per_node:
+            raise RuntimeFault(f"the {self.world} ranks must split into nodes of {per_node} "
+                               f"GPUs, got a remainder of {self.world % max(per_node, 1)}; run on "
+                               f"a multiple of {per_node} GPUs")
+        node, local = divmod(self.rank, per_node)
+        nodes = self.world // per_node
+        if per_node in self._node_comms:  # made once per node size, as stage communicators
+            self.group, self.inter = self._node_comms[per_node]
+            self.stages, self.node_size, self.nodes = nodes, per_node, nodes
+            return
+        node_members = tuple(range(node * per_node, (node + 1) * per_node))
+        rail_members = tuple(local + k * per_node for k in range(nodes))
+        if self.comm.nccl is not None:
+            world = self.comm.nccl
+            self.group = world.split(self.comm.host, self.rank, node, node_members)
+            self.inter = world.split(self.comm.host, self.rank, nodes + local, rail_members)
+        else:
+            dist = self.dist
+            groups = {m: dist.new_group(list(m)) for m in
+                      [tuple(range(k * per_node, (k + 1) * per_node)) for k in range(nodes)]
+                      + [tuple(j + k * per_node for k in range(nodes))
+                         for j in range(per_node)]}
+            self.group, self.inter = groups[node_members], groups[rail_members]
+        self._node_comms[per_node] = (self.group, self.inter)
+        self.stages, self.node_size, self.nodes = nodes, per_node, nodes
+
     @property
     def stage_size(self) -> int:
         """Ranks of this rank's stage (the world's size for a program of one group)."""
@@ -197,24 +233,30 @@ class Gpu:
         self.comm.host.barrier()
 
     def collective(self, op: str, reduce: str, src: int, dst: int, count: int, dtype: str,
-                   root: int = 0, stream: int = 0) -> None:
+                   root: int = 0, stream: int = 0, comm: str = "group") -> None:
         """Enqueue one NCCL collective on raw device addresses: op is all_reduce,
         reduce_scatter, all_gather, broadcast or reduce (codegen.plan.NcclStep); count is elements
         per rank (the send count of all_gather, the receive count of reduce_scatter); stream
-        is a CUstream handle (0: the legacy default stream). Through nccl4py where it
-        imports, else torch.distributed."""
-
+        is a CUstream handle (0: the legacy default stream); comm "inter": on the rail's
+        communicator of a node view (use_nodes). Through nccl4py where it imports, else
+        torch.distributed."""
+        inter = comm == "inter"
+        if inter and self.inter is None:
+            raise RuntimeFault("an NCCL call across nodes must run on the rail communicator, "
+                               "got none; call Gpu.use_nodes(per_node) first")
         if self.comm.nccl is not None:
-            nccl = self.group if self.group is not None else self.comm.nccl
+            nccl = self.inter if inter else (self.group if self.group is not None
+                                             else self.comm.nccl)
             nccl.collective(op, reduce, src, dst, count, dtype, root, stream)
             return
         torch, dist = self.torch, self.dist
-        n_src, n_dst = element_counts(op, count, self.stage_size)
+        n_src, n_dst = element_counts(op, count, self.nodes if inter else self.stage_size)
         s, d = self._tensor(src, n_src, dtype), self._tensor(dst, n_dst, dtype)
         red = getattr(dist.ReduceOp, TORCH_REDUCE[reduce]) if reduce else None
         ctx = (torch.cuda.stream(torch.cuda.ExternalStream(stream)) if stream
                else _nullcontext())
-        group = {"group": self.group} if self.group is not None else {}
+        chosen = self.inter if inter else self.group
+        group = {"group": chosen} if chosen is not None else {}
         with ctx:
             if op == "all_reduce":
                 if src != dst:

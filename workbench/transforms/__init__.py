@@ -18,7 +18,8 @@ The CoCoNet set, on SGD (`g1 = AllReduce(Sum, g); w1 = Update(w, w - lr * g1)`):
 plus as-slice (state that each rank only needs a slice of), overlap (producer/consumer at chunk
 granularity), dead-code elimination, and hierarchical-split (AllReduce -> ReduceScatter inside
 each node, AllReduce of the slice across nodes, AllGather inside each node: fusion across
-nodes; module `hierarchy`, design note 35). Every transform is checked against the reference
+nodes; module `hierarchy`, design note 35) and pipeline-hierarchy (its three legs chunk by
+chunk, overlapped; design note 71). Every transform is checked against the reference
 interpreter in tests/workbench/test_transforms.py. Modules: `base` (Legality, Transform, shared
 helpers), `slicing` (split, reorder, as-slice), `fusion` (fuse, overlap, copy engines, dce).
 """
@@ -31,11 +32,12 @@ from workbench.errors import WorkbenchError
 from workbench.transforms.algorithm import ALLREDUCE_ALGORITHMS, AllReduceAlgorithm
 from workbench.transforms.base import Legality, Transform, dead_code_eliminated
 from workbench.transforms.fusion import CopyEngines, DeadCodeElimination, Fuse, Overlap
-from workbench.transforms.hierarchy import HierarchicalSplit
+from workbench.transforms.hierarchy import HierarchicalSplit, PipelineHierarchy, RingFuse
 from workbench.transforms.slicing import AsSlice, Reorder, Split
 
 TRANSFORMS = {t.name: t for t in (Split, Reorder, AsSlice, Fuse, Overlap, CopyEngines,
-                                  DeadCodeElimination, HierarchicalSplit, AllReduceAlgorithm)}
+                                  DeadCodeElimination, HierarchicalSplit, AllReduceAlgorithm,
+                                  PipelineHierarchy, RingFuse)}
 
 
 # The field types transforms have, as their annotations spell them, and what each needs.
@@ -78,6 +80,6 @@ def transform_from_json(data: dict) -> Transform:
 
 __all__ = ["ALLREDUCE_ALGORITHMS", "AllReduceAlgorithm", "AsSlice", "CopyEngines",
            "DeadCodeElimination", "Fuse", "HierarchicalSplit",
-           "Legality", "Overlap",
+           "Legality", "Overlap", "PipelineHierarchy", "RingFuse",
            "Reorder", "Split", "TRANSFORMS", "Transform", "dead_code_eliminated",
            "transform_from_json"]

@@ -41,7 +41,8 @@ class HierarchicalSplit(Transform):
     the tensor on every node), and `fuse` can put that update into the intra-node gather.
 
     Preconditions: `allreduce` names a plain AllReduce over the whole group (not already
-    node-level); per_node >= 2; the group size is a multiple of per_node (a numeric size is
+    node-level); per_node >= 1 (1: a GPU per node, the node legs are copies); the group
+    size is a multiple of per_node (a numeric size is
     checked, a symbolic one becomes a fact of the program: `program ... where P % 8 == 0`,
     which binding sizes checks); a dim of the input is then provably divisible by per_node.
     """
@@ -52,9 +53,9 @@ class HierarchicalSplit(Transform):
 
     def rewrite(self, program):
         who = f"hierarchical-split({self.allreduce}, per_node={self.per_node})"
-        if not isinstance(self.per_node, int) or self.per_node < 2:
-            raise IllegalTransform(f"{who}: per_node must be an int >= 2 (the GPUs of one "
-                                   f"node), got {self.per_node!r}")
+        if not isinstance(self.per_node, int) or self.per_node < 1:
+            raise IllegalTransform(f"{who}: per_node must be an int >= 1 (the GPUs of one "
+                                   f"node; 1 where a node has one GPU), got {self.per_node!r}")
         i, stmt = plain_stmts(program, self.allreduce, who)
         if not isinstance(stmt.op, ir.AllReduce) or stmt.op.sub is not None:
             raise IllegalTransform(f"{who}: '{self.allreduce}' must be an AllReduce over the "
@@ -101,3 +102,133 @@ class HierarchicalSplit(Transform):
         ag = after.stmts[top_index(after, self.allreduce, "hierarchical-split")]
         ar = after.stmt_defining(ag.op.x)
         return ar.op.x, ag.op.x, self.allreduce
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineHierarchy(Transform):
+    """Run the three legs of a hierarchical split chunk by chunk, overlapped: chunk k+1's node
+    ReduceScatter while chunk k crosses the network while chunk k-1 is updated and gathered
+    (the pipelined hierarchical schedule; design note 71).
+
+        g1_rs = ReduceScatter(Sum, g, over=intra(8))    g1_rs, ... = Overlapped(chunks=4) {
+        g1_ar = AllReduce(Sum, g1_rs, over=inter(8)) ==>   g1_rs = ReduceScatter(...)
+        ..., w1 = FusedAllgather { ...; AllGather }        g1_ar = AllReduce(...)
+                                                           ..., w1 = FusedAllgather {...}
+                                                         }
+
+    Each leg's chunk c is its c-th of `chunks` equal pieces (each rank's node slice cut in
+    `chunks`): the legs move the same bytes as before, and meaning is unchanged (a region's
+    meaning is its body in order). The legs hold different resources (NVLink for the node
+    legs, the NIC for the leg across nodes), which is what overlapping them buys.
+
+    Preconditions: `allreduce` names the AllReduce across nodes of a hierarchical split (a
+    plain statement over inter); the statement before it is the node ReduceScatter it reads,
+    the one after it the node AllGather (plain, or a fused update + AllGather) that is its only
+    reader; chunks is an int >= 2 that divides a rank's node slice (checked here when the size
+    is a number, else by the verifier when a cluster binds the sizes: exit 2 naming chunks).
+    """
+
+    allreduce: str
+    chunks: int
+    name: ClassVar[str] = "pipeline-hierarchy"
+
+    def rewrite(self, program):
+        who = f"pipeline-hierarchy({self.allreduce}, chunks={self.chunks})"
+        if not isinstance(self.chunks, int) or isinstance(self.chunks, bool) or self.chunks < 2:
+            raise IllegalTransform(f"{who}: chunks must be an int >= 2 (pieces of each rank's "
+                                   f"node slice), got {self.chunks!r}; e.g. chunks=4")
+        i, ar = plain_stmts(program, self.allreduce, who)
+        sub = getattr(ar.op, "sub", None)
+        if not isinstance(ar.op, ir.AllReduce) or sub is None or sub.axis != "inter":
+            raise IllegalTransform(f"{who}: '{self.allreduce}' must be the AllReduce across "
+                                   f"nodes of a hierarchical split, got {ar.op}; apply "
+                                   f"hierarchical_split first and pass its second name")
+        rs = program.stmts[i - 1] if i > 0 else None
+        if (rs is None or rs.out.name != ar.op.x or not isinstance(rs.op, ir.ReduceScatter)
+                or rs.op.sub != SubGroup("intra", sub.per_node)):
+            raise IllegalTransform(f"{who}: the statement before '{self.allreduce}' must be the "
+                                   f"node ReduceScatter it reads ({ar.op.x}), got "
+                                   f"{rs.name + ' = ' + str(rs.op) if rs else 'none'}")
+        if i + 1 >= len(program.stmts):
+            raise IllegalTransform(f"{who}: a node gather must follow '{self.allreduce}', "
+                                   f"got the end of the program")
+        gather = program.stmts[i + 1]
+        last = list(gather.leaves())[-1].op
+        is_gather = (isinstance(last, ir.AllGather) and last.sub is not None
+                     and last.sub.axis == "intra"
+                     and (not isinstance(gather.op, ir.REGION_OPS)
+                          or (isinstance(gather.op, ir.Fused) and gather.op.kind == "allgather")))
+        if not is_gather or self.allreduce not in gather.op.operands():
+            raise IllegalTransform(
+                f"{who}: the statement after '{self.allreduce}' must be the node AllGather that "
+                f"reads it, plain or fused with the update (s.fuse(update..., gather)), got "
+                f"{gather.name} = {gather.op}; reorder the update before the gather and fuse "
+                f"them first")
+        others = [s.name for s in program.stmts[i + 2:] if self.allreduce in s.op.operands()]
+        if others:
+            raise IllegalTransform(f"{who}: the node gather must be the only reader of "
+                                   f"'{self.allreduce}', got also {others}; fuse them into it")
+        x = program.value(rs.op.x)
+        slice_n = sympy.sympify(x.type.shape[rs.op.dim]) / sub.per_node
+        if slice_n.is_Integer and int(slice_n) % self.chunks:
+            raise IllegalTransform(f"{who}: chunks must divide a rank's node slice of "
+                                   f"{int(slice_n)} elements, got chunks={self.chunks}")
+        region = ir.Stmt(rs.outs + ar.outs + gather.outs,
+                         ir.Overlapped(self.chunks, (rs, ar, gather)), rs.loc)
+        return program.with_stmts(program.stmts[:i - 1] + (region,) + program.stmts[i + 2:])
+
+    def results(self, before, after):
+        """The pipelined region's last value (the gathered output)."""
+        stmt = after.stmts[top_index(after, self.allreduce, "pipeline-hierarchy")]
+        return stmt.outs[-1].name
+
+
+@dataclass(frozen=True, slots=True)
+class RingFuse(Transform):
+    """CoCoNet's own fused collective across nodes: a fused AllReduce whose bytes NCCL's ring
+    over the whole group carries (network included), the computation applied to each chunk of
+    the rank's slice as the ring's reduce-scatter half delivers it, and the results sent on by
+    the ring's all-gather half (ir.Fused.engine "ring").
+
+        g1_rs, ..., w1 = FusedAllreduce {...}  ==>  g1_rs, ..., w1 = FusedAllreduce[NCCL ring] {...}
+
+    Meaning unchanged (time only). The cost model and the simulator price it on NCCL's ring
+    plan (cost_model.ops.network_fused); no backend generates it yet: the GPU would need a
+    collective whose network steps a kernel drives with computation between them (NCCL's
+    device API does not give that across nodes today: docs/design/codegen.md), so
+    `workbench simulate` says "simulated only: needs a fused network collective" and never
+    marks it best.
+
+    Preconditions: `region` names a FusedAllreduce over the whole group (not node-level, not
+    moved by copy engines) with no norm or reduction over slices (their cross-rank scalar step
+    between the kernel's phases has no place in a ring).
+    """
+
+    region: str
+    name: ClassVar[str] = "ring-fuse"
+
+    def rewrite(self, program):
+        who = f"ring-fuse({self.region})"
+        i = top_index(program, self.region, who)
+        stmt = program.stmts[i]
+        op = stmt.op
+        if not isinstance(op, ir.Fused) or op.kind != "allreduce" or op.engine != "sm":
+            raise IllegalTransform(f"{who}: '{self.region}' must be a FusedAllreduce whose "
+                                   f"kernel moves its bytes, got {op}; fuse ReduceScatter + "
+                                   f"update + AllGather first")
+        subs = [leaf.op.sub for leaf in stmt.leaves() if getattr(leaf.op, "sub", None)]
+        if subs:
+            raise IllegalTransform(f"{who}: the fused collective must run over the whole group, "
+                                   f"got node-level collectives ({subs[0]}); ring-fuse the "
+                                   f"flat fused AllReduce")
+        scalar = [leaf.name for leaf in stmt.leaves()
+                  if isinstance(leaf.op, (ir.Norm, ir.ReduceTensor))]
+        if scalar:
+            raise IllegalTransform(f"{who}: a ring-fused collective must hold no norm or "
+                                   f"reduction, got {scalar}; fuse an update without norms")
+        region = ir.Stmt(stmt.outs, ir.Fused(op.kind, op.body, "ring", 1, op.algorithm), stmt.loc)
+        return program.with_stmts(program.stmts[:i] + (region,) + program.stmts[i + 1:])
+
+    def results(self, before, after):
+        """The region's name (unchanged)."""
+        return self.region

@@ -1,0 +1,186 @@
+"""Processes of kernels and collectives on one GPU's resources: a computation kernel's chunks
+on the HBM, an NCCL collective's steps on the links (reduced: batched on one representative;
+full: a meeting of the group's ranks, simulator.rings), a fused collective kernel's
+load/compute/store pipeline. A mixin of simulator.engine.Simulation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cost_model import collectives as coll
+from cost_model.hardware import Cluster
+from cost_model.ops import Work, fused_latency_s, fused_link_s, fused_parts, work_s
+from simulator import rings
+from simulator.network import Route
+from simulator.resources import (
+    COMPUTE_CHUNKS,
+    FUSED_CHUNKS,
+    MAX_STEP_EVENTS,
+    FusedCopy,
+    _Gpu,
+    _Meeting,
+)
+from simulator.timeline import Row
+from workbench import ir
+
+
+class Kernels:
+    """The kernel and collective processes of one Simulation (see the module docstring)."""
+
+    def _take_sms(self, gpu: _Gpu, wanted: int):
+        """Take up to `wanted` SMs, at least one (a block scheduler fills whatever is free,
+        which a FIFO Container would not: so ask only for what is there)."""
+        take = max(1, min(wanted, int(gpu.sms.level)))
+        yield gpu.sms.get(take)
+        return take
+
+    # ------------------------------------------------------------ kernels
+
+    def _compute(self, gpu: _Gpu, work: Work, op: str, scale: float = 1.0,
+                 leave_sms: int = 0):
+        cluster = self.cluster
+        yield self.env.timeout(cluster.gpu.launch_latency_s)
+        take = yield from self._take_sms(gpu, cluster.gpu.sm_count - leave_sms)
+        frac = take / cluster.gpu.sm_count
+        per_chunk = self._priced(("work", id(work), scale, frac), lambda: work_s(
+            cluster, work.scaled(scale / COMPUTE_CHUNKS), frac))
+        per_chunk *= gpu.compute_factor * self.draw.jitter()
+        if self.overlaps:
+            for _ in range(COMPUTE_CHUNKS):
+                yield from self._hold(gpu, "hbm", per_chunk, op)
+        else:
+            # nothing else runs on this GPU: the chunks back to back, one event
+            with gpu.hbm.request() as req:
+                yield req
+                start = t = self.env.now
+                for _ in range(COMPUTE_CHUNKS):
+                    if self.record and self.detail:
+                        self.rows.append(Row(t, t + per_chunk, gpu.id, "hbm", op))
+                    t += per_chunk
+                yield self.env.timeout(t - start)
+                gpu.busy["hbm"] += COMPUTE_CHUNKS * per_chunk
+                if self.record and not self.detail:
+                    self.rows.append(Row(start, self.env.now, gpu.id, "hbm", op))
+        yield gpu.sms.put(take)
+
+    def _collective(self, g, r: int, gpu: _Gpu, kind: str, nbytes: float, op: str, key,
+                    host_paid: bool = False, cluster: Cluster | None = None):
+        # `cluster`: the one whose NCCL constants price this collective's dtype
+        # (cost_model.ops.collective_cluster); None: the simulation's own
+        cluster = cluster or self.cluster
+        P = self._priced(("group_size", g), lambda: self.ctx.group_size(g))
+        plan = self._priced(("plan", kind, nbytes, P, id(cluster)),
+                            lambda: coll.choose_plan(kind, nbytes, P, cluster, P))
+        take = yield from self._take_sms(gpu, int(plan.channels) or 1)
+        # NCCL's per-call host cost is in the plan's fixed part; when the caller paid it on
+        # the host timeline, only the GPU-side latency remains here.
+        host_s = cluster.nccl.host_overhead_s if host_paid else 0.0
+        yield self.env.timeout(plan.fixed_s - host_s)
+        steps = int(plan.steps)
+        if steps:
+            # jitter per ring step: the mean of the steps' draws (simulator.variability)
+            step_s = float(plan.step_s) * gpu.link_factor * self.draw.steps_jitter(steps)
+            if self.reduced:
+                batches = min(steps, MAX_STEP_EVENTS)
+                uses = self._uses(gpu, g)
+                for b in range(batches):
+                    n = steps // batches + (1 if b < steps % batches else 0)
+                    yield from self._hold(gpu, "link", n * step_s, op, uses)
+            else:
+                yield from self._meet(g, r, P, gpu, key, plan.algorithm, steps, step_s, op)
+        yield gpu.sms.put(take)
+
+    def _meet(self, g, r: int, P: int, gpu: _Gpu, key, algorithm: str, steps: int,
+              step_s: float, op: str, uses: Route | None = None, resource: str = "link"):
+        """Rank r's part of a collective of every rank of group `g` (module docstring; r is
+        the rank's index in `g`, P its size): arrive, and when the group is complete hold
+        the links (`uses`, by default the group's route) until this rank's finish
+        (simulator.rings), recorded as `resource` (the NIC for a leg across nodes)."""
+        meeting = self.meetings.get((g, key))
+        if meeting is None:
+            meeting = self.meetings[(g, key)] = _Meeting(np.zeros(P), np.zeros(P),
+                                                         self.env.event())
+        meeting.arrive[r] = self.env.now
+        meeting.step_s[r] = step_s
+        meeting.count += 1
+        if meeting.count == P:
+            del self.meetings[(g, key)]  # the last one in: nobody else looks it up
+            if algorithm == "tree":
+                meeting.finish = rings.tree_finish(meeting.arrive, meeting.step_s, steps)
+            else:
+                keep = self.record and self.detail and P * steps <= rings.DETAIL_RANK_STEPS
+                meeting.finish, meeting.starts = rings.ring_finish(
+                    meeting.arrive, meeting.step_s, steps, keep)
+            meeting.done_at = self.env.now
+            meeting.done.succeed()
+        yield meeting.done
+        start = self.env.now
+        # Alone on its links the rank is done at its finish; flows sharing them (another
+        # group's collective, a Send) slow it by the max-min share (simulator.network).
+        route = uses or self._uses(gpu, g)
+        yield from self.network.transfer(route, float(meeting.finish[r]) - start)
+        gpu.busy[resource] = gpu.busy.get(resource, 0.0) + steps * step_s
+        if not self.record:
+            return
+        if meeting.starts is not None and self.env.now == float(meeting.finish[r]):
+            for k in range(steps):  # not slowed by a shared link: each step as solved
+                t = float(meeting.starts[k, r])
+                self.rows.append(Row(t, t + step_s, gpu.id, resource, op))
+        else:
+            self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
+
+    def _fused(self, gpu: _Gpu, s: ir.Stmt, op: str, scale: float = 1.0,
+               sm_cap: int | None = None):
+        # sm_cap: at most this many SMs (an overlapped consumer's grid), else all that are free
+        parts = self._priced(("fused", id(s)), lambda: fused_parts(self.ctx, s))
+        env = self.env
+        yield env.timeout(self._priced(("fused_latency", id(s)),
+                                       lambda: fused_latency_s(self.ctx, s, parts)))
+        # Copy engines move the bytes (ir.Fused.engine == "copy"): the pieces are the
+        # schedule's, and only the computation holds SMs, piece by piece. Otherwise the one
+        # kernel holds its SMs throughout and its pipeline has FUSED_CHUNKS steps.
+        copy = parts.engine == "copy"
+        chunks = parts.chunks if copy else FUSED_CHUNKS
+        grid = sm_cap or self.cluster.gpu.sm_count
+        take = grid if copy else (yield from self._take_sms(gpu, grid))
+        frac = take / self.cluster.gpu.sm_count
+        rs_part = FusedCopy(parts, rs=True)
+        ag_part = FusedCopy(parts, rs=False)
+        # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
+        link = gpu.link_factor * self.draw.steps_jitter(chunks)  # per pipeline chunk
+        load_s = self._priced(("load", id(s), take), lambda: fused_link_s(
+            self.ctx, rs_part.parts, take)) * scale / chunks * link
+        store_s = self._priced(("store", id(s), take), lambda: fused_link_s(
+            self.ctx, ag_part.parts, take)) * scale / chunks * link
+        comp_s = self._priced(("fused_work", id(s), scale, frac), lambda: work_s(
+            self.cluster, parts.work.scaled(scale / chunks), frac))
+        comp_s *= gpu.compute_factor * self.draw.jitter()
+        loaded = [env.event() for _ in range(chunks)]
+        computed = [env.event() for _ in range(chunks)]
+
+        def loader():
+            for c in range(chunks):
+                if load_s:
+                    yield from self._hold(gpu, "link", load_s, op)
+                loaded[c].succeed()
+
+        def computer():
+            for c in range(chunks):
+                yield loaded[c]
+                if comp_s:
+                    held = (yield from self._take_sms(gpu, grid)) if copy else 0
+                    yield from self._hold(gpu, "hbm", comp_s, op)
+                    if held:
+                        yield gpu.sms.put(held)
+                computed[c].succeed()
+
+        def storer():
+            for c in range(chunks):
+                yield computed[c]
+                if store_s:
+                    yield from self._hold(gpu, "link", store_s, op)
+
+        procs = [env.process(loader()), env.process(computer()), env.process(storer())]
+        yield env.all_of(procs)
+        if not copy:
+            yield gpu.sms.put(take)

@@ -1,0 +1,104 @@
+"""Schedules across nodes as processes: the pipelined hierarchy and CoCoNet's ring-fused
+collective.
+
+The pipelined hierarchy (workbench.transforms.PipelineHierarchy; priced in
+closed form by cost_model.ops.pipeline): its three legs run as three processes, piece by
+piece, piece c of a leg starting when piece c of the leg before it is done. Each piece runs
+by the leg's own rule (simulator.rules) on 1/chunks of the data, so it holds what the leg
+holds: the node ReduceScatter and the fused update + gather take turns on the GPU's NVLink
+(`gpu.link`, and the NVLink flow), the AllReduce across nodes holds the GPU's NIC
+(`Routing._nic_route`), and the SMs are shared as the legs take them. Nothing here is a
+formula: the durations are the cost model's.
+
+The ring-fused collective (workbench.transforms.RingFuse) runs NCCL's ring plan that
+cost_model.ops.network_fused picks, on the group's route (NVLink, NIC, uplinks, as a flat
+collective), then holds the HBM for the computation the ring does not hide.
+
+A mixin of simulator.engine.Simulation.
+"""
+
+from __future__ import annotations
+
+from cost_model.hardware import Cluster
+from cost_model.ops import ring_fused_plan
+from simulator.network import Route
+from simulator.resources import (
+    MAX_STEP_EVENTS,
+    _Run,  # noqa: E402
+)
+
+
+class Pipelines:
+    """The pipelined hierarchy's processes (see the module docstring)."""
+
+    def _pipeline(self, run: _Run):
+        """Overlapped(chunks){node ReduceScatter; AllReduce across nodes; node gather}: the
+        legs as three processes of `chunks` pieces each."""
+        env, chunks = self.env, run.s.op.chunks
+        legs = run.s.op.body
+        done = [[env.event() for _ in range(chunks)] for _ in legs]
+        # The host issues every piece's calls in order (piece by piece, leg by leg) without
+        # waiting for the GPU: a piece starts once issued, and its NCCL host cost is paid on
+        # the host's timeline (design note 9), as for a top-level statement.
+        host = [self._host_issue_s(leg) for leg in legs]
+        issued, t = {}, env.now
+        for c in range(chunks):
+            for i in range(len(legs)):
+                t += host[i]
+                issued[(i, c)] = t
+
+        def leg_process(i, leg):
+            for c in range(chunks):
+                if i:
+                    yield done[i - 1][c]
+                if issued[(i, c)] > env.now:
+                    yield env.timeout(issued[(i, c)] - env.now)
+                yield from self._run(run.g, run.r, run.gpu, leg, (run.key, "leg", i, c),
+                                     run.scale / chunks, host_paid=bool(host[i]))
+                done[i][c].succeed()
+
+        yield env.all_of([env.process(leg_process(i, leg)) for i, leg in enumerate(legs)])
+
+    def _nic_route(self, gpu) -> Route:
+        """The route of a collective across nodes over one rank per node (a hierarchical
+        split's middle leg): the GPU's rail NIC, at the NIC's share per GPU (not NVLink:
+        GPUDirect RDMA moves the bytes between the GPU and its NIC over PCIe)."""
+        key = ("nic_route", gpu.id)
+        route = self.prices.get(key)
+        if route is None:
+            phys: Cluster = self.physical
+            gpn = phys.gpus_per_node
+            nics = phys.nics_per_node or gpn
+            rail = (gpu.id % gpn) * nics // gpn
+            route = self.prices[key] = Route(
+                {("nic", gpu.id // gpn, rail): (1.0, phys.nic.bandwidth_Bps)},
+                phys.nic_per_gpu_Bps)
+        return route
+
+    def _ring_fused(self, run: _Run):
+        """A ring-fused collective: NCCL's ring plan on the group's route, then the
+        computation the ring does not hide (cost_model.ops.network_fused)."""
+        s, gpu = run.s, run.gpu
+        name = f"{s.name} = {s.op}"
+        priced = self._priced(("ring_fused", id(s)), lambda: ring_fused_plan(self.ctx, s))
+        if priced is None:  # one rank: no ring, the fused kernel alone
+            yield from self._fused(gpu, s, name, run.scale, run.sm_cap)
+            return
+        plan, tail_s = priced
+        take = yield from self._take_sms(gpu, int(plan.channels) or 1)
+        yield self.env.timeout(float(plan.fixed_s))
+        steps = int(plan.steps)
+        step_s = float(plan.step_s) * run.scale * gpu.link_factor * self.draw.jitter()
+        if steps and self.reduced:
+            batches = min(steps, MAX_STEP_EVENTS)
+            uses = self._uses(gpu, run.g)
+            for b in range(batches):
+                n = steps // batches + (1 if b < steps % batches else 0)
+                yield from self._hold(gpu, "link", n * step_s, name, uses)
+        elif steps:
+            P = self._priced(("group_size", run.g), lambda: self.ctx.group_size(run.g))
+            yield from self._meet(run.g, run.r, P, gpu, run.key, "ring", steps, step_s, name)
+        yield gpu.sms.put(take)
+        if tail_s:
+            yield from self._hold(gpu, "hbm", float(tail_s) * run.scale * gpu.compute_factor,
+                                  name)

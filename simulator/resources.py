@@ -1,0 +1,110 @@
+"""What one simulation holds: the resources of each simulated GPU (`_Gpu`), what several
+simulations on one cluster share (`Shared`), a collective's meeting of ranks in the full mode
+(`_Meeting`), one statement to run (`_Run`), the halves of a fused kernel's traffic
+(`FusedCopy`), and the granularity constants of the model."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from cost_model.hardware import Cluster
+from simulator.network import Network
+from simulator.variability import Draw
+from workbench import ir
+from workbench.types import Group
+
+# Ranks above which simulate() reduces by symmetry unless told otherwise.
+FULL_RANK_LIMIT = 16
+# Computation kernels are cut into this many chunks (thread-block waves, coarsely) so that
+# overlapped kernels interleave on HBM at this granularity.
+COMPUTE_CHUNKS = 8
+# Most events one reduced collective may cost: identical ring steps are batched beyond this.
+MAX_STEP_EVENTS = 64
+# Chunks of a fused collective kernel's pipeline (load -> compute -> store).
+FUSED_CHUNKS = 8
+# Up to this many simulated ranks the timeline has a row per computation chunk and ring
+# step; above it one row per kernel and collective (the timeline would outgrow the run).
+DETAIL_RANKS = 64
+
+
+class _Gpu:
+    """The resources of one simulated GPU."""
+
+    def __init__(self, env: simpy.Environment, cluster: Cluster, gpu_id: int,
+                 compute_factor: float = 1.0, link_factor: float = 1.0):
+        self.id = gpu_id
+        self.compute_factor = compute_factor  # a straggler's slowdown (simulator.variability)
+        self.link_factor = link_factor  # a degraded link's
+        self.link = simpy.Resource(env, capacity=1)
+        self.hbm = simpy.Resource(env, capacity=1)
+        self.sms = simpy.Container(env, capacity=cluster.gpu.sm_count,
+                                   init=cluster.gpu.sm_count)
+        self.busy = {"link": 0.0, "hbm": 0.0}
+
+
+@dataclass(frozen=True)
+class FusedCopy:
+    """The load (reduce-scatter) or store (all-gather, send) half of a fused kernel's parts."""
+
+    full: object
+    rs: bool
+
+    @property
+    def parts(self):
+        """The fused kernel's parts with only this half's link traffic."""
+        if self.rs:
+            return dataclasses.replace(self.full, ag_nbytes=0, send_nbytes=0)
+        return dataclasses.replace(self.full, rs_nbytes=0)
+
+
+@dataclass(slots=True)
+class Shared:
+    """What the simulations of several programs on one cluster share (simulator.mesh): the
+    SimPy environment, the network, the physical cluster, its GPUs by id as they are created,
+    the timeline, the variability draw, and `placement(group, rank) -> GPU id`."""
+
+    env: simpy.Environment
+    network: Network
+    cluster: Cluster
+    placement: Callable[[Group, int], int]
+    draw: Draw
+    rows: list = field(default_factory=list)
+    gpus: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Meeting:
+    """The ranks of one collective in the full simulation: when each arrived, its step
+    time, and, once all have, every rank's finish (and per-step starts for the timeline)."""
+
+    arrive: np.ndarray
+    step_s: np.ndarray
+    done: simpy.Event
+    count: int = 0
+    finish: np.ndarray | None = None
+    starts: np.ndarray | None = None
+    done_at: float = 0.0  # when the last rank arrived
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One statement to run on rank `r` of group `g` (GPU `gpu`): its event key and timeline
+    name, the share of its data it runs (`scale`: a chunk of an overlap), the SMs it leaves
+    to a concurrent consumer or may take at most (`sm_cap`), and whether the host paid its
+    issue cost (`host_paid`)."""
+
+    g: Group
+    r: int
+    gpu: _Gpu
+    s: ir.Stmt
+    key: object
+    name: str
+    scale: float = 1.0
+    leave_sms: int = 0
+    host_paid: bool = False
+    sm_cap: int | None = None
