@@ -25,6 +25,9 @@ from codegen.spec import Assign, KernelSpec, Load, NormAcc, Param, Push, Store, 
 from workbench import ir
 from workbench.types import Sliced, TensorType
 
+# What a fused kernel accumulates for ReduceTensor(op, x), by op (Prod stays unfused).
+REDUCE_TENSOR_ACC = {ir.ReduceOp.Sum: "sum", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min"}
+
 
 class KernelBuilder:
     """Collects the params, loads, statements and stores of one kernel over a domain."""
@@ -279,10 +282,14 @@ class KernelBuilder:
         self.regs[out.name] = var
         loc = result_loc(self.pl, leaf, index, what)
         if loc is not None:
-            self._unchunked(f"'{out.name}' stored in memory")
+            offset = loc.offset
+            if self.chunks > 1 and not isinstance(self.domain.layout, Sliced):
+                offset = loc.offset + self.slice_base  # this launch's rows of a whole tensor
+            else:
+                self._unchunked(f"'{out.name}' stored in memory")
             self.pl.locs[out.name] = loc
             ptr = self.buf_param(loc.buffer, const=False)
-            self.stores.append(Store(var, c_type_of(out.type), ptr, self._c(loc.offset)))
+            self.stores.append(Store(var, c_type_of(out.type), ptr, self._c(offset)))
 
     def gathered(self, leaf: ir.Stmt, index: int) -> tuple[Loc, bool]:
         """A fused AllGather of a value computed in the kernel: where the gathered tensor
@@ -336,11 +343,16 @@ class KernelBuilder:
         return mangle(spec)
 
     def norm(self, leaf: ir.Stmt) -> None:
-        """First phase of Norm(x) in this kernel: per-block f64 sums of squares of x into a
-        partials buffer; the norm's value exists only after a finishing step (finish_step)."""
+        """First phase of Norm(x) or ReduceTensor(op, x) in this kernel: per-block f64 partials
+        (sums of squares; sums, maxima or minima) of x into a partials buffer; the value exists
+        only after a finishing step (finish_step), across ranks when x is Sliced."""
         out, x = leaf.out, leaf.op.x
         what = f"statement {out.name} ({leaf.op})"
-        self._unchunked(f"the norm {out.name}")
+        acc = "norm" if isinstance(leaf.op, ir.Norm) else REDUCE_TENSOR_ACC.get(leaf.op.op)
+        if acc is None:
+            raise fault(f"{what}: a reduction in a fused kernel must be Sum, Max or Min, got "
+                        f"{leaf.op.op}; leave it out of the fusion")
+        self._unchunked(f"the reduction {out.name}")
         if not ir.proven_equal(self.pl.local_numel(x), self.extent):
             raise fault(f"{what}: a norm in a kernel must cover the kernel's domain of "
                         f"{self.extent} elements per rank, got {self.pl.types[x]}")
@@ -351,9 +363,9 @@ class KernelBuilder:
         partials = f"partials_{c_ident(out.name)}"
         self.pl.add_buffer(partials, "f64", sympy.Integer(MAX_BLOCKS), peer=cross)
         ptr = self.buf_param(partials, const=False)
-        self.norms.append(NormAcc(var, (ptr,), MAX_BLOCKS))
+        self.norms.append(NormAcc(var, (ptr,), MAX_BLOCKS, op=acc))
         self.pl.locs[out.name] = self.pl.new_buffer(out.name, 1)
-        self.pending.append((out.name, partials, cross))
+        self.pending.append((out.name, partials, cross, acc))
 
     def vec_types(self) -> list[str]:
         """C types of the per-element loads and stores (they set the vector width)."""

@@ -22,7 +22,7 @@ from workbench.types import Sliced
 def fused_phases(leaves: list[ir.Stmt]) -> list[int]:
     """Launch index of each leaf of a fused region: a leaf that reads a norm runs one launch
     after the norm's partial sums (the grid-wide, cross-GPU reduction sits in between)."""
-    return phases_after(leaves, ir.Norm)
+    return phases_after(leaves, (ir.Norm, ir.ReduceTensor))
 
 
 def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
@@ -128,14 +128,14 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
                 raise fault(f"{what}: a fused Slice must view a tensor in memory, got "
                             f"'{lop.x}' computed in the kernel")
             pl.locs[leaf.out.name] = slice_loc(pl, leaf, what)
-        elif isinstance(lop, ir.Norm):
+        elif isinstance(lop, (ir.Norm, ir.ReduceTensor)):
             kb.norm(leaf)
         elif isinstance(lop, ir.Send) and op.kind == "send":
             send_store(kb, leaf, what)
         else:
             raise fault(f"{what}: a fused collective may hold ReduceScatter, Reduce, Compute, "
-                        f"Update, Slice, Norm, AllGather and Broadcast (and a fused Send its "
-                        f"Send), got {lop}")
+                        f"Update, Slice, Norm, ReduceTensor, AllGather and Broadcast (and a "
+                        f"fused Send its Send), got {lop}")
     extra, flags_name = [], ""
     if collective or rooted:
         flags_name = f"flags_{c_ident(stmt.name.split(',')[0])}{tag}"
@@ -144,6 +144,10 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
                  for k in range(pl.P)]
         extra.append(Param("epoch", "uint32_t epoch", "epoch"))
     kind, template = "collective", "fused_collective.cu.j2"
+    if not (collective or rooted) and op.kind != "send":
+        # A launch of computation only (what reads a ReduceTensor's or a norm's cross-rank
+        # value, with no gather after it): a streaming kernel, no barriers.
+        kind, template = "elementwise", "elementwise.cu.j2"
     if op.kind == "send":
         kind, template = "send", "fused_send.cu.j2"
         extra += send_signal_params(kb, leaves, what)

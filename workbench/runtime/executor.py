@@ -35,6 +35,7 @@ from codegen.spec import THREADS
 from workbench.runtime.chunked import (
     CopyEnginesRun,
     OverlapRun,
+    by_root_pieces,
     collective_blocks_per_sm,
     elementwise_grid,
     nccl_chunk,
@@ -234,6 +235,8 @@ class PlanRun:
         else:
             check_chunk_rows(step.stmt, self._int(step.rows), step.per, step.chunks)
             producer = self._prepare(step.producer)
+        if isinstance(step.consumer, GemmStep):  # AllGather -> MatMul (chunked by root)
+            return OverlapRun(self, step, producer, Gemm(self, step.consumer))
         consumer = self._prepare(step.consumer)
         if consumer[0] == "kernel" and isinstance(step.producer, GemmStep):
             consumer = (*consumer[:3], overlap_blocks(consumer[3]), *consumer[4:])
@@ -313,6 +316,12 @@ class PlanRun:
     def nccl(self, item, stream: int = 0, chunk: int | None = None, chunks: int = 1) -> None:
         """Enqueue a prepared NCCL step, or its part of chunk `chunk` of `chunks`."""
         _, step, src, dst, count = item
+        if chunk is not None and step.by_root:
+            for op, s, d, n, root in by_root_pieces(step.op, src, dst, count, step.dtype, chunk,
+                                                    chunks, self.P, self.local):
+                self.gpu.collective(op, step.reduce or "", s, d, n, step.dtype, root=root,
+                                    stream=stream)
+            return
         if chunk is not None:
             src, dst, count = nccl_chunk(step.op, src, dst, count, step.dtype, chunk, chunks,
                                          self.P)

@@ -212,6 +212,12 @@ class Overlap(Transform):
                                    "got no dependency; there is nothing to pipeline")
         if not any(isinstance(s.op, ir.COMMUNICATION_OPS) for s in cons.leaves()):
             raise IllegalTransform(f"{who}: the consumer must communicate, got {cons.op}")
+        form = overlap_form(prod, cons)
+        if form is None:
+            raise IllegalTransform(
+                f"{who}: the pair must be one of the overlaps the backends run "
+                f"({OVERLAP_FORMS_TEXT}), got {_kind_text(prod)} then {_kind_text(cons)}; "
+                "overlap another pair or leave them sequential")
         stmts = Fuse._make_contiguous(program, [i, j], who)
         k = stmts.index(prod)
         region = ir.Stmt(prod.outs + cons.outs, ir.Overlapped(self.chunks, (prod, cons)),
@@ -283,3 +289,74 @@ class DeadCodeElimination(Transform):
     def rewrite(self, program):
         return dead_code_eliminated(program)
 
+
+
+# ---------------------------------------------------------------- overlap forms
+# What an Overlapped region may hold: the pairs every backend runs chunk by chunk (codegen's
+# overlap_steps dispatches on the same names, so an overlap that `check` accepts is generated).
+
+
+def _kind_text(stmt: ir.Stmt) -> str:
+    op = stmt.op
+    if isinstance(op, ir.Fused):
+        return f"a fused {op.kind}" + (" with axis reductions" if _has_rows(stmt) else "")
+    return type(op).__name__
+
+
+def _has_rows(stmt: ir.Stmt) -> bool:
+    return any(isinstance(s.op, ir.ReduceAxis) for s in stmt.leaves())
+
+
+def _elementwise(stmt: ir.Stmt) -> bool:
+    """Compute/Update, or a fused compute region of them (one streaming kernel)."""
+    op = stmt.op
+    if isinstance(op, ir.ELEMENTWISE_OPS):
+        return True
+    return (isinstance(op, ir.Fused) and op.kind == "compute"
+            and all(isinstance(s.op, ir.ELEMENTWISE_OPS) for s in op.body))
+
+
+def overlap_form(prod: ir.Stmt, cons: ir.Stmt) -> str | None:
+    """The name of the overlap a producer/consumer pair makes, or None where no backend
+    pipelines it:
+
+    matmul-allreduce        MatMul; AllReduce of its output, or a fused AllReduce (also one
+                            holding axis reductions: AllReduce + residual + LayerNorm)
+    matmul-reducescatter    MatMul; ReduceScatter of its output over rows (sequence parallel)
+    allgather-matmul        AllGather over rows; a MatMul of what it gathered (sequence
+                            parallel: the matmul starts on the first rank's rows)
+    compute-collective      an elementwise kernel; an AllReduce, Broadcast or Reduce of its
+                            output (a parameter server's update and its Broadcast)
+    allreduce-send          AllReduce; a fused Send of what reads it (pipeline)
+    send-allgather          a fused Send; an AllGather of what it sent (pipeline)
+    """
+    pop, cop = prod.op, cons.op
+    outs = {v.name for v in prod.outs}
+    if isinstance(pop, ir.MatMul):
+        if isinstance(cop, ir.Fused) and cop.kind == "allreduce":
+            return "matmul-allreduce"
+        if isinstance(cop, ir.AllReduce) and cop.x in outs and cop.sub is None:
+            return "matmul-allreduce"
+        if isinstance(cop, ir.ReduceScatter) and cop.x in outs and cop.dim == 0 \
+                and cop.sub is None:
+            return "matmul-reducescatter"
+        return None
+    if isinstance(pop, ir.AllGather) and isinstance(cop, ir.MatMul) and cop.a in outs \
+            and pop.sub is None:
+        return "allgather-matmul"
+    if _elementwise(prod) and isinstance(cop, (ir.AllReduce, ir.Broadcast, ir.Reduce)) \
+            and cop.x in outs and getattr(cop, "sub", None) is None:
+        return "compute-collective"
+    if isinstance(pop, ir.AllReduce) and isinstance(cop, ir.Fused) and cop.kind == "send":
+        return "allreduce-send"
+    if (isinstance(pop, ir.Fused) and pop.kind == "send" and isinstance(cop, ir.AllGather)
+            and cop.x == prod.outs[-1].name):
+        return "send-allgather"
+    return None
+
+
+OVERLAP_FORMS_TEXT = ("a MatMul then an AllReduce, a fused AllReduce or a ReduceScatter of its "
+                      "output; an AllGather then a MatMul of what it gathered; an elementwise "
+                      "kernel then an AllReduce, Broadcast or Reduce of its output; an "
+                      "AllReduce then a fused Send; a fused Send then an AllGather of what it "
+                      "sent")
