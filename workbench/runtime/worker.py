@@ -28,9 +28,17 @@ from workbench.runtime.comm import rank_env
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
 from workbench import interpreter, ir
-from workbench.errors import RuntimeFault
+from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import load
 from workbench.types import Sliced
+
+
+def _applied(schedule):
+    """The scheduled program, or the WorkbenchError that says why the schedule is illegal."""
+    try:
+        return schedule.apply()
+    except WorkbenchError as e:
+        return e
 
 
 def log(rank: int, msg: str) -> None:
@@ -196,7 +204,7 @@ def main(job_path: str) -> int:
         original = pf.program
         wanted = entry.get("schedules", ["all"])
         scheds = [(n, s) for n, s in pf.schedules.items() if "all" in wanted or n in wanted]
-        programs = [("unscheduled", original)] + [(n, s.apply()) for n, s in scheds]
+        programs = [("unscheduled", original)] + [(n, _applied(s)) for n, s in scheds]
         # A pipeline's stages split the world: P ranks per stage, stage-major.
         stages = len(stage_order(original))
         P = stage_split(world, stages, entry["spec"])
@@ -226,6 +234,12 @@ def main(job_path: str) -> int:
                 n_full = interpreter.concrete(length, interpreter.bind_sizes(original, sizes))
             for name, program in programs:
                 rec = dict(base, schedule=name, kind="workbench")
+                if isinstance(program, WorkbenchError):  # an illegal schedule: its row, as
+                    # simulate shows it; the other schedules go on
+                    rec.update(check=f"illegal: {program}", median_ms=None)
+                    records.append(rec)
+                    log(rank, f"  {name}: illegal ({program})")
+                    continue
                 try:
                     plan = lower(program, P, collective_unroll=job.get("unroll", 1),
                                  collective_mode=job.get("mode", "pull"))
