@@ -62,6 +62,7 @@ from cost_model.ops import (
     work_s,
 )
 from simulator import rings
+from simulator.alltoall import run_all_to_all
 from simulator.network import Network, Route
 from simulator.variability import Draw, Variability
 from workbench import ir
@@ -768,6 +769,7 @@ RUN_RULES: dict[type, Callable[[Simulation, _Run], Generator]] = {
     ir.Broadcast: Simulation._run_collective,
     ir.Reduce: Simulation._run_collective,
     ir.Send: Simulation._run_send,
+    ir.AllToAll: run_all_to_all,
     ir.Fused: Simulation._run_fused,
     ir.Overlapped: Simulation._run_overlapped,
 }

@@ -5,6 +5,7 @@ and a CUDA/NCCL backend. `from workbench import *` gives the DSL."""
 from workbench.dsl import (
     AllGather,
     AllReduce,
+    AllToAll,
     Broadcast,
     Cast,
     Compute,
@@ -67,8 +68,8 @@ from workbench.types import (
 )
 
 __all__ = [
-    "AllGather", "AllReduce", "Broadcast", "Cast", "Compute", "Dropout", "Group", "Local",
-    "MatMul", "Max", "Mean", "Min", "Norm", "P", "Pipeline", "Prod", "Program", "Reduce",
+    "AllGather", "AllReduce", "AllToAll", "Broadcast", "Cast", "Compute", "Dropout", "Group",
+    "Local", "MatMul", "Max", "Mean", "Min", "Norm", "P", "Pipeline", "Prod", "Program", "Reduce",
     "ReduceScatter", "ReduceTensor", "Replicated", "Scalar", "Send", "Size", "Sliced", "Stage",
     "Sum", "Tensor", "Update", "Variable", "WORLD", "WorkbenchError", "bfloat16", "erf", "exp",
     "float16", "float32", "gelu", "gelu_tanh", "int32", "layer_norm", "log", "maximum", "minimum",

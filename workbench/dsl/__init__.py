@@ -30,6 +30,7 @@ from workbench.dsl.nn import (  # noqa: F401
 from workbench.dsl.ops import (  # noqa: F401
     AllGather,
     AllReduce,
+    AllToAll,
     Broadcast,
     Cast,
     Compute,

@@ -139,6 +139,13 @@ def Send(x, to: Group, name: str | None = None) -> StmtNode:
     return _stmt(lambda a: ir.Send(a[0], to), [x], [False], name)
 
 
+def AllToAll(x, dim: int = 0, name: str | None = None) -> StmtNode:
+    """Exchange blocks: each rank splits its Local x into P equal blocks along `dim`, sends
+    block j to rank j and keeps what rank s sent as its block s (an MoE dispatch or combine;
+    each destination gets the same count, fixed when the program is traced)."""
+    return _stmt(lambda a: ir.AllToAll(a[0], dim), [x], [False], name)
+
+
 def MatMul(a, b, name: str | None = None) -> StmtNode:
     """a @ b with Megatron's layout rules (see ir.MatMul)."""
     return _stmt(lambda n: ir.MatMul(n[0], n[1]), [a, b], [False, False], name)

@@ -273,6 +273,13 @@ def _run_send(m: _Machine, op: ir.Send, t, P: int, dt) -> list[np.ndarray]:
     return [a.copy() for a in m.env[op.x]]
 
 
+def _run_all_to_all(m: _Machine, op: ir.AllToAll, t, P: int, dt) -> list[np.ndarray]:
+    """Rank r's block s is rank s's block r (blocks: P equal parts of dim `op.dim`)."""
+    blocks = [np.split(a, P, axis=op.dim) for a in m.env[op.x]]
+    return [np.concatenate([blocks[s][r] for s in range(P)], axis=op.dim).astype(dt)
+            for r in range(P)]
+
+
 def _run_matmul(m: _Machine, op: ir.MatMul, t, P: int, dt) -> list[np.ndarray]:
     with np.errstate(over="ignore"):  # an f16 result may overflow: first_nonfinite says where
         return [np.matmul(m.env[op.a][r].astype(np.float32),
@@ -316,6 +323,7 @@ INTERPRETER_RULES: dict[type, InterpreterRule] = {
     ir.Reduce: _run_reduce,
     ir.Slice: _run_slice,
     ir.Send: _run_send,
+    ir.AllToAll: _run_all_to_all,
     ir.MatMul: _run_matmul,
     ir.ReduceTensor: _run_reduction,
     ir.Norm: _run_reduction,

@@ -56,6 +56,7 @@ from workbench.ir.ops import (  # noqa: F401
     REGION_OPS,
     AllGather,
     AllReduce,
+    AllToAll,
     Broadcast,
     Compute,
     Fused,

@@ -1,5 +1,6 @@
 """The IR's communication ops, one frozen class each with its result-type rule: the
-collectives over a group (or a node-level sub-group) and the pipeline's Send."""
+collectives over a group (or a node-level sub-group), the all-to-all exchange of MoE layers,
+and the pipeline's Send."""
 
 from __future__ import annotations
 
@@ -205,3 +206,33 @@ class Send:
 
     def __str__(self):
         return f"Send({self.x}, to={self.dst.name})"
+
+
+@dataclass(frozen=True, slots=True)
+class AllToAll:
+    """Each rank splits its Local tensor into P equal blocks along `dim` and sends block j to
+    rank j, which stores what rank s sent as its block s: an MoE layer's dispatch (tokens to
+    the rank of their expert, routed with per-destination counts fixed at trace time: the
+    capacity of each expert) and its combine (the same exchange back). Local -> Local, same
+    shape; `dim` must divide by the group size (the verifier asks for the proof).
+    """
+
+    x: str
+    dim: int = 0
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return AllToAll(m.get(self.x, self.x), self.dim)
+
+    def infer(self, env, what):
+        t = env[self.x]
+        require_layout(what, t, (LocalLayout,), "each rank exchanges its own blocks")
+        if not 0 <= self.dim < t.rank:
+            raise ShapeError(f"{what}: dim must be in [0, {t.rank}) for a tensor of rank "
+                             f"{t.rank}, got {self.dim}")
+        return t
+
+    def __str__(self):
+        return f"AllToAll({self.x}" + (f", dim={self.dim})" if self.dim else ")")

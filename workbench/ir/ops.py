@@ -9,6 +9,7 @@ import typing
 from workbench.ir.communication import (  # noqa: F401
     AllGather,
     AllReduce,
+    AllToAll,
     Broadcast,
     Reduce,
     ReduceScatter,
@@ -27,13 +28,13 @@ from workbench.ir.computation import (  # noqa: F401
 from workbench.ir.regions import FUSED_KINDS, REGION_OPS, Fused, Overlapped  # noqa: F401
 
 Op = (Compute | Update | AllReduce | ReduceScatter | AllGather | Broadcast | Reduce | Send
-      | Slice | MatMul | ReduceTensor | Norm | ReduceAxis | Fused | Overlapped)
+      | AllToAll | Slice | MatMul | ReduceTensor | Norm | ReduceAxis | Fused | Overlapped)
 # Every op class: each layer's rule table has an entry for each (tests check it), so a new op
 # joins the Op union above and then one table per layer.
 OP_CLASSES: tuple[type, ...] = typing.get_args(Op)
 
 
-COMMUNICATION_OPS = (AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send)
+COMMUNICATION_OPS = (AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send, AllToAll)
 
 
 ELEMENTWISE_OPS = (Compute, Update)

@@ -84,6 +84,9 @@ def comm_bytes(program, sizes: dict, P: int) -> int:
             nbytes = interpreter.concrete(t.nbytes(), bound)
             factor = 2 if isinstance(op, ir.AllReduce) else 1
             total += factor * (P - 1) / P * nbytes
+        elif isinstance(op, ir.AllToAll):  # each rank keeps 1/P of its buffer
+            nbytes = interpreter.concrete(types[op.x].nbytes(), bound)
+            total += (P - 1) / P * nbytes
         elif isinstance(op, ir.Send):
             t = types[op.x]
             nbytes = interpreter.concrete(t.nbytes(), bound)
