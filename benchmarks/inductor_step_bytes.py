@@ -1,4 +1,4 @@
-"""What Inductor makes of the torch-op optimizer steps that benchmarks/gpu/torch17_optimizers.py
+"""What Inductor makes of the torch-op optimizer steps that benchmarks/gpu/optimizer_steps.py
 times under torch.compile: the fused kernels and the bytes per element each reads and writes.
 CPU only (Inductor's scheduler fuses the same way for its C++ and Triton backends; the
 kernels' pointer arguments say what they load and store).
@@ -6,7 +6,7 @@ kernels' pointer arguments say what they load and store).
     python benchmarks/inductor_step_bytes.py [adam-mixed adam sgd ...]
 
 Prints, per case, each generated kernel's inputs and outputs by dtype and the total bytes per
-element, beside the copy floor's bytes of torch17_optimizers.CASES (GPU run 22's question:
+element, beside the copy floor's bytes of optimizer_steps.CASES (GPU run 22's question:
 does the compiled mixed-precision step move the bytes the generated kernel moves?).
 """
 
@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     from torch._inductor.utils import run_and_get_code
 
     spec = importlib.util.spec_from_file_location(
-        "torch17", ROOT / "benchmarks/gpu/torch17_optimizers.py")
+        "optimizer_steps", ROOT / "benchmarks/gpu/optimizer_steps.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     cases = (argv if argv is not None else sys.argv[1:]) or ["adam-mixed", "adam"]

@@ -39,9 +39,22 @@ def split_spec(spec: str) -> tuple[Path, str]:
     return Path(path), attr
 
 
+def shipped_study(path: Path) -> Path:
+    """`path` itself, or, when no such file exists and it names a shipped study
+    (`studies/adam.py`), that study's file in the installed `studies` package: so the README's
+    commands run from any folder, with a wheel as with a checkout."""
+    if path.is_file() or path.parent.name != "studies" or len(path.parts) != 2:
+        return path
+    from importlib.resources import files  # resources of the package, no import of a study
+
+    installed = Path(str(files("studies") / path.name))
+    return installed if installed.is_file() else path
+
+
 def load(spec: str) -> ProgramFile:
     """Run a program file and return what it defines; errors name the file and the fix."""
     path, attr = split_spec(spec)
+    path = shipped_study(path)
     if not path.is_file():
         raise ProgramFileError(
             f"program file must exist, got no file at {path}; check the path "

@@ -15,7 +15,7 @@ from workbench.errors import RuntimeFault
 
 HAS_NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
 
-# (id, program, schedule, P, collective mode): P = 1 (what torch17_optimizers.py times), pull
+# (id, program, schedule, P, collective mode): P = 1 (what optimizer_steps.py times), pull
 # and push at P > 1, a norm (LAMB), mixed precision (f16 vectors), an overlapped consumer.
 CASES = [
     ("adam-p1", "studies/adam.py", "fuse-rs-c-ag", 1, "pull"),

@@ -10,12 +10,12 @@ import sys
 
 import click
 
+from cost_model.hardware import load_hardware
 from workbench.cli.measure import calibrate, compile_and_measure
 from workbench.cli.report import report
 from workbench.cli.schedules import schedules
 from workbench.cli.simulate import resolve_sizes, simulate
 from workbench.cli.sweep import main as sweep
-from cost_model.hardware import load_hardware
 from workbench.errors import WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import check_size_names, load, parse_sets
@@ -26,6 +26,7 @@ PROGRAM_ARG = click.argument("program_file", metavar="PROGRAM.py[:NAME]")
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for errors.")
+@click.version_option(package_name="coconet-workbench", prog_name="workbench")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """Co-optimize computation and communication of distributed ML programs."""

@@ -40,14 +40,14 @@ from codegen.lower import lower
 from cost_model.calibration import (
     FUSED_BLOCKS_NBYTES,
 )
+from workbench.errors import RuntimeFault
+from workbench.loader import load
 from workbench.runtime.calibrate_copy_engines import copy_engines
 from workbench.runtime.calibrate_kernels import device, streams, streams_f16, torch_adam
 from workbench.runtime.calibrate_nccl import collectives, host_issue, p2p, runtime_nccl
 from workbench.runtime.calibrate_progress import log
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
-from workbench.errors import RuntimeFault
-from workbench.loader import load
 
 # The calibration programs are studies (package data of `studies`, read as files, not imported:
 # the runtime stays below the CLI, the only importer of studies).

@@ -1,8 +1,8 @@
-"""Markdown summary of benchmarks/gpu/run_ops15.sh's results: every workbench row (program,
+"""Markdown summary of benchmarks/gpu/run_kernel_ops.sh's results: every workbench row (program,
 sizes, schedule, time, check) of the compile-and-measure CSVs in RES, and the torch baselines
 of the MatMul + bias + GeLU epilogue beside the workbench's unfused and fused rows.
 
-    python3 benchmarks/gpu/ops15_summary.py RES > RES/ops15-summary.md
+    python3 benchmarks/gpu/kernel_ops_summary.py RES > RES/kernel-ops-summary.md
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pandas as pd
 
 
 def main(res: Path) -> None:
-    print("# Issue 15 on one GPU (benchmarks/gpu/run_ops15.sh)\n")
-    for stem in ("ops15-checks-thf", "ops15-checks-n", "ops15-mlp", "ops15-epilogue-megatron"):
+    print("# Issue 15 on one GPU (benchmarks/gpu/run_kernel_ops.sh)\n")
+    for stem in ("kernel-ops-checks-thf", "kernel-ops-checks-n", "kernel-ops-mlp", "kernel-ops-epilogue-megatron"):
         path = res / f"{stem}.csv"
         if not path.exists():
             print(f"## {stem}\n\nnot run (no {path.name})\n")
@@ -25,13 +25,13 @@ def main(res: Path) -> None:
                 if c in df.columns]
         print(f"## {stem}\n")
         print(df[cols].to_markdown(index=False, floatfmt=".3f"), "\n")
-    torch_csv = res / "ops15-epilogue-torch.csv"
+    torch_csv = res / "kernel-ops-epilogue-torch.csv"
     if torch_csv.exists():
         t = pd.read_csv(torch_csv)
         print("## MatMul + bias + GeLU-tanh, T=8192 H=12288 F=49152 f16: torch\n")
         print(t[["variant", "median_ms", "min_ms", "normwise_err_vs_eager", "device",
                  "torch"]].to_markdown(index=False, floatfmt=".4g"), "\n")
-        wb_csv = res / "ops15-epilogue-megatron.csv"
+        wb_csv = res / "kernel-ops-epilogue-megatron.csv"
         if wb_csv.exists():  # design note 54: the speedup against the fastest baseline
             w = pd.read_csv(wb_csv)
             fused = w[w.schedule == "fuse-mm-epilogue"].time_ms

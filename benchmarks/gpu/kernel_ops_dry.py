@@ -1,4 +1,4 @@
-"""The CPU-only part of benchmarks/gpu/run_ops15.sh (`run_ops15.sh dry`): given the arguments
+"""The CPU-only part of benchmarks/gpu/run_kernel_ops.sh (`run_kernel_ops.sh dry`): given the arguments
 of one compile-and-measure command of the GPU run, do everything that command does before it
 needs a GPU, so that a command that would fail on the GPU fails here first:
 
@@ -10,7 +10,7 @@ needs a GPU, so that a command that would fail on the GPU fails here first:
 4. unless --no-reference, run the reference interpreter on the run's random inputs at the
    job's sizes, with the reference-overflow check (design note 47).
 
-    python3 benchmarks/gpu/ops15_dry.py [--no-reference] -- COMPILE-AND-MEASURE ARGS...
+    python3 benchmarks/gpu/kernel_ops_dry.py [--no-reference] -- COMPILE-AND-MEASURE ARGS...
 
 Prints one line per program/schedule; exits 1 if anything failed.
 """

@@ -1,4 +1,4 @@
-"""benchmarks/gpu/ops15_dry.py (`run_ops15.sh dry`): one compile-and-measure command's arguments
+"""benchmarks/gpu/kernel_ops_dry.py (`run_kernel_ops.sh dry`): one compile-and-measure command's arguments
 checked on the CPU as the GPU run would check them. GPU run 23's part 1 named programs of
 different sizes in one command and stopped at once; the dry run must fail on that too."""
 
@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _dry():
-    spec = importlib.util.spec_from_file_location("ops15_dry",
-                                                  ROOT / "benchmarks/gpu/ops15_dry.py")
+    spec = importlib.util.spec_from_file_location("kernel_ops_dry",
+                                                  ROOT / "benchmarks/gpu/kernel_ops_dry.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -72,8 +72,8 @@ def _measure_commands(script: Path) -> list[list[str]]:
     return out
 
 
-def test_every_command_of_run_ops15_shares_its_sizes():
-    commands = _measure_commands(ROOT / "benchmarks/gpu/run_ops15.sh")
+def test_every_command_of_run_kernel_ops_shares_its_sizes():
+    commands = _measure_commands(ROOT / "benchmarks/gpu/run_kernel_ops.sh")
     assert len(commands) == 4  # part 1 in two size groups, part 2, part 3
     specs = []
     for args in commands:

@@ -1,7 +1,7 @@
 """One GPU (P = 1): each generated optimizer step against what a PyTorch user would run for
 the same update, and against the HBM floor (issue 17; design note 54).
 
-    torchrun --nproc_per_node=1 benchmarks/gpu/torch17_optimizers.py --out DIR \
+    torchrun --nproc_per_node=1 benchmarks/gpu/optimizer_steps.py --out DIR \
         [--log2n 24 26 28] [--reps 50] [--schedules fuse-rs-c-ag] \
         [--tuned-log2n 26 28] [--tuned-knobs 1,2,32 1,2,16,stream 1,2,32,stream 1,1,32,stream]
 
@@ -25,7 +25,7 @@ Times: CUDA events around each call, 5 warm-up calls, `--reps` calls, the median
 the GPU idle at the start event (the host's issue of the call inside the time: Python,
 guards, launches; what a launch-bound step costs) and with the GPU busy on a spin kernel while
 the host issues it (the device's time alone: what a step queued behind backward costs), plus
-the host issue time of the call. Writes DIR/torch17_optimizers.csv and .md (per case and size:
+the host issue time of the call. Writes DIR/optimizer_steps.csv and .md (per case and size:
 the generated step, the fastest torch baseline and its speedup, every baseline, the copy
 floor and how far from it, in both timings).
 """
@@ -396,7 +396,7 @@ def times(t: tuple) -> dict:
 
 
 def write(out: Path, rows: list[dict], device: str, version: str) -> None:
-    with open(out / "torch17_optimizers.csv", "w", newline="") as f:
+    with open(out / "optimizer_steps.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["case", "log2n", "variant", "median_ms", "device_ms",
                                           "host_us", "check"])
         w.writeheader()
@@ -413,7 +413,7 @@ def write(out: Path, rows: list[dict], device: str, version: str) -> None:
     lines += ["", "## The GPU busy while the host issues the call (device time alone; host "
               "issue: median us of the Python call)", ""]
     lines += _table(rows, "device_ms")
-    (out / "torch17_optimizers.md").write_text("\n".join(lines) + "\n")
+    (out / "optimizer_steps.md").write_text("\n".join(lines) + "\n")
 
 
 def _table(rows: list[dict], col: str) -> list[str]:

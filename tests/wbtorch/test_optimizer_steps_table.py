@@ -1,4 +1,4 @@
-"""The issue-17 optimizer benchmark's tables (benchmarks/gpu/torch17_optimizers.py) on made-up
+"""The issue-17 optimizer benchmark's tables (benchmarks/gpu/optimizer_steps.py) on made-up
 rows, CPU only: each table picks the fastest generated and torch rows by its own timing (GPU
 idle at the start, or device time alone), and a failed or untimed row is left out."""
 
@@ -11,7 +11,7 @@ from conftest import ROOT
 
 def _bench():
     spec = importlib.util.spec_from_file_location(
-        "torch17_optimizers", ROOT / "benchmarks/gpu/torch17_optimizers.py")
+        "optimizer_steps", ROOT / "benchmarks/gpu/optimizer_steps.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -30,7 +30,7 @@ def test_each_table_uses_its_own_timing(tmp_path):
             dict(row, variant="torch fused", **b.times((0.347, 0.180, 150.0)), check=""),
             dict(row, variant="torch compile", **b.times((0.329, 0.200, 60.0)), check="")]
     b.write(tmp_path, rows, "GPU", "2.x")
-    text = (tmp_path / "torch17_optimizers.md").read_text()
+    text = (tmp_path / "optimizer_steps.md").read_text()
     idle, device = text.split("## The GPU busy")
     assert ("| adam | 2^24 | 0.220 (unroll 1, 2 blocks/SM) | 0.220 | 0.329 (compile) | 1.50x |"
             in idle)
@@ -38,7 +38,7 @@ def test_each_table_uses_its_own_timing(tmp_path):
     assert ("| adam | 2^24 | 0.190 (unroll 1, 2 blocks/SM) | 0.190 | 0.180 (fused) | 0.95x |"
             in device)
     assert "| 0.160 | 1.19 | 15, 150 |" in device
-    csv_text = (tmp_path / "torch17_optimizers.csv").read_text()
+    csv_text = (tmp_path / "optimizer_steps.csv").read_text()
     assert csv_text.splitlines()[0] == "case,log2n,variant,median_ms,device_ms,host_us,check"
 
 
@@ -60,7 +60,7 @@ def test_a_tuned_knob_shows_in_the_generated_column(tmp_path):
             dict(row, variant=tuned, **b.times((1.10, 1.060, 15.0)), check="0.0e+00"),
             dict(row, variant="torch compile", **b.times((1.24, 1.050, 200.0)), check="")]
     b.write(tmp_path, rows, "GPU", "2.x")
-    device = (tmp_path / "torch17_optimizers.md").read_text().split("## The GPU busy")[1]
+    device = (tmp_path / "optimizer_steps.md").read_text().split("## The GPU busy")[1]
     assert ("| sgd | 2^28 | 1.060 (unroll 1, 2 blocks/SM, 32-byte vectors, stream hints) | "
             "1.126 | 1.050 (compile) | 0.99x |" in device)
 

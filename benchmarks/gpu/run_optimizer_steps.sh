@@ -3,8 +3,8 @@
 # optimizer step against what PyTorch users run (design notes 50-54). From the repo root with
 # `.whl` carried (the pycuda sdist is built there unless a pycuda wheel is carried).
 # Aimed at under 8 minutes on one H100; every part has its own timeout, the most valuable first.
-#   usage: bash benchmarks/gpu/run_torch17.sh
-# 1. benchmarks/gpu/torch17_optimizers.py: sgd, sgd-momentum, adam, lamb, adam-mixed at
+#   usage: bash benchmarks/gpu/run_optimizer_steps.sh
+# 1. benchmarks/gpu/optimizer_steps.py: sgd, sgd-momentum, adam, lamb, adam-mixed at
 #    N = 2^24, 2^26, 2^28: generated fuse-rs-c-ag step (through the torch bridge, checked
 #    against the torch step) vs torch fused/foreach, torch.compile (one compile per size), and
 #    a D2D copy of the same HBM traffic (CUDA events, 5 warm-up, 50 reps, median; twice: the
@@ -21,7 +21,7 @@
 #    left to part 2, the 'auto' choice too);
 # 4. compile-and-measure at P = 1 (adam at N = 2^24; the model-parallel layer at
 #    T = H = 2048) with the torch.compile baselines and the headline over the fastest one.
-# Results: $RES/{torch17_optimizers.{csv,md,log},train_*.{json,log},train_compare.txt,
+# Results: $RES/{optimizer_steps.{csv,md,log},train_*.{json,log},train_compare.txt,
 #   pytest.txt,baselines-p1.*,mp-p1.*}
 # Exits non-zero when any part failed (each part still runs; the failed ones are named last).
 set -uo pipefail
@@ -38,11 +38,11 @@ install_wheels || exit 1
 ensure_pycuda || exit 1
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
 stamp "1. optimizer steps against torch fused/foreach, torch.compile and the copy floor"
-timeout 330 torchrun --nproc_per_node=1 benchmarks/gpu/torch17_optimizers.py --out "$RES" \
-  > "$RES"/torch17_optimizers.log 2>&1
-check $? "1. torch17_optimizers.py"
-grep -v "^  " "$RES"/torch17_optimizers.log | grep -iv warn | tail -8
-cat "$RES"/torch17_optimizers.md
+timeout 330 torchrun --nproc_per_node=1 benchmarks/gpu/optimizer_steps.py --out "$RES" \
+  > "$RES"/optimizer_steps.log 2>&1
+check $? "1. optimizer_steps.py"
+grep -v "^  " "$RES"/optimizer_steps.log | grep -iv warn | tail -8
+cat "$RES"/optimizer_steps.md
 stamp "2a. train_gpt, 200 steps, torch DDP + AdamW(fused) + torch.compile"
 timeout 100 torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer torch --steps 200 \
   --out "$RES"/train_torch.json > "$RES"/train_torch.log 2>&1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # P GPUs of one host (nvidia-h200-x2: P = 2), issue 17 beyond one GPU (design notes 50-54).
-# From the repo root with `.whl` carried.   usage: bash benchmarks/gpu/run_torch17_multi.sh P
+# From the repo root with `.whl` carried.   usage: bash benchmarks/gpu/run_optimizer_steps_multi.sh P
 # 1. examples/train_gpt.py, 200 steps, torchrun --nproc_per_node=P: torch DDP + AdamW(fused)
 #    against the workbench's DataParallelOptimizer (auto: per-bucket measured choice among the
 #    schedules in pull and push modes, 1 or 2 blocks/SM, and NCCL + torch), losses compared;
@@ -14,7 +14,7 @@
 #    symmetric-memory fused_matmul_reduce_scatter.
 # Exits non-zero when any part failed (each part still runs; the failed ones are named last).
 set -uo pipefail
-P=${1:?usage: run_torch17_multi.sh P}
+P=${1:?usage: run_optimizer_steps_multi.sh P}
 source "$(dirname "$0")/env.sh"
 pack_results
 failed=()
@@ -52,10 +52,10 @@ check $? "2. losses --tp vs torch"
 stamp "3. compile-and-measure with the compiled baselines"
 WB="python3 -m workbench.cli.main compile-and-measure --gpus $P --out $RES --hang-timeout 300"
 $WB studies/sgd.py studies/adam.py studies/adam.py:mixed studies/lamb.py studies/lamb.py:mixed \
-  --schedule fuse-rs-c-ag --set N=2**26 --set N=2**28 --name optimizers-torch17-h200x$P \
+  --schedule fuse-rs-c-ag --set N=2**26 --set N=2**28 --name optimizer-steps-h200x$P \
   2> "$RES"/optimizers.log | tee "$RES"/optimizers.txt | tail -40
 check $? "3. compile-and-measure optimizers"
-$WB studies/model_parallel.py --name mp-torch17-h200x$P 2> "$RES"/mp.log \
+$WB studies/model_parallel.py --name mp-steps-h200x$P 2> "$RES"/mp.log \
   | tee "$RES"/mp.txt | tail -12
 check $? "3. compile-and-measure model_parallel"
 grep -h "left out" "$RES"/*.log | head -5

@@ -1,0 +1,203 @@
+"""One command for the GPU benchmark suites (benchmarks/suites.toml holds them as data).
+
+    python benchmarks/harness.py --list
+    python benchmarks/harness.py optimizers rows --gpus 2 --out results/run1 [--quick]
+    python benchmarks/harness.py all --gpus 1 --out DIR --dry-run     # the commands, nothing run
+    python benchmarks/harness.py optimizers --gpus 2 --out DIR --wheels .whl   # offline install
+
+Run from the repository root on any machine with NVIDIA GPUs and the `gpu` extra installed
+(`pip install -e '.[gpu]'`), or with `--wheels DIR`, a folder of wheels (the workbench's and its
+dependencies') installed first with `pip --no-index`, for machines without a network. Each run
+goes to DIR/NAME.log (stdout and stderr), compile-and-measure writes its CSV/JSON into DIR, and
+DIR/manifest.json records the commit, the versions, every command with its environment, exit
+code and wall time. A run that fails or times out is recorded and the rest go on; the exit
+code is 1 when any failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITES_FILE = ROOT / "benchmarks" / "suites.toml"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One benchmark run of a suite: a compile-and-measure, or a command."""
+
+    suite: str
+    name: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    timeout_s: int = 600
+    min_gpus: int = 1
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named list of runs with what it measures."""
+
+    name: str
+    about: str
+    runs: tuple[dict, ...] = field(default_factory=tuple)
+
+
+class SuiteError(ValueError):
+    """A suite file or a suite name that is not as expected (exit 2)."""
+
+
+def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:
+    """The suites of `path`, each run checked for the fields it must have."""
+    data = tomllib.loads(path.read_text())
+    suites = {}
+    for name, body in data.get("suites", {}).items():
+        runs = tuple(body.get("runs", ()))
+        for run in runs:
+            if ("programs" in run) == ("command" in run):
+                raise SuiteError(f"run {name}/{run.get('name', '?')} in {path} must have exactly "
+                                 "one of `programs` or `command`; fix the suite file")
+        suites[name] = Suite(name, body.get("about", ""), runs)
+    return suites
+
+
+def plan_runs(suites: dict[str, Suite], names: list[str], gpus: int, out: Path,
+              quick: bool) -> list[Run]:
+    """The runs of the suites named (`all` for every one), commands filled in."""
+    unknown = [n for n in names if n != "all" and n not in suites]
+    if unknown:
+        raise SuiteError(f"suite must be one of {', '.join(suites)} or all, got "
+                         f"{', '.join(unknown)}; see --list")
+    chosen = list(suites) if "all" in names else names
+    fill = {"gpus": str(gpus), "out": str(out), "python": sys.executable}
+    runs = []
+    for suite in chosen:
+        for r in suites[suite].runs:
+            if "command" in r:
+                argv = tuple(a.format(**fill) for a in r["command"])
+            else:
+                sizes = r.get("quick_sizes", r.get("sizes", [])) if quick else r.get("sizes", [])
+                argv = (sys.executable, "-m", "workbench", "compile-and-measure",
+                        *r["programs"], "--gpus", str(gpus), "--out", str(out),
+                        "--name", f"{r['name']}-p{gpus}",
+                        *(a for s in sizes for a in ("--set", s)), *r.get("args", []))
+            runs.append(Run(suite, r["name"], argv, tuple(sorted(r.get("env", {}).items())),
+                            int(r.get("timeout_s", 600)), int(r.get("min_gpus", 1))))
+    return runs
+
+
+def commit() -> str:
+    """The checkout's commit, with `+dirty` when files differ from it."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+    head = git("rev-parse", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def versions() -> dict:
+    """Python, platform, and the GPU stack where it imports (torch, CUDA, NCCL, GPUs)."""
+    found = {"python": platform.python_version(), "platform": platform.platform()}
+    probe = ("import json, torch; print(json.dumps({'torch': torch.__version__, "
+             "'cuda': torch.version.cuda, 'gpus': [torch.cuda.get_device_name(i) for i in "
+             "range(torch.cuda.device_count())], 'nccl': '.'.join(map(str, "
+             "torch.cuda.nccl.version())) if torch.cuda.is_available() else None}))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    if done.returncode == 0:
+        found.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    return found
+
+
+def install_wheels(folder: Path) -> None:
+    """Offline install of the workbench and its `gpu` extra from a folder of wheels."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links",
+                    str(folder), "coconet-workbench[gpu]"], check=True)
+
+
+def execute(runs: list[Run], gpus: int, out: Path) -> list[dict]:
+    """Run each in turn (logs in out/NAME.log); a failure is recorded and the rest go on."""
+    records = []
+    for run in runs:
+        record = {"suite": run.suite, "name": run.name, "command": shlex.join(run.argv),
+                  "env": dict(run.env)}
+        if gpus < run.min_gpus:
+            record.update(status=f"skipped: needs {run.min_gpus} GPUs, got {gpus}")
+            records.append(record)
+            print(f"[{run.suite}/{run.name}] {record['status']}", flush=True)
+            continue
+        print(f"[{run.suite}/{run.name}] {record['command']}", flush=True)
+        t0 = time.monotonic()
+        with open(out / f"{run.name}.log", "w") as log:
+            try:
+                done = subprocess.run(run.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                      env={**os.environ, **dict(run.env)},
+                                      timeout=run.timeout_s)
+                record.update(status="ok" if done.returncode == 0 else "failed",
+                              returncode=done.returncode)
+            except subprocess.TimeoutExpired:  # run() kills the child; its group is its own
+                record.update(status=f"timed out after {run.timeout_s} s")
+        record["wall_s"] = round(time.monotonic() - t0, 1)
+        print(f"[{run.suite}/{run.name}] {record['status']} ({record['wall_s']} s)", flush=True)
+        records.append(record)
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The harness's command line; exit 0 all ran, 1 some failed, 2 bad input."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("suites", nargs="*", help="suite names, or `all`")
+    ap.add_argument("--gpus", type=int, default=1, help="ranks, one per GPU (default 1)")
+    ap.add_argument("--out", type=Path, default=None, help="results folder (created)")
+    ap.add_argument("--quick", action="store_true", help="each run's quick sizes")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    ap.add_argument("--list", action="store_true", help="list the suites and exit")
+    ap.add_argument("--wheels", type=Path, default=None,
+                    help="install the workbench[gpu] offline from this folder of wheels first")
+    args = ap.parse_args(argv)
+    try:
+        suites = load_suites()
+        if args.list or not args.suites:
+            for s in suites.values():
+                print(f"{s.name:16} {s.about}")
+            return 0
+        if args.gpus < 1:
+            raise SuiteError(f"--gpus must be at least 1, got {args.gpus}")
+        out = (args.out or Path("benchmark-results")).resolve()
+        runs = plan_runs(suites, args.suites, args.gpus, out, args.quick)
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for run in runs:
+            env = " ".join(f"{k}={v}" for k, v in run.env)
+            print(f"{run.suite}/{run.name}: {env + ' ' if env else ''}{shlex.join(run.argv)}")
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    if args.wheels:
+        install_wheels(args.wheels)
+    manifest = {"commit": commit(), "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                              time.gmtime()),
+                "command": shlex.join([sys.executable, *sys.argv]), "gpus": args.gpus,
+                "versions": versions()}
+    manifest["runs"] = execute(runs, args.gpus, out)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    failed = [r for r in manifest["runs"] if r["status"] not in ("ok",)
+              and not r["status"].startswith("skipped")]
+    print(f"{len(manifest['runs']) - len(failed)} of {len(manifest['runs'])} runs ok or skipped; "
+          f"manifest: {out / 'manifest.json'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""benchmarks/harness.py: the suites file is well formed, every compile-and-measure run names
+programs that load with sizes they have (the CLI's own front end, before any GPU work), every
+command's script exists, and bad input exits 2 with one message."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from conftest import ROOT
+
+from workbench.cli.measure import job_sizes
+
+spec = importlib.util.spec_from_file_location("harness", ROOT / "benchmarks/harness.py")
+harness = importlib.util.module_from_spec(spec)
+sys.modules["harness"] = harness
+spec.loader.exec_module(harness)
+
+SUITES = harness.load_suites()
+
+
+def _runs(quick: bool):
+    return harness.plan_runs(SUITES, ["all"], 2, ROOT / "out", quick)
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_every_measure_run_has_valid_programs_and_sizes(quick):
+    measured = [r for r in _runs(quick) if "compile-and-measure" in r.argv]
+    assert measured
+    for run in measured:
+        argv = list(run.argv)
+        first = argv.index("compile-and-measure") + 1
+        programs = argv[first:argv.index("--gpus")]
+        sets = tuple(argv[i + 1] for i, a in enumerate(argv) if a == "--set")
+        assert job_sizes(programs, sets), run.name
+
+
+def test_every_command_names_a_file_that_exists():
+    for run in _runs(False):
+        if "compile-and-measure" in run.argv:
+            continue
+        scripts = [a for a in run.argv if a.endswith(".py")]
+        assert scripts and all((ROOT / s).is_file() for s in scripts), run.name
+
+
+def test_dry_run_prints_every_run(capsys):
+    assert harness.main(["all", "--gpus", "1", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == sum(len(s.runs) for s in SUITES.values())
+
+
+def test_unknown_suite_and_bad_gpu_count_exit_2(capsys):
+    assert harness.main(["bogus", "--dry-run"]) == 2
+    assert "suite must be one of" in capsys.readouterr().err
+    assert harness.main(["allreduce", "--gpus", "0", "--dry-run"]) == 2
+    assert "--gpus must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_a_run_needing_more_gpus_is_skipped_and_recorded(tmp_path):
+    run = harness.Run("link", "probe", (sys.executable, "-c", "raise SystemExit(3)"),
+                      min_gpus=2)
+    failing = harness.Run("x", "fails", (sys.executable, "-c", "raise SystemExit(3)"))
+    records = harness.execute([run, failing], 1, tmp_path)
+    assert records[0]["status"] == "skipped: needs 2 GPUs, got 1"
+    assert records[1]["status"] == "failed" and records[1]["returncode"] == 3
