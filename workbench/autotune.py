@@ -32,7 +32,7 @@ from workbench.transforms import (
     Transform,
     transform_from_json,
 )
-from workbench.transforms.fusion import gathers_last
+from workbench.transforms.fusion import gathers_last, overlap_form
 from workbench.transforms.slicing import REORDERABLE
 from workbench.types import ReplicatedLayout
 from workbench.verify import fused_kind_of, verify
@@ -183,8 +183,8 @@ def _overlap_moves(program) -> list[Transform]:
             continue
         if not set(cons.op.operands()) & {v.name for v in prod.outs}:
             continue
-        if not any(isinstance(s.op, ir.COMMUNICATION_OPS) for s in cons.leaves()):
-            continue
+        if overlap_form(prod, cons) is None:
+            continue  # a pair no backend pipelines (Overlap refuses it)
         # Worth pipelining: a MatMul feeding a collective (model parallel), or transfers that
         # cross a stage boundary (pipeline parallel). A ReduceScatter overlapped with its own
         # AllGather is just an AllReduce, which the fused kernels already pipeline.

@@ -86,6 +86,8 @@ CASES = [
     ("parameter-server-overlap-c-bcast-p4", "studies/parameter_server.py", "overlap-c-bcast", 4),
     ("tp-attn-out-ln-overlap-p2", "tests/programs/users/tp_attn_out_layernorm.py",
      "overlap-mm-fuse-rs-c-ag", 2),
+    ("sequence-parallel-overlap-both-p2", "studies/sequence_parallel.py", "overlap-both", 2),
+    ("moe-fuse-swiglu-p4", "studies/moe.py", "fuse-swiglu", 4),
 ]
 
 

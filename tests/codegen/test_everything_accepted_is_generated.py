@@ -120,3 +120,26 @@ def test_chunks_by_root_cover_every_row_once_in_row_order(P, chunks):
                         covered[whole:whole + n] += 1
                     assert i * count * P // chunks <= whole < (i + 1) * count * P // chunks
         assert (covered == 1).all()
+
+
+@pytest.mark.parametrize("P", [1, 2, 4])
+def test_sequence_parallel_overlaps_keep_the_meaning_and_chunk_nccl_by_root(P):
+    pf = load(str(ROOT / "studies/sequence_parallel.py"))
+    program = pf.schedules["overlap-both"].apply()
+    assert_equivalent(pf.program, program, {"T": 16, "H": 8, "F": 16, "P": P}, seed=P)
+    overlaps = [s for s in lower(program, P).steps if isinstance(s, OverlapStep)]
+    gather, scatter = overlaps
+    assert gather.producer.op == "all_gather" and gather.producer.by_root
+    assert type(gather.consumer).__name__ == "GemmStep"
+    assert scatter.consumer.op == "reduce_scatter" and scatter.consumer.by_root
+    assert type(scatter.producer).__name__ == "GemmStep"
+
+
+def test_moe_lowers_to_two_nccl_all_to_alls_around_the_expert_gemms():
+    pf = load(str(ROOT / "studies/moe.py"))
+    steps = lower(pf.program, 4).steps
+    kinds = [s.op if isinstance(s, NcclStep) else type(s).__name__ for s in steps]
+    assert kinds[0] == "all_to_all" and "all_to_all" in kinds[1:]
+    assert kinds.count("GemmStep") == 3
+    assert_equivalent(pf.program, pf.schedules["fuse-swiglu"].apply(),
+                      {"T": 8, "H": 8, "F": 16, "P": 4})

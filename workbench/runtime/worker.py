@@ -166,7 +166,8 @@ def _meta(gpu, P: int, job: dict) -> dict:
 def _baseline_kind(program) -> tuple[str | None, str]:
     grad = program.inputs[0].type.dtype.name
     name = program.name
-    known = ("adam", "sgd", "lamb", "allreduce", "model_parallel", "pipeline")
+    known = ("adam", "sgd", "lamb", "allreduce", "model_parallel", "pipeline",
+             "sequence_parallel", "moe")
     return (name if name in known else None), grad
 
 

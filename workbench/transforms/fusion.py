@@ -186,7 +186,9 @@ class Overlap(Transform):
                                                     s_rs, ..., out = FusedAllreduce {...} }
 
     Preconditions: both are top-level statements, adjacent once statements that neither reads
-    are moved aside; the consumer reads the producer's output and communicates; chunks >= 2.
+    are moved aside; the consumer reads the producer's output; the pair is one of the forms
+    every backend runs (overlap_form: communication after computation, or an AllGather before
+    the MatMul that reads it); chunks >= 2.
     """
 
     producer: str
@@ -210,8 +212,10 @@ class Overlap(Transform):
         if not set(cons.op.operands()) & {v.name for v in prod.outs}:
             raise IllegalTransform(f"{who}: {cons.name} must read the output of {prod.name}, "
                                    "got no dependency; there is nothing to pipeline")
-        if not any(isinstance(s.op, ir.COMMUNICATION_OPS) for s in cons.leaves()):
-            raise IllegalTransform(f"{who}: the consumer must communicate, got {cons.op}")
+        if not any(isinstance(s.op, ir.COMMUNICATION_OPS)
+                   for s in (*prod.leaves(), *cons.leaves())):
+            raise IllegalTransform(f"{who}: the producer or the consumer must communicate, got "
+                                   f"{prod.op} then {cons.op}")
         form = overlap_form(prod, cons)
         if form is None:
             raise IllegalTransform(
