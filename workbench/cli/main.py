@@ -52,8 +52,16 @@ def show(program_file: str, schedule_name: str | None) -> None:
               help="The cluster whose GPU count P the default sizes must divide by.")
 @click.option("--nodes", type=int, default=1, show_default=True)
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
-              help="Bind a size over the file's `sizes`, as simulate does.")
-def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...]) -> None:
+              help="Bind a size over the file's `sizes`, as simulate does (with "
+                   "--equivalence: the sizes the interpreter runs at).")
+@click.option("--equivalence", is_flag=True,
+              help="Also run every named schedule and every autotuner candidate against the "
+                   "unscheduled program in the reference interpreter, at small sizes on "
+                   "--ranks virtual ranks; a mismatch is reported by statement (exit 2).")
+@click.option("--ranks", type=int, default=4, show_default=True,
+              help="Virtual ranks (the group size P) of --equivalence.")
+def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
+          equivalence: bool, ranks: int) -> None:
     """Verify the program, every schedule it names, and its default sizes on the cluster;
     exit 0 when all are well formed."""
     size_values = parse_sets(sets)
@@ -68,6 +76,10 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...]) -
     click.echo(f"{loaded.path}: program {loaded.program.name} ok"
                + (f", {n} schedule{'s' * (n != 1)} ok" if n else "")
                + _sizes_verdict(loaded, size_values, cluster))
+    if equivalence:
+        from workbench.equivalence import check_equivalence
+
+        click.echo(check_equivalence(loaded, ranks, size_values))
 
 
 def _sizes_verdict(loaded, size_values: dict, cluster) -> str:
