@@ -36,7 +36,9 @@ class Fuse(Transform):
 
     Statements in between that neither read nor feed the fused ones are moved out of the way;
     otherwise the fusion is illegal. Fused computation must share one iteration space (the
-    same local shape), since one kernel walks it once.
+    same local shape), since one kernel walks it once; a scalar Compute among the fused
+    statements that only they read (a clip factor, `clip = minimum(1, c / (norm + eps))`) is
+    inlined into its readers, as if the program had written it inline (same rounding).
     """
 
     values: tuple[str, ...]
@@ -48,7 +50,8 @@ class Fuse(Transform):
         if len(self.values) < 2:
             raise IllegalTransform(f"{who}: fusion needs at least 2 statements, got "
                                    f"{len(self.values)}")
-        idx = {plain_stmts(program, v, who)[0] for v in self.values}
+        program, values = _inline_scalars(program, self.values)
+        idx = {plain_stmts(program, v, who)[0] for v in values}
         # Slice views that feed a member ride along: they are offsets, not kernels.
         read = {o for i in idx for o in program.stmts[i].op.operands()}
         idx |= {k for k in range(min(idx), max(idx))
@@ -293,6 +296,59 @@ class DeadCodeElimination(Transform):
     def rewrite(self, program):
         return dead_code_eliminated(program)
 
+
+
+def _substitute(expr: ir.Expr, name: str, value: ir.Expr) -> ir.Expr:
+    """`expr` with every Ref(name) replaced by `value`."""
+    match expr:
+        case ir.Ref(n):
+            return value if n == name else expr
+        case ir.Const() | ir.SizeValue():
+            return expr
+        case ir.Binary(op, a, b):
+            return ir.Binary(op, _substitute(a, name, value), _substitute(b, name, value))
+        case ir.Where(c, a, b):
+            return ir.Where(*(_substitute(e, name, value) for e in (c, a, b)))
+        case ir.Unary(fn, a):
+            return ir.Unary(fn, _substitute(a, name, value))
+        case ir.Cast(dtype, a):
+            return ir.Cast(dtype, _substitute(a, name, value))
+        case ir.Dropout(p, seed, a):
+            return ir.Dropout(p, seed, _substitute(a, name, value))
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+def _inline_scalars(program: ir.Program, values: tuple[str, ...]):
+    """Inline each scalar Compute among `values` that only other `values` read (and that is no
+    output) into its readers: (program without it, the remaining values)."""
+    outputs = {v.name for v in program.outputs}
+    kept = list(values)
+    for v in values:
+        try:
+            s = program.stmt_defining(v)
+        except KeyError:
+            continue
+        if not (isinstance(s.op, ir.Compute) and len(s.outs) == 1 and s.out.type.rank == 0
+                and v not in outputs):
+            continue
+        readers = [r for r in program.stmts if v in r.op.operands()]
+        if not readers or any(isinstance(r.op, ir.REGION_OPS) or r.out.name not in values
+                              or not isinstance(r.op, ir.ELEMENTWISE_OPS) for r in readers):
+            continue
+        inline = s.op.expr if s.out.type.dtype.name == "f32" else ir.Cast(s.out.type.dtype,
+                                                                          s.op.expr)
+        stmts = []
+        for r in program.stmts:
+            if r is s:
+                continue
+            if r in readers:
+                op = (ir.Compute(_substitute(r.op.expr, v, inline)) if isinstance(r.op, ir.Compute)
+                      else ir.Update(r.op.target, _substitute(r.op.expr, v, inline)))
+                r = ir.Stmt(r.outs, op, r.loc)
+            stmts.append(r)
+        program = program.with_stmts(stmts)
+        kept.remove(v)
+    return program, tuple(kept)
 
 
 # ---------------------------------------------------------------- overlap forms
