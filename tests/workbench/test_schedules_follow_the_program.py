@@ -64,3 +64,30 @@ def test_a_fuse_the_verifier_would_reject_is_refused_naming_the_statement():
     # the gathers read the sliced values; fusing them without what they gather is refused
     with pytest.raises(IllegalTransform, match=r"fuse\(summed_rs, h_s, t1_s, out_s, h, out\): "):
         Fuse(("summed_rs", "h_s", "t1_s", "out_s", "h", "out")).apply(p)
+
+
+def test_mean_without_an_axis_is_the_whole_tensor_mean_across_ranks():
+    import numpy as np
+
+    from workbench import Compute, Mean, P, Program, Size, Sliced, Tensor, float32
+    from workbench.interpreter import random_inputs, run
+
+    N = Size("N", multiple_of=P)
+    x = Tensor(float32, [N], Sliced(0), "x")
+    m = Compute(Mean(x) + 0.0, name="m")
+    program = Program(inputs=[x], outputs=[m], name="mean")
+    sizes = {"N": 12, "P": 3}
+    inputs = random_inputs(program, sizes)
+    assert np.allclose(run(program, inputs, sizes)["m"], inputs["x"].mean(), rtol=1e-6)
+
+
+def test_a_size_that_must_divide_is_padded_up_not_rounded_down():
+    from workbench import AllReduce, Local, P, Program, Size, Sum, Tensor, float32
+    from workbench.errors import SizeError
+    from workbench.interpreter import bind_sizes
+
+    V = Size("V", multiple_of=P)
+    g = Tensor(float32, [V], Local, "g")
+    program = Program(inputs=[g], outputs=[AllReduce(Sum, g)], name="vocab")
+    with pytest.raises(SizeError, match=r"got 50257; pad it to V = 50260$"):
+        bind_sizes(program, {"V": 50257, "P": 4})

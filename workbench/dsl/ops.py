@@ -173,9 +173,19 @@ def Norm(x, name: str | None = None, axis: int | None = None) -> StmtNode:
     return _reduce_axis("norm", x, axis, name)
 
 
-def Mean(x, axis: int, name: str | None = None) -> StmtNode:
+def Mean(x, axis: int | None = None, name: str | None = None) -> Node:
     """The mean of x (a tensor or an elementwise expression) over `axis`, kept as a dim of
-    size 1: RMSNorm's Mean(x * x, axis=-1) is [T, 1] for x of [T, H]."""
+    size 1: RMSNorm's Mean(x * x, axis=-1) is [T, 1] for x of [T, H]. Without an axis, the
+    mean of every element (a Replicated scalar; over a Sliced x it communicates, as
+    ReduceTensor does)."""
+    if axis is None:
+        node = _node(x)
+        if node.type is None or node.type.rank == 0:
+            raise _at(_user_location(), WorkbenchError(
+                f"Mean must reduce a tensor, got {'a literal' if node.type is None else 'a scalar'}"
+                "; pass a tensor of rank >= 1"))
+        numel = sympy.Mul(*node.type.shape)
+        return ReduceTensor(ReduceOp.Sum, x, name=name) * (1.0 / numel)
     return _reduce_axis("mean", x, axis, name)
 
 

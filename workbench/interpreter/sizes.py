@@ -59,7 +59,7 @@ def bind_sizes(program: ir.Program, sizes: Mapping[str, int]) -> dict[sympy.Symb
         m = int(sympy.sympify(multiple).subs(bound))
         if bound[sym] % m:
             raise SizeError(f"size {sym.name} must be a multiple of {multiple} = {m}, got "
-                            f"{bound[sym]}; pick {sym.name} = {m * max(1, bound[sym] // m)}")
+                            f"{bound[sym]}; pad it to {sym.name} = {m * -(-bound[sym] // m)}")
     return bound
 
 

@@ -268,7 +268,8 @@ class ReduceAxis:
 
     The result has the expression's dtype and layout: a reduction over an axis that is not the
     Sliced one runs on each rank's own rows (Sliced(0) rows stay Sliced(0)); over the Sliced
-    axis itself each rank holds 1/P of every row, which needs a collective, so it is refused.
+    axis itself each rank holds 1/P of the elements reduced, which needs a collective, so it is
+    refused (ReduceTensor and Norm reduce a whole tensor across ranks).
     """
 
     op: str
@@ -301,8 +302,10 @@ class ReduceAxis:
         if t.layout == Sliced(self.axis):
             raise LayoutError(
                 f"{what}: the reduced axis must not be the Sliced one without a collective, got "
-                f"axis {self.axis} of a {t.layout} value (each rank holds 1/P of every row); "
-                "AllGather the value first, or reduce over another axis")
+                f"axis {self.axis} of a {t.layout} value (each rank holds 1/P of the elements "
+                f"along axis {self.axis}); AllGather the value first, reduce over another "
+                "axis, or reduce the whole tensor across ranks (ReduceTensor, Norm, Mean "
+                "without an axis)")
         if isinstance(t.layout, OnRoot):
             raise LayoutError(f"{what}: input must be Local, Replicated or Sliced, got "
                               f"{t.layout}; Broadcast it first")
