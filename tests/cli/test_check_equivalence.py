@@ -33,3 +33,22 @@ def test_a_schedule_that_changes_the_meaning_is_named_with_its_statement(capsys)
 def test_ranks_must_be_positive(capsys):
     assert main(["check", str(ROOT / "studies/sgd.py"), "--equivalence", "--ranks", "0"]) == 2
     assert "error: --ranks must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_check_says_which_schedules_the_cluster_cannot_run(capsys):
+    code = main(["check", str(ROOT / "studies/adam.py"), "--hardware", "dgx-h100",
+                 "--nodes", "4"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert ("program adam ok, 2 schedules ok, 1 not runnable on dgx-h100*4 (simulate leaves "
+            "it out); sizes N=268435456, P=32 ok on dgx-h100*4") in out
+    assert "schedule fuse-rs-c-ag is not runnable on dgx-h100*4: a fused allreduce kernel" in err
+
+
+def test_check_refuses_overlap_chunks_that_do_not_divide_the_rows(capsys):
+    code = main(["check", str(ROOT / "studies/model_parallel.py"), "--set", "T=8196"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == ("error: schedule overlap-mm-fuse-ar-c: an overlap in 4 chunks must split "
+                   "the 8196 rows of y into 16 equal parts at H=12288, P=4, T=8196, got a "
+                   "remainder of 4; pick chunks dividing 8196 / P or other sizes\n")
