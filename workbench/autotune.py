@@ -204,7 +204,12 @@ def candidate_moves(program: ir.Program, placement: Placement | None = None
                   if isinstance(s.op, ir.AllReduce) and s.op.sub is None]
     splits = [Split(s.out.name) for s in allreduces]
     if placement is not None and placement.nodes > 1:
-        splits += [HierarchicalSplit(s.out.name, placement.gpus_per_node) for s in allreduces]
+        # only where the AllReduce's group spans nodes: a group inside one node (a mesh's
+        # tensor-parallel axis) has no node level to split at
+        g = placement.gpus_per_node
+        splits += [HierarchicalSplit(s.out.name, g) for s in allreduces
+                   if (n := placement.group_size(program.value(s.op.x).type.group)) is None
+                   or n > g]
     return (splits + _reorder_moves(program) + _as_slice_moves(program) + _fuse_moves(program)
             + _overlap_moves(program))
 
@@ -262,7 +267,12 @@ def search(program: ir.Program, max_depth: int = 8, max_candidates: int = 200,
 
 def label_named(result: SearchResult, schedules: dict) -> dict[str, str]:
     """candidate name -> the named schedule that produces the same program, where one does."""
-    by_ir = {str(s.apply()): name for name, s in schedules.items()}
+    by_ir = {}
+    for name, s in schedules.items():
+        try:
+            by_ir[str(s.apply())] = name
+        except WorkbenchError:
+            continue  # an illegal named schedule labels nothing; the candidates stand
     return {c.name: by_ir[str(c.program)] for c in result.candidates if str(c.program) in by_ir}
 
 

@@ -91,3 +91,28 @@ def test_a_size_that_must_divide_is_padded_up_not_rounded_down():
     program = Program(inputs=[g], outputs=[AllReduce(Sum, g)], name="vocab")
     with pytest.raises(SizeError, match=r"got 50257; pad it to V = 50260$"):
         bind_sizes(program, {"V": 50257, "P": 4})
+
+
+def test_no_hierarchical_split_for_a_group_inside_one_node():
+    from workbench.placement import Placement
+    from workbench.transforms import HierarchicalSplit
+
+    program = load(str(ROOT / "studies/sgd.py")).program
+    inside = Placement.of("dgx-h100*4", 4, 8, {"P": 8, "N": 2**20})
+    across = Placement.of("dgx-h100*4", 4, 8, {"P": 32, "N": 2**20})
+    kinds = [{type(m) for m in autotune.candidate_moves(program, p)} for p in (inside, across)]
+    assert HierarchicalSplit not in kinds[0] and HierarchicalSplit in kinds[1]
+
+
+def test_an_illegal_named_schedule_does_not_hide_the_candidates():
+    from workbench import schedule
+
+    pf = load(str(ROOT / "studies/sgd.py"))
+
+    @schedule(pf.program)
+    def broken(s):
+        s.fuse("no_such_value", "w1")
+
+    found = autotune.search(pf.program, max_depth=2)
+    labels = autotune.label_named(found, {**pf.schedules, "broken": broken})
+    assert "rs-c-ag" in labels.values() and "broken" not in labels.values()
