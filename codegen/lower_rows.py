@@ -16,11 +16,22 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import sympy
+
 from codegen.kernel_builder import KernelBuilder
 from codegen.lower_elementwise import phases_after, slice_loc
 from codegen.plan import MAX_BLOCKS, KernelStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of, numel_of, result_loc
-from codegen.spec import Load, Param, RowPass, RowPlan, RowReduction, Store, mangle
+from codegen.spec import (
+    Load,
+    Param,
+    RowAllReduce,
+    RowPass,
+    RowPlan,
+    RowReduction,
+    Store,
+    mangle,
+)
 from workbench import ir
 from workbench.types import Sliced
 
@@ -98,7 +109,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull",
         if op.engine != "sm":
             raise fault(f"{what}: a fused collective with an axis reduction must move its "
                         "bytes on the SMs, got copy engines; drop copy_engines for it")
-    if collective and mode != "pull":
+    head_ar = collective and isinstance(leaves[0].op, ir.AllReduce)
+    if collective and mode != "pull" and not head_ar:
         raise fault(f"{what}: a fused collective with an axis reduction must reduce-scatter by "
                     f"peer loads (--collective-mode pull), got {mode}")
     red = next(leaf for leaf in leaves if isinstance(leaf.op, ir.ReduceAxis))
@@ -106,7 +118,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull",
     if red.op.axis != domain.rank - 1:
         raise fault(f"{what}: an axis reduction on GPUs must reduce the last axis (rows are "
                     f"contiguous), got axis {red.op.axis} of {domain}; transpose the data")
-    if collective and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
+    if collective and not head_ar and not (isinstance(domain.layout, Sliced)
+                                           and domain.layout.dim == 0):
         raise fault(f"{what}: a fused collective must compute on dim-0 slices (rows), got "
                     f"{domain.layout}")
     local = [pl.sub(d) for d in domain.local_shape()]
@@ -114,6 +127,7 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull",
     kb = KernelBuilder(pl, domain, what, chunks)
     passes = row_passes(leaves)
     reductions: dict[str, RowReduction] = {}
+    allreduce = None
     per_pass: list[dict] = [dict(assigns=[], reductions=[], stores=[])
                             for _ in range(max(passes) + 1)]
     for k, (leaf, p) in enumerate(zip(leaves, passes)):
@@ -125,6 +139,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull",
             reductions[leaf.out.name] = per_pass[p]["reductions"][-1]
         elif isinstance(lop, ir.ReduceScatter):
             _reduce_scatter(kb, leaf, index)
+        elif isinstance(lop, ir.AllReduce) and head_ar and k == 0:
+            allreduce = _allreduce(kb, leaf, index, op.algorithm, rows, cols)
         elif isinstance(lop, ir.AllGather):
             if lop.x in reductions:
                 raise fault(f"{what}: a fused AllGather must gather a value of the rows, got "
@@ -139,7 +155,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull",
             pl.locs[leaf.out.name] = slice_loc(pl, leaf, what)
         else:
             raise fault(f"{what}: a row kernel may hold ReduceScatter, Compute, Update, "
-                        f"ReduceAxis, Slice and AllGather, got {lop}")
+                        f"ReduceAxis, Slice and AllGather (or start with a whole AllReduce), "
+                        f"got {lop}")
         per_pass[p]["assigns"] += kb.assigns[n_assigns:]
         per_pass[p]["stores"] += kb.stores[n_stores:]
     _row_broadcasts(kb, cols)
@@ -157,20 +174,26 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull",
             tuple(v for v, (made, read) in cached.items() if made < p <= read),
             tuple(v for v, (made, _) in cached.items() if made == p),
             tuple(ctypes.get(v, "float") for v, (made, _) in cached.items() if made == p)))
-    extra, flags_name = [], ""
+    extra, flags_name, counter = [], "", ""
     if collective:
-        flags_name = f"flags_{c_ident(stmt.name.split(',')[0])}"
-        pl.add_buffer(flags_name, "u32", 2 * MAX_BLOCKS * pl.P, peer=True)
-        extra = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
-                 for k in range(pl.P)]
-        extra.append(Param("epoch", "uint32_t epoch", "epoch"))
+        base = c_ident(stmt.name.split(',')[0])
+        if not (allreduce and allreduce.algorithm == "lamport"):  # Lamport: no barrier
+            flags_name = f"flags_{base}"
+            pl.add_buffer(flags_name, "u32", 2 * MAX_BLOCKS * pl.P, peer=True)
+            extra = [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
+                     for k in range(pl.P)]
+        # The launch count in device memory (wb_launch.cuh), not an `epoch` argument: a CUDA
+        # graph replays the captured launch with its arguments frozen.
+        pl.add_buffer(f"launches_{base}", "u32", 2)
+        counter = "launches"
+        extra.append(Param(counter, f"uint32_t* {counter}", "buf", f"launches_{base}"))
     plan = RowPlan(kb._c(rows), kb._c(cols), tuple(row_passes_), ROW_CACHE if cached else 0,
                    row_min_blocks(collective), row_prefetch())
     comment = (f"Fused{op.kind.capitalize()} as a row kernel: " if isinstance(op, ir.Fused)
                else "row kernel: ") + "; ".join(f"{s.name} = {s.op}" for s in leaves)
     spec = kb.spec("collective" if collective else "rows", "rows.cu.j2", pl.P, extra, comment,
                    kb.vec_types())
-    spec = mangle(_with_row(spec, plan))
+    spec = mangle(replace(_with_row(spec, plan), allreduce=allreduce, counter=counter))
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, pl.sub(rows), cols)
 
 
@@ -225,6 +248,61 @@ def _reduce_scatter(kb: KernelBuilder, leaf: ir.Stmt, index: int) -> None:
     srcs = tuple(f"{p} + ({off})" for p in kb.peer_params(src.buffer, const=True))
     kb.reduced(leaf, index, Load(f"a_{c_ident(leaf.out.name)}", c_type_of(pl.types[lop.x]),
                                  "reduce", "", off, peers=srcs, reduce=REDUCE_NAMES[lop.op]))
+
+
+def _allreduce(kb: KernelBuilder, leaf: ir.Stmt, index: int, algorithm: str, rows,
+               cols) -> RowAllReduce:
+    """The whole AllReduce at the head of a row kernel, every row reduced on every rank (the
+    algorithms: workbench.transforms.ALLREDUCE_ALGORITHMS); its value in registers."""
+    pl, lop = kb.pl, leaf.op
+    if lop.sub is not None:
+        raise fault(f"{kb.what}: a fused whole AllReduce must reduce over its whole group, got "
+                    f"the node-level part {lop.sub}; fuse the parts of a hierarchical split "
+                    "instead")
+    src = pl.locs[lop.x]
+    ctype = c_type_of(pl.types[lop.x])
+    off = kb._c(src.offset)
+    n = kb._c(rows * cols)
+    var = f"a_{c_ident(leaf.out.name)}"
+    name = c_ident(leaf.out.name)
+    if algorithm == "one-shot":
+        # every row of every rank's input, by peer loads, combined in rank order
+        peers = kb.peer_params(src.buffer, const=True)
+        kb.reduced(leaf, index, Load(var, ctype, "reduce", "", off,
+                                     peers=tuple(f"{p} + ({off})" for p in peers),
+                                     reduce=REDUCE_NAMES[lop.op]))
+        return RowAllReduce(algorithm, ctype, n, off)
+    if lop.op != ir.ReduceOp.Sum:
+        raise fault(f"{kb.what}: a {algorithm} fused AllReduce must sum, got {lop.op}; use "
+                    "one-shot (s.allreduce_algorithm(region, \"one-shot\"))")
+    if algorithm == "two-shot":
+        src_peers = kb.peer_params(src.buffer, const=True)
+        buf = f"ar_{name}"
+        pl.add_buffer(buf, pl.types[lop.x].dtype.name, rows * cols, peer=True)
+        dst_peers = kb.peer_params(buf, const=False)
+        # Read through a plain pointer: peers store the summed rows into it during this launch
+        # (before the barrier), so no __restrict__ / read-only-cache path.
+        local = f"p_{buf}_local"
+        kb.params[local] = Param(local, f"const {ctype}* {local}", "buf", buf)
+        kb.reduced(leaf, index, Load(var, ctype, "contig", local, "0LL"))
+        return RowAllReduce(algorithm, ctype, n, off, src_peers, "", dst_peers, local)
+    # Lamport: 3 rotating receive buffers of P parts of n elements, zeroed (poisoned) at
+    # allocation as u32 buffers are (and never NaN-poisoned by the checks: not an output)
+    buf = f"lamport_{name}"
+    nbytes = 3 * pl.P * rows * cols * pl.types[lop.x].dtype.nbytes
+    pl.add_buffer(buf, "u32", sympy.floor((nbytes + 3) / 4), peer=True)
+    dst_peers = []
+    for k in range(pl.P):
+        p = f"p_{buf}_peer{k}"
+        kb.params[p] = Param(p, f"{ctype}* {p}", "peer", buf, k)
+        dst_peers.append(p)
+    local = f"p_{buf}_local"
+    kb.params[local] = Param(local, f"{ctype}* {local}", "buf", buf)
+    src_local = kb.buf_param(src.buffer, const=True)
+    parts = tuple(f"{local} + (epoch % 3u) * {pl.P}LL * ({n}) + {k}LL * ({n})"
+                  for k in range(pl.P))
+    kb.reduced(leaf, index, Load(var, ctype, "lamport", "", "0LL", peers=parts))
+    return RowAllReduce(algorithm, ctype, n, off, (), src_local, tuple(dst_peers), local)
 
 
 def _cached(leaves, passes, reductions, regs) -> dict[str, tuple[int, int]]:

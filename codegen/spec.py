@@ -166,6 +166,30 @@ class RowPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class RowAllReduce:
+    """The whole AllReduce at the head of a row kernel (a FusedAllreduce `AllReduce C+`,
+    codegen.lower_rows; the algorithms: workbench.transforms.ALLREDUCE_ALGORITHMS). Pointer
+    fields are kernel parameter names; `n` is the C expression of the elements per rank.
+
+    two-shot: phase one reduces this rank's rows from `src_peers` (+ `src_offset`) and stores
+              the sums into `dst_peers`; a barrier; the passes read `local` (the summed rows).
+    one-shot: the passes reduce every row from `src_peers` (a "reduce" Load); no extra phase.
+    lamport:  phase one stores `src_local` (encoded, wb_lamport.cuh) into this rank's part of
+              every peer's receive buffer (`dst_peers`); the passes spin on `local`'s parts
+              (a "lamport" Load); the end re-poisons the receive buffer of two launches ahead.
+    """
+
+    algorithm: str
+    c_type: str
+    n: str
+    src_offset: str = "0LL"
+    src_peers: tuple[str, ...] = ()
+    src_local: str = ""
+    dst_peers: tuple[str, ...] = ()
+    local: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class KernelSpec:
     """Everything a template renders; `name` is the mangle of all other fields."""
 
@@ -191,16 +215,24 @@ class KernelSpec:
     row: RowPlan | None = None
     # "stream": vector loads and stores carry the evict-first hint (codegen.tuning; "" none).
     cache_hint: str = ""
+    # A row kernel that starts with a whole AllReduce (codegen.lower_rows): its algorithm and
+    # pointers; None otherwise.
+    allreduce: RowAllReduce | None = None
+    # A collective row kernel counts its launches in device memory (this buffer parameter)
+    # instead of taking an `epoch` argument, so that a captured CUDA graph replays it
+    # correctly (wb_launch.cuh); "" otherwise.
+    counter: str = ""
     comment: str = ""
     name: str = ""
 
     def key(self) -> str:
         """A canonical text of every field but the name and the comment."""
-        # An empty `norms`, a false `window`, no `row` and no `cache_hint` are left out, so
-        # that kernels without them keep their names.
+        # An empty `norms`, a false `window`, no `row`, no `cache_hint`, no `allreduce` and no
+        # `counter` are left out, so that kernels without them keep their names.
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
                  if f.name not in ("name", "comment")
-                 and not (f.name in ("norms", "window", "row", "cache_hint")
+                 and not (f.name in ("norms", "window", "row", "cache_hint", "allreduce",
+                                     "counter")
                           and not getattr(self, f.name))]
         return ";".join(parts)
 

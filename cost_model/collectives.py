@@ -97,9 +97,10 @@ def group_path(cluster: Cluster, group_size: int | None) -> Path_:
 def node_axis_path(cluster: Cluster, nodes: int) -> Path_:
     """Where a collective over one GPU per node runs (the AllReduce across nodes of a
     hierarchical split, design note 35): every local rank's sub-group runs at once, each
-    through the NIC of its rail, so one gets a GPU's share of the node's NICs (over the
-    fabric's oversubscription where it spans leaves)."""
-    bw = cluster.nic_per_gpu_Bps
+    through the NIC of its rail, so one gets a GPU's share of the node's NICs, at the
+    fabric's efficiency over `nodes` nodes (over its oversubscription where it spans
+    leaves)."""
+    bw = cluster.nic_per_gpu_Bps * cluster.fabric.efficiency_at(nodes)
     if cluster.fabric.crosses_spine(nodes):
         bw /= cluster.fabric.oversubscription
     return Path_("nic", bw, cluster.nic.latency_s, nodes)
@@ -162,6 +163,13 @@ def _ring_shape(kind: str, nbytes, P):
     raise ValueError(f"collective kind must be one of {COLLECTIVES}, got {kind!r}")
 
 
+def bus_factor(kind: str, P) -> float:
+    """nccl-tests' busbw / algbw for a collective over P ranks: the bytes a ring moves per GPU
+    per byte of buffer, 2(P-1)/P for AllReduce, (P-1)/P for ReduceScatter and AllGather, 1
+    for Broadcast and Reduce (nccl-tests' doc/PERFORMANCE.md)."""
+    return _ring_shape(kind, 1, P)[1]
+
+
 def _plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster, path: Path_) -> Plan:
     nccl = cluster.nccl
     if algorithm == "ring":
@@ -194,11 +202,19 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
     nccl = cluster.nccl
     protocol = proto.name
     ranks, nodes = int(P), path.nodes
-    gen = nccl_model.generation(cluster.gpu.name)
+    gen = cluster.gpu.generation
     numeric = is_number(nbytes)
     lat = nccl_model.latency_s(kind, algorithm, protocol, ranks, nodes,
                                fabric_hop_s(cluster, nodes))
     injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(nodes)
+    if algorithm == "tree" and nodes == 2:
+        # NCCL's tree over 2 nodes: every node is the root of one tree and a leaf of the
+        # other, so each NIC carries the buffer once; NCCL models it with a tree graph whose
+        # bwIntra its search raises to twice bwInter (search.cc pass 2, "increase bwIntra for
+        # trees (2 nodes or collnet)", tuning.cc: bw = bwIntra at <= 2 nodes), as far as the
+        # node's NVLink carries it
+        injection = min(2 * injection, cluster.nccl_nvlink_Bps) if not one_per_node \
+            else 2 * injection
     nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol, injection, ranks, nodes,
                                           network_channels(cluster, one_per_node), gen)
     factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
@@ -239,45 +255,54 @@ def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
                for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
         if kind in ("allgather", "reducescatter") and int(P) == path.nodes:
             out.append(_pat_plan(kind, nbytes, int(P), cluster, path, one_per_node))
-        gen = nccl_model.generation(cluster.gpu.name)
+        gen = cluster.gpu.generation
         if (kind == "allreduce" and cluster.nvls and not one_per_node and int(P) > path.nodes
                 and gen in nccl_model.NVLS_TREE_PER_CHANNEL_GBPS):
             out.append(_nvls_tree_plan(nbytes, int(P), cluster, path))
         return out
-    if (kind == "allreduce" and path.nodes == 1 and cluster.nvls
-            and nccl_model.generation(cluster.gpu.name) in nccl_model.NVLS_EFFICIENCY):
+    if (kind in NVLS_KINDS and path.nodes == 1 and cluster.nvls
+            and cluster.gpu.generation in nccl_model.NVLS_EFFICIENCY):
         gpus = group_size if group_size is not None else (int(P) if is_number(P) else None)
         if gpus is not None and gpus > 1:
             return ([_plan(kind, "ring", p, nbytes, P, cluster, path)
                      for p in cluster.nccl.protocols]
-                    + [_nvls_plan(nbytes, P, gpus, cluster)])
+                    + [_nvls_plan(kind, nbytes, P, gpus, cluster)])
     algorithms = ["ring"] + (["tree"] if kind == "allreduce" and path.nodes > 1 else [])
     return [_plan(kind, a, p, nbytes, P, cluster, path)
             for a in algorithms for p in cluster.nccl.protocols]
 
 
-def _nvls_plan(nbytes, P, gpus: int, cluster: Cluster) -> Plan:
-    """NVLS AllReduce inside one NVSwitch node (cost_model.nccl_model, NCCL 2.30's model):
-    one pass at the algorithm bandwidth after NVLS's latency; one channel (SM) per GPU."""
+# The collectives NCCL runs as NVLS inside one NVSwitch node (tuning.cc 2.28.9: AllReduce,
+# and AllGather/ReduceScatter, which NVLS serves across nodes only with CollNet).
+NVLS_KINDS = ("allreduce", "allgather", "reducescatter")
+
+
+def _nvls_plan(kind, nbytes, P, gpus: int, cluster: Cluster) -> Plan:
+    """NVLS inside one NVSwitch node (cost_model.nccl_model, NCCL 2.28.9's model): one pass
+    at the algorithm bandwidth after NVLS's latency; one channel (SM) per GPU. The NVLink
+    bandwidth is the profile's, as NCCL's topology counts it (`Cluster.nccl_nvlink_Bps`)."""
     nccl = cluster.nccl
-    gen = nccl_model.generation(cluster.gpu.name)
-    alg_Bps = nccl_model.nvls_allreduce_bus_Bps(gpus, gen) * P / (2 * (P - 1))
+    gen = cluster.gpu.generation
+    time_s = nccl_model.nvls_time_s(kind, 1.0, gpus, cluster.nccl_nvlink_Bps / 1e9, gen)
+    per_byte_s = time_s - nccl_model.NVLS_LATENCY_US * 1e-6
     # NCCL's NVLS latency (25 us) is the whole GPU-side latency; the fitted per-kind set-up
     # (kind_latency_s) belongs to the ring kernels it was measured on
     fixed_s = nccl.host_overhead_s + nccl_model.NVLS_LATENCY_US * 1e-6
-    return Plan("allreduce", "nvls", "Simple", gpus, 1, nbytes, nbytes / alg_Bps, fixed_s,
-                "nvlink", 2 * (P - 1) * nbytes / P)
+    _, bus_bytes = _ring_shape(kind, nbytes, P)
+    return Plan(kind, "nvls", "Simple", nccl_model.nvls_channels(gpus), 1, nbytes,
+                nbytes * per_byte_s, fixed_s, "nvlink", bus_bytes)
 
 
 def _nvls_tree_plan(nbytes, P: int, cluster: Cluster, path: Path_) -> Plan:
-    """NVLSTree AllReduce across NVSwitch nodes (cost_model.nccl_model, NCCL 2.30's model):
+    """NVLSTree AllReduce across NVSwitch nodes (cost_model.nccl_model, NCCL 2.28.9's model):
     NVLS inside each node, a tree over the nodes' NIC heads; one pass at the algorithm
     bandwidth after its latency."""
     nccl = cluster.nccl
-    gen = nccl_model.generation(cluster.gpu.name)
+    gen = cluster.gpu.generation
     heads = min(cluster.nics_per_node or cluster.gpus_per_node, cluster.gpus_per_node)
-    nic_Bps = cluster.node_injection_Bps(path.nodes) / heads
-    bus = nccl_model.nvls_tree_bus_Bps(heads, path.nodes, nic_Bps, gen)
+    line_Bps = cluster.gpus_per_node * cluster.nic_per_gpu_Bps / heads
+    delivered_Bps = cluster.node_injection_Bps(path.nodes) / heads
+    bus = nccl_model.nvls_tree_bus_Bps(heads, path.nodes, line_Bps, gen, delivered_Bps)
     alg_Bps = bus * P / (2 * (P - 1))
     lat = nccl_model.nvls_tree_latency_s(path.nodes, fabric_hop_s(cluster, path.nodes))
     return Plan("allreduce", "nvlstree", "Simple", heads, 1, nbytes, nbytes / alg_Bps,
@@ -285,9 +310,9 @@ def _nvls_tree_plan(nbytes, P: int, cluster: Cluster, path: Path_) -> Plan:
 
 
 def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node: bool) -> Plan:
-    """PAT AllGather/ReduceScatter over one GPU per node (cost_model.nccl_model, NCCL 2.30's
-    model): log2(nodes) network latencies and a linear part, the whole buffer at 0.75 of the
-    bus bandwidth; Simple protocol only."""
+    """PAT AllGather/ReduceScatter over one GPU per node (cost_model.nccl_model, NCCL
+    2.28.9's model): log2(nodes) network latencies and a linear part, the whole buffer at
+    0.75 of the bus bandwidth; Simple protocol only."""
     nccl = cluster.nccl
     injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(path.nodes)
     bw = nccl_model.pat_bandwidth_Bps(injection)

@@ -130,11 +130,11 @@ class SimResult:
                 f"rank(s) of {self.ranks_total}")
 
     def chrome_trace(self) -> dict:
-        """The timeline as a Chrome/Perfetto trace (JSON object format, microseconds)."""
-        events = [{"name": r.op, "ph": "X", "ts": r.t_start * 1e6,
-                   "dur": (r.t_end - r.t_start) * 1e6, "pid": r.gpu, "tid": r.resource}
-                  for r in self.rows]
-        return {"traceEvents": events, "displayTimeUnit": "ns"}
+        """The timeline as a Chrome/Perfetto trace (simulator.trace: named GPUs and
+        resources)."""
+        from simulator.trace import chrome_trace
+
+        return chrome_trace([("", self)])
 
 
 class _Gpu:
@@ -274,7 +274,10 @@ class Simulation:
             gpn = phys.gpus_per_node
             nics = phys.nics_per_node or gpn
             rail = (gpu.id % gpn) * nics // gpn
-            links[("nic", gpu.id // gpn, rail)] = (1.0 / per_node, phys.nic.bandwidth_Bps)
+            # the fabric delivers this fraction of line rate over the group's nodes
+            # (Fabric.efficiency_at), on the NIC and on the uplinks alike
+            eff = phys.fabric.efficiency_at(nodes)
+            links[("nic", gpu.id // gpn, rail)] = (1.0 / per_node, phys.nic.bandwidth_Bps * eff)
             npl = phys.fabric.nodes_per_leaf
             leaf = gpu.id // gpn // npl
             if crosses:
@@ -286,7 +289,7 @@ class Simulation:
                 # one ring crossing per leaf: the leaf's part of the group's node traffic
                 weight = 1.0 / per_node / leaves.get(leaf, 1)
             if spans:
-                links[self._uplink(rail, leaf)] = (weight, self._uplink_Bps())
+                links[self._uplink(rail, leaf)] = (weight, self._uplink_Bps() * eff)
         route = self.prices[key] = Route(links, bw)
         return route
 
@@ -370,7 +373,8 @@ class Simulation:
         yield self.env.timeout(plan.fixed_s - host_s)
         steps = int(plan.steps)
         if steps:
-            step_s = float(plan.step_s) * gpu.link_factor * self.draw.jitter()
+            # jitter per ring step: the mean of the steps' draws (simulator.variability)
+            step_s = float(plan.step_s) * gpu.link_factor * self.draw.steps_jitter(steps)
             if self.reduced:
                 batches = min(steps, MAX_STEP_EVENTS)
                 uses = self._uses(gpu, g)
@@ -438,7 +442,7 @@ class Simulation:
         rs_part = FusedCopy(parts, rs=True)
         ag_part = FusedCopy(parts, rs=False)
         # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
-        link = gpu.link_factor * self.draw.jitter()
+        link = gpu.link_factor * self.draw.steps_jitter(chunks)  # per pipeline chunk
         load_s = self._priced(("load", id(s), take), lambda: fused_link_s(
             self.ctx, rs_part.parts, take)) * scale / chunks * link
         store_s = self._priced(("store", id(s), take), lambda: fused_link_s(

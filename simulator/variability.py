@@ -6,8 +6,10 @@ so the simulator can make ranks differ (design note 31):
 - `slow`: named GPUs whose computation takes `factor` times as long (a throttled GPU);
 - `straggler_rate` / `straggler_slowdown`: each GPU, drawn with the seed, is a straggler
   with that probability and then computes `straggler_slowdown` times as slowly;
-- `jitter`: every kernel and collective of every GPU takes 1 + |N(0, jitter)| times its
-  nominal time, drawn per GPU and statement (one-sided: noise only delays);
+- `jitter`: every kernel of every GPU takes 1 + |N(0, jitter)| times its nominal time, drawn
+  per GPU and statement (one-sided: noise only delays); a collective's (or a fused kernel's)
+  steps are drawn each on their own, so its time is the mean of its S step factors (S =
+  2(P-1) for a ring AllReduce), whose spread narrows as 1/sqrt(S): `Draw.steps_jitter`;
 - `degraded`: named GPUs whose link (NVLink or NIC direction) moves data `factor` times as
   slowly: every ring step or transfer on it takes `factor` times as long.
 
@@ -104,3 +106,26 @@ class Draw:
         if not self.sigma:
             return 1.0
         return 1.0 + abs(float(self.rng.normal(0.0, self.sigma)))
+
+    def steps_jitter(self, steps: int) -> float:
+        """The factor of a run of `steps` steps each delayed by its own 1 + |N(0, sigma)|:
+        their mean. Up to EXACT_STEPS steps it is drawn step by step; beyond, in closed form
+        from the central limit theorem: a half-normal |N(0, s)| has mean s sqrt(2/pi) and
+        variance s^2 (1 - 2/pi), so the mean of S of them is normal with that mean and the
+        variance over S (clipped at 1: every step factor is >= 1). One draw either way, so a
+        long collective costs no more than a short one. 1 without jitter (nothing drawn)."""
+        if not self.sigma:
+            return 1.0
+        steps = max(int(steps), 1)
+        if steps <= EXACT_STEPS:
+            return 1.0 + float(np.abs(self.rng.normal(0.0, self.sigma, steps)).mean())
+        mean = self.sigma * HALF_NORMAL_MEAN
+        sd = self.sigma * HALF_NORMAL_SD / np.sqrt(steps)
+        return 1.0 + max(float(self.rng.normal(mean, sd)), 0.0)
+
+
+# Steps drawn one by one up to this many (the closed form beyond: Draw.steps_jitter).
+EXACT_STEPS = 32
+# |N(0, 1)|: mean sqrt(2/pi), standard deviation sqrt(1 - 2/pi).
+HALF_NORMAL_MEAN = float(np.sqrt(2 / np.pi))
+HALF_NORMAL_SD = float(np.sqrt(1 - 2 / np.pi))

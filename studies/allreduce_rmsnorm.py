@@ -8,7 +8,16 @@ kernel (the mean of squares and the normalization). `rs-c-ag` splits the AllRedu
 the residual add and the RMSNorm onto each rank's rows (RMSNorm reduces over the hidden dim, so
 a ReduceScatter over rows leaves every row whole on one rank); `fuse-rs-c-ag` runs it all in
 one kernel: reduce-scatter of rows by NVLink peer loads, residual add, RMSNorm of each rank's
-rows, and both results all-gathered by peer stores.
+rows, and both results all-gathered by peer stores (1.5x NCCL's NVLink bytes at P = 2: two
+gathered outputs).
+
+The schedules beyond CoCoNet (issue 25) fuse the whole AllReduce with the epilogue, without
+split: every rank computes the residual and RMSNorm of every row itself, so only the summed
+rows cross NVLink. `fuse-ar-c` (two-shot: rows reduce-scattered by peer loads, the summed rows
+gathered by peer stores, a barrier, the epilogue on every row; NCCL's bytes, one kernel),
+`fuse-ar-c-oneshot` (every rank loads every peer's whole input: one pass, the form TensorRT-LLM
+and vLLM use for small token counts) and `fuse-ar-c-lamport` (one-shot by pushes into poisoned
+receive buffers: no barrier; transforms.AllReduceAlgorithm).
 """
 
 from workbench import *
@@ -46,7 +55,22 @@ def build(dtype=float16, name="allreduce_rmsnorm"):
         h_s, ms_s, out_s = s.reorder(h, ms, out, before=ag)
         s.fuse(rs, h_s, ms_s, out_s, h, out)
 
-    return program, [rs_c_ag, fuse_rs_c_ag]
+    @schedule(program)
+    def fuse_ar_c(s):
+        """The whole AllReduce and the epilogue in one kernel (two-shot: NCCL's bytes)."""
+        s.fuse(summed, h, ms, out)
+
+    @schedule(program)
+    def fuse_ar_c_oneshot(s):
+        """One-shot: every rank loads every peer's whole input, one pass over the rows."""
+        s.allreduce_algorithm(s.fuse(summed, h, ms, out), "one-shot")
+
+    @schedule(program)
+    def fuse_ar_c_lamport(s):
+        """One-shot by pushes into poisoned receive buffers: no barrier (small T)."""
+        s.allreduce_algorithm(s.fuse(summed, h, ms, out), "lamport")
+
+    return program, [rs_c_ag, fuse_rs_c_ag, fuse_ar_c, fuse_ar_c_oneshot, fuse_ar_c_lamport]
 
 program, schedules = build()
 bf16, bf16_schedules = build(bfloat16, name="allreduce_rmsnorm_bf16")

@@ -1,7 +1,7 @@
 """The CoCoNet experiments as sweeps: which program of each study runs over which sizes.
 
-`workbench sweep predict|measured|steps` (workbench/cli/sweep.py) runs them; this module is data only,
-so that the studies import nothing above the core.
+`workbench sweep predict|measured|steps` (workbench/cli/sweep.py) runs them; this module is
+data (and the labels of its sizes) only, so that the studies import nothing above the core.
 """
 
 from __future__ import annotations
@@ -38,3 +38,18 @@ def size_label(sizes: dict) -> str:
         return f"{k}=2^{v.bit_length() - 1}" if v > 1 and v & (v - 1) == 0 else f"{k}={v}"
 
     return ",".join(one(k, int(v)) for k, v in sorted(sizes.items()) if k != "P")
+
+
+def size_values(label: str) -> dict[str, int]:
+    """'H=12288,T=2^13' -> {'H': 12288, 'T': 8192}: the inverse of size_label."""
+    def value(text: str) -> int:
+        base, _, exp = text.partition("^")
+        return int(base) ** int(exp) if exp else int(base)
+
+    return {k: value(v) for k, v in (item.split("=") for item in str(label).split(","))}
+
+
+def size_order(label: str) -> tuple:
+    """A key that sorts size labels by their numbers ('T=128' before 'T=2^10'), not as
+    text."""
+    return tuple(sorted(size_values(label).items()))

@@ -23,6 +23,7 @@ from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
 from workbench.placement import Placement
 from workbench.transforms import (
+    AllReduceAlgorithm,
     AsSlice,
     Fuse,
     HierarchicalSplit,
@@ -172,6 +173,12 @@ def _fuse_moves(program) -> list[Transform]:
                 sub = w[a:b]
                 if sub not in maximal and fused_kind_of([by_name[n] for n in sub]) in _ROOTED:
                     maximal.append(sub)
+    # A whole AllReduce fused with its row computation is one kernel; the computation alone
+    # (one row kernel after NCCL's AllReduce) is another, and stays proposed.
+    for w in list(maximal):
+        if isinstance(by_name[w[0]].op, ir.AllReduce) and len(w) > 2 and w[1:] not in maximal \
+                and fused_kind_of([by_name[n] for n in w[1:]]) is not None:
+            maximal.append(w[1:])
     return [Fuse(tuple(n for n in w if not isinstance(program.stmt_defining(n).op, ir.Slice)))
             for w in maximal]
 
@@ -195,6 +202,16 @@ def _overlap_moves(program) -> list[Transform]:
     return moves
 
 
+def _algorithm_moves(program) -> list[Transform]:
+    """Every other algorithm of a fused whole AllReduce + row computation (two-shot as fused;
+    one-shot and Lamport; transforms.ALLREDUCE_ALGORITHMS): which is fastest depends on P, T,
+    H, the dtype and the GPU."""
+    return [AllReduceAlgorithm(s.outs[0].name, a) for s in program.stmts
+            if isinstance(s.op, ir.Fused) and s.op.kind == "allreduce" and s.op.engine == "sm"
+            and s.op.algorithm == "two-shot" and isinstance(s.op.body[0].op, ir.AllReduce)
+            for a in ("one-shot", "lamport")]
+
+
 def candidate_moves(program: ir.Program, placement: Placement | None = None
                     ) -> list[Transform]:
     """Every transform worth trying on `program` (legality is checked by the caller); on a
@@ -211,7 +228,7 @@ def candidate_moves(program: ir.Program, placement: Placement | None = None
                    if (n := placement.group_size(program.value(s.op.x).type.group)) is None
                    or n > g]
     return (splits + _reorder_moves(program) + _as_slice_moves(program) + _fuse_moves(program)
-            + _overlap_moves(program))
+            + _overlap_moves(program) + _algorithm_moves(program))
 
 
 # ---------------------------------------------------------------- search
@@ -221,6 +238,7 @@ def _candidate_name(transforms) -> str:
     if not transforms:
         return "unscheduled"
     return "+".join(t.name + (f"{t.chunks}" if isinstance(t, Overlap) else "")
+                    + (f"-{t.algorithm}" if isinstance(t, AllReduceAlgorithm) else "")
                     for t in transforms)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from workbench import ir
 from workbench.errors import WorkbenchError
 from workbench.transforms import (
+    AllReduceAlgorithm,
     AsSlice,
     CopyEngines,
     DeadCodeElimination,
@@ -90,6 +91,11 @@ class Scheduler:
         """Move a fused collective's bytes by copy engines, `chunks` pieces per slice, while a
         kernel computes on the pieces that have arrived (transforms.CopyEngines)."""
         return self.apply(CopyEngines(_name(region), chunks))
+
+    def allreduce_algorithm(self, region, algorithm: str) -> str:
+        """How a fused AllReduce + row computation runs: "two-shot", "one-shot" or "lamport"
+        (transforms.AllReduceAlgorithm)."""
+        return self.apply(AllReduceAlgorithm(_name(region), algorithm))
 
     def dce(self) -> None:
         """Remove statements no output needs."""

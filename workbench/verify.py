@@ -12,6 +12,7 @@ from workbench.ir import (
     FUSABLE_COMPUTATION,
     FUSED_KINDS,
     AllGather,
+    AllReduce,
     AllToAll,
     Broadcast,
     Compute,
@@ -49,6 +50,12 @@ def fused_kind_of(body) -> str | None:
         if head_reduce and ends_broadcast:
             return "reducebroadcast"
         return ("reduce" if head_reduce else "broadcast") if middle else None
+    if isinstance(ops[0], AllReduce):  # the whole AllReduce, then rows computed on every rank
+        rest = ops[1:]
+        rows = any(isinstance(o, ReduceAxis) for o in rest)
+        flat = getattr(ops[0], "sub", None) is None  # not a node-level (hierarchical) part
+        ok = flat and rows and all(isinstance(o, (*_ELEMENTWISE, ReduceAxis)) for o in rest)
+        return "allreduce" if ok else None
     head_rs = isinstance(ops[0], ReduceScatter)
     tail = len(ops)
     while tail > 0 and isinstance(ops[tail - 1], AllGather):
@@ -175,7 +182,7 @@ def fused_span(stmt: Stmt, placement: Placement) -> int | None:
     (intra) collective."""
     spans = []
     for leaf in stmt.op.body:
-        if isinstance(leaf.op, (ReduceScatter, AllGather)):
+        if isinstance(leaf.op, (ReduceScatter, AllGather, AllReduce)):
             sub = leaf.op.sub
             spans.append(sub.per_node if sub is not None and sub.axis == "intra"
                          else placement.group_size(leaf.out.type.group))

@@ -96,8 +96,9 @@ def collective_plan(ctx: CostContext, s: ir.Stmt, scale: float = 1.0) -> coll.Pl
 
 def explain_collectives(ctx: CostContext) -> list[dict]:
     """One row per NCCL collective of the program (an overlap's too): the statement, its
-    kind, ranks and nodes, and the (algorithm, protocol) NCCL picks with its time: what
-    `workbench simulate --explain` prints."""
+    kind, ranks and nodes, its buffer in nccl-tests' convention (`nbytes`), and the
+    (algorithm, protocol) NCCL picks with its time: what `workbench simulate --explain`
+    prints."""
     rows = []
     g = ctx.cluster.gpus_per_node
     # a fused kernel's collectives are peer loads/stores, not NCCL calls: only plain
@@ -112,7 +113,8 @@ def explain_collectives(ctx: CostContext) -> list[dict]:
         nodes = P if one_per_node(s.op) else (-(-P // g) if ctx.cluster.nodes > 1 else 1)
         rows.append({"stmt": s.name, "kind": plan.kind, "ranks": P, "nodes": nodes,
                      "algorithm": plan.algorithm, "protocol": plan.protocol,
-                     "link": plan.link, "time_s": float(plan.time_s)})
+                     "link": plan.link, "time_s": float(plan.time_s),
+                     "nbytes": float(collective_nbytes(ctx, s))})
     return rows
 
 

@@ -36,6 +36,7 @@ class FusedParts:
     scalar_allreduces: tuple = ()  # groups of Norms/ReduceTensors over Sliced inputs
     engine: str = "sm"  # who moves the bytes (ir.Fused.engine): the kernel, or copy engines
     chunks: int = 1  # pieces per slice when copy engines move them
+    algorithm: str = "two-shot"  # a whole AllReduce's algorithm (ir.Fused.algorithm)
 
 
 @dataclass
@@ -51,6 +52,7 @@ class _BodySum:
     produced: set = field(default_factory=set)  # values the kernel holds (not re-read)
     extra: Work = field(default_factory=lambda: Work(0, 0, write_bytes=0))  # beyond those
     scalars: list = field(default_factory=list)  # groups of reductions over Sliced inputs
+    algorithm: str = "two-shot"  # how a whole AllReduce in the body runs (ir.Fused.algorithm)
 
 
 def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
@@ -60,6 +62,42 @@ def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> Non
     # peers load my whole input (S bytes from my HBM in total) and I write my slice
     body.extra = body.extra + io_work(ctx, [op.x], [leaf.out.name])
     body.produced.add(leaf.out.name)
+
+
+def _times(work: Work, k) -> Work:
+    """The Work of `k` (a number or a sympy size) such kernels' bytes (symbolic-safe)."""
+    writes = None if work.write_bytes is None else k * work.write_bytes
+    return Work(k * work.hbm_bytes, k * work.flops, work.dtype, writes,
+                k * work.f16_read_bytes, k * work.f16_write_bytes, k * work.dropout_elements)
+
+
+def _allreduce_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    """A whole AllReduce fused with row computation (`AllReduce C+`), by its algorithm
+    (workbench.transforms.ALLREDUCE_ALGORITHMS); S = this rank's input bytes."""
+    op, out = leaf.op, leaf.out.name
+    body.group = comm_group(ctx, op)
+    P = ctx.P(body.group)
+    x_bytes = ctx.local_nbytes(op.x)
+    if body.algorithm == "two-shot":
+        # NCCL's bytes: a reduce-scatter of S and an all-gather of S (the summed rows); peers
+        # load my input once in total, peers store the summed rows into my buffer, and the
+        # epilogue reads them back from HBM after the barrier
+        body.rs = body.rs + x_bytes
+        body.ag = body.ag + x_bytes
+        body.extra = body.extra + io_work(ctx, [op.x, out], [out])
+    elif body.algorithm == "one-shot":
+        # every rank loads every rank's whole input: P loads of my S bytes, (P - 1) S through
+        # each rank's links, priced as a peer-load reduce-scatter of P S (as a fused Reduce)
+        body.rs = body.rs + P * x_bytes
+        body.extra = body.extra + _times(io_work(ctx, [op.x], []), P)
+    else:
+        # Lamport: I store my S bytes into every rank's receive buffer (an all-gather of P S
+        # by stores); P S land in my HBM, I spin-read them back and re-poison the buffer of
+        # two launches ahead (P S more writes)
+        body.ag = body.ag + P * x_bytes
+        pushed = _times(io_work(ctx, [out], [out, out]), P)
+        body.extra = body.extra + io_work(ctx, [op.x], []) + pushed
+    body.produced.add(out)
 
 
 def _all_gather_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
@@ -113,6 +151,7 @@ def _reduction_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
 
 FUSED_PART_RULES: dict[type, Callable[[CostContext, _BodySum, ir.Stmt], None]] = {
     ir.ReduceScatter: _reduce_scatter_part,
+    ir.AllReduce: _allreduce_part,
     ir.Reduce: _reduce_part,
     ir.Broadcast: _broadcast_part,
     ir.AllGather: _all_gather_part,
@@ -131,7 +170,7 @@ is refused, naming it."""
 
 def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     """Split a Fused statement's body into communication and computation."""
-    body = _BodySum()
+    body = _BodySum(algorithm=getattr(s.op, "algorithm", "two-shot"))
     for leaf in s.op.body:
         rule = FUSED_PART_RULES.get(type(leaf.op))
         if rule is None:
@@ -149,7 +188,8 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
         # rank's result slice once more from HBM.
         share = (ctx.P(group) - 1) / ctx.P(group)
         work = work + Work(share * (2 * rs + ag), 0, write_bytes=share * rs)
-    return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks)
+    return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks,
+                      body.algorithm)
 
 
 def check_one_domain(ctx: CostContext, s: ir.Stmt, group: Group) -> None:
@@ -238,6 +278,13 @@ def _fused_fixed_s(ctx: CostContext, parts: FusedParts):
         if not parts.send_nbytes:
             return launch
         return launch + send_link(ctx, parts.group).latency_s
+    if parts.algorithm == "lamport":
+        # No barrier: readers spin on the data itself, which arrives one hop after the store.
+        # The calibrated fixed cost of a fused kernel beyond launch and hops
+        # (Cluster.fused_fixed_s) is its two barriers' fences and flag handshakes, which this
+        # kernel does not have (to be checked against P = 2 timings, issue 27).
+        hop = coll.group_path(ctx.cluster, ctx.group_size(parts.group)).hop_latency_s
+        return launch + hop
     return coll.fused_latency_s(ctx.cluster, ctx.group_size(parts.group))
 
 

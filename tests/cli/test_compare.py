@@ -48,7 +48,7 @@ def test_report_command_writes_tables_and_figures(tmp_path, capsys):
     predicted.to_csv(tmp_path / "predicted.csv", index=False)
     measured.to_csv(tmp_path / "measured.csv", index=False)
     assert main(["report", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    out = (tmp_path / "report.md").read_text()
     assert "## Summary" in out and "picks_best_share" in out
     for name in ("report.md", "adam.png", "adam.pdf"):
         assert (tmp_path / name).stat().st_size > 0
@@ -81,7 +81,7 @@ def test_report_adds_the_per_step_table_and_its_misses(tmp_path, capsys):
     predicted.to_csv(tmp_path / "predicted.csv", index=False)
     _steps().to_csv(tmp_path / "steps.csv", index=False)
     assert main(["report", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    out = (tmp_path / "report.md").read_text()
     assert "## Per step: measured vs the cost model" in out
     assert "Steps off by more than 15%: 1 of 2" in out
     assert "- adam rs-c-ag N=2^28 `m1_s`: +42.0%" in out

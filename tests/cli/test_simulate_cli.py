@@ -24,7 +24,7 @@ def test_adam_table_marks_the_fused_schedule_best(capsys, tmp_path):
     assert len(best) == 1 and best[0]["schedule"].startswith("fuse")
     assert best[0]["speedup"] > 1
     assert csv.read_text().splitlines()[0] == ("schedule,time_ms,model_ms,speedup,bottleneck,"
-                                               "best,stays_sliced")
+                                               "best,stays_sliced,hardware,sizes")
     # the moments may stay sliced (adam's may_stay_sliced); the weights never do
     assert {r["schedule"]: r["stays_sliced"] for r in rows}["fuse-rs-c-ag"] == "m1_s,v1_s"
     assert all("w1" not in r["stays_sliced"] for r in rows)

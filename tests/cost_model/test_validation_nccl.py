@@ -1,6 +1,6 @@
 """Pinned points of benchmarks/validation_nccl.py (public nccl-tests figures and NCCL's own
 tuning model) so that a regression of the collective model fails here; NVLS and PAT against
-their closed forms from NCCL's tuning.cc (2.30.7)."""
+their closed forms from NCCL's tuning.cc (v2.28.9-1)."""
 
 import dataclasses
 import importlib.util
@@ -51,14 +51,54 @@ def test_model_is_within_5_percent_of_nccls_from_256_mib():
     assert len(rows) > 200 and not misses, misses[:3]
 
 
+def test_measured_table_meets_its_targets_but_one_explained_miss():
+    """Issue 23's targets from 256 MiB: median |error| <= 10 %, and every miss above 15 %
+    explained in benchmarks/README.md; the one row above 20 % is nccl#1218's single-iteration
+    AllGather (README)."""
+    rows = validation.measured_rows()
+    summary = validation.measured_summary(rows)
+    assert len(rows) >= 25 and summary["rows"] >= 25
+    assert summary["median_%"] <= 10
+    worst = [r["what"] for r in rows if abs(r["error_%"]) > 15 and r["nbytes"] >= 2**28]
+    assert worst == ["32 nodes x 8 H100, RoCE, AllGather 2 GiB"]
+    covered = {(r["gpu"], r["fabric"]) for r in rows}
+    for gpu in ("A100", "H100", "H200", "H800", "B200", "GB200"):
+        assert any(g == gpu for g, _ in covered), gpu
+    for fabric in ("infiniband", "roce", "efa"):
+        assert any(f == fabric for _, f in covered), fabric
+
+
 def test_nvls_closed_form():
-    # tuning.cc 2.30.7: 2 x 0.85 x nChannels (8) x bw (40 GB/s: 8 x 50 > 18 x 20.6) x 7/8
-    assert nccl_model.nvls_allreduce_bus_Bps(8, "hopper") == pytest.approx(476e9)
+    # tuning.cc 2.28.9: nChannels (8) x min(bwIntra (40 GB/s: 8 x 50 > 18 x 20.6) x 0.85 x
+    # 7/8 x 2, bwInter (raised to 60)) = 476
+    assert nccl_model.nvls_bus_Bps("allreduce", 8, 18 * 20.6, "hopper") == pytest.approx(476e9)
     c = preset("dgx-h100")
     plan = coll.choose_plan("allreduce", 2**30, 8, c, 8)
     assert plan.algorithm == "nvls"
     want = c.nccl.host_overhead_s + 25e-6 + 2**30 / (476e9 * 8 / 14)
     assert float(plan.time_s) == pytest.approx(want, rel=1e-9)
+    # AllGather/ReduceScatter as NVLS in one node (2.28): x (ppn - 1)/ppn instead of x 2,
+    # not converted to algorithm bandwidth; slower than the ring here, so not NCCL's pick
+    ag = next(p for p in coll.plans("allgather", 2**30, 8, c, 8) if p.algorithm == "nvls")
+    bus = 8 * 40 * 0.85 * 7 / 8 * 7 / 8 * 1e9
+    assert float(ag.time_s) == pytest.approx(c.nccl.host_overhead_s + 25e-6 + 2**30 / bus)
+    assert coll.choose_plan("allgather", 2**30, 8, c, 8).algorithm == "ring"
+
+
+def test_nvls_reads_the_profiles_nvlink():
+    """8 NVLinks (H800) instead of 18: NVLS channels at 20 GB/s (8 x 20 <= 8 x 20.6)."""
+    h800 = preset("dgx-h800")
+    assert h800.nccl_nvlink_Bps == pytest.approx(8 * 20.6e9)
+    plan = coll.choose_plan("allreduce", 2**30, 8, h800, 8)
+    assert plan.algorithm == "nvls"
+    # bwIntra 20, raised bwInter 40: min(20 x 0.85 x 7/8 x 2, 40) x 8 channels
+    bus = 8 * 20 * 0.85 * 7 / 8 * 2 * 1e9
+    assert float(plan.time_s) == pytest.approx(
+        h800.nccl.host_overhead_s + 25e-6 + 2**30 / (bus * 8 / 14))
+    # Blackwell: 18 x 40.1; channels at 90, bwInter stays 90: 8 x 90
+    b200 = preset("dgx-b200")
+    assert nccl_model.nvls_bus_Bps("allreduce", 8, b200.nccl_nvlink_Bps / 1e9,
+                                   "blackwell") == pytest.approx(720e9)
 
 
 def test_pat_closed_form_and_choice():
@@ -67,7 +107,7 @@ def test_pat_closed_form_and_choice():
     pat = next(p for p in coll.plans("allgather", 2**20, 16, c, 16) if p.algorithm == "pat")
     lat = (8.0 + math.log2(16) * 14.0 / 3.5 + 16 * 2.8) * 1e-6
     want = c.nccl.host_overhead_s + c.nccl.kind_latency_s("allgather") + lat \
-        + 2**20 / (0.75 * 50e9)
+        + 2**20 / (0.75 * 50e9 * 0.96 * 0.94 ** 3)  # InfiniBand's efficiency at 16 nodes
     assert float(pat.time_s) == pytest.approx(want, rel=1e-9)
     assert coll.choose_plan("allgather", 2**20, 16, c, 16).algorithm == "pat"
     assert coll.choose_plan("allgather", 2**30, 16, c, 16).algorithm == "ring"
@@ -77,11 +117,15 @@ def test_pat_closed_form_and_choice():
 
 
 def test_nvls_tree_closed_form():
-    # tuning.cc 2.30.7: 8 NIC heads at 48 GB/s; per channel min(48 x 0.85 x 7/8 x 2,
-    # 48 x 2 (2 nodes) | 48, 57.7 | 45.5); latency 25 + 2 log2(nodes) x 20.9 us
-    for nodes, per_channel in ((2, 57.7), (4, 45.5)):
+    # tuning.cc 2.28.9: 8 NIC heads at 48 GB/s; per channel min(48 x 0.85 x 7/8 x 2,
+    # 48 x 2 (2 nodes) | bwInter, 57.7 | 45.5); latency 25 + 2 log2(nodes) x 20.9 us. Beyond
+    # NCCL's model, bwInter is what the NIC delivers on InfiniBand (0.96 of 50 GB/s, 6 % less
+    # per doubling beyond 2 nodes) where that is below 48.
+    for nodes in (2, 4):
         c = preset("dgx-h100", nodes)
         P = 8 * nodes
+        delivered = 50 * 0.96 * 0.94 ** math.log2(nodes / 2)
+        per_channel = 57.7 if nodes == 2 else min(45.5, delivered)
         plan = next(p for p in coll.plans("allreduce", 2**30, P, c, P)
                     if p.algorithm == "nvlstree")
         alg = 8 * per_channel * 1e9 * P / (2 * (P - 1))

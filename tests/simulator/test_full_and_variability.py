@@ -218,6 +218,48 @@ def test_draws_are_seeded():
     assert min(a.time_s, c.time_s) > nominal.time_s  # jitter only delays
 
 
+def test_jitter_is_drawn_per_step_so_long_collectives_narrow():
+    """Issue 23: a collective's S steps are jittered each on their own, so its factor is the
+    mean of S draws of 1 + |N(0, s)|: mean 1 + s sqrt(2/pi) whatever S, spread s sqrt(1 -
+    2/pi) / sqrt(S) (exact draws up to 32 steps, the closed form beyond)."""
+    sigma = 0.1
+    draw = Variability(seed=5, jitter=sigma).draw(1)
+    mean = sigma * np.sqrt(2 / np.pi)
+    spreads = {}
+    for steps in (1, 14, 30, 254, 2046):
+        xs = np.array([draw.steps_jitter(steps) for _ in range(4000)]) - 1
+        assert xs.min() >= 0  # noise only delays
+        assert xs.mean() == pytest.approx(mean, rel=0.05)
+        spreads[steps] = xs.std()
+        assert spreads[steps] == pytest.approx(sigma * np.sqrt(1 - 2 / np.pi) / np.sqrt(steps),
+                                               rel=0.08)
+    assert list(spreads.values()) == sorted(spreads.values(), reverse=True)
+    # without jitter nothing is drawn: the other draws of a seed stay as they were
+    quiet = Variability(seed=5).draw(1)
+    state = quiet.rng.bit_generator.state
+    assert quiet.steps_jitter(100) == 1.0 and quiet.rng.bit_generator.state == state
+
+
+def test_a_longer_ring_has_a_narrower_tail():
+    """The p99 of an AllReduce over many ranks, relative to its nominal time, falls with the
+    ring's length: with one draw per statement the slowest rank set the whole ring, so
+    tails stayed as wide as the per-kernel noise (issue 23)."""
+    from simulator.variability import Draw
+
+    def p99_over_nominal(P, samples=200):
+        out = []
+        for k in range(samples):
+            rng = np.random.default_rng([7, k])
+            draw = Draw(np.ones(P), np.ones(P), 0.05, rng)
+            steps = 2 * (P - 1)
+            step_s = np.array([draw.steps_jitter(steps) for _ in range(P)])
+            finish, _ = rings.ring_finish(np.zeros(P), step_s, steps)
+            out.append(finish.max() / steps)
+        return np.percentile(out, 99) - np.percentile(out, 50)
+
+    assert p99_over_nominal(64) < p99_over_nominal(8) < p99_over_nominal(2)
+
+
 def test_stragglers_are_drawn_per_gpu():
     draw = Variability(seed=3, straggler_rate=0.25, straggler_slowdown=2.0).draw(4096)
     assert set(np.unique(draw.compute)) == {1.0, 2.0}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from studies.sweep import size_order
 from workbench.errors import WorkbenchError
 
 KEYS = ["study", "schedule", "size", "gpus"]
@@ -35,7 +36,14 @@ def compare(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
     joined = predicted.merge(measured, on=KEYS, how="inner", validate="one_to_one")
     joined["signed_error"] = (joined["predicted_s"] - joined["measured_s"]) / joined["measured_s"]
     joined["abs_error"] = joined["signed_error"].abs()
-    return joined.sort_values(KEYS).reset_index(drop=True)
+    return sort_rows(joined)
+
+
+def sort_rows(df: pd.DataFrame, by: list[str] = KEYS) -> pd.DataFrame:
+    """Rows in the order of the columns `by`, a size by its numbers (T=128 before T=2^10,
+    H=4096 before H=16384), not as text."""
+    return df.sort_values(by, key=lambda c: c.map(size_order) if c.name == "size" else c,
+                          kind="stable").reset_index(drop=True)
 
 
 def valid_measurements(measured: pd.DataFrame) -> pd.DataFrame:
@@ -66,7 +74,7 @@ def per_case(joined: pd.DataFrame) -> pd.DataFrame:
                      "predicted_best": predicted_best, "measured_best": measured_best,
                      "picks_best": predicted_best == measured_best,
                      "kendall_tau": _kendall_tau(g)})
-    return pd.DataFrame(rows)
+    return sort_rows(pd.DataFrame(rows), ["study", "size", "gpus"]) if rows else pd.DataFrame()
 
 
 def summarize(joined: pd.DataFrame) -> pd.DataFrame:

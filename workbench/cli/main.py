@@ -6,25 +6,66 @@ Every user error is a WorkbenchError: printed as one message, exit code 2, no tr
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
+from click.utils import make_default_short_help
 
-from cost_model.hardware import load_hardware
-from workbench.cli.measure import calibrate, compile_and_measure
-from workbench.cli.report import report
-from workbench.cli.schedules import schedules
-from workbench.cli.simulate import resolve_sizes, simulate
-from workbench.cli.sweep import main as sweep
-from workbench.errors import NotOnThisCluster, WorkbenchError
-from workbench.interpreter import bind_sizes
-from workbench.loader import check_size_names, load, parse_sets
-from workbench.verify import verify
+from workbench.errors import WorkbenchError
+
+# The commands that live in their own modules, imported when one runs (not for `workbench
+# --help`, which must answer in well under a second: they import pandas, sympy, scipy and the
+# runtime). name -> (module:attribute, the summary `workbench --help` lists, which
+# tests/cli/test_cli_help.py holds equal to the command's own).
+LAZY_COMMANDS = {
+    "calibrate": ("workbench.cli.measure:calibrate",
+                  "Run microbenchmarks only (NCCL collectives, HBM, launch gap, GEMM, the fused "
+                  "peer load/store kernel) on P GPUs and write a hardware profile for "
+                  "`simulate --hardware`."),
+    "compile-and-measure": ("workbench.cli.measure:compile_and_measure",
+                            "Compile every schedule of the programs to CUDA, run it on P GPUs, "
+                            "check it against the reference interpreter, time it, and print a "
+                            "table with the baselines."),
+    "report": ("workbench.cli.report:report",
+               "Regenerate report.md and figures from a results directory (no GPU needed)."),
+    "schedules": ("workbench.cli.schedules:schedules",
+                  "List the schedules of a program: the named ones, and with --autotune every "
+                  "candidate."),
+    "simulate": ("workbench.cli.simulate:simulate",
+                 "Predict each schedule's time on a modelled cluster (no GPU needed)."),
+    "sweep": ("workbench.cli.sweep:main",
+              "Run the CoCoNet study sweeps: predict, fold measured results, compare per step."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose LAZY_COMMANDS are imported only when one is run or asked for
+    (`workbench simulate --help`); `workbench --help` lists them from their summaries."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS and name not in self.commands:
+            module, _, attr = LAZY_COMMANDS[name][0].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = [(n, make_default_short_help(LAZY_COMMANDS[n][1], limit)
+                 if n in LAZY_COMMANDS and n not in self.commands
+                 else self.commands[n].get_short_help_str(limit)) for n in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
 
 PROGRAM_ARG = click.argument("program_file", metavar="PROGRAM.py[:NAME]")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for errors.")
 @click.version_option(package_name="coconet-workbench", prog_name="workbench")
 @click.pass_context
@@ -39,6 +80,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
               help="Print the program after this named schedule.")
 def show(program_file: str, schedule_name: str | None) -> None:
     """Print the program's IR with shapes, dtypes and layouts."""
+    from workbench.loader import load
+
     loaded = load(program_file)
     program = loaded.program
     if schedule_name is not None:
@@ -50,7 +93,9 @@ def show(program_file: str, schedule_name: str | None) -> None:
 @PROGRAM_ARG
 @click.option("--hardware", default="h200x4", show_default=True,
               help="The cluster whose GPU count P the default sizes must divide by.")
-@click.option("--nodes", type=int, default=1, show_default=True)
+@click.option("--nodes", type=int, default=1, show_default=True,
+              help="Nodes of the --hardware preset, linked by its NIC; the schedules are "
+              "checked against the whole cluster.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Bind a size over the file's `sizes`, as simulate does (with "
                    "--equivalence: the sizes the interpreter runs at).")
@@ -64,6 +109,10 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
           equivalence: bool, ranks: int) -> None:
     """Verify the program, every schedule it names, and its default sizes on the cluster;
     exit 0 when all are well formed."""
+    from cost_model.hardware import load_hardware
+    from workbench.loader import check_size_names, load, parse_sets
+    from workbench.verify import verify
+
     size_values = parse_sets(sets)
     cluster = load_hardware(hardware, nodes)
     loaded = load(program_file)
@@ -91,6 +140,9 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
 def _sizes_verdict(loaded, size_values: dict, cluster) -> str:
     """Bind the default sizes (and --set) as simulate would on `cluster`: a size that must
     divide by P and does not is an error here, not minutes into a sweep."""
+    from workbench.cli.simulate import resolve_sizes
+    from workbench.interpreter import bind_sizes
+
     sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
     missing = [s.name for s in loaded.program.symbols() if s.name not in sizes]
     if missing:
@@ -106,7 +158,8 @@ def _check_chunks(loaded, programs: dict, size_values: dict, cluster) -> None:
     the P ranks when a fused collective consumes it): at the resolved sizes they must divide,
     as the GPU run requires, or `check` says so (was: accepted here, refused on the GPU)."""
     from workbench import ir
-    from workbench.interpreter import concrete
+    from workbench.cli.simulate import resolve_sizes
+    from workbench.interpreter import bind_sizes, concrete
     from workbench.types import Sliced
 
     sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
@@ -137,6 +190,10 @@ def _check_chunks(loaded, programs: dict, size_values: dict, cluster) -> None:
 def _not_on_cluster(loaded, programs: dict, size_values: dict, cluster) -> dict[str, str]:
     """Schedules the cluster cannot run at the resolved sizes (a fused collective kernel
     across NVLink domains), as simulate refuses them: name -> why."""
+    from workbench.cli.simulate import resolve_sizes
+    from workbench.errors import NotOnThisCluster
+    from workbench.verify import verify
+
     sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
     if any(s.name not in sizes for s in loaded.program.symbols()):
         return {}
@@ -156,10 +213,6 @@ def _schedule(loaded, name: str):
         raise WorkbenchError(f"--schedule must name a schedule of {loaded.path}, got {name!r}; "
                              f"known: {known}")
     return loaded.schedules[name]
-
-
-for _command in (schedules, simulate, compile_and_measure, calibrate, report, sweep):
-    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> int:

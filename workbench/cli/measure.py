@@ -69,7 +69,9 @@ def _versions() -> dict:
               help="Schedules to measure besides the unscheduled program (comma-separated), "
                    "all, or unscheduled (that program alone).")
 @click.option("--reps", default=30, show_default=True, help="Timed repetitions (>= 20).")
-@click.option("--warmup", default=5, show_default=True)
+@click.option("--warmup", default=5, show_default=True,
+              help="Untimed runs of each schedule and baseline before the timed ones (CUDA "
+              "context, NCCL communicators, torch.compile, caches).")
 @click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
 @click.option("--out", "out_dir", default="studies/results/gpu", show_default=True,
               help="Folder for the CSV and JSON results.")
@@ -85,8 +87,11 @@ def _versions() -> dict:
 @click.option("--per-step", is_flag=True,
               help="Also time each step (kernel, NCCL call, GEMM, overlap) of every schedule, "
                    "with CUDA events between steps; written to NAME.steps.csv.")
+@click.option("--graph", is_flag=True,
+              help="Also time every schedule captured once in a CUDA graph and replayed (what "
+                   "an engine runs at small sizes): rows 'SCHEDULE (cuda graph)', checked.")
 def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
-                        hang_s, quiet, name, unroll, mode, per_step):
+                        hang_s, quiet, name, unroll, mode, per_step, graph):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
     if P < 1:
@@ -102,7 +107,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     # outside leaves them where the user looks.
     results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
                       not no_baselines, hang_s, echo, unroll, mode,
-                      partial=out / f"{stem}.partial.json", per_step=per_step)
+                      partial=out / f"{stem}.partial.json", per_step=per_step, graph=graph)
     command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     results["meta"].update(_versions(), command=command,
                            date=datetime.datetime.now(datetime.UTC).isoformat())

@@ -41,3 +41,27 @@ def check_output_dir(path: str | Path | None, option: str) -> None:
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
         raise WorkbenchError(f"{option} must be a folder that can be created or written, got "
                              f"{path} ({ancestor} is not a writable folder); pick another path")
+
+
+def progress(items, what: str, label=str):
+    """Yield `items`, saying on stderr which one is under way: a rich progress bar on a
+    terminal, one plain line per item otherwise (a log, CI, a pipe), so that a command that
+    works for seconds is never silent. stdout stays the command's answer."""
+    import click
+
+    items = list(items)
+    if not click.get_text_stream("stderr").isatty():
+        for i, item in enumerate(items, 1):
+            click.echo(f"{what} {label(item)} ({i}/{len(items)})", err=True)
+            yield item
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=len(items))
+        for item in items:
+            bar.update(task, description=f"{what} {label(item)}")
+            yield item
+            bar.advance(task)

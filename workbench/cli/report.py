@@ -15,6 +15,9 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from studies.sweep import size_values
+from workbench.cli.compare import sort_rows
+from workbench.cli.outputs import progress
 from workbench.errors import ProgramFileError
 
 BASELINE = "unscheduled"
@@ -34,13 +37,17 @@ def _read(path: Path, value: str) -> pd.DataFrame | None:
 
 
 def speedups(df: pd.DataFrame, value: str) -> pd.DataFrame:
-    """Wide table: one row per (study, size, gpus), one column per schedule, values are the
-    speedup over the unscheduled program (time_unscheduled / time)."""
+    """Wide table: one row per (study, size, gpus) in the order of the sizes' numbers, the
+    size and GPU count as columns, then one column per schedule (the unscheduled program
+    first), values are the speedup over the unscheduled program (time_unscheduled / time)."""
     base = df[df["schedule"] == BASELINE].set_index(["study", "size", "gpus"])[value]
     out = df.join(base.rename("base"), on=["study", "size", "gpus"])
     out["speedup"] = out["base"] / out[value]
-    return out.pivot_table(index=["study", "size", "gpus"], columns="schedule",
+    wide = out.pivot_table(index=["study", "size", "gpus"], columns="schedule",
                            values="speedup").round(2)
+    wide = wide[sorted(wide.columns, key=lambda c: (c != BASELINE, c))]
+    wide.columns.name = None
+    return sort_rows(wide.reset_index(), ["study", "size", "gpus"])
 
 
 def against_fastest_baseline(measured: pd.DataFrame) -> pd.DataFrame:
@@ -56,36 +63,105 @@ def against_fastest_baseline(measured: pd.DataFrame) -> pd.DataFrame:
                      "fastest baseline": best["fastest_baseline"],
                      "baseline ms": round(best["fastest_baseline_s"] * 1e3, 3),
                      "speedup": round(best["fastest_baseline_s"] / best["measured_s"], 2)})
-    return pd.DataFrame(rows)
+    return sort_rows(pd.DataFrame(rows), ["study", "size", "gpus"]) if rows else pd.DataFrame()
 
 
-def _figure(study: str, predicted, measured, out_dir: Path) -> list[Path]:
+# How a series says where its times come from, beyond its colour (the schedule's): the
+# measured ones are solid lines through filled circles, the predicted ones dashed lines through
+# hollow squares, and the legend names both.
+KIND_STYLE = {"measured": {"linestyle": "-", "marker": "o"},
+              "predicted": {"linestyle": "--", "marker": "s", "markerfacecolor": "none"}}
+
+
+def figure_layout(labels) -> tuple[str, list[dict]]:
+    """For a study's size labels: the size on the x axis (the one with the most values) and
+    one panel per combination of the other sizes that vary, in the order of their numbers
+    ('H=4096,T=...' -> x 'T', a panel for each H)."""
+    values = [size_values(label) for label in labels]
+    names = sorted({k for v in values for k in v})
+    distinct = {k: sorted({v[k] for v in values if k in v}) for k in names}
+    x = max(names, key=lambda k: (len(distinct[k]), k == "T" or k == "N"))
+    others = [k for k in names if k != x and len(distinct[k]) > 1]
+    panels = sorted({tuple((k, v[k]) for k in others) for v in values})
+    return x, [dict(p) for p in panels]
+
+
+def _plain_log_formatter(matplotlib):
+    """matplotlib's LogFormatter (it picks which minor ticks to label) writing 0.4, not 4e-01."""
+    class Plain(matplotlib.ticker.LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):
+            return f"{x:g}"
+
+    return Plain
+
+
+def _tick(v: int) -> str:
+    return f"$2^{{{v.bit_length() - 1}}}$" if v >= 2**16 and v & (v - 1) == 0 else str(v)
+
+
+def figure(study: str, predicted, measured):
+    """The study's matplotlib Figure: time per step against the size on a log axis, one panel
+    per value of the other sizes, one colour per schedule, predicted and measured told apart
+    by line, marker and legend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for df, value, style, label in ((predicted, "predicted_s", "--", "predicted"),
-                                    (measured, "measured_s", "-", "measured")):
-        if df is None:
-            continue
-        sub = df[df["study"] == study]
-        for k, (schedule, g) in enumerate(sub.groupby("schedule", sort=True)):
-            g = g.sort_values("size")
-            ax.plot(g["size"], g[value] * 1e3, style, marker="o", color=f"C{k}",
-                    label=f"{schedule} ({label})")
-    ax.set_yscale("log")
-    ax.set_xlabel("size")
-    ax.set_ylabel("time per step (ms)")
-    ax.set_title(study)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    frames = [sub.assign(kind=kind, time_s=sub[value])
+              for df, value, kind in ((predicted, "predicted_s", "predicted"),
+                                      (measured, "measured_s", "measured")) if df is not None
+              for sub in [df[df["study"] == study]] if len(sub)]
+    data = pd.concat(frames, ignore_index=True)
+    data = data[data["time_s"].notna()]
+    x, panels = figure_layout(data["size"].unique())
+    sizes = pd.DataFrame(list(data["size"].map(size_values)), index=data.index)
+    schedules = sorted(data["schedule"].unique(), key=lambda s: (s != BASELINE, s))
+    colour = {s: f"C{i % 10}" for i, s in enumerate(schedules)}
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.4, 4.2 * len(panels)), 4.6),
+                             squeeze=False, sharey=True, layout="constrained")
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    for ax, panel in zip(axes[0], panels):
+        here = data[(sizes[list(panel)] == pd.Series(panel)).all(axis=1)] if panel else data
+        for (kind, schedule), g in here.groupby(["kind", "schedule"], sort=True):
+            xs = sizes.loc[g.index, x]
+            order = xs.sort_values().index
+            ax.plot(xs[order], g.loc[order, "time_s"] * 1e3, color=colour[schedule],
+                    **KIND_STYLE[kind])
+        ticks = sorted(sizes.loc[here.index, x].unique())
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ticks, [_tick(int(t)) for t in ticks])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        # plain numbers (0.1, 2), not 10^-1; the minor ticks labelled (as plainly) only where
+        # the range spans about a decade or less
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(_plain_log_formatter(matplotlib)(minor_thresholds=(1, 0.4)))
+        ax.set_xlabel(x)
+        ax.set_title(", ".join(f"{k}={v}" for k, v in panel.items()) if panel else study)
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0][0].set_ylabel("time per step (ms)")
+    handles = [Line2D([], [], color=colour[s], linewidth=2.5, label=s) for s in schedules]
+    handles += [Line2D([], [], color="0.3", label=kind, **KIND_STYLE[kind])
+                for kind in KIND_STYLE if kind in set(data["kind"])]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)),
+               fontsize=8, frameon=False)
+    if panels and panels[0]:
+        fig.suptitle(study)
+    return fig
+
+
+def _figure(study: str, predicted, measured, out_dir: Path) -> list[Path]:
+    """Draw the study's figure (see `figure`) into `<study>.png` and `.pdf`."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(study, predicted, measured)
     paths = [out_dir / f"{study}.png", out_dir / f"{study}.pdf"]
     for p in paths:
         # No creation date in the PDF: regenerating a report from the same CSVs gives the same
         # files, so git shows only real changes.
-        fig.savefig(p, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
+        fig.savefig(p, dpi=120, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
     plt.close(fig)
     return paths
 
@@ -106,8 +182,8 @@ def build_report(results_dir: Path) -> str:
             continue
         parts += [f"## {title} speedup over the unscheduled program", ""]
         for study, g in df.groupby("study", sort=True):
-            table = speedups(g, value).droplevel("study")
-            parts += [f"### {study}", "", table.to_markdown(), ""]
+            table = speedups(g, value).drop(columns="study")
+            parts += [f"### {study}", "", table.to_markdown(index=False), ""]
     if measured is not None and "fastest_baseline_s" in measured.columns:
         parts += ["## Measured speedup over the fastest baseline", "",
                   against_fastest_baseline(measured).to_markdown(index=False), ""]
@@ -126,7 +202,7 @@ def build_report(results_dir: Path) -> str:
         parts += _steps_section(pd.read_csv(steps_csv))
     studies = sorted(set().union(*[set(df["study"]) for df in (predicted, measured)
                                    if df is not None]))
-    for study in studies:
+    for study in progress(studies, "report: drawing", str):
         for p in _figure(study, predicted, measured, results_dir):
             if p.suffix == ".png":
                 parts += [f"![{study}]({p.name})", ""]
@@ -165,5 +241,9 @@ def report(results_dir: Path) -> None:
     if not results_dir.is_dir():
         raise ProgramFileError(f"results directory must exist, got no directory at "
                                f"{results_dir}")
-    click.echo(build_report(results_dir))
-    click.echo(f"\nwrote {results_dir / 'report.md'} and figures")
+    text = build_report(results_dir)
+    figures = [line[line.index("(") + 1:-1] for line in text.splitlines()
+               if line.startswith("![")]
+    click.echo(f"wrote {results_dir / 'report.md'} ({len(text.splitlines())} lines) and "
+               f"{len(figures)} figure{'s' * (len(figures) != 1)} (.png and .pdf): "
+               f"{', '.join(figures) or 'none'}")

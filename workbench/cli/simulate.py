@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -55,6 +55,8 @@ class Prediction:
     memory: object = None
     # the simulated time of each sample (--samples) when ranks differ; time_s is their median
     samples_s: tuple = ()
+    # the sizes it was predicted at (the file's, --set, P from the cluster): name -> int
+    sizes: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -212,6 +214,8 @@ def predict(loaded, cluster, sets: dict | None = None,
                               float(cost.lower_bound_s), result.bottleneck(link), result,
                               formula, collectives=picks, memory=memory,
                               samples_s=times if variability is not None else ()))
+    for p in out:
+        p.sizes = {k: int(v) for k, v in sizes.items()}
     return out
 
 
@@ -256,17 +260,46 @@ def table(predictions: list[Prediction], memory: bool = False):
 
 def explanation(predictions: list[Prediction]) -> str:
     """What --explain prints: per predicted schedule, each NCCL collective with its ranks and
-    nodes, the algorithm and protocol NCCL's choice rule picks, the link that bounds it, and
-    its time alone."""
+    nodes, its buffer, the algorithm and protocol NCCL's choice rule picks, the link that
+    bounds it, its time alone, and its algbw and busbw as nccl-tests reports them (algbw =
+    buffer / time; busbw = algbw x 2(n-1)/n for AllReduce, (n-1)/n for ReduceScatter and
+    AllGather, 1 for Broadcast and Reduce), to set beside an nccl-tests run."""
+    from cost_model.collectives import bus_factor
+
     lines = []
     for p in (p for p in predictions if p.ok):
         lines.append(f"\n{p.name}: NCCL collectives" if p.collectives
                      else f"\n{p.name}: no NCCL collectives")
         for c in p.collectives:
+            algbw = c["nbytes"] / c["time_s"] / 1e9 if c["time_s"] > 0 else float("nan")
+            busbw = algbw * bus_factor(c["kind"], c["ranks"])
             lines.append(f"  {c['stmt']} = {c['kind']} over {c['ranks']} ranks on "
                          f"{c['nodes']} node(s): {c['algorithm']}/{c['protocol']}, "
-                         f"{c['link']}-bound, {c['time_s'] * 1e3:.4g} ms")
+                         f"{c['link']}-bound, {c['time_s'] * 1e3:.4g} ms for "
+                         f"{_bytes(c['nbytes'])}, algbw {algbw:.4g} GB/s, "
+                         f"busbw {busbw:.4g} GB/s")
     return "\n".join(lines)
+
+
+def _bytes(n: float) -> str:
+    """1073741824 -> '1 GiB', 6291456 -> '6 MiB' (binary units, as buffer sizes are)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n:.0f} B"
+
+
+def sizes_text(sizes: dict) -> str:
+    """{'N': 268435456, 'P': 4} -> 'N=268435456 (2^28), P=4': every size a run used, the
+    powers of two also as such (what --set takes: --set N=2**28)."""
+    def one(v: int) -> str:
+        return f"{v} (2^{v.bit_length() - 1})" if v >= 1024 and v & (v - 1) == 0 else str(v)
+
+    return ", ".join(f"{k}={one(v)}" for k, v in sorted(sizes.items(), key=_p_last))
+
+
+def _p_last(item) -> tuple:
+    return (item[0] == "P", item[0])
 
 
 def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) -> str:
@@ -297,9 +330,12 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.argument("program_file", metavar="PROGRAM.py[:NAME]")
 @click.option("--hardware", default="h200x4", show_default=True,
               help="Preset (h200x4, h100x8, a100x8, v100x16; clusters: dgx-h100, dgx-h200, "
-              "gb200-nvl72, dgx-a100, dgx2-v100) or a profile file (.json/.yaml).")
+              "dgx-h800, dgx-b200, gb200-nvl72, dgx-a100, aws-p4d, aws-p5, dgx2-v100) or a "
+              "profile file (.json/.yaml).")
 @click.option("--nodes", type=int, default=1, show_default=True,
               help="Nodes of the preset, linked by a 400 Gb/s NIC per GPU.")
+@click.option("--no-nvls", is_flag=True,
+              help="NVLink SHARP off (as NCCL_NVLS_ENABLE=0): no NVLS/NVLSTree algorithms.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Bind a size, e.g. --set N=2**28 (P defaults to the cluster's GPUs).")
 @click.option("--symbolic", is_flag=True, help="Also print each schedule's closed-form time.")
@@ -317,7 +353,8 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--straggler-slowdown", type=float, default=1.5, show_default=True,
               help="How many times as slowly a straggler computes.")
 @click.option("--jitter", type=float, default=0.0, show_default=True,
-              help="Each kernel and collective takes 1 + |N(0, JITTER)| times its time.")
+              help="Each kernel, and each step of a collective, takes 1 + |N(0, JITTER)| "
+              "times its time.")
 @click.option("--degrade", multiple=True, metavar="RANK=FACTOR",
               help="GPU RANK's link (NVLink/NIC) moves data FACTOR (>= 1) times as slowly.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draws.")
@@ -333,15 +370,22 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="Chrome/Perfetto trace of the best schedule's timeline.")
-def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show_memory,
+              help="Write the best schedule's simulated timeline as a Chrome/Perfetto trace "
+              "(open in ui.perfetto.dev): a process per GPU, a thread per resource.")
+@click.option("--trace-all", is_flag=True,
+              help="With --trace: every predicted schedule's timeline in the one trace, each "
+              "GPU of each a process named '<schedule>: GPU <g>', all starting at t = 0.")
+def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autotune, show_memory,
              explain, slow, straggler_rate, straggler_slowdown, jitter, degrade, seed, samples,
-             mesh_text, axis, stages, csv_path, json_path, trace_path) -> None:
+             mesh_text, axis, stages, csv_path, json_path, trace_path, trace_all) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
+    if trace_all and not trace_path:
+        raise WorkbenchError("--trace-all must come with --trace FILE, got it alone; e.g. "
+                             "--trace timeline.json --trace-all")
     size_values = parse_sets(sets)
-    cluster = load_hardware(hardware, nodes)
+    cluster = load_hardware(hardware, nodes, nvls=False if no_nvls else None)
     loaded = load(program_file)
     check_size_names(loaded.program, size_values)
     extra = None
@@ -367,7 +411,9 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
                           axis=axis, stages=stages)
     df = table(predictions, memory=show_memory)
     first = next((p for p in predictions if p.ok), None)
-    click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs); "
+    sizes = predictions[0].sizes if predictions else {}
+    click.echo(f"{loaded.program.name} on {cluster.name} ({cluster.world_size} GPUs) at "
+               f"{sizes_text(sizes)}; "
                f"{first.result.note() if first else 'no schedule predicted (see the notes)'}")
     click.echo(printed(df).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if symbolic:
@@ -376,14 +422,23 @@ def simulate(program_file, hardware, nodes, sets, symbolic, full, autotune, show
             click.echo(f"\n{p.name}: t(s) = {sympy.N(p.formula, 4)}")
     if explain:
         click.echo(explanation(predictions))
+    # the files say what the header says: the cluster and the sizes of every row
     if csv_path:
-        df.to_csv(csv_path, index=False)
+        df.assign(hardware=cluster.name,
+                  sizes=" ".join(f"{k}={v}" for k, v in sorted(sizes.items(), key=_p_last))
+                  ).to_csv(csv_path, index=False)
     if json_path:
-        Path(json_path).write_text(df.to_json(orient="records", indent=2))
+        rows = json.loads(df.to_json(orient="records"))
+        Path(json_path).write_text(json.dumps([{**r, "hardware": cluster.name, "sizes": sizes}
+                                               for r in rows], indent=2))
     if trace_path:
         predicted = [p for p in predictions if p.ok]
         if not predicted:
             raise WorkbenchError(f"--trace needs a predicted schedule, got none of "
                                  f"{len(predictions)} (see the note column)")
+        from simulator.trace import chrome_trace
+
         best = min(predicted, key=lambda p: p.time_s)
-        Path(trace_path).write_text(json.dumps(best.result.chrome_trace()))
+        runs = [(p.name + " (best)" * (p is best), p.result)
+                for p in (predicted if trace_all else [best])]
+        Path(trace_path).write_text(json.dumps(chrome_trace(runs)))

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import click
 import pandas as pd
+from click.core import ParameterSource
 
-from workbench.cli.outputs import check_output_dir, check_output_file
-from workbench.cli.results_table import table
-from workbench.cli.simulate import predict
 from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label
+from workbench.cli.outputs import check_output_dir, check_output_file, progress
+from workbench.cli.results_table import table
+from workbench.cli.simulate import predict
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
@@ -37,25 +38,28 @@ def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None
     groups ranks, the `P` a measured CSV records."""
 
     cluster = load_hardware(hardware, nodes)
-    rows = []
+    loaded, share = {}, {}
     for study in studies or list(SWEEPS):
-        spec, size_list = SWEEPS[study]
-        loaded = load(str(STUDIES_DIR / spec))
-        groups = len(loaded.program.groups())  # a pipeline's stages share the GPUs
+        loaded[study] = load(str(STUDIES_DIR / SWEEPS[study][0]))
+        groups = len(loaded[study].program.groups())  # a pipeline's stages share the GPUs
         used = gpus or cluster.world_size
         if used % groups:
             raise click.UsageError(
                 f"--gpus {used}: study {study!r} has {groups} stages and needs a multiple of "
                 f"{groups} GPUs; pass --gpus {groups * max(1, used // groups)} or leave it out")
-        P = used // groups
-        for sizes in size_list:
-            for p in predict(loaded, cluster, {**sizes, "P": P}):
-                if not p.ok:  # predict said why on stderr; a row needs a time
-                    continue
-                rows.append({"study": study, "schedule": p.name, "size": size_label(sizes),
-                             "gpus": P, "predicted_s": p.time_s,
-                             "model_s": p.model_s, "lower_bound_s": p.lower_bound_s,
-                             "bottleneck": p.bottleneck})
+        share[study] = used // groups
+    cases = [(study, sizes) for study in loaded for sizes in SWEEPS[study][1]]
+    rows = []
+    for study, sizes in progress(cases, f"sweep predict on {cluster.name}:",
+                                 lambda case: f"{case[0]} {size_label(case[1])}"):
+        P = share[study]
+        for p in predict(loaded[study], cluster, {**sizes, "P": P}):
+            if not p.ok:  # predict said why on stderr; a row needs a time
+                continue
+            rows.append({"study": study, "schedule": p.name, "size": size_label(sizes),
+                         "gpus": P, "predicted_s": p.time_s,
+                         "model_s": p.model_s, "lower_bound_s": p.lower_bound_s,
+                         "bottleneck": p.bottleneck})
     return pd.DataFrame(rows)
 
 
@@ -182,19 +186,36 @@ def merge_statement_steps(steps: list[dict]) -> list[dict]:
     return merged
 
 
+def priced_with(hardware: str, nodes: int) -> str:
+    """The sentence that names the hardware profile the cost model priced with, and, when it
+    is the default preset, how to price with the machine that measured instead."""
+    cluster = load_hardware(hardware, nodes)
+    ctx = click.get_current_context(silent=True)
+    default = ctx is not None and ctx.get_parameter_source("hardware") is ParameterSource.DEFAULT
+    named = f"{cluster.name}, " if cluster.name != hardware else ""
+    return (f"priced with {hardware} ({named}{cluster.world_size} GPUs)"
+            + ("; the default --hardware, not a calibration: pass --hardware PROFILE.json "
+               "(workbench calibrate) of the machine that measured" if default else ""))
+
+
 @click.group("sweep")
 def main() -> None:
     """Run the CoCoNet study sweeps: predict, fold measured results, compare per step."""
 
 
 @main.command("predict")
-@click.option("--hardware", default="h200x4", show_default=True)
-@click.option("--nodes", default=1, show_default=True)
-@click.option("--study", "studies", multiple=True, type=click.Choice(list(SWEEPS)))
+@click.option("--hardware", default="h200x4", show_default=True,
+              help="Preset or profile file (.json/.yaml, e.g. a calibration's profile.json) "
+              "the simulator prices with, as simulate --hardware.")
+@click.option("--nodes", default=1, show_default=True,
+              help="Nodes of the --hardware preset, linked by its NIC.")
+@click.option("--study", "studies", multiple=True, type=click.Choice(list(SWEEPS)),
+              help="A study to predict (repeatable; default: every study).")
 @click.option("--gpus", type=int, default=None,
               help="GPUs the run uses, as compile-and-measure --gpus (default: the "
                    "hardware's); each stage of a pipeline gets an equal share.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
+              help="Folder for predicted.csv (created if missing; the file is replaced).")
 def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int | None,
                 out_dir: Path) -> None:
     """Simulate every study's schedules over its sizes; write OUT/predicted.csv."""
@@ -202,13 +223,15 @@ def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int |
     df = predict_rows(hardware, nodes, list(studies) or None, gpus)
     out_dir.mkdir(parents=True, exist_ok=True)
     df.to_csv(out_dir / "predicted.csv", index=False)
-    click.echo(f"wrote {out_dir / 'predicted.csv'} ({len(df)} rows)")
+    click.echo(f"wrote {out_dir / 'predicted.csv'} ({len(df)} rows); "
+               f"{priced_with(hardware, nodes)}")
 
 
 @main.command("measured")
 @click.argument("csv_paths", nargs=-1, type=click.Path(exists=True, path_type=Path),
                 required=True)
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
+              help="Folder for measured.csv (created if missing; the file is replaced).")
 def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
     """Fold compile-and-measure results into OUT/measured.csv."""
     check_output_dir(out_dir, "--out")
@@ -221,9 +244,13 @@ def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
 @main.command("steps")
 @click.argument("json_paths", nargs=-1, type=click.Path(exists=True, path_type=Path),
                 required=True)
-@click.option("--hardware", default="h200x4", show_default=True)
-@click.option("--nodes", default=1, show_default=True)
-@click.option("--out", "out_csv", type=click.Path(path_type=Path), default=None)
+@click.option("--hardware", default="h200x4", show_default=True,
+              help="Preset or profile file (.json/.yaml, e.g. a calibration's profile.json) "
+              "the simulator prices with, as simulate --hardware.")
+@click.option("--nodes", default=1, show_default=True,
+              help="Nodes of the --hardware preset, linked by its NIC.")
+@click.option("--out", "out_csv", type=click.Path(path_type=Path), default=None,
+              help="Also write the table as CSV (e.g. RESULTS_DIR/steps.csv for report).")
 def steps_cmd(json_paths: tuple[Path, ...], hardware: str, nodes: int,
               out_csv: Path | None) -> None:
     """Per-step measured (compile-and-measure --per-step JSON) against predicted times."""
@@ -232,6 +259,7 @@ def steps_cmd(json_paths: tuple[Path, ...], hardware: str, nodes: int,
     if df.empty:
         raise click.UsageError("the results must hold per-step times, got none; measure with "
                                "workbench compile-and-measure --per-step")
+    click.echo(priced_with(hardware, nodes))
     click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if out_csv is not None:
         df.to_csv(out_csv, index=False)

@@ -59,6 +59,8 @@ class Fused:
     --------------+----------------------------------------------------------------------
     compute       | C C+                      consecutive elementwise kernels as one
     allreduce     | ReduceScatter C* AllGather+   CoCoNet's FusedAllReduce
+                  | AllReduce C+              the whole AllReduce, then computation on every
+                  |                           row (C holds an axis reduction: a row kernel)
     reducescatter | ReduceScatter C+          the reduced slice is consumed in-kernel
     allgather     | C+ AllGather+             computed slices are gathered in-kernel
     send          | [ReduceScatter] C* Send   computation fused into the P2P transfer
@@ -83,6 +85,13 @@ class Fused:
     # pieces that have arrived (transforms.CopyEngines). Time, not meaning.
     engine: str = "sm"
     chunks: int = 1
+    # How a FusedAllreduce that starts with a whole AllReduce (`AllReduce C+`, an axis
+    # reduction among C) moves and synchronizes its bytes (transforms.AllReduceAlgorithm):
+    # "two-shot" (reduce-scatter of rows by peer loads, the summed rows all-gathered by peer
+    # stores, then the computation on every row: NCCL's bytes), "one-shot" (every rank loads
+    # every peer's whole input), "lamport" (one-shot by pushes into peers' buffers that hold
+    # a poison value until the data lands: no barrier). Time, not meaning.
+    algorithm: str = "two-shot"
 
     def operands(self):
         defined, used = set(), []
@@ -92,10 +101,13 @@ class Fused:
         return tuple(dict.fromkeys(used))
 
     def rename(self, m):
-        return Fused(self.kind, tuple(s.rename(m) for s in self.body), self.engine, self.chunks)
+        return Fused(self.kind, tuple(s.rename(m) for s in self.body), self.engine, self.chunks,
+                     self.algorithm)
 
     def __str__(self):
         via = f"[copy engines, chunks={self.chunks}]" if self.engine == "copy" else ""
+        if self.algorithm != "two-shot":
+            via += f"[{self.algorithm}]"
         return f"Fused{self.kind.capitalize()}{via}"
 
 

@@ -15,7 +15,8 @@ import statistics
 # the MatMul alone, without the all_reduce and the epilogue). They are kept as kind
 # "reference", never a candidate for the fastest baseline (GPU run 22 had the MatMul alone as
 # the model-parallel layer's "fastest baseline" at P = 1).
-REFERENCES = frozenset({"cublas matmul alone"})
+REFERENCES = frozenset({"cublas matmul alone",
+                        "torch.compile epilogue alone (no all_reduce), cuda graph"})
 
 
 def row_kind(name: str) -> str:

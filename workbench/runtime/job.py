@@ -30,7 +30,7 @@ def gpu_count() -> int:
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
             baselines: bool, hang_s: float, echo=None, unroll: int = 1,
             mode: str = "pull", partial: str | Path | None = None,
-            per_step: bool = False) -> dict:
+            per_step: bool = False, graph: bool = False) -> dict:
     """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
     runs P / S ranks per stage); return the results JSON of rank 0.
 
@@ -38,7 +38,9 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     compile-and-measure's --out folder, else in the temporary folder), which is removed once
     the run is complete. A run that fails raises its RuntimeFault plus where the records
     written before the fault are; a run cut off from outside leaves that file behind.
-    `per_step`: also time each step of every schedule (the records' "steps").
+    `per_step`: also time each step of every schedule (the records' "steps"); `graph`: also
+    time every schedule captured in a CUDA graph and replayed (records "NAME (cuda graph)",
+    workbench.runtime.graphs).
     """
     if reps < 20:
         raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
@@ -73,7 +75,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         job = {"programs": [{"spec": s, "schedules": wanted} for s in specs],
                "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
                "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll,
-               "mode": mode, "per_step": per_step}
+               "mode": mode, "per_step": per_step, "graph": graph}
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         try:

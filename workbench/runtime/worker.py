@@ -13,6 +13,7 @@ measured. Progress lines keep the launcher's hang detector quiet while work is b
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -23,7 +24,7 @@ import traceback
 import numpy as np
 
 from codegen.lower import lower, stage_order
-from workbench.runtime import baselines, checks
+from workbench.runtime import baselines, baselines_rows, checks, graphs
 from workbench.runtime.comm import rank_env
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
@@ -103,6 +104,27 @@ def _summary(per_rank_times: list[list[float]]) -> dict:
             "rank_medians_ms": medians, "reps": len(t)}
 
 
+def _check_held(run, mine, theirs, ref, idx, P: int, n_full, problem):
+    """checks.compare of the outputs this rank holds now (after a run or graph replays)."""
+    got = run.download([v.name for v in mine.outputs])
+    return checks.compare(got, mine, theirs, ref, idx, run.local, P, n_full, problem)
+
+
+def _graphed_record(gpu, rec: dict, timing, result) -> dict:
+    """The record of a schedule's CUDA-graph timing (graphs.measure's answer on every rank):
+    a row of its own, `SCHEDULE (cuda graph)`, checked on the outputs the replays left."""
+    out = {k: v for k, v in rec.items() if k != "steps"}
+    out["schedule"] = f"{rec['schedule']} (cuda graph)"
+    if timing is None:
+        out.update(check=f"not graphed: {result}", median_ms=None, ok=None)
+        return out
+    results = gpu.all_gather(result)
+    worst = next((r for r in results if not r.ok), max(results, key=lambda r: r.max_error))
+    out.update(_summary(gpu.all_gather(timing.times_ms)), check=worst.status(), ok=worst.ok,
+               max_error=worst.max_error, tolerance=worst.tolerance)
+    return out
+
+
 def step_summary(per_rank: list[list[tuple[str, list[float]]]], P: int) -> list[dict]:
     """Per-step times of every rank (PlanRun.time_steps, gathered) -> one row per step of
     each stage, in order: its statements, the slowest rank's median (ms) and the spread of
@@ -168,6 +190,8 @@ def _baseline_kind(program) -> tuple[str | None, str]:
     name = program.name
     known = ("adam", "sgd", "lamb", "allreduce", "model_parallel", "pipeline",
              "sequence_parallel", "moe")
+    if name.startswith("allreduce_rmsnorm"):  # studies/allreduce_rmsnorm.py, f16 and bf16
+        return "allreduce_rmsnorm", grad
     return (name if name in known else None), grad
 
 
@@ -280,17 +304,29 @@ def main(job_path: str) -> int:
                 if job.get("per_step"):
                     steps = run.time_steps(2, job.get("reps", 30))
                     rec["steps"] = step_summary(gpu.all_gather(steps), P)
+                graphed = None
+                if job.get("graph"):  # the same steps captured in a CUDA graph, replayed
+                    check = functools.partial(_check_held, run, mine, theirs, ref, idx, P,
+                                              n_full, problem)
+                    graphed = graphs.measure(run, check, job.get("warmup", 5),
+                                             job.get("reps", 30))
                 run.free()
                 rec.update(_summary(all_times), check=worst.status(), ok=worst.ok,
                            max_error=worst.max_error, tolerance=worst.tolerance,
                            kernels=[k.name for k in plan.kernels()])
                 records.append(rec)
+                if graphed is not None:
+                    records.append(_graphed_record(gpu, rec, *graphed))
+                    log(rank, f"  {name} (cuda graph): {records[-1]['check']}, median "
+                              f"{records[-1]['median_ms'] or float('nan'):.3f} ms")
             del inputs, ref
             kind, grad = _baseline_kind(original)
             if job.get("baselines", True) and kind is not None:
                 log(rank, f"  baselines ({kind}, {grad})")
-                measured = baselines.measure(kind, grad, sizes, rank, P,
-                                             job.get("warmup", 5), job.get("reps", 30))
+                measure = (baselines_rows.measure_study if kind == "allreduce_rmsnorm"
+                           else baselines.measure)
+                measured = measure(kind, grad, sizes, rank, P, job.get("warmup", 5),
+                                   job.get("reps", 30))
                 gathered = gpu.all_gather(measured)
                 for bname in measured:
                     kind_ = baselines.row_kind(bname)

@@ -28,13 +28,14 @@ from __future__ import annotations
 from dataclasses import fields
 
 from workbench.errors import WorkbenchError
+from workbench.transforms.algorithm import ALLREDUCE_ALGORITHMS, AllReduceAlgorithm
 from workbench.transforms.base import Legality, Transform, dead_code_eliminated
 from workbench.transforms.fusion import CopyEngines, DeadCodeElimination, Fuse, Overlap
 from workbench.transforms.hierarchy import HierarchicalSplit
 from workbench.transforms.slicing import AsSlice, Reorder, Split
 
 TRANSFORMS = {t.name: t for t in (Split, Reorder, AsSlice, Fuse, Overlap, CopyEngines,
-                                  DeadCodeElimination, HierarchicalSplit)}
+                                  DeadCodeElimination, HierarchicalSplit, AllReduceAlgorithm)}
 
 
 def transform_from_json(data: dict) -> Transform:
@@ -52,7 +53,8 @@ def transform_from_json(data: dict) -> Transform:
                              f"{[f.name for f in fields(cls)]}, got {sorted(data)}: {e}") from None
 
 
-__all__ = ["AsSlice", "CopyEngines", "DeadCodeElimination", "Fuse", "HierarchicalSplit",
+__all__ = ["ALLREDUCE_ALGORITHMS", "AllReduceAlgorithm", "AsSlice", "CopyEngines",
+           "DeadCodeElimination", "Fuse", "HierarchicalSplit",
            "Legality", "Overlap",
            "Reorder", "Split", "TRANSFORMS", "Transform", "dead_code_eliminated",
            "transform_from_json"]

@@ -393,7 +393,10 @@ def overlap_form(prod: ir.Stmt, cons: ir.Stmt) -> str | None:
     pop, cop = prod.op, cons.op
     outs = {v.name for v in prod.outs}
     if isinstance(pop, ir.MatMul):
-        if isinstance(cop, ir.Fused) and cop.kind == "allreduce":
+        if (isinstance(cop, ir.Fused) and cop.kind == "allreduce" and cop.engine == "sm"
+                and isinstance(cop.body[0].op, ir.ReduceScatter)):
+            # the reduce-scatter form, chunked by rows (a fused whole AllReduce, one-shot or
+            # Lamport, synchronizes the whole tensor at once: no chunks)
             return "matmul-allreduce"
         if isinstance(cop, ir.AllReduce) and cop.x in outs and cop.sub is None:
             return "matmul-allreduce"

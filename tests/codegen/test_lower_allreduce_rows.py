@@ -1,0 +1,79 @@
+"""The whole AllReduce fused with the row computation (issue 25, codegen.lower_rows): one
+kernel per algorithm, its buffers, barriers and launch counter, and the pinned refusals."""
+
+import pytest
+
+from codegen.lower import lower
+from codegen.plan import KernelStep
+from codegen.render import render
+from workbench import AllReduce, Local, Max, Program, Replicated, Size, Tensor, float16, rms_norm
+from workbench.errors import RuntimeFault
+from workbench.transforms import AllReduceAlgorithm, Fuse
+
+
+def _step(f, name, P):
+    plan = lower(f.schedules[name].apply(), P=P)
+    (step,) = plan.steps
+    assert isinstance(step, KernelStep) and step.spec.kind == "collective"
+    return plan, step
+
+
+@pytest.mark.parametrize("P", [1, 2, 4])
+def test_two_shot_gathers_the_summed_rows_once_and_barriers_twice(study, P):
+    f = study("studies/allreduce_rmsnorm.py")
+    plan, step = _step(f, "fuse-ar-c", P)
+    ar = step.spec.allreduce
+    assert ar.algorithm == "two-shot" and len(ar.src_peers) == P and len(ar.dst_peers) == P
+    bufs = {b.name: b for b in plan.buffers}
+    assert bufs["ar_summed"].peer and bufs["ar_summed"].dtype == "f16"
+    assert not bufs["launches_summed"].peer and bufs["launches_summed"].dtype == "u32"
+    # the passes read the summed rows from this rank's buffer, never from peers
+    assert [ld.mode for ld in step.spec.row.passes[0].loads] == ["contig", "contig"]
+    assert step.spec.row.rows == "T"  # every row, on every rank
+    cu = render(step.spec)
+    assert cu.count("wb::block_barrier") == 2 and "uint32_t epoch)" not in cu
+    assert "wb::launch_epoch(launches)" in cu and "wb::launch_done(launches)" in cu
+    # the outputs are written on this rank only: no peer stores of out or h
+    assert all(not s.peers for p in step.spec.row.passes for s in p.stores)
+
+
+def test_one_shot_reduces_every_row_from_every_peer(study):
+    f = study("studies/allreduce_rmsnorm.py")
+    _, step = _step(f, "fuse-ar-c-oneshot", 4)
+    first = step.spec.row.passes[0]
+    (red,) = [ld for ld in first.loads if ld.mode == "reduce"]
+    assert len(red.peers) == 4
+    assert render(step.spec).count("wb::block_barrier") == 2
+
+
+@pytest.mark.parametrize("P", [1, 2])
+def test_lamport_has_no_flags_and_three_rotating_receive_buffers(study, P):
+    f = study("studies/allreduce_rmsnorm.py:bf16")
+    plan, step = _step(f, "fuse-ar-c-lamport", P)
+    assert step.flags == "" and not any(p.kind in ("flags", "epoch") for p in step.spec.params)
+    bufs = {b.name: b for b in plan.buffers}
+    lam = bufs["lamport_summed"]
+    # u32 so that the runtime zeroes it (the poison) and the checks never NaN-fill it
+    assert lam.peer and lam.dtype == "u32"
+    assert int(lam.numel.subs({s: 8 for s in lam.numel.free_symbols})) == 3 * P * 64 * 2 // 4
+    cu = render(step.spec)
+    assert "block_barrier" not in cu
+    assert cu.count("wb::lamport_load<V>") == P and cu.count("wb::lamport_store<V>") == P
+    assert "((epoch + 2u) % 3u)" in cu  # re-poisons the buffer of two launches ahead
+
+
+def test_two_shot_and_lamport_refuse_a_max_allreduce():
+    T, H = Size("T"), Size("H")
+    y = Tensor(float16, [T, H], Local, "y")
+    g = Tensor(float16, [H], Replicated, "g")
+    s = AllReduce(Max, y)
+    prog = Program([y, g], [rms_norm(s, g)], name="maxnorm")
+    fused = Fuse(tuple(st.out.name for st in prog.stmts)).apply(prog)
+    region = fused.stmts[0].outs[0].name
+    with pytest.raises(RuntimeFault, match=r"a two-shot fused AllReduce must sum, got Max; use "
+                                           r"one-shot \(s.allreduce_algorithm\(region, "
+                                           r"\"one-shot\"\)\)"):
+        lower(fused, P=2)
+    one = AllReduceAlgorithm(region, "one-shot").apply(fused)
+    (step,) = lower(one, P=2).steps
+    assert [ld.reduce for ld in step.spec.row.passes[0].loads if ld.mode == "reduce"] == ["max"]
