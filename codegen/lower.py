@@ -46,29 +46,24 @@ from codegen.lower_rows import has_axis_reduction, row_kernel_step
 from codegen.lower_send import p2p_step, send_steps
 from codegen.plan import Plan, fault
 from codegen.planner import Planner, stage_order
-from codegen.tuning import check_knobs, tune_plan
+from codegen.tuning import tune_plan
 from workbench import ir
+from workbench.errors import WorkbenchError
+from workbench.options import CodegenOptions
 
 # The entry points: `lower` a program to a Plan, and its pipeline's `stage_order` (the runtime
 # sizes its rank groups by it before lowering). The plan's types live in codegen.plan.
-__all__ = ["COLLECTIVE_MODES", "COLLECTIVE_UNROLL", "LOWERING_RULES", "lower", "stage_order"]
-
-# Vectors per thread per iteration in fused collectives (more NVLink loads in flight).
-COLLECTIVE_UNROLL = 1
-
-COLLECTIVE_MODES = ("pull", "push")
+__all__ = ["LOWERING_RULES", "lower", "stage_order"]
 
 # A lowered statement: its steps, each with the groups (pipeline stages) that run it.
 Steps = list[tuple[object, tuple[int, ...]]]
 
-
 @dataclass(frozen=True)
 class LoweringContext:
-    """What every lowering rule reads: the planner's state and the fused collectives' knobs."""
+    """What every lowering rule reads: the planner's state and the codegen options."""
 
     pl: Planner
-    unroll: int
-    mode: str
+    opts: CodegenOptions
 
     def here(self, steps) -> Steps:
         """`steps` run on the group of the statement being lowered."""
@@ -80,7 +75,7 @@ def _what(stmt: ir.Stmt) -> str:
 
 
 def _lower_overlapped(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
-    return overlap_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode)
+    return overlap_steps(ctx.pl, stmt, first, ctx.opts)
 
 
 def _lower_matmul(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
@@ -91,14 +86,14 @@ def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     """A fused region by what moves its bytes and its kind (ir.FUSED_KINDS)."""
     op = stmt.op
     if has_axis_reduction(stmt):  # RMSNorm, LayerNorm, softmax: a row kernel (lower_rows)
-        return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.mode)])
+        return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.opts)])
     if op.engine == "copy":
         return ctx.here([copy_engine_step(ctx.pl, stmt, first)])
     if op.kind in ("allreduce", "reducescatter", "allgather", "reduce", "broadcast",
                    "reducebroadcast"):
-        return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode))
+        return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.opts))
     if op.kind == "send":
-        return send_steps(ctx.pl, stmt, first, ctx.unroll, ctx.mode)
+        return send_steps(ctx.pl, stmt, first, ctx.opts)
     if op.kind == "matmul":
         return ctx.here(matmul_epilogue_steps(ctx.pl, stmt, first))
     return ctx.here([elementwise_kernel(ctx.pl, stmt, first)])  # kind "compute"
@@ -118,7 +113,7 @@ def _lower_norm(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
 
 
 def _lower_rows(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
-    return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.mode)])
+    return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.opts)])
 
 
 def _lower_elementwise(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
@@ -158,45 +153,49 @@ takes the statement and the index of its first leaf and returns its steps. A new
 entry here; an op with none is reported by `lower` as not generated, naming the statement."""
 
 
-def lower(program: ir.Program, P: int, collective_unroll: int = COLLECTIVE_UNROLL,
-          collective_mode: str = "pull", collective_vec_bytes: int = 16,
-          collective_cache: str = "default") -> Plan:
+def lower(program: ir.Program, P: int, options: CodegenOptions | None = None, *,
+          collective_unroll: int | None = None, collective_mode: str | None = None,
+          collective_vec_bytes: int | None = None, collective_cache: str | None = None) -> Plan:
     """Lower `program` for groups of P ranks (P per stage of a pipeline, whose ranks are
-    numbered stage-major); raises RuntimeFault for ops the GPU backend does not generate yet
-    (the message names the op and the statement).
+    numbered stage-major) with the codegen `options` (workbench.options; None: the defaults),
+    which the plan keeps (`Plan.options`); raises RuntimeFault for ops the GPU backend does not
+    generate yet (the message names the op and the statement).
 
-    collective_mode: how a fused collective reduce-scatters. pull: each rank loads its slice
-    from every peer's buffer over NVLink. push: each rank stores every peer's slice into that
-    peer's staging buffer, then reduces locally (all NVLink traffic is stores).
-    collective_vec_bytes (16, 32), collective_cache ("default", "stream"): speed-only knobs of
-    the fused collective kernels (codegen.tuning, design note 55); the defaults change nothing."""
-    if collective_mode not in COLLECTIVE_MODES:
-        raise fault(f"collective mode must be one of {COLLECTIVE_MODES}, got {collective_mode!r}")
-    check_knobs(collective_vec_bytes, collective_cache)
-    plan = _lower_any(program, P, collective_unroll, collective_mode)
-    return tune_plan(plan, collective_vec_bytes, collective_cache)
+    The keyword arguments are those of before the options (unroll, collective_mode, vec_bytes,
+    cache), set over `options` when given: callers written against them still lower the same
+    plan."""
+    opts = options or CodegenOptions()
+    given = {"unroll": collective_unroll, "collective_mode": collective_mode,
+             "vec_bytes": collective_vec_bytes, "cache": collective_cache}
+    given = {k: v for k, v in given.items() if v is not None}
+    if given:
+        try:
+            opts = dataclasses.replace(opts, **given)
+        except WorkbenchError as e:
+            raise fault(str(e)) from None
+    plan = _lower_any(program, P, opts)
+    return dataclasses.replace(tune_plan(plan, opts), options=opts)
 
 
-def _lower_any(program: ir.Program, P: int, collective_unroll: int,
-               collective_mode: str) -> Plan:
+def _lower_any(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
     per_node = per_node_of(program)
     if per_node:
         # node-level collectives: lower one node's view (codegen.lower_node, design note 36)
         if P % per_node:
             raise fault(f"the group size must be a multiple of the {per_node} GPUs per node of "
                         f"{program.name}'s node-level collectives, got P={P}")
-        plan = _lower(node_view(program), per_node, collective_unroll, collective_mode)
+        plan = _lower(node_view(program), per_node, opts)
         return dataclasses.replace(plan, program=program, per_node=per_node,
                                    nodes=P // per_node)
-    return _lower(program, P, collective_unroll, collective_mode)
+    return _lower(program, P, opts)
 
 
-def _lower(program: ir.Program, P: int, collective_unroll: int, collective_mode: str) -> Plan:
+def _lower(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
     pl = Planner(program, P)
     pl.analyse_uses()
     for v in program.inputs:
         pl.locs[v.name] = pl.new_buffer(v.name, pl.local_numel(v.name), holds_input=v.name)
-    ctx = LoweringContext(pl, collective_unroll, collective_mode)
+    ctx = LoweringContext(pl, opts)
     steps: Steps = []
     leaf_index = 0
     for stmt in program.stmts:

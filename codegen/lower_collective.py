@@ -16,6 +16,7 @@ from codegen.plan import CHUNK, MAX_BLOCKS, RANK, KernelStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of
 from codegen.spec import Load, Param, Push, Store, mangle
 from workbench import ir
+from workbench.options import CodegenOptions
 from workbench.types import Sliced
 
 
@@ -25,8 +26,8 @@ def fused_phases(leaves: list[ir.Stmt]) -> list[int]:
     return phases_after(leaves, (ir.Norm, ir.ReduceTensor))
 
 
-def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
-                           mode: str, chunks: int = 1) -> list[KernelStep]:
+def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions,
+                           chunks: int = 1) -> list[KernelStep]:
     """A fused collective region as launches: one kernel per phase (see fused_phases), each
     followed by the finishing kernel of the norms it accumulated. Without norms: one kernel."""
     leaves = list(stmt.leaves())
@@ -43,7 +44,7 @@ def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
     steps = []
     for p in range(phases[-1] + 1):
         part = [(first + k, leaf) for k, (leaf, q) in enumerate(zip(leaves, phases)) if q == p]
-        step, pending = collective_kernel(pl, stmt, part, unroll, mode,
+        step, pending = collective_kernel(pl, stmt, part, opts,
                                           tag=f"_{p}" if p else "", chunks=chunks)
         steps.append(step)
         if pending:
@@ -51,7 +52,7 @@ def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
     return steps
 
 
-def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str = "pull",
+def collective_kernel(pl: Planner, stmt: ir.Stmt, part, opts: CodegenOptions,
                       tag: str = "", chunks: int = 1) -> tuple[KernelStep, list]:
     """FusedAllReduce / FusedReduceScatter / FusedAllGather / FusedSend: ReduceScatter by
     peer loads, the computation on this rank's slice in registers, AllGather by peer stores
@@ -76,7 +77,7 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
             var = f"a_{c_ident(leaf.out.name)}"
             ctype = c_type_of(pl.types[lop.x])
             off = kb._c(src.offset + kb.slice_base)
-            if mode == "pull":
+            if opts.collective_mode == "pull":
                 srcs = tuple(f"{p} + ({off})" for p in kb.peer_params(src.buffer, const=True))
             else:
                 gptr = kb.buf_param(src.buffer, const=True)
@@ -153,7 +154,7 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, unroll: int, mode: str =
         extra += send_signal_params(kb, leaves, what)
     spec = kb.spec(kind, template, pl.P, extra,
                    f"Fused{op.kind.capitalize()}: " + "; ".join(
-                       f"{s.name} = {s.op}" for s in leaves), kb.vec_types(), unroll)
+                       f"{s.name} = {s.op}" for s in leaves), kb.vec_types(), opts.unroll)
     if rooted:
         # Only the root computes; the other ranks' blocks serve their inputs (a Reduce) or
         # receive (a Broadcast) and meet the root's blocks at the two barriers.

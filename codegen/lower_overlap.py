@@ -14,11 +14,12 @@ from codegen.lower_send import send_steps
 from codegen.plan import OverlapStep, fault
 from codegen.planner import Planner, chunk_rows
 from workbench import ir
+from workbench.options import CodegenOptions
 from workbench.transforms.fusion import OVERLAP_FORMS_TEXT, overlap_form
 
 
-def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
-                  mode: str) -> list[tuple[object, tuple[int, ...]]]:
+def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int,
+                  opts: CodegenOptions) -> list[tuple[object, tuple[int, ...]]]:
     """Overlapped(chunks){producer; consumer} as (step, stages) pairs, by the pair's form
     (workbench.transforms.fusion.overlap_form, the rule `check` applies too):
 
@@ -45,9 +46,9 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
     if form == "matmul-allreduce":
         gemm = gemm_step(pl, prod, f"statement {prod.name} ({pop})")
         if isinstance(cop, ir.Fused) and has_axis_reduction(cons):
-            consumer = row_kernel_step(pl, cons, first + n_prod, mode, op.chunks)
+            consumer = row_kernel_step(pl, cons, first + n_prod, opts, op.chunks)
         elif isinstance(cop, ir.Fused):
-            steps = fused_collective_steps(pl, cons, first + n_prod, unroll, mode, op.chunks)
+            steps = fused_collective_steps(pl, cons, first + n_prod, opts, op.chunks)
             if len(steps) != 1:
                 raise fault(f"{cwhat}: an overlapped fused collective must be one launch, got "
                             f"{len(steps)} (a norm splits it); overlap a schedule without "
@@ -72,13 +73,13 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int,
         return [(OverlapStep(op.chunks, kernel, consumer, stmt.name, rows, per), here)]
     if form == "allreduce-send":
         nccl = nccl_step(pl, prod, first)
-        sent = send_steps(pl, cons, first + n_prod, unroll, mode, op.chunks)
+        sent = send_steps(pl, cons, first + n_prod, opts, op.chunks)
         (sender, src), (waiter, dst) = sent
         rows, per = chunk_rows(pl, next(cons.leaves()).out.type, op.chunks)
         return [(OverlapStep(op.chunks, nccl, sender.steps[0], stmt.name, rows, per), src),
                 (waiter, dst)]
     if form == "send-allgather":
-        (sender, src), (waiter, dst) = send_steps(pl, prod, first, unroll, mode, op.chunks)
+        (sender, src), (waiter, dst) = send_steps(pl, prod, first, opts, op.chunks)
         pl.group = dst[0]
         gather = nccl_step(pl, cons, first + n_prod)
         return [(sender, src), (replace(waiter, steps=(*waiter.steps, gather)), dst)]

@@ -33,6 +33,7 @@ from codegen.spec import (
     mangle,
 )
 from workbench import ir
+from workbench.options import CodegenOptions
 from workbench.types import Sliced
 
 # Elements per thread of a cached row: 512 threads x 32 = rows of up to 16384 elements (the
@@ -44,42 +45,20 @@ ROW_CACHE = 32
 # barriers, then writes, with nothing else on the SM; the fused collective's row kernel,
 # bounded at 2 already, computed the same residual + RMSNorm at P = 1 in 0.148 / 0.250 /
 # 0.472 ms against 0.196 / 0.356 / 0.668 (f16, T = 8192, H = 4096 / 8192 / 16384; run 24).
-ROW_MIN_BLOCKS = 2
+ROW_MIN_BLOCKS = CodegenOptions.row_min_blocks  # the default of the options
 # A fused collective's blocks spin on their peers' counterparts: every block of the grid
-# (workbench.runtime.chunked.COLLECTIVE_BLOCKS_PER_SM = 2 per SM) must be resident (design note 42).
+# (CodegenOptions.collective_blocks_per_sm = 2 per SM) must be resident (design note 42).
 COLLECTIVE_MIN_BLOCKS = 2
-ROW_MIN_BLOCKS_CHOICES = (1, 2, 3, 4)
 
 _COLLECTIVE_KINDS = ("allreduce", "reducescatter", "allgather")
 
 
-def row_prefetch() -> bool:
-    """Whether row kernels prefetch each block's next row into L2 (the environment's
-    WB_ROW_PREFETCH=1; off by default until run_rmsnorm.sh's timing shows it pays)."""
-    import os
-
-    raw = os.environ.get("WB_ROW_PREFETCH", "").strip()
-    if raw not in ("", "0", "1"):
-        raise fault(f"WB_ROW_PREFETCH must be 0 or 1 (prefetch each block's next row into "
-                    f"L2), got {raw!r}; unset it for no prefetch")
-    return raw == "1"
-
-
-def row_min_blocks(collective: bool) -> int:
-    """__launch_bounds__'s minimum blocks per SM of a row kernel: ROW_MIN_BLOCKS, or the
-    environment's WB_ROW_MIN_BLOCKS (1-4: a tuning experiment; benchmarks/gpu/run_rmsnorm.sh
-    times them side by side). The kernel's name mangles it, so the compile cache keeps the
-    variants apart. A fused collective never goes below COLLECTIVE_MIN_BLOCKS."""
-    import os
-
-    raw = os.environ.get("WB_ROW_MIN_BLOCKS", "").strip()
-    value = ROW_MIN_BLOCKS
-    if raw:
-        if not raw.isdigit() or int(raw) not in ROW_MIN_BLOCKS_CHOICES:
-            raise fault(f"WB_ROW_MIN_BLOCKS must be one of {ROW_MIN_BLOCKS_CHOICES} (minimum "
-                        f"blocks per SM of a row kernel), got {raw!r}; unset it for the "
-                        f"default {ROW_MIN_BLOCKS}")
-        value = int(raw)
+def row_min_blocks(opts: CodegenOptions, collective: bool) -> int:
+    """__launch_bounds__'s minimum blocks per SM of a row kernel: the options' row_min_blocks
+    (ROW_MIN_BLOCKS by default; 1-4 is a tuning experiment, benchmarks/gpu/run_rmsnorm.sh times
+    them side by side through WB_ROW_MIN_BLOCKS). The kernel's name mangles it, so the compile
+    cache keeps the variants apart. A fused collective never goes below COLLECTIVE_MIN_BLOCKS."""
+    value = opts.row_min_blocks
     return max(value, COLLECTIVE_MIN_BLOCKS) if collective else value
 
 
@@ -93,7 +72,7 @@ def row_passes(leaves: list[ir.Stmt]) -> list[int]:
     return phases_after(leaves, ir.ReduceAxis)
 
 
-def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull",
+def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions,
                     chunks: int = 1) -> KernelStep:
     """A statement holding axis reductions as one row kernel (see the module docstring); with
     `chunks`, a fused collective launched once per chunk of rows (an overlapped consumer:
@@ -110,9 +89,9 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull",
             raise fault(f"{what}: a fused collective with an axis reduction must move its "
                         "bytes on the SMs, got copy engines; drop copy_engines for it")
     head_ar = collective and isinstance(leaves[0].op, ir.AllReduce)
-    if collective and mode != "pull" and not head_ar:
+    if collective and opts.collective_mode != "pull" and not head_ar:
         raise fault(f"{what}: a fused collective with an axis reduction must reduce-scatter by "
-                    f"peer loads (--collective-mode pull), got {mode}")
+                    f"peer loads (--collective-mode pull), got {opts.collective_mode}")
     red = next(leaf for leaf in leaves if isinstance(leaf.op, ir.ReduceAxis))
     domain = red.op.input_type(pl.types, what)
     if red.op.axis != domain.rank - 1:
@@ -188,7 +167,7 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, mode: str = "pull",
         counter = "launches"
         extra.append(Param(counter, f"uint32_t* {counter}", "buf", f"launches_{base}"))
     plan = RowPlan(kb._c(rows), kb._c(cols), tuple(row_passes_), ROW_CACHE if cached else 0,
-                   row_min_blocks(collective), row_prefetch())
+                   row_min_blocks(opts, collective), opts.row_prefetch)
     comment = (f"Fused{op.kind.capitalize()} as a row kernel: " if isinstance(op, ir.Fused)
                else "row kernel: ") + "; ".join(f"{s.name} = {s.op}" for s in leaves)
     spec = kb.spec("collective" if collective else "rows", "rows.cu.j2", pl.P, extra, comment,

@@ -11,6 +11,7 @@ from codegen.plan import ChunkedStep, KernelStep, SendStep, fault
 from codegen.planner import Planner, c_type_of, chunk_rows, sliced_dim0
 from codegen.spec import KernelSpec, Param, mangle
 from workbench import ir
+from workbench.options import CodegenOptions
 
 
 def p2p_step(pl: Planner, stmt: ir.Stmt) -> tuple[SendStep, tuple[int, int]]:
@@ -42,7 +43,7 @@ def wait_step(pl: Planner, send: ir.Stmt, src: int) -> KernelStep:
     return KernelStep(spec, (send.out.name,), flags, sympy.Integer(1))
 
 
-def send_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int, mode: str,
+def send_steps(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions,
                chunks: int = 1) -> list[tuple[object, tuple[int, ...]]]:
     """A FusedSend region ([ReduceScatter] C* Send): the fused kernel on the source stage and
     the flag wait on the destination stage, as (step, stages) pairs; chunked (an overlap):
@@ -53,8 +54,8 @@ def send_steps(pl: Planner, stmt: ir.Stmt, first: int, unroll: int, mode: str,
         raise fault(f"{what}: a fused Send must be one launch, got a norm whose users need a "
                     "second one; measure a schedule that does not fuse the norm")
     src = pl.group
-    step, _ = collective_kernel(pl, stmt, list(enumerate(leaves, start=first)), unroll,
-                                mode, chunks=chunks)
+    step, _ = collective_kernel(pl, stmt, list(enumerate(leaves, start=first)), opts,
+                                chunks=chunks)
     send = leaves[-1]
     if chunks > 1 and sliced_dim0(send.out.type):
         uses = pl.uses.get(send.out.name, set()) - {pl.kernel_of[send.out.name]}

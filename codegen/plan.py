@@ -15,6 +15,7 @@ import sympy
 from codegen.spec import THREADS, KernelSpec
 from workbench import ir
 from workbench.errors import RuntimeFault
+from workbench.options import CodegenOptions
 
 RANK = sympy.Symbol("rank", integer=True, nonnegative=True)
 
@@ -227,6 +228,8 @@ class Plan:
     # the group has `nodes` such nodes.
     per_node: int = 0
     nodes: int = 1
+    # How it was generated and is to be launched (grids of fused collectives and overlaps).
+    options: CodegenOptions = CodegenOptions()
 
     @property
     def world(self) -> int:
@@ -237,6 +240,13 @@ class Plan:
         """The steps that the ranks of stage `group` run, in order."""
         groups = self.step_groups or ((0,),) * len(self.steps)
         return tuple(s for s, g in zip(self.steps, groups) if group in g)
+
+    def source(self, spec: KernelSpec) -> str:
+        """The CUDA source of one of the plan's kernels, rendered by codegen (the runtime
+        compiles and launches it, and never renders)."""
+        from codegen.render import render  # the templates load on first use
+
+        return render(spec)
 
     def kernels(self) -> tuple[KernelSpec, ...]:
         """The generated kernels the runtime compiles, each step's in order."""

@@ -21,28 +21,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from codegen.plan import ChunkedStep, CopyEngineStep, KernelStep, OverlapStep, Plan, fault
+from codegen.plan import ChunkedStep, CopyEngineStep, KernelStep, OverlapStep, Plan
 from codegen.spec import mangle
+from workbench.options import CodegenOptions
 
-VEC_BYTES = (16, 32)
-CACHE_HINTS = ("default", "stream")
 # The kernels the knobs apply to (their loops come from _body.cu.j2's vector path).
 TEMPLATES = ("fused_collective.cu.j2",)
 
 
-def check_knobs(vec_bytes: int, cache: str) -> None:
-    """Raise unless both knobs name a supported value."""
-    if vec_bytes not in VEC_BYTES:
-        raise fault(f"collective vector bytes must be one of {VEC_BYTES} (bytes per operand a "
-                    f"thread moves per vector), got {vec_bytes!r}; 16 is the default")
-    if cache not in CACHE_HINTS:
-        raise fault(f"collective cache hint must be one of {CACHE_HINTS}, got {cache!r}; "
-                    f"'default' is plain loads and stores")
-
-
-def tune_plan(plan: Plan, vec_bytes: int = 16, cache: str = "default") -> Plan:
-    """`plan` with every fused collective kernel's spec set to the knobs (and renamed)."""
-    check_knobs(vec_bytes, cache)
+def tune_plan(plan: Plan, opts: CodegenOptions) -> Plan:
+    """`plan` with every fused collective kernel's spec set to the options' vec_bytes and
+    cache (and renamed); the plan itself when both are the defaults."""
+    vec_bytes, cache = opts.vec_bytes, opts.cache
     if vec_bytes == 16 and cache == "default":
         return plan
     return dataclasses.replace(plan, steps=tuple(_step(s, vec_bytes, cache) for s in plan.steps))

@@ -421,17 +421,19 @@ def fused_link_bandwidths(cluster: Cluster, group_size, blocks: float | None = N
 
 
 def fused_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=None,
-                    blocks: float | None = None):
+                    blocks: float | None = None, push: bool = False):
     """Link time of a fused kernel's communication: a reduce-scatter by peer loads of
-    `rs_nbytes` and all-gathers by peer stores of `ag_nbytes` (total gathered buffer sizes),
-    by a kernel of `blocks` thread blocks (None: its full grid).
+    `rs_nbytes` (by peer stores into the owners' staging buffers when `push`, the codegen
+    option collective_mode) and all-gathers by peer stores of `ag_nbytes` (total gathered
+    buffer sizes), by a kernel of `blocks` thread blocks (None: its full grid).
 
     Loads of my slice from peers use my inbound and their outbound directions, stores the
     reverse, so both phases occupy both directions and add up."""
     load_bw, store_bw, _ = fused_link_bandwidths(cluster, group_size if group_size is not None
                                                  else (int(P) if is_number(P) else None),
                                                  blocks)
-    return (P - 1) * rs_nbytes / P / load_bw + (P - 1) * ag_nbytes / P / store_bw
+    rs_bw = store_bw if push else load_bw
+    return (P - 1) * rs_nbytes / P / rs_bw + (P - 1) * ag_nbytes / P / store_bw
 
 
 def copy_engine_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=None):

@@ -67,6 +67,7 @@ from simulator.network import Network, Route
 from simulator.variability import Draw, Variability
 from workbench import ir
 from workbench.errors import WorkbenchError
+from workbench.options import CodegenOptions
 from workbench.types import Group, Sliced
 
 # Ranks above which simulate() reduces by symmetry unless told otherwise.
@@ -158,14 +159,14 @@ class Simulation:
     def __init__(self, program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
                  reduced: bool | None = None, record: bool = True,
                  variability: Variability | None = None, sample: int = 0,
-                 shared: Shared | None = None):
+                 shared: Shared | None = None, options: CodegenOptions | None = None):
         # `shared`: the environment, network, GPUs and timeline of a larger run this one is
         # part of (simulator.mesh: one program per group of a mesh axis, all on one cluster);
         # then `cluster` is the view that prices this program's groups (their ranks per node)
         # and `shared.cluster` the physical one.
         self.program = program
         self.cluster = cluster
-        self.ctx = CostContext(program, cluster, bound)
+        self.ctx = CostContext(program, cluster, bound, options=options or CodegenOptions())
         self.env = shared.env if shared else simpy.Environment()
         self.network = shared.network if shared else Network(self.env)
         self.physical = shared.cluster if shared else cluster
@@ -784,7 +785,10 @@ adds one entry here."""
 
 def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
              reduced: bool | None = None, record: bool = True,
-             variability: Variability | None = None, sample: int = 0) -> SimResult:
+             variability: Variability | None = None, sample: int = 0,
+             options: CodegenOptions | None = None) -> SimResult:
     """Simulate `program` on `cluster` with sizes `bound`; reduced=None picks by rank count
-    (full whenever `variability` makes ranks differ; `sample` picks its draw)."""
-    return Simulation(program, cluster, bound, reduced, record, variability, sample).run()
+    (full whenever `variability` makes ranks differ; `sample` picks its draw); `options`: the
+    codegen options it is generated with (None: the defaults), which the cost model prices."""
+    return Simulation(program, cluster, bound, reduced, record, variability, sample,
+                      options=options).run()

@@ -10,12 +10,14 @@ torch-free: predictions need only the simulator and the cost model.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from wbtorch.programs import pick_schedule
 from workbench.errors import WorkbenchError
 from workbench.interpreter import bind_sizes
+from workbench.options import CodegenOptions
 
 TORCH = "torch"  # the NCCL all_reduce + torch step candidate
 MODES = ("pull", "push")
@@ -43,6 +45,14 @@ class Candidate:
     @property
     def generated(self) -> bool:
         return self.schedule != TORCH
+
+    def options(self, base: CodegenOptions) -> CodegenOptions:
+        """The codegen options this candidate lowers and launches with: `base` (the
+        environment's knobs) with its mode, unroll and blocks per SM."""
+        knobs = {"collective_mode": self.mode, "unroll": self.unroll}
+        if self.blocks_per_sm is not None:
+            knobs["collective_blocks_per_sm"] = self.blocks_per_sm
+        return dataclasses.replace(base, **knobs)
 
 
 def is_fused(program) -> bool:
@@ -73,25 +83,37 @@ def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,),
     return out
 
 
-def predict(loaded, cands: list[Candidate], numel: int, P: int, cluster) -> dict:
+def predict(loaded, cands: list[Candidate], numel: int, P: int, cluster,
+            base: CodegenOptions | None = None) -> dict:
     """Candidate -> simulated seconds for a bucket of `numel` elements on `cluster` (the
-    simulator does not tell push from pull or unroll: those candidates share a time, and
-    a measured trial separates them; the torch step is predicted as the program as written,
-    NCCL + elementwise kernels, which is what it runs). NaN where the schedule cannot run."""
+    simulator prices push and pull and, on a profile with a calibrated block curve, the
+    blocks per SM, but not the unroll: those candidates share a time, and a measured trial
+    separates them; the torch step is predicted as the program as written,
+    NCCL + elementwise kernels, which is what it runs). NaN where the schedule cannot run,
+    and where codegen cannot generate it with the candidate's options (`base`, the
+    environment's knobs, with its own): the simulator never picks what the backend refuses."""
+    from codegen.lower import lower
     from simulator import simulate
 
     out: dict[Candidate, float] = {}
-    cache: dict[str, float] = {}
+    cache: dict[tuple, float] = {}
     for c in cands:
         key = "unscheduled" if c.schedule == TORCH else c.schedule
-        if key not in cache:
+        opts = c.options(base or CodegenOptions())
+        if (key, opts) not in cache:
             try:
                 program = pick_schedule(loaded, key)
                 bound = bind_sizes(program, {"N": numel, "P": P})
-                cache[key] = float(simulate(program, cluster, bound, record=False).time_s)
+                cache[key, opts] = float(simulate(program, cluster, bound, record=False,
+                                                  options=opts).time_s)
             except WorkbenchError:
-                cache[key] = math.nan
-        out[c] = cache[key]
+                cache[key, opts] = math.nan
+        out[c] = cache[key, opts]
+        if c.generated and not math.isnan(out[c]):
+            try:
+                lower(pick_schedule(loaded, key), P, opts)
+            except WorkbenchError:  # RuntimeFault: not generated with these options
+                out[c] = math.nan
     return out
 
 

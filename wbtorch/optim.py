@@ -38,6 +38,7 @@ from wbtorch.programs import (
     roles,
 )
 from workbench.loader import load
+from workbench.options import CodegenOptions
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (program files are found there)
 
@@ -96,7 +97,7 @@ class _BucketRun:
         key = "unscheduled" if cand.schedule == ch.TORCH else cand.schedule
         program = pick_schedule(opt.loaded, key)
         self.roles = roles(program)
-        plan = lower(program, opt.P, collective_unroll=cand.unroll, collective_mode=cand.mode)
+        plan = lower(program, opt.P, cand.options(opt.codegen))
         check_in_place(program, plan.locs)
         self.bound = _bind(opt.gpu, plan, {"N": bucket.numel, "P": opt.P}, cand.blocks_per_sm)
         self.g = self.bound.view(self.roles.grad)
@@ -150,6 +151,7 @@ class DataParallelOptimizer:
             raise bk.BucketError("the optimizer must be given at least one parameter, got none; "
                                  "pass model.parameters() of a model with trainable parameters")
         self.spec = program
+        self.codegen = CodegenOptions.from_env()  # the WB_* knobs, read once here
         self.loaded = load(program)
         self.roles = roles(self.loaded.program)
         dtypes = {str(p.dtype).removeprefix("torch.") for p in self.params}
@@ -224,7 +226,8 @@ class DataParallelOptimizer:
             pick_schedule(self.loaded, schedule)  # a clear error for a schedule it lacks
             return ch.Candidate(schedule, modes[0], unrolls[0], blocks[0])
         cands = ch.candidates(self.loaded, self.P, self._torch_ok, modes, unrolls, blocks)
-        predicted = ch.predict(self.loaded, cands, b.numel, self.P, cluster) if cluster else None
+        predicted = (ch.predict(self.loaded, cands, b.numel, self.P, cluster, self.codegen)
+                     if cluster else None)
         measured = None
         if choose == "measure":
             # buckets of one size share a trial (a model's buckets are mostly cap-sized)

@@ -39,6 +39,7 @@ from wbtorch import choice as ch
 from wbtorch import optim as _optim
 from wbtorch.programs import ProgramRoleError, pick_schedule
 from workbench.loader import load
+from workbench.options import CodegenOptions
 
 DEFAULT_PROGRAM = "examples/tp_layer.py"
 
@@ -119,6 +120,7 @@ class RowParallelLinear(nn.Module):
                                    f"{self.P}, got {hidden}; pick a multiple of {self.P}")
         self.hidden = hidden
         spec = program or str(_optim.ROOT / DEFAULT_PROGRAM)
+        self.codegen = CodegenOptions.from_env()  # the WB_* knobs, read once here
         self.loaded = load(spec)
         if schedule not in ("auto", ch.TORCH):
             pick_schedule(self.loaded, schedule)  # a clear error for a schedule it lacks
@@ -175,7 +177,7 @@ class RowParallelLinear(nn.Module):
         key = (T, name)
         if key not in self._plans:
             program = pick_schedule(self.loaded, name)
-            self._plans[key] = _optim._bind(self.gpu, lower(program, self.P),
+            self._plans[key] = _optim._bind(self.gpu, lower(program, self.P, self.codegen),
                                             {"T": T, "H": self.hidden, "P": self.P})
         return self._plans[key]
 

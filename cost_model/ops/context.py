@@ -11,6 +11,7 @@ import sympy
 from cost_model.collectives import smax
 from cost_model.hardware import Cluster
 from workbench import ir
+from workbench.options import CodegenOptions
 from workbench.types import Group, Sliced, TensorType
 
 RESOURCES = ("link", "hbm")
@@ -18,13 +19,16 @@ RESOURCES = ("link", "hbm")
 
 @dataclass(frozen=True)
 class CostContext:
-    """A program, a cluster, the bound sizes, and whether to build symbolic expressions."""
+    """A program, a cluster, the bound sizes, whether to build symbolic expressions, and the
+    codegen options the program is generated with (the knobs the model prices:
+    workbench.options.PRICED)."""
 
     program: ir.Program
     cluster: Cluster
     bound: Mapping[sympy.Symbol, int]
     symbolic: bool = False
     types: dict = field(default_factory=dict)
+    options: CodegenOptions = CodegenOptions()
 
     def __post_init__(self):
         if not self.types:

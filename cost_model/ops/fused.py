@@ -188,6 +188,11 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
         # rank's result slice once more from HBM.
         share = (ctx.P(group) - 1) / ctx.P(group)
         work = work + Work(share * (2 * rs + ag), 0, write_bytes=share * rs)
+    elif _pushes(ctx, engine, group) and rs:
+        # Push mode (CodegenOptions.collective_mode): the peers' slices land in this rank's
+        # staging buffer (written to HBM) and are read back to be reduced locally.
+        share = (ctx.P(group) - 1) / ctx.P(group)
+        work = work + Work(share * rs, 0, write_bytes=share * rs)
     return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks,
                       body.algorithm)
 
@@ -210,18 +215,40 @@ def check_one_domain(ctx: CostContext, s: ir.Stmt, group: Group) -> None:
         f"without fuse, e.g. rs-c-ag) or groups of at most {c.gpus_per_node} GPUs")
 
 
+def _pushes(ctx: CostContext, engine: str, group) -> bool:
+    """Whether a fused kernel reduce-scatters by peer stores (the push collective mode; a
+    one-rank group moves nothing, so its push kernel is the pull one)."""
+    return (ctx.options.collective_mode == "push" and engine == "sm" and group is not None
+            and ctx.group_size(group) > 1)
+
+
+def fused_blocks(ctx: CostContext, sms: float | None):
+    """Thread blocks of a fused collective kernel holding `sms` SMs (None: all), at the
+    codegen options' blocks per SM (collective_blocks_per_sm; the full grid is 2 a SM); None
+    for the full grid. Only a cluster with a calibrated block curve prices fewer blocks
+    (`cost_model.collectives.fused_block_fraction`); the presets have none."""
+    per_sm = ctx.options.collective_blocks_per_sm
+    if sms is None and per_sm == 2:
+        return None
+    full = coll.fused_blocks_on(ctx.cluster, ctx.cluster.gpu.sm_count if sms is None else sms)
+    return full * per_sm / 2
+
+
 def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
     """Link time of a fused kernel's communication (peer loads/stores or a P2P send), the
     kernel holding `sms` SMs (None: all; fewer slow the peer accesses where the cluster has a
-    calibrated block curve, `cost_model.collectives.fused_block_fraction`)."""
+    calibrated block curve, `cost_model.collectives.fused_block_fraction`), with the codegen
+    options' collective mode and blocks per SM (unroll, vector width and cache hints have no
+    modelled effect: workbench.options.PRICED)."""
     t = 0
-    blocks = None if sms is None else coll.fused_blocks_on(ctx.cluster, sms)
+    blocks = fused_blocks(ctx, sms)
     if parts.engine == "copy" and parts.group is not None:
         return coll.copy_engine_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
                                           ctx.cluster, ctx.group_size(parts.group))
     if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
         t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
-                                 ctx.cluster, ctx.group_size(parts.group), blocks)
+                                 ctx.cluster, ctx.group_size(parts.group), blocks,
+                                 push=_pushes(ctx, parts.engine, parts.group))
     if parts.send_nbytes:
         t = t + parts.send_nbytes / fused_send_Bps(ctx, parts, blocks)
     return t

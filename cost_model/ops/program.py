@@ -13,6 +13,7 @@ from cost_model.hardware import Cluster
 from cost_model.ops.context import CostContext, add_busy
 from cost_model.ops.rules import stmt_cost
 from workbench import ir
+from workbench.options import CodegenOptions
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,10 @@ def host_overlapped_total(costs, symbolic: bool = False):
 
 
 def program_cost(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
-                 symbolic: bool = False) -> ProgramCost:
-    """The cost model's prediction for a program on a cluster."""
-    ctx = CostContext(program, cluster, bound, symbolic)
+                 symbolic: bool = False, options: CodegenOptions | None = None) -> ProgramCost:
+    """The cost model's prediction for a program on a cluster, generated with the codegen
+    `options` (None: the defaults)."""
+    ctx = CostContext(program, cluster, bound, symbolic, options=options or CodegenOptions())
     costs = tuple(stmt_cost(ctx, s) for s in program.stmts)
     total = host_overlapped_total(costs, symbolic)
     busy: dict = {}

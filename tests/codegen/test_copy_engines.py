@@ -19,6 +19,7 @@ from workbench import interpreter
 from workbench.errors import IllegalTransform, NotOnThisCluster
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
+from workbench.runtime.launches import KernelLaunch
 from workbench.transforms import CopyEngines, transform_from_json
 
 
@@ -129,7 +130,7 @@ class _Run:
         self.subs = {**{s: v for s, v in sizes.items()}, RANK: 1}
         self.launched = []
 
-    def _int(self, expr):
+    def int_of(self, expr):
         return int(sympy.sympify(expr).subs({s: v for s, v in self.subs.items()
                                              if not isinstance(s, str)}))
 
@@ -137,11 +138,11 @@ class _Run:
         return {"g": 0x1000_0000, "w": 0x2000_0000, "stage_g": 0x3000_0000}[name] \
             + rank * 0x100_0000_0000
 
-    def _prepare(self, step):
-        return ("kernel", step, None, 1, [], None)
+    def prepare(self, step):
+        return KernelLaunch(step, None, 1, [])
 
     def launch(self, item, stream=None, chunk=None, window=None):
-        self.launched.append((item[1].spec.kind, None if stream is None else stream.id,
+        self.launched.append((item.step.spec.kind, None if stream is None else stream.id,
                               window))
 
 
@@ -181,8 +182,8 @@ def test_the_executor_pulls_computes_and_pushes_piece_by_piece():
 
 
 def test_pieces_must_divide_the_slice():
-    from workbench.runtime.chunked import CopyEnginesRun as _CopyEngines
     from workbench.errors import RuntimeFault
+    from workbench.runtime.chunked import CopyEnginesRun as _CopyEngines
 
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
     (step,) = [s for s in lower(program, 2).steps if isinstance(s, CopyEngineStep)]

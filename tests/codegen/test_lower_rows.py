@@ -11,8 +11,9 @@ from codegen.lower_rows import ROW_CACHE, row_passes
 from codegen.plan import KernelStep, check_row_cols
 from codegen.spec import THREADS
 from workbench import Mean, P, Program, Replicated, Size, Tensor, float32
-from workbench.errors import RuntimeFault
+from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import load
+from workbench.options import CodegenOptions
 
 
 def test_the_fused_allreduce_rmsnorm_is_one_row_collective_kernel(study):
@@ -73,17 +74,16 @@ def test_rows_longer_than_the_cache_are_refused_before_launch(study):
         check_row_cols(step, THREADS * ROW_CACHE + 1)
 
 
-def _residual_spec(dt="f16"):
+def _residual_spec(dt="f16", **options):
     pf = load(str(ROOT / f"studies/rmsnorm.py:residual_{dt}"))
-    (step,) = lower(pf.schedules["fused"].apply(), P=1).steps
+    (step,) = lower(pf.schedules["fused"].apply(), P=1, options=CodegenOptions(**options)).steps
     return step.spec
 
 
-def test_row_kernels_keep_two_blocks_per_sm_resident(monkeypatch):
+def test_row_kernels_keep_two_blocks_per_sm_resident():
     from codegen.lower_rows import ROW_MIN_BLOCKS
     from codegen.render import render
 
-    monkeypatch.delenv("WB_ROW_MIN_BLOCKS", raising=False)
     spec = _residual_spec()
     assert spec.row.min_blocks == ROW_MIN_BLOCKS == 2
     assert f"__launch_bounds__({THREADS}, 2)" in render(spec)
@@ -93,45 +93,52 @@ def test_row_kernels_keep_two_blocks_per_sm_resident(monkeypatch):
     assert "wb::RowCache<__nv_bfloat16, K>" in render(_residual_spec("bf16"))
 
 
-def test_the_min_blocks_knob_names_a_different_kernel(monkeypatch, study):
+def test_the_min_blocks_knob_names_a_different_kernel(study):
     from codegen.render import render
 
-    monkeypatch.setenv("WB_ROW_MIN_BLOCKS", "3")
-    spec3 = _residual_spec()
+    spec3 = _residual_spec(row_min_blocks=3)
     assert spec3.row.min_blocks == 3 and f"__launch_bounds__({THREADS}, 3)" in render(spec3)
-    monkeypatch.setenv("WB_ROW_MIN_BLOCKS", "1")
-    spec1 = _residual_spec()
+    spec1 = _residual_spec(row_min_blocks=1)
     assert spec1.row.min_blocks == 1 and spec1.name != spec3.name
     # a fused collective's blocks spin on their peers: never fewer than 2 resident per SM
     f = study("studies/allreduce_rmsnorm.py")
-    (step,) = lower(f.schedules["fuse-rs-c-ag"].apply(), P=2).steps
+    (step,) = lower(f.schedules["fuse-rs-c-ag"].apply(), P=2,
+                    options=CodegenOptions(row_min_blocks=1)).steps
     assert step.spec.row.min_blocks == 2
+
+
+def test_the_environment_is_read_at_the_edge_only(monkeypatch):
+    # lowering never reads WB_* variables: CodegenOptions.from_env does, once, for the CLI
+    monkeypatch.setenv("WB_ROW_MIN_BLOCKS", "3")
+    monkeypatch.setenv("WB_ROW_PREFETCH", "1")
+    assert _residual_spec().row.min_blocks == 2 and not _residual_spec().row.prefetch
+    opts = CodegenOptions.from_env()
+    assert (opts.row_min_blocks, opts.row_prefetch) == (3, True)
 
 
 @pytest.mark.parametrize("bad", ["0", "5", "two"])
 def test_a_bad_min_blocks_knob_is_refused(monkeypatch, bad):
     monkeypatch.setenv("WB_ROW_MIN_BLOCKS", bad)
-    with pytest.raises(RuntimeFault, match=r"WB_ROW_MIN_BLOCKS must be one of \(1, 2, 3, 4\) "
-                                           r"\(minimum blocks per SM of a row kernel\), got "
-                                           rf"'{bad}'; unset it for the default 2"):
-        _residual_spec()
+    shown = f"'{bad}'" if bad == "two" else bad
+    with pytest.raises(WorkbenchError, match=r"WB_ROW_MIN_BLOCKS must be one of \(1, 2, 3, 4\) "
+                                             r"\(minimum blocks per SM of a row kernel\), got "
+                                             rf"{shown}; unset it for the default 2"):
+        CodegenOptions.from_env()
 
 
 def test_the_prefetch_knob_asks_l2_for_the_next_row(monkeypatch):
     from codegen.render import render
 
-    monkeypatch.delenv("WB_ROW_PREFETCH", raising=False)
     off = _residual_spec()
     assert not off.row.prefetch and "prefetch_row_l2" not in render(off)
-    monkeypatch.setenv("WB_ROW_PREFETCH", "1")
-    on = _residual_spec()
+    on = _residual_spec(row_prefetch=True)
     text = render(on)
     assert on.row.prefetch and on.name != off.name
     # x and r (the inputs read from memory), in the vector and the single-element loops
     assert text.count("wb::prefetch_row_l2(p_x + (0LL) + next, cols);") == 2
     assert text.count("wb::prefetch_row_l2(p_r + (0LL) + next, cols);") == 2
     monkeypatch.setenv("WB_ROW_PREFETCH", "yes")
-    with pytest.raises(RuntimeFault, match=r"WB_ROW_PREFETCH must be 0 or 1 \(prefetch each "
-                                           r"block's next row into L2\), got 'yes'; unset it "
-                                           r"for no prefetch"):
-        _residual_spec()
+    with pytest.raises(WorkbenchError, match=r"WB_ROW_PREFETCH must be 0 or 1 \(prefetch each "
+                                             r"block's next row into L2\), got 'yes'; unset it "
+                                             r"for no prefetch"):
+        CodegenOptions.from_env()

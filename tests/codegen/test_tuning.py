@@ -87,12 +87,13 @@ def test_32_byte_vectors_double_v_unless_the_widest_operand_moves_32_bytes():
 
 def test_bad_knob_values_are_refused_with_the_choices():
     case = CASES[0]
-    with pytest.raises(RuntimeFault, match=r"collective vector bytes must be one of \(16, 32\) "
+    with pytest.raises(RuntimeFault, match=r"codegen option vec_bytes must be one of \(16, 32\) "
                                            r"\(bytes per operand a thread moves per vector\), "
                                            r"got 64; 16 is the default"):
         _plan(case, 64)
-    with pytest.raises(RuntimeFault, match=r"collective cache hint must be one of \('default', "
-                                           r"'stream'\), got 'evict'"):
+    with pytest.raises(RuntimeFault, match=r"codegen option cache must be one of \('default', "
+                                           r"'stream'\) \(the cache hint of a fused "
+                                           r"collective's accesses\), got 'evict'"):
         _plan(case, 16, "evict")
 
 

@@ -11,8 +11,9 @@ import pytest
 from test_calibration_dtypes import FUSED, NBYTES, _known
 
 from cost_model import calibration
-from workbench.runtime import calibrate, calibrate_kernels, calibrate_nccl, calibrate_worker
 from workbench.errors import RuntimeFault
+from workbench.runtime import calibrate, calibrate_kernels, calibrate_nccl, calibrate_worker
+from workbench.runtime.launches import KernelLaunch, NcclCall
 
 NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
 
@@ -47,16 +48,16 @@ def test_block_sweep_grids():
 
 
 def _launch(kind):
-    return ("kernel", SimpleNamespace(spec=SimpleNamespace(kind=kind)), "fn", 528, ["args"], 3)
+    return KernelLaunch(SimpleNamespace(spec=SimpleNamespace(kind=kind)), "fn", 528, ["args"], 3)
 
 
 def test_with_grid_changes_only_the_collective_kernel():
-    run = SimpleNamespace(launches=[("nccl", "step", 1, 2, 3), _launch("elementwise"),
-                                    _launch("collective")])
+    nccl = NcclCall("step", 1, 2, 3)
+    run = SimpleNamespace(launches=[nccl, _launch("elementwise"), _launch("collective")])
     assert calibrate_worker._with_grid(run, None) == 528
     assert calibrate_worker._with_grid(run, 16) == 528
-    assert [item[3] for item in run.launches] == [2, 528, 16]
-    assert run.launches[2][4] == ["args"] and run.launches[2][5] == 3
+    assert run.launches[0] is nccl and [item.grid for item in run.launches[1:]] == [528, 16]
+    assert run.launches[2].args == ["args"] and run.launches[2].epoch_at == 3
     assert calibrate_worker._with_grid(run, 264) == 16
 
 
@@ -64,13 +65,6 @@ def test_with_grid_needs_a_collective_kernel():
     run = SimpleNamespace(launches=[_launch("elementwise")])
     with pytest.raises(RuntimeFault, match=r"the fused AllReduce plan must launch a collective "
                        r"kernel, got none"):
-        calibrate_worker._with_grid(run, 8)
-
-
-def test_with_grid_checks_the_launch_layout():
-    run = SimpleNamespace(launches=[_launch("collective")[:5]])
-    with pytest.raises(RuntimeFault, match=r"executor kernel launches must be \(kind, step, fn, "
-                       r"grid, args, epoch_at\), got 5 fields"):
         calibrate_worker._with_grid(run, 8)
 
 

@@ -11,6 +11,7 @@ from codegen.lower import lower
 from codegen.plan import KernelStep, NcclStep
 from workbench.loader import load
 from workbench.runtime.graphs import graph_problem
+from workbench.runtime.launches import KernelLaunch, LibraryCall, NcclCall
 from workbench.runtime.worker import _baseline_kind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,20 +19,20 @@ STUDY = str(ROOT / "studies/allreduce_rmsnorm.py")
 
 
 class _Run:
-    """What graph_problem reads of a PlanRun: its prepared launches (executor._prepare's
-    tuples: kind, step, function, grid, arguments, where the epoch argument goes)."""
+    """What graph_problem reads of a PlanRun: its prepared launches (PlanRun.prepare's
+    typed launches, workbench.runtime.launches)."""
 
     def __init__(self, plan):
         self.launches = []
         for step in plan.steps:
             if isinstance(step, NcclStep):
-                self.launches.append(("nccl", step, 0, 0, 0))
+                self.launches.append(NcclCall(step, 0, 0, 0))
             elif isinstance(step, KernelStep):
                 kinds = [p.kind for p in step.spec.params]
                 epoch = kinds.index("epoch") if "epoch" in kinds else None
-                self.launches.append(("kernel", step, None, 1, [], epoch))
+                self.launches.append(KernelLaunch(step, None, 1, [], epoch))
             else:
-                self.launches.append(("gemm", step))
+                self.launches.append(LibraryCall(lambda: None))
 
 
 @pytest.mark.parametrize("name", ["unscheduled", "rs-c-ag", "fuse-rs-c-ag", "fuse-ar-c",

@@ -8,15 +8,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from cost_model.hardware import load_hardware
+from cost_model.ops import program_cost
 from workbench.cli.results_table import steps_table
 from workbench.cli.sweep import main as sweep_main
 from workbench.cli.sweep import step_rows
-from cost_model.hardware import load_hardware
-from cost_model.ops import program_cost
-from workbench.runtime.executor import PlanRun, step_label
-from workbench.runtime.worker import step_summary
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
+from workbench.runtime.executor import PlanRun, step_label
+from workbench.runtime.launches import LibraryCall
+from workbench.runtime.worker import step_summary
 
 
 class _Clock:
@@ -61,7 +62,7 @@ def test_time_steps_times_each_step_between_events():
     def step(ms):
         def go():
             clock.now += ms
-        return ("gemm", go)
+        return LibraryCall(go)
 
     run = object.__new__(PlanRun)
     run.gpu = type("G", (), {"drv": Drv})()

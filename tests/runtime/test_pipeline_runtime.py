@@ -10,11 +10,11 @@ import types
 import pytest
 
 from workbench.cli.main import main
+from workbench.errors import RuntimeFault
 from workbench.runtime import comm
 from workbench.runtime.chunked import nccl_chunk
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.worker import held_outputs, stage_split
-from workbench.errors import RuntimeFault
 
 # -- ranks and stages
 
@@ -190,8 +190,10 @@ class _Gpu:
         self.barrier_.wait()
         return out
 
-    def function(self, spec):
-        return _Fn(spec, self.log)
+    def function(self, name, source):
+        # the runtime gets the source codegen rendered (Plan.source), never a spec to render
+        assert 'extern "C" __global__' in source and name in source
+        return _Fn(self.specs[name], self.log)
 
     def collective(self, op, reduce, src, dst, count, dtype, root=0, stream=0):
         self.log.append(("nccl", op, src, dst, count))
@@ -209,6 +211,8 @@ def _run_all(program, monkeypatch):
     plan = lower(program, 2)
     barrier, board = threading.Barrier(4), [None] * 4
     gpus = [_Gpu(q, barrier, board) for q in range(4)]
+    for gpu in gpus:
+        gpu.specs = {spec.name: spec for spec in plan.kernels()}
     runs, errors = [None] * 4, []
 
     def rank_main(q):

@@ -6,9 +6,9 @@ Inf and NaN, and w1 took 1.65 ms instead of 1.07). CPU only: the CUDA driver is 
 logs what is enqueued, in order."""
 
 from codegen.lower import lower
-from workbench.runtime.executor import PlanRun
 from workbench.interpreter import random_inputs
 from workbench.loader import load
+from workbench.runtime.executor import PlanRun
 
 SIZES = {"N": 1024, "P": 1}
 
@@ -80,7 +80,7 @@ class _Gpu:
     def all_gather(self, obj):
         return [obj]
 
-    def function(self, spec):
+    def function(self, name, source):
         return _Fn(self.log)
 
     def collective(self, op, *a, **k):

@@ -174,3 +174,47 @@ def test_compile_and_measure_writes_its_results_and_no_partial_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run1.command.txt", "run1.csv",
                                                           "run1.json"]
     assert _read(tmp_path / "run1.json")["meta"]["complete"] is True
+
+
+def test_the_options_and_the_commit_travel_with_the_job_into_the_results(
+        tmp_path, monkeypatch, capsys, no_gpu_needed):
+    # The environment's knobs are read by the CLI, once, over the defaults; --unroll,
+    # --collective-mode and --codegen set theirs; the workers get them in the job file.
+    import workbench.runtime.launcher as launcher
+    from workbench.options import CodegenOptions
+    from workbench.provenance import git_commit
+    from workbench.runtime.worker import job_meta
+
+    jobs = []
+    _stub_launch(monkeypatch, records=1, fault=False, complete=True)
+    real = launcher.launch
+    monkeypatch.setattr(launcher, "launch", lambda P, argv, **k: jobs.append(
+        json.loads(open(argv[-1]).read())) or real(P, argv, **k))
+    monkeypatch.setenv("WB_ROW_MIN_BLOCKS", "3")
+    monkeypatch.setenv("WB_OVERLAP_BLOCKS", "66")
+    code = main(["compile-and-measure", "studies/adam.py", "--gpus", "2", "--set", "N=1024",
+                 "--out", str(tmp_path), "--name", "run1", "--quiet", "--unroll", "2",
+                 "--collective-mode", "push", "--codegen", "row_prefetch=1"])
+    assert code == 0, capsys.readouterr().err
+    (job,) = jobs
+    want = CodegenOptions(collective_mode="push", unroll=2, row_prefetch=True,
+                          row_min_blocks=3, overlap_blocks=66)
+    assert CodegenOptions(**job["options"]) == want
+    assert job["provenance"] == {"commit": git_commit(), "codegen": want.metadata()}
+    assert "not priced" in job["provenance"]["codegen"]["priced"]["unroll"]
+    meta = job_meta(job)  # what a worker writes into the results' meta
+    assert meta["commit"] == git_commit() and meta["codegen"]["options"] == want.as_dict()
+    assert "provenance" not in meta["job"] and meta["job"]["options"] == want.as_dict()
+    import pandas as pd
+
+    row = pd.read_csv(tmp_path / "run1.csv").iloc[0]
+    assert row.codegen == ("collective_mode=push unroll=2 row_prefetch=True row_min_blocks=3 "
+                           "overlap_blocks=66")
+
+
+def test_a_bad_codegen_option_is_refused_before_any_gpu_work(capsys, no_gpu_needed):
+    code = main(["compile-and-measure", "studies/adam.py", "--gpus", "2", "--set", "N=1024",
+                 "--codegen", "blocks=3"])
+    assert code == 2
+    assert capsys.readouterr().err.startswith(
+        "error: --codegen must be NAME=VALUE with NAME one of collective_mode, unroll, ")

@@ -23,6 +23,9 @@ LAZY_COMMANDS = {
                   "Run microbenchmarks only (NCCL collectives, HBM, launch gap, GEMM, the fused "
                   "peer load/store kernel) on P GPUs and write a hardware profile for "
                   "`simulate --hardware`."),
+    "compile": ("workbench.cli.compile:compile_program",
+                "Write each schedule's CUDA sources and plan, and compile them with nvcc (no "
+                "GPU needed)."),
     "compile-and-measure": ("workbench.cli.measure:compile_and_measure",
                             "Compile every schedule of the programs to CUDA, run it on P GPUs, "
                             "check it against the reference interpreter, time it, and print a "

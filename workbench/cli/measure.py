@@ -14,13 +14,14 @@ from pathlib import Path
 
 import click
 
+from cost_model import calibration
 from workbench.cli.outputs import check_output_dir, check_output_file
 from workbench.cli.results_table import format_table, steps_table, table
-from cost_model import calibration
-from workbench.runtime.calibrate import measure, write_csvs
-from workbench.runtime.job import job_stem, run_job
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import check_size_names, load, parse_sets
+from workbench.options import CodegenOptions
+from workbench.runtime.calibrate import measure, write_csvs
+from workbench.runtime.job import job_stem, run_job
 
 
 def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
@@ -59,6 +60,12 @@ def _versions() -> dict:
     return out
 
 
+def options_text(options: CodegenOptions) -> str:
+    """The knobs that differ from the defaults, as NAME=VALUE (or "default")."""
+    changed = options.changed()
+    return " ".join(f"{k}={v}" for k, v in changed.items()) or "default"
+
+
 @click.command("compile-and-measure")
 @click.argument("program_files", nargs=-1, required=True, metavar="PROGRAM.py[:NAME]...")
 @click.option("--gpus", "P", type=int, required=True,
@@ -84,6 +91,10 @@ def _versions() -> dict:
 @click.option("--collective-mode", "mode", type=click.Choice(["pull", "push"]), default="pull",
               show_default=True, help="Reduce-scatter of fused collectives: NVLink peer loads "
               "(pull) or peer stores into the owners' staging buffers (push).")
+@click.option("--codegen", "codegen", multiple=True, metavar="NAME=VALUE",
+              help="A codegen option (workbench.options.CodegenOptions: row_min_blocks, "
+                   "row_prefetch, overlap_blocks, collective_blocks_per_sm, vec_bytes, cache, "
+                   "...), over the environment's WB_* knobs; repeatable.")
 @click.option("--per-step", is_flag=True,
               help="Also time each step (kernel, NCCL call, GEMM, overlap) of every schedule, "
                    "with CUDA events between steps; written to NAME.steps.csv.")
@@ -91,7 +102,7 @@ def _versions() -> dict:
               help="Also time every schedule captured once in a CUDA graph and replayed (what "
                    "an engine runs at small sizes): rows 'SCHEDULE (cuda graph)', checked.")
 def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
-                        hang_s, quiet, name, unroll, mode, per_step, graph):
+                        hang_s, quiet, name, unroll, mode, codegen, per_step, graph):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
     if P < 1:
@@ -101,17 +112,22 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     echo = None if quiet else (lambda r, line: click.echo(line, err=True))
     if unroll not in (1, 2, 4):
         raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")
+    # The environment's knobs are read here, once; the workers get the options in the job.
+    options = CodegenOptions.from_env(unroll=unroll, collective_mode=mode).with_settings(codegen)
     stem = name or job_stem(program_files, P)
     out = Path(out_dir)
     # Rank 0 rewrites its records as it goes beside the final results, so a run cut off from
     # outside leaves them where the user looks.
     results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
-                      not no_baselines, hang_s, echo, unroll, mode,
+                      not no_baselines, hang_s, echo, options,
                       partial=out / f"{stem}.partial.json", per_step=per_step, graph=graph)
     command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     results["meta"].update(_versions(), command=command,
                            date=datetime.datetime.now(datetime.UTC).isoformat())
     df = table(results["records"])
+    if not df.empty:  # the CSV names how its rows were made too (the JSON's meta has it all)
+        df["commit"] = results["meta"].get("commit", "unknown")
+        df["codegen"] = options_text(options)
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / f"{stem}.csv", index=False)
     (out / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))

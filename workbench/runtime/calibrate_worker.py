@@ -29,6 +29,7 @@ module imports on a machine without GPUs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -42,12 +43,14 @@ from cost_model.calibration import (
 )
 from workbench.errors import RuntimeFault
 from workbench.loader import load
+from workbench.options import CodegenOptions
 from workbench.runtime.calibrate_copy_engines import copy_engines
 from workbench.runtime.calibrate_kernels import device, streams, streams_f16, torch_adam
 from workbench.runtime.calibrate_nccl import collectives, host_issue, p2p, runtime_nccl
 from workbench.runtime.calibrate_progress import log
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
+from workbench.runtime.launches import KernelLaunch
 
 # The calibration programs are studies (package data of `studies`, read as files, not imported:
 # the runtime stays below the CLI, the only importer of studies).
@@ -112,18 +115,12 @@ def main(out_path: str, warmup: int = 5, reps: int = 25, passes: int = 1) -> int
 
 def _with_grid(run, blocks: int | None) -> int:
     """Launch the fused collective kernels of a PlanRun with `blocks` blocks from now on
-    (None: keep theirs); returns the grid they had. Reads the executor's prepared launches,
-    ("kernel", step, fn, grid, args, epoch_at): the calibration's one reach into it, checked."""
-
+    (None: keep theirs); returns the grid they had (the executor's prepared KernelLaunch)."""
     before, items = None, []
     for item in run.launches:
-        if item[0] == "kernel" and item[1].spec.kind == "collective":
-            if len(item) != 6:
-                raise RuntimeFault(f"executor kernel launches must be (kind, step, fn, grid, "
-                                   f"args, epoch_at), got {len(item)} fields; update "
-                                   f"calibrate_worker._with_grid to the executor")
-            before = item[3]
-            item = (*item[:3], before if blocks is None else blocks, *item[4:])
+        if isinstance(item, KernelLaunch) and item.step.spec.kind == "collective":
+            before = item.grid
+            item = dataclasses.replace(item, grid=before if blocks is None else blocks)
         items.append(item)
     if before is None:
         raise RuntimeFault("the fused AllReduce plan must launch a collective kernel, got none")
@@ -145,7 +142,7 @@ def fused_blocks(out_path: str, warmup: int = 5, reps: int = 25) -> int:
     log(rank, f"fused blocks: {gpu.name}, {gpu.sm_count} SMs")
     program = load(str(ALLREDUCE_SPEC)).schedules["fused"].apply()
     N = FUSED_BLOCKS_NBYTES // 4
-    run = PlanRun(gpu, lower(program, P, collective_unroll=1, collective_mode="pull"),
+    run = PlanRun(gpu, lower(program, P, CodegenOptions()),  # the default kernel and grid
                   {"N": N, "P": P})
     base = (np.arange(N) % 7).astype(np.float32)
     run.upload({program.inputs[0].name: np.stack([base + r for r in range(P)])})

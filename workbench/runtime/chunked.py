@@ -5,7 +5,7 @@ piece, barriers); with the grid sizes of their kernels and the chunking of NCCL 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
 
 from codegen.plan import (
     PEER,
@@ -13,36 +13,18 @@ from codegen.plan import (
     OverlapStep,
 )
 from codegen.spec import THREADS
-from workbench.runtime.gpu import ITEMSIZE, Gemm
 from workbench.errors import RuntimeFault
-
-# Blocks per SM of a fused collective: __launch_bounds__(THREADS, 2) guarantees 2 fit, and every
-# block of every rank must be resident at once (blocks spin on their peers' counterparts).
-COLLECTIVE_BLOCKS_PER_SM = 2
-
-if TYPE_CHECKING:  # the runs these pieces belong to; the executor imports this module
-    from workbench.runtime.executor import PlanRun
+from workbench.runtime.gpu import ITEMSIZE, Gemm
+from workbench.runtime.launches import RunView
 
 
-def collective_blocks_per_sm() -> int:
-    # WB_COLLECTIVE_BLOCKS_PER_SM=1 halves the grid (a tuning experiment); more than 2 could
-    # leave blocks unscheduled while their peers spin, so it is capped at the launch bound.
-    import os
-
-    return max(1, min(COLLECTIVE_BLOCKS_PER_SM,
-                      int(os.environ.get("WB_COLLECTIVE_BLOCKS_PER_SM", COLLECTIVE_BLOCKS_PER_SM))))
-
-
-def overlap_blocks(full: int) -> int:
-    # Blocks of an overlapped consumer kernel. It shares the SMs with the MatMul chunks it
-    # overlaps: a quarter of the full grid (66 blocks on an H200, one per two SMs) was the
-    # fastest of 16..264 blocks for the model-parallel layer on 2x H200 (GPU run 6,
-    # studies/results/gpu/README.md). WB_OVERLAP_BLOCKS overrides it (the same on every rank:
-    # blocks meet their peers by index).
-    import os
-
-    value = int(os.environ.get("WB_OVERLAP_BLOCKS", "0") or 0)
-    return min(full, value) if value > 0 else max(1, full // 4)
+def overlap_blocks(full: int, chosen: int = 0) -> int:
+    """Blocks of an overlapped consumer kernel whose full grid is `full`: `chosen`
+    (CodegenOptions.overlap_blocks, the same on every rank: blocks meet their peers by index),
+    or by default a quarter of the full grid. It shares the SMs with the MatMul chunks it
+    overlaps: a quarter (66 blocks on an H200, one per two SMs) was the fastest of 16..264
+    blocks for the model-parallel layer on 2x H200 (GPU run 6, studies/results/gpu/README.md)."""
+    return min(full, chosen) if chosen > 0 else max(1, full // 4)
 
 
 def elementwise_grid(extent: int, vec: int, sm_count: int) -> int:
@@ -99,7 +81,7 @@ class OverlapRun:
     at the start also keeps a run's MatMul from overwriting rows that the previous run's
     consumer may still be reading on a peer (its end barrier covers the rest)."""
 
-    def __init__(self, run: PlanRun, step: OverlapStep, producer, consumer):
+    def __init__(self, run: RunView, step: OverlapStep, producer, consumer):
         import torch
 
         drv = run.gpu.drv
@@ -145,12 +127,12 @@ class CopyEnginesRun:
     legacy stream waits for all of them, and the next run's pulls wait for this run's end
     through the start barrier and the join event."""
 
-    def __init__(self, run: PlanRun, step: CopyEngineStep):
+    def __init__(self, run: RunView, step: CopyEngineStep):
         drv = run.gpu.drv
         self.run_, self.step = run, step
-        self.start, self.end = run._prepare(step.start), run._prepare(step.end)
-        self.kernel = run._prepare(step.kernel)
-        n, C = run._int(step.kernel.extent), step.chunks
+        self.start, self.end = run.prepare(step.start), run.prepare(step.end)
+        self.kernel = run.prepare(step.kernel)
+        n, C = run.int_of(step.kernel.extent), step.chunks
         if n % C:
             raise RuntimeFault(f"statement {','.join(step.stmts)}: copy engines move pieces of "
                                f"1/{C} of each rank's slice of {n} elements, which must divide "
@@ -159,7 +141,7 @@ class CopyEnginesRun:
         self.piece = n // C
         spec = step.kernel.spec
         grid = elementwise_grid(self.piece, spec.vec, run.gpu.sm_count)
-        self.kernel = (*self.kernel[:3], grid, *self.kernel[4:])
+        self.kernel = dataclasses.replace(self.kernel, grid=grid)
         self.pulls, self.pushes = [], []
         base = run.stage * run.P
         for c in step.copies:
@@ -171,9 +153,9 @@ class CopyEnginesRun:
                 subs = {PEER: k}
                 src_rank, dst_rank = (base + k, run.gpu.rank) if c.pull else \
                     (run.gpu.rank, base + k)
-                src = run.pointer(c.src, src_rank) + run._int(
+                src = run.pointer(c.src, src_rank) + run.int_of(
                     substitute(c.src_offset, subs)) * size
-                dst = run.pointer(c.dst, dst_rank) + run._int(
+                dst = run.pointer(c.dst, dst_rank) + run.int_of(
                     substitute(c.dst_offset, subs)) * size
                 (self.pulls if c.pull else self.pushes).append((src, dst, piece_bytes))
         self.streams = [drv.Stream() for _ in range(3)]

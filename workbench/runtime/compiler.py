@@ -48,7 +48,13 @@ def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
         return cubin
     src = root / f"{name}-{digest}.cu"
     src.write_text(source)
-    fd, tmp = tempfile.mkstemp(suffix=".cubin", dir=root)
+    return nvcc_compile(name, src, cubin, include_dir)
+
+
+def nvcc_compile(name: str, src: Path, cubin: Path, include_dir: Path) -> Path:
+    """Compile the kernel source file `src` (entry `name`) into `cubin` with NVCC_FLAGS; the
+    file appears whole or not at all (ranks compiling the same kernel never see half a one)."""
+    fd, tmp = tempfile.mkstemp(suffix=".cubin", dir=Path(cubin).parent)
     os.close(fd)
     cmd = [nvcc_path(), *NVCC_FLAGS, "-I", str(include_dir), "-o", tmp, str(src)]
     result = subprocess.run(cmd, capture_output=True, text=True)
@@ -57,5 +63,5 @@ def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
         errors = "\n".join(result.stderr.strip().splitlines()[:20])
         raise RuntimeFault(f"kernel {name} must compile with nvcc, got exit code "
                            f"{result.returncode}:\n{errors}\nthe rendered source is at {src}")
-    os.replace(tmp, cubin)  # atomic: ranks compiling the same kernel never see half a file
-    return cubin
+    os.replace(tmp, cubin)
+    return Path(cubin)

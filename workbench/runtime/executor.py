@@ -11,7 +11,9 @@ module only once it has a GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +24,7 @@ from codegen.plan import (
     ChunkedStep,
     CopyEngineStep,
     GemmStep,
+    KernelStep,
     NcclStep,
     OverlapStep,
     Plan,
@@ -32,18 +35,25 @@ from codegen.plan import (
     check_row_cols,
 )
 from codegen.spec import THREADS
+from workbench import interpreter
+from workbench.errors import RuntimeFault
 from workbench.runtime.chunked import (
     CopyEnginesRun,
     OverlapRun,
     by_root_pieces,
-    collective_blocks_per_sm,
     elementwise_grid,
     nccl_chunk,
     overlap_blocks,
 )
 from workbench.runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
-from workbench import interpreter
-from workbench.errors import RuntimeFault
+from workbench.runtime.launches import (
+    ChunkedCall,
+    KernelLaunch,
+    LibraryCall,
+    NcclCall,
+    P2pCall,
+    PartsCall,
+)
 
 # Blocks per SM of a row kernel's grid when its register count is unknown: 512-thread blocks
 # fit at most 4 per SM (2048 threads).
@@ -78,10 +88,11 @@ class PlanRun:
     """A Plan bound to sizes on this rank: buffers allocated, peers mapped, kernels compiled."""
 
     def __init__(self, gpu: Gpu, plan: Plan, sizes: dict, blocks_per_sm: int | None = None):
-        # blocks_per_sm: a fused collective's grid per SM (1 or 2; None: the environment's
-        # WB_COLLECTIVE_BLOCKS_PER_SM, default 2), a per-plan knob for wbtorch's choice
+        # blocks_per_sm: a fused collective's grid per SM (1 or 2), over the plan's
+        # options (CodegenOptions.collective_blocks_per_sm) when given
         self.gpu, self.plan = gpu, plan
-        self.blocks_per_sm = blocks_per_sm
+        self.blocks_per_sm = (plan.options.collective_blocks_per_sm if blocks_per_sm is None
+                              else max(1, min(2, blocks_per_sm)))  # 2: the launch bound
         if plan.world != gpu.world:
             raise RuntimeFault(f"a plan for {len(plan.groups)} stage(s) of {plan.P} ranks must "
                                f"run on {plan.world} ranks, got {gpu.world}; lower it with "
@@ -97,7 +108,7 @@ class PlanRun:
         self.pristine: dict[str, object] = {}  # clobbered input buffer -> its copy at upload
         self.buffers = [b for b in plan.buffers if b.group == self.stage]
         for b in self.buffers:
-            n = self._int(b.numel)
+            n = self.int_of(b.numel)
             self.numel[b.name] = n
             self.nbytes[b.name] = max(16, n * ITEMSIZE[b.dtype])
             self.allocs[b.name] = drv.mem_alloc(self.nbytes[b.name])
@@ -109,11 +120,11 @@ class PlanRun:
         self.handles = self._exchange_handles()
         self.mapped: dict[tuple[str, int], int] = {}
         self.epoch = 0
-        self.seqs: dict[int, list[int]] = {}
         self.steps = plan.steps_of(self.stage)
-        self.launches = [self._prepare(s) for s in self.steps]
+        self.launches = [self.prepare(s) for s in self.steps]
 
-    def _int(self, expr) -> int:
+    def int_of(self, expr) -> int:
+        """A size expression's value with this run's sizes and local rank bound."""
         import sympy
 
         value = sympy.sympify(expr).subs(self.subs)
@@ -147,104 +158,19 @@ class PlanRun:
             self.mapped[key] = int(h)
         return self.mapped[key]
 
-    def _prepare(self, step):
-        if isinstance(step, NcclStep):
-            return ("nccl", step, self._address(step.src, step.dtype),
-                    self._address(step.dst, step.dtype), self._int(step.count))
-        if isinstance(step, SendStep):
-            sending = self.stage == step.src_group
-            peer = (step.dst_group if sending else step.src_group) * self.P + self.local
-            loc = step.src if sending else step.dst
-            return ("p2p", "send" if sending else "recv", self._address(loc, step.dtype),
-                    self._int(step.count), step.dtype, peer)
-        if isinstance(step, GemmStep):
-            return ("gemm", Gemm(self, step))
-        if isinstance(step, ReduceStep):
-            return ("gemm", Reduction(self, step))  # a library call, enqueued like a GEMM
-        if isinstance(step, OverlapStep):
-            return ("overlap", self._prepare_overlap(step))
-        if isinstance(step, CopyEngineStep):
-            return ("copy", CopyEnginesRun(self, step))
-        if isinstance(step, ChunkedStep):
-            check_chunk_rows(step.stmt, self._int(step.rows), step.per, step.chunks)
-            return ("chunked", step.chunks, [self._prepare(s) for s in step.steps])
-        spec = step.spec
-        fn = self.gpu.function(spec)
-        sig, args, epoch_at, seq_at = "", [], None, None
-        for p in spec.params:
-            if p.kind == "buf":
-                sig += "P"
-                args.append(np.uintp(self.ptr[p.ref]))
-            elif p.kind in ("peer", "flags"):
-                sig += "P"  # rank p.index of this stage
-                args.append(np.uintp(self.pointer(p.ref, self.stage * self.P + p.index)))
-            elif p.kind == "remote":
-                sig += "P"  # this local rank of stage p.index
-                args.append(np.uintp(self.pointer(p.ref, p.index * self.P + self.local)))
-            elif p.kind == "seq":
-                sig += "I"
-                seq_at = len(args)
-                args.append(np.uint32(0))
-            elif p.kind == "size":
-                sig += "q"
-                args.append(np.int64(self.bound[next(s for s in self.bound if s.name == p.ref)]))
-            elif p.kind == "rank":
-                sig += "i"
-                args.append(np.int32(self.local))
-            elif p.kind == "epoch":
-                sig += "I"
-                epoch_at = len(args)
-                args.append(np.uint32(0))
-            elif p.kind in ("chunk", "win_first", "win_count"):
-                sig += "q"
-                args.append(np.int64(0))  # set per launch (OverlapRun, CopyEnginesRun)
-            else:
-                raise RuntimeFault(f"kernel parameter kind must be known, got {p.kind}")
-        fn.prepare(sig)
-        extent = self._int(step.extent)
-        if spec.row is not None:
-            check_row_cols(step, self._int(step.cols))
-        barrier = any(p.kind == "flags" for p in spec.params)
-        if spec.kind == "collective" or spec.kind == "send" and barrier:
-            per_sm = (collective_blocks_per_sm() if self.blocks_per_sm is None
-                      else max(1, min(2, self.blocks_per_sm)))  # 2: the launch bound
-            grid = min(MAX_BLOCKS, self.gpu.sm_count * per_sm)
-        elif spec.kind in ("finish", "wait", "barrier"):
-            grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
-        elif spec.kind == "rows":
-            # A row kernel: a block per row (its extent), grid-stride past the blocks that
-            # its registers let stay resident (design note 44)
-            per_sm = resident_row_blocks(getattr(fn, "num_regs", None))
-            grid = max(1, min(extent, self.gpu.sm_count * per_sm))
-        else:
-            grid = elementwise_grid(extent, spec.vec, self.gpu.sm_count)
-            if spec.norms:
-                # One partial per block, in a buffer of MAX_BLOCKS entries.
-                grid = min(grid, MAX_BLOCKS)
-        if seq_at is not None:
-            # Where the `seq` of a fused Send (or its wait) goes, and how many runs of the step
-            # were launched; kept beside the launch tuple, whose 6 fields others read
-            # (calibrate_worker._with_grid), and keyed by its argument list, which they keep.
-            self.seqs[id(args)] = [seq_at, 0]
-        return ("kernel", step, fn, grid, args, epoch_at)
+    def prepare(self, step):
+        """A plan step bound to this rank (workbench.runtime.launches), by its class's entry
+        in PREPARERS."""
+        preparer = PREPARERS.get(type(step))
+        if preparer is None:
+            raise RuntimeFault(f"the runtime must know how to run every plan step, got "
+                               f"{type(step).__name__}, which has no entry in "
+                               "executor.PREPARERS; add one")
+        return preparer(self, step)
 
-    def _prepare_overlap(self, step: OverlapStep) -> OverlapRun:
-        if isinstance(step.producer, GemmStep):
-            producer = Gemm(self, step.producer)
-            check_overlap_rows(step, producer.m, self.P)
-        else:
-            check_chunk_rows(step.stmt, self._int(step.rows), step.per, step.chunks)
-            producer = self._prepare(step.producer)
-        if isinstance(step.consumer, GemmStep):  # AllGather -> MatMul (chunked by root)
-            return OverlapRun(self, step, producer, Gemm(self, step.consumer))
-        consumer = self._prepare(step.consumer)
-        if consumer[0] == "kernel" and isinstance(step.producer, GemmStep):
-            consumer = (*consumer[:3], overlap_blocks(consumer[3]), *consumer[4:])
-        return OverlapRun(self, step, producer, consumer)
-
-    def _address(self, loc, dtype: str) -> int:
+    def address(self, loc, dtype: str) -> int:
         """Device address of a value's first element on this rank."""
-        return self.ptr[loc.buffer] + self._int(loc.offset) * ITEMSIZE[dtype]
+        return self.ptr[loc.buffer] + self.int_of(loc.offset) * ITEMSIZE[dtype]
 
     # -- running
 
@@ -287,35 +213,22 @@ class PlanRun:
             self._enqueue(item)
 
     def _enqueue(self, item) -> None:
-        """Enqueue one prepared step (see _prepare for the kinds)."""
-        if item[0] == "nccl":
-            self.nccl(item)
-        elif item[0] == "p2p":
-            self.gpu.p2p(*item[1:])
-        elif item[0] == "gemm":
-            item[1]()
-        elif item[0] in ("overlap", "copy"):
-            item[1].run()
-        elif item[0] == "chunked":
-            _, chunks, items = item
-            for i in range(chunks):
-                for sub in items:
-                    self.launch_chunk(sub, i, chunks)
-        else:
-            self.launch(item)
+        """Enqueue one prepared launch, by its class's entry in RUNNERS."""
+        RUNNERS[type(item)](self, item)
 
     def launch_chunk(self, item, i: int, chunks: int, stream=None) -> None:
-        """Enqueue chunk i of `chunks` of a prepared kernel or NCCL step, on pycuda `stream`
+        """Enqueue chunk i of `chunks` of a prepared kernel or NCCL call, on pycuda `stream`
         (None: the default stream)."""
-        if item[0] == "nccl":
+        if isinstance(item, NcclCall):
             self.nccl(item, int(stream.handle) if stream is not None else 0, chunk=i,
                       chunks=chunks)
         else:
             self.launch(item, stream, chunk=i)
 
-    def nccl(self, item, stream: int = 0, chunk: int | None = None, chunks: int = 1) -> None:
-        """Enqueue a prepared NCCL step, or its part of chunk `chunk` of `chunks`."""
-        _, step, src, dst, count = item
+    def nccl(self, item: NcclCall, stream: int = 0, chunk: int | None = None,
+             chunks: int = 1) -> None:
+        """Enqueue a prepared NCCL call, or its part of chunk `chunk` of `chunks`."""
+        step, src, dst, count = item.step, item.src, item.dst, item.count
         if chunk is not None and step.by_root:
             for op, s, d, n, root in by_root_pieces(step.op, src, dst, count, step.dtype, chunk,
                                                     chunks, self.P, self.local):
@@ -328,30 +241,29 @@ class PlanRun:
         self.gpu.collective(step.op, step.reduce, src, dst, count, step.dtype, root=step.root,
                             stream=stream)
 
-    def launch(self, item, stream=None, chunk: int | None = None,
+    def launch(self, item: KernelLaunch, stream=None, chunk: int | None = None,
                window: tuple[int, int] | None = None) -> None:
         """Launch one prepared kernel (on `stream`; `chunk`: the launch's chunk parameter;
         `window`: the (first, count) elements of a windowed kernel's domain)."""
-        _, step, fn, grid, args, epoch_at = item
+        args, params = item.args, item.step.spec.params
         if window is not None:
-            kinds = [p.kind for p in step.spec.params]
+            kinds = [p.kind for p in params]
             args[kinds.index("win_first")] = np.int64(window[0])
             args[kinds.index("win_count")] = np.int64(window[1])
-        if epoch_at is not None:
+        if item.epoch_at is not None:
             # One epoch per collective launch, the same sequence on every rank of the stage.
             self.epoch += 1
-            args[epoch_at] = np.uint32(self.epoch)
-        seq = self.seqs.get(id(args))
-        if seq is not None:
+            args[item.epoch_at] = np.uint32(self.epoch)
+        if item.seq_at is not None:
             # One sequence number per run of the step (chunk 0 starts a run), the same on the
             # sending and the receiving rank.
             if not chunk:
-                seq[1] += 1
-            args[seq[0]] = np.uint32(seq[1] & 0xFFFFFFFF)
+                item.runs[0] += 1
+            args[item.seq_at] = np.uint32(item.runs[0] & 0xFFFFFFFF)
         if chunk is not None:
-            at = next(i for i, p in enumerate(step.spec.params) if p.kind == "chunk")
+            at = next(i for i, p in enumerate(params) if p.kind == "chunk")
             args[at] = np.int64(chunk)
-        fn.prepared_async_call((grid, 1, 1), (THREADS, 1, 1), stream, *args)
+        item.fn.prepared_async_call((item.grid, 1, 1), (THREADS, 1, 1), stream, *args)
 
     def upload(self, inputs: dict) -> None:
         """Copy this rank's part of each logical input into its buffer."""
@@ -401,7 +313,7 @@ class PlanRun:
             t = types[name]
             shape = tuple(interpreter.concrete(d, self.bound) for d in t.local_shape())
             arr = np.empty(shape, dtype=interpreter.numpy_dtype(t.dtype))
-            ptr = self.ptr[loc.buffer] + self._int(loc.offset) * ITEMSIZE[t.dtype.name]
+            ptr = self.ptr[loc.buffer] + self.int_of(loc.offset) * ITEMSIZE[t.dtype.name]
             drv.memcpy_dtoh(arr, ptr)
             out[name] = arr
         return out
@@ -450,6 +362,144 @@ class PlanRun:
             a.free()
         self.pristine = {}
         self.launches = []
+
+
+# -- preparing plan steps and running prepared launches: one entry per class
+
+
+def _prepare_nccl(run: PlanRun, step: NcclStep) -> NcclCall:
+    return NcclCall(step, run.address(step.src, step.dtype), run.address(step.dst, step.dtype),
+                    run.int_of(step.count))
+
+
+def _prepare_send(run: PlanRun, step: SendStep) -> P2pCall:
+    sending = run.stage == step.src_group
+    peer = (step.dst_group if sending else step.src_group) * run.P + run.local
+    loc = step.src if sending else step.dst
+    return P2pCall("send" if sending else "recv", run.address(loc, step.dtype),
+                   run.int_of(step.count), step.dtype, peer)
+
+
+def _prepare_gemm(run: PlanRun, step: GemmStep) -> LibraryCall:
+    return LibraryCall(Gemm(run, step))
+
+
+def _prepare_reduce(run: PlanRun, step: ReduceStep) -> LibraryCall:
+    return LibraryCall(Reduction(run, step))  # a library call, enqueued like a GEMM
+
+
+def _prepare_overlap(run: PlanRun, step: OverlapStep) -> PartsCall:
+    if isinstance(step.producer, GemmStep):
+        producer = Gemm(run, step.producer)
+        check_overlap_rows(step, producer.m, run.P)
+    else:
+        check_chunk_rows(step.stmt, run.int_of(step.rows), step.per, step.chunks)
+        producer = run.prepare(step.producer)
+    if isinstance(step.consumer, GemmStep):  # AllGather -> MatMul (chunked by root)
+        return PartsCall(OverlapRun(run, step, producer, Gemm(run, step.consumer)))
+    consumer = run.prepare(step.consumer)
+    if isinstance(consumer, KernelLaunch) and isinstance(step.producer, GemmStep):
+        consumer = dataclasses.replace(
+            consumer, grid=overlap_blocks(consumer.grid, run.plan.options.overlap_blocks))
+    return PartsCall(OverlapRun(run, step, producer, consumer))
+
+
+def _prepare_copy_engines(run: PlanRun, step: CopyEngineStep) -> PartsCall:
+    return PartsCall(CopyEnginesRun(run, step))
+
+
+def _prepare_chunked(run: PlanRun, step: ChunkedStep) -> ChunkedCall:
+    check_chunk_rows(step.stmt, run.int_of(step.rows), step.per, step.chunks)
+    return ChunkedCall(step.chunks, tuple(run.prepare(s) for s in step.steps))
+
+
+def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
+    """A generated kernel bound to this rank: compiled (codegen renders its source, the
+    plan's `source`), its argument list in parameter order, its grid."""
+    spec = step.spec
+    fn = run.gpu.function(spec.name, run.plan.source(spec))
+    sig, args, epoch_at, seq_at = "", [], None, None
+    for p in spec.params:
+        if p.kind == "buf":
+            sig += "P"
+            args.append(np.uintp(run.ptr[p.ref]))
+        elif p.kind in ("peer", "flags"):
+            sig += "P"  # rank p.index of this stage
+            args.append(np.uintp(run.pointer(p.ref, run.stage * run.P + p.index)))
+        elif p.kind == "remote":
+            sig += "P"  # this local rank of stage p.index
+            args.append(np.uintp(run.pointer(p.ref, p.index * run.P + run.local)))
+        elif p.kind == "seq":
+            sig += "I"
+            seq_at = len(args)
+            args.append(np.uint32(0))
+        elif p.kind == "size":
+            sig += "q"
+            args.append(np.int64(run.bound[next(s for s in run.bound if s.name == p.ref)]))
+        elif p.kind == "rank":
+            sig += "i"
+            args.append(np.int32(run.local))
+        elif p.kind == "epoch":
+            sig += "I"
+            epoch_at = len(args)
+            args.append(np.uint32(0))
+        elif p.kind in ("chunk", "win_first", "win_count"):
+            sig += "q"
+            args.append(np.int64(0))  # set per launch (OverlapRun, CopyEnginesRun)
+        else:
+            raise RuntimeFault(f"kernel parameter kind must be known, got {p.kind}")
+    fn.prepare(sig)
+    extent = run.int_of(step.extent)
+    if spec.row is not None:
+        check_row_cols(step, run.int_of(step.cols))
+    barrier = any(p.kind == "flags" for p in spec.params)
+    if spec.kind == "collective" or spec.kind == "send" and barrier:
+        grid = min(MAX_BLOCKS, run.gpu.sm_count * run.blocks_per_sm)
+    elif spec.kind in ("finish", "wait", "barrier"):
+        grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
+    elif spec.kind == "rows":
+        # A row kernel: a block per row (its extent), grid-stride past the blocks that its
+        # registers let stay resident (design note 44)
+        per_sm = resident_row_blocks(getattr(fn, "num_regs", None))
+        grid = max(1, min(extent, run.gpu.sm_count * per_sm))
+    else:
+        grid = elementwise_grid(extent, spec.vec, run.gpu.sm_count)
+        if spec.norms:
+            # One partial per block, in a buffer of MAX_BLOCKS entries.
+            grid = min(grid, MAX_BLOCKS)
+    return KernelLaunch(step, fn, grid, args, epoch_at, seq_at)
+
+
+PREPARERS: dict[type, Callable] = {
+    NcclStep: _prepare_nccl,
+    SendStep: _prepare_send,
+    GemmStep: _prepare_gemm,
+    ReduceStep: _prepare_reduce,
+    OverlapStep: _prepare_overlap,
+    CopyEngineStep: _prepare_copy_engines,
+    ChunkedStep: _prepare_chunked,
+    KernelStep: _prepare_kernel,
+}
+"""How each plan step class is bound to this rank (PlanRun.prepare): a new step kind adds one
+entry here and one in RUNNERS for what it prepares."""
+
+
+def _run_chunked(run: PlanRun, item: ChunkedCall) -> None:
+    for i in range(item.chunks):
+        for sub in item.items:
+            run.launch_chunk(sub, i, item.chunks)
+
+
+RUNNERS: dict[type, Callable] = {
+    NcclCall: lambda run, item: run.nccl(item),
+    P2pCall: lambda run, item: run.gpu.p2p(item.op, item.address, item.count, item.dtype,
+                                           item.peer),
+    LibraryCall: lambda run, item: item.call(),
+    PartsCall: lambda run, item: item.runner.run(),
+    ChunkedCall: _run_chunked,
+    KernelLaunch: lambda run, item: run.launch(item),
+}
+"""How each prepared launch is enqueued on this rank (PlanRun.run)."""
 
 
 def step_label(step) -> str:

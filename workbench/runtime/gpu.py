@@ -6,23 +6,21 @@ compiled kernel functions; plus the device-array views pycuda and torch take of 
 from __future__ import annotations
 
 from contextlib import nullcontext as _nullcontext
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from codegen.plan import GemmStep, ReduceStep
-from codegen.render import include_dir, render
+from codegen.render import include_dir
+from workbench.errors import RuntimeFault
 from workbench.runtime import comm
 from workbench.runtime.baselines import stage_groups
 from workbench.runtime.comm import element_counts
 from workbench.runtime.compiler import compile_cubin
-from workbench.errors import RuntimeFault
+from workbench.runtime.launches import RunView
 from workbench.types import LocalLayout, Sliced
 
 ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "u32": 4, "i32": 4, "f64": 8}
 
-if TYPE_CHECKING:  # a Gemm binds a step to a run's buffers; the executor imports this
-    from workbench.runtime.executor import PlanRun
 
 
 # NaN bit patterns used to poison every buffer a run must write (f32, f16, bf16 quiet NaNs).
@@ -266,13 +264,14 @@ class Gpu:
                                  device=f"cuda:{self.rank}")
         return t.view(self.torch.bfloat16) if dtype == "bf16" else t
 
-    def function(self, spec):
-        """The compiled kernel of a spec, through the compile cache (keyed by its name)."""
-        if spec.name not in self.functions:
-            cubin = compile_cubin(spec.name, render(spec), include_dir())
+    def function(self, name: str, source: str):
+        """The compiled kernel `name` of a CUDA `source` that codegen rendered, through the
+        compile cache (keyed by its name and the source's hash)."""
+        if name not in self.functions:
+            cubin = compile_cubin(name, source, include_dir())
             module = self.drv.module_from_file(str(cubin))
-            self.functions[spec.name] = (module, module.get_function(spec.name))
-        return self.functions[spec.name][1]
+            self.functions[name] = (module, module.get_function(name))
+        return self.functions[name][1]
 
     def close(self) -> None:
         """End the rank's communication (MPI_Finalize under mpirun) and pop the context
@@ -320,11 +319,11 @@ class Reduction:
     """A ReduceStep bound to this rank's buffers: torch's reduction (CUB underneath) of the
     elements, accumulated in f64 like the interpreter, cast once into the f32 result."""
 
-    def __init__(self, run: PlanRun, step: ReduceStep):
+    def __init__(self, run: RunView, step: ReduceStep):
         dev = run.gpu.rank
-        self.x = torch_view(run._address(step.x, step.dtype), (run._int(step.count),),
+        self.x = torch_view(run.address(step.x, step.dtype), (run.int_of(step.count),),
                             step.dtype, dev)
-        self.out = torch_view(run._address(step.out, "f32"), (1,), "f32", dev)
+        self.out = torch_view(run.address(step.out, "f32"), (1,), "f32", dev)
         self.reduce = step.reduce
 
     def __call__(self) -> None:
@@ -343,16 +342,16 @@ class Gemm:
     """A GemmStep bound to this rank's buffers: cuBLAS through torch.matmul(out=...), whole or
     on a block of rows (an overlap chunk)."""
 
-    def __init__(self, run: PlanRun, step: GemmStep):
-        m, k, n = (run._int(x) for x in (step.m, step.k, step.n))
+    def __init__(self, run: RunView, step: GemmStep):
+        m, k, n = (run.int_of(x) for x in (step.m, step.k, step.n))
         dev = run.gpu.rank
-        self.a = torch_view(run._address(step.a, step.dtype), (m, k), step.dtype, dev)
-        self.b = torch_view(run._address(step.b, step.dtype), (k, n), step.dtype, dev)
-        self.c = torch_view(run._address(step.c, step.dtype), (m, n), step.dtype, dev)
+        self.a = torch_view(run.address(step.a, step.dtype), (m, k), step.dtype, dev)
+        self.b = torch_view(run.address(step.b, step.dtype), (k, n), step.dtype, dev)
+        self.c = torch_view(run.address(step.c, step.dtype), (m, n), step.dtype, dev)
         self.m = m
         self.epilogue = step.epilogue
         if step.epilogue:
-            self.bias = torch_view(run._address(step.bias, step.dtype), (n,), step.dtype, dev)
+            self.bias = torch_view(run.address(step.bias, step.dtype), (n,), step.dtype, dev)
 
     def __call__(self, rows: slice = slice(None)) -> None:
         import torch

@@ -18,25 +18,27 @@ from __future__ import annotations
 import ctypes
 
 from workbench.runtime.executor import PlanRun, Timing
+from workbench.runtime.launches import KernelLaunch, NcclCall
 
 # CUstreamCaptureMode: relaxed, so that pycuda's own calls on other streams during the
 # capture (none are expected) are not refused.
 _CAPTURE_RELAXED = 2
-_GRAPHABLE = ("kernel", "nccl")
+_GRAPHABLE = (KernelLaunch, NcclCall)
 
 
 def graph_problem(run: PlanRun) -> str:
     """Why the run's plan cannot be captured and replayed ("" when it can)."""
     for item in run.launches:
-        if item[0] not in _GRAPHABLE:
-            return (f"a {item[0]} step must not be in a graphed plan (kernels and NCCL "
-                    "collectives only)")
-        if item[0] == "kernel" and item[5] is not None:
-            return (f"kernel {item[1].spec.name} takes its barrier epoch as an argument, which "
-                    "a graph would replay frozen")
-        if item[0] == "kernel" and any(p.kind in ("seq", "chunk", "win_first", "win_count")
-                                       for p in item[1].spec.params):
-            return f"kernel {item[1].spec.name} takes per-launch arguments"
+        if not isinstance(item, _GRAPHABLE):
+            return (f"a {type(item).__name__} step must not be in a graphed plan (kernels and "
+                    "NCCL collectives only)")
+        if isinstance(item, KernelLaunch) and item.epoch_at is not None:
+            return (f"kernel {item.step.spec.name} takes its barrier epoch as an argument, "
+                    "which a graph would replay frozen")
+        if isinstance(item, KernelLaunch) and any(
+                p.kind in ("seq", "chunk", "win_first", "win_count")
+                for p in item.step.spec.params):
+            return f"kernel {item.step.spec.name} takes per-launch arguments"
     return ""
 
 
@@ -97,7 +99,7 @@ class GraphedRun:
 
     def _enqueue(self) -> None:
         for item in self.run.launches:
-            if item[0] == "nccl":
+            if isinstance(item, NcclCall):
                 self.run.nccl(item, self.handle)
             else:
                 self.run.launch(item, self.stream)

@@ -12,10 +12,12 @@ import tempfile
 from pathlib import Path
 
 from codegen.lower import stage_order
-from workbench.runtime import compiler, launcher
-from workbench.runtime.worker import stage_split
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import load
+from workbench.options import CodegenOptions
+from workbench.provenance import provenance
+from workbench.runtime import compiler, launcher
+from workbench.runtime.worker import stage_split
 
 
 def gpu_count() -> int:
@@ -28,8 +30,8 @@ def gpu_count() -> int:
 
 
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
-            baselines: bool, hang_s: float, echo=None, unroll: int = 1,
-            mode: str = "pull", partial: str | Path | None = None,
+            baselines: bool, hang_s: float, echo=None,
+            options: CodegenOptions | None = None, partial: str | Path | None = None,
             per_step: bool = False, graph: bool = False) -> dict:
     """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
     runs P / S ranks per stage); return the results JSON of rank 0.
@@ -40,7 +42,8 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     written before the fault are; a run cut off from outside leaves that file behind.
     `per_step`: also time each step of every schedule (the records' "steps"); `graph`: also
     time every schedule captured in a CUDA graph and replayed (records "NAME (cuda graph)",
-    workbench.runtime.graphs).
+    workbench.runtime.graphs). `options`: how every schedule is generated and launched (None:
+    the defaults); the results' meta records them with the git commit (`codegen`, `commit`).
     """
     if reps < 20:
         raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
@@ -66,6 +69,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
                            "pip install 'coconet-workbench[gpu]' (pycuda builds from source "
                            "against /usr/local/cuda; nvcc is needed too)")
     compiler.nvcc_path()
+    opts = options or CodegenOptions()
     if partial is None:
         partial = Path(tempfile.gettempdir()) / f"{job_stem(specs, P)}.partial.json"
     out = Path(partial)
@@ -74,8 +78,9 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
         job = {"programs": [{"spec": s, "schedules": wanted} for s in specs],
                "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
-               "baselines": baselines, "out": str(out), "seed": 0, "unroll": unroll,
-               "mode": mode, "per_step": per_step, "graph": graph}
+               "baselines": baselines, "out": str(out), "seed": 0,
+               "options": opts.as_dict(), "provenance": provenance(opts), "per_step": per_step,
+               "graph": graph}
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         try:

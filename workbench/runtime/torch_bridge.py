@@ -25,10 +25,10 @@ torch, pycuda and nccl4py are imported inside functions only.
 
 from __future__ import annotations
 
+from workbench.errors import RuntimeFault
 from workbench.runtime import comm as comm_mod
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu, import_pycuda, push_primary_context
-from workbench.errors import RuntimeFault
 
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
@@ -168,7 +168,7 @@ class BoundPlan:
 
     def numel(self, name: str) -> int:
         """Elements of value `name` on this rank (its local part)."""
-        return self.run_._int(self.plan.locs[name].numel)
+        return self.run_.int_of(self.plan.locs[name].numel)
 
     def dtype(self, name: str) -> str:
         """The workbench dtype name (f32, f16, bf16) of the buffer holding value `name`."""
@@ -182,7 +182,7 @@ class BoundPlan:
                 raise RuntimeFault(f"value '{name}' must be held by this rank's plan, got none "
                                    f"of that name; values: {', '.join(sorted(self.plan.locs))}")
             dtype = self.dtype(name)
-            self._views[name] = device_view(self.torch, self.run_._address(
+            self._views[name] = device_view(self.torch, self.run_.address(
                 self.plan.locs[name], dtype), (self.numel(name),), dtype,
                 self.gpu.device_index)
         return self._views[name]
@@ -215,7 +215,7 @@ class BoundPlan:
                 self._views.pop(name, None)
                 changed = True
         if changed:
-            run.launches = [run._prepare(s) for s in run.steps]
+            run.launches = [run.prepare(s) for s in run.steps]
 
     def run(self) -> None:
         """Enqueue one execution of the schedule after torch's current stream's work."""

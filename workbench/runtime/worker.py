@@ -24,13 +24,14 @@ import traceback
 import numpy as np
 
 from codegen.lower import lower, stage_order
+from workbench import interpreter, ir
+from workbench.errors import RuntimeFault, WorkbenchError
+from workbench.loader import load
+from workbench.options import CodegenOptions
 from workbench.runtime import baselines, baselines_rows, checks, graphs
 from workbench.runtime.comm import rank_env
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
-from workbench import interpreter, ir
-from workbench.errors import RuntimeFault, WorkbenchError
-from workbench.loader import load
 from workbench.types import Sliced
 
 
@@ -182,7 +183,14 @@ def _meta(gpu, P: int, job: dict) -> dict:
     return {"device": gpu.name, "P": P, "torch": torch.__version__,
             "torch_nccl": ".".join(map(str, torch.cuda.nccl.version())),
             **gpu.comm.info, "cuda_driver": gpu.drv.get_driver_version(),
-            "pycuda": __import__("pycuda").VERSION_TEXT, "job": job}
+            "pycuda": __import__("pycuda").VERSION_TEXT, **job_meta(job)}
+
+
+def job_meta(job: dict) -> dict:
+    """The job's part of the results' meta: the commit and codegen options it was made with
+    (workbench.provenance, at the top) and the job itself."""
+    return {**job.get("provenance", {}),
+            "job": {k: v for k, v in job.items() if k != "provenance"}}
 
 
 def _baseline_kind(program) -> tuple[str | None, str]:
@@ -224,6 +232,7 @@ def main(job_path: str) -> int:
     gpu = Gpu(rank, world)
     log(rank, f"device {gpu.name}, {gpu.sm_count} SMs; {gpu.comm.summary()}")
     records = ResultsLog(job["out"], _meta(gpu, world, job), writing=rank == 0)
+    options = CodegenOptions(**job.get("options", {}))  # read from the environment by the CLI
     if os.environ.get("WB_TEST_DIE_RANK") == str(rank):
         log(rank, "dying on purpose (WB_TEST_DIE_RANK)")
         os._exit(7)
@@ -269,8 +278,7 @@ def main(job_path: str) -> int:
                     log(rank, f"  {name}: illegal ({program})")
                     continue
                 try:
-                    plan = lower(program, P, collective_unroll=job.get("unroll", 1),
-                                 collective_mode=job.get("mode", "pull"))
+                    plan = lower(program, P, options)
                     if plan.per_node:
                         # a node's view (hierarchical split): it needs the node's and the
                         # cross-node communicators and node-local peers (design note 36)
