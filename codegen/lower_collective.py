@@ -61,7 +61,11 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, opts: CodegenOptions,
     op: ir.Fused = stmt.op
     leaves = [leaf for _, leaf in part]
     what = f"statement {stmt.name} ({op})"
-    domain = leaves[0].out.type
+    # The elements the launch walks: a leading norm or ReduceTensor walks its input (its own
+    # result is one scalar), e.g. LAMB's w_norm, u_norm before the update they scale.
+    lead = leaves[0]
+    domain = (pl.types[lead.op.x] if isinstance(lead.op, (ir.Norm, ir.ReduceTensor))
+              else lead.out.type)
     rooted = [leaf.op.root for leaf in leaves if isinstance(leaf.op, (ir.Reduce, ir.Broadcast))]
     collective = any(isinstance(leaf.op, (ir.ReduceScatter, ir.AllGather)) for leaf in leaves)
     if collective and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
