@@ -156,3 +156,36 @@ def test_a_fused_gather_that_starts_with_norms_walks_their_inputs():
              for s in lower(cand.program, 4).steps]
     assert kinds[-3:] == ["elementwise", "finish", "collective"]
     assert_equivalent(pf.program, cand.program, {"N": 32, "P": 4})
+
+
+def test_an_overlap_with_a_norm_in_its_fused_collective_is_refused_by_check():
+    """A norm needs every chunk before what it scales: check refuses the overlap (lowering
+    refused it before, after check had accepted it)."""
+    from workbench import (
+        AllReduce,
+        Compute,
+        MatMul,
+        Norm,
+        P,
+        Program,
+        Size,
+        Sliced,
+        Sum,
+        Tensor,
+        float16,
+    )
+    from workbench.transforms import Fuse, Reorder, Split
+
+    T, H = Size("T", multiple_of=P), Size("H", multiple_of=P)
+    x = Tensor(float16, [T, H], Sliced(1), "x")
+    W = Tensor(float16, [H, H], Sliced(0), "W")
+    y = MatMul(x, W, name="y")
+    ysum = AllReduce(Sum, y, name="ysum")
+    n = Norm(ysum, name="n")
+    out = Compute(ysum / n, name="out")
+    p = Program(inputs=[x, W], outputs=[out], name="mm_norm")
+    p = Split("ysum").apply(p)
+    p = Reorder(("n", "out"), "ysum").apply(p)
+    p = Fuse(("ysum_rs", "n", "out_s", "out")).apply(p)
+    with pytest.raises(IllegalTransform, match=r"got MatMul then a fused allreduce; "):
+        Overlap("y", "ysum_rs", 2).apply(p)

@@ -394,9 +394,11 @@ def overlap_form(prod: ir.Stmt, cons: ir.Stmt) -> str | None:
     outs = {v.name for v in prod.outs}
     if isinstance(pop, ir.MatMul):
         if (isinstance(cop, ir.Fused) and cop.kind == "allreduce" and cop.engine == "sm"
-                and isinstance(cop.body[0].op, ir.ReduceScatter)):
+                and isinstance(cop.body[0].op, ir.ReduceScatter)
+                and not any(isinstance(s.op, (ir.Norm, ir.ReduceTensor)) for s in cons.leaves())):
             # the reduce-scatter form, chunked by rows (a fused whole AllReduce, one-shot or
-            # Lamport, synchronizes the whole tensor at once: no chunks)
+            # Lamport, synchronizes the whole tensor at once; a norm needs every chunk before
+            # what it scales: neither pipelines)
             return "matmul-allreduce"
         if isinstance(cop, ir.AllReduce) and cop.x in outs and cop.sub is None:
             return "matmul-allreduce"
