@@ -5,6 +5,7 @@ lowering kind shares (C types, the result location of a statement, chunk rows).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import replace
 
@@ -26,9 +27,21 @@ REDUCE_NAMES = {ir.ReduceOp.Sum: "add", ir.ReduceOp.Max: "max", ir.ReduceOp.Min:
                 ir.ReduceOp.Prod: "mul"}
 
 
+_PLAIN_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MANGLED = re.compile(r".*_x[0-9a-f]{12}")
+
+
 def c_ident(name: str) -> str:
-    """`name` as a C identifier."""
-    return re.sub(r"\W", "_", name)
+    """`name` as a C identifier, one to one: a plain ASCII identifier is itself (the DSL
+    accepts identifiers only, so kernels read as the program's names); any other text (and
+    a plain name that looks mangled) is its ASCII letters and digits plus `_x` and a hash of
+    the whole name, so `a-b` and `a_b` never meet and nothing the user wrote reaches the
+    CUDA source verbatim. Planner.check_idents refuses the (hash) collision that remains."""
+    if _PLAIN_IDENT.fullmatch(name) and not _MANGLED.fullmatch(name):
+        return name
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", name)[:64]
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{'v' if not safe or safe[0].isdigit() else ''}{safe}_x{digest}"
 
 
 def numel_of(shape) -> sympy.Expr:
@@ -105,6 +118,17 @@ class Planner:
         # between them): they need memory although one statement computes and uses them.
         self.spill: set[str] = set()
         self._use_order: dict[str, list[int]] = {}
+        self.check_idents()
+
+    def check_idents(self) -> None:
+        """Two value names must never become one C identifier (a kernel would silently read
+        one for the other): refused with both names."""
+        seen: dict[str, str] = {}
+        for name in self.types:
+            other = seen.setdefault(c_ident(name), name)
+            if other != name:
+                raise fault(f"value names must map to distinct C identifiers, got {other!r} "
+                            f"and {name!r} both as {c_ident(name)}; rename one")
 
     def sub(self, expr) -> sympy.Expr:
         """`expr` with each group size replaced by P."""

@@ -4,6 +4,8 @@ Rendering is pure: it never compiles or launches."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
@@ -47,4 +49,16 @@ def environment():
 
 def render(spec: KernelSpec) -> str:
     """CUDA C++ source of one kernel (one translation unit, `extern "C"` entry = spec.name)."""
+    spec = replace(spec, comment=comment_text(spec.comment))
     return environment().get_template(spec.template).render(spec=spec, threads=THREADS)
+
+
+# What ends or continues a `//` comment line: line breaks of any kind (C and Unicode), and
+# a backslash (a trailing one splices the next line into the comment).
+_NOT_IN_COMMENT = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029\\]")
+
+
+def comment_text(text: str) -> str:
+    """`text` (which names statements and values) safe on one `//` line: line breaks,
+    control characters and backslashes become `?`, so no name can put code into the source."""
+    return _NOT_IN_COMMENT.sub("?", text)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from cost_model.presets import PRESETS, preset
 from cost_model.specs import Cluster
+from cost_model.validate import profile_text, profile_value
 from workbench.errors import HardwareError
 
 
@@ -36,7 +36,7 @@ def load_profile(path: Path) -> Cluster:
     """Read a profile file: {"base": PRESET, <field>: value or {<subfield>: value}}."""
     if not path.is_file():
         raise HardwareError(f"hardware profile must be an existing file, got {path}")
-    text = path.read_text()
+    text = profile_text(path)  # at most 1 MiB of UTF-8 (cost_model.validate)
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(text)
@@ -97,16 +97,9 @@ def override(obj: Any, changes: dict, prefix: str) -> Any:
                 raise HardwareError(f"hardware profile field {where} must be a string, got "
                                     f"{value!r}")
             new[key] = value
-        else:
-            value = _number(value)
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value) or value <= 0):
-                raise HardwareError(f"hardware profile field {where} must be a positive number, "
-                                    f"got {value!r}; give a finite value > 0")
-            if isinstance(old, int) and value != int(value):
-                raise HardwareError(f"hardware profile field {where} must be an integer (a "
-                                    f"count), got {value!r}; e.g. {max(1, round(value))}")
-            new[key] = int(value) if isinstance(old, int) else float(value)
+        else:  # a number: finite, in its field's range, an integer for counts
+            new[key] = profile_value(where, key, value, allow_zero=fields[key].default == 0,
+                                     integer=isinstance(old, int))
     return dataclasses.replace(obj, **new)
 
 
@@ -144,20 +137,5 @@ def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
         return tuple(by_name.values())
     table = dict(old)
     for name, number in value.items():
-        number = _number(number)
-        if (isinstance(number, bool) or not isinstance(number, (int, float))
-                or not math.isfinite(number) or number < 0):
-            raise HardwareError(f"hardware profile field {where}.{name} must be a "
-                                f"non-negative number, got {number!r}")
-        table[str(name)] = float(number)
+        table[str(name)] = profile_value(f"{where}.{name}", where.rsplit(".", 1)[-1], number)
     return tuple(table.items())
-
-
-def _number(value: Any) -> Any:
-    """YAML 1.1 reads 1.0e11 as a string: accept numeric strings as numbers."""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value

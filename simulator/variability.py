@@ -32,6 +32,12 @@ class VariabilityError(WorkbenchError):
     below 1, a probability outside [0, 1])."""
 
 
+# A rank a million times slower, or noise of 100 standard deviations, is no cluster: the
+# bounds also keep the draws finite (inf or NaN factors made NaN times, then marked best).
+MAX_FACTOR = 1e6
+MAX_JITTER = 100.0
+
+
 @dataclass(frozen=True, slots=True)
 class Variability:
     """How ranks differ from the nominal one (see the module docstring); the default is
@@ -59,22 +65,29 @@ class Variability:
                     raise VariabilityError(
                         f"{field_} rank must be a GPU of the cluster (0..{world - 1}), got "
                         f"{rank!r}; name a rank below {world} or add --nodes")
-                if not factor >= 1.0:  # also catches NaN
-                    raise VariabilityError(
-                        f"{field_} factor of rank {rank} must be >= 1 (its {what} takes that "
+                if not (isinstance(factor, (int, float)) and 1.0 <= factor <= MAX_FACTOR):
+                    raise VariabilityError(  # the comparisons also refuse NaN and inf
+                        f"{field_} factor of rank {rank} must be a finite number >= 1 and <= "
+                        f"{MAX_FACTOR:g} (its {what} takes that "
                         f"many times its nominal time), got {factor!r}; use 1 for a nominal "
                         "rank, 2 for one twice as slow")
         if not 0.0 <= self.straggler_rate <= 1.0:
             raise VariabilityError(f"straggler_rate (--straggler-rate) must be a probability in "
                                    f"[0, 1], got {self.straggler_rate!r}; e.g. 0.01 for 1 GPU "
                                    "in 100")
-        if not self.straggler_slowdown >= 1.0:
-            raise VariabilityError(f"straggler_slowdown (--straggler-slowdown) must be >= 1 (a "
+        if not 1.0 <= self.straggler_slowdown <= MAX_FACTOR:
+            raise VariabilityError(f"straggler_slowdown (--straggler-slowdown) must be a finite "
+                                   f"number >= 1 and <= {MAX_FACTOR:g} (a "
                                    f"straggler computes that many times as slowly), got "
                                    f"{self.straggler_slowdown!r}; e.g. 1.5")
-        if not self.jitter >= 0.0:
-            raise VariabilityError(f"jitter (--jitter) must be a standard deviation >= 0, got "
-                                   f"{self.jitter!r}; e.g. 0.02 for 2 % noise per kernel")
+        if not 0.0 <= self.jitter <= MAX_JITTER:
+            raise VariabilityError(f"jitter (--jitter) must be a standard deviation >= 0 and <= "
+                                   f"{MAX_JITTER:g}, got {self.jitter!r}; e.g. 0.02 for 2 % "
+                                   "noise per kernel")
+        if not (isinstance(self.seed, int) and 0 <= self.seed < 2 ** 63) or (
+                isinstance(self.seed, bool)):
+            raise VariabilityError(f"seed (--seed) must be an integer >= 0 and < 2**63, got "
+                                   f"{self.seed!r}; e.g. --seed 1")
 
     def draw(self, world: int, sample: int = 0) -> Draw:
         """Per-GPU factors and the jitter generator of one sample."""

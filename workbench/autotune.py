@@ -21,6 +21,7 @@ from pathlib import Path
 
 from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
+from workbench.files import write_atomic
 from workbench.placement import Placement
 from workbench.transforms import (
     AllReduceAlgorithm,
@@ -307,7 +308,7 @@ def save(result: SearchResult, program: ir.Program, path: Path) -> None:
         "max_candidates": result.max_candidates,
         "candidates": [c.to_json() for c in result.candidates],
     }
-    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+    write_atomic(path, json.dumps(record, indent=1) + "\n")
 
 
 def load_candidates(path: Path) -> dict:
@@ -318,8 +319,9 @@ def load_candidates(path: Path) -> dict:
                                "with `workbench schedules PROGRAM --autotune --json FILE`")
     try:
         record = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ProgramFileError(f"candidates file {path} must be JSON, got {e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise ProgramFileError(f"candidates file {path} must be JSON, got "
+                               f"{type(e).__name__}: {e}"[:300]) from None
     problem = _candidates_problem(record)
     if problem:
         raise ProgramFileError(f"candidates file {path} must be a JSON record with a "

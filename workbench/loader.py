@@ -8,6 +8,7 @@ an optional dict `sizes` gives default values for size symbols (`--set` override
 from __future__ import annotations
 
 import ast
+import hashlib
 import operator
 import runpy
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
-from workbench.scheduling import Schedule, collecting
+from workbench.scheduling import HardExit, Schedule, collecting, no_hard_exit
 
 
 @dataclass(frozen=True)
@@ -61,16 +62,24 @@ def load(spec: str) -> ProgramFile:
             "(the shipped studies are studies/sgd.py, adam.py, lamb.py, model_parallel.py, "
             "pipeline.py)")
     try:
-        with collecting() as made:
+        with collecting() as made, no_hard_exit():
             namespace = runpy.run_path(str(path), run_name=f"workbench_program_{path.stem}")
     except WorkbenchError as e:
         raise type(e)(f"in program file {path}: {e}") from None
     except SystemExit as e:
-        raise ProgramFileError(f"program file {path} must not exit, got exit({e.code})") from None
+        what = e.code if isinstance(e, HardExit) else f"exit({e.code})"
+        raise ProgramFileError(f"program file {path} must not exit, got {what}; remove the "
+                               "exit (a program file is run to read its program)") from None
     except BaseException as e:  # a user's file may raise anything; report where and what
         frames = [f for f in traceback.extract_tb(sys.exc_info()[2])
                   if Path(f.filename).resolve() == path.resolve()]
         where = f"{path}:{frames[-1].lineno}" if frames else str(path)
+        if isinstance(e, RecursionError):
+            raise ProgramFileError(
+                f"an expression in program file {path} must nest at most a few hundred "
+                f"operations deep, got one deeper at {where} (RecursionError); make parts of "
+                "it statements of their own (a chain of statements may be as long as you "
+                "like)") from None
         raise ProgramFileError(
             f"program file must run without errors, got {type(e).__name__}: {e} at {where}; "
             "fix the file (run it with python to see the whole traceback)") from None
@@ -94,6 +103,14 @@ def load(spec: str) -> ProgramFile:
     return ProgramFile(path, attr, program, schedules, dict(sizes))
 
 
+def file_digest(spec: str) -> str:
+    """The sha256 of the program file `spec` names (FILE.py[:NAME]): what a results file
+    records of the program it measured, so that reading the results back never has to run a
+    file the results name (a program file is Python: loading it runs it)."""
+    path, _ = split_spec(spec)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 # The operators a size expression may use: integer arithmetic only (true division would
 # turn 2**28/3 into a float, so it is not among them).
 _SIZE_OPERATORS = {
@@ -102,6 +119,7 @@ _SIZE_OPERATORS = {
 }
 # 2**4096 is far beyond any tensor; the cap keeps `9**9**9` from hanging the parser.
 _MAX_SIZE_BITS = 4096
+MAX_SIZE_TEXT = 200
 
 
 def _schedules_of(program: ir.Program, namespace: dict, made: list) -> dict:
@@ -113,11 +131,24 @@ def _schedules_of(program: ir.Program, namespace: dict, made: list) -> dict:
         items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else [v]
         for item in items:
             if isinstance(item, Schedule) and item.program == program:
+                _unique(found, item)
                 found[item.name] = item
     for sched in made:
         if sched.program == program:
+            _unique(found, sched)
             found.setdefault(sched.name, sched)
     return found
+
+
+def _unique(found: dict, sched: Schedule) -> None:
+    """Two different schedule functions under one name: one would be dropped without a word.
+    (A builder that makes one schedule twice, from the same code, is one schedule.)"""
+    other = found.get(sched.name)
+    if other is not None and getattr(other.fn, "__code__", None) is not getattr(
+            sched.fn, "__code__", None):
+        raise ProgramFileError(f"schedule names must be unique, got {sched.name!r} for "
+                               f"{other.where()} and {sched.where()}; rename one (@schedule("
+                               "program, name=...))")
 
 
 def parse_size(text: str) -> int:
@@ -126,11 +157,15 @@ def parse_size(text: str) -> int:
     The text is parsed (Python's own `ast`), never evaluated: integer literals, + - * // % **
     and parentheses only, so `__import__('os')` or `[4]` are refused with a message, not run.
     """
+    if len(text) > MAX_SIZE_TEXT:  # a size is a short formula; 20,000 terms overflowed ast
+        raise ValueError(f"longer than {MAX_SIZE_TEXT} characters")
     try:
         tree = ast.parse(text.strip(), mode="eval")
+        return _size_value(tree.body)
     except SyntaxError:
         raise ValueError("not an expression") from None
-    return _size_value(tree.body)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _size_value(node: ast.AST) -> int:
@@ -164,8 +199,9 @@ def parse_sets(items: tuple[str, ...]) -> dict[str, int]:
         try:
             value = parse_size(text)
         except ValueError as e:
+            shown = repr(text[:60]) + ("..." if len(text) > 60 else "")
             raise WorkbenchError(f"--set {name} must be a positive integer expression such as "
-                                 f"2**28 (integers with + - * // % ** only), got {text!r} "
+                                 f"2**28 (integers with + - * // % ** only), got {shown} "
                                  f"({e})") from None
         if value <= 0:
             raise WorkbenchError(f"--set {name} must be a positive integer, got {text!r} = "

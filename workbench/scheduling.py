@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench import ir
-from workbench.errors import WorkbenchError
+from workbench.errors import IllegalTransform, WorkbenchError
 from workbench.transforms import (
     AllReduceAlgorithm,
     AsSlice,
@@ -116,10 +116,22 @@ class Schedule:
         call that failed (file:line), whatever transform raised it."""
         s = Scheduler(self.program)
         try:
-            self.fn(s)
+            with no_hard_exit():
+                self.fn(s)
         except WorkbenchError as e:
             raise type(e)(f"schedule {self.name} ({self.where(sys.exc_info()[2])}): {e}"
                           ) from None
+        except (Exception, SystemExit) as e:  # user code may raise anything, or exit
+            what = (e.code if isinstance(e, HardExit) else f"exit({e.code})"
+                    if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}")
+            raise IllegalTransform(
+                f"schedule {self.name} ({self.where(sys.exc_info()[2])}) must run without "
+                f"errors, got {what}; fix the schedule function (workbench --debug shows the "
+                "traceback)") from e
+        if not isinstance(s.program, ir.Program):
+            raise IllegalTransform(
+                f"schedule {self.name} ({self.where()}) must leave a Program in s.program, got "
+                f"{type(s.program).__name__}; change the program through s's transforms only")
         return s
 
     def where(self, tb=None) -> str:
@@ -139,6 +151,33 @@ class Schedule:
     def transforms(self) -> tuple:
         """The transforms this schedule applies, in order (replayable)."""
         return tuple(self.run().trace)
+
+
+class HardExit(SystemExit):
+    """os._exit called by user code while no_hard_exit is active."""
+
+
+@contextlib.contextmanager
+def no_hard_exit() -> Iterator[None]:
+    """While user code runs (a program file, a schedule function), os._exit raises HardExit
+    instead of ending the process on the spot: the CLI can then say which file or schedule
+    exited, with exit code 2, rather than vanish with the user's code. (Python code can
+    always end its process some other way, e.g. by a signal; a program file is trusted code.)"""
+    import os
+
+    modules = [os] + ([sys.modules["posix"]] if "posix" in sys.modules else [])
+    real = os._exit
+
+    def refuse(code=0):
+        raise HardExit(f"os._exit({code})")
+
+    for module in modules:
+        module._exit = refuse
+    try:
+        yield
+    finally:
+        for module in modules:
+            module._exit = real
 
 
 # Schedules made while a program file runs (see `collecting`): the loader finds a schedule

@@ -2,7 +2,9 @@
 # process there needs (NVLink multicast must stay off), a timestamped progress line, the
 # install of the carried wheels, and where results go.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 WB_CACHE_DIR=/tmp/wb-cubin
+# The cubin cache is per user and private (workbench.runtime.compiler checks it): never a
+# shared /tmp folder, where anyone could plant a cubin the GPU would run.
+export PYTHONUNBUFFERED=1 WB_CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/workbench/cubin"
 REPO=$(pwd)
 t0=$(date +%s)
 stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }

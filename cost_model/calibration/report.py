@@ -11,6 +11,7 @@ from cost_model.calibration.nccl import KINDS
 from cost_model.calibration.profile import Calibration
 from cost_model.hardware import load_profile
 from workbench.errors import HardwareError
+from workbench.files import write_atomic
 
 
 def write(cal: Calibration, out: Path) -> list[Path]:
@@ -18,13 +19,13 @@ def write(cal: Calibration, out: Path) -> list[Path]:
     written profile loads. Returns the paths written."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(cal.profile, indent=1) + "\n")
+    write_atomic(out, json.dumps(cal.profile, indent=1) + "\n")
     loaded = load_profile(out)
     if dataclasses.asdict(loaded) != dataclasses.asdict(cal.cluster):
         raise HardwareError(f"written profile {out} must load as the fitted cluster, got a "
                             f"different one; this is a bug in cost_model.calibration")
     report = out.with_suffix(".fit.txt")
-    report.write_text(fit_report(cal))
+    write_atomic(report, fit_report(cal))
     return [out, report]
 
 

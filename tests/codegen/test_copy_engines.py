@@ -62,7 +62,7 @@ def test_copy_engines_reject_what_they_cannot_do():
                        r"ReduceScatter.*fuse it first"):
         CopyEngines("g1_rs").apply(adam)
     fused = _schedule("studies/adam.py", "fuse-rs-c-ag")
-    with pytest.raises(IllegalTransform, match="chunks must be a positive integer, got 0"):
+    with pytest.raises(IllegalTransform, match="chunks must be an integer >= 1 and <= 1024, got 0"):
         CopyEngines("g1_rs", chunks=0).apply(fused)
 
 

@@ -232,7 +232,7 @@ def test_profile_fused_fixed_cost_must_be_positive(tmp_path):
     p = tmp_path / "p.json"
     p.write_text(json.dumps({"base": "h200x4", "fused_fixed_s": -1e-6}))
     with pytest.raises(HardwareError, match=r"hardware profile field fused_fixed_s must be a "
-                       r"positive number, got -1e-06"):
+                       r"finite number >= 0 and <= 3600 \(seconds\), got -1e-06"):
         load_hardware(str(p))
 
 

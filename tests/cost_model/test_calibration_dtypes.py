@@ -375,7 +375,8 @@ def test_profile_nccl_dtypes_unknown_dtype(tmp_path):
 
 def test_profile_nccl_dtypes_bad_field(tmp_path):
     with pytest.raises(HardwareError, match=r"hardware profile field "
-                       r"nccl_dtypes.f16.host_overhead_s must be a positive number, got -1"):
+                       r"nccl_dtypes.f16.host_overhead_s must be a finite number >= 0 and <= "
+                       r"3600 \(seconds\), got -1"):
         load_hardware(_profile(tmp_path, {"nccl_dtypes": {"f16": {"host_overhead_s": -1}}}))
 
 
@@ -395,8 +396,8 @@ def test_profile_block_curve_bad_key(tmp_path):
 
 
 def test_profile_block_curve_zero_fraction(tmp_path):
-    with pytest.raises(HardwareError, match=r"fused_block_bandwidth must map block counts .* "
-                       r"got '8': 0.0"):
+    with pytest.raises(HardwareError, match=r"fused_block_bandwidth.8 must be a finite number > 0 "
+                       r"and <= 1 \(a share of the peak\), got 0"):
         load_hardware(_profile(tmp_path, {"fused_block_bandwidth": {"8": 0}}))
 
 

@@ -57,7 +57,8 @@ def test_a_negative_dropout_cost_is_refused(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('{"base": "h200x4", "gpu": {"dropout_element_s": -1e-12}}')
     with pytest.raises(HardwareError, match=r"hardware profile field gpu.dropout_element_s must "
-                                            r"be a positive number, got -1e-12"):
+                                            r"be a finite number >= 0 and <= 3600 \(seconds\), "
+                                            r"got -1e-12"):
         load_hardware(str(path))
     with pytest.raises(HardwareError, match=r"gpu.dropout_element_s must be a time >= 0 "
                                             r"\(seconds per element\), got -1e-12"):

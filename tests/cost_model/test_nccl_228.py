@@ -90,12 +90,13 @@ def test_nvls_false_in_a_profile_and_on_the_cli(tmp_path, capsys):
     ({"base": "dgx-h100", "nvls": "yes"},
      "hardware profile field nvls must be true or false, got 'yes'; write nvls: false "
      "(JSON/YAML booleans)"),
+    # Numbers a profile gives are checked by cost_model.validate's rules (issue 26).
     ({"base": "dgx-h100", "fabric": {"efficiency": 1.5}},
-     "fabric.efficiency must be in (0, 1] (the fraction of the NICs' line rate a collective "
-     "reaches over 2 nodes), got 1.5; e.g. 0.96 for InfiniBand NDR, 1 for line rate"),
+     "hardware profile field fabric.efficiency must be a finite number > 0 and <= 1 (a share "
+     "of the peak), got 1.5; fix the profile (e.g. 0.85)"),
     ({"base": "dgx-h100", "fabric": {"efficiency": float("nan")}},
-     "hardware profile field fabric.efficiency must be a positive number, got nan; give a "
-     "finite value > 0"),
+     "hardware profile field fabric.efficiency must be a finite number > 0 and <= 1 (a share "
+     "of the peak), got nan; fix the profile (e.g. 0.85)"),
     ({"base": "dgx-h100", "fabric": {"loss_per_doubling": 1.0}},
      "fabric.loss_per_doubling must be in [0, 1) (the fraction of the efficiency lost per "
      "doubling of nodes), got 1.0; use 0 for no loss with scale"),
@@ -107,15 +108,17 @@ def test_nvls_false_in_a_profile_and_on_the_cli(tmp_path, capsys):
      "70, ampere 80, hopper 90, blackwell 100 and newer), got 60; set gpu.compute_capability "
      "in the profile (e.g. 90), or use a preset"),
     ({"base": "dgx-h100", "gpus_per_node": 8.5},
-     "hardware profile field gpus_per_node must be an integer (a count), got 8.5; e.g. 8"),
+     "hardware profile field gpus_per_node must be an integer >= 1 and <= 100000 (GPUs), got "
+     "8.5; fix the profile (e.g. 8)"),
     ({"base": "dgx-h100", "nics_per_node": float("inf")},
-     "hardware profile field nics_per_node must be a positive number, got inf; give a "
-     "finite value > 0"),
+     "hardware profile field nics_per_node must be an integer >= 0 and <= 100000 (0: one NIC "
+     "per GPU), got inf; fix the profile (e.g. 8)"),
     ({"base": "dgx-h100", "gpu": {"hbm_bandwidth_Bps": float("nan")}},
-     "hardware profile field gpu.hbm_bandwidth_Bps must be a positive number, got nan; give "
-     "a finite value > 0"),
+     "hardware profile field gpu.hbm_bandwidth_Bps must be a finite number >= 1 and <= 1e+18 "
+     "(per second), got nan; fix the profile (e.g. 3.3e12 for 3.3 TB/s)"),
     ({"base": "dgx-h100", "nvlink_links": 2.5},
-     "hardware profile field nvlink_links must be an integer (a count), got 2.5; e.g. 2"),
+     "hardware profile field nvlink_links must be an integer >= 1 and <= 1000000000 (a count) "
+     "(or 0), got 2.5; fix the profile (e.g. 8)"),
 ])
 def test_bad_profiles_exit_2_with_one_message(tmp_path, capsys, profile, message):
     p = tmp_path / "bad.json"

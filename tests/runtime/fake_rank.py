@@ -10,7 +10,10 @@ rank = int(os.environ["WB_RANK"])
 pidfile = sys.argv[2] if len(sys.argv) > 2 else None
 if pidfile:
     # A grandchild, to prove the launcher ends what a rank started too.
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    # WB_FAKE_SETSID: the grandchild leaves the rank's session (setsid), as a daemonizing
+    # helper does.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             start_new_session=bool(os.environ.get("WB_FAKE_SETSID")))
     with open(f"{pidfile}.{rank}", "w") as f:
         f.write(f"{os.getpid()} {child.pid}\n")
 print(f"rank {rank} of {os.environ['WB_WORLD_SIZE']} up", flush=True)

@@ -113,6 +113,7 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
     """Verify the program, every schedule it names, and its default sizes on the cluster;
     exit 0 when all are well formed."""
     from cost_model.hardware import load_hardware
+    from workbench.cli.simulate import resolve_sizes
     from workbench.loader import check_size_names, load, parse_sets
     from workbench.verify import verify
 
@@ -123,6 +124,8 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
     check_size_names(loaded.program, loaded.sizes, f"`sizes` in {loaded.path}")
     check_size_names(loaded.program, size_values)
     programs = {name: sched.apply() for name, sched in loaded.schedules.items()}
+    _lowers([("unscheduled", loaded.program), *programs.items()],
+            resolve_sizes(loaded.program, loaded.sizes, size_values, cluster))
     verdict = _sizes_verdict(loaded, size_values, cluster)
     _check_chunks(loaded, programs, size_values, cluster)
     elsewhere = _not_on_cluster(loaded, programs, size_values, cluster)
@@ -138,6 +141,18 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
         from workbench.equivalence import check_equivalence
 
         click.echo(check_equivalence(loaded, ranks, size_values))
+
+
+def _lowers(programs, sizes: dict) -> None:
+    """Lower every program as compile-and-measure would (P ranks per group): what `check`
+    approves, lowering accepts (two Updates of one tensor, say, are refused here)."""
+    from codegen.lower import lower
+
+    for name, program in programs:
+        try:
+            lower(program, sizes["P"])
+        except WorkbenchError as e:
+            raise type(e)(f"schedule {name} must lower to kernels, got: {e}") from None
 
 
 def _sizes_verdict(loaded, size_values: dict, cluster) -> str:

@@ -15,13 +15,24 @@ from pathlib import Path
 import click
 
 from cost_model import calibration
-from workbench.cli.outputs import check_output_dir, check_output_file
+from workbench.cli.outputs import (
+    check_output_dir,
+    check_output_file,
+    output_lock,
+    write_atomic,
+    write_csv,
+)
+from workbench.cli.params import Finite
 from workbench.cli.results_table import format_table, steps_table, table
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import check_size_names, load, parse_sets
 from workbench.options import CodegenOptions
 from workbench.runtime.calibrate import measure, write_csvs
 from workbench.runtime.job import job_stem, run_job
+
+# Seconds without progress before a run is ended: NaN or inf would disable hang detection,
+# 0 or less would end a healthy run; a day is longer than any measurement.
+HANG_S = Finite(0.0, 86_400.0, low_open=True, example="e.g. --hang-timeout 60")
 
 
 def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
@@ -75,15 +86,18 @@ def options_text(options: CodegenOptions) -> str:
 @click.option("--schedule", default="all", show_default=True,
               help="Schedules to measure besides the unscheduled program (comma-separated), "
                    "all, or unscheduled (that program alone).")
-@click.option("--reps", default=30, show_default=True, help="Timed repetitions (>= 20).")
-@click.option("--warmup", default=5, show_default=True,
+@click.option("--reps", type=click.IntRange(1, 1_000_000), default=30, show_default=True,
+              help="Timed repetitions (>= 20).")
+@click.option("--warmup", type=click.IntRange(0, 100_000), default=5, show_default=True,
               help="Untimed runs of each schedule and baseline before the timed ones (CUDA "
               "context, NCCL communicators, torch.compile, caches).")
 @click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
 @click.option("--out", "out_dir", default="studies/results/gpu", show_default=True,
               help="Folder for the CSV and JSON results.")
-@click.option("--hang-timeout", "hang_s", default=60.0, show_default=True,
+@click.option("--hang-timeout", "hang_s", default=60.0, show_default=True, type=HANG_S,
               help="Seconds without progress from a rank before the run is ended.")
+@click.option("--time-limit", "limit_s", type=Finite(0.0, 1e6, low_open=True), default=None,
+              help="Seconds the whole run may take before it is ended (default: no limit).")
 @click.option("--quiet", is_flag=True, help="Do not echo the ranks' progress lines.")
 @click.option("--name", default=None, help="Stem of the result files (default: from programs).")
 @click.option("--unroll", default=1, show_default=True,
@@ -102,7 +116,8 @@ def options_text(options: CodegenOptions) -> str:
               help="Also time every schedule captured once in a CUDA graph and replayed (what "
                    "an engine runs at small sizes): rows 'SCHEDULE (cuda graph)', checked.")
 def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
-                        hang_s, quiet, name, unroll, mode, codegen, per_step, graph):
+                        hang_s, quiet, name, unroll, mode, codegen, per_step, graph,
+                        limit_s):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
     if P < 1:
@@ -118,25 +133,34 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
     out = Path(out_dir)
     # Rank 0 rewrites its records as it goes beside the final results, so a run cut off from
     # outside leaves them where the user looks.
-    results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
-                      not no_baselines, hang_s, echo, options,
-                      partial=out / f"{stem}.partial.json", per_step=per_step, graph=graph)
-    command = "workbench compile-and-measure " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    results["meta"].update(_versions(), command=command,
-                           date=datetime.datetime.now(datetime.UTC).isoformat())
-    df = table(results["records"])
-    if not df.empty:  # the CSV names how its rows were made too (the JSON's meta has it all)
-        df["commit"] = results["meta"].get("commit", "unknown")
-        df["codegen"] = options_text(options)
-    out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / f"{stem}.csv", index=False)
-    (out / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
-    (out / f"{stem}.command.txt").write_text(command + "\n")
+    partial = out / f"{stem}.partial.json"
+    with output_lock(out, "--out"):  # a second run into --out would delete this one's partial
+        try:
+            results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
+                              not no_baselines, hang_s, echo, options,
+                              partial=partial, per_step=per_step, graph=graph,
+                              limit_s=limit_s)
+        except KeyboardInterrupt:
+            click.echo(f"interrupted: the records measured so far are in {partial} (workbench "
+                       f"sweep measured {partial} reads them)", err=True)
+            raise
+        command = ("workbench compile-and-measure "
+                   + " ".join(shlex.quote(a) for a in sys.argv[2:]))
+        results["meta"].update(_versions(), command=command,
+                               date=datetime.datetime.now(datetime.UTC).isoformat())
+        df = table(results["records"])
+        if not df.empty:  # the CSV names how its rows were made too (the JSON's meta has all)
+            df["commit"] = results["meta"].get("commit", "unknown")
+            df["codegen"] = options_text(options)
+        write_csv(df, out / f"{stem}.csv")
+        write_atomic(out / f"{stem}.json", json.dumps(results, indent=1, default=str))
+        write_atomic(out / f"{stem}.command.txt", command + "\n")
+        if per_step:
+            steps = steps_table(results["records"])
+            write_csv(steps, out / f"{stem}.steps.csv")
     click.echo(format_table(df))
     written = ".csv, .json, .command.txt"
     if per_step:
-        steps = steps_table(results["records"])
-        steps.to_csv(out / f"{stem}.steps.csv", index=False)
         click.echo(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         written += ", .steps.csv"
     click.echo(f"wrote {out / stem}{written}")
@@ -162,7 +186,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
               help="Preset whose unmeasured fields (NVLink, NIC, channels) the profile keeps.")
 @click.option("--from-raw", "raw_in", default=None,
               help="Fit a raw file measured earlier instead of measuring (no GPU needed).")
-@click.option("--hang-timeout", "hang_s", default=120.0, show_default=True,
+@click.option("--hang-timeout", "hang_s", default=120.0, show_default=True, type=HANG_S,
               help="Seconds without progress from a rank before the run is ended.")
 @click.option("--passes", default=3, show_default=True,
               help="Whole sweeps of the NCCL collectives and send/recv, one after another; "

@@ -3,10 +3,15 @@ must not end in an OSError traceback because `--csv` names a folder that does no
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import os
+import re
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.files import write_atomic
 
 
 def check_output_file(path: str | Path | None, option: str) -> None:
@@ -41,6 +46,62 @@ def check_output_dir(path: str | Path | None, option: str) -> None:
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
         raise WorkbenchError(f"{option} must be a folder that can be created or written, got "
                              f"{path} ({ancestor} is not a writable folder); pick another path")
+
+
+def write_csv(df, path: str | Path) -> None:
+    """A pandas table as CSV at `path`, atomically (write_atomic)."""
+    write_atomic(path, df.to_csv(index=False))
+
+
+def save_figure(fig, path: str | Path, **kwargs) -> None:
+    """A matplotlib figure at `path` (its suffix names the format), atomically."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(path).suffix.lstrip("."), **kwargs)
+    write_atomic(path, buf.getvalue())
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]*")
+
+
+def confined(folder: str | Path, name: str, suffix: str = "") -> Path:
+    """`folder / (name + suffix)` for a name read from data (a study's name in a CSV): a
+    name that is not a plain file name (a separator, `..`, a leading dot, control characters)
+    is replaced by its safe characters plus a hash of the original, so distinct names stay
+    distinct and the path never leaves `folder`."""
+    name = str(name)
+    if not _SAFE_NAME.fullmatch(name) or ".." in name:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        stem = re.sub(r"[^A-Za-z0-9._+=-]", "_", name).replace("..", "_").lstrip("._-")
+        name = f"{stem[:80]}-{digest}" if stem else digest
+    path = Path(folder) / f"{name}{suffix}"
+    if path.parent != Path(folder):  # cannot happen after the mangle; checked all the same
+        raise WorkbenchError(f"a file name from a results file must stay in {folder}, got "
+                             f"{name!r}")
+    return path
+
+
+@contextlib.contextmanager
+def output_lock(folder: str | Path, option: str):
+    """Hold `folder`'s lock while a run writes into it: a second run into the same folder is
+    refused at its start (it would keep only the last writer's rows, or delete the other's
+    partial file) instead of mixing the two."""
+    import fcntl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    # The lock is on the folder itself (flock works on a directory's descriptor on Linux and
+    # the BSDs): no lock file is left among the results.
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WorkbenchError(f"{option} must be a folder no other run is writing to, got "
+                                 f"{folder}, which another workbench run holds; wait for it "
+                                 "or pick another folder") from None
+        yield folder
+    finally:
+        os.close(fd)
 
 
 def progress(items, what: str, label=str):

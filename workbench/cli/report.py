@@ -17,7 +17,8 @@ import pandas as pd
 
 from studies.sweep import size_values
 from workbench.cli.compare import sort_rows
-from workbench.cli.outputs import progress
+from workbench.cli.outputs import confined, progress, save_figure, write_atomic
+from workbench.cli.results_files import read_results_csv
 from workbench.errors import ProgramFileError
 
 BASELINE = "unscheduled"
@@ -26,14 +27,9 @@ BASELINE = "unscheduled"
 def _read(path: Path, value: str) -> pd.DataFrame | None:
     if not path.is_file():
         return None
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ProgramFileError(f"results file {path} must be a CSV table, got {e}") from None
-    from workbench.cli.compare import KEYS, _require
+    from workbench.cli.compare import KEYS
 
-    _require(df, KEYS + [value], str(path))
-    return df
+    return read_results_csv(path, KEYS + [value], value)
 
 
 def speedups(df: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -157,11 +153,13 @@ def _figure(study: str, predicted, measured, out_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     fig = figure(study, predicted, measured)
-    paths = [out_dir / f"{study}.png", out_dir / f"{study}.pdf"]
+    # The study's name comes from the CSV: confined to out_dir, never ../x or /abs/x.
+    paths = [confined(out_dir, study, ".png"), confined(out_dir, study, ".pdf")]
     for p in paths:
         # No creation date in the PDF: regenerating a report from the same CSVs gives the same
         # files, so git shows only real changes.
-        fig.savefig(p, dpi=120, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
+        save_figure(fig, p, dpi=120,
+                    metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
     plt.close(fig)
     return paths
 
@@ -199,15 +197,17 @@ def build_report(results_dir: Path) -> str:
                   "## Summary", "", summarize(joined).round(3).to_markdown(index=False), ""]
     steps_csv = results_dir / "steps.csv"
     if steps_csv.is_file():
-        parts += _steps_section(pd.read_csv(steps_csv))
+        parts += _steps_section(read_results_csv(steps_csv, []))
     studies = sorted(set().union(*[set(df["study"]) for df in (predicted, measured)
                                    if df is not None]))
     for study in progress(studies, "report: drawing", str):
         for p in _figure(study, predicted, measured, results_dir):
             if p.suffix == ".png":
-                parts += [f"![{study}]({p.name})", ""]
+                # the name is data: one line, no markdown of its own
+                alt = " ".join(str(study).split()).replace("[", "(").replace("]", ")")
+                parts += [f"![{alt}]({p.name})", ""]
     text = "\n".join(parts)
-    (results_dir / "report.md").write_text(text)
+    write_atomic(results_dir / "report.md", text)
     return text
 
 

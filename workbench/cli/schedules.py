@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.outputs import check_output_file
 from workbench import autotune as at
+from workbench.cli.outputs import check_output_file
 from workbench.errors import WorkbenchError
 from workbench.loader import load
 
@@ -17,9 +17,10 @@ from workbench.loader import load
 @click.argument("program_file", metavar="PROGRAM.py[:NAME]")
 @click.option("--ir", "show_ir", is_flag=True, help="Print each schedule's program.")
 @click.option("--autotune", is_flag=True, help="Also list the autotuner's candidates.")
-@click.option("--max-depth", default=8, show_default=True, help="Autotuner: transforms per "
-              "candidate at most.")
-@click.option("--max-candidates", default=200, show_default=True,
+@click.option("--max-depth", type=click.IntRange(1, 64), default=8, show_default=True,
+              help="Autotuner: transforms per candidate at most.")
+@click.option("--max-candidates", type=click.IntRange(1, 100_000), default=200,
+              show_default=True,
               help="Autotuner: candidates at most.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Autotuner: write the candidates (replayable transforms) to this file.")

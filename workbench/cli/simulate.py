@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import click
 import numpy as np
@@ -27,7 +26,7 @@ from simulator import simulate as simulate_program
 from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import autotune as tuner
 from workbench import ir
-from workbench.cli.outputs import check_output_file
+from workbench.cli.outputs import check_output_file, write_atomic, write_csv
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import check_size_names, load, parse_sets
@@ -352,6 +351,30 @@ def _sliced_outputs(unscheduled: ir.Program | None, program: ir.Program | None) 
                     if old.type.layout != new.type.layout)
 
 
+# Wall time of a simulation of every rank grows faster than the GPUs: sgd on dgx-h100 --full
+# (4 schedules of 3-4 statements, 2-core machine) took 20.6 s at 512 nodes, 54 s at 1024 and
+# 199 s at 2048 (16,384 GPUs: 196,608 GPU x statement x schedule units), ~units^1.9.
+FULL_ANCHOR_UNITS, FULL_ANCHOR_S, FULL_EXPONENT = 196_608, 199.0, 1.9
+MAX_ESTIMATE_S = 3600.0
+
+
+def _check_estimate(loaded, extra, cluster, samples: int, force: bool) -> None:
+    """Refuse (unless --force) a simulation of every rank that would take over an hour: a
+    --full at 65,536 nodes ran for hours and took GBs before this estimate."""
+    programs = [loaded.program] + [s.program for s in loaded.schedules.values()]
+    statements = max(len(p.stmts) for p in programs)
+    schedules = 1 + len(loaded.schedules) + len(extra or [])
+    units = cluster.world_size * statements * schedules  # of one sample
+    per_sample = FULL_ANCHOR_S * (units / FULL_ANCHOR_UNITS) ** FULL_EXPONENT
+    estimate = samples * (per_sample + 0.01 * schedules)  # + each schedule's set-up
+    if estimate > MAX_ESTIMATE_S and not force:
+        raise WorkbenchError(
+            f"a simulation of every rank must take at most {MAX_ESTIMATE_S / 3600:g} h, got an "
+            f"estimate of {estimate / 3600:.1f} h ({cluster.world_size} GPUs x {statements} "
+            f"statements x {schedules} schedules x {samples} samples); use fewer --nodes or "
+            "--samples, drop --full, or pass --force")
+
+
 def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
     """Parse RANK=FACTOR pairs of `option` (--slow, --degrade)."""
     out = []
@@ -398,8 +421,9 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
               "times its time.")
 @click.option("--degrade", multiple=True, metavar="RANK=FACTOR",
               help="GPU RANK's link (NVLink/NIC) moves data FACTOR (>= 1) times as slowly.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draws.")
-@click.option("--samples", type=int, default=1, show_default=True,
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
+              help="Seed of the draws.")
+@click.option("--samples", type=click.IntRange(1, 10_000), default=1, show_default=True,
               help="Draws to simulate when ranks differ; adds p50_ms and p99_ms columns.")
 @click.option("--mesh", "mesh_text", metavar="AXIS=SIZE,...",
               help="Lay the GPUs out as a device mesh, first axis fastest (tp=8,dp=128: tp "
@@ -412,6 +436,8 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
               help="A codegen option every schedule is lowered and priced with (e.g. "
               "collective_mode=push, collective_blocks_per_sm=1; workbench.options); "
               "repeatable.")
+@click.option("--force", is_flag=True,
+              help="Run even when the estimate says the simulation takes more than an hour.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
@@ -422,7 +448,8 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
               "GPU of each a process named '<schedule>: GPU <g>', all starting at t = 0.")
 def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autotune,
              show_memory, explain, slow, straggler_rate, straggler_slowdown, jitter, degrade,
-             seed, samples, mesh_text, axis, stages, codegen, csv_path, json_path, trace_path,
+             seed, samples, mesh_text, axis, stages, codegen, force, csv_path, json_path,
+             trace_path,
              trace_all) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
@@ -451,6 +478,8 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
     if samples != 1 and not variability.active:
         raise WorkbenchError(f"--samples must be 1 when every rank is the same, got {samples}; "
                              "add --slow, --straggler-rate, --jitter or --degrade")
+    if full or variability.active or mesh_text:
+        _check_estimate(loaded, extra, cluster, samples, force)
     predictions = predict(loaded, cluster, size_values, extra, symbolic,
                           reduced=False if full or variability.active else None, progress=True,
                           variability=variability if variability.active else None,
@@ -474,13 +503,14 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
         click.echo(explanation(predictions))
     # the files say what the header says: the cluster and the sizes of every row
     if csv_path:
-        df.assign(hardware=cluster.name,
-                  sizes=" ".join(f"{k}={v}" for k, v in sorted(sizes.items(), key=_p_last))
-                  ).to_csv(csv_path, index=False)
+        write_csv(df.assign(hardware=cluster.name,
+                            sizes=" ".join(f"{k}={v}" for k, v in sorted(sizes.items(),
+                                                                       key=_p_last))),
+                  csv_path)
     if json_path:
         rows = json.loads(df.to_json(orient="records"))
-        Path(json_path).write_text(json.dumps([{**r, "hardware": cluster.name, "sizes": sizes}
-                                               for r in rows], indent=2))
+        write_atomic(json_path, json.dumps([{**r, "hardware": cluster.name, "sizes": sizes}
+                                            for r in rows], indent=2))
     if trace_path:
         best = best_of(predictions)
         if best is None:
@@ -492,4 +522,4 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
         predicted = [p for p in predictions if p.ok]
         runs = [(p.name + " (best)" * (p is best), p.result)
                 for p in (predicted if trace_all else [best])]
-        Path(trace_path).write_text(json.dumps(chrome_trace(runs)))
+        write_atomic(trace_path, json.dumps(chrome_trace(runs)))

@@ -14,18 +14,33 @@ measured.csv (same keys). `workbench report` then compares them and draws the fi
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
+import numpy as np
 import pandas as pd
 from click.core import ParameterSource
 
 from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label
-from workbench.cli.outputs import check_output_dir, check_output_file, progress
+from workbench.cli.outputs import (
+    check_output_dir,
+    check_output_file,
+    output_lock,
+    progress,
+    write_csv,
+)
+from workbench.cli.results_files import (
+    ResultsFileError,
+    checked_measure_record,
+    checked_step_record,
+    program_for,
+)
 from workbench.cli.results_table import table
 from workbench.cli.simulate import predict
+from workbench.errors import WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
@@ -56,6 +71,11 @@ def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None
         for p in predict(loaded[study], cluster, {**sizes, "P": P}):
             if not p.ok:  # predict said why on stderr; a row needs a time
                 continue
+            if not (math.isfinite(p.time_s) and p.time_s > 0):
+                raise WorkbenchError(
+                    f"the predicted time of {study} {p.name} {size_label(sizes)} must be a "
+                    f"finite time > 0, got {p.time_s!r}; check the hardware profile "
+                    f"{hardware} (workbench simulate names what it prices)")
             rows.append({"study": study, "schedule": p.name, "size": size_label(sizes),
                          "gpus": P, "predicted_s": p.time_s,
                          "model_s": p.model_s, "lower_bound_s": p.lower_bound_s,
@@ -79,8 +99,11 @@ def _records(path: Path) -> list[dict]:
     """The records of a compile-and-measure JSON (NAME.json, or NAME.partial.json that a run
     cut off left behind)."""
     try:
-        return json.loads(Path(path).read_text())["records"]
-    except (ValueError, KeyError, TypeError) as e:
+        records = json.loads(Path(path).read_text())["records"]
+        if not isinstance(records, list):
+            raise TypeError(f"'records' is a {type(records).__name__}, not a list")
+        return records
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
         raise click.UsageError(f"{path} must be compile-and-measure's JSON (an object with "
                                f"'records'), got {type(e).__name__}: {e}; pass its CSV or the "
                                f"run's NAME.json / NAME.partial.json") from None
@@ -90,7 +113,10 @@ def _read_results(path: Path) -> pd.DataFrame:
     """A compile-and-measure CSV, or its JSON (see _records) as the same table."""
     if path.suffix != ".json":
         return pd.read_csv(path)
-    return table(_records(path))
+    records = _records(path)
+    for i, r in enumerate(records):
+        checked_measure_record(path, i, r)
+    return table(records)
 
 
 def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
@@ -100,51 +126,85 @@ def measured_rows(csv_paths: list[Path]) -> pd.DataFrame:
     measured in several CSVs keeps the row of the last CSV given (list re-runs last)."""
     frames = []
     for path in csv_paths:
-        df = _read_results(Path(path))
-        if "median_ms" in df.columns:  # a table parsed from a cut-off run's worker log
-            frames.append(pd.DataFrame({
-                "study": df["program"].map(_study_of),
-                "schedule": df["schedule"],
-                "size": df["N"].map(lambda n: size_label({"N": int(n)})),
-                "gpus": df["rank_medians_ms"].str.split().str.len(),
-                "measured_s": df["median_ms"] / 1e3,
-                "check": df["check"],
-            }))
-            continue
-        df = df[df["kind"] == "workbench"]
-        frame = pd.DataFrame({
-            "study": df["spec"].map(_study_of),
+        try:
+            frames.append(_measured_frame(Path(path)))
+        except (KeyError, ValueError, TypeError, AttributeError, NotImplementedError) as e:
+            # a field of the wrong type or a missing column, wherever pandas meets it
+            raise ResultsFileError(
+                f"{path} must be a results table of workbench compile-and-measure (CSV or "
+                f"JSON), got {type(e).__name__}: {str(e)[:120]}; pass the files the run "
+                "wrote") from None
+    rows = pd.concat(frames, ignore_index=True)
+    bad = rows["check"].astype(str).str.startswith("ok") & ~(
+        np.isfinite(pd.to_numeric(rows["measured_s"], errors="coerce"))
+        & (pd.to_numeric(rows["measured_s"], errors="coerce") > 0))
+    if bad.any():
+        r = rows[bad].iloc[0]
+        raise ResultsFileError(f"a measured row whose check is ok must have a finite time > 0, "
+                               f"got {r['study']} {r['schedule']} ({r['size'] or 'no sizes'}) "
+                               f"with {r['measured_s']}; pass the files the run wrote")
+    try:
+        return rows.drop_duplicates(["study", "schedule", "size", "gpus"], keep="last",
+                                    ignore_index=True)
+    except TypeError as e:  # a list or a mapping where a name or a number goes
+        raise ResultsFileError(f"every key of a measured row must be a name or a number, got "
+                               f"{e}; pass the files the run wrote") from None
+
+
+def _measured_frame(path: Path) -> pd.DataFrame:
+    """One results file as (study, schedule, size, gpus, measured_s, check[, fastest
+    baseline]) rows; only the workbench's own schedules."""
+    df = _read_results(path)
+    if "median_ms" in df.columns:  # a table parsed from a cut-off run's worker log
+        return pd.DataFrame({
+            "study": df["program"].map(_study_of),
             "schedule": df["schedule"],
-            "size": df["sizes"].map(lambda t: size_label(_parse_sizes(t))),
-            "gpus": df["P"].astype(int),
-            "measured_s": df["time_ms"] / 1e3,
+            "size": df["N"].map(lambda n: size_label({"N": int(n)})),
+            "gpus": df["rank_medians_ms"].str.split().str.len(),
+            "measured_s": df["median_ms"] / 1e3,
             "check": df["check"],
         })
-        if "fastest_baseline_ms" in df.columns:  # results since design note 54
-            frame["fastest_baseline"] = df["fastest_baseline"]
-            frame["fastest_baseline_s"] = df["fastest_baseline_ms"] / 1e3
-        frames.append(frame)
-    rows = pd.concat(frames, ignore_index=True)
-    return rows.drop_duplicates(["study", "schedule", "size", "gpus"], keep="last",
-                                ignore_index=True)
+    df = df[df["kind"] == "workbench"]
+    frame = pd.DataFrame({
+        "study": df["spec"].map(_study_of),
+        "schedule": df["schedule"],
+        "size": df["sizes"].map(lambda t: size_label(_parse_sizes(t))),
+        "gpus": df["P"].astype(int),
+        "measured_s": df["time_ms"] / 1e3,
+        "check": df["check"],
+    })
+    if "fastest_baseline_ms" in df.columns:  # results since design note 54
+        frame["fastest_baseline"] = df["fastest_baseline"]
+        frame["fastest_baseline_s"] = df["fastest_baseline_ms"] / 1e3
+    return frame
 
 
-def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1) -> pd.DataFrame:
+def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1,
+              programs: list[str] = ()) -> pd.DataFrame:
     """Per-step measured times (compile-and-measure --per-step: the records' "steps") beside
     the cost model's time of the top-level statement each step runs, where a step runs one
     whole statement (a statement that lowers to several steps, e.g. LAMB's fused kernel
     with its norm combine, has no prediction per step; consecutive steps labelled with one
     statement, a norm's partial sums and their combine, are one row:
     merge_statement_steps). predicted_gpu_ms leaves out the host's issue cost of an NCCL
-    call, which a host ahead of the GPU hides in a sequence."""
+    call, which a host ahead of the GPU hides in a sequence.
+
+    A record names its program file (`spec`) but never decides what runs: the file loaded
+    is one of `programs` (the user's --program) or a study shipped with the workbench, and
+    its sha256 must be the one the record carries (results_files.program_for)."""
 
     cluster = load_hardware(hardware, nodes)
     rows = []
+    loaded_by_file: dict[str, object] = {}
     for path in result_paths:
-        for r in _records(path):
-            if r.get("kind") != "workbench" or not r.get("steps"):
+        for i, r in enumerate(_records(path)):
+            if not isinstance(r, dict) or r.get("kind") != "workbench" or not r.get("steps"):
                 continue
-            loaded = load(r["spec"])
+            checked_step_record(path, i, r)
+            spec = program_for(path, i, r, programs, STUDIES_DIR)
+            if spec not in loaded_by_file:
+                loaded_by_file[spec] = load(spec)
+            loaded = loaded_by_file[spec]
             name = r["schedule"]
             if name != "unscheduled" and name not in loaded.schedules:
                 raise click.UsageError(
@@ -211,7 +271,7 @@ def main() -> None:
               help="Nodes of the --hardware preset, linked by its NIC.")
 @click.option("--study", "studies", multiple=True, type=click.Choice(list(SWEEPS)),
               help="A study to predict (repeatable; default: every study).")
-@click.option("--gpus", type=int, default=None,
+@click.option("--gpus", type=click.IntRange(1, 1_000_000), default=None,
               help="GPUs the run uses, as compile-and-measure --gpus (default: the "
                    "hardware's); each stage of a pipeline gets an equal share.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
@@ -221,8 +281,8 @@ def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int |
     """Simulate every study's schedules over its sizes; write OUT/predicted.csv."""
     check_output_dir(out_dir, "--out")
     df = predict_rows(hardware, nodes, list(studies) or None, gpus)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out_dir / "predicted.csv", index=False)
+    with output_lock(out_dir, "--out"):
+        write_csv(df, out_dir / "predicted.csv")
     click.echo(f"wrote {out_dir / 'predicted.csv'} ({len(df)} rows); "
                f"{priced_with(hardware, nodes)}")
 
@@ -236,8 +296,8 @@ def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
     """Fold compile-and-measure results into OUT/measured.csv."""
     check_output_dir(out_dir, "--out")
     df = measured_rows(list(csv_paths))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out_dir / "measured.csv", index=False)
+    with output_lock(out_dir, "--out"):
+        write_csv(df, out_dir / "measured.csv")
     click.echo(f"wrote {out_dir / 'measured.csv'} ({len(df)} rows)")
 
 
@@ -251,18 +311,23 @@ def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
               help="Nodes of the --hardware preset, linked by its NIC.")
 @click.option("--out", "out_csv", type=click.Path(path_type=Path), default=None,
               help="Also write the table as CSV (e.g. RESULTS_DIR/steps.csv for report).")
+@click.option("--program", "programs", multiple=True, metavar="PROGRAM.py",
+              help="The program file the results measured (repeatable). A program file is "
+                   "Python and runs when loaded, so the results never choose it: a record's "
+                   "program must be given here (or be a study shipped with the workbench) "
+                   "and have the content the record's sha256 names.")
 def steps_cmd(json_paths: tuple[Path, ...], hardware: str, nodes: int,
-              out_csv: Path | None) -> None:
+              out_csv: Path | None, programs: tuple[str, ...]) -> None:
     """Per-step measured (compile-and-measure --per-step JSON) against predicted times."""
     check_output_file(out_csv, "--out")
-    df = step_rows(list(json_paths), hardware, nodes)
+    df = step_rows(list(json_paths), hardware, nodes, list(programs))
     if df.empty:
         raise click.UsageError("the results must hold per-step times, got none; measure with "
                                "workbench compile-and-measure --per-step")
     click.echo(priced_with(hardware, nodes))
     click.echo(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if out_csv is not None:
-        df.to_csv(out_csv, index=False)
+        write_csv(df, out_csv)
         click.echo(f"wrote {out_csv} ({len(df)} rows)")
 
 

@@ -18,6 +18,8 @@ from workbench.dsl.trace import (
     _stmt,
     _unary,
     _user_location,
+    check_name,
+    positive_integer,
 )
 from workbench.errors import WorkbenchError
 from workbench.ir import ReduceOp
@@ -46,6 +48,17 @@ def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD,
     if not isinstance(dtype, DType):
         raise WorkbenchError(f"Tensor {name}: dtype must be float16, bfloat16, float32 or int32, "
                              f"got {dtype!r}")
+    check_name("Tensor", name)
+    try:
+        dims = list(shape)
+    except TypeError:
+        dims = None
+    if dims is None:
+        raise WorkbenchError(f"Tensor {name}: shape must be a list of sizes, got {shape!r}; "
+                             f"e.g. [N] or [B, H]")
+    shape = [positive_integer(f"Tensor {name}: dim {i} of the shape", d,
+                              "use a Size (e.g. N = Size('N')) or a positive int")
+             for i, d in enumerate(dims)]
     if range is not None and not (len(range) == 2 and range[0] < range[1]):
         raise WorkbenchError(f"Tensor {name}: range must be (low, high) with low < high, got "
                              f"{range!r}")
@@ -55,6 +68,7 @@ def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD,
 
 def Variable(dtype: DType, name: str, group: Group = WORLD) -> InputNode:
     """A runtime scalar, the same on every rank (a learning rate, a step count)."""
+    check_name("Variable", name)
     return InputNode(name, TensorType(dtype, (), Replicated, group))
 
 
@@ -63,6 +77,7 @@ Scalar = Variable
 
 def Stage(name: str, size: sympy.Expr | int | None = None) -> Group:
     """A pipeline stage: a process group of `size` ranks (default P, the world's size)."""
+    check_name("Stage", name)
     return Group(name, sympy.sympify(size) if size is not None else WORLD.size)
 
 

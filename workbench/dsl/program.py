@@ -71,6 +71,7 @@ class _Tracer:
     def __init__(self, inputs: Sequence[InputNode], user_names: dict[int, str]):
         self.user_names = user_names
         self.names: dict[int, str] = {id(n): n.name for n in inputs}
+        self.input_names = {n.name for n in inputs}
         self.inputs = {id(n) for n in inputs}
         self.env: dict[str, TensorType] = {n.name: n.type for n in inputs}
         self.stmts: list[ir.Stmt] = []
@@ -80,6 +81,11 @@ class _Tracer:
 
     def _new_name(self, node: Node) -> str:
         explicit = getattr(node, "name", None)
+        if explicit is not None and explicit in self.env:  # was renamed t0 without a word
+            raise WorkbenchError(f"statement name must differ from the program's other values, "
+                                 f"got name={explicit!r}, which is already "
+                                 f"{'an input' if explicit in self.input_names else 'a value'} "
+                                 f"(at {getattr(node, 'loc', '?')}); pick another name")
         name = explicit or self.user_names.get(id(node))
         while name is None or name in self.env:
             name = f"t{next(self.fresh)}"
@@ -110,7 +116,7 @@ class _Tracer:
                                  "got a use of it without a declaration there")
         if isinstance(node, (ConstNode, SizeNode)):
             raise WorkbenchError("a program value must be a tensor, got a literal number")
-        for dep in sorted(self._statement_deps(node), key=lambda n: n.seq):
+        for dep in self._unnamed_deps(node):  # deepest first: this recursion stays shallow
             self.name(dep)
         if isinstance(node, ArithNode):
             op = ir.Compute(self.expr(node))
@@ -127,6 +133,28 @@ class _Tracer:
         self.names[id(node)] = name
         node.traced_name = name  # lets schedules refer to values by their DSL handles
         return name
+
+    def _unnamed_deps(self, node: Node) -> list[Node]:
+        """The statement nodes `node` needs that have no name yet, in the order the recursive
+        emission would name them (arguments in creation order, each one's own arguments
+        first), found without recursion: a chain of thousands of statements is a loop."""
+        order: list[Node] = []
+        seen: set[int] = set()
+        deps = sorted(self._statement_deps(node), key=lambda n: n.seq, reverse=True)
+        stack = [(d, False) for d in deps]
+        while stack:
+            n, expanded = stack.pop()
+            if expanded:
+                order.append(n)
+                continue
+            if id(n) in seen or id(n) in self.names or isinstance(
+                    n, (InputNode, ConstNode, SizeNode)):
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            stack += [(d, False) for d in sorted(self._statement_deps(n), key=lambda d: d.seq,
+                                                 reverse=True)]
+        return order
 
     def _statement_deps(self, node: Node) -> list[Node]:
         """The statement nodes (and arithmetic used as a statement argument) `node` reads."""

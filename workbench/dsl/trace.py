@@ -39,15 +39,47 @@ def _at(loc: str, e: WorkbenchError) -> WorkbenchError:
     return type(e)(f"{e} (at {loc})" if loc else str(e))
 
 
+def check_name(what: str, name) -> str:
+    """`name` if it is an identifier (letters, digits, _; not starting with a digit): names
+    reach generated CUDA (through codegen's mangle), file names and reports, so a name with a
+    newline, a dash or a slash is refused here, where the user wrote it."""
+    if not (isinstance(name, str) and name.isidentifier()):
+        raise WorkbenchError(f"{what} name must be an identifier (letters, digits and _, not "
+                             f"starting with a digit), got {name!r}; e.g. "
+                             f"{_identifier_like(name)!r}")
+    return name
+
+
+def _identifier_like(name) -> str:
+    text = "".join(c if c.isalnum() or c == "_" else "_" for c in str(name)).strip("_")
+    return text if text.isidentifier() else f"x_{text}" if text else "x"
+
+
 def Size(name: str, multiple_of: sympy.Expr | int | None = None) -> sympy.Symbol:
     """A size symbol (a positive integer). `multiple_of=P` lets a dim of this size be Sliced
     over a group of size P: the verifier needs that proof, and `--set` checks it on values."""
-    sym = size_symbol(name)
+    sym = size_symbol(check_name("Size", name))
     if multiple_of is None:
         SIZE_FACTS.pop(sym, None)
     else:
-        SIZE_FACTS[sym] = sympy.sympify(multiple_of)
+        SIZE_FACTS[sym] = positive_integer(f"Size {name}: multiple_of", multiple_of,
+                                           "e.g. multiple_of=P")
     return sym
+
+
+def positive_integer(what: str, value, fix: str) -> sympy.Expr:
+    """`value` as a sympy expression that may be a positive integer (a literal must be one;
+    an expression must not be provably negative, zero or fractional)."""
+    try:
+        expr = sympy.sympify(value, strict=True)
+    except (sympy.SympifyError, TypeError, ValueError):
+        expr = None
+    if expr is None or isinstance(value, bool) or expr.is_integer is False \
+            or expr.is_positive is False or (expr.is_number and not (expr.is_integer
+                                                                     and expr > 0)):
+        raise WorkbenchError(f"{what} must be a positive integer or a size expression, got "
+                             f"{value!r}; {fix}")
+    return expr
 
 
 # ---------------------------------------------------------------- graph nodes
@@ -215,6 +247,8 @@ def _unary(fn: str, a) -> ArithNode:
 
 def _stmt(make, args: Sequence, expr_args: Sequence[bool], name: str | None) -> StmtNode:
     loc = _user_location()
+    if name is not None:
+        check_name("statement", name)
     nodes = tuple(_node(a) for a in args)
     env, exprs = _probe_env(nodes)
     names = [e if is_expr else _probe_name(e, nodes[i], env)

@@ -29,10 +29,11 @@ import json
 import tempfile
 from pathlib import Path
 
+from workbench.errors import RuntimeFault, WorkbenchError
+from workbench.files import write_atomic
 from workbench.runtime import launcher
 from workbench.runtime.calibrate_worker import ALLREDUCE_SPEC
 from workbench.runtime.job import gpu_count, run_job
-from workbench.errors import RuntimeFault, WorkbenchError
 
 FUSED_N = [2**k for k in (20, 22, 24, 26, 28)]  # f32 elements: 4 MiB .. 1 GiB buffers
 
@@ -46,8 +47,9 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: in
                            f"machine with {present}")
     with tempfile.TemporaryDirectory(prefix="wb-cal-") as tmp:
         out = Path(tmp) / "raw.json"
-        launcher.launch(P, launcher.python_argv("workbench.runtime.calibrate_worker", str(out), "--passes",
-                              str(passes)), hang_s=hang_s, echo=echo)
+        argv = launcher.python_argv("workbench.runtime.calibrate_worker", str(out), "--passes",
+                                    str(passes))
+        launcher.launch(P, argv, hang_s=hang_s, echo=echo)
         raw = json.loads(out.read_text())
     raw["fused"] = []
     if P > 1:
@@ -69,7 +71,7 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: in
         raw.update(_dropout(P, hang_s, echo))
     raw_path = Path(raw_path)
     raw_path.parent.mkdir(parents=True, exist_ok=True)
-    raw_path.write_text(json.dumps(raw, indent=1, default=str) + "\n")
+    write_atomic(raw_path, json.dumps(raw, indent=1, default=str) + "\n")
     return raw
 
 
@@ -80,8 +82,9 @@ def _fused_blocks(P: int, hang_s: float, echo) -> dict:
     with tempfile.TemporaryDirectory(prefix="wb-cal-blocks-") as tmp:
         out = Path(tmp) / "blocks.json"
         try:
-            launcher.launch(P, launcher.python_argv("workbench.runtime.calibrate_worker", "--fused-blocks",
-                                  str(out)), hang_s=hang_s, echo=echo)
+            argv = launcher.python_argv("workbench.runtime.calibrate_worker", "--fused-blocks",
+                                        str(out))
+            launcher.launch(P, argv, hang_s=hang_s, echo=echo)
             return json.loads(out.read_text())
         except (RuntimeFault, OSError, ValueError) as e:
             return {"fused_blocks_error": f"{type(e).__name__}: {e}"}
@@ -143,5 +146,5 @@ def write_csvs(raw: dict, stem: Path) -> list[Path]:
 
 def _write_lines(stem: Path, suffix: str, lines: list[str]) -> Path:
     p = stem.with_name(f"{stem.name}.{suffix}.csv")
-    p.write_text("\n".join(lines) + "\n")
+    write_atomic(p, "\n".join(lines) + "\n")
     return p

@@ -2,13 +2,23 @@
 
 The kernel name is the mangle of its spec, so it is the cache key; the source's hash is part of
 the file name too, so an edited template or header never reuses a stale cubin.
+
+A cubin is machine code the GPU runs, so the cache is trusted only as far as it is private
+(issue 26): the folder must be the user's own, mode 0700 (a folder of ours with a wider mode
+is narrowed; anyone else's is refused); a cached cubin is taken only if it is a regular file
+of ours that nobody else may write, whose content has the sha256 its name carries
+(`{kernel}-{source digest}-{cubin digest}.cubin`: content-addressed by both). nvcc writes into
+a private temporary folder inside the cache and the cubin is renamed into place, so nothing
+is written through a symlink and ranks compiling the same kernel never see half a file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -32,23 +42,62 @@ def nvcc_path() -> str:
 
 
 def cache_dir() -> Path:
+    """The cubin cache (WB_CACHE_DIR, else ~/.cache/workbench/cubin): created mode 0700; an
+    existing one must be a folder (not a link) of this user, and is narrowed to 0700."""
     root = Path(os.environ.get("WB_CACHE_DIR", Path.home() / ".cache" / "workbench" / "cubin"))
-    root.mkdir(parents=True, exist_ok=True)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(root)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        what = "a link" if stat.S_ISLNK(st.st_mode) else f"owned by uid {st.st_uid}"
+        raise RuntimeFault(f"the cubin cache {root} must be a folder of this user (uid "
+                           f"{os.getuid()}), got {what}; set WB_CACHE_DIR to a private folder "
+                           "of yours (a cubin from it runs on the GPU)")
+    if st.st_mode & 0o077:
+        os.chmod(root, 0o700)
     return root
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+
+
+def _trusted_cubin(path: Path) -> bool:
+    """Whether `path` may be loaded: a regular file (not a link) of this user that nobody
+    else may write, whose content's sha256 starts with the digest its name ends with."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return False
+        content = f.read()
+    return hashlib.sha256(content).hexdigest()[:16] == path.stem.rsplit("-", 1)[-1]
 
 
 def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
     """The cubin of `source` (entry `name`), compiled once and then taken from the cache."""
+    if not _NAME.fullmatch(name):
+        raise RuntimeFault(f"kernel name must be a C identifier, got {name!r}; this is a "
+                           "codegen bug: report it")
     digest = hashlib.sha256((source + " ".join(NVCC_FLAGS)).encode()).hexdigest()[:12]
     for header in sorted(Path(include_dir).glob("*.cuh")):
         digest = hashlib.sha256((digest + header.read_text()).encode()).hexdigest()[:12]
     root = cache_dir()
-    cubin = root / f"{name}-{digest}.cubin"
-    if cubin.exists():
-        return cubin
-    src = root / f"{name}-{digest}.cu"
+    for cached in sorted(root.glob(f"{name}-{digest}-*.cubin")):
+        if _trusted_cubin(cached):
+            return cached
+    work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))  # mode 0700, ours alone
+    src = work / f"{name}-{digest}.cu"
     src.write_text(source)
-    return nvcc_compile(name, src, cubin, include_dir)
+    out = nvcc_compile(name, src, work / f"{name}.cubin", include_dir)
+    content = out.read_bytes()
+    os.chmod(out, 0o600)
+    cubin = root / f"{name}-{digest}-{hashlib.sha256(content).hexdigest()[:16]}.cubin"
+    os.replace(out, cubin)  # atomic: ranks compiling the same kernel never see half a file
+    os.replace(src, root / src.name)  # kept beside it for reading; a link there is replaced
+    os.rmdir(work)
+    return cubin
 
 
 def nvcc_compile(name: str, src: Path, cubin: Path, include_dir: Path) -> Path:

@@ -1,6 +1,6 @@
-"""One GPU job: P ranks of `workbench.runtime.worker` launched on this machine, their results read back
-from rank 0's file. The commands (`compile-and-measure`, `calibrate`) and calibration's own
-benchmarks all run their kernels through `run_job`."""
+"""One GPU job: P ranks of `workbench.runtime.worker` launched on this machine, their results
+read back from rank 0's file. The commands (`compile-and-measure`, `calibrate`) and
+calibration's own benchmarks all run their kernels through `run_job`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from workbench.loader import load
 from workbench.options import CodegenOptions
 from workbench.provenance import provenance
 from workbench.runtime import compiler, launcher
-from workbench.runtime.worker import stage_split
+from workbench.runtime.worker import stage_split, write_json_atomic
 
 
 def gpu_count() -> int:
@@ -32,18 +32,20 @@ def gpu_count() -> int:
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,
             baselines: bool, hang_s: float, echo=None,
             options: CodegenOptions | None = None, partial: str | Path | None = None,
-            per_step: bool = False, graph: bool = False) -> dict:
+            per_step: bool = False, graph: bool = False,
+            limit_s: float | None = None) -> dict:
     """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
     runs P / S ranks per stage); return the results JSON of rank 0.
 
     Rank 0 rewrites its results as it goes into `partial` (default: STEM.partial.json in
-    compile-and-measure's --out folder, else in the temporary folder), which is removed once
+    compile-and-measure's --out folder, else in a private temporary folder), removed once
     the run is complete. A run that fails raises its RuntimeFault plus where the records
     written before the fault are; a run cut off from outside leaves that file behind.
     `per_step`: also time each step of every schedule (the records' "steps"); `graph`: also
     time every schedule captured in a CUDA graph and replayed (records "NAME (cuda graph)",
     workbench.runtime.graphs). `options`: how every schedule is generated and launched (None:
     the defaults); the results' meta records them with the git commit (`codegen`, `commit`).
+    `limit_s`: a wall-clock limit on the whole run (None: none).
     """
     if reps < 20:
         raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
@@ -70,8 +72,10 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
                            "against /usr/local/cuda; nvcc is needed too)")
     compiler.nvcc_path()
     opts = options or CodegenOptions()
-    if partial is None:
-        partial = Path(tempfile.gettempdir()) / f"{job_stem(specs, P)}.partial.json"
+    private = None
+    if partial is None:  # a folder of its own (mode 0700), never a fixed name in shared /tmp
+        private = Path(tempfile.mkdtemp(prefix="wb-partial-"))
+        partial = private / f"{job_stem(specs, P)}.partial.json"
     out = Path(partial)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)  # an earlier run's leftover: this run rewrites it
@@ -84,15 +88,18 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         try:
-            launcher.launch(P, launcher.python_argv("workbench.runtime.worker", str(job_path)), hang_s=hang_s,
-                   echo=echo)
+            launcher.launch(P, launcher.python_argv("workbench.runtime.worker", str(job_path)),
+                            hang_s=hang_s, echo=echo, limit_s=limit_s)
         except RuntimeFault as e:
+            mark_incomplete(out, str(e).split("\n")[0], getattr(e, "ranks_ok", None))
             raise RuntimeFault(f"{e}\n{partial_note(out)}") from None
     results = read_results(out)
     if not results.get("meta", {}).get("complete"):
         raise RuntimeFault(f"rank 0 must mark its results complete when every rank exits 0, "
                            f"got an incomplete file; {partial_note(out)}")
     out.unlink()
+    if private is not None:
+        private.rmdir()
     return results
 
 
@@ -102,6 +109,21 @@ def read_results(path: Path) -> dict:
     except (OSError, ValueError) as e:
         raise RuntimeFault(f"rank 0's results must be readable JSON at {path}, got {e}; rerun, "
                            "and look at rank 0's last lines") from None
+
+
+def mark_incomplete(path: Path, fault: str, ranks_ok) -> None:
+    """Mark a failed run's partial results as such: complete false (rank 0 may have finished
+    and marked them complete while another rank hung), the fault, and the ranks that had
+    exited 0. Rewritten atomically; a file that is absent or unreadable is left as it is."""
+    try:
+        results = json.loads(path.read_text())
+        meta = results["meta"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    meta.update(complete=False, fault=fault)
+    if ranks_ok is not None:
+        meta["ranks_exited_0"] = list(ranks_ok)
+    write_json_atomic(str(path), results)
 
 
 def partial_note(path: Path) -> str:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import RuntimeFault
+from workbench.runtime.watchdog import Watchdog
 
 # NVLink multicast must stay off on the shared GPU machines (a program that uses it can take the
 # host's GPUs out of service); every process we start carries these.
@@ -48,6 +49,11 @@ SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
             "NVSHMEM_DISABLE_NVLS": "1"}
 LAUNCHERS = ("auto", "mpirun", "spawn")
 _TAIL_LINES = 2000
+# A rank's output is read in pieces of at most _LINE_BYTES, and each line kept in its tail is
+# cut to _LINE_KEPT characters: the launcher's memory stays bounded (2000 x 4 KiB) whatever a
+# rank prints (2 GB without a newline took 2.8 GB of it).
+_LINE_BYTES = 1 << 16
+_LINE_KEPT = 4096
 # The prologue every rank runs under mpirun: rank variables from Open MPI's (or PMIx's, PMI's),
 # then the command, then its exit code as a line of its own on stderr.
 _EXIT_MARK = "__wb_rank_exit__"
@@ -78,7 +84,7 @@ class _Rank:
 
     def heard(self, line: str, echo) -> None:
         self.last_output_s = time.monotonic()
-        self.tail.append(line)
+        self.tail.append(line[:_LINE_KEPT])
         if echo is not None:
             echo(self.rank, line)
 
@@ -142,7 +148,7 @@ def _end_sessions(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
 class _Spawned:
     """P children started here, each in a session of its own."""
 
-    def __init__(self, P: int, argv: list[str], base_env: dict, echo):
+    def __init__(self, P: int, argv: list[str], base_env: dict, echo, dog=None):
         now = time.monotonic()
         self.ranks = [_Rank(r, now) for r in range(P)]
         self.procs: list[subprocess.Popen] = []
@@ -152,13 +158,17 @@ class _Spawned:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
             self.procs.append(proc)
+            if dog is not None:
+                dog.watch(proc.pid)
             t = threading.Thread(target=self._read, args=(r, proc, echo), daemon=True)
             t.start()
             self.readers.append(t)
 
     @staticmethod
     def _read(r: _Rank, proc: subprocess.Popen, echo) -> None:
-        for raw in iter(proc.stdout.readline, b""):
+        # At most _LINE_BYTES a read: a rank printing without newlines cannot grow a line
+        # (and this process) without bound; what it prints still counts as output.
+        for raw in iter(lambda: proc.stdout.readline(_LINE_BYTES), b""):
             r.heard(raw.decode(errors="replace").rstrip("\n"), echo)
 
     def poll(self) -> bool:
@@ -204,7 +214,7 @@ class _TagParser:
             if k == len(tagged) - 1:
                 out.append((rank, text))
             else:
-                self.partial[(rank, stream)] = text
+                self.partial[(rank, stream)] = text[-_LINE_BYTES:]  # bounded
         return out
 
     def flush(self) -> list[tuple[int | None, str]]:
@@ -235,7 +245,7 @@ class _Mpirun:
             t.start()
 
     def _read(self, pipe, parser: _TagParser) -> None:
-        for raw in iter(pipe.readline, b""):
+        for raw in iter(lambda: pipe.readline(_LINE_BYTES), b""):
             for rank, text in parser.feed(raw.decode(errors="replace").rstrip("\n")):
                 self._line(rank, text)
         for rank, text in parser.flush():
@@ -378,65 +388,90 @@ def _on_sigterm(signum, frame):
 
 
 def launch(P: int, argv: list[str], *, hang_s: float = 60.0, env: dict | None = None,
-           echo=None, poll_s: float = 0.1, launcher: str | None = None) -> list[str]:
+           echo=None, poll_s: float = 0.1, launcher: str | None = None,
+           limit_s: float | None = None) -> list[str]:
     """Run `argv` as P ranks; return each rank's output lines when all exit 0.
 
     Raises RuntimeFault (and leaves no process behind) when a rank exits non-zero or prints
     nothing for `hang_s` seconds; the message names the rank and shows every rank's last lines.
     SIGTERM to this process (from the main thread) ends the ranks too, then raises RuntimeFault.
     `launcher` is auto, mpirun or spawn (default: WB_LAUNCHER, else auto); `echo(rank, line)`
-    sees every line as it comes (rank -1: mpirun's own lines).
+    sees every line as it comes (rank -1: mpirun's own lines). `limit_s`: a wall-clock limit
+    on the whole run (a rank that keeps printing while stuck is caught by it), None for none.
     """
     if threading.current_thread() is not threading.main_thread():
-        return _launch(P, argv, hang_s, env, echo, poll_s, launcher)
+        return _launch(P, argv, hang_s, env, echo, poll_s, launcher, limit_s)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return _launch(P, argv, hang_s, env, echo, poll_s, launcher)
+        return _launch(P, argv, hang_s, env, echo, poll_s, launcher, limit_s)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _fault(run, message: str) -> RuntimeFault:
+    """A RuntimeFault that also says which ranks had exited 0 (`ranks_ok`): the caller marks
+    the run's partial results with it (rank 0 may have finished while another rank hung)."""
+    fault = RuntimeFault(message)
+    fault.ranks_ok = [] if run is None else [r.rank for r in run.ranks if r.exit_code == 0]
+    return fault
+
+
 def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll_s: float,
-            launcher: str | None) -> list[str]:
+            launcher: str | None, limit_s: float | None = None) -> list[str]:
     if P < 1:
         raise RuntimeFault(f"the number of ranks must be at least 1, got {P}")
+    if not (isinstance(hang_s, (int, float)) and 0 < hang_s <= 86_400):  # NaN fails too
+        raise RuntimeFault(f"hang_s must be a finite number of seconds > 0 and <= 86400, got "
+                           f"{hang_s!r}; NaN or inf would turn hang detection off")
+    if limit_s is not None and not (isinstance(limit_s, (int, float)) and 0 < limit_s < 1e7):
+        raise RuntimeFault(f"limit_s must be a finite number of seconds > 0, got {limit_s!r}")
+    started = time.monotonic()
     kind = choose_launcher(launcher)
     exported = {**(env or {}), **SAFE_ENV, "WB_WORLD_SIZE": str(P), "WORLD_SIZE": str(P),
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
                 "PYTHONUNBUFFERED": "1"}
     base = {**os.environ, **exported}
     run = None
+    # Started before the ranks: whatever ends this process (SIGKILL included), the watchdog
+    # ends the ranks and what they started (workbench.runtime.watchdog).
+    dog = Watchdog()
     try:
         if kind == "mpirun":
             mpirun = find_mpirun()
             run = _Mpirun(P, argv, base, echo, sorted(exported), mpirun,
                           open_mpi_major(mpirun), hang_s)
+            dog.watch(run.proc.pid)
         else:
-            run = _Spawned(P, argv, base, echo)
+            run = _Spawned(P, argv, base, echo, dog)
         while True:
             finished = run.poll()
             r = _first_failure(run.ranks)
             if r is not None:
                 time.sleep(0.3)  # let the failing rank's last lines arrive
                 run.end()
-                raise RuntimeFault(
+                raise _fault(run,
                     f"rank {r.rank} must exit 0, got exit code {r.exit_code}; every rank "
                     f"was stopped. Last lines:\n{_describe(run)}")
             why = run.launcher_failure()
             if why is not None:
                 run.end()
-                raise RuntimeFault(f"{why}; every rank was stopped. Last lines:\n"
+                raise _fault(run, f"{why}; every rank was stopped. Last lines:\n"
                                    f"{_describe(run)}")
             if finished:
                 run.end()  # what a rank left running in its session goes too
                 return ["\n".join(r.tail) for r in run.ranks]
             now = time.monotonic()
+            if limit_s is not None and now - started > limit_s:
+                run.end()
+                raise _fault(run, f"the run must end within --time-limit {limit_s:g} s, got "
+                             f"{now - started:.0f} s; every rank was stopped. Last lines:\n"
+                             f"{_describe(run)}")
             silent = [r for r in run.ranks
                       if r.exit_code is None and now - r.last_output_s > hang_s]
             if silent:
                 r = silent[0]
                 run.end()
-                raise RuntimeFault(
+                raise _fault(run,
                     f"rank {r.rank} must report progress at least every {hang_s:.0f} s, got "
                     f"none for {now - r.last_output_s:.0f} s (hung, or waiting for a rank that "
                     f"hung); every rank was stopped. Last lines:\n{_describe(run)}")
@@ -444,13 +479,15 @@ def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll
     except _Terminated:
         if run is not None:
             run.end()
-        raise RuntimeFault("the launcher must run until its ranks end, got SIGTERM (a time "
+        raise _fault(run, "the launcher must run until its ranks end, got SIGTERM (a time "
                            "limit, or kill); every rank was stopped. Last lines:\n"
                            f"{_describe(run) if run is not None else '(none started)'}") from None
     except BaseException:
         if run is not None:
             run.end()
         raise
+    finally:
+        dog.end()  # what left the ranks' sessions (setsid) goes too
 
 
 def python_argv(module: str, *args: str) -> list[str]:

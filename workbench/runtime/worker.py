@@ -26,7 +26,7 @@ import numpy as np
 from codegen.lower import lower, stage_order
 from workbench import interpreter, ir
 from workbench.errors import RuntimeFault, WorkbenchError
-from workbench.loader import load
+from workbench.loader import file_digest, load
 from workbench.options import CodegenOptions
 from workbench.runtime import baselines, baselines_rows, checks, graphs
 from workbench.runtime.comm import rank_env
@@ -47,17 +47,29 @@ def log(rank: int, msg: str) -> None:
     print(f"[rank {rank} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+# The longest CPU work of a rank (the reference interpreter at the largest sizes takes
+# minutes) that busy() reports as progress; WB_BUSY_MAX_S sets another.
+BUSY_MAX_S = float(os.environ.get("WB_BUSY_MAX_S", 3600))
+
+
 @contextlib.contextmanager
-def busy(rank: int, what: str, every_s: float = 20.0):
+def busy(rank: int, what: str, every_s: float = 20.0, max_s: float = BUSY_MAX_S):
     """Log "still <what>" every `every_s` seconds while the body runs: long CPU work (the
     reference interpreter on 2^28 elements takes minutes) is progress, and the launcher's hang
-    detector must not take it for a hung rank. GPU and NCCL waits are never wrapped in it."""
+    detector must not take it for a hung rank. GPU and NCCL waits are never wrapped in it.
+    The beat stops after `max_s`: a body that deadlocked must not hide behind it forever (the
+    rank then goes silent and the hang detector ends the run)."""
     done = threading.Event()
     start = time.monotonic()
 
     def beat():
         while not done.wait(every_s):
-            log(rank, f"  still {what} ({time.monotonic() - start:.0f} s)")
+            elapsed = time.monotonic() - start
+            if elapsed > max_s:
+                log(rank, f"  still {what} after {elapsed:.0f} s, longer than any run should "
+                    "take: no more progress lines from it (a hang is reported as one)")
+                return
+            log(rank, f"  still {what} ({elapsed:.0f} s)")
 
     thread = threading.Thread(target=beat, daemon=True)
     thread.start()
@@ -238,6 +250,7 @@ def main(job_path: str) -> int:
         os._exit(7)
     for entry in job["programs"]:
         pf = load(entry["spec"])
+        digest = file_digest(entry["spec"])  # results name their program by content too
         original = pf.program
         wanted = entry.get("schedules", ["all"])
         scheds = [(n, s) for n, s in pf.schedules.items() if "all" in wanted or n in wanted]
@@ -253,6 +266,7 @@ def main(job_path: str) -> int:
             sizes.setdefault("P", P)
             sizes["P"] = P
             base = {"spec": entry["spec"], "program": original.name, "sizes": sizes, "P": P,
+                    "program_sha256": digest,
                     "comm_bytes": comm_bytes(original, sizes, P)}
             if stages > 1:
                 base["stages"] = stages

@@ -38,6 +38,23 @@ TRANSFORMS = {t.name: t for t in (Split, Reorder, AsSlice, Fuse, Overlap, CopyEn
                                   DeadCodeElimination, HierarchicalSplit, AllReduceAlgorithm)}
 
 
+# The field types transforms have, as their annotations spell them, and what each needs.
+_WHAT = {"str": "a name (a string)", "tuple[str, ...]": "a list of names (strings)",
+         "str | None": "a name or null", "int": "an integer"}
+
+
+def _fits(value, type_name: str) -> bool:
+    if type_name == "str":
+        return isinstance(value, str)
+    if type_name == "str | None":
+        return value is None or isinstance(value, str)
+    if type_name == "tuple[str, ...]":
+        return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+    if type_name == "int":
+        return type(value) is int
+    return False  # a field type this check does not know: refuse rather than guess
+
+
 def transform_from_json(data: dict) -> Transform:
     """Rebuild a transform from `to_json()` output (tuples come back from JSON lists)."""
     data = dict(data)
@@ -45,6 +62,12 @@ def transform_from_json(data: dict) -> Transform:
     if name not in TRANSFORMS:
         raise WorkbenchError(f"transform must be one of {sorted(TRANSFORMS)}, got {name!r}")
     cls = TRANSFORMS[name]
+    types = {f.name: f.type for f in fields(cls)}
+    for key, value in data.items():  # a file's values, checked before a transform sees them
+        if key in types and not _fits(value, types[key]):
+            raise WorkbenchError(f"transform {name} field {key} must be {_WHAT[types[key]]}, "
+                                 f"got {value!r:.60}; write the file with workbench schedules "
+                                 "--autotune --json")
     args = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
     try:
         return cls(**args)

@@ -14,6 +14,10 @@ from workbench.transforms.base import Transform, dead_code_eliminated, plain_stm
 from workbench.types import OnRoot
 from workbench.verify import fused_kind_of
 
+# Pieces an overlap or a copy-engine region is cut into: far more than any schedule gains from,
+# and it bounds the plan (a million chunks took 2.3 GB to price).
+MAX_CHUNKS = 1024
+
 
 def gathers_last(members: list[ir.Stmt]) -> list[ir.Stmt]:
     """The statements with every AllGather that no later one reads moved to the end: a fused
@@ -201,8 +205,9 @@ class Overlap(Transform):
 
     def rewrite(self, program):
         who = f"overlap({self.producer}, {self.consumer}, chunks={self.chunks})"
-        if self.chunks < 2:
-            raise IllegalTransform(f"{who}: chunks must be >= 2, got {self.chunks}")
+        if type(self.chunks) is not int or not 2 <= self.chunks <= MAX_CHUNKS:
+            raise IllegalTransform(f"{who}: chunks must be an integer >= 2 and <= {MAX_CHUNKS}, "
+                                   f"got {self.chunks!r}; e.g. chunks=4")
         i = top_index(program, self.producer, who)
         j = top_index(program, self.consumer, who)
         if i == j:
@@ -259,9 +264,9 @@ class CopyEngines(Transform):
 
     def rewrite(self, program):
         who = f"copy_engines({self.region}, chunks={self.chunks})"
-        if not isinstance(self.chunks, int) or self.chunks < 1:
-            raise IllegalTransform(f"{who}: chunks must be a positive integer, got "
-                                   f"{self.chunks!r}")
+        if type(self.chunks) is not int or not 1 <= self.chunks <= MAX_CHUNKS:
+            raise IllegalTransform(f"{who}: chunks must be an integer >= 1 and <= {MAX_CHUNKS}, "
+                                   f"got {self.chunks!r}; e.g. chunks=8")
         i = top_index(program, self.region, who)
         stmt = program.stmts[i]
         op = stmt.op

@@ -1,0 +1,148 @@
+"""Ranks never outlive the run (issue 26), with stand-in ranks on a CPU: a launcher killed
+with SIGKILL (the OOM killer) leaves no rank behind, and a process a rank started that left
+its session (setsid) is ended with the run, under both launchers."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_launcher import FAKE, LAUNCHERS, _nothing_left, _pids
+
+from workbench.errors import RuntimeFault
+from workbench.runtime.launcher import launch
+
+
+def _wait_for_pids(tmp_path, P, proc, timeout_s=30):
+    deadline = time.monotonic() + timeout_s
+    while not all((tmp_path / f"pids.{r}").exists() for r in range(P)):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.5)  # the watchdog records the grandchildren within its tick
+
+
+@pytest.mark.parametrize("setsid", [False, True])
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_sigkilled_launcher_leaves_no_rank_behind(tmp_path, kind, setsid):
+    code = ("import sys; from workbench.runtime.launcher import launch; "
+            f"launch(2, [sys.executable, {FAKE!r}, 'hang', {str(tmp_path / 'pids')!r}], "
+            f"hang_s=60, launcher={kind!r})")
+    env = {**os.environ, **({"WB_FAKE_SETSID": "1"} if setsid else {})}
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL, env=env)
+    _wait_for_pids(tmp_path, 2, proc)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert _nothing_left(tmp_path, 2), [p for p in _pids(tmp_path, 2)]
+    assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_setsid_helper_is_ended_with_a_failed_run(tmp_path, kind, monkeypatch):
+    monkeypatch.setenv("WB_FAKE_SETSID", "1")
+    with pytest.raises(RuntimeFault, match=r"^rank 1 must exit 0, got exit code 3"):
+        launch(2, [sys.executable, FAKE, "die", str(tmp_path / "pids")], hang_s=30,
+               launcher=kind)
+    assert _nothing_left(tmp_path, 2)
+
+
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_setsid_helper_is_ended_with_a_run_that_succeeds(tmp_path, kind, monkeypatch):
+    monkeypatch.setenv("WB_FAKE_SETSID", "1")
+    # Each rank starts a helper that leaves its session and detaches from its output (as a
+    # daemon does: mpirun would wait for a helper holding the rank's stdout), lives on a
+    # moment, then exits 0.
+    rank = ("import os, subprocess, sys, time; r = os.environ['WB_RANK']; "
+            "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+            "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+            f"open({str(tmp_path / 'pids')!r} + '.' + r, 'w').write(f'{{os.getpid()}} "
+            "{c.pid}'); print('up', flush=True); time.sleep(1)")
+    launch(2, [sys.executable, "-c", rank], hang_s=30, launcher=kind)
+    assert _nothing_left(tmp_path, 2)
+
+
+def test_a_rank_printing_without_newlines_keeps_the_launcher_bounded():
+    from workbench.runtime.launcher import _LINE_KEPT, _TAIL_LINES
+
+    chatty = ("import sys; sys.stdout.write('x' * (10 * 2**20)); sys.stdout.flush(); "
+              "print(); print('done')")
+    outs = launch(1, [sys.executable, "-c", chatty], hang_s=30, launcher="spawn")
+    lines = outs[0].splitlines()
+    assert lines[-1] == "done" and max(map(len, lines)) <= _LINE_KEPT
+    assert len(outs[0]) <= _TAIL_LINES * (_LINE_KEPT + 1)
+
+
+@pytest.mark.parametrize("hang_s", [float("nan"), float("inf"), 0, -1])
+def test_hang_detection_cannot_be_turned_off(hang_s):
+    with pytest.raises(RuntimeFault, match=r"hang_s must be a finite number of seconds > 0 and "
+                       r"<= 86400, got .*; NaN or inf would turn hang detection off"):
+        launch(1, [sys.executable, "-c", "pass"], hang_s=hang_s, launcher="spawn")
+
+
+def test_a_fault_after_rank_0_finished_leaves_the_partial_file_incomplete(
+        tmp_path, monkeypatch):
+    """Rank 0 wrote its records and marked them complete, then another rank hung: the partial
+    file must say incomplete, the fault, and which ranks had exited 0."""
+    import importlib.util
+    import json
+
+    from workbench.runtime import compiler, launcher
+    from workbench.runtime import job as runtime_job
+    from workbench.runtime.worker import ResultsLog
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(runtime_job, "gpu_count", lambda: 8)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "pycuda" else real(name, *a))
+    monkeypatch.setattr(compiler, "nvcc_path", lambda: "/usr/bin/true")
+
+    def launch_(P, argv, hang_s=60.0, echo=None, **kw):
+        out = json.loads(open(argv[-1]).read())["out"]
+        log = ResultsLog(out, {"P": P}, writing=True)
+        log.append({"schedule": "unscheduled"})
+        log.finish()
+        fault = RuntimeFault("rank 1 must report progress at least every 60 s, got none")
+        fault.ranks_ok = [0]
+        raise fault
+
+    monkeypatch.setattr(launcher, "launch", launch_)
+    partial = tmp_path / "p.partial.json"
+    with pytest.raises(RuntimeFault, match="1 record was written before the fault"):
+        runtime_job.run_job(["studies/sgd.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0,
+                            partial=partial)
+    meta = json.loads(partial.read_text())["meta"]
+    assert meta["complete"] is False and meta["ranks_exited_0"] == [0]
+    assert meta["fault"] == "rank 1 must report progress at least every 60 s, got none"
+
+
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_rank_that_prints_while_stuck_meets_the_wall_clock_limit(tmp_path, kind):
+    """Rank 0 prints progress forever (a heartbeat over a deadlock): hang detection never
+    fires, the wall-clock limit does."""
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeFault, match=r"^the run must end within --time-limit 3 s, got "
+                       r"\d+ s; every rank was stopped\. Last lines:\n") as e:
+        launch(2, [sys.executable, FAKE, "hang", str(tmp_path / "pids")], hang_s=60,
+               launcher=kind, limit_s=3)
+    assert time.monotonic() - t0 < 15 and e.value.ranks_ok == []
+    assert _nothing_left(tmp_path, 2)
+
+
+def test_the_busy_heartbeat_stops_after_its_bound(capsys):
+    from workbench.runtime.worker import busy
+
+    with busy(0, "computing", every_s=0.05, max_s=0.2):
+        time.sleep(0.6)
+    lines = capsys.readouterr().out.splitlines()
+    assert "still computing after" in lines[-1] and "no more progress lines" in lines[-1]
+    assert len(lines) <= 6
+
+
+def test_time_limit_option_is_checked(capsys):
+    from workbench.cli.main import main
+
+    code = main(["compile-and-measure", "studies/sgd.py", "--gpus", "1", "--time-limit", "nan"])
+    assert code == 2 and "Invalid value for '--time-limit': must be a finite number > 0" in (
+        capsys.readouterr().err)

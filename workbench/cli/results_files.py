@@ -1,0 +1,180 @@
+"""Results files read back: what a record may make the workbench do, and what it must hold.
+
+A results JSON is data, possibly from someone else. It names the program file it measured
+(`spec`), but a program file is Python and runs when loaded, so the name alone never
+chooses what runs: `program_for` takes the file the user passed (`--program`) or a study
+shipped with the workbench, and checks it against the sha256 the record carries. Every
+field read is checked (`checked_step_record`), so a wrong-typed or non-finite value is one
+message naming the record and the field, never a traceback or a NaN folded in.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+from workbench.loader import file_digest, split_spec
+
+
+class ResultsFileError(WorkbenchError):
+    """A results file whose records are not what compile-and-measure writes."""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def program_for(path: Path, index: int, record: dict, programs, studies_dir: Path) -> str:
+    """The program spec to load for `record` (record `index` of results file `path`): the
+    file of `programs` (the user's --program) with the record's file name, else the shipped
+    study of that name under `studies_dir`; its content must match the record's
+    program_sha256 where the record has one."""
+    spec = record.get("spec")
+    if not isinstance(spec, str) or not spec.strip():
+        raise ResultsFileError(f"{path}: record {index} field spec must name the program file "
+                               f"measured, got {spec!r}; pass the JSON compile-and-measure wrote")
+    file, attr = split_spec(spec)
+    suffix = f":{attr}" if attr != "program" else ""
+    given = [Path(split_spec(p)[0]) for p in programs]
+    chosen = next((g for g in given if g.name == file.name), None)
+    if chosen is None and file.parent.name == "studies" and (studies_dir / file.name).is_file():
+        chosen = studies_dir / file.name  # the installed study, never a file beside the results
+    if chosen is None:
+        named = ", ".join(str(g) for g in given) or "none"
+        raise ResultsFileError(
+            f"{path}: record {index}'s program file {file} must be passed with --program (a "
+            f"program file is Python and runs when loaded, so results never choose one), got "
+            f"--program {named}; pass --program {file} if you trust that file")
+    want = record.get("program_sha256")
+    if want is not None:
+        if not (isinstance(want, str) and _SHA256.fullmatch(want)):
+            raise ResultsFileError(f"{path}: record {index} field program_sha256 must be 64 "
+                                   f"hex digits, got {want!r}; pass the JSON compile-and-"
+                                   "measure wrote")
+        got = file_digest(str(chosen))
+        if got != want:
+            raise ResultsFileError(
+                f"{path}: record {index}'s program {file} must be the file the run measured "
+                f"(sha256 {want[:16]}...), got {chosen} with sha256 {got[:16]}...; pass the "
+                "program file the run measured with --program")
+    return f"{chosen}{suffix}"
+
+
+def _finite(x, low: float = 0.0) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            and x >= low)
+
+
+def checked_step_record(path: Path, index: int, record: dict) -> None:
+    """Raise ResultsFileError unless `record` has what sweep steps reads: a schedule name,
+    sizes (name -> positive int) and steps (stage, stmts, a finite median_ms >= 0)."""
+    def bad(name: str, what: str, value) -> ResultsFileError:
+        return ResultsFileError(f"{path}: record {index} field {name} must be {what}, got "
+                                f"{value!r:.80}; pass the JSON compile-and-measure wrote")
+
+    if not isinstance(record.get("schedule"), str):
+        raise bad("schedule", "a schedule name", record.get("schedule"))
+    sizes = record.get("sizes")
+    if not (isinstance(sizes, dict) and sizes and all(
+            isinstance(k, str) and type(v) is int and v > 0 for k, v in sizes.items())):
+        raise bad("sizes", "a mapping of size names to positive integers", sizes)
+    steps = record.get("steps")
+    if not isinstance(steps, list):
+        raise bad("steps", "a list of steps", steps)
+    for j, st in enumerate(steps):
+        if not isinstance(st, dict):
+            raise bad(f"steps[{j}]", "a mapping (stage, stmts, median_ms)", st)
+        if not (type(st.get("stage")) is int and st["stage"] >= 0):
+            raise bad(f"steps[{j}].stage", "an integer >= 0", st.get("stage"))
+        if not isinstance(st.get("stmts"), str):
+            raise bad(f"steps[{j}].stmts", "the statement names as text", st.get("stmts"))
+        if not _finite(st.get("median_ms")):
+            raise bad(f"steps[{j}].median_ms", "a finite time >= 0 in ms", st.get("median_ms"))
+
+
+def read_results_csv(path: Path, columns: list[str], value: str | None = None):
+    """The table of results CSV `path` (predicted.csv, measured.csv, steps.csv), whole: it
+    must be UTF-8, end with a newline (a file cut short by a full disk does not), have
+    `columns`, no row with an empty key, and `value` (if given) numeric: finite and > 0 where
+    the row is predicted (`predicted_s`), finite >= 0 or empty where measured."""
+    import io
+
+    import pandas as pd
+
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+        if "\x00" in text:
+            raise UnicodeError("a NUL byte")
+    except UnicodeError as e:
+        raise ResultsFileError(f"results file {path} must be a UTF-8 CSV table, got binary "
+                               f"data ({e}); regenerate it with workbench sweep") from None
+    if text and not text.endswith("\n"):
+        raise ResultsFileError(f"results file {path} must end with a newline, got a last line "
+                               f"cut short ({text.splitlines()[-1][:60]!r}); the file was not "
+                               "written whole: regenerate it with workbench sweep")
+    try:
+        df = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise ResultsFileError(f"results file {path} must be a CSV table, got {e}") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ResultsFileError(f"results file {path} must have columns {columns}, got "
+                               f"{list(df.columns)} (missing {missing}); regenerate it with "
+                               "workbench sweep")
+    keys = [c for c in columns if c != value]
+    empty = df[keys].isna().any(axis=1)
+    if empty.any():
+        row = int(empty.idxmax())
+        raise ResultsFileError(f"results file {path} row {row + 2} must have every key "
+                               f"({', '.join(keys)}), got an empty one; the file was not "
+                               "written whole: regenerate it with workbench sweep")
+    if value is not None:
+        numbers = pd.to_numeric(df[value], errors="coerce")
+        not_a_number = numbers.isna() & df[value].notna()  # text such as "fast"
+        infinite = numbers.isin([float("inf"), float("-inf")])
+        out_of_range = ~(numbers > 0) if value == "predicted_s" else numbers < 0
+        bad = not_a_number | infinite | out_of_range
+        if bad.any():
+            row = int(bad.idxmax())
+            got = df[value].iloc[row]
+            got = "an empty cell" if pd.isna(got) else repr(getattr(got, "item", lambda: got)())
+            raise ResultsFileError(f"results file {path} row {row + 2} column {value} must be "
+                                   f"a finite time in seconds"
+                                   f"{' > 0' if value == 'predicted_s' else ' >= 0 (or empty)'}"
+                                   f", got {got}; regenerate the file")
+        df[value] = numbers
+    return df
+
+
+def checked_measure_record(path: Path, index: int, record) -> None:
+    """Raise ResultsFileError unless `record` has the fields of a compile-and-measure record
+    with their types: names as strings, sizes as name -> positive int, P a positive int,
+    times finite and >= 0 (median_ms may be null: a schedule that was not measured)."""
+    def bad(name: str, what: str, value) -> ResultsFileError:
+        return ResultsFileError(f"{path}: record {index} field {name} must be {what}, got "
+                                f"{value!r:.80}; pass the JSON compile-and-measure wrote")
+
+    if not isinstance(record, dict):
+        raise bad("(the record)", "a mapping of fields", record)
+    for name in ("spec", "program", "schedule", "kind"):
+        if not isinstance(record.get(name), str):
+            raise bad(name, "a string", record.get(name))
+    for name in ("check",):
+        if name in record and not isinstance(record[name], str):
+            raise bad(name, "a string", record[name])
+    sizes = record.get("sizes", {})
+    if not (isinstance(sizes, dict) and all(isinstance(k, str) and type(v) is int and v > 0
+                                            for k, v in sizes.items())):
+        raise bad("sizes", "a mapping of size names to positive integers", sizes)
+    if not (type(record.get("P")) is int and record["P"] > 0):
+        raise bad("P", "a positive integer", record.get("P"))
+    timed = record.get("median_ms") is not None
+    for name in ("median_ms", "p10_ms", "p90_ms", "min_ms", "max_error", "comm_bytes"):
+        value = record.get(name)
+        required = timed and name in ("median_ms", "p10_ms", "p90_ms")
+        if (value is not None or required) and not _finite(value):
+            raise bad(name, "a finite number >= 0" + ("" if required else " or null"), value)
+    if record.get("reps") is not None and type(record["reps"]) is not int:
+        raise bad("reps", "an integer", record["reps"])
