@@ -77,4 +77,5 @@ from workbench.dsl.trace import (  # noqa: F401
     Size,
     SizeNode,
     StmtNode,
+    check_name,
 )

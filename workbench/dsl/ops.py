@@ -6,6 +6,7 @@ from __future__ import annotations
 import sympy
 
 from workbench import ir
+from workbench.dsl import trace as _trace
 from workbench.dsl.trace import (
     ArithNode,
     InputNode,
@@ -18,7 +19,6 @@ from workbench.dsl.trace import (
     _stmt,
     _unary,
     _user_location,
-    check_name,
     positive_integer,
 )
 from workbench.errors import WorkbenchError
@@ -48,7 +48,7 @@ def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD,
     if not isinstance(dtype, DType):
         raise WorkbenchError(f"Tensor {name}: dtype must be float16, bfloat16, float32 or int32, "
                              f"got {dtype!r}")
-    check_name("Tensor", name)
+    _trace.check_name("Tensor", name)
     try:
         dims = list(shape)
     except TypeError:
@@ -68,7 +68,7 @@ def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD,
 
 def Variable(dtype: DType, name: str, group: Group = WORLD) -> InputNode:
     """A runtime scalar, the same on every rank (a learning rate, a step count)."""
-    check_name("Variable", name)
+    _trace.check_name("Variable", name)
     return InputNode(name, TensorType(dtype, (), Replicated, group))
 
 
@@ -77,7 +77,7 @@ Scalar = Variable
 
 def Stage(name: str, size: sympy.Expr | int | None = None) -> Group:
     """A pipeline stage: a process group of `size` ranks (default P, the world's size)."""
-    check_name("Stage", name)
+    _trace.check_name("Stage", name)
     return Group(name, sympy.sympify(size) if size is not None else WORLD.size)
 
 
