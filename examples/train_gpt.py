@@ -1,23 +1,34 @@
 """A small GPT trained data-parallel under torchrun, with the optimizer step done by torch or
-by the workbench's generated kernels (design note 53).
+by the workbench's generated kernels (design notes 53, 63, 64).
 
     torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer torch --out a.json
-    torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer workbench --out b.json
-    python examples/compare_losses.py a.json b.json
+    torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer torch --bucket-mb 5 --out n.json
+    torchrun --nproc_per_node=1 examples/train_gpt.py --optimizer workbench --overlap \
+        --compile-scope blocks --out b.json
+    python examples/compare_losses.py a.json b.json --noise n.json
 
 --optimizer torch: torch DDP + AdamW(fused=True, weight_decay=0), the model under torch.compile
-  (--no-compile to run eager).
+  (--no-compile to run eager); --no-ddp: the plain model, no DDP wrapper (world size 1 only:
+  the fastest torch baseline there).
 --optimizer workbench: the same model (no DDP wrapper) and wbtorch.DataParallelOptimizer over
   studies/adam.py (--program, --schedule auto|NAME): each gradient bucket's AllReduce + Adam
-  update is one generated kernel of the chosen schedule.
+  update is one generated kernel of the chosen schedule; --overlap launches each bucket's
+  kernel from backward, on a side stream, as soon as its gradients are accumulated; --zero
+  keeps the Adam state sliced over the ranks (ZeRO-1).
+--compile-scope model|blocks: torch.compile the whole model, or each transformer block (the
+  blocks share one compiled graph; backward then has one autograd node per block, which is
+  what lets --overlap launch buckets while backward runs: a whole-model graph hands every
+  gradient over at its end).
 --optimizer workbench --tp: also each block's attention projection + residual add as a
   wbtorch.RowParallelLinear (its forward a schedule of examples/tp_layer.py) over the world.
 
 Both read the same character-level tokens (examples/data/tiny.txt, shipped) in the same order,
-so losses agree step by step up to fp32 rounding (compare_losses.py states the tolerance).
-Writes per-step losses, the median step time and the median optimizer time (CUDA events;
-for DDP the AllReduce runs inside backward, so torch's optimizer time is AdamW's step alone
-and the workbench's includes the AllReduce: the step time is the comparable number).
+so losses agree step by step up to rounding (compare_losses.py judges them against torch's own
+run-to-run noise). Writes per-step losses, and the median time of each phase of a step
+(CUDA events on torch's stream: forward, backward, optimizer: for DDP the AllReduce runs
+inside backward; with --overlap the optimizer phase is what backward left exposed), the host's
+time per step, and the memory the optimizer holds per rank. Needs a CUDA GPU and torch
+(`pip install torch`; the workbench's side also pycuda: `pip install -e '.[gpu]'`).
 """
 
 from __future__ import annotations
@@ -112,37 +123,194 @@ class _Both:
 
 
 def parse(argv=None):
+    """The script's options (parser())."""
+    return parser().parse_args(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The script's options. None is a prefix of a torchrun option (torchrun's own parser
+    reads every argument and stops at an ambiguous prefix: `--d` matched its
+    --duplicate-*-filters), so the README's `torchrun ... train_gpt.py OPTIONS` works."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--optimizer", choices=["torch", "workbench"], required=True)
+    ap.add_argument("--no-ddp", dest="ddp", action="store_false",
+                    help="(torch) the plain model without the DDP wrapper (world size 1)")
+    ap.add_argument("--no-optimize-ddp", dest="optimize_ddp", action="store_false",
+                    help="(torch) compile DDP as one graph (torch._dynamo.config.optimize_ddp "
+                         "off: no graph split per bucket, AllReduce after backward)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="(workbench) each bucket's step launched from backward")
+    ap.add_argument("--zero", action="store_true",
+                    help="(workbench) the optimizer state sliced over the ranks (ZeRO-1)")
     ap.add_argument("--program", default=str(ROOT / "studies/adam.py"))
     ap.add_argument("--schedule", default="auto")
     ap.add_argument("--choose", choices=["measure", "predict"], default="measure")
     ap.add_argument("--hardware", default=None)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--warmup-steps", type=int, default=None,
+                    help="steps left out of the medians (default: min(20, steps // 2))")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--block", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--d", type=int, default=256)
+    ap.add_argument("--model-dim", type=int, default=256, help="the model width (d_model)")
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--bucket-mb", type=float, default=25.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
+    ap.add_argument("--compile-scope", choices=["model", "blocks"], default="model")
     ap.add_argument("--tp", action="store_true",
                     help="(workbench) each block's attention projection + residual as a "
                          "wbtorch.RowParallelLinear over the world (tensor parallel: every rank "
                          "reads rank 0's batch; its weights get a local torch AdamW)")
     ap.add_argument("--tp-schedule", default="auto")
     ap.add_argument("--data", default=str(ROOT / "examples/data/tiny.txt"))
+    ap.add_argument("--trace", default=None,
+                    help="a Perfetto (Chrome JSON) trace of one step after the warm-up")
     ap.add_argument("--out", default=None, help="JSON of losses and times (rank 0)")
-    return ap.parse_args(argv)
+    return ap
+
+
+def variant(args) -> str:
+    """A short name of what runs, for tables."""
+    if args.optimizer == "torch":
+        name = "torch " + (f"ddp {args.bucket_mb:g}MB" if args.ddp else "plain")
+        name += "" if args.optimize_ddp or not args.ddp else " no-split"
+    else:
+        name = "workbench" + " overlap" * args.overlap + " zero" * args.zero + " tp" * args.tp
+    comp = f"compile {args.compile_scope}" if args.compile else "eager"
+    return f"{name}, {comp}"
+
+
+def refused(args, world: int | None, cuda: bool) -> str | None:
+    """Why this run cannot go ahead (an exit-2 message), or None."""
+    if not cuda:
+        return ("a CUDA GPU must be present to train, got torch.cuda.is_available() False; run "
+                "on a GPU machine (torch with CUDA: pip install torch; the workbench side also "
+                "needs pycuda: pip install -e '.[gpu]')")
+    if args.tp and args.optimizer != "workbench":
+        return "--tp must run with --optimizer workbench, got --optimizer torch; add it"
+    if (args.overlap or args.zero) and args.optimizer != "workbench":
+        return ("--overlap and --zero must run with --optimizer workbench, got --optimizer "
+                "torch; DDP overlaps by itself")
+    if not args.ddp and args.optimizer != "torch":
+        return "--no-ddp must run with --optimizer torch (the workbench never wraps in DDP)"
+    if not args.ddp and world is not None and world > 1:
+        return (f"--no-ddp must run at world size 1 (no gradient is averaged without DDP), "
+                f"got {world}; drop it or launch one process")
+    return None
+
+
+def build_optimizer(args, model, device):
+    """(module to call, optimizer, choices) for the run's optimizer."""
+    betas, eps = (0.9, 0.999), 1e-8
+    if args.optimizer == "torch":
+        net = model
+        if args.ddp:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            net = DDP(model, device_ids=[device.index], bucket_cap_mb=args.bucket_mb)
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=betas, eps=eps,
+                                weight_decay=0.0, fused=True)
+        return net, opt, [("ddp + " if args.ddp else "") + "AdamW(fused=True)"]
+    import wbtorch
+
+    local_params = []
+    if args.tp:
+        for blk in model.blocks:
+            blk.tp = wbtorch.RowParallelLinear.from_linear(blk.proj, schedule=args.tp_schedule)
+            del blk.proj
+            local_params += list(blk.tp.parameters())
+    tp_ids = {id(p) for p in local_params}
+    dp_params = [p for p in model.parameters() if id(p) not in tp_ids]
+    opt = wbtorch.DataParallelOptimizer(
+        dp_params, args.program, args.schedule, choose=args.choose, hardware=args.hardware,
+        bucket_bytes=int(args.bucket_mb * 2**20), overlap=args.overlap, zero=args.zero,
+        lr=args.lr, beta1=betas[0], beta2=betas[1], eps=eps)
+    choices = [r.cand.label for r in opt.runs]
+    if local_params:  # each rank's own slice of the TP weights: a local optimizer
+        opt = _Both(opt, torch.optim.AdamW(local_params, lr=args.lr, betas=betas, eps=eps,
+                                           weight_decay=0.0, fused=True))
+    return model, opt, choices
+
+
+def compiled(args, net, model):
+    """The module to call, compiled as --compile-scope says."""
+    if not args.compile:
+        return net
+    torch._dynamo.config.optimize_ddp = args.optimize_ddp
+    if args.compile_scope == "blocks":
+        for b in model.blocks:
+            b.compile()
+        return net
+    return torch.compile(net)
+
+
+PHASES = ("forward", "backward", "optimizer", "step")
+
+
+def train(args, net, opt, data, device, rank: int):
+    """Run the steps; per-step losses (a device tensor), CUDA events per phase and the
+    host's wall time. Events are read after the last step (no host synchronisation inside
+    the loop, as a training loop that does not log every step)."""
+    losses = torch.zeros(args.steps, device=device)
+    events = []
+    warm = warmup(args)
+    data_rank = 0 if args.tp else rank  # tensor parallel: every rank reads the same batch
+    trace = None
+    t0 = time.perf_counter()
+    for step in range(args.steps):
+        if args.trace and step == warm:
+            trace = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                       torch.profiler.ProfilerActivity.CUDA])
+            trace.__enter__()
+        if step == warm:
+            torch.cuda.synchronize()
+            t_warm = time.perf_counter()
+        x, y = batch(data, step, data_rank, args.batch, args.block, args.seed, device)
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        ev[0].record()
+        loss = net(x, y)
+        ev[1].record()
+        loss.backward()
+        ev[2].record()
+        opt.step()
+        ev[3].record()
+        opt.zero_grad()
+        losses[step] = loss.detach()
+        events.append(ev)
+        if trace is not None and step == warm:
+            torch.cuda.synchronize()
+            trace.__exit__(None, None, None)
+            trace.export_chrome_trace(args.trace)
+            trace = None
+    torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    host_ms = (t1 - t_warm) * 1e3 / max(1, args.steps - warm)
+    return losses, events, host_ms, t1 - t0
+
+
+def warmup(args) -> int:
+    """Steps left out of the medians: compile, autotuning and allocator warm-up."""
+    if args.warmup_steps is not None:
+        return min(args.warmup_steps, args.steps - 1)
+    return min(20, args.steps // 2)
+
+
+def phase_medians(events, warm: int) -> dict:
+    """Median milliseconds of each phase after the warm-up (the step: first to last event)."""
+    spans = {"forward": (0, 1), "backward": (1, 2), "optimizer": (2, 3), "step": (0, 3)}
+    return {k: statistics.median(ev[a].elapsed_time(ev[b]) for ev in events[warm:])
+            for k, (a, b) in spans.items()}
 
 
 def main(argv=None) -> int:
     args = parse(argv)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    if args.tp and args.optimizer != "workbench":
-        print("--tp needs --optimizer workbench", file=sys.stderr)
+    world = int(os.environ["WORLD_SIZE"]) if "WORLD_SIZE" in os.environ else None
+    why = refused(args, world, torch.cuda.is_available())
+    if why:
+        print(f"train_gpt.py: {why}", file=sys.stderr)
         return 2
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
@@ -151,75 +319,38 @@ def main(argv=None) -> int:
     rank, P = dist.get_rank(), dist.get_world_size()
     data, vocab = tokens(Path(args.data))
     torch.manual_seed(args.seed)  # the same initial model on every rank
-    model = GPT(vocab, args.block, args.layers, args.d, args.heads).to(device)
+    model = GPT(vocab, args.block, args.layers, args.model_dim, args.heads).to(device)
     n_params = sum(p.numel() for p in model.parameters())
-    betas, eps = (0.9, 0.999), 1e-8
-    if args.optimizer == "torch":
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        net = DDP(model, device_ids=[local], bucket_cap_mb=args.bucket_mb)
-        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=betas, eps=eps,
-                                weight_decay=0.0, fused=True)
-        choices = ["ddp + AdamW(fused=True)"]
-    else:
-        import wbtorch
-
-        net = model
-        local_params = []
-        if args.tp:
-            for blk in model.blocks:
-                blk.tp = wbtorch.RowParallelLinear.from_linear(blk.proj,
-                                                               schedule=args.tp_schedule)
-                del blk.proj
-                local_params += list(blk.tp.parameters())
-        tp_ids = {id(p) for p in local_params}
-        dp_params = [p for p in model.parameters() if id(p) not in tp_ids]
-        opt = wbtorch.DataParallelOptimizer(
-            dp_params, args.program, args.schedule, choose=args.choose,
-            hardware=args.hardware, bucket_bytes=int(args.bucket_mb * 2**20),
-            lr=args.lr, beta1=betas[0], beta2=betas[1], eps=eps)
-        choices = [r.cand.label for r in opt.runs]
-        if local_params:  # each rank's own slice of the TP weights: a local optimizer
-            opt = _Both(opt, torch.optim.AdamW(local_params, lr=args.lr, betas=betas, eps=eps,
-                                               weight_decay=0.0, fused=True))
-    if args.compile:
-        net = torch.compile(net)
-    losses = torch.zeros(args.steps, device=device)
-    step_ms, opt_ms = [], []
-    t0 = time.time()
-    data_rank = 0 if args.tp else rank  # tensor parallel: every rank reads the same batch
-    for step in range(args.steps):
-        x, y = batch(data, step, data_rank, args.batch, args.block, args.seed, device)
-        a, b, c = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-        a.record()
-        loss = net(x, y)
-        loss.backward()
-        b.record()
-        opt.step()
-        c.record()
-        opt.zero_grad()
-        losses[step] = loss.detach()
-        c.synchronize()
-        step_ms.append(a.elapsed_time(c))
-        opt_ms.append(b.elapsed_time(c))
-    wall = time.time() - t0
+    net, opt, choices = build_optimizer(args, model, device)
+    net = compiled(args, net, model)
+    losses, events, host_ms, wall = train(args, net, opt, data, device, rank)
     # each rank's loss is of its own batch: report the group's mean, as DDP training logs do
     dist.all_reduce(losses)
     losses /= P
-    warm = min(20, args.steps // 2)  # compile and autotuning warm-up left out of the medians
+    warm = warmup(args)
+    phases = phase_medians(events, warm)
     if args.tp:
         choices += [f"tp T={t}: {s}" for t, s in model.blocks[0].tp.choice.items()]
-    result = {"optimizer": args.optimizer + ("+tp" if args.tp else ""), "P": P,
-              "params": n_params, "steps": args.steps,
-              "compile": args.compile, "choices": choices,
-              "losses": losses.cpu().tolist(),
-              "step_ms_median": statistics.median(step_ms[warm:]),
-              "opt_ms_median": statistics.median(opt_ms[warm:]), "wall_s": wall,
+    free, total = torch.cuda.mem_get_info()
+    wb = getattr(opt, "opts", (opt,))[0]
+    result = {"optimizer": args.optimizer + ("+tp" if args.tp else ""),
+              "variant": variant(args), "P": P, "params": n_params, "steps": args.steps,
+              "warmup_steps": warm, "model_dim": args.model_dim, "layers": args.layers,
+              "batch": args.batch, "block": args.block, "bucket_mb": args.bucket_mb,
+              "compile": args.compile, "compile_scope": args.compile_scope,
+              "ddp": args.optimizer == "torch" and args.ddp, "overlap": args.overlap,
+              "zero": args.zero, "choices": choices, "losses": losses.cpu().tolist(),
+              "phases_ms": phases, "step_ms_median": phases["step"],
+              "opt_ms_median": phases["optimizer"], "host_step_ms": host_ms, "wall_s": wall,
+              "optimizer_memory": wb.memory() if hasattr(wb, "memory") else None,
+              "torch_max_allocated": torch.cuda.max_memory_allocated(),
+              "device_used": total - free,
               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
     if rank == 0:
-        print(f"{args.optimizer}: P={P} params={n_params} loss {result['losses'][0]:.4f} -> "
-              f"{result['losses'][-1]:.4f}; step {result['step_ms_median']:.3f} ms, optimizer "
-              f"{result['opt_ms_median']:.3f} ms (medians after {warm} steps); {choices}")
+        print(f"{result['variant']}: P={P} params={n_params} loss {result['losses'][0]:.4f} -> "
+              f"{result['losses'][-1]:.4f}; " + ", ".join(f"{k} {v:.3f}" for k, v in
+                                                           phases.items())
+              + f" ms; host {host_ms:.3f} ms/step (medians after {warm} steps); {choices}")
         if not all(math.isfinite(v) for v in result["losses"]):
             print("losses are not finite", file=sys.stderr)
         if args.out:
@@ -232,6 +363,7 @@ if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skip interpreter teardown (as workbench/runtime/worker.py does): NCCL communicators and CUDA IPC
-    # mappings go with the process, and library destructors in arbitrary order can hang it.
+    # Skip interpreter teardown (as workbench/runtime/worker.py does): NCCL communicators and
+    # CUDA IPC mappings go with the process, and library destructors in arbitrary order can
+    # hang it.
     os._exit(code)

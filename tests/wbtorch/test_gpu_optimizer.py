@@ -1,6 +1,7 @@
 """The data-parallel optimizer on one real GPU (marked gpu; skipped without one): it trains
 like torch's fused AdamW, its state_dict round-trips, the NCCL + torch step candidate runs, and
-examples/train_gpt.py's losses match torch DDP + AdamW step by step."""
+examples/train_gpt.py's losses match torch DDP + AdamW step by step (the optimizer in backward
+too)."""
 
 from __future__ import annotations
 
@@ -149,6 +150,30 @@ def test_the_optimizer_trains_like_torch_adamw(schedule):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("schedule", ["fuse-rs-c-ag", "torch"])
+def test_the_optimizer_in_backward_equals_the_step_after_it(schedule):
+    """overlap=True on the GPU: each bucket's kernel runs on the side stream from backward
+    (an eager model: every Linear is its own autograd node), and the weights are the same
+    bits as when every bucket runs after backward on torch's stream."""
+    torch = pytest.importorskip("torch")
+    _group()
+    import wbtorch
+
+    net, twin = _models(torch)
+    kw = dict(bucket_bytes=4 * 20000, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8)
+    opt = wbtorch.DataParallelOptimizer(net.parameters(), str(ROOT / "studies/adam.py"),
+                                        schedule, overlap=True, **kw)
+    ref = wbtorch.DataParallelOptimizer(twin.parameters(), str(ROOT / "studies/adam.py"),
+                                        schedule, **kw)
+    _train(torch, net, opt)
+    _train(torch, twin, ref)
+    torch.cuda.synchronize()
+    assert sorted(opt.launch_order) == list(range(len(opt.buckets)))
+    for a, b in zip(net.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.gpu
 def test_bad_input_on_the_gpu_is_named():
     torch = pytest.importorskip("torch")
     _group()
@@ -171,18 +196,23 @@ def test_train_gpt_matches_torch_at_P1(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
         "PYTHONPATH", "")]), "NCCL_NVLS_ENABLE": "0"}
     out = {}
-    for which in ("torch", "workbench"):
+    for which in ("torch", "workbench", "overlap"):
         out[which] = tmp_path / f"{which}.json"
+        flags = ["--optimizer", "workbench", "--overlap"] if which == "overlap" else [
+            "--optimizer", which]
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
-               str(ROOT / "examples/train_gpt.py"), "--optimizer", which, "--steps", "30",
+               str(ROOT / "examples/train_gpt.py"), *flags, "--steps", "30",
                "--no-compile", "--schedule", "fuse-rs-c-ag", "--out", str(out[which])]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     compare = _example("compare_losses").compare
-    a, b = (json.loads(out[k].read_text())["losses"] for k in ("torch", "workbench"))
+    a, b, c = (json.loads(out[k].read_text())["losses"] for k in ("torch", "workbench",
+                                                                  "overlap"))
     ok, summary = compare(a, b, rtol=1e-3, atol=1e-4)
     assert ok, summary
     assert b[-1] < b[0] - 0.5  # it trains
+    ok, summary = compare(b, c, rtol=1e-3, atol=1e-4)  # in backward: the same kernels
+    assert ok, summary
 
 
 @pytest.mark.gpu

@@ -27,6 +27,28 @@ class FakeHost:
         return obj
 
 
+class FakeSide:
+    """A side stream on the CPU: everything runs at once, in program order, so values are
+    the same as on one stream; what the optimizer asks of the stream is logged (`log`) so
+    that tests can check the order of waits, runs and joins."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def wait_current(self):
+        self.log.append("wait")
+
+    def join(self):
+        self.log.append("join")
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, *exc):
+        self.log.append("exit")
+
+
 class FakeGpu:
     """P = 1 on the CPU; `others` are the checksums other ranks report (replica check)."""
 
@@ -35,6 +57,10 @@ class FakeGpu:
     def __init__(self, others=None):
         self.others = others or []
         self.comm = type("C", (), {"host": FakeHost()})()
+        self.log: list = []  # the side stream's calls, and bucket runs on it
+
+    def side_stream(self):
+        return FakeSide(self.log)
 
     def all_gather(self, obj):
         return [obj, *self.others]
@@ -47,7 +73,7 @@ class FakeBound:
     """A plan's buffers as CPU tensors; run() is the reference interpreter at P = 1."""
 
     def __init__(self, gpu, plan, sizes, blocks_per_sm=None):
-        self.plan, self.sizes = plan, sizes
+        self.gpu, self.plan, self.sizes = gpu, plan, sizes
         bound = interpreter.bind_sizes(plan.program, sizes)
         self.bound = {**bound}
         from codegen.plan import RANK
@@ -69,8 +95,10 @@ class FakeBound:
         a = self._int(loc.offset)
         return self.buf[loc.buffer][a:a + self._int(loc.numel)]
 
-    def run(self):
+    def run(self, side=None):
         self.runs += 1
+        if side is not None:
+            self.gpu.log.append(("run", id(self)))
         prog = self.plan.program
         ins = {}
         from workbench.types import LocalLayout
@@ -142,9 +170,17 @@ def test_steps_match_torch_adam_and_params_are_bucket_views(fake, schedule):
     _train(ref_net, ref, 4)
     for a, b in zip(net.parameters(), ref_net.parameters()):
         torch.testing.assert_close(a, b, rtol=2e-5, atol=2e-6)
-    assert all(not p.grad.any() for p in net.parameters())  # zero_grad kept the views
+    assert all(p.grad is None for p in net.parameters())  # zero_grad: as torch's
+    net(torch.randn(2, 8)).sum().backward()
+    opt.step()  # the new gradients were copied into the buckets: .grad is the view again
+    for run in opt.runs:
+        for slot in run.bucket.slots:
+            p = list(net.parameters())[slot.index]
+            assert p.grad.data_ptr() == run.g[slot.offset:].data_ptr()
+    opt.zero_grad(set_to_none=False)
+    assert all(not p.grad.any() for p in net.parameters())  # zeroed in place, still views
     if schedule != "torch":
-        assert all(r.bound.runs == 4 for r in opt.runs)
+        assert all(r.bound.runs == 5 for r in opt.runs)  # 4 steps, and the one above
 
 
 def test_state_dict_round_trips_between_schedules(fake):

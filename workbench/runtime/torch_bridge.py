@@ -29,6 +29,7 @@ from workbench.errors import RuntimeFault
 from workbench.runtime import comm as comm_mod
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu, import_pycuda, push_primary_context
+from workbench.runtime.launches import KernelLaunch, NcclCall
 
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
@@ -67,7 +68,8 @@ class GroupHost:
 
 
 class TorchGpu(Gpu):
-    """A rank's Gpu (workbench.runtime.gpu) over a torch.distributed process group that already exists.
+    """A rank's Gpu (workbench.runtime.gpu) over a torch.distributed process group that
+    already exists.
 
     `group` None is the default (world) group. The rank and size are the group's; the device
     is torch's current CUDA device. NCCL: nccl4py over the group's ranks where it imports
@@ -130,10 +132,47 @@ class TorchGpu(Gpu):
         """Wait for everything enqueued on this device."""
         self.torch.cuda.synchronize()
 
+    def side_stream(self) -> SideStream:
+        """A new stream beside torch's current one (wbtorch's optimizer in backward)."""
+        return SideStream(self)
+
     def close(self) -> None:
         """Pop the context pushed at construction (the process group stays torch's; plans
         bound to this GPU keep their memory, freed when they are). Again: nothing."""
         self.context.pop()
+
+
+class SideStream:
+    """A CUDA stream that a plan's kernels and torch's ops share, beside the stream torch
+    computes on: made by pycuda non-blocking (no implicit order with the legacy default stream
+    that torch's forward and backward run on, so work on it overlaps theirs) and wrapped for
+    torch (`torch.cuda.ExternalStream`). Order is by events only: `wait_current()` before
+    work that reads what torch's current stream produced, `join()` before torch's current
+    stream reads what was produced here. `with side:` makes it torch's current stream."""
+
+    def __init__(self, gpu: TorchGpu):
+        self.torch = gpu.torch
+        self.pycuda = gpu.drv.Stream(flags=1)  # CU_STREAM_NON_BLOCKING
+        self.handle = int(self.pycuda.handle)
+        self.stream = self.torch.cuda.ExternalStream(self.handle, device=gpu.device_index)
+        self._ctx = []
+
+    def wait_current(self) -> None:
+        """This stream waits for the work enqueued so far on torch's current stream."""
+        self.stream.wait_stream(self.torch.cuda.current_stream())
+
+    def join(self) -> None:
+        """torch's current stream waits for the work enqueued so far on this one."""
+        self.torch.cuda.current_stream().wait_stream(self.stream)
+
+    def __enter__(self):
+        ctx = self.torch.cuda.stream(self.stream)
+        ctx.__enter__()
+        self._ctx.append(ctx)
+        return self
+
+    def __exit__(self, *exc):
+        return self._ctx.pop().__exit__(*exc)
 
 
 def device_view(torch, ptr: int, shape: tuple, dtype: str, device_index: int):
@@ -217,8 +256,19 @@ class BoundPlan:
         if changed:
             run.launches = [run.prepare(s) for s in run.steps]
 
-    def run(self) -> None:
-        """Enqueue one execution of the schedule after torch's current stream's work."""
+    def run(self, side: SideStream | None = None) -> None:
+        """Enqueue one execution of the schedule after torch's current stream's work; with
+        `side` (torch's current stream must be it), its kernels and NCCL calls go on that
+        stream directly (a plan with other kinds of steps runs on the default stream, ordered
+        by events as without it: correct, but serialized with torch's default-stream work)."""
+        launches = self.run_.launches
+        if side is not None and all(isinstance(i, (KernelLaunch, NcclCall)) for i in launches):
+            for item in launches:
+                if isinstance(item, NcclCall):
+                    self.run_.nccl(item, side.handle)
+                else:
+                    self.run_.launch(item, side.pycuda)
+            return
         torch = self.torch
         current = torch.cuda.current_stream()
         default = torch.cuda.default_stream()
