@@ -25,6 +25,9 @@ from codegen.spec import Assign, KernelSpec, Load, NormAcc, Param, Push, Store, 
 from workbench import ir
 from workbench.types import Sliced, TensorType
 
+# What a fused kernel accumulates for ReduceTensor(op, x), by op (Prod stays unfused).
+REDUCE_TENSOR_ACC = {ir.ReduceOp.Sum: "sum", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min"}
+
 
 class KernelBuilder:
     """Collects the params, loads, statements and stores of one kernel over a domain."""
@@ -287,8 +290,11 @@ class KernelBuilder:
         self.regs[out.name] = var
         loc = result_loc(self.pl, leaf, index, what)
         if loc is not None:
-            offset = self._chunked_offset(loc) if self.chunked_slices else None
-            if offset is None:
+            if self.chunked_slices:  # a pipelined leg (xnode): the chunk's part of a slice
+                offset = self._chunked_offset(loc)
+            elif self.chunks > 1 and not isinstance(self.domain.layout, Sliced):
+                offset = loc.offset + self.slice_base  # this launch's rows of a whole tensor
+            else:
                 self._unchunked(f"'{out.name}' stored in memory")
                 offset = loc.offset
             self.pl.locs[out.name] = loc
@@ -355,11 +361,16 @@ class KernelBuilder:
         return mangle(spec)
 
     def norm(self, leaf: ir.Stmt) -> None:
-        """First phase of Norm(x) in this kernel: per-block f64 sums of squares of x into a
-        partials buffer; the norm's value exists only after a finishing step (finish_step)."""
+        """First phase of Norm(x) or ReduceTensor(op, x) in this kernel: per-block f64 partials
+        (sums of squares; sums, maxima or minima) of x into a partials buffer; the value exists
+        only after a finishing step (finish_step), across ranks when x is Sliced."""
         out, x = leaf.out, leaf.op.x
         what = f"statement {out.name} ({leaf.op})"
-        self._unchunked(f"the norm {out.name}")
+        acc = "norm" if isinstance(leaf.op, ir.Norm) else REDUCE_TENSOR_ACC.get(leaf.op.op)
+        if acc is None:
+            raise fault(f"{what}: a reduction in a fused kernel must be Sum, Max or Min, got "
+                        f"{leaf.op.op}; leave it out of the fusion")
+        self._unchunked(f"the reduction {out.name}")
         if not ir.proven_equal(self.pl.local_numel(x), self.extent):
             raise fault(f"{what}: a norm in a kernel must cover the kernel's domain of "
                         f"{self.extent} elements per rank, got {self.pl.types[x]}")
@@ -370,9 +381,9 @@ class KernelBuilder:
         partials = f"partials_{c_ident(out.name)}"
         self.pl.add_buffer(partials, "f64", sympy.Integer(MAX_BLOCKS), peer=cross)
         ptr = self.buf_param(partials, const=False)
-        self.norms.append(NormAcc(var, (ptr,), MAX_BLOCKS))
+        self.norms.append(NormAcc(var, (ptr,), MAX_BLOCKS, op=acc))
         self.pl.locs[out.name] = self.pl.new_buffer(out.name, 1)
-        self.pending.append((out.name, partials, cross))
+        self.pending.append((out.name, partials, cross, acc))
 
     def vec_types(self) -> list[str]:
         """C types of the per-element loads and stores (they set the vector width)."""

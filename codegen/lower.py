@@ -159,6 +159,7 @@ LOWERING_RULES: dict[type, LoweringRule] = {
     ir.Reduce: _lower_nccl,
     ir.ReduceTensor: _lower_reduce_tensor,
     ir.Send: _lower_send,
+    ir.AllToAll: _lower_nccl,
     ir.Fused: _lower_fused,
     ir.Overlapped: _lower_overlapped,
 }

@@ -23,7 +23,7 @@ from workbench.types import Sliced
 def fused_phases(leaves: list[ir.Stmt]) -> list[int]:
     """Launch index of each leaf of a fused region: a leaf that reads a norm runs one launch
     after the norm's partial sums (the grid-wide, cross-GPU reduction sits in between)."""
-    return phases_after(leaves, ir.Norm)
+    return phases_after(leaves, (ir.Norm, ir.ReduceTensor))
 
 
 def fused_collective_steps(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions,
@@ -63,7 +63,11 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, opts: CodegenOptions,
     op: ir.Fused = stmt.op
     leaves = [leaf for _, leaf in part]
     what = f"statement {stmt.name} ({op})"
-    domain = leaves[0].out.type
+    # The elements the launch walks: a leading norm or ReduceTensor walks its input (its own
+    # result is one scalar), e.g. LAMB's w_norm, u_norm before the update they scale.
+    lead = leaves[0]
+    domain = (pl.types[lead.op.x] if isinstance(lead.op, (ir.Norm, ir.ReduceTensor))
+              else lead.out.type)
     rooted = [leaf.op.root for leaf in leaves if isinstance(leaf.op, (ir.Reduce, ir.Broadcast))]
     collective = any(isinstance(leaf.op, (ir.ReduceScatter, ir.AllGather)) for leaf in leaves)
     if collective and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
@@ -131,14 +135,14 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, opts: CodegenOptions,
                 raise fault(f"{what}: a fused Slice must view a tensor in memory, got "
                             f"'{lop.x}' computed in the kernel")
             pl.locs[leaf.out.name] = slice_loc(pl, leaf, what)
-        elif isinstance(lop, ir.Norm):
+        elif isinstance(lop, (ir.Norm, ir.ReduceTensor)):
             kb.norm(leaf)
         elif isinstance(lop, ir.Send) and op.kind == "send":
             send_store(kb, leaf, what)
         else:
             raise fault(f"{what}: a fused collective may hold ReduceScatter, Reduce, Compute, "
-                        f"Update, Slice, Norm, AllGather and Broadcast (and a fused Send its "
-                        f"Send), got {lop}")
+                        f"Update, Slice, Norm, ReduceTensor, AllGather and Broadcast (and a "
+                        f"fused Send its Send), got {lop}")
     extra, flags_name = [], ""
     if collective or rooted:
         flags_name = f"flags_{c_ident(stmt.name.split(',')[0])}{tag}"
@@ -147,6 +151,10 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, opts: CodegenOptions,
                  for k in range(pl.P)]
         extra.append(Param("epoch", "uint32_t epoch", "epoch"))
     kind, template = "collective", "fused_collective.cu.j2"
+    if not (collective or rooted) and op.kind != "send":
+        # A launch of computation only (what reads a ReduceTensor's or a norm's cross-rank
+        # value, with no gather after it): a streaming kernel, no barriers.
+        kind, template = "elementwise", "elementwise.cu.j2"
     if op.kind == "send":
         kind, template = "send", "fused_send.cu.j2"
         extra += send_signal_params(kb, leaves, what)

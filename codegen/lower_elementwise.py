@@ -11,11 +11,12 @@ from workbench import ir
 from workbench.types import Sliced
 
 
-def elementwise_kernel(pl: Planner, stmt: ir.Stmt, first: int) -> KernelStep:
+def elementwise_kernel(pl: Planner, stmt: ir.Stmt, first: int, chunks: int = 1) -> KernelStep:
     """A Compute or Update statement, or a fused compute region, as one kernel over the
-    domain of its first leaf."""
+    domain of its first leaf; with `chunks`, launched once per chunk of rows (the producer of
+    an overlap, whose consumer communicates each chunk as it is done)."""
     leaves = list(stmt.leaves())
-    kb = KernelBuilder(pl, leaves[0].out.type, f"statement {stmt.name} ({stmt.op})")
+    kb = KernelBuilder(pl, leaves[0].out.type, f"statement {stmt.name} ({stmt.op})", chunks)
     for k, leaf in enumerate(leaves):
         if not isinstance(leaf.op, ir.ELEMENTWISE_OPS):
             raise fault(f"a fused compute kernel must hold only Compute/Update, got {leaf.op}")

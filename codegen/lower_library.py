@@ -89,6 +89,11 @@ def nccl_step(pl: Planner, stmt: ir.Stmt, index: int) -> NcclStep:
         return NcclStep("reduce_scatter", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name)
     if isinstance(op, ir.AllGather):
         return NcclStep("all_gather", "", src, dst, src.numel, dtype, out.name)
+    if isinstance(op, ir.AllToAll):
+        if op.dim != 0:
+            raise fault(f"{what}: an AllToAll on GPUs must exchange blocks of dim 0 (contiguous "
+                        f"rows), got dim {op.dim}; put the exchanged dim first")
+        return NcclStep("all_to_all", "", src, dst, src.numel, dtype, out.name)
     if isinstance(op, ir.Reduce):  # the result is meaningful on the root only (OnRoot)
         return NcclStep("reduce", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name,
                         root=op.root)

@@ -29,7 +29,7 @@ def finish_step(pl: Planner, pending) -> KernelStep:
     """One block that turns partial sums of squares into norms: sqrt(sum over ranks and
     blocks); peers' partials are read through their IPC pointers between two barriers."""
     params, norms = [], []
-    for name, partials, cross in pending:
+    for name, partials, cross, acc in pending:
         if cross:
             ptrs = []
             for k in range(pl.P):
@@ -43,9 +43,9 @@ def finish_step(pl: Planner, pending) -> KernelStep:
         out = pl.locs[name]
         oname = f"p_{out.buffer}"
         params.append(Param(oname, f"float* __restrict__ {oname}", "buf", out.buffer))
-        norms.append(NormAcc("", tuple(ptrs), MAX_BLOCKS, oname))
+        norms.append(NormAcc("", tuple(ptrs), MAX_BLOCKS, oname, acc))
     params.append(Param("rank", "int rank", "rank"))
-    if any(cross for _, _, cross in pending):
+    if any(cross for _, _, cross, _ in pending):
         flags_name = f"flags_{c_ident(pending[0][0])}"
         pl.add_buffer(flags_name, "u32", sympy.Integer(2 * MAX_BLOCKS * pl.P), peer=True)
         params += [Param(f"flags{k}", f"uint32_t* flags{k}", "flags", flags_name, k)
@@ -53,9 +53,11 @@ def finish_step(pl: Planner, pending) -> KernelStep:
         params.append(Param("epoch", "uint32_t epoch", "epoch"))
     else:
         flags_name = ""
-    names = tuple(n for n, _, _ in pending)
+    names = tuple(n for n, _, _, _ in pending)
     spec = mangle(KernelSpec("finish", "norm_finish.cu.j2", pl.P, 1, "1LL", tuple(params), (),
                              (), (), norms=tuple(norms),
-                             comment=f"finish {', '.join(names)} = sqrt(sum of squares)"))
+                             comment=f"finish {', '.join(names)} = " + (
+                                 "sqrt(sum of squares)" if all(p[3] == "norm" for p in pending)
+                                 else "the reduction of every block's partial")))
     return KernelStep(spec, names, flags_name, sympy.Integer(1))
 

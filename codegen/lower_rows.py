@@ -72,9 +72,11 @@ def row_passes(leaves: list[ir.Stmt]) -> list[int]:
     return phases_after(leaves, ir.ReduceAxis)
 
 
-def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int,
-                    opts: CodegenOptions) -> KernelStep:
-    """A statement holding axis reductions as one row kernel (see the module docstring)."""
+def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions,
+                    chunks: int = 1) -> KernelStep:
+    """A statement holding axis reductions as one row kernel (see the module docstring); with
+    `chunks`, a fused collective launched once per chunk of rows (an overlapped consumer:
+    chunk i's rows reduce-scattered, normalized and gathered as the MatMul finishes them)."""
     op = stmt.op
     what = f"statement {stmt.name} ({op})"
     leaves = list(stmt.leaves())
@@ -100,8 +102,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int,
         raise fault(f"{what}: a fused collective must compute on dim-0 slices (rows), got "
                     f"{domain.layout}")
     local = [pl.sub(d) for d in domain.local_shape()]
-    rows, cols = numel_of(local[:-1]), local[-1]
-    kb = KernelBuilder(pl, domain, what)
+    rows, cols = numel_of(local[:-1]) / chunks, local[-1]
+    kb = KernelBuilder(pl, domain, what, chunks)
     passes = row_passes(leaves)
     reductions: dict[str, RowReduction] = {}
     allreduce = None

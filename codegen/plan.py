@@ -85,6 +85,12 @@ class NcclStep:
     # "inter", the ranks of this local rank on every node (a hierarchical split's AllReduce
     # across nodes: ncclCommSplit with color = local rank).
     comm: str = "group"
+    # Chunked in an overlap by root (sequence parallelism's AllGather -> MatMul and MatMul ->
+    # ReduceScatter): chunk i of C (C a multiple of P) is the rows of root i // (C/P)'s part,
+    # gathered by one ncclBroadcast from that root or reduced by one ncclReduce onto it, so
+    # every chunk is contiguous rows of the whole tensor (row chunks of a plain AllGather
+    # would interleave the ranks' parts).
+    by_root: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,13 +147,15 @@ class OverlapStep:
     of the producer's output, on two streams: consumer chunk i waits for producer chunk i
     only, so chunk i's communication runs beside chunk i+1's computation.
 
-    The producer is a GemmStep (a MatMul, chunked by rows) or an NcclStep (one NCCL call per
-    chunk of count / chunks). The consumer is a fused collective or fused Send KernelStep whose
-    spec takes a `chunk` parameter (launched once per chunk), or an NcclStep."""
+    The producer is a GemmStep (a MatMul, chunked by rows), an NcclStep (one NCCL call per
+    chunk of count / chunks; by root, see NcclStep.by_root) or an elementwise KernelStep whose
+    spec takes a `chunk` parameter. The consumer is a fused collective or fused Send
+    KernelStep (launched once per chunk), an NcclStep, or a GemmStep (the rows of chunk i
+    once the producer has gathered them: sequence parallelism's AllGather -> MatMul)."""
 
     chunks: int
-    producer: GemmStep | NcclStep
-    consumer: KernelStep | NcclStep
+    producer: GemmStep | NcclStep | KernelStep
+    consumer: KernelStep | NcclStep | GemmStep
     stmt: str
     rows: sympy.Expr = sympy.Integer(0)  # NCCL producer: rows of the chunked tensor
     per: int = 1  # ... which must divide into this many equal parts (check_chunk_rows)
@@ -262,7 +270,7 @@ class Plan:
         flat = []
         for s in self.steps:
             if isinstance(s, OverlapStep):
-                flat.append(s.consumer)
+                flat += [s.producer, s.consumer]  # a chunked elementwise producer is one too
             elif isinstance(s, CopyEngineStep):
                 flat += [s.start, s.kernel]
             elif isinstance(s, ChunkedStep):

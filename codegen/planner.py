@@ -193,20 +193,22 @@ class Planner:
         later = [o for o in self._use_order.get(name, []) if o > leaf_index]
         return not later and not any(v.name == name for v in self.program.outputs)
 
-    def check_inplace(self, target: str, leaf_index: int, what: str) -> None:
-        """Raise unless an Update at leaf `leaf_index` is the last use of `target`."""
+    def in_place(self, target: str, leaf_index: int) -> bool:
+        """Whether an Update at leaf `leaf_index` may write into its target's buffer: it is the
+        last use of `target` (no later statement reads the old value, and it is no output)."""
         later = [o for o in self._use_order.get(target, []) if o > leaf_index]
-        if later or any(v.name == target for v in self.program.outputs):
-            raise fault(f"{what}: an in-place Update must be the last use of its target "
-                        f"'{target}', got later uses; Compute a new value instead")
+        return not later and not any(v.name == target for v in self.program.outputs)
 
 
 def result_loc(pl: Planner, leaf: ir.Stmt, index: int, what: str) -> Loc | None:
     """Location of a leaf's value (None: registers only)."""
     out = leaf.out
     op = leaf.op
+    if isinstance(op, ir.Update) and not pl.in_place(op.target, index):
+        # A later statement reads the old value (`delta = w1 - w`): the update is written to a
+        # fresh buffer and the target keeps its value, as the interpreter's meaning is.
+        return pl.new_buffer(out.name, pl.local_numel(out.name))
     if isinstance(op, ir.Update):
-        pl.check_inplace(op.target, index, what)
         tl = pl.locs.get(op.target)
         if tl is None:
             raise fault(f"{what}: the target of an Update must live in memory, got "

@@ -103,6 +103,15 @@ class NormAcc:
     partials: tuple[str, ...]
     count: int
     out: str = ""
+    # What is accumulated: "norm" (sum of squares, then sqrt), or a ReduceTensor's "sum",
+    # "max" or "min" of the values (finished without sqrt).
+    op: str = "norm"
+
+    def __repr__(self) -> str:
+        # A norm prints as before the field existed, so kernels with norms keep their names.
+        base = (f"NormAcc(var={self.var!r}, partials={self.partials!r}, count={self.count!r}, "
+                f"out={self.out!r}")
+        return base + (")" if self.op == "norm" else f", op={self.op!r})")
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from cost_model.ops import (
     work_s,
 )
 from cost_model.ops.pipeline import is_pipeline
+from simulator.alltoall import run_all_to_all
 from simulator.resources import MAX_STEP_EVENTS, _Run
 from workbench import ir
 from workbench.types import Sliced
@@ -215,6 +216,7 @@ RUN_RULES: dict[type, Callable[[Rules, _Run], Generator]] = {
     ir.Broadcast: Rules._run_collective,
     ir.Reduce: Rules._run_collective,
     ir.Send: Rules._run_send,
+    ir.AllToAll: run_all_to_all,
     ir.Fused: Rules._run_fused,
     ir.Overlapped: Rules._run_overlapped,
 }

@@ -10,7 +10,8 @@ Broadcast), so it shows what the root costs.
 Schedules fuse the update into the collectives, as one kernel on NVLink peer loads and stores
 in which only the root computes: `fuse-reduce-c` (the root loads every rank's gradient and
 updates), `fuse-c-broadcast` (the root updates and stores into every rank), and
-`fuse-reduce-c-broadcast` (the whole step). Through one root's links they are predicted slower
+`fuse-reduce-c-broadcast` (the whole step); `overlap-c-bcast` pipelines the update with
+NCCL's Broadcast in chunks instead. Through one root's links they are predicted slower
 than NCCL's pipelined rings beyond two GPUs (design note 48).
 """
 
@@ -44,7 +45,13 @@ def build(dtype=float32):
         """Reduce, update and Broadcast in one kernel."""
         s.fuse(gs, w1, w2)
 
-    return program, [fuse_reduce_c, fuse_c_broadcast, fuse_reduce_c_broadcast]
+    @schedule(program)
+    def overlap_c_bcast(s):
+        """The root's update overlapped with the Broadcast, chunk by chunk: the Broadcast of
+        chunk i runs while the root updates chunk i+1."""
+        s.overlap(w1, w2, chunks=4)
+
+    return program, [fuse_reduce_c, fuse_c_broadcast, fuse_reduce_c_broadcast, overlap_c_bcast]
 
 
 program, schedules = build()

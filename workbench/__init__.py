@@ -13,7 +13,8 @@ import importlib
 # Where each public name lives; `from workbench import *` and `workbench.X` import it there.
 _HOMES = {
     "workbench.dsl": (
-        "AllGather", "AllReduce", "Broadcast", "Cast", "Compute", "Dropout", "MatMul", "Max",
+        "AllGather", "AllReduce", "AllToAll", "Broadcast", "Cast", "Compute", "Dropout", "MatMul",
+        "Max",
         "Mean", "Min", "Norm", "Pipeline", "Prod", "Program", "Reduce", "ReduceScatter",
         "ReduceTensor", "Scalar", "Send", "Size", "Stage", "Sum", "Tensor", "Update", "Variable",
         "equal", "erf", "exp", "gelu", "gelu_tanh", "greater", "greater_equal", "layer_norm",

@@ -37,7 +37,7 @@ from workbench.transforms import (
     Transform,
     transform_from_json,
 )
-from workbench.transforms.fusion import gathers_last
+from workbench.transforms.fusion import gathers_last, overlap_form
 from workbench.transforms.slicing import REORDERABLE
 from workbench.types import ReplicatedLayout
 from workbench.verify import fused_kind_of, verify
@@ -200,8 +200,8 @@ def _overlap_moves(program) -> list[Transform]:
             continue
         if not set(cons.op.operands()) & {v.name for v in prod.outs}:
             continue
-        if not any(isinstance(s.op, ir.COMMUNICATION_OPS) for s in cons.leaves()):
-            continue
+        if overlap_form(prod, cons) is None:
+            continue  # a pair no backend pipelines (Overlap refuses it)
         # Worth pipelining: a MatMul feeding a collective (model parallel), or transfers that
         # cross a stage boundary (pipeline parallel). A ReduceScatter overlapped with its own
         # AllGather is just an AllReduce, which the fused kernels already pipeline.
@@ -231,7 +231,12 @@ def candidate_moves(program: ir.Program, placement: Placement | None = None
                   if isinstance(s.op, ir.AllReduce) and s.op.sub is None]
     splits = [Split(s.out.name) for s in allreduces]
     if placement is not None and placement.nodes > 1:
-        splits += [HierarchicalSplit(s.out.name, placement.gpus_per_node) for s in allreduces]
+        # only where the AllReduce's group spans nodes: a group inside one node (a mesh's
+        # tensor-parallel axis) has no node level to split at
+        g = placement.gpus_per_node
+        splits += [HierarchicalSplit(s.out.name, g) for s in allreduces
+                   if (n := placement.group_size(program.value(s.op.x).type.group)) is None
+                   or n > g]
     return (splits + _reorder_moves(program) + _as_slice_moves(program) + _fuse_moves(program)
             + _overlap_moves(program) + _algorithm_moves(program)
             + _pipeline_moves(program, placement))
@@ -325,7 +330,12 @@ def search(program: ir.Program, max_depth: int = 8, max_candidates: int = 200,
 
 def label_named(result: SearchResult, schedules: dict) -> dict[str, str]:
     """candidate name -> the named schedule that produces the same program, where one does."""
-    by_ir = {str(s.apply()): name for name, s in schedules.items()}
+    by_ir = {}
+    for name, s in schedules.items():
+        try:
+            by_ir[str(s.apply())] = name
+        except WorkbenchError:
+            continue  # an illegal named schedule labels nothing; the candidates stand
     return {c.name: by_ir[str(c.program)] for c in result.candidates if str(c.program) in by_ir}
 
 

@@ -15,6 +15,7 @@ from workbench.ir import (
     FUSED_KINDS,
     AllGather,
     AllReduce,
+    AllToAll,
     Broadcast,
     Compute,
     Fused,
@@ -135,6 +136,13 @@ def _verify_stmt(program: Program, stmt: Stmt, env: dict[str, TensorType]) -> No
     if inferred != out.type:
         raise VerifyError(f"{what}: stored type must be the inferred {inferred}, got {out.type}")
     _check_divisible(program, out.type, what)
+    if isinstance(stmt.op, AllToAll):
+        dim = out.type.shape[stmt.op.dim]
+        if not proven_divisible(dim, out.type.group.size, program.facts):
+            raise VerifyError(
+                f"{what}: an AllToAll's dim {stmt.op.dim} ({dim}) must be provably divisible by "
+                f"the group size {out.type.group.size} (one block per rank), got no proof; "
+                f"declare it, e.g. Size(\"{dim}\", multiple_of={out.type.group.size})")
     env[out.name] = out.type
 
 

@@ -12,6 +12,7 @@ program's time.
 group spans) always comes from the bound sizes.
 """
 
+from cost_model.ops.alltoall import alltoall_cost, alltoall_fixed_s, alltoall_time
 from cost_model.ops.comm import (
     COLLECTIVE_KINDS,
     collective_cluster,
@@ -68,6 +69,7 @@ from cost_model.ops.rules import (
 
 __all__ = [
     "ring_fused_plan",
+    "alltoall_cost", "alltoall_fixed_s", "alltoall_time",
     "COLLECTIVE_KINDS", "COST_RULES", "FIXED_COST_RULES", "FUSED_PART_RULES", "RESOURCES",
     "CostContext", "FusedParts", "MemoryUse", "peak_memory", "OpCost", "ProgramCost", "Work",
     "collective_cluster",

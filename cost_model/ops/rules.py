@@ -12,6 +12,7 @@ import sympy
 
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
+from cost_model.ops.alltoall import alltoall_cost, alltoall_fixed_s
 from cost_model.ops.comm import (
     collective_cost,
     collective_fixed_s,
@@ -135,6 +136,7 @@ COST_RULES: dict[type, CostRule] = {
     ir.Broadcast: collective_cost,
     ir.Reduce: collective_cost,
     ir.Send: send_cost,
+    ir.AllToAll: alltoall_cost,
     ir.Fused: _fused_stmt_cost,
     ir.Overlapped: _overlapped_cost,
 }
@@ -179,6 +181,7 @@ FIXED_COST_RULES: dict[type, FixedCostRule] = {
     ir.Broadcast: collective_fixed_s,
     ir.Reduce: collective_fixed_s,
     ir.Send: send_fixed_s,
+    ir.AllToAll: alltoall_fixed_s,
     ir.Fused: _fused_stmt_fixed_s,
     ir.Overlapped: _launch_fixed_s,
 }

@@ -73,8 +73,8 @@ def test_check_verifies_the_default_sizes(capsys, tmp_path):
         program = Program(inputs=[g], outputs=[AllReduce(Sum, g)])
         """))
     code, _, err = run_cli(capsys, "check", path)
-    assert (code, err) == (2, "error: size N must be a multiple of P = 4, got 1001; pick N = "
-                              "1000\n")
+    assert (code, err) == (2, "error: size N must be a multiple of P = 4, got 1001; pad it to "
+                              "N = 1004\n")
     code, out, _ = run_cli(capsys, "check", SGD)
     assert code == 0 and out.endswith("sizes N=268435456, P=4 ok on h200x4\n")
 

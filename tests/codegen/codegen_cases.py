@@ -92,6 +92,15 @@ CASES = [
     ("adam-hier-fuse-p8x2", "studies/adam.py", "hier-fuse:4", 8),
     ("adam-mixed-hier-fuse-p16x2", "studies/adam.py:mixed", "hier-fuse:8", 16),
     ("sgd-hier-rs-c-ag-p8x2", "studies/sgd.py", "hier-rs-c-ag:4", 8),
+    # issue 24: what the DSL accepted and the backend refused, now generated
+    ("amax-cast-fuse-rs-c-ag-p2", "tests/programs/users/amax_cast.py", "fuse-rs-c-ag", 2),
+    ("weight-delta-p2", "tests/programs/users/weight_delta.py", None, 2),
+    ("weight-delta-rs-c-ag-p2", "tests/programs/users/weight_delta.py", "rs-c-ag", 2),
+    ("parameter-server-overlap-c-bcast-p4", "studies/parameter_server.py", "overlap-c-bcast", 4),
+    ("tp-attn-out-ln-overlap-p2", "tests/programs/users/tp_attn_out_layernorm.py",
+     "overlap-mm-fuse-rs-c-ag", 2),
+    ("sequence-parallel-overlap-both-p2", "studies/sequence_parallel.py", "overlap-both", 2),
+    ("moe-fuse-swiglu-p4", "studies/moe.py", "fuse-swiglu", 4),
 ]
 
 

@@ -43,7 +43,8 @@ def _step_text(s) -> str:
     if isinstance(s, NcclStep):
         return (f"// nccl {s.op}({s.reduce}) {s.src.buffer}+{s.src.offset} -> "
                 f"{s.dst.buffer}+{s.dst.offset} count {s.count} {s.dtype}"
-                + (f" over {s.comm}" if s.comm != "group" else ""))
+                + (f" over {s.comm}" if s.comm != "group" else "")
+                + (" chunked by root" if s.by_root else ""))
     if isinstance(s, GemmStep):
         return (f"// gemm {s.c.buffer} = {s.a.buffer} @ {s.b.buffer}: [{s.m}, {s.k}] @ "
                 f"[{s.k}, {s.n}] {s.dtype}"

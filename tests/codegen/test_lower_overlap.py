@@ -66,21 +66,22 @@ def test_overlapped_chunks_tile_every_row_once(P, chunks, mode):
     assert residual.offset == reduce.offset
 
 
-def test_every_autotuner_candidate_lowers_or_names_what_is_missing():
+@pytest.mark.parametrize("P", [2, 4])
+def test_every_autotuner_candidate_lowers(P):
+    """Every overlap the search reaches is generated: a MatMul with a bare ReduceScatter is the
+    sequence-parallel overlap, chunked by root (it was refused before issue 24)."""
     result = autotune.search(_model_parallel().program)
     faults = {}
     for cand in result.candidates:
         try:
-            lower(cand.program, P=2)
+            lower(cand.program, P=P)
         except RuntimeFault as e:
             faults[cand.name] = str(e)
-    assert "split+reorder+fuse+overlap4" not in faults
-    assert faults, "the search reaches overlaps of a bare ReduceScatter, which are not generated"
-    for msg in faults.values():
-        assert re.fullmatch(
-            r"statement y,summed_rs \(Overlapped\(chunks=\d\)\): the GPU backend overlaps a "
-            r"MatMul with a fused AllReduce or an AllReduce of its output, got "
-            r"ReduceScatter\(Sum, y\); measure a schedule without it", msg), msg
+    assert not faults
+    rs = next(c for c in result.candidates if c.name == "split+overlap2")
+    (step,) = [s for s in lower(rs.program, P=P).steps if isinstance(s, OverlapStep)]
+    assert isinstance(step.consumer, NcclStep) and step.consumer.by_root
+    assert step.consumer.op == "reduce_scatter"
 
 
 def test_overlap_with_an_nccl_allreduce_chunks_the_nccl_call():

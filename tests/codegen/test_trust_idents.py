@@ -39,7 +39,7 @@ def test_distinct_near_names():
 def _kernels_of(monkeypatch, *names):
     """A program whose inputs have `names` (built with the DSL's name check off, as a program
     made some other way than through the DSL would be), lowered and rendered."""
-    monkeypatch.setattr(dsl, "check_name", lambda what, name: name)
+    monkeypatch.setattr(dsl.trace, "check_name", lambda what, name: name)
     N = Size("N", multiple_of=P)
     a, b = (Tensor(float32, [N], Local, n) for n in names)
     out = AllReduce(Sum, a * 2.0 + b)

@@ -1,61 +1,27 @@
-"""Programs whose schedules the simulator prices but the GPU backend does not generate yet
-(issues 22 and 24): an amax (ReduceTensor) fused into a collective, an overlapped fused
-collective whose body holds LayerNorm's statistics (ReduceAxis), and compute overlapped with a
-Broadcast (a parameter server's overlap-c-bcast). `workbench simulate` shows each as a row with
-its reason, never best (tests/cli/test_simulate_generated.py); when codegen learns one, that
-test says so."""
+"""A program whose schedule the simulator prices but the GPU backend does not generate yet: a
+ReduceTensor(Prod) inside a fused collective (its per-block partials are sums, maxima or
+minima; a product is left unfused). Issue 24's cases (an amax fused into a collective, a
+MatMul overlapped with LayerNorm's fused collective, compute overlapped with a Broadcast) are
+generated now (tests/codegen/test_everything_accepted_is_generated.py). `workbench simulate`
+shows the row with its reason, never best (tests/cli/test_simulate_generated.py)."""
 
-from studies import parameter_server
 from workbench import *
-from workbench import ir
 
 N = Size("N", multiple_of=P)
-T = Size("T", multiple_of=P)
-H = Size("H", multiple_of=P)
-sizes = {"N": 2**20, "T": 1024, "H": 1024}
+sizes = {"N": 2**20}
 
-# 1. amax-scaled cast: the AllReduce's result scaled by its amax, fused into one collective
 g = Tensor(float32, [N], Local, "g")
 summed = AllReduce(Sum, g)
-amax = ReduceTensor(Max, abs(summed))
-scaled = Compute(summed / amax)
-amax_scale = Program(inputs=[g], outputs=[scaled], name="amax_scale")
+prod = ReduceTensor(Prod, summed, name="prod")
+scaled = Compute(summed * prod, name="scaled")
+prod_scale = Program(inputs=[g], outputs=[scaled], name="prod_scale")
 
-absolute = [st.out.name for st in amax_scale.stmts][1]  # abs(summed), a statement of its own
 
-@schedule(amax_scale)
-def fuse_amax(s):
+@schedule(prod_scale)
+def fuse_prod(s):
     rs, ag = s.split(summed)
-    moved = s.reorder(absolute, amax, scaled, before=ag)
+    moved = s.reorder(prod, scaled, before=ag)
     s.fuse(rs, *moved, scaled)
 
-# 2. row-parallel MatMul, AllReduce + residual + LayerNorm, overlapped
-x = Tensor(float16, [T, H], Sliced(1), "x")
-W = Tensor(float16, [H, H], Sliced(0), "W")
-r = Tensor(float16, [T, H], Replicated, "r")
-gw = Tensor(float16, [H], Replicated, "gw")
-gb = Tensor(float16, [H], Replicated, "gb")
-y = MatMul(x, W)
-ysum = AllReduce(Sum, y)
-h = Compute(ysum + r)
-out = Compute(layer_norm(h, gw, gb))
-mm_layernorm = Program(inputs=[x, W, r, gw, gb], outputs=[out, h], name="mm_layernorm")
-hidden = [st.out.name for st in mm_layernorm.stmts if isinstance(st.op, ir.ReduceAxis)]
 
-@schedule(mm_layernorm)
-def overlap_fused_ln(s):
-    rs, ag = s.split(ysum)
-    moved = s.reorder(h, *hidden, out, before=ag)
-    f = s.fuse(rs, *moved, h, out)
-    s.overlap(y, f, chunks=2)
-
-# 3. the parameter server study's update overlapped with its Broadcast
-param_server = parameter_server.program
-
-
-@schedule(param_server)
-def overlap_c_bcast(s):
-    s.overlap("w1", "w2", chunks=2)
-
-
-program = amax_scale  # the default of the file
+program = prod_scale  # the default of the file

@@ -69,9 +69,10 @@ def test_element_counts_and_unknown_ops():
     assert comm.element_counts("all_gather", 8, 4) == (8, 32)
     assert comm.element_counts("broadcast", 8, 4) == (8, 8)
     assert comm.element_counts("reduce", 8, 4) == (8, 8)
+    assert comm.element_counts("all_to_all", 8, 4) == (8, 8)  # an MoE exchange (ir.AllToAll)
     with pytest.raises(RuntimeFault, match=r"^NCCL op must be all_reduce, reduce_scatter, "
-                       r"all_gather, broadcast or reduce, got 'all_to_all'$"):
-        comm.element_counts("all_to_all", 8, 4)
+                       r"all_gather, broadcast, reduce or all_to_all, got 'all_to_allv'$"):
+        comm.element_counts("all_to_allv", 8, 4)
 
 
 # -- a fake MPI world: ranks run one after the other, rank 0 first

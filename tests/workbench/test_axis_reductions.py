@@ -199,7 +199,9 @@ def test_reducing_over_the_sliced_dim_needs_a_collective():
     with pytest.raises(LayoutError, match=(
             r"^ReduceAxis\(mean, x, axis=1\): the reduced axis must not be the Sliced one "
             r"without a collective, got axis 1 of a Sliced\(1\) value \(each rank holds 1/P of "
-            r"every row\); AllGather the value first, or reduce over another axis \(at ")):
+            r"the elements along axis 1\); AllGather the value first, reduce over another axis, "
+            r"or reduce the whole tensor across ranks \(ReduceTensor, Norm, Mean without an "
+            r"axis\) \(at ")):
         Mean(x, -1)
 
 
@@ -215,7 +217,9 @@ def test_reorder_refuses_a_row_reduction_when_the_split_slices_the_reduced_dim()
     assert reason == (f"reorder: {ms} = ReduceAxis(mean, Cast(f32, s_rs) * Cast(f32, s_rs), "
                       "axis=1): the reduced axis must not be the Sliced one without a "
                       "collective, got axis 1 of a Sliced(1) value (each rank holds 1/P of "
-                      "every row); AllGather the value first, or reduce over another axis")
+                      "the elements along axis 1); AllGather the value first, reduce over "
+                      "another axis, or reduce the whole tensor across ranks (ReduceTensor, "
+                      "Norm, Mean without an axis)")
 
 
 def test_prod_over_an_axis_and_unknown_reductions_are_refused():

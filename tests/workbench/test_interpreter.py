@@ -180,7 +180,8 @@ def test_unset_size_and_bad_multiple():
     with pytest.raises(SizeError, match="size N must be set, got no value; pass it, e.g. --set "
                        "N=1024"):
         run(prog, {}, {"P": 2})
-    with pytest.raises(SizeError, match="size N must be a multiple of P = 4, got 10; pick N = 8"):
+    with pytest.raises(SizeError,
+                       match="size N must be a multiple of P = 4, got 10; pad it to N = 12"):
         run(prog, {}, {"P": 4, "N": 10})
 
 

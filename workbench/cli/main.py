@@ -100,8 +100,16 @@ def show(program_file: str, schedule_name: str | None) -> None:
               help="Nodes of the --hardware preset, linked by its NIC; the schedules are "
               "checked against the whole cluster.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
-              help="Bind a size over the file's `sizes`, as simulate does.")
-def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...]) -> None:
+              help="Bind a size over the file's `sizes`, as simulate does (with "
+                   "--equivalence: the sizes the interpreter runs at).")
+@click.option("--equivalence", is_flag=True,
+              help="Also run every named schedule and every autotuner candidate against the "
+                   "unscheduled program in the reference interpreter, at small sizes on "
+                   "--ranks virtual ranks; a mismatch is reported by statement (exit 2).")
+@click.option("--ranks", type=int, default=4, show_default=True,
+              help="Virtual ranks (the group size P) of --equivalence.")
+def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
+          equivalence: bool, ranks: int) -> None:
     """Verify the program, every schedule it names, and its default sizes on the cluster;
     exit 0 when all are well formed."""
     from cost_model.hardware import load_hardware
@@ -115,13 +123,24 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...]) -
     verify(loaded.program)
     check_size_names(loaded.program, loaded.sizes, f"`sizes` in {loaded.path}")
     check_size_names(loaded.program, size_values)
-    programs = [("unscheduled", loaded.program)]
-    programs += [(name, sched.apply()) for name, sched in loaded.schedules.items()]
-    _lowers(programs, resolve_sizes(loaded.program, loaded.sizes, size_values, cluster))
-    n = len(loaded.schedules)
+    programs = {name: sched.apply() for name, sched in loaded.schedules.items()}
+    _lowers([("unscheduled", loaded.program), *programs.items()],
+            resolve_sizes(loaded.program, loaded.sizes, size_values, cluster))
+    verdict = _sizes_verdict(loaded, size_values, cluster)
+    _check_chunks(loaded, programs, size_values, cluster)
+    elsewhere = _not_on_cluster(loaded, programs, size_values, cluster)
+    n = len(programs) - len(elsewhere)
     click.echo(f"{loaded.path}: program {loaded.program.name} ok"
-               + (f", {n} schedule{'s' * (n != 1)} ok" if n else "")
-               + _sizes_verdict(loaded, size_values, cluster))
+               + (f", {n} schedule{'s' * (n != 1)} ok" if programs else "")
+               + (f", {len(elsewhere)} not runnable on {cluster.name} (simulate leaves "
+                  f"{'them' if len(elsewhere) > 1 else 'it'} out)" if elsewhere else "")
+               + verdict)
+    for name, why in elsewhere.items():
+        click.echo(f"schedule {name} is not runnable on {cluster.name}: {why}", err=True)
+    if equivalence:
+        from workbench.equivalence import check_equivalence
+
+        click.echo(check_equivalence(loaded, ranks, size_values))
 
 
 def _lowers(programs, sizes: dict) -> None:
@@ -154,6 +173,60 @@ def _sizes_verdict(loaded, size_values: dict, cluster) -> str:
     bind_sizes(loaded.program, sizes)
     shown = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items()))
     return f"; sizes {shown} ok on {cluster.name}"
+
+
+def _check_chunks(loaded, programs: dict, size_values: dict, cluster) -> None:
+    """An overlap splits its producer's rows into `chunks` equal pieces (and each piece over
+    the P ranks when a fused collective consumes it): at the resolved sizes they must divide,
+    as the GPU run requires, or `check` says so (was: accepted here, refused on the GPU)."""
+    from workbench import ir
+    from workbench.cli.simulate import resolve_sizes
+    from workbench.interpreter import bind_sizes, concrete
+    from workbench.types import Sliced
+
+    sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
+    if any(s.name not in sizes for s in loaded.program.symbols()):
+        return
+    bound = bind_sizes(loaded.program, sizes)
+    for name, program in programs.items():
+        for stmt in program.stmts:
+            if not isinstance(stmt.op, ir.Overlapped):
+                continue
+            prod, cons = stmt.op.body
+            t = prod.outs[-1].type
+            if t.rank == 0:
+                continue
+            rows = concrete(t.shape[0], bound)
+            sliced = isinstance(t.layout, Sliced) and t.layout.dim == 0
+            per = stmt.op.chunks * (concrete(t.group.size, bound)
+                                    if sliced or isinstance(cons.op, ir.Fused) else 1)
+            if rows % per:
+                raise WorkbenchError(
+                    f"schedule {name}: an overlap in {stmt.op.chunks} chunks must split the "
+                    f"{rows} rows of {prod.outs[-1].name} into {per} equal parts at "
+                    f"{', '.join(f'{k}={v}' for k, v in sorted(sizes.items()))}, got a "
+                    f"remainder of {rows % per}; pick chunks dividing {rows}"
+                    + (" / P" if per != stmt.op.chunks else "") + " or other sizes")
+
+
+def _not_on_cluster(loaded, programs: dict, size_values: dict, cluster) -> dict[str, str]:
+    """Schedules the cluster cannot run at the resolved sizes (a fused collective kernel
+    across NVLink domains), as simulate refuses them: name -> why."""
+    from workbench.cli.simulate import resolve_sizes
+    from workbench.errors import NotOnThisCluster
+    from workbench.verify import verify
+
+    sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
+    if any(s.name not in sizes for s in loaded.program.symbols()):
+        return {}
+    placement = cluster.placement(sizes)
+    out = {}
+    for name, program in programs.items():
+        try:
+            verify(program, placement)
+        except NotOnThisCluster as e:
+            out[name] = str(e).split("\n\nin program:")[0]
+    return out
 
 
 def _schedule(loaded, name: str):

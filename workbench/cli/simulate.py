@@ -473,8 +473,11 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
     check_size_names(loaded.program, size_values)
     extra = None
     if autotune:
-        sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
-        found = tuner.search(loaded.program, placement=cluster.placement(sizes)).candidates
+        seen = cluster
+        if mesh_text and axis:  # the program's groups are the axis's: search as they see it
+            seen = Mesh.parse(mesh_text).view(cluster, axis, stages)
+        sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, seen)
+        found = tuner.search(loaded.program, placement=seen.placement(sizes)).candidates
         # the search lists the unscheduled program first; predict() already has it
         extra = [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
     variability = Variability(seed, rank_factors(slow, "--slow"),

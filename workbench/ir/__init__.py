@@ -11,7 +11,8 @@ one kernel executes, so their meaning is always "run the body in order".
 Every class here is a frozen, slotted dataclass holding tuples, so programs compare and hash
 structurally and a transform can never mutate its input. Modules: `expressions` (values,
 expression nodes, their type rule and printed form), `ops` (the ops and op-kind tuples),
-`program` (Stmt, Program, the program's printed form).
+`computation` and `communication` (the op classes), `regions` (Stmt, Fused, Overlapped), `ops`
+(the op union and op-kind tuples), `program` (Program and its printed form).
 """
 
 from workbench.ir.epilogue import (  # noqa: F401
@@ -55,6 +56,7 @@ from workbench.ir.ops import (  # noqa: F401
     REGION_OPS,
     AllGather,
     AllReduce,
+    AllToAll,
     Broadcast,
     Compute,
     Fused,
@@ -70,8 +72,5 @@ from workbench.ir.ops import (  # noqa: F401
     Slice,
     Update,
 )
-from workbench.ir.program import (  # noqa: F401
-    Program,
-    Stmt,
-    format_program,
-)
+from workbench.ir.program import Program, format_program  # noqa: F401
+from workbench.ir.regions import Stmt  # noqa: F401

@@ -4,48 +4,17 @@ printed form (what `workbench show` prints and golden tests pin).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import sympy
 
 from workbench.ir.expressions import Facts, SizeValue, Value, expr_nodes
-from workbench.ir.ops import REGION_OPS, Fused, Op, Overlapped
+from workbench.ir.ops import Fused, Overlapped
+from workbench.ir.regions import Stmt
 from workbench.types import (
     Group,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Stmt:
-    """`outs = op`. A plain op defines one value; a Fused/Overlapped op defines every value
-    of its body. `loc` is where the user wrote it (file:line), kept out of equality."""
-
-    outs: tuple[Value, ...]
-    op: Op
-    loc: str = field(default="", compare=False)
-
-    @property
-    def out(self) -> Value:
-        if len(self.outs) != 1:
-            raise ValueError(f"statement defines {len(self.outs)} values, not one")
-        return self.outs[0]
-
-    @property
-    def name(self) -> str:
-        return self.outs[0].name if len(self.outs) == 1 else ",".join(v.name for v in self.outs)
-
-    def rename(self, m: Mapping[str, str]) -> Stmt:
-        """Rename the values this statement reads (not the ones it defines)."""
-        return Stmt(self.outs, self.op.rename(m), self.loc)
-
-    def leaves(self) -> Iterator[Stmt]:
-        """The plain statements inside, in execution order (itself if it is plain)."""
-        if isinstance(self.op, REGION_OPS):
-            for s in self.op.body:
-                yield from s.leaves()
-        else:
-            yield self
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,7 +97,8 @@ def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: 
             reps: int, seed: int = 0) -> dict[str, list[float]]:
     """Baseline name -> this rank's times (ms) for a study kind: allreduce, sgd, adam, lamb
     (sizes["N"] elements), model_parallel or pipeline (sizes["T"] tokens, sizes["H"] hidden;
-    a pipeline's `rank` is global and P counts the ranks of one stage)."""
+    a pipeline's `rank` is global and P counts the ranks of one stage), sequence_parallel or
+    moe (also sizes["F"], the FFN size)."""
     import torch
     import torch.distributed as dist
 
@@ -109,6 +110,11 @@ def measure(kind: str, grad_dtype: str, sizes: dict, rank: int, P: int, warmup: 
                                reps)
     if kind == "pipeline":
         return _pipeline(torch, dist, sizes["T"], sizes["H"], gdt, gen, rank, P, warmup, reps)
+    if kind == "sequence_parallel":
+        return _sequence_parallel(torch, dist, sizes["T"], sizes["H"], sizes["F"], gdt, gen, P,
+                                  warmup, reps)
+    if kind == "moe":
+        return _moe(torch, dist, sizes["T"], sizes["H"], sizes["F"], gdt, gen, P, warmup, reps)
     n = sizes["N"]
     k = n // P
     out: dict[str, list[float]] = {}
@@ -371,6 +377,95 @@ def _symm_mem(torch, dist, x, W, b, r, P: int, warmup: int, reps: int) -> dict:
         print(f"symmetric-memory baseline left out: {type(e).__name__}: {str(e)[:300]}",
               flush=True)
         return {}
+
+
+def _sequence_parallel(torch, dist, T: int, H: int, F: int, dtype, gen, P: int, warmup: int,
+                       reps: int) -> dict:
+    """Megatron's sequence-parallel MLP as PyTorch runs it (studies/sequence_parallel.py):
+    NCCL all_gather of the token rows, cuBLAS MatMul with the column slice of W1, GeLU, MatMul
+    with the row slice of W2, NCCL reduce_scatter of the partial sums, residual add; and with
+    P > 1 torch's async-TP ops, symmetric memory's fused_all_gather_matmul and
+    fused_matmul_reduce_scatter, in place of the collectives and MatMuls."""
+    dev = gen.device
+    x = torch.randn(T // P, H, device=dev, generator=gen).to(dtype)
+    W1 = (torch.randn(H, F // P, device=dev, generator=gen) / H ** 0.5).to(dtype)
+    W2 = (torch.randn(F // P, H, device=dev, generator=gen) / F ** 0.5).to(dtype)
+    r = torch.randn(T // P, H, device=dev, generator=gen).to(dtype)
+    xg = torch.empty(T, H, device=dev, dtype=dtype)
+    ys = torch.empty(T // P, H, device=dev, dtype=dtype)
+    gelu = torch.nn.functional.gelu
+
+    def layer():
+        dist.all_gather_into_tensor(xg, x)
+        y = torch.matmul(gelu(torch.matmul(xg, W1)), W2)
+        dist.reduce_scatter_tensor(ys, y)
+        return ys + r
+
+    out = {"nccl all_gather + cublas + torch gelu + nccl reduce_scatter": event_times(
+        torch, layer, warmup, reps)}
+    fns: dict = {}
+    _timed_compiled(torch, fns, "gelu", gelu, (torch.matmul(xg, W1),), warmup, reps)
+    if "gelu" in fns:
+        def layer_c():
+            dist.all_gather_into_tensor(xg, x)
+            y = torch.matmul(fns["gelu"](torch.matmul(xg, W1)), W2)
+            dist.reduce_scatter_tensor(ys, y)
+            return ys + r
+
+        out["nccl all_gather + cublas + torch.compile gelu + nccl reduce_scatter"] = \
+            event_times(torch, layer_c, warmup, reps)
+    if P < 2:
+        return out
+    try:
+        from torch.distributed import _symmetric_memory as symm
+
+        group = dist.group.WORLD
+        symm.enable_symm_mem_for_group(group.group_name)
+
+        def layer_symm():
+            _, (h,) = torch.ops.symm_mem.fused_all_gather_matmul(x, [W1], 0, group.group_name)
+            part = torch.ops.symm_mem.fused_matmul_reduce_scatter(gelu(h), W2, "sum", 0,
+                                                                  group.group_name)
+            return part + r
+
+        out["symm_mem fused_all_gather_matmul + fused_matmul_reduce_scatter"] = event_times(
+            torch, layer_symm, warmup, reps)
+    except Exception as e:
+        print(f"symmetric-memory baseline left out: {type(e).__name__}: {str(e)[:300]}",
+              flush=True)
+    return out
+
+
+def _moe(torch, dist, T: int, H: int, F: int, dtype, gen, P: int, warmup: int,
+         reps: int) -> dict:
+    """The MoE expert layer as PyTorch runs it (studies/moe.py): NCCL all_to_all_single of the
+    tokens grouped by expert, the expert's SwiGLU MLP (three cuBLAS MatMuls, eager or
+    torch.compile'd SiLU * gate), all_to_all_single back, the router's gate weights."""
+    dev = gen.device
+    x = torch.randn(T, H, device=dev, generator=gen).to(dtype)
+    gate = torch.rand(T, 1, device=dev, generator=gen).to(dtype)
+    W1 = (torch.randn(H, F, device=dev, generator=gen) / H ** 0.5).to(dtype)
+    W3 = (torch.randn(H, F, device=dev, generator=gen) / H ** 0.5).to(dtype)
+    W2 = (torch.randn(F, H, device=dev, generator=gen) / F ** 0.5).to(dtype)
+    d, back = torch.empty_like(x), torch.empty_like(x)
+
+    def swiglu(a, b):
+        return torch.nn.functional.silu(a) * b
+
+    def layer(act=swiglu):
+        dist.all_to_all_single(d, x)
+        y = torch.matmul(act(torch.matmul(d, W1), torch.matmul(d, W3)), W2)
+        dist.all_to_all_single(back, y)
+        return back * gate
+
+    out = {"nccl all_to_all + cublas + torch swiglu": event_times(torch, layer, warmup, reps)}
+    fns: dict = {}
+    h = torch.matmul(x, W1)
+    _timed_compiled(torch, fns, "swiglu", swiglu, (h, h), warmup, reps)
+    if "swiglu" in fns:
+        out["nccl all_to_all + cublas + torch.compile swiglu"] = event_times(
+            torch, lambda: layer(fns["swiglu"]), warmup, reps)
+    return out
 
 
 # torch process groups of the pipeline's stages, per (world size, ranks per stage): every rank

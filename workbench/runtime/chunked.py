@@ -46,6 +46,31 @@ def nccl_chunk(op: str, src: int, dst: int, count: int, dtype: str, i: int, chun
     return src + i * part * src_mul * size, dst + i * part * dst_mul * size, part
 
 
+def by_root_pieces(op: str, src: int, dst: int, count: int, dtype: str, i: int, chunks: int,
+                   P: int, rank: int) -> list[tuple[str, int, int, int, int]]:
+    """Chunk i of `chunks` of an NCCL all_gather or reduce_scatter chunked by root
+    (codegen.plan.NcclStep.by_root), as (op, src, dst, count, root) calls: the chunk is rows
+    [i/chunks, (i+1)/chunks) of the whole tensor (P * count elements); each root's part that
+    it covers is one ncclBroadcast from that root (all_gather) or one ncclReduce onto it
+    (reduce_scatter), so every chunk lands in whole-tensor row order."""
+    size = ITEMSIZE[dtype]
+    whole = count * P
+    first, last = i * whole // chunks, (i + 1) * whole // chunks
+    pieces = []
+    for root in range(P):
+        a, b = max(first, root * count), min(last, (root + 1) * count)
+        if a >= b:
+            continue
+        inner = a - root * count  # offset inside the root's part
+        if op == "all_gather":
+            pieces.append(("broadcast", src + inner * size, dst + a * size, b - a, root))
+        else:
+            here = src + a * size
+            pieces.append(("reduce", here, dst + inner * size if rank == root else here,
+                           b - a, root))
+    return pieces
+
+
 class OverlapRun:
     """An OverlapStep bound to this rank: producer chunks on one stream, consumer chunks on
     another; consumer chunk i waits for producer chunk i's event only. The producer is a
@@ -65,7 +90,10 @@ class OverlapRun:
         self.torch_stream = torch.cuda.ExternalStream(int(self.producer_stream.handle))
         self.join = drv.Event(drv.event_flags.DISABLE_TIMING)
         self.done = [drv.Event(drv.event_flags.DISABLE_TIMING) for _ in range(step.chunks)]
-        self.rows = producer.m // step.chunks if isinstance(producer, Gemm) else 0
+        gemm = producer if isinstance(producer, Gemm) else consumer
+        self.rows = gemm.m // step.chunks if isinstance(gemm, Gemm) else 0
+        if isinstance(consumer, Gemm):  # AllGather -> MatMul: the GEMM on its own stream
+            self.consumer_torch = torch.cuda.ExternalStream(int(self.consumer_stream.handle))
 
     def run(self) -> None:
         import torch
@@ -83,7 +111,11 @@ class OverlapRun:
                 run.launch_chunk(self.producer, i, C, self.producer_stream)
             self.done[i].record(self.producer_stream)
             self.consumer_stream.wait_for_event(self.done[i])
-            run.launch_chunk(self.consumer, i, C, self.consumer_stream)
+            if isinstance(self.consumer, Gemm):
+                with torch.cuda.stream(self.consumer_torch):
+                    self.consumer(slice(i * r, (i + 1) * r))
+            else:
+                run.launch_chunk(self.consumer, i, C, self.consumer_stream)
 
 
 class CopyEnginesRun:

@@ -30,7 +30,8 @@ MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 MPI_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 MPI_LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 NCCL_CHOICES = ("auto", "nccl4py", "torch")
-NCCL_OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
+# all_to_all: an MoE exchange (ir.AllToAll): count elements per rank in, as many out.
+NCCL_OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
 UNIQUE_ID_BYTES = 128  # sizeof(ncclUniqueId)
 # The workbench's reduction names (codegen.plan.NcclStep.reduce) -> nccl.core's constants.
 NCCL_REDUCE = {"add": "SUM", "max": "MAX", "min": "MIN", "mul": "PROD"}
@@ -93,7 +94,7 @@ def element_counts(op: str, count: int, P: int) -> tuple[int, int]:
     count of all_gather, the receive count of reduce_scatter)."""
     if op not in NCCL_OPS:
         raise RuntimeFault(f"NCCL op must be all_reduce, reduce_scatter, all_gather, "
-                           f"broadcast or reduce, got {op!r}")
+                           f"broadcast, reduce or all_to_all, got {op!r}")
     return (count * (P if op == "reduce_scatter" else 1),
             count * (P if op == "all_gather" else 1))
 
@@ -301,8 +302,35 @@ class Nccl4py:
         elif op == "reduce":
             # root must be given: nccl4py's reduce without a root is an AllReduce
             c.reduce(s, d, self._reduce(op, reduce), int(root), stream=stream)
+        elif op == "all_to_all":
+            self._all_to_all(s, d, src, dst, count, dtype, stream)
         else:
             c.broadcast(s, d, root, stream=stream)
+
+    def _all_to_all(self, s, d, src: int, dst: int, count: int, dtype: str,
+                    stream: int) -> None:
+        """ncclAlltoAll through nccl4py's alltoall where it has one, else NCCL's documented
+        pattern: one ncclSend and one ncclRecv per peer, inside one group call."""
+        method = getattr(self.comm, "alltoall", None)
+        if method is not None:
+            method(s, d, stream=stream)
+            return
+        start = getattr(self.nccl, "group_start", None)
+        end = getattr(self.nccl, "group_end", None)
+        if start is None or end is None or not hasattr(self.comm, "send"):
+            raise RuntimeFault(f"nccl4py must have Communicator.alltoall or group_start/"
+                               f"group_end with send/recv for an AllToAll, got neither in "
+                               f"nccl4py {self.versions().get('nccl4py')}; run with "
+                               "WB_NCCL=torch")
+        block = count // self.size
+        size = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}[dtype]
+        start()
+        for peer in range(self.size):
+            self.comm.send(self._buffer(src + peer * block * size, block, dtype), peer,
+                           stream=stream)
+            self.comm.recv(self._buffer(dst + peer * block * size, block, dtype), peer,
+                           stream=stream)
+        end()
 
     def versions(self) -> dict[str, str]:
         info = self.nccl.get_version()

@@ -41,6 +41,7 @@ from workbench.errors import RuntimeFault
 from workbench.runtime.chunked import (
     CopyEnginesRun,
     OverlapRun,
+    by_root_pieces,
     elementwise_grid,
     nccl_chunk,
     overlap_blocks,
@@ -236,6 +237,12 @@ class PlanRun:
              chunks: int = 1) -> None:
         """Enqueue a prepared NCCL call, or its part of chunk `chunk` of `chunks`."""
         step, src, dst, count = item.step, item.src, item.dst, item.count
+        if chunk is not None and step.by_root:
+            for op, s, d, n, root in by_root_pieces(step.op, src, dst, count, step.dtype, chunk,
+                                                    chunks, self.P, self.local):
+                self.gpu.collective(op, step.reduce or "", s, d, n, step.dtype, root=root,
+                                    stream=stream)
+            return
         if chunk is not None:
             src, dst, count = nccl_chunk(step.op, src, dst, count, step.dtype, chunk, chunks,
                                          self.P)
@@ -398,6 +405,8 @@ def _prepare_overlap(run: PlanRun, step: OverlapStep) -> PartsCall:
     else:
         check_chunk_rows(step.stmt, run.int_of(step.rows), step.per, step.chunks)
         producer = run.prepare(step.producer)
+    if isinstance(step.consumer, GemmStep):  # AllGather -> MatMul (chunked by root)
+        return PartsCall(OverlapRun(run, step, producer, Gemm(run, step.consumer)))
     consumer = run.prepare(step.consumer)
     if isinstance(consumer, KernelLaunch) and isinstance(step.producer, GemmStep):
         consumer = dataclasses.replace(

@@ -235,7 +235,7 @@ class Gpu:
     def collective(self, op: str, reduce: str, src: int, dst: int, count: int, dtype: str,
                    root: int = 0, stream: int = 0, comm: str = "group") -> None:
         """Enqueue one NCCL collective on raw device addresses: op is all_reduce,
-        reduce_scatter, all_gather, broadcast or reduce (codegen.plan.NcclStep); count is elements
+        reduce_scatter, all_gather, broadcast, reduce or all_to_all (codegen.plan.NcclStep); count is elements
         per rank (the send count of all_gather, the receive count of reduce_scatter); stream
         is a CUstream handle (0: the legacy default stream); comm "inter": on the rail's
         communicator of a node view (use_nodes). Through nccl4py where it imports, else
@@ -266,6 +266,8 @@ class Gpu:
                 dist.reduce_scatter_tensor(d, s, op=red, **group)
             elif op == "all_gather":
                 dist.all_gather_into_tensor(d, s, **group)
+            elif op == "all_to_all":
+                dist.all_to_all_single(d, s, **group)
             elif op == "reduce":
                 if src != dst:
                     d.copy_(s)

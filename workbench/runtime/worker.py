@@ -25,7 +25,7 @@ import numpy as np
 
 from codegen.lower import lower, stage_order
 from workbench import interpreter, ir
-from workbench.errors import RuntimeFault
+from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import file_digest, load
 from workbench.options import CodegenOptions
 from workbench.runtime import baselines, baselines_rows, checks, graphs
@@ -34,6 +34,14 @@ from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
 from workbench.runtime.pipeline_run import node_part
 from workbench.types import NodeSliced, Sliced
+
+
+def _applied(schedule):
+    """The scheduled program, or the WorkbenchError that says why the schedule is illegal."""
+    try:
+        return schedule.apply()
+    except WorkbenchError as e:
+        return e
 
 
 def log(rank: int, msg: str) -> None:
@@ -91,6 +99,9 @@ def comm_bytes(program, sizes: dict, P: int) -> int:
             nbytes = interpreter.concrete(t.nbytes(), bound)
             factor = 2 if isinstance(op, ir.AllReduce) else 1
             total += factor * (P - 1) / P * nbytes
+        elif isinstance(op, ir.AllToAll):  # each rank keeps 1/P of its buffer
+            nbytes = interpreter.concrete(types[op.x].nbytes(), bound)
+            total += (P - 1) / P * nbytes
         elif isinstance(op, ir.Send):
             t = types[op.x]
             nbytes = interpreter.concrete(t.nbytes(), bound)
@@ -210,7 +221,8 @@ def job_meta(job: dict) -> dict:
 def _baseline_kind(program) -> tuple[str | None, str]:
     grad = program.inputs[0].type.dtype.name
     name = program.name
-    known = ("adam", "sgd", "lamb", "allreduce", "model_parallel", "pipeline")
+    known = ("adam", "sgd", "lamb", "allreduce", "model_parallel", "pipeline",
+             "sequence_parallel", "moe")
     if name.startswith("allreduce_rmsnorm"):  # studies/allreduce_rmsnorm.py, f16 and bf16
         return "allreduce_rmsnorm", grad
     return (name if name in known else None), grad
@@ -255,7 +267,7 @@ def main(job_path: str) -> int:
         original = pf.program
         wanted = entry.get("schedules", ["all"])
         scheds = [(n, s) for n, s in pf.schedules.items() if "all" in wanted or n in wanted]
-        programs = [("unscheduled", original)] + [(n, s.apply()) for n, s in scheds]
+        programs = [("unscheduled", original)] + [(n, _applied(s)) for n, s in scheds]
         # A pipeline's stages split the world: P ranks per stage, stage-major.
         stages = len(stage_order(original))
         P = stage_split(world, stages, entry["spec"])
@@ -286,6 +298,12 @@ def main(job_path: str) -> int:
                 n_full = interpreter.concrete(length, interpreter.bind_sizes(original, sizes))
             for name, program in programs:
                 rec = dict(base, schedule=name, kind="workbench")
+                if isinstance(program, WorkbenchError):  # an illegal schedule: its row, as
+                    # simulate shows it; the other schedules go on
+                    rec.update(check=f"illegal: {program}", median_ms=None)
+                    records.append(rec)
+                    log(rank, f"  {name}: illegal ({program})")
+                    continue
                 try:
                     plan = lower(program, P, options)
                     if plan.per_node and idx is not None:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import ClassVar
 
 from workbench import ir
-from workbench.errors import IllegalTransform, WorkbenchError
+from workbench.errors import IllegalTransform, VerifyError, WorkbenchError
 from workbench.verify import verify
 
 
@@ -113,7 +113,15 @@ class Transform:
         except WorkbenchError as e:  # a type rule refused the rewritten statement
             raise IllegalTransform(f"{self.name}: {e}") from None
         check_output_contract(self.name, program, out)
-        return verify(out)
+        try:
+            return verify(out)
+        except VerifyError as e:
+            # A rewrite that builds what the verifier rejects is refused as the transform's
+            # own illegality, naming the statement (never a program left half-transformed).
+            where = str(e).split("\n\nin program:")[0]
+            raise IllegalTransform(f"{self}: the rewritten program must verify, got {where}; "
+                                   "leave this transform out or move the statement it names "
+                                   "first") from None
 
     def check(self, program: ir.Program) -> Legality:
         """ok, or the reason this transform does not apply to `program`."""

@@ -40,7 +40,9 @@ class Fuse(Transform):
 
     Statements in between that neither read nor feed the fused ones are moved out of the way;
     otherwise the fusion is illegal. Fused computation must share one iteration space (the
-    same local shape), since one kernel walks it once.
+    same local shape), since one kernel walks it once; a scalar Compute among the fused
+    statements that only they read (a clip factor, `clip = minimum(1, c / (norm + eps))`) is
+    inlined into its readers, as if the program had written it inline (same rounding).
     """
 
     values: tuple[str, ...]
@@ -52,7 +54,8 @@ class Fuse(Transform):
         if len(self.values) < 2:
             raise IllegalTransform(f"{who}: fusion needs at least 2 statements, got "
                                    f"{len(self.values)}")
-        idx = {plain_stmts(program, v, who)[0] for v in self.values}
+        program, values = _inline_scalars(program, self.values)
+        idx = {plain_stmts(program, v, who)[0] for v in values}
         # Slice views that feed a member ride along: they are offsets, not kernels.
         read = {o for i in idx for o in program.stmts[i].op.operands()}
         idx |= {k for k in range(min(idx), max(idx))
@@ -190,7 +193,9 @@ class Overlap(Transform):
                                                     s_rs, ..., out = FusedAllreduce {...} }
 
     Preconditions: both are top-level statements, adjacent once statements that neither reads
-    are moved aside; the consumer reads the producer's output and communicates; chunks >= 2.
+    are moved aside; the consumer reads the producer's output; the pair is one of the forms
+    every backend runs (overlap_form: communication after computation, or an AllGather before
+    the MatMul that reads it); chunks >= 2.
     """
 
     producer: str
@@ -215,8 +220,16 @@ class Overlap(Transform):
         if not set(cons.op.operands()) & {v.name for v in prod.outs}:
             raise IllegalTransform(f"{who}: {cons.name} must read the output of {prod.name}, "
                                    "got no dependency; there is nothing to pipeline")
-        if not any(isinstance(s.op, ir.COMMUNICATION_OPS) for s in cons.leaves()):
-            raise IllegalTransform(f"{who}: the consumer must communicate, got {cons.op}")
+        if not any(isinstance(s.op, ir.COMMUNICATION_OPS)
+                   for s in (*prod.leaves(), *cons.leaves())):
+            raise IllegalTransform(f"{who}: the producer or the consumer must communicate, got "
+                                   f"{prod.op} then {cons.op}")
+        form = overlap_form(prod, cons)
+        if form is None:
+            raise IllegalTransform(
+                f"{who}: the pair must be one of the overlaps the backends run "
+                f"({OVERLAP_FORMS_TEXT}), got {_kind_text(prod)} then {_kind_text(cons)}; "
+                "overlap another pair or leave them sequential")
         stmts = Fuse._make_contiguous(program, [i, j], who)
         k = stmts.index(prod)
         region = ir.Stmt(prod.outs + cons.outs, ir.Overlapped(self.chunks, (prod, cons)),
@@ -288,3 +301,132 @@ class DeadCodeElimination(Transform):
     def rewrite(self, program):
         return dead_code_eliminated(program)
 
+
+
+def _substitute(expr: ir.Expr, name: str, value: ir.Expr) -> ir.Expr:
+    """`expr` with every Ref(name) replaced by `value`."""
+    match expr:
+        case ir.Ref(n):
+            return value if n == name else expr
+        case ir.Const() | ir.SizeValue():
+            return expr
+        case ir.Binary(op, a, b):
+            return ir.Binary(op, _substitute(a, name, value), _substitute(b, name, value))
+        case ir.Where(c, a, b):
+            return ir.Where(*(_substitute(e, name, value) for e in (c, a, b)))
+        case ir.Unary(fn, a):
+            return ir.Unary(fn, _substitute(a, name, value))
+        case ir.Cast(dtype, a):
+            return ir.Cast(dtype, _substitute(a, name, value))
+        case ir.Dropout(p, seed, a):
+            return ir.Dropout(p, seed, _substitute(a, name, value))
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+def _inline_scalars(program: ir.Program, values: tuple[str, ...]):
+    """Inline each scalar Compute among `values` that only other `values` read (and that is no
+    output) into its readers: (program without it, the remaining values)."""
+    outputs = {v.name for v in program.outputs}
+    kept = list(values)
+    for v in values:
+        try:
+            s = program.stmt_defining(v)
+        except KeyError:
+            continue
+        if not (isinstance(s.op, ir.Compute) and len(s.outs) == 1 and s.out.type.rank == 0
+                and v not in outputs):
+            continue
+        readers = [r for r in program.stmts if v in r.op.operands()]
+        if not readers or any(isinstance(r.op, ir.REGION_OPS) or r.out.name not in values
+                              or not isinstance(r.op, ir.ELEMENTWISE_OPS) for r in readers):
+            continue
+        inline = s.op.expr if s.out.type.dtype.name == "f32" else ir.Cast(s.out.type.dtype,
+                                                                          s.op.expr)
+        stmts = []
+        for r in program.stmts:
+            if r is s:
+                continue
+            if r in readers:
+                op = (ir.Compute(_substitute(r.op.expr, v, inline)) if isinstance(r.op, ir.Compute)
+                      else ir.Update(r.op.target, _substitute(r.op.expr, v, inline)))
+                r = ir.Stmt(r.outs, op, r.loc)
+            stmts.append(r)
+        program = program.with_stmts(stmts)
+        kept.remove(v)
+    return program, tuple(kept)
+
+
+# ---------------------------------------------------------------- overlap forms
+# What an Overlapped region may hold: the pairs every backend runs chunk by chunk (codegen's
+# overlap_steps dispatches on the same names, so an overlap that `check` accepts is generated).
+
+
+def _kind_text(stmt: ir.Stmt) -> str:
+    op = stmt.op
+    if isinstance(op, ir.Fused):
+        return f"a fused {op.kind}" + (" with axis reductions" if _has_rows(stmt) else "")
+    return type(op).__name__
+
+
+def _has_rows(stmt: ir.Stmt) -> bool:
+    return any(isinstance(s.op, ir.ReduceAxis) for s in stmt.leaves())
+
+
+def _elementwise(stmt: ir.Stmt) -> bool:
+    """Compute/Update, or a fused compute region of them (one streaming kernel)."""
+    op = stmt.op
+    if isinstance(op, ir.ELEMENTWISE_OPS):
+        return True
+    return (isinstance(op, ir.Fused) and op.kind == "compute"
+            and all(isinstance(s.op, ir.ELEMENTWISE_OPS) for s in op.body))
+
+
+def overlap_form(prod: ir.Stmt, cons: ir.Stmt) -> str | None:
+    """The name of the overlap a producer/consumer pair makes, or None where no backend
+    pipelines it:
+
+    matmul-allreduce        MatMul; AllReduce of its output, or a fused AllReduce (also one
+                            holding axis reductions: AllReduce + residual + LayerNorm)
+    matmul-reducescatter    MatMul; ReduceScatter of its output over rows (sequence parallel)
+    allgather-matmul        AllGather over rows; a MatMul of what it gathered (sequence
+                            parallel: the matmul starts on the first rank's rows)
+    compute-collective      an elementwise kernel; an AllReduce, Broadcast or Reduce of its
+                            output (a parameter server's update and its Broadcast)
+    allreduce-send          AllReduce; a fused Send of what reads it (pipeline)
+    send-allgather          a fused Send; an AllGather of what it sent (pipeline)
+    """
+    pop, cop = prod.op, cons.op
+    outs = {v.name for v in prod.outs}
+    if isinstance(pop, ir.MatMul):
+        if (isinstance(cop, ir.Fused) and cop.kind == "allreduce" and cop.engine == "sm"
+                and isinstance(cop.body[0].op, ir.ReduceScatter)
+                and not any(isinstance(s.op, (ir.Norm, ir.ReduceTensor)) for s in cons.leaves())):
+            # the reduce-scatter form, chunked by rows (a fused whole AllReduce, one-shot or
+            # Lamport, synchronizes the whole tensor at once; a norm needs every chunk before
+            # what it scales: neither pipelines)
+            return "matmul-allreduce"
+        if isinstance(cop, ir.AllReduce) and cop.x in outs and cop.sub is None:
+            return "matmul-allreduce"
+        if isinstance(cop, ir.ReduceScatter) and cop.x in outs and cop.dim == 0 \
+                and cop.sub is None:
+            return "matmul-reducescatter"
+        return None
+    if isinstance(pop, ir.AllGather) and isinstance(cop, ir.MatMul) and cop.a in outs \
+            and pop.sub is None:
+        return "allgather-matmul"
+    if _elementwise(prod) and isinstance(cop, (ir.AllReduce, ir.Broadcast, ir.Reduce)) \
+            and cop.x in outs and getattr(cop, "sub", None) is None:
+        return "compute-collective"
+    if isinstance(pop, ir.AllReduce) and isinstance(cop, ir.Fused) and cop.kind == "send":
+        return "allreduce-send"
+    if (isinstance(pop, ir.Fused) and pop.kind == "send" and isinstance(cop, ir.AllGather)
+            and cop.x == prod.outs[-1].name):
+        return "send-allgather"
+    return None
+
+
+OVERLAP_FORMS_TEXT = ("a MatMul then an AllReduce, a fused AllReduce or a ReduceScatter of its "
+                      "output; an AllGather then a MatMul of what it gathered; an elementwise "
+                      "kernel then an AllReduce, Broadcast or Reduce of its output; an "
+                      "AllReduce then a fused Send; a fused Send then an AllGather of what it "
+                      "sent")

@@ -110,6 +110,15 @@ class Reorder(Transform):
                                        f"computation, norm, axis reduction or Send, got "
                                        f"{stmt.op}")
             read_before |= any(o in gathered for o in stmt.op.operands())
+            hidden = _left_behind(stmts, stmt, gathered, set(self.values))
+            if hidden:
+                names = ", ".join(hidden)
+                order = [v for s in stmts for v in (s.outs[0].name,)
+                         if v in set(self.values) | set(hidden)]
+                raise IllegalTransform(
+                    f"{who}: {stmt.name} reads {names}, computed from the gathered value "
+                    f"after it and not moved (the gather would stay for them); name them "
+                    f"too: reorder({', '.join(order)}, before={self.before})")
             new, extra = self._on_slices(program.with_stmts(stmts), i, gathered, sliced_dim, who)
             stmts[i:i + 1] = new
             for gname, src in extra:  # place each new gather just before its first reader
@@ -161,6 +170,10 @@ class Reorder(Transform):
                 view_stmt = ir.Stmt((ir.Value(view, env[view]),), slice_op, stmt.loc)
                 return [view_stmt, retyped(ir.Stmt(stmt.outs, op, stmt.loc), env)], []
             return [retyped(ir.Stmt(stmt.outs, op, stmt.loc), env)], []
+        if out.type.rank == 0 and not any(o in gathered for o in stmt.op.operands()):
+            # A scalar (a clip factor from a norm that now runs on slices): nothing to slice,
+            # it stays where it is, Replicated, under its name.
+            return [retyped(ir.Stmt(stmt.outs, op, stmt.loc), env)], []
         sliced_name = fresh_name(program, f"{out.name}_s")
         new = retyped(ir.Stmt(stmt.outs, op, stmt.loc), env, name=sliced_name)
         if not isinstance(new.out.type.layout, (Sliced, NodeSliced)):
@@ -175,10 +188,34 @@ class Reorder(Transform):
         its name: it stays Replicated)."""
         out = []
         for v in self.values:
-            op = before.stmt_defining(v).op
-            out.append(v if isinstance(op, (ir.Norm, ir.ReduceTensor)) else fresh_name(before,
-                                                                                 f"{v}_s"))
+            stmt = before.stmt_defining(v)
+            stays = (isinstance(stmt.op, (ir.Norm, ir.ReduceTensor)) or after is not None
+                     and any(s.outs[0].name == v and s.out.type.rank == 0
+                             for s in after.leaves() if len(s.outs) == 1))
+            out.append(v if stays else fresh_name(before, f"{v}_s"))
         return tuple(out)
+
+
+def _left_behind(stmts, stmt, gathered, named: set) -> list[str]:
+    """Operands of `stmt` that a plain statement computes from a gathered value (directly or
+    through others) and that the reorder does not move: layer_norm's statistics, a softmax's
+    maximum (`t0`, `t1`), or a scalar that reads a gathered tensor."""
+    producer = {s.outs[0].name: s for s in stmts
+                if len(s.outs) == 1 and not isinstance(s.op, ir.REGION_OPS)}
+    memo: dict[str, bool] = {}
+
+    def from_gathered(name: str) -> bool:
+        if name in gathered:
+            return True
+        if name not in memo:
+            memo[name] = False  # straight-line SSA: no cycles, this only guards the recursion
+            s = producer.get(name)
+            memo[name] = (s is not None and isinstance(s.op, REORDERABLE)
+                          and any(from_gathered(o) for o in s.op.operands()))
+        return memo[name]
+
+    return [o for o in dict.fromkeys(stmt.op.operands())
+            if o not in named and o not in gathered and from_gathered(o)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 // f64 because the reference interpreter sums squares in f64: an f32 accumulator over 2^28
 // elements would drift far outside the f32 check tolerance.
 #pragma once
+#include <math.h>
 #include <stdint.h>
 
 namespace wb {
@@ -38,6 +39,49 @@ __device__ __forceinline__ double sum_partials(const double* partials, int count
   double acc = 0.0;
   for (int b = threadIdx.x; b < count; b += blockDim.x) acc += partials[b];
   return block_sum(acc);
+}
+
+// The larger (Max) or smaller (Min) of two values: a ReduceTensor(Max/Min) in a fused kernel.
+template <bool Max>
+__device__ __forceinline__ double extreme(double a, double b) {
+  return Max ? fmax(a, b) : fmin(a, b);
+}
+
+// The maximum (Max) or minimum of `x` over the block, returned to every thread; as block_sum.
+template <bool Max>
+__device__ __forceinline__ double block_extreme(double x) {
+  __shared__ double warp_vals[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = extreme<Max>(x, __shfl_down_sync(0xffffffffu, x, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) warp_vals[warp] = x;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  double total = warp_vals[0];
+  for (int k = 1; k < nwarps; ++k) total = extreme<Max>(total, warp_vals[k]);
+  return total;
+}
+
+// End of a streaming kernel's ReduceTensor(Max/Min): this block's extreme into
+// partials[blockIdx.x]; block 0 fills the entries of blocks this grid does not have with the
+// identity (-inf for Max, +inf for Min), so a finisher reduces `count`.
+template <bool Max>
+__device__ __forceinline__ void write_block_extreme(double acc, double* partials, int count) {
+  const double total = block_extreme<Max>(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  if (blockIdx.x == 0) {
+    for (int b = gridDim.x + threadIdx.x; b < count; b += blockDim.x)
+      partials[b] = Max ? -INFINITY : INFINITY;
+  }
+}
+
+// The extreme of `count` partials (one rank's), by one block, returned to every thread.
+template <bool Max>
+__device__ __forceinline__ double extreme_partials(const double* partials, int count) {
+  double acc = Max ? -INFINITY : INFINITY;
+  for (int b = threadIdx.x; b < count; b += blockDim.x) acc = extreme<Max>(acc, partials[b]);
+  return block_extreme<Max>(acc);
 }
 
 }  // namespace wb

@@ -1,0 +1,54 @@
+"""`workbench check --equivalence` (issue 24 item 5): every named schedule and autotuner
+candidate against the unscheduled program in the interpreter on P virtual ranks."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+
+from workbench.cli.main import main
+
+
+def test_every_schedule_and_candidate_of_a_study_matches(capsys):
+    assert main(["check", str(ROOT / "studies/adam.py"), "--equivalence", "--ranks", "2"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"equivalence: 3 named schedule\(s\) and \d+ autotuner candidate\(s\) "
+                     r"match the unscheduled program in the interpreter on 2 virtual ranks at "
+                     r"N=4, P=2", out), out
+
+
+def test_a_schedule_that_changes_the_meaning_is_named_with_its_statement(capsys):
+    code = main(["check", str(ROOT / "tests/programs/changes_meaning.py"), "--equivalence"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert re.search(r"error: 1 of \d+ schedules and candidates must keep the program's "
+                     r"meaning, got mismatches on 4 ranks at N=8, P=4:\n  schedule wrong: "
+                     r"value 'g1' must match the unscheduled program within 1e-05, got max "
+                     r"relative error [\d.e+-]+ at g1 = AllReduce\(Max, g\) "
+                     r"\(changes_meaning.py:\d+\)", err), err
+    assert "schedule right" not in err
+
+
+def test_ranks_must_be_positive(capsys):
+    assert main(["check", str(ROOT / "studies/sgd.py"), "--equivalence", "--ranks", "0"]) == 2
+    assert "error: --ranks must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_check_says_which_schedules_the_cluster_cannot_run(capsys):
+    code = main(["check", str(ROOT / "studies/adam.py"), "--hardware", "dgx-h100",
+                 "--nodes", "4"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert ("program adam ok, 2 schedules ok, 1 not runnable on dgx-h100*4 (simulate leaves "
+            "it out); sizes N=268435456, P=32 ok on dgx-h100*4") in out
+    assert "schedule fuse-rs-c-ag is not runnable on dgx-h100*4: a fused allreduce kernel" in err
+
+
+def test_check_refuses_overlap_chunks_that_do_not_divide_the_rows(capsys):
+    code = main(["check", str(ROOT / "studies/model_parallel.py"), "--set", "T=8196"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == ("error: schedule overlap-mm-fuse-ar-c: an overlap in 4 chunks must split "
+                   "the 8196 rows of y into 16 equal parts at H=12288, P=4, T=8196, got a "
+                   "remainder of 4; pick chunks dividing 8196 / P or other sizes\n")

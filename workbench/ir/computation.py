@@ -1,0 +1,324 @@
+"""The IR's computation ops, one frozen class each with its result-type rule: elementwise
+(Compute, Update), Slice, MatMul and the reductions (ReduceTensor, Norm, ReduceAxis)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import sympy
+
+from workbench.errors import DTypeError, LayoutError, ShapeError, VerifyError
+from workbench.ir.expressions import (
+    WEAK,
+    Expr,
+    ReduceOp,
+    expr_refs,
+    expr_type,
+    format_expr,
+    proven_equal,
+    rename_expr,
+)
+from workbench.types import (
+    Local,
+    LocalLayout,
+    NodeSliced,
+    OnRoot,
+    Replicated,
+    ReplicatedLayout,
+    Sliced,
+    TensorType,
+    float32,
+    shape_str,
+)
+
+
+def require_layout(what: str, t: TensorType, allowed: tuple, fix: str) -> None:
+    """Raise LayoutError unless t's layout is one of `allowed` (an op's input rule)."""
+    if not isinstance(t.layout, allowed):
+        names = " or ".join(a.__name__.replace("Layout", "") for a in allowed)
+        raise LayoutError(f"{what}: input must be {names}, got {t.layout}; {fix}")
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    """An elementwise expression computed into a new tensor (one kernel)."""
+
+    expr: Expr
+
+    def operands(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(expr_refs(self.expr)))
+
+    def rename(self, m: Mapping[str, str]) -> Compute:
+        return Compute(rename_expr(self.expr, m))
+
+    def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        t = expr_type(self.expr, env, what)
+        if t is WEAK:
+            raise VerifyError(f"{what}: a computation must read at least one tensor, got only "
+                              "literals; use a Variable for a runtime scalar")
+        return t
+
+    def __str__(self) -> str:
+        return format_expr(self.expr)
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """Assign an expression to an existing tensor in place: w1 = Update(w, w - lr * g).
+
+    The result has the target's dtype (the expression is cast, as in-place ops do) and the
+    expression's layout: a Sliced expression updates only each rank's own slice.
+    """
+
+    target: str
+    expr: Expr
+
+    def operands(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((self.target, *expr_refs(self.expr))))
+
+    def rename(self, m: Mapping[str, str]) -> Update:
+        return Update(m.get(self.target, self.target), rename_expr(self.expr, m))
+
+    def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        if self.target not in env:
+            raise VerifyError(f"{what}: update target '{self.target}' must be defined before use")
+        target = env[self.target]
+        t = expr_type(self.expr, env, what)
+        if t is WEAK:
+            return target
+        if t.group != target.group:
+            raise LayoutError(f"{what}: the new value must be in the target's group "
+                              f"{target.group}, got {t.group}")
+        if len(t.shape) != len(target.shape) or not all(
+            proven_equal(a, b) for a, b in zip(t.shape, target.shape)
+        ):
+            raise ShapeError(f"{what}: the new value must have the target's shape "
+                             f"{shape_str(target.shape)}, got {shape_str(t.shape)}")
+        layout = t.layout
+        if isinstance(target.layout, ReplicatedLayout) and isinstance(layout, LocalLayout):
+            raise LayoutError(
+                f"{what}: a Replicated target must be updated with a Replicated or Sliced value, "
+                "got Local; its replicas would diverge: AllReduce the value first"
+            )
+        if isinstance(layout, NodeSliced) and not layout.reduced:
+            raise LayoutError(f"{what}: a target must be updated with a value reduced over the "
+                              f"whole group, got {layout}; AllReduce it across nodes first")
+        if isinstance(target.layout, Sliced) and layout != target.layout and not isinstance(
+            layout, ReplicatedLayout
+        ):
+            raise LayoutError(f"{what}: a {target.layout} target must be updated with a value "
+                              f"of the same layout, got {layout}")
+        if isinstance(target.layout, Sliced) and isinstance(layout, ReplicatedLayout):
+            layout = target.layout
+        return target.with_(layout=layout)
+
+    def __str__(self) -> str:
+        return f"Update({self.target}, {format_expr(self.expr)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """Each rank takes its own slice of a Replicated tensor: Replicated -> Sliced(dim).
+
+    No data moves (a view at an offset); schedules insert it so that a reduction such as
+    Norm(w) runs on 1/P of the data once the update it feeds runs on slices.
+    """
+
+    x: str
+    dim: int = 0
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return Slice(m.get(self.x, self.x), self.dim)
+
+    def infer(self, env, what):
+        t = env[self.x]
+        if t.layout == Sliced(self.dim):
+            return t  # already each rank's own slice (an as-slice'd input): the view is itself
+        require_layout(what, t, (ReplicatedLayout,), "only a Replicated tensor can be viewed "
+                        "as slices; a Local one must be reduced (ReduceScatter)")
+        if not 0 <= self.dim < t.rank:
+            raise ShapeError(f"{what}: dim must be in [0, {t.rank}), got {self.dim}")
+        return t.with_(layout=Sliced(self.dim))
+
+    def __str__(self):
+        return f"Slice({self.x}" + (f", dim={self.dim})" if self.dim else ")")
+
+
+@dataclass(frozen=True, slots=True)
+class MatMul:
+    """a @ b for a of shape [..., M, K] and a 2-D b of shape [K, N], with Megatron's layouts.
+
+    Replicated x Sliced(1) -> Sliced(last)   (column-parallel: each rank owns output columns)
+    Sliced(last) x Sliced(0) -> Local       (row-parallel: partial sums, AllReduce them)
+    Sliced(0) x Replicated -> Sliced(0)      (data-parallel rows)
+    Replicated x Replicated -> Replicated;  Local x Replicated -> Local
+    """
+
+    a: str
+    b: str
+
+    def operands(self):
+        return (self.a, self.b)
+
+    def rename(self, m):
+        return MatMul(m.get(self.a, self.a), m.get(self.b, self.b))
+
+    def infer(self, env, what):
+        ta, tb = env[self.a], env[self.b]
+        if ta.group != tb.group:
+            raise LayoutError(f"{what}: operands must be in the same group, got {ta.group} and "
+                              f"{tb.group}")
+        if ta.rank < 2 or tb.rank != 2:
+            raise ShapeError(f"{what}: operands must be [..., M, K] and [K, N], got "
+                             f"{shape_str(ta.shape)} and {shape_str(tb.shape)}")
+        if not proven_equal(ta.shape[-1], tb.shape[0]):
+            raise ShapeError(f"{what}: inner dims must match, got {shape_str(ta.shape)} @ "
+                             f"{shape_str(tb.shape)} ({ta.shape[-1]} vs {tb.shape[0]})")
+        if ta.dtype != tb.dtype:
+            raise DTypeError(f"{what}: operands must share a dtype, got {ta.dtype} and "
+                             f"{tb.dtype}; Cast one of them")
+        shape = ta.shape[:-1] + (tb.shape[1],)
+        last = len(shape) - 1
+        la, lb = ta.layout, tb.layout
+        rules = {
+            (ReplicatedLayout, ReplicatedLayout): Replicated,
+            (LocalLayout, ReplicatedLayout): Local,
+            (ReplicatedLayout, LocalLayout): Local,
+            (LocalLayout, LocalLayout): Local,
+        }
+        key = (type(la), type(lb))
+        if key in rules:
+            layout = rules[key]
+        elif isinstance(la, ReplicatedLayout) and lb == Sliced(1):
+            layout = Sliced(last)
+        elif la == Sliced(ta.rank - 1) and lb == Sliced(0):
+            layout = Local
+        elif isinstance(la, Sliced) and la.dim < ta.rank - 1 and isinstance(lb, ReplicatedLayout):
+            layout = la
+        else:
+            raise LayoutError(
+                f"{what}: layouts {la} @ {lb} are not a supported parallel MatMul; use "
+                "Replicated @ Sliced(1) (column-parallel), Sliced(last) @ Sliced(0) "
+                "(row-parallel, then AllReduce) or Sliced(0) @ Replicated"
+            )
+        return TensorType(ta.dtype, shape, layout, ta.group)
+
+    def __str__(self):
+        return f"MatMul({self.a}, {self.b})"
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceTensor:
+    """Reduce all elements of a tensor to a scalar (accumulated in f32).
+
+    Over a Sliced tensor each rank reduces its slice and the partials are all-reduced, so the
+    result is Replicated: this op communicates when its input is Sliced.
+    """
+
+    op: ReduceOp
+    x: str
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return ReduceTensor(self.op, m.get(self.x, self.x))
+
+    def infer(self, env, what):
+        return _reduction_type(env[self.x])
+
+    def __str__(self):
+        return f"ReduceTensor({self.op}, {self.x})"
+
+
+@dataclass(frozen=True, slots=True)
+class Norm:
+    """The L2 norm of a tensor, a scalar in f32; over a Sliced tensor it all-reduces the
+    partial sums of squares (so it communicates)."""
+
+    x: str
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return Norm(m.get(self.x, self.x))
+
+    def infer(self, env, what):
+        return _reduction_type(env[self.x])
+
+    def __str__(self):
+        return f"Norm({self.x})"
+
+
+# The reductions of ReduceAxis: sum, max, min, mean (sum / extent) and norm (the L2 norm,
+# sqrt of the sum of squares), all accumulated in f64 and rounded once to the result dtype.
+AXIS_REDUCTIONS = ("sum", "max", "min", "mean", "norm")
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceAxis:
+    """Reduce an elementwise expression over one axis, keeping it as a dim of size 1 (keep-dims),
+    so the result broadcasts back against the rows it reduced: RMSNorm's mean of squares is
+    ReduceAxis("mean", x * x, axis=1) : [T, 1].
+
+    The result has the expression's dtype and layout: a reduction over an axis that is not the
+    Sliced one runs on each rank's own rows (Sliced(0) rows stay Sliced(0)); over the Sliced
+    axis itself each rank holds 1/P of the elements reduced, which needs a collective, so it is
+    refused (ReduceTensor and Norm reduce a whole tensor across ranks).
+    """
+
+    op: str
+    expr: Expr
+    axis: int
+
+    def operands(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(expr_refs(self.expr)))
+
+    def rename(self, m: Mapping[str, str]) -> ReduceAxis:
+        return ReduceAxis(self.op, rename_expr(self.expr, m), self.axis)
+
+    def input_type(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        """The type of the expression reduced (before the axis shrinks to 1)."""
+        t = expr_type(self.expr, env, what)
+        if t is WEAK or t.rank == 0:
+            raise ShapeError(f"{what}: a reduction over an axis must reduce a tensor, got "
+                             f"{'only literals' if t is WEAK else 'a scalar'}; use a tensor of "
+                             "rank >= 1")
+        return t
+
+    def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        if self.op not in AXIS_REDUCTIONS:
+            raise VerifyError(f"{what}: reduction must be one of {AXIS_REDUCTIONS}, got "
+                              f"{self.op!r}")
+        t = self.input_type(env, what)
+        if not 0 <= self.axis < t.rank:
+            raise ShapeError(f"{what}: axis must be in [0, {t.rank}) for a tensor of shape "
+                             f"{shape_str(t.shape)}, got {self.axis}")
+        if t.layout == Sliced(self.axis):
+            raise LayoutError(
+                f"{what}: the reduced axis must not be the Sliced one without a collective, got "
+                f"axis {self.axis} of a {t.layout} value (each rank holds 1/P of the elements "
+                f"along axis {self.axis}); AllGather the value first, reduce over another "
+                "axis, or reduce the whole tensor across ranks (ReduceTensor, Norm, Mean "
+                "without an axis)")
+        if isinstance(t.layout, OnRoot):
+            raise LayoutError(f"{what}: input must be Local, Replicated or Sliced, got "
+                              f"{t.layout}; Broadcast it first")
+        shape = t.shape[:self.axis] + (sympy.Integer(1),) + t.shape[self.axis + 1:]
+        return t.with_(shape=shape)
+
+    def __str__(self) -> str:
+        return f"ReduceAxis({self.op}, {format_expr(self.expr)}, axis={self.axis})"
+
+
+def _reduction_type(t: TensorType) -> TensorType:
+    if isinstance(t.layout, NodeSliced):
+        raise LayoutError(f"a norm or reduction must read a Local, Replicated or Sliced tensor, "
+                          f"got {t.layout}; gather it inside each node first")
+    layout = Replicated if isinstance(t.layout, Sliced) else t.layout
+    return TensorType(float32, (), layout, t.group)
