@@ -1,5 +1,6 @@
 """The Megatron MLP in f16 (studies/kernel_ops.py:mlp, two MatMuls) on the CPU through the
-runtime's check path (workbench.runtime.checks: make_inputs, reference, reference_problem) at Megatron's
+runtime's check path (workbench.runtime.checks: make_inputs, reference, reference_problem) at
+Megatron's
 H and F and a few tokens: with the weights drawn as before (standard normal) the reference
 overflows f16 and the check names the statement; with the weights scaled by 1/sqrt(K) (the
 inputs compile-and-measure draws now) it stays finite. No GPU needed.
@@ -14,8 +15,8 @@ import time
 
 import numpy as np
 
-from workbench.runtime import checks
 from workbench.loader import load
+from workbench.runtime import checks
 
 
 def main() -> None:

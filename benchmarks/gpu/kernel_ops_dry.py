@@ -1,9 +1,11 @@
-"""The CPU-only part of benchmarks/gpu/run_kernel_ops.sh (`run_kernel_ops.sh dry`): given the arguments
+"""The CPU-only part of benchmarks/gpu/run_kernel_ops.sh (`run_kernel_ops.sh dry`): given the
+arguments
 of one compile-and-measure command of the GPU run, do everything that command does before it
 needs a GPU, so that a command that would fail on the GPU fails here first:
 
 1. parse the arguments with compile-and-measure's own click parser and check its sizes as it
-   does (workbench.cli.measure.job_sizes: every --set must name a size of every program; GPU run 23's
+   does (workbench.cli.measure.job_sizes: every --set must name a size of every program; GPU run
+   23's
    part 1 stopped at once on that);
 2. run `workbench check` on every program with every size set of the job at the job's P;
 3. lower every program and schedule for that P and compile each generated kernel with nvcc;
@@ -27,14 +29,14 @@ def dry(args: list[str], reference: bool = True) -> int:
     """Dry-run one compile-and-measure command given by its arguments; returns the number of
     failures (each printed)."""
     os.environ.setdefault("WB_CACHE_DIR", tempfile.mkdtemp(prefix="wb-dry-"))
-    from workbench.cli.main import main as cli_main
-    from workbench.cli.measure import compile_and_measure, job_sizes
     from codegen.lower import lower
     from codegen.render import include_dir, render
-    from workbench.runtime import checks
-    from workbench.runtime.compiler import compile_cubin
+    from workbench.cli.main import main as cli_main
+    from workbench.cli.measure import compile_and_measure, job_sizes
     from workbench.errors import WorkbenchError
     from workbench.loader import load
+    from workbench.runtime import checks
+    from workbench.runtime.compiler import compile_cubin
 
     ctx = compile_and_measure.make_context("compile-and-measure", list(args))
     params = ctx.params

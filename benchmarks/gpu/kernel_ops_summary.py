@@ -15,7 +15,8 @@ import pandas as pd
 
 def main(res: Path) -> None:
     print("# Issue 15 on one GPU (benchmarks/gpu/run_kernel_ops.sh)\n")
-    for stem in ("kernel-ops-checks-thf", "kernel-ops-checks-n", "kernel-ops-mlp", "kernel-ops-epilogue-megatron"):
+    for stem in ("kernel-ops-checks-thf", "kernel-ops-checks-n", "kernel-ops-mlp",
+                 "kernel-ops-epilogue-megatron"):
         path = res / f"{stem}.csv"
         if not path.exists():
             print(f"## {stem}\n\nnot run (no {path.name})\n")

@@ -172,9 +172,9 @@ def generated(torch, gpu, case: str, spec: str, sched: str, x: dict, reps: int,
     the codegen knobs that change speed per machine: the fused collective's unroll, its
     blocks per SM, its bytes per vector and its cache hint."""
     from codegen.lower import lower
-    from workbench.runtime.torch_bridge import BoundPlan
     from wbtorch.programs import pick_schedule, roles
     from workbench.loader import load
+    from workbench.runtime.torch_bridge import BoundPlan
 
     pf = load(str(ROOT / spec))
     program = pick_schedule(pf, sched)

@@ -1,6 +1,7 @@
 """Measured microbenchmarks -> a hardware profile (the CPU half of `workbench calibrate`).
 
-`workbench calibrate --gpus P` measures on the GPUs (workbench/runtime/calibrate.py) and writes a raw
+`workbench calibrate --gpus P` measures on the GPUs (workbench/runtime/calibrate.py) and writes a
+raw
 file; this package reads it (`raw`), fits the model's constants (`nccl` for the collectives,
 `fits` for the rest, `profile` for all of them together into one profile) and writes the
 profile with a report of the fit errors (`report`) that `load_hardware` (and so

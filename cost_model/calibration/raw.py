@@ -1,6 +1,7 @@
 """Reading a raw calibration file: what `workbench calibrate` measures, checked, as rows.
 
-The raw file is JSON written by the GPU half (workbench/runtime/calibrate.py, workbench/runtime/calibrate_worker.py,
+The raw file is JSON written by the GPU half (workbench/runtime/calibrate.py,
+workbench/runtime/calibrate_worker.py,
 which sweeps the sizes and shapes named here). Every section but `device` (and `collectives`
 on more than one GPU) is optional: files written before a section existed still read, and a
 missing section leaves its profile fields as the base preset has them.

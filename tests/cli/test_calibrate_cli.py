@@ -5,9 +5,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from workbench.cli.measure import calibrate
 from cost_model import calibration
 from cost_model.hardware import load_hardware, preset
+from workbench.cli.measure import calibrate
 
 
 def _run(args):
@@ -87,8 +87,8 @@ def test_dropout_section_from_the_generated_kernels(monkeypatch):
 
 
 def test_dropout_section_records_a_mismatch_or_a_fault(monkeypatch):
-    from workbench.runtime import calibrate
     from workbench.errors import RuntimeFault
+    from workbench.runtime import calibrate
 
     monkeypatch.setattr(calibrate, "run_job", lambda *a, **k: _records(plain_ok=False))
     got = calibrate._dropout(2, 60.0, None)

@@ -41,7 +41,8 @@ def test_show_a_schedule(capsys):
 def test_unknown_schedule(capsys):
     code, _, err = run_cli(capsys, "show", str(ROOT / "studies/sgd.py"), "--schedule", "nope")
     assert code == 2
-    assert "--schedule must name a schedule of" in err and "known: ar-opt, fuse-rs-c-ag, fuse-rs-c-ag-ring, rs-c-ag" in err
+    assert "--schedule must name a schedule of" in err
+    assert "known: ar-opt, fuse-rs-c-ag, fuse-rs-c-ag-ring, rs-c-ag" in err
 
 
 def test_missing_file(capsys):

@@ -99,7 +99,8 @@ def test_autotuner_candidates_get_folders_of_their_own(capsys, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--schedule", "nope"], "error: --schedule must name a schedule of studies/sgd.py, got "
-                             "'nope'; known: ar-opt, fuse-rs-c-ag, fuse-rs-c-ag-ring, rs-c-ag, unscheduled"),
+                             "'nope'; known: ar-opt, fuse-rs-c-ag, fuse-rs-c-ag-ring, rs-c-ag, "
+                             "unscheduled"),
     (["--codegen", "unroll=3"], "error: --codegen unroll must be one of (1, 2, 4), got 3; 1 is "
                                 "the default"),
     (["--set", "M=4"], "error: --set must name sizes of program sgd, got M; known: N, P"),

@@ -1,4 +1,5 @@
-"""benchmarks/gpu/kernel_ops_dry.py (`run_kernel_ops.sh dry`): one compile-and-measure command's arguments
+"""benchmarks/gpu/kernel_ops_dry.py (`run_kernel_ops.sh dry`): one compile-and-measure command's
+arguments
 checked on the CPU as the GPU run would check them. GPU run 23's part 1 named programs of
 different sizes in one command and stopped at once; the dry run must fail on that too."""
 

@@ -6,8 +6,8 @@ import click
 import pandas as pd
 import pytest
 
-from workbench.cli import sweep
 from studies.sweep import OPTIMIZER_SIZES
+from workbench.cli import sweep
 
 
 def _csv(tmp_path, name, rows):

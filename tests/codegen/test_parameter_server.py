@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from codegen.lower import lower
 from codegen.plan import KernelStep, NcclStep
 from cost_model import load_hardware, program_cost
-from workbench.runtime import checks
 from simulator import simulate
 from workbench import (
     Broadcast,
@@ -31,6 +30,7 @@ from workbench import (
 )
 from workbench.errors import IllegalTransform
 from workbench.loader import load
+from workbench.runtime import checks
 from workbench.transforms import Fuse
 
 

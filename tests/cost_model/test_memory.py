@@ -4,9 +4,9 @@ that does not fit."""
 import pytest
 from click.testing import CliRunner
 
-from workbench.cli.simulate import simulate as simulate_cmd
 from cost_model.hardware import preset
 from cost_model.ops import CostContext, peak_memory
+from workbench.cli.simulate import simulate as simulate_cmd
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 

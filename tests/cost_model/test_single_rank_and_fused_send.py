@@ -6,7 +6,6 @@ import dataclasses
 
 import pytest
 
-from workbench.cli.simulate import candidates
 from cost_model.hardware import preset
 from cost_model.ops import (
     CostContext,
@@ -17,6 +16,7 @@ from cost_model.ops import (
     stmt_cost,
 )
 from simulator import simulate
+from workbench.cli.simulate import candidates
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 

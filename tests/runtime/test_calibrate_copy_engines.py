@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbench.runtime.calibrate_copy_engines import copy_engine_pushes, copy_slot
 from workbench.errors import RuntimeFault
+from workbench.runtime.calibrate_copy_engines import copy_engine_pushes, copy_slot
 
 SIZES = [64, 256]  # bytes per peer, small stand-ins for 256 MiB and 1 GiB
 

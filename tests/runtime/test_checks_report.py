@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from conftest import load_study
 
+from workbench import interpreter
 from workbench.cli.results_table import NVLINK_BPS, table
 from workbench.runtime import checks
 from workbench.runtime.worker import comm_bytes
-from workbench import interpreter
 
 
 def test_sampled_reference_equals_the_full_one(monkeypatch):
@@ -140,7 +140,8 @@ def test_the_headline_is_the_speedup_over_the_fastest_baseline():
 def test_a_reference_row_is_never_the_fastest_baseline():
     """GPU run 22 (H100, P = 1, T = H = 2048): the MatMul alone (0.039 ms, a floor without the
     all_reduce and the epilogue) was taken as the layer's fastest baseline. It is a
-    reference, tagged so by the worker (workbench.runtime.baselines.row_kind) and, in results written
+    reference, tagged so by the worker (workbench.runtime.baselines.row_kind) and, in results
+    written
     before that, known by its name."""
     from workbench.cli.results_table import headline
     from workbench.runtime.baselines import REFERENCES, row_kind

@@ -8,9 +8,9 @@ import types
 
 import pytest
 
+from workbench.errors import RuntimeFault
 from workbench.runtime import comm
 from workbench.runtime import launcher as L
-from workbench.errors import RuntimeFault
 
 _MPIRUN = L.find_mpirun()
 needs_mpirun = pytest.mark.skipif(

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from workbench.errors import RuntimeFault
 from workbench.runtime import launcher as L
 from workbench.runtime.launcher import launch
-from workbench.errors import RuntimeFault
 
 FAKE = str(Path(__file__).with_name("fake_rank.py"))
 _MPIRUN = L.find_mpirun()

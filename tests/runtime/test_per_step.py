@@ -175,7 +175,8 @@ def test_steps_command_names_a_schedule_the_program_lacks(tmp_path):
     result = CliRunner().invoke(sweep_main, ["steps", str(path)])
     assert result.exit_code != 0
     assert (f"{path}: schedule 'no-such' must be one of studies/adam.py:mixed's, got none of "
-            "that name (known: ar-opt, fuse-rs-c-ag, fuse-rs-c-ag-ring, rs-c-ag, rs-c-ag-sliced-state)") in result.output
+            "that name (known: ar-opt, fuse-rs-c-ag, fuse-rs-c-ag-ring, rs-c-ag, "
+            "rs-c-ag-sliced-state)") in result.output
 
 
 def test_steps_command_says_what_a_malformed_json_lacks(tmp_path):

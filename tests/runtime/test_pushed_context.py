@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from workbench.runtime import gpu as gpu_mod
 from workbench.errors import RuntimeFault
+from workbench.runtime import gpu as gpu_mod
 
 
 class FakeContext:

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from workbench.cli.main import main
+from workbench.errors import RuntimeFault
 from workbench.runtime import job as runtime_job
 from workbench.runtime.worker import ResultsLog, write_json_atomic
-from workbench.errors import RuntimeFault
 
 META = {"device": "fake", "P": 2}
 FAULT = ("rank 1 must exit 0, got exit code 7; every rank was stopped. Last lines:\n"

@@ -5,11 +5,11 @@ and `workbench simulate --explain` naming NCCL's pick."""
 import pytest
 from click.testing import CliRunner
 
-from workbench.cli.simulate import simulate as simulate_cmd
 from cost_model.collectives import choose_plan
 from cost_model.hardware import preset
 from cost_model.ops import program_cost
 from simulator import simulate
+from workbench.cli.simulate import simulate as simulate_cmd
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 

@@ -5,12 +5,12 @@ do not."""
 
 import pytest
 
-from workbench.cli.main import main
 from cost_model.hardware import preset
 from cost_model.ops import program_cost
 from simulator import simulate
 from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import AllReduce, Local, Program, Size, Sum, Tensor, float32
+from workbench.cli.main import main
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 

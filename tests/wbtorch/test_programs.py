@@ -53,7 +53,8 @@ def test_a_mixed_program_is_refused_with_why():
 def test_a_schedule_the_program_does_not_have():
     pf = load(str(ROOT / "studies/adam.py"))
     with pytest.raises(ProgramRoleError, match=r"schedule must be one of the program file's "
-                       r"schedules, got 'fuse-everything'; .*adam.py has: unscheduled, ar-opt, rs-c-ag"):
+                       r"schedules, got 'fuse-everything'; "
+                       r".*adam.py has: unscheduled, ar-opt, rs-c-ag"):
         pick_schedule(pf, "fuse-everything")
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.runtime import checks
 from workbench import (
     AllReduce,
     Compute,
@@ -24,6 +23,7 @@ from workbench import (
     sqrt,
 )
 from workbench.interpreter import first_nonfinite, input_scales, random_inputs, run
+from workbench.runtime import checks
 
 SIZES = {"T": 16, "H": 256, "F": 1024, "P": 2}
 

@@ -14,7 +14,7 @@ def test_study_ir_is_golden(study, spec):
                   "\n\n".join(parts) + "\n")
 
 
-# Programs beyond CoCoNet's figures (not studies of CoCoNet's figures: the autotuner's search is not pinned
+# Programs beyond CoCoNet's figures (the autotuner's search is not pinned
 # for them): the parameter server and its fused schedules, and the GPU run's programs.
 EXTRA_SPECS = ["studies/parameter_server.py", "studies/kernel_ops.py",
                "studies/kernel_ops.py:epilogue_bf16", "studies/kernel_ops.py:mlp",

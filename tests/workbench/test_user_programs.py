@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.cli.main import main as cli_main
 from codegen.lower import lower
 from codegen.plan import KernelStep
 from workbench import interpreter
+from workbench.cli.main import main as cli_main
 from workbench.interpreter import assert_equivalent
 from workbench.loader import load
 
@@ -79,8 +79,8 @@ def test_workbench_check_and_simulate_take_them(spec, capsys):
     assert cli_main(["simulate", spec, "--hardware", "h200x4", "--set", "N=2**26"]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line for line in out.splitlines()[2:]}
-    assert set(rows) - {"ar-opt", "fuse-rs-c-ag-ring"} == {"unscheduled", "rs-c-ag", "rs-c-ag-sliced-state",
-                                      "fuse-rs-c-ag"}
+    assert set(rows) - {"ar-opt", "fuse-rs-c-ag-ring"} == {
+        "unscheduled", "rs-c-ag", "rs-c-ag-sliced-state", "fuse-rs-c-ag"}
     # the fused step: one kernel, the state left sliced; predicted fastest on h200x4
     assert rows["fuse-rs-c-ag"].split()[-2] == "*"
     assert rows["fuse-rs-c-ag"].split()[-1].endswith("_s")

@@ -146,9 +146,7 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
 def _lowers(programs, sizes: dict) -> None:
     """Lower every program as compile-and-measure would (P ranks per group): what `check`
     approves, lowering accepts (two Updates of one tensor, say, are refused here)."""
-    from codegen.lower import lower
-
-    from codegen.lower import SIMULATED_ONLY
+    from codegen.lower import SIMULATED_ONLY, lower
 
     for name, program in programs:
         try:

@@ -9,9 +9,9 @@ import statistics
 from cost_model.calibration import (
     COPY_ENGINE_NBYTES,
 )
+from workbench.errors import RuntimeFault
 from workbench.runtime.calibrate_kernels import Kernels
 from workbench.runtime.calibrate_progress import log
-from workbench.errors import RuntimeFault
 
 
 def copy_slot(sender: int, receiver: int) -> int:

@@ -235,11 +235,11 @@ class Gpu:
     def collective(self, op: str, reduce: str, src: int, dst: int, count: int, dtype: str,
                    root: int = 0, stream: int = 0, comm: str = "group") -> None:
         """Enqueue one NCCL collective on raw device addresses: op is all_reduce,
-        reduce_scatter, all_gather, broadcast, reduce or all_to_all (codegen.plan.NcclStep); count is elements
-        per rank (the send count of all_gather, the receive count of reduce_scatter); stream
-        is a CUstream handle (0: the legacy default stream); comm "inter": on the rail's
-        communicator of a node view (use_nodes). Through nccl4py where it imports, else
-        torch.distributed."""
+        reduce_scatter, all_gather, broadcast, reduce or all_to_all (codegen.plan.NcclStep);
+        count is elements per rank (the send count of all_gather, the receive count of
+        reduce_scatter); stream is a CUstream handle (0: the legacy default stream); comm
+        "inter": on the rail's communicator of a node view (use_nodes). Through nccl4py where it
+        imports, else torch.distributed."""
         inter = comm == "inter"
         if inter and self.inter is None:
             raise RuntimeFault("an NCCL call across nodes must run on the rail communicator, "
