@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -138,13 +139,17 @@ def execute(runs: list[Run], gpus: int, out: Path) -> list[dict]:
         print(f"[{run.suite}/{run.name}] {record['command']}", flush=True)
         t0 = time.monotonic()
         with open(out / f"{run.name}.log", "w") as log:
+            # Its own session, so a timeout ends everything it started (torchrun's ranks, the
+            # workbench's launcher and workers), not only the direct child.
+            proc = subprocess.Popen(run.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                    env={**os.environ, **dict(run.env)}, start_new_session=True)
             try:
-                done = subprocess.run(run.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                      env={**os.environ, **dict(run.env)},
-                                      timeout=run.timeout_s)
-                record.update(status="ok" if done.returncode == 0 else "failed",
-                              returncode=done.returncode)
-            except subprocess.TimeoutExpired:  # run() kills the child; its group is its own
+                returncode = proc.wait(timeout=run.timeout_s)
+                record.update(status="ok" if returncode == 0 else "failed",
+                              returncode=returncode)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
                 record.update(status=f"timed out after {run.timeout_s} s")
         record["wall_s"] = round(time.monotonic() - t0, 1)
         print(f"[{run.suite}/{run.name}] {record['status']} ({record['wall_s']} s)", flush=True)

@@ -5,7 +5,9 @@ command's script exists, and bad input exits 2 with one message."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+import time
 
 import pytest
 from conftest import ROOT
@@ -64,3 +66,23 @@ def test_a_run_needing_more_gpus_is_skipped_and_recorded(tmp_path):
     records = harness.execute([run, failing], 1, tmp_path)
     assert records[0]["status"] == "skipped: needs 2 GPUs, got 1"
     assert records[1]["status"] == "failed" and records[1]["returncode"] == 3
+
+
+def test_a_run_that_times_out_leaves_nothing_running(tmp_path):
+    """The run's whole process group ends at its timeout, grandchildren included."""
+    pid_file = tmp_path / "child.pid"
+    code = ("import subprocess, sys, time; "
+            "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            f"open({str(pid_file)!r}, 'w').write(str(c.pid)); time.sleep(60)")
+    run = harness.Run("x", "hangs", (sys.executable, "-c", code), timeout_s=2)
+    (record,) = harness.execute([run], 1, tmp_path)
+    assert record["status"] == "timed out after 2 s"
+    child = int(pid_file.read_text())
+    for _ in range(50):  # the kill is asynchronous; the child is reaped by init
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"process {child} outlived the run")
