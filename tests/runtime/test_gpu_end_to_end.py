@@ -27,8 +27,13 @@ def test_every_schedule_checks_on_gpus(spec):
     n = P * (3 * 2**16 + 8)
     res = run_job([str(ROOT / spec)], P, [{"N": n}], "all", 20, 2, False, 60.0)
     rows = [r for r in res["records"] if r["kind"] == "workbench"]
-    assert len(rows) >= 2
-    for r in rows:
+    # CoCoNet's ring-fused form is priced and simulated only (no fused network collective
+    # to generate it into): its row says so and is the only one allowed not to run.
+    simulated_only = [r for r in rows if "simulated only" in r["check"]]
+    assert all(r["schedule"].endswith("-ring") for r in simulated_only), simulated_only
+    ran = [r for r in rows if r not in simulated_only]
+    assert len(ran) >= 2
+    for r in ran:
         assert r["check"].startswith("ok"), (r["schedule"], r["check"])
         assert r["median_ms"] > 0
 
