@@ -1,0 +1,274 @@
+"""A data-parallel training step of the example GPT, simulated (design note 84): the forward
+and backward kernels of `cost_model.training` on one GPU's SMs, the gradient buckets' work as
+each side does it, and the phases a user measures (forward, backward, exposed communication,
+optimizer), for torch (DDP + fused AdamW, or the plain model at P = 1) and for the
+workbench's optimizer (each bucket's AllReduce + Adam as the optimizer program's schedule
+runs it, after backward or launched from backward).
+
+Resources (SimPy, one representative rank: data parallelism is symmetric): `gpu`, the SMs,
+which kernels of every stream take in turn (design note 16: a fused collective beside cuBLAS
+time-shares the SMs, measured), and `link`, the communication stream's NCCL calls, one after
+another, which run beside the kernels. Every duration comes from cost_model: kernels from
+`cost_model.training.kernel_s`, a bucket's statements from `cost_model.ops.stmt_cost`, DDP's
+AllReduce from `cost_model.collectives.collective_time`. At P = 1 nothing uses the link.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import simpy
+
+from cost_model import training as ct
+from cost_model.collectives import collective_time
+from cost_model.hardware import Cluster
+from cost_model.ops import CostContext, stmt_cost
+from simulator.timeline import Row
+from workbench import ir
+from workbench.errors import WorkbenchError
+
+SIDES = ("torch", "workbench")
+PHASES = ("forward", "backward", "exposed_comm", "optimizer")
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One piece of a bucket's optimizer work: it holds the GPU's SMs (`gpu`: a kernel, a
+    fused collective) or the communication stream (`link`: an NCCL call) for `seconds`."""
+
+    name: str
+    resource: str
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """How one side trains: `torch` (DDP with its buckets when `ddp`, else the plain model;
+    fused AdamW after backward) or `workbench` (a bucket's `stages` per bucket size, after
+    backward or, with `overlap`, launched from backward as soon as the bucket is complete;
+    gradients moved into buckets as `accumulate` says: copy, or add as GPU run 30 did)."""
+
+    kind: str
+    ddp: bool = True
+    overlap: bool = False
+    accumulate: str = "copy"
+    bucket_bytes: int = ct.DDP_BUCKET_BYTES
+    schedule: str = ""
+    stages: Mapping[int, tuple[Stage, ...]] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        if self.kind == "torch":
+            return "torch " + ("DDP" if self.ddp else "plain") + " + AdamW(fused)"
+        return (f"workbench {self.schedule} " + ("in backward" if self.overlap
+                                                 else "after backward"))
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """A simulated step: the phases a user measures (seconds; backward_phase_s and
+    optimizer_phase_s as CUDA events around loss.backward() and opt.step() see them, the
+    exposed communication inside them), the buckets, and the timeline."""
+
+    side: str
+    label: str
+    P: int
+    forward_s: float
+    backward_s: float
+    exposed_comm_s: float
+    optimizer_s: float
+    backward_phase_s: float
+    optimizer_phase_s: float
+    buckets: int
+    link_busy_s: float
+    rows: tuple[Row, ...] = ()
+
+    @property
+    def step_s(self) -> float:
+        return self.forward_s + self.backward_phase_s + self.optimizer_phase_s
+
+
+def program_stages(program: ir.Program, cluster: Cluster, bound) -> tuple[Stage, ...]:
+    """A bucket's optimizer program (a schedule of studies/adam.py bound to the bucket's N and
+    P) as stages, statement by statement at the cost model's prices: an NCCL collective over
+    several ranks holds the link (its host cost paid ahead, note 9); everything else (kernels,
+    fused collectives, NCCL's copy over a group of one rank) the GPU."""
+    ctx = CostContext(program, cluster, bound)
+    out = []
+    for s in program.stmts:
+        c = stmt_cost(ctx, s)
+        nccl = type(s.op) in ir.COMMUNICATION_OPS and c.bottleneck == "link"
+        out.append(Stage(s.outs[0].name, "link" if nccl else "gpu",
+                         float(c.time_s) - float(c.host_s)))
+    return tuple(out)
+
+
+def padded_numel(used: int, P: int) -> int:
+    """A bucket of `used` elements padded to a multiple of P x 8, as wbtorch.buckets pads it
+    (a generated schedule's N divides by P; each rank's slice starts 16-byte aligned)."""
+    unit = 8 * P
+    return -(-used // unit) * unit
+
+
+def workbench_bucket_numels(shape: ct.GptShape, P: int, bucket_bytes: int) -> tuple[int, ...]:
+    """The padded sizes of the workbench's buckets (one optimizer program per size)."""
+    params = ct.parameters(shape)
+    numel = dict(params)
+    return tuple(padded_numel(sum(numel[n] for n in b), P)
+                 for b in ct.fill_buckets(params, shape.itemsize, bucket_bytes))
+
+
+class _Step:
+    """One step's SimPy processes on one representative rank."""
+
+    def __init__(self, shape: ct.GptShape, cluster: Cluster, P: int, side: Side,
+                 gemm_efficiency: float):
+        self.shape, self.cluster, self.P, self.side = shape, cluster, P, side
+        self.eff = gemm_efficiency
+        self.env = simpy.Environment()
+        self.gpu = simpy.Resource(self.env, capacity=1)
+        self.link = simpy.Resource(self.env, capacity=1)
+        self.rows: list[Row] = []
+        self.gpu_busy: list[tuple[float, float]] = []
+        self.link_busy = 0.0
+        params = ct.parameters(shape)
+        self.numel = dict(params)
+        first = ct.DDP_FIRST_BUCKET_BYTES if side.kind == "torch" else None
+        self.buckets = ct.fill_buckets(params, shape.itemsize, side.bucket_bytes, first)
+        self.bucket_of = {n: i for i, b in enumerate(self.buckets) for n in b}
+        self.missing = [len(b) for b in self.buckets]
+        self.launched = 0  # buckets launched, in bucket order (as DDP and wbtorch issue them)
+        self.bucket_done = [self.env.event() for _ in self.buckets]
+
+    # -- resources ------------------------------------------------------------------------
+    def hold(self, resource: str, name: str, seconds: float, stream: str):
+        """Hold the GPU's SMs or the link for `seconds`, recording the row."""
+        res = self.gpu if resource == "gpu" else self.link
+        with res.request() as req:
+            yield req
+            start = self.env.now
+            yield self.env.timeout(seconds)
+            self.rows.append(Row(start, self.env.now, 0, stream if resource == "gpu" else
+                                 "link", name))
+            if resource == "gpu":
+                self.gpu_busy.append((start, self.env.now))
+            else:
+                self.link_busy += seconds
+
+    def bucket_numel(self, b: int) -> int:
+        """A bucket's elements as the workbench pads it (a multiple of P x 8)."""
+        return padded_numel(sum(self.numel[n] for n in self.buckets[b]), self.P)
+
+    # -- buckets --------------------------------------------------------------------------
+    def ready(self, grads):
+        """Gradients just completed: launch every bucket that is complete, in bucket order."""
+        for g in grads:
+            self.missing[self.bucket_of[g]] -= 1
+        while self.launched < len(self.buckets) and self.missing[self.launched] == 0:
+            b = self.launched
+            self.launched += 1
+            if self.side.kind == "torch" and self.side.ddp and self.P > 1:
+                self.env.process(self.allreduce(b))
+            elif self.side.kind == "workbench" and self.side.overlap:
+                self.env.process(self.bucket_step(b, after=b - 1))
+            else:
+                self.bucket_done[b].succeed()
+
+    def allreduce(self, b: int):
+        """DDP's AllReduce of bucket b on the communication stream."""
+        nbytes = sum(self.numel[n] for n in self.buckets[b]) * self.shape.itemsize
+        t = collective_time("allreduce", nbytes, self.P, self.cluster, self.P)
+        yield from self.hold("link", f"allreduce bucket {b}",
+                             t - self.cluster.nccl.host_overhead_s, "link")
+        self.bucket_done[b].succeed()
+
+    def bucket_step(self, b: int, after: int):
+        """The workbench's step of bucket b (its stages in order, on the side stream), after
+        bucket `after`'s (one stream: buckets run in order)."""
+        if after >= 0:
+            yield self.bucket_done[after]
+        for st in self.side.stages[self.bucket_numel(b)]:
+            yield from self.hold(st.resource, f"bucket {b}: {st.name}", st.seconds, "side")
+        self.bucket_done[b].succeed()
+
+    # -- the stream -----------------------------------------------------------------------
+    def kernel(self, k: ct.Kernel):
+        yield from self.hold("gpu", k.name, ct.kernel_s(self.cluster, k, self.shape.dtype,
+                                                       self.eff), "stream")
+
+    def copy(self, name: str, numel: int, passes):
+        yield from self.hold("gpu", name, ct.copy_s(self.cluster, numel, self.shape.itemsize,
+                                                    passes), "stream")
+
+    def stream(self, marks: dict):
+        side = self.side
+        for k in ct.forward_kernels(self.shape):
+            yield from self.kernel(k)
+        marks["forward"] = self.env.now
+        ddp = side.kind == "torch" and side.ddp
+        for k in ct.backward_kernels(self.shape):
+            yield from self.kernel(k)
+            if not k.grads:
+                continue
+            numel = sum(self.numel[g] for g in k.grads)
+            if ddp:  # Reducer: the gradient into its bucket, scaled by 1/P
+                yield from self.copy(f"ddp copy-in {k.name}", numel, (1, 1))
+            elif side.kind == "workbench":
+                passes = ct.WB_GRAD_PASSES[side.accumulate]
+                yield from self.copy(f"into bucket {k.name}", numel, (passes - 1, 1))
+            self.ready(k.grads)
+        marks["backward_kernels"] = self.env.now
+        if ddp:  # finalize: wait for every AllReduce, copy the buckets back into .grad
+            yield self.env.all_of(self.bucket_done)
+            yield from self.copy("ddp copy-out", sum(self.numel.values()), (1, 1))
+        marks["backward"] = self.env.now
+        if side.kind == "torch":
+            yield from self.hold("gpu", "AdamW(fused)", ct.adamw_s(self.cluster,
+                                                                  sum(self.numel.values())),
+                                 "stream")
+        elif side.overlap:  # step(): torch's stream waits for the side stream
+            yield self.env.all_of(self.bucket_done)
+        else:
+            for b in range(len(self.buckets)):
+                for st in side.stages[self.bucket_numel(b)]:
+                    yield from self.hold(st.resource, f"bucket {b}: {st.name}", st.seconds,
+                                         "stream")
+        marks["step"] = self.env.now
+
+    def gpu_time(self, a: float, b: float) -> float:
+        """Seconds in [a, b] during which the SMs ran a kernel."""
+        return sum(max(0.0, min(e, b) - max(s, a)) for s, e in self.gpu_busy)
+
+    def run(self) -> StepResult:
+        marks: dict = {}
+        self.env.process(self.stream(marks))
+        self.env.run()
+        f, b, s = marks["forward"], marks["backward"], marks["step"]
+        idle_b = max(0.0, (b - f) - self.gpu_time(f, b))
+        idle_o = max(0.0, (s - b) - self.gpu_time(b, s))
+        return StepResult(self.side.kind, self.side.label, self.P, f, (b - f) - idle_b,
+                          idle_b + idle_o, (s - b) - idle_o, b - f, s - b, len(self.buckets),
+                          self.link_busy, tuple(sorted(self.rows, key=lambda r: r.t_start)))
+
+
+def simulate_step(shape: ct.GptShape, cluster: Cluster, P: int, side: Side,
+                  gemm_efficiency: float) -> StepResult:
+    """One training step of `shape` on P data-parallel GPUs of `cluster` for `side`: the
+    phases and the timeline of a representative rank."""
+    if not isinstance(P, int) or P < 1 or P > cluster.world_size:
+        raise WorkbenchError(f"the data-parallel size P must be 1..{cluster.world_size} (the "
+                             f"GPUs of {cluster.name}), got {P!r}; pass --gpus or more --nodes")
+    if side.kind not in SIDES:
+        raise WorkbenchError(f"side must be one of {', '.join(SIDES)}, got {side.kind!r}")
+    if side.kind == "torch" and not side.ddp and P > 1:
+        raise WorkbenchError(f"torch without DDP must run at P = 1 (no gradient is averaged), "
+                             f"got P = {P}; use DDP")
+    step = _Step(shape, cluster, P, side, gemm_efficiency)
+    if side.kind == "workbench":
+        missing = {step.bucket_numel(b) for b in range(len(step.buckets))} - set(side.stages)
+        if missing:
+            raise WorkbenchError(f"the workbench side must have stages for every bucket size, "
+                                 f"got none for N = {sorted(missing)}; build them with "
+                                 "program_stages")
+    return step.run()
