@@ -61,8 +61,7 @@ class Side:
     def label(self) -> str:
         if self.kind == "torch":
             return "torch " + ("DDP" if self.ddp else "plain") + " + AdamW(fused)"
-        return (f"workbench {self.schedule} " + ("in backward" if self.overlap
-                                                 else "after backward"))
+        return "workbench " + ("in backward" if self.overlap else "after backward")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +81,7 @@ class StepResult:
     optimizer_phase_s: float
     buckets: int
     link_busy_s: float
+    schedule: str = ""
     rows: tuple[Row, ...] = ()
 
     @property
@@ -249,7 +249,8 @@ class _Step:
         idle_o = max(0.0, (s - b) - self.gpu_time(b, s))
         return StepResult(self.side.kind, self.side.label, self.P, f, (b - f) - idle_b,
                           idle_b + idle_o, (s - b) - idle_o, b - f, s - b, len(self.buckets),
-                          self.link_busy, tuple(sorted(self.rows, key=lambda r: r.t_start)))
+                          self.link_busy, self.side.schedule,
+                          tuple(sorted(self.rows, key=lambda r: r.t_start)))
 
 
 def simulate_step(shape: ct.GptShape, cluster: Cluster, P: int, side: Side,

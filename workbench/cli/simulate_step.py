@@ -12,8 +12,13 @@ import click
 
 from cost_model import training as ct
 from cost_model.hardware import PRESETS, load_hardware
-from simulator.training import Side, StepResult, program_stages, simulate_step, \
-    workbench_bucket_numels
+from simulator.training import (
+    Side,
+    StepResult,
+    program_stages,
+    simulate_step,
+    workbench_bucket_numels,
+)
 from workbench.cli.outputs import check_output_file, write_csv
 from workbench.errors import WorkbenchError
 from workbench.files import write_atomic
@@ -38,14 +43,14 @@ def gemm_efficiency_for(hardware: str, dtype: str, given: float | None) -> float
 
 def candidate_programs(program_file: str, schedule: str):
     """(name, program) of the schedules the workbench may run per bucket: the one named, or
-    for 'auto' the program as written and every named schedule that a backend generates
+    for 'auto' and 'all' the program as written and every named schedule that a backend generates
     (CoCoNet's ring-fused form is simulated only: left out, as wbtorch leaves it)."""
     loaded = load(program_file)
-    if schedule != "auto":
+    if schedule not in ("auto", "all"):
         if schedule == "unscheduled":
             return loaded, [("unscheduled", loaded.program)]
         if schedule not in loaded.schedules:
-            have = ", ".join(["auto", "unscheduled", *loaded.schedules])
+            have = ", ".join(["auto", "all", "unscheduled", *loaded.schedules])
             raise WorkbenchError(f"--schedule must be one of {have}, got {schedule!r}")
         return loaded, [(schedule, loaded.schedules[schedule].apply())]
     out = [("unscheduled", loaded.program)]
@@ -59,35 +64,23 @@ def candidate_programs(program_file: str, schedule: str):
     return loaded, out
 
 
-def bucket_stages(cands, cluster, P: int, numels) -> tuple[dict, str]:
-    """Per bucket size, the stages of the candidate of least time alone (wbtorch's
-    choose='predict' rule), and the names chosen."""
-    stages, chosen = {}, []
+def bucket_stages(name: str, program, cluster, P: int, numels) -> dict | None:
+    """Per bucket size, the stages of one schedule (None where it cannot run a bucket)."""
+    stages = {}
     for n in sorted(set(numels)):
-        best = None
-        for name, program in cands:
-            try:
-                st = program_stages(program, cluster, bind_sizes(program, {"N": n, "P": P}))
-            except WorkbenchError:
-                continue
-            t = sum(s.seconds for s in st)
-            if best is None or t < best[0]:
-                best = (t, name, st)
-        if best is None:
-            raise WorkbenchError(f"the optimizer program must have a schedule that runs a "
-                                 f"bucket of N = {n} on P = {P}, got none; pick another "
-                                 "--program or --schedule")
-        stages[n] = best[2]
-        chosen.append(best[1])
-    return stages, ",".join(sorted(set(chosen)))
+        try:
+            stages[n] = program_stages(program, cluster, bind_sizes(program, {"N": n, "P": P}))
+        except WorkbenchError:
+            return None
+    return stages
 
 
-def row(hardware: str, nodes: int, shape: ct.GptShape, r: StepResult, schedule: str,
-        torch_s: float) -> dict:
+def row(hardware: str, nodes: int, shape: ct.GptShape, r: StepResult, torch_s: float) -> dict:
+    """One table row: the configuration, the phases in ms and the speedup over torch."""
     ms = 1e3
     return {"hardware": hardware, "nodes": nodes, "P": r.P,
             "params": ct.parameter_count(shape), "tokens_per_gpu": shape.tokens,
-            "side": r.side, "variant": r.label, "schedule": schedule,
+            "side": r.side, "variant": r.label, "schedule": r.schedule,
             "forward_ms": r.forward_s * ms, "backward_ms": r.backward_s * ms,
             "exposed_comm_ms": r.exposed_comm_s * ms, "optimizer_ms": r.optimizer_s * ms,
             "step_ms": r.step_s * ms, "backward_phase_ms": r.backward_phase_s * ms,
@@ -97,8 +90,10 @@ def row(hardware: str, nodes: int, shape: ct.GptShape, r: StepResult, schedule: 
 
 def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | None,
                     torch_mode: str, cands, bucket_bytes: int, accumulate: str,
-                    gemm_efficiency: float | None) -> tuple[list[dict], list[StepResult]]:
-    """The rows (torch, workbench after backward, workbench in backward) of one cluster."""
+                    gemm_efficiency: float | None, every: bool = False
+                    ) -> tuple[list[dict], list[StepResult]]:
+    """The rows of one cluster: torch, then the workbench after backward and in backward,
+    each with the schedule of its fastest step (`every`: a row per schedule)."""
     cluster = load_hardware(hardware, nodes)
     P = cluster.world_size if gpus is None else gpus
     if not (1 <= P <= cluster.world_size):
@@ -106,16 +101,27 @@ def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | N
                              f"node(s) of {hardware}), got {P}; add --nodes or lower it")
     eff = gemm_efficiency_for(hardware, shape.dtype, gemm_efficiency)
     ddp = torch_mode == "ddp" or (torch_mode == "auto" and P > 1)
-    results = [simulate_step(shape, cluster, P, Side("torch", ddp=ddp), eff)]
-    stages, chosen = bucket_stages(cands, cluster, P,
-                                   workbench_bucket_numels(shape, P, bucket_bytes))
+    torch_r = simulate_step(shape, cluster, P, Side("torch", ddp=ddp), eff)
+    rows, results = [row(hardware, nodes, shape, torch_r, torch_r.step_s)], [torch_r]
+    numels = workbench_bucket_numels(shape, P, bucket_bytes)
     for overlap in (False, True):
-        side = Side("workbench", overlap=overlap, accumulate=accumulate,
-                    bucket_bytes=bucket_bytes, schedule=chosen, stages=stages)
-        results.append(simulate_step(shape, cluster, P, side, eff))
-    torch_s = results[0].step_s
-    names = ["", chosen, chosen]
-    return [row(hardware, nodes, shape, r, n, torch_s) for r, n in zip(results, names)], results
+        mode = []
+        for name, program in cands:
+            stages = bucket_stages(name, program, cluster, P, numels)
+            if stages is None:
+                continue
+            side = Side("workbench", overlap=overlap, accumulate=accumulate,
+                        bucket_bytes=bucket_bytes, schedule=name, stages=stages)
+            mode.append(simulate_step(shape, cluster, P, side, eff))
+        if not mode:
+            raise WorkbenchError(f"the optimizer program must have a schedule that runs "
+                                 f"buckets of N = {sorted(set(numels))} on P = {P}, got none; "
+                                 "pick another --program or --schedule")
+        if not every:  # auto: the schedule of the fastest step
+            mode = [min(mode, key=lambda r: r.step_s)]
+        results += mode
+        rows += [row(hardware, nodes, shape, r, torch_r.step_s) for r in mode]
+    return rows, results
 
 
 def print_table(rows: list[dict]) -> None:
@@ -123,7 +129,8 @@ def print_table(rows: list[dict]) -> None:
         f"{h:>9}" for h in ("fwd ms", "bwd ms", "exp.comm", "opt ms", "step ms", "x torch"))
     click.echo(head)
     for r in rows:
-        click.echo(f"{r['hardware']:<12} {r['nodes']:>5} {r['P']:>5}  {r['variant'][:44]:<44} "
+        name = r["variant"] + (f" ({r['schedule']})" if r["schedule"] else "")
+        click.echo(f"{r['hardware']:<12} {r['nodes']:>5} {r['P']:>5}  {name[:44]:<44} "
                    + " ".join(f"{r[k]:>9.3f}" for k in ("forward_ms", "backward_ms",
                                                        "exposed_comm_ms", "optimizer_ms",
                                                        "step_ms", "x_torch")))
@@ -152,7 +159,8 @@ def print_table(rows: list[dict]) -> None:
 @click.option("--program", "program_file", default="studies/adam.py", show_default=True,
               help="The workbench's optimizer program (train_gpt.py's --program).")
 @click.option("--schedule", default="auto", show_default=True,
-              help="Its schedule per bucket; auto: the fastest alone, per bucket size.")
+              help="Its schedule (every bucket); auto: the one of the fastest step, per "
+              "mode; all: a row per schedule.")
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True,
               help="Bucket size in MiB (DDP's bucket_cap_mb; the workbench's buckets).")
 @click.option("--accumulate", type=click.Choice(sorted(ct.WB_GRAD_PASSES)), default="copy",
@@ -168,7 +176,8 @@ def print_table(rows: list[dict]) -> None:
 def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hardwares,
                           nodes_list, gpus, torch_mode, program_file, schedule, bucket_mb,
                           accumulate, gemm_efficiency, csv_path, json_path, trace_path) -> None:
-    """Predict a training step of the example GPT for torch and the workbench's optimizer."""
+    """Predict a training step of the example GPT per phase, for torch (DDP + fused AdamW) and
+    the workbench's optimizer (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
     shape = ct.GptShape(d_model, layers, heads, vocab, seq, batch, dtype)
@@ -182,7 +191,8 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
     for hw in hardwares:
         for nodes in nodes_list:
             got, last = simulate_config(shape, hw, nodes, gpus, torch_mode, cands,
-                                        int(bucket_mb * 2**20), accumulate, gemm_efficiency)
+                                        int(bucket_mb * 2**20), accumulate, gemm_efficiency,
+                                        every=schedule == "all")
             rows += got
     click.echo(f"GPT d_model {d_model}, {layers} layers, {heads} heads, vocab {vocab}, "
                f"{batch} x {seq} tokens per GPU, {dtype}: {ct.parameter_count(shape):,} "
