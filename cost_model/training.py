@@ -42,8 +42,10 @@ DDP_FIRST_BUCKET_BYTES = 2**20
 # mul_out) and back after the AllReduce (read + write, gradient_as_bucket_view=False); the
 # workbench copies each new gradient into its bucket view (read + write, wbtorch note 63), or,
 # as GPU run 30 ran, adds it into the zeroed view (read both, write one).
-DDP_GRAD_PASSES = (2, 2)
-WB_GRAD_PASSES = {"copy": 2, "add": 3}
+WB_GRAD_PASSES = {"copy": 2, "add": 3, "lend": 2}
+# wbtorch's lend_grads at P = 1 (h/train3, design note 82): a parameter of at least this many
+# bytes gets a bucket of its own whose plan reads torch's .grad in place: no pass at all.
+LEND_ALONE_BYTES = 4 * 2**20
 
 # torch.optim.AdamW(fused=True) reads weights, gradients and both moments and writes weights
 # and moments: 7 passes over the parameters, in one multi-tensor kernel per dtype.
@@ -234,10 +236,12 @@ def kernel_s(cluster: Cluster, kernel: Kernel, dtype: str, gemm_efficiency: floa
 
 
 def fill_buckets(params: tuple[tuple[str, int], ...], itemsize: int, bucket_bytes: int,
-                 first_bucket_bytes: int | None = None) -> tuple[tuple[str, ...], ...]:
+                 first_bucket_bytes: int | None = None, alone_bytes: int | None = None
+                 ) -> tuple[tuple[str, ...], ...]:
     """Parameter names per bucket, filled in reverse registration order up to `bucket_bytes`
     (the first bucket up to `first_bucket_bytes`, as DDP caps it); a parameter larger than the
-    cap gets a bucket of its own (DDP's and wbtorch.buckets' rule)."""
+    cap gets a bucket of its own (DDP's and wbtorch.buckets' rule), and so does one of at least
+    `alone_bytes` (wbtorch's lent gradients)."""
     if bucket_bytes < itemsize:
         raise TrainingShapeError(f"bucket size must hold one element ({itemsize} bytes), got "
                                  f"{bucket_bytes} bytes; e.g. --bucket-mb 25")
@@ -246,11 +250,15 @@ def fill_buckets(params: tuple[tuple[str, int], ...], itemsize: int, bucket_byte
     used = 0
     for name, numel in reversed(params):
         cap = first_bucket_bytes if first_bucket_bytes and not out else bucket_bytes
-        if current and (used + numel) * itemsize > cap:
+        alone = alone_bytes is not None and numel * itemsize >= alone_bytes
+        if current and ((used + numel) * itemsize > cap or alone):
             out.append(tuple(current))
             current, used = [], 0
         current.append(name)
         used += numel
+        if alone:
+            out.append(tuple(current))
+            current, used = [], 0
     if current:
         out.append(tuple(current))
     return tuple(out)

@@ -111,12 +111,20 @@ def padded_numel(used: int, P: int) -> int:
     return -(-used // unit) * unit
 
 
-def workbench_bucket_numels(shape: ct.GptShape, P: int, bucket_bytes: int) -> tuple[int, ...]:
+def workbench_buckets(shape: ct.GptShape, bucket_bytes: int, accumulate: str = "copy"
+                      ) -> tuple[tuple[str, ...], ...]:
+    """The workbench's buckets (wbtorch.buckets' rule; lent gradients alone)."""
+    alone = ct.LEND_ALONE_BYTES if accumulate == "lend" else None
+    return ct.fill_buckets(ct.parameters(shape), shape.itemsize, bucket_bytes,
+                           alone_bytes=alone)
+
+
+def workbench_bucket_numels(shape: ct.GptShape, P: int, bucket_bytes: int,
+                            accumulate: str = "copy") -> tuple[int, ...]:
     """The padded sizes of the workbench's buckets (one optimizer program per size)."""
-    params = ct.parameters(shape)
-    numel = dict(params)
+    numel = dict(ct.parameters(shape))
     return tuple(padded_numel(sum(numel[n] for n in b), P)
-                 for b in ct.fill_buckets(params, shape.itemsize, bucket_bytes))
+                 for b in workbench_buckets(shape, bucket_bytes, accumulate))
 
 
 class _Step:
@@ -134,8 +142,14 @@ class _Step:
         self.link_busy = 0.0
         params = ct.parameters(shape)
         self.numel = dict(params)
-        first = ct.DDP_FIRST_BUCKET_BYTES if side.kind == "torch" else None
-        self.buckets = ct.fill_buckets(params, shape.itemsize, side.bucket_bytes, first)
+        if side.kind == "torch":
+            self.buckets = ct.fill_buckets(params, shape.itemsize, side.bucket_bytes,
+                                           ct.DDP_FIRST_BUCKET_BYTES)
+        else:
+            self.buckets = workbench_buckets(shape, side.bucket_bytes, side.accumulate)
+        # lent gradients (a bucket of one large parameter, read in place): no copy
+        self.lent = {b[0] for b in self.buckets if side.accumulate == "lend" and len(b) == 1
+                     and self.numel[b[0]] * shape.itemsize >= ct.LEND_ALONE_BYTES}
         self.bucket_of = {n: i for i, b in enumerate(self.buckets) for n in b}
         self.missing = [len(b) for b in self.buckets]
         self.launched = 0  # buckets launched, in bucket order (as DDP and wbtorch issue them)
@@ -215,8 +229,10 @@ class _Step:
             if ddp:  # Reducer: the gradient into its bucket, scaled by 1/P
                 yield from self.copy(f"ddp copy-in {k.name}", numel, (1, 1))
             elif side.kind == "workbench":
+                numel = sum(self.numel[g] for g in k.grads if g not in self.lent)
                 passes = ct.WB_GRAD_PASSES[side.accumulate]
-                yield from self.copy(f"into bucket {k.name}", numel, (passes - 1, 1))
+                if numel:
+                    yield from self.copy(f"into bucket {k.name}", numel, (passes - 1, 1))
             self.ready(k.grads)
         marks["backward_kernels"] = self.env.now
         if ddp:  # finalize: wait for every AllReduce, copy the buckets back into .grad
@@ -265,6 +281,12 @@ def simulate_step(shape: ct.GptShape, cluster: Cluster, P: int, side: Side,
     if side.kind == "torch" and not side.ddp and P > 1:
         raise WorkbenchError(f"torch without DDP must run at P = 1 (no gradient is averaged), "
                              f"got P = {P}; use DDP")
+    if side.accumulate not in ct.WB_GRAD_PASSES:
+        raise WorkbenchError(f"accumulate must be one of {', '.join(ct.WB_GRAD_PASSES)}, got "
+                             f"{side.accumulate!r}")
+    if side.accumulate == "lend" and P > 1:
+        raise WorkbenchError(f"lent gradients (accumulate 'lend') must run at P = 1, as "
+                             f"wbtorch lends them, got P = {P}; use copy")
     step = _Step(shape, cluster, P, side, gemm_efficiency)
     if side.kind == "workbench":
         missing = {step.bucket_numel(b) for b in range(len(step.buckets))} - set(side.stages)

@@ -103,7 +103,7 @@ def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | N
     ddp = torch_mode == "ddp" or (torch_mode == "auto" and P > 1)
     torch_r = simulate_step(shape, cluster, P, Side("torch", ddp=ddp), eff)
     rows, results = [row(hardware, nodes, shape, torch_r, torch_r.step_s)], [torch_r]
-    numels = workbench_bucket_numels(shape, P, bucket_bytes)
+    numels = workbench_bucket_numels(shape, P, bucket_bytes, accumulate)
     for overlap in (False, True):
         mode = []
         for name, program in cands:
@@ -165,7 +165,8 @@ def print_table(rows: list[dict]) -> None:
               help="Bucket size in MiB (DDP's bucket_cap_mb; the workbench's buckets).")
 @click.option("--accumulate", type=click.Choice(sorted(ct.WB_GRAD_PASSES)), default="copy",
               show_default=True, help="How the workbench moves a gradient into its bucket: "
-              "copy (wbtorch now) or add (into a zeroed view, as GPU run 30 ran).")
+              "copy (wbtorch), add (into a zeroed view, as GPU run 30 ran) or lend (P = 1: "
+              "a large parameter's own bucket reads .grad in place).")
 @click.option("--gemm-efficiency", type=float, default=None,
               help="Fraction of peak_flops a large GEMM reaches (default: the calibrated "
               "ratio for presets, 1 for profiles).")
