@@ -23,7 +23,7 @@ import simpy
 from cost_model import training as ct
 from cost_model.collectives import collective_time
 from cost_model.hardware import Cluster
-from cost_model.ops import CostContext, stmt_cost
+from cost_model.ops import CostContext, fused_parts, stmt_cost, work_s
 from simulator.timeline import Row
 from workbench import ir
 from workbench.errors import WorkbenchError
@@ -35,12 +35,21 @@ PHASES = ("forward", "backward", "exposed_comm", "optimizer")
 @dataclass(frozen=True, slots=True)
 class Stage:
     """One piece of a bucket's optimizer work: it holds the GPU's SMs (`gpu`: a kernel, a
-    fused collective) or the communication stream (`link`: an NCCL call) for `seconds`."""
+    fused collective) or the communication stream (`link`: an NCCL call) for `seconds`; a
+    `fused` stage (FUSED_MODES' beside) holds the link for `seconds` and, beside it, the SMs
+    for `gpu_seconds` (its computation alone)."""
 
     name: str
     resource: str
     seconds: float
+    gpu_seconds: float = 0.0
 
+
+# How a fused collective kernel shares the GPU with backward's kernels: time-share (design
+# note 16, measured: the overlapped step took the MatMul plus the collective) or beside (an
+# optimistic bound: only its computation takes the SMs, its peer traffic runs beside them as
+# NCCL's does).
+FUSED_MODES = ("time-share", "beside")
 
 @dataclass(frozen=True, slots=True)
 class Side:
@@ -89,18 +98,31 @@ class StepResult:
         return self.forward_s + self.backward_phase_s + self.optimizer_phase_s
 
 
-def program_stages(program: ir.Program, cluster: Cluster, bound) -> tuple[Stage, ...]:
+def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "time-share"
+                   ) -> tuple[Stage, ...]:
     """A bucket's optimizer program (a schedule of studies/adam.py bound to the bucket's N and
     P) as stages, statement by statement at the cost model's prices: an NCCL collective over
     several ranks holds the link (its host cost paid ahead, note 9); everything else (kernels,
-    fused collectives, NCCL's copy over a group of one rank) the GPU."""
+    fused collectives, NCCL's copy over a group of one rank) the GPU, but for a fused
+    collective over several ranks with `fused` 'beside', which holds the link for its time
+    and the SMs for its computation (`cost_model.ops.work_s` of its parts)."""
+    if fused not in FUSED_MODES:
+        raise WorkbenchError(f"fused must be one of {', '.join(FUSED_MODES)}, got {fused!r}")
     ctx = CostContext(program, cluster, bound)
     out = []
     for s in program.stmts:
         c = stmt_cost(ctx, s)
-        nccl = type(s.op) in ir.COMMUNICATION_OPS and c.bottleneck == "link"
-        out.append(Stage(s.outs[0].name, "link" if nccl else "gpu",
-                         float(c.time_s) - float(c.host_s)))
+        seconds = float(c.time_s) - float(c.host_s)
+        name = s.outs[0].name
+        if type(s.op) in ir.COMMUNICATION_OPS and c.bottleneck == "link":
+            out.append(Stage(name, "link", seconds))
+        elif (fused == "beside" and isinstance(s.op, ir.Fused)
+              and s.op.kind not in ("compute", "matmul") and float(c.busy_s.get("link", 0))):
+            comp = cluster.gpu.launch_latency_s + float(work_s(cluster,
+                                                               fused_parts(ctx, s).work))
+            out.append(Stage(name, "fused", seconds, min(comp, seconds)))
+        else:
+            out.append(Stage(name, "gpu", seconds))
     return tuple(out)
 
 
@@ -170,6 +192,15 @@ class _Step:
             else:
                 self.link_busy += seconds
 
+    def stage(self, st: Stage, name: str, stream: str):
+        """Run one bucket stage; a fused one holds the link and, beside it, the SMs."""
+        if st.resource != "fused":
+            yield from self.hold(st.resource, name, st.seconds, stream)
+            return
+        sms = self.env.process(self.hold("gpu", name, st.gpu_seconds, stream))
+        yield from self.hold("link", name, st.seconds, stream)
+        yield sms
+
     def bucket_numel(self, b: int) -> int:
         """A bucket's elements as the workbench pads it (a multiple of P x 8)."""
         return padded_numel(sum(self.numel[n] for n in self.buckets[b]), self.P)
@@ -203,7 +234,7 @@ class _Step:
         if after >= 0:
             yield self.bucket_done[after]
         for st in self.side.stages[self.bucket_numel(b)]:
-            yield from self.hold(st.resource, f"bucket {b}: {st.name}", st.seconds, "side")
+            yield from self.stage(st, f"bucket {b}: {st.name}", "side")
         self.bucket_done[b].succeed()
 
     # -- the stream -----------------------------------------------------------------------
@@ -248,8 +279,7 @@ class _Step:
         else:
             for b in range(len(self.buckets)):
                 for st in side.stages[self.bucket_numel(b)]:
-                    yield from self.hold(st.resource, f"bucket {b}: {st.name}", st.seconds,
-                                         "stream")
+                    yield from self.stage(st, f"bucket {b}: {st.name}", "stream")
         marks["step"] = self.env.now
 
     def gpu_time(self, a: float, b: float) -> float:

@@ -121,3 +121,30 @@ def test_kernels_of_both_streams_take_turns_on_the_sms():
 def test_p_must_fit_the_cluster():
     with pytest.raises(Exception, match=r"P must be 1..8 \(the GPUs of h100x8\), got 9"):
         simulate_step(TINY, preset("h100x8"), 9, Side("torch"), 0.75)
+
+
+def test_a_fused_collective_beside_backward_is_the_optimistic_bound():
+    from simulator.training import program_stages
+    from workbench.interpreter import bind_sizes
+    from workbench.loader import load
+
+    program = load("studies/adam.py").schedules["fuse-rs-c-ag"].apply()
+    cluster = preset("dgx-h100")
+    for P, kinds in ((1, {"gpu"}), (8, {"fused"})):  # nothing to put beside at P = 1
+        bound = bind_sizes(program, {"N": 2**20 * P, "P": P})
+        shared = program_stages(program, cluster, bound)
+        beside = program_stages(program, cluster, bound, "beside")
+        assert {s.resource for s in shared} == {"gpu"}
+        assert {s.resource for s in beside} == kinds
+        assert [s.seconds for s in beside] == [s.seconds for s in shared]
+        assert all(s.gpu_seconds <= s.seconds for s in beside)
+    shape = ct.GptShape(1024, 4, 8, batch=4)
+    numels = workbench_bucket_numels(shape, 8, ct.DDP_BUCKET_BYTES)
+    steps = {}
+    for mode in ("time-share", "beside"):
+        stages = {n: program_stages(program, cluster, bind_sizes(program, {"N": n, "P": 8}),
+                                    mode) for n in set(numels)}
+        side = Side("workbench", overlap=True, schedule="fuse-rs-c-ag", stages=stages)
+        steps[mode] = simulate_step(shape, cluster, 8, side, 0.75)
+    assert steps["beside"].step_s < steps["time-share"].step_s
+    assert steps["beside"].link_busy_s > 0 == steps["time-share"].link_busy_s

@@ -13,6 +13,7 @@ import click
 from cost_model import training as ct
 from cost_model.hardware import PRESETS, load_hardware
 from simulator.training import (
+    FUSED_MODES,
     Side,
     StepResult,
     program_stages,
@@ -64,12 +65,13 @@ def candidate_programs(program_file: str, schedule: str):
     return loaded, out
 
 
-def bucket_stages(name: str, program, cluster, P: int, numels) -> dict | None:
+def bucket_stages(program, cluster, P: int, numels, fused: str) -> dict | None:
     """Per bucket size, the stages of one schedule (None where it cannot run a bucket)."""
     stages = {}
     for n in sorted(set(numels)):
         try:
-            stages[n] = program_stages(program, cluster, bind_sizes(program, {"N": n, "P": P}))
+            stages[n] = program_stages(program, cluster, bind_sizes(program, {"N": n, "P": P}),
+                                       fused)
         except WorkbenchError:
             return None
     return stages
@@ -90,8 +92,8 @@ def row(hardware: str, nodes: int, shape: ct.GptShape, r: StepResult, torch_s: f
 
 def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | None,
                     torch_mode: str, cands, bucket_bytes: int, accumulate: str,
-                    gemm_efficiency: float | None, every: bool = False
-                    ) -> tuple[list[dict], list[StepResult]]:
+                    gemm_efficiency: float | None, every: bool = False,
+                    fused: str = "time-share") -> tuple[list[dict], list[StepResult]]:
     """The rows of one cluster: torch, then the workbench after backward and in backward,
     each with the schedule of its fastest step (`every`: a row per schedule)."""
     cluster = load_hardware(hardware, nodes)
@@ -107,7 +109,7 @@ def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | N
     for overlap in (False, True):
         mode = []
         for name, program in cands:
-            stages = bucket_stages(name, program, cluster, P, numels)
+            stages = bucket_stages(program, cluster, P, numels, fused)
             if stages is None:
                 continue
             side = Side("workbench", overlap=overlap, accumulate=accumulate,
@@ -170,13 +172,18 @@ def print_table(rows: list[dict]) -> None:
 @click.option("--gemm-efficiency", type=float, default=None,
               help="Fraction of peak_flops a large GEMM reaches (default: the calibrated "
               "ratio for presets, 1 for profiles).")
+@click.option("--fused", type=click.Choice(FUSED_MODES), default="time-share",
+              show_default=True, help="How a fused collective shares the GPU with backward: "
+              "time-share (measured, design note 16) or beside (an optimistic bound: only its "
+              "computation takes the SMs).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="The last configuration's three timelines as a Perfetto trace.")
+              help="The last configuration's timelines as a Perfetto trace.")
 def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hardwares,
                           nodes_list, gpus, torch_mode, program_file, schedule, bucket_mb,
-                          accumulate, gemm_efficiency, csv_path, json_path, trace_path) -> None:
+                          accumulate, gemm_efficiency, fused, csv_path, json_path,
+                          trace_path) -> None:
     """Predict a training step of the example GPT per phase, for torch (DDP + fused AdamW) and
     the workbench's optimizer (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
@@ -193,7 +200,7 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
         for nodes in nodes_list:
             got, last = simulate_config(shape, hw, nodes, gpus, torch_mode, cands,
                                         int(bucket_mb * 2**20), accumulate, gemm_efficiency,
-                                        every=schedule == "all")
+                                        every=schedule == "all", fused=fused)
             rows += got
     click.echo(f"GPT d_model {d_model}, {layers} layers, {heads} heads, vocab {vocab}, "
                f"{batch} x {seq} tokens per GPU, {dtype}: {ct.parameter_count(shape):,} "
