@@ -148,3 +148,20 @@ def test_a_fused_collective_beside_backward_is_the_optimistic_bound():
         steps[mode] = simulate_step(shape, cluster, 8, side, 0.75)
     assert steps["beside"].step_s < steps["time-share"].step_s
     assert steps["beside"].link_busy_s > 0 == steps["time-share"].link_busy_s
+
+
+def test_lent_gradients_skip_the_copy_at_one_gpu_only():
+    cluster = preset("h100x8")
+    shape = ct.GptShape(1024, 2, 8, batch=4)
+    steps = {}
+    for mode in ("copy", "add", "lend"):
+        stages = {n: (Stage("update", "gpu", 1e-4),)
+                  for n in workbench_bucket_numels(shape, 1, ct.DDP_BUCKET_BYTES, mode)}
+        side = Side("workbench", accumulate=mode, schedule="t", stages=stages)
+        steps[mode] = simulate_step(shape, cluster, 1, side, 0.75)
+    # add reads the bucket too (3 passes), copy 2, lend none for parameters of 4 MiB or more
+    assert steps["lend"].backward_s < steps["copy"].backward_s < steps["add"].backward_s
+    assert steps["lend"].buckets > steps["copy"].buckets  # each large parameter alone
+    side = Side("workbench", accumulate="lend", schedule="t", stages={})
+    with pytest.raises(Exception, match="lent gradients .* must run at P = 1"):
+        simulate_step(shape, preset("dgx-h100"), 8, side, 0.75)
