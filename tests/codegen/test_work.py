@@ -57,8 +57,6 @@ def test_elementwise_kernels_move_the_bytes_the_cost_model_counts(spec, schedule
     assert checked
 
 
-
-
 @pytest.mark.parametrize("spec, schedule, sizes, extra_writes", [
     # the model writes what the kernel writes (design note 85: a reduce-scattered slice only
     # if read after the kernel, a gathered buffer's own slice once, by its producer)
