@@ -63,3 +63,13 @@ def test_bad_input_exits_2_with_one_message(capsys, args, message):
     code, out, err = run(capsys, *args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_autotune_adds_the_searched_schedules_across_nodes(capsys, tmp_path):
+    js = tmp_path / "s.json"
+    code, out, _ = run(capsys, *SMALL, "--hardware", "dgx-h100", "--nodes", "2", "--autotune",
+                       "--schedule", "all", "--json", str(js))
+    assert code == 0, out
+    names = {r["schedule"] for r in json.loads(js.read_text())["rows"]}
+    assert any(n.startswith("auto:hierarchical-split") for n in names)
+    assert "fuse-rs-c-ag" not in names  # one NVLink domain only: not across nodes

@@ -90,12 +90,25 @@ def row(hardware: str, nodes: int, shape: ct.GptShape, r: StepResult, torch_s: f
             "x_torch": torch_s / r.step_s}
 
 
+def searched(program, cluster, P: int, numel: int) -> list[tuple[str, object]]:
+    """The autotuner's candidates for `program` on `cluster` (hierarchical splits and the
+    pipelined hierarchy across nodes), those the GPU backend generates, named auto:..."""
+    from workbench import autotune as tuner
+    from workbench.cli.simulate import not_generated
+
+    found = tuner.search(program, placement=cluster.placement({"N": numel, "P": P})).candidates
+    return [(f"auto:{c.name}", c.program) for c in found
+            if c.program != program and not not_generated(c.program, P)]
+
+
 def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | None,
                     torch_mode: str, cands, bucket_bytes: int, accumulate: str,
                     gemm_efficiency: float | None, every: bool = False,
-                    fused: str = "time-share") -> tuple[list[dict], list[StepResult]]:
+                    fused: str = "time-share", autotune_from=None
+                    ) -> tuple[list[dict], list[StepResult]]:
     """The rows of one cluster: torch, then the workbench after backward and in backward,
-    each with the schedule of its fastest step (`every`: a row per schedule)."""
+    each with the schedule of its fastest step (`every`: a row per schedule); with
+    `autotune_from` (the optimizer program) also the autotuner's candidates."""
     cluster = load_hardware(hardware, nodes)
     P = cluster.world_size if gpus is None else gpus
     if not (1 <= P <= cluster.world_size):
@@ -106,10 +119,13 @@ def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | N
     torch_r = simulate_step(shape, cluster, P, Side("torch", ddp=ddp), eff)
     rows, results = [row(hardware, nodes, shape, torch_r, torch_r.step_s)], [torch_r]
     numels = workbench_bucket_numels(shape, P, bucket_bytes, accumulate)
+    if autotune_from is not None:
+        cands = [*cands, *searched(autotune_from, cluster, P, max(numels))]
+    priced = [(name, bucket_stages(program, cluster, P, numels, fused))
+              for name, program in cands]
     for overlap in (False, True):
         mode = []
-        for name, program in cands:
-            stages = bucket_stages(program, cluster, P, numels, fused)
+        for name, stages in priced:
             if stages is None:
                 continue
             side = Side("workbench", overlap=overlap, accumulate=accumulate,
@@ -163,6 +179,9 @@ def print_table(rows: list[dict]) -> None:
 @click.option("--schedule", default="auto", show_default=True,
               help="Its schedule (every bucket); auto: the one of the fastest step, per "
               "mode; all: a row per schedule.")
+@click.option("--autotune", is_flag=True,
+              help="Add the autotuner's candidates for each cluster (hierarchical splits, the "
+              "pipelined hierarchy across nodes), those the GPU backend generates.")
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True,
               help="Bucket size in MiB (DDP's bucket_cap_mb; the workbench's buckets).")
 @click.option("--accumulate", type=click.Choice(sorted(ct.WB_GRAD_PASSES)), default="copy",
@@ -181,7 +200,8 @@ def print_table(rows: list[dict]) -> None:
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="The last configuration's timelines as a Perfetto trace.")
 def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hardwares,
-                          nodes_list, gpus, torch_mode, program_file, schedule, bucket_mb,
+                          nodes_list, gpus, torch_mode, program_file, schedule, autotune,
+                          bucket_mb,
                           accumulate, gemm_efficiency, fused, csv_path, json_path,
                           trace_path) -> None:
     """Predict a training step of the example GPT per phase, for torch (DDP + fused AdamW) and
@@ -194,13 +214,14 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
     bad = [n for n in nodes_list if n < 1]
     if bad:
         raise WorkbenchError(f"--nodes must be a positive integer, got {bad[0]}; e.g. --nodes 2")
-    _, cands = candidate_programs(program_file, schedule)
+    loaded, cands = candidate_programs(program_file, schedule)
     rows, last = [], []
     for hw in hardwares:
         for nodes in nodes_list:
             got, last = simulate_config(shape, hw, nodes, gpus, torch_mode, cands,
                                         int(bucket_mb * 2**20), accumulate, gemm_efficiency,
-                                        every=schedule == "all", fused=fused)
+                                        every=schedule == "all", fused=fused,
+                                        autotune_from=loaded.program if autotune else None)
             rows += got
     click.echo(f"GPT d_model {d_model}, {layers} layers, {heads} heads, vocab {vocab}, "
                f"{batch} x {seq} tokens per GPU, {dtype}: {ct.parameter_count(shape):,} "
