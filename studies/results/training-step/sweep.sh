@@ -20,7 +20,8 @@ workbench simulate-step --d-model 1024 --layers 8 --heads 8 --batch 16 $HW $NODE
     --csv $OUT/beside-101m-b16.csv > $OUT/beside-101m-b16.txt
 # with the autotuner's candidates (hierarchical splits, the pipelined hierarchy) across nodes
 workbench simulate-step --d-model 2048 --layers 16 --heads 16 --batch 1 --hardware dgx-h100 \
-    --nodes 2 --nodes 16 --autotune --csv $OUT/autotune-806m-b1.csv > $OUT/autotune-806m-b1.txt
+    --nodes 2 --nodes 16 --autotune --schedule all --csv $OUT/autotune-806m-b1.csv \
+    > $OUT/autotune-806m-b1.txt
 # every schedule of studies/adam.py, after and in backward, on 1 and 16 DGX H100 nodes
 workbench simulate-step --d-model 2048 --layers 16 --heads 16 --batch 1 --hardware dgx-h100 \
     --nodes 1 --nodes 16 --schedule all --csv $OUT/schedules-806m-b1.csv > $OUT/schedules-806m-b1.txt
