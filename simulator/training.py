@@ -114,7 +114,10 @@ def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "t
         c = stmt_cost(ctx, s)
         seconds = float(c.time_s) - float(c.host_s)
         name = s.outs[0].name
-        if type(s.op) in ir.COMMUNICATION_OPS and c.bottleneck == "link":
+        if seconds <= 0:  # an AllReduce over one rank in place: nothing runs
+            continue
+        if (type(s.op) in ir.COMMUNICATION_OPS and c.bottleneck == "link"
+                and float(c.busy_s.get("link", 0))):
             out.append(Stage(name, "link", seconds))
         elif (fused == "beside" and isinstance(s.op, ir.Fused)
               and s.op.kind not in ("compute", "matmul") and float(c.busy_s.get("link", 0))):

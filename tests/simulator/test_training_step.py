@@ -165,3 +165,16 @@ def test_lent_gradients_skip_the_copy_at_one_gpu_only():
     side = Side("workbench", accumulate="lend", schedule="t", stages={})
     with pytest.raises(Exception, match="lent gradients .* must run at P = 1"):
         simulate_step(shape, preset("dgx-h100"), 8, side, 0.75)
+
+
+def test_the_optimizer_program_at_one_gpu_touches_no_link():
+    from simulator.training import program_stages
+    from workbench.interpreter import bind_sizes
+    from workbench.loader import load
+
+    loaded = load("studies/adam.py")
+    for program in (loaded.program, *(s.apply() for s in loaded.schedules.values())):
+        stages = program_stages(program, preset("h100x8"), bind_sizes(program, {"N": 2**20,
+                                                                               "P": 1}))
+        assert stages and {s.resource for s in stages} == {"gpu"}
+        assert all(s.seconds > 0 for s in stages)
