@@ -241,7 +241,8 @@ def fill_buckets(params: tuple[tuple[str, int], ...], itemsize: int, bucket_byte
     """Parameter names per bucket, filled in reverse registration order up to `bucket_bytes`
     (the first bucket up to `first_bucket_bytes`, as DDP caps it); a parameter larger than the
     cap gets a bucket of its own (DDP's and wbtorch.buckets' rule), and so does one of at least
-    `alone_bytes` (wbtorch's lent gradients)."""
+    `alone_bytes` (wbtorch's lent gradients, h/train3), while the smaller ones go on filling
+    one bucket across it."""
     if bucket_bytes < itemsize:
         raise TrainingShapeError(f"bucket size must hold one element ({itemsize} bytes), got "
                                  f"{bucket_bytes} bytes; e.g. --bucket-mb 25")
@@ -249,16 +250,15 @@ def fill_buckets(params: tuple[tuple[str, int], ...], itemsize: int, bucket_byte
     current: list[str] = []
     used = 0
     for name, numel in reversed(params):
+        if alone_bytes is not None and numel * itemsize >= alone_bytes:
+            out.append((name,))  # its own bucket; the small ones go on filling theirs
+            continue
         cap = first_bucket_bytes if first_bucket_bytes and not out else bucket_bytes
-        alone = alone_bytes is not None and numel * itemsize >= alone_bytes
-        if current and ((used + numel) * itemsize > cap or alone):
+        if current and (used + numel) * itemsize > cap:
             out.append(tuple(current))
             current, used = [], 0
         current.append(name)
         used += numel
-        if alone:
-            out.append(tuple(current))
-            current, used = [], 0
     if current:
         out.append(tuple(current))
     return tuple(out)

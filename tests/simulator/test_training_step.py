@@ -178,3 +178,8 @@ def test_the_optimizer_program_at_one_gpu_touches_no_link():
                                                                                "P": 1}))
         assert stages and {s.resource for s in stages} == {"gpu"}
         assert all(s.seconds > 0 for s in stages)
+
+
+def test_large_parameters_alone_and_the_small_ones_fill_across_them():
+    params = (("a", 10), ("big", 100), ("b", 10), ("c", 5))
+    assert ct.fill_buckets(params, 4, 160, alone_bytes=400) == (("big",), ("c", "b", "a"))
