@@ -222,8 +222,10 @@ def gemm_utilization(m: int, n: int, sms: int) -> float:
     return best
 
 
-def kernel_s(cluster: Cluster, kernel: Kernel, dtype: str, gemm_efficiency: float) -> float:
-    """One kernel alone on the GPU: a launch plus its roofline (`roofline_s`), a GEMM's or
+def kernel_s(cluster: Cluster, kernel: Kernel, dtype: str, gemm_efficiency: float,
+             sm_fraction: float = 1.0) -> float:
+    """One kernel on `sm_fraction` of the SMs (NCCL's channels hold the rest while a
+    collective overlaps it): a launch plus its roofline (`roofline_s`), a GEMM's or
     attention's arithmetic at `gemm_efficiency` of the GPU's peak for the dtype, times the
     waves' utilization of the SMs."""
     w = kernel.work
@@ -232,7 +234,7 @@ def kernel_s(cluster: Cluster, kernel: Kernel, dtype: str, gemm_efficiency: floa
         m, n, _ = kernel.gemm
         flops = flops / (gemm_efficiency * gemm_utilization(m, n, cluster.gpu.sm_count))
     return cluster.gpu.launch_latency_s + float(
-        roofline_s(cluster, w.hbm_bytes, flops, dtype, write_bytes=w.write_bytes))
+        roofline_s(cluster, w.hbm_bytes, flops, dtype, sm_fraction, write_bytes=w.write_bytes))
 
 
 def fill_buckets(params: tuple[tuple[str, int], ...], itemsize: int, bucket_bytes: int,

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import simpy
 
 from cost_model import training as ct
-from cost_model.collectives import collective_time
+from cost_model.collectives import choose_plan
 from cost_model.hardware import Cluster
-from cost_model.ops import CostContext, fused_parts, stmt_cost, work_s
+from cost_model.ops import CostContext, collective_plan, fused_parts, stmt_cost, work_s
 from simulator.timeline import Row
 from workbench import ir
 from workbench.errors import WorkbenchError
@@ -37,12 +37,14 @@ class Stage:
     """One piece of a bucket's optimizer work: it holds the GPU's SMs (`gpu`: a kernel, a
     fused collective) or the communication stream (`link`: an NCCL call) for `seconds`; a
     `fused` stage (FUSED_MODES' beside) holds the link for `seconds` and, beside it, the SMs
-    for `gpu_seconds` (its computation alone)."""
+    for `gpu_seconds` (its computation alone). An NCCL call holds `channels` SMs (one thread
+    block per channel) that kernels overlapping it do without."""
 
     name: str
     resource: str
     seconds: float
     gpu_seconds: float = 0.0
+    channels: int = 0  # an NCCL call's channels: SMs it takes from overlapped kernels
 
 
 # How a fused collective kernel shares the GPU with backward's kernels: time-share (design
@@ -118,7 +120,8 @@ def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "t
             continue
         if (type(s.op) in ir.COMMUNICATION_OPS and c.bottleneck == "link"
                 and float(c.busy_s.get("link", 0))):
-            out.append(Stage(name, "link", seconds))
+            out.append(Stage(name, "link", seconds,
+                             channels=int(collective_plan(ctx, s).channels)))
         elif (fused == "beside" and isinstance(s.op, ir.Fused)
               and s.op.kind not in ("compute", "matmul") and float(c.busy_s.get("link", 0))):
             comp = cluster.gpu.launch_latency_s + float(work_s(cluster,
@@ -165,6 +168,7 @@ class _Step:
         self.rows: list[Row] = []
         self.gpu_busy: list[tuple[float, float]] = []
         self.link_busy = 0.0
+        self.nccl_sms = 0  # SMs the running NCCL call holds
         params = ct.parameters(shape)
         self.numel = dict(params)
         if side.kind == "torch":
@@ -181,13 +185,19 @@ class _Step:
         self.bucket_done = [self.env.event() for _ in self.buckets]
 
     # -- resources ------------------------------------------------------------------------
-    def hold(self, resource: str, name: str, seconds: float, stream: str):
-        """Hold the GPU's SMs or the link for `seconds`, recording the row."""
+    def hold(self, resource: str, name: str, seconds, stream: str, channels: int = 0):
+        """Hold the GPU's SMs or the link for `seconds` (a number, or a function of the SMs
+        NCCL leaves free when the kernel starts), recording the row; an NCCL call holds
+        `channels` SMs meanwhile."""
         res = self.gpu if resource == "gpu" else self.link
         with res.request() as req:
             yield req
             start = self.env.now
+            if callable(seconds):
+                seconds = seconds(1.0 - self.nccl_sms / self.cluster.gpu.sm_count)
+            self.nccl_sms += channels
             yield self.env.timeout(seconds)
+            self.nccl_sms -= channels
             self.rows.append(Row(start, self.env.now, 0, stream if resource == "gpu" else
                                  "link", name))
             if resource == "gpu":
@@ -198,7 +208,7 @@ class _Step:
     def stage(self, st: Stage, name: str, stream: str):
         """Run one bucket stage; a fused one holds the link and, beside it, the SMs."""
         if st.resource != "fused":
-            yield from self.hold(st.resource, name, st.seconds, stream)
+            yield from self.hold(st.resource, name, st.seconds, stream, st.channels)
             return
         sms = self.env.process(self.hold("gpu", name, st.gpu_seconds, stream))
         yield from self.hold("link", name, st.seconds, stream)
@@ -226,9 +236,10 @@ class _Step:
     def allreduce(self, b: int):
         """DDP's AllReduce of bucket b on the communication stream."""
         nbytes = sum(self.numel[n] for n in self.buckets[b]) * self.shape.itemsize
-        t = collective_time("allreduce", nbytes, self.P, self.cluster, self.P)
+        plan = choose_plan("allreduce", nbytes, self.P, self.cluster, self.P)
         yield from self.hold("link", f"allreduce bucket {b}",
-                             t - self.cluster.nccl.host_overhead_s, "link")
+                             float(plan.time_s) - self.cluster.nccl.host_overhead_s, "link",
+                             int(plan.channels))
         self.bucket_done[b].succeed()
 
     def bucket_step(self, b: int, after: int):
@@ -242,8 +253,9 @@ class _Step:
 
     # -- the stream -----------------------------------------------------------------------
     def kernel(self, k: ct.Kernel):
-        yield from self.hold("gpu", k.name, ct.kernel_s(self.cluster, k, self.shape.dtype,
-                                                       self.eff), "stream")
+        """A forward or backward kernel, on the SMs an overlapping NCCL call leaves it."""
+        yield from self.hold("gpu", k.name, lambda f: ct.kernel_s(
+            self.cluster, k, self.shape.dtype, self.eff, f), "stream")
 
     def copy(self, name: str, numel: int, passes):
         yield from self.hold("gpu", name, ct.copy_s(self.cluster, numel, self.shape.itemsize,

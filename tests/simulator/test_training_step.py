@@ -98,6 +98,9 @@ def test_communication_above_one_gpu_overlaps_backward():
     assert r.link_busy_s > 0 and r.buckets > 1
     # DDP's AllReduces run beside backward: what is exposed is less than all of them
     assert 0 <= r.exposed_comm_s < r.link_busy_s
+    # and take NCCL's channels' SMs from backward's kernels while they run
+    alone = simulate_step(shape, cluster, 1, Side("torch"), 0.75)
+    assert r.backward_s > alone.backward_s and r.forward_s == alone.forward_s
     # a bucket step whose communication holds the link overlaps backward in backward, and
     # not after it
     comm = (("link", 2e-4), ("gpu", 1e-5))
