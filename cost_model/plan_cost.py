@@ -368,6 +368,41 @@ def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]
     return PlanCost(total, tuple(costs), busy, tuple(names), tuple(by_ir))
 
 
+def _leaf_steps(step):
+    """The steps inside a composite step (overlap, chunked, pipeline), or the step itself."""
+    if isinstance(step, cp.OverlapStep):
+        return [step.producer, step.consumer]
+    if isinstance(step, cp.ChunkedStep):
+        return list(step.steps)
+    if isinstance(step, cp.PipelineStep):
+        return list(step.legs)
+    return [step]
+
+
+def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
+    """Bytes each GPU must send (= receive) for the plan's communication, at the bandwidth
+    lower bound: an NCCL collective's bus bytes (`collectives.collective_bus_bytes`: 2(P-1)/P
+    of the buffer for an AllReduce, (P-1)/P for ReduceScatter and AllGather, the buffer for a
+    Broadcast or Reduce's chain), the (P-1)/P of its buffer an AllToAll sends away, a Send's
+    payload, a fused kernel's peer loads and stores (StepWork.link_bytes). Divided by the link
+    bandwidth, the link floor of the step (the runtime's `comm_bytes`)."""
+    pc = PlanContext.of(plan, None, bound)
+    total = 0.0
+    for step in (leaf for s in plan.steps for leaf in _leaf_steps(s)):
+        if isinstance(step, cp.NcclStep) and step.op in NCCL_KINDS:
+            across = step.comm == "inter"
+            P = plan.nodes if across else plan.P
+            part = pc.n(step.count) * DTYPE_BYTES[step.dtype]
+            whole = step.op in ("reduce_scatter", "all_gather")
+            total += float(coll.collective_bus_bytes(NCCL_KINDS[step.op],
+                                                     part * (P if whole else 1), P))
+        elif isinstance(step, cp.NcclStep):  # all_to_all: all but this rank's own block
+            total += (plan.P - 1) / plan.P * pc.n(step.count) * DTYPE_BYTES[step.dtype]
+        else:
+            total += pc.work(step).link_bytes
+    return total
+
+
 __all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
-           "fused_parts_of", "kernel_work", "plan_cost", "shares_sms_step",
+           "fused_parts_of", "kernel_work", "plan_cost", "plan_link_bytes", "shares_sms_step",
            "step_cost", "step_fixed_s"]

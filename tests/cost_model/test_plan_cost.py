@@ -156,3 +156,17 @@ def test_an_overlapped_kernel_is_priced_once_per_chunk():
 def test_studies_list_is_every_shipped_program():
     found = {p.name for p in Path(ROOT / "studies").glob("*.py")} - SKIP
     assert {s.split(":")[0].removeprefix("studies/") for s in STUDIES} == found
+
+
+@pytest.mark.parametrize("spec, P, floor", [
+    # an AllReduce's ring: 2 (P - 1) / P of each of adam's N f32 gradients (N = 2^28)
+    ("studies/adam.py", 4, 2 * 3 / 4 * 2**28 * 4),
+    # a Reduce and a Broadcast chain move the whole buffer each (N = 2^26 f32); the IR-level
+    # count priced only AllReduce, ReduceScatter, AllGather, AllToAll and Send, and said 0
+    ("studies/parameter_server.py", 4, 2 * 2**26 * 4),
+])
+def test_the_runtime_link_floor_reads_the_plan(spec, P, floor):
+    from workbench.runtime.worker import comm_bytes
+
+    pf = load(str(ROOT / spec))
+    assert comm_bytes(pf.program, {**pf.sizes, "P": P}, P) == floor
