@@ -97,6 +97,13 @@ def _kernel_io(step: cp.KernelStep):
     return n, spec.loads, spec.stores
 
 
+def is_rooted(spec) -> bool:
+    """Whether a fused collective kernel computes on its root only (a fused Reduce or
+    Broadcast: codegen.lower_collective gives the other ranks an extent of 0, so their blocks
+    only serve or receive)."""
+    return spec.extent.startswith("(rank == ")
+
+
 def peer_bytes(step: cp.KernelStep, P: int) -> tuple[sympy.Expr, sympy.Expr]:
     """(bytes of the whole buffers a fused collective kernel reduce-scatters by peer loads,
     or by pushes in push mode; bytes of those it gathers by peer stores), P slices of each:
@@ -113,6 +120,7 @@ def peer_bytes(step: cp.KernelStep, P: int) -> tuple[sympy.Expr, sympy.Expr]:
 def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     spec = step.spec
     n, loads, stores = _kernel_io(step)
+    rooted = is_rooted(spec)
     work = StepWork()
     for ld in (*loads, *spec.scalars):
         b = C_BYTES.get(ld.c_type, 4)
@@ -126,14 +134,19 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
             if ref in numel:
                 work += _io(ld.c_type, read=numel[ref] * b)
         elif ld.mode == "reduce":  # every rank's slice, P - 1 of them remote
-            work += _io(ld.c_type, read=P * size, link=(P - 1) * size)
+            # symmetric (a reduce-scatter): this HBM serves its slice to each of P ranks;
+            # rooted (a Reduce): the root's HBM serves its own input, the peers' theirs
+            read = size if rooted else P * size
+            work += _io(ld.c_type, read=read, link=(P - 1) * size)
         elif ld.mode == "contig":
             work += _io(ld.c_type, read=size)
     for st in stores:
         size = n * C_BYTES.get(st.c_type, 4)
         remote = (len(st.peers) - 1) if st.peers else 0
         own = 0 if st.skip_self else 1
-        work += _io(st.c_type, write=(own + remote) * size, link=remote * size)
+        # a rooted store (a Broadcast's) lands in every rank's HBM once, the root's included
+        mine = own if rooted else own + remote
+        work += _io(st.c_type, write=mine * size, link=remote * size)
     if spec.row is not None:  # a row's reduction stored for later: one value per row
         for red in (r for p in spec.row.passes for r in p.reductions if r.ptr):
             work += _io(red.c_type, write=sympy.sympify(step.extent) * C_BYTES.get(red.c_type, 4))

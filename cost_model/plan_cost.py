@@ -57,13 +57,17 @@ class PlanContext:
     ctx: CostContext
     numel: dict
     leaves: dict
+    chunks: dict  # id of a kernel launched per chunk -> the chunks of the step holding it
 
     @staticmethod
     def of(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanContext:
         """The context of `plan` on `cluster` with sizes `bound`."""
         ctx = CostContext(plan.program, cluster, bound, options=plan.options)
         leaves = {leaf.name: leaf for s in plan.program.stmts for leaf in s.leaves()}
-        return PlanContext(plan, ctx, {b.name: b.numel for b in plan.buffers}, leaves)
+        chunks = {id(part): s.chunks for s in plan.steps
+                  if isinstance(s, (cp.OverlapStep, cp.ChunkedStep))
+                  for part in _leaf_steps(s) if per_chunk(part)}
+        return PlanContext(plan, ctx, {b.name: b.numel for b in plan.buffers}, leaves, chunks)
 
     def n(self, expr) -> float:
         """A plan expression (sizes unbound) as a number."""
@@ -88,7 +92,8 @@ class PlanContext:
 def kernel_work(pc: PlanContext, step: cp.KernelStep) -> Work:
     """The roofline Work of a generated kernel: its bytes from the plan (StepWork), its flops
     and dropout masks from the statements it computes (elementwise expressions; 2 flops an
-    element for a norm or a reduction, as `reduction_work`)."""
+    element for a norm or a reduction, as `reduction_work`), a chunk's share of them for a
+    kernel launched per chunk of an overlap."""
     w = pc.work(step)
     leaves = [pc.leaves[n] for n in step.stmts if n in pc.leaves]
     streaming = [s for s in leaves if isinstance(s.op, (ir.Compute, ir.Update, ir.ReduceAxis))]
@@ -99,6 +104,8 @@ def kernel_work(pc: PlanContext, step: cp.KernelStep) -> Work:
     for s in leaves:
         if isinstance(s.op, (ir.Norm, ir.ReduceTensor)):
             flops += 2 * float(pc.ctx.local_numel(s.op.x))
+    share = 1 / pc.chunks.get(id(step), 1)
+    flops, dropouts = flops * share, dropouts * share
     return Work(w.read_bytes + w.write_bytes, flops, dtype, w.write_bytes, w.f16_read_bytes,
                 w.f16_write_bytes, dropouts)
 
@@ -191,11 +198,15 @@ def _nccl_fixed_s(pc: PlanContext, step: cp.NcclStep, chunks: int):
     return coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across).fixed_s
 
 
-def _gemm_cost(pc: PlanContext, step: cp.GemmStep) -> OpCost:
-    """A GEMM at the roofline of its operands and 2 m k n flops (at the flat HBM rate, as
-    `matmul_work`)."""
+def gemm_work(pc: PlanContext, step: cp.GemmStep) -> Work:
+    """A GEMM's roofline Work: its operands and product, 2 m k n flops at its dtype's rate
+    (the bytes at the flat HBM rate, as `matmul_work`)."""
     w = pc.work(step)
-    return compute_cost(pc.ctx, Work(w.read_bytes + w.write_bytes, w.flops, step.dtype))
+    return Work(w.read_bytes + w.write_bytes, w.flops, step.dtype)
+
+
+def _gemm_cost(pc: PlanContext, step: cp.GemmStep) -> OpCost:
+    return compute_cost(pc.ctx, gemm_work(pc, step))
 
 
 def _reduce_cost(pc: PlanContext, step: cp.ReduceStep) -> OpCost:
@@ -404,5 +415,5 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
 
 
 __all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
-           "fused_parts_of", "kernel_work", "plan_cost", "plan_link_bytes", "shares_sms_step",
-           "step_cost", "step_fixed_s"]
+           "fused_parts_of", "gemm_work", "kernel_work", "plan_cost", "plan_link_bytes",
+           "shares_sms_step", "step_cost", "step_fixed_s"]
