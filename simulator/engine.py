@@ -26,11 +26,16 @@ collective costs a few events per rank, not one per rank and step; meetings and 
 are dropped once consumed; and each statement is priced once per group (`_priced`), not per
 rank.
 
+Given the program's lowered plan, a statement whose every step has a process kind of its own
+runs as those steps (`plan_steps`, design note 75), with the plan's prices; the others by
+RUN_RULES.
+
 The modules: `engine` (this: the Simulation, its ranks and statements, `simulate`),
 `timeline` (Row, SimResult), `resources` (a GPU's resources, the shared state of a mesh, a
 meeting, a statement to run), `routing` (which links a transfer holds), `kernels` (the
 processes of kernels and collectives), `rules` (RUN_RULES: one method per op class),
-`pipeline` (the pipelined hierarchy's legs as processes).
+`pipeline` (the pipelined hierarchy's legs as processes), `plan_steps` (PLAN_RUN_RULES: one
+process kind per plan step class).
 """
 
 from __future__ import annotations
