@@ -11,7 +11,7 @@ runs (the same `predict`), and records the best runnable schedule (the row simul
 best: predicted, verified on the cluster, generated), its speedup over `ar-opt` (NCCL
 AllReduce + one fused Adam kernel: CoCoNet's AllReduce + Apex FusedAdam), and the speedup of
 `fuse-rs-c-ag-ring`, CoCoNet's own form (simulated only). As in CoCoNet's experiment, the
-baseline runs on PyTorch 1.6's NCCL 2.4.8: `ar-opt` is priced on the same cluster with
+baseline runs on PyTorch's NCCL 2.4: `ar-opt` is priced on the same cluster with
 `nccl.release` "2.4" (baseline_pytorch16.json, what `workbench simulate studies/adam.py
 --hardware studies/results/coconet-128gpu/baseline_pytorch16.json --nodes 8` runs), and
 `speedup_same_nccl` keeps the speedup over `ar-opt` on the cluster's own NCCL beside it. It
@@ -37,7 +37,7 @@ from workbench.loader import load
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "studies" / "results" / "coconet-128gpu"
 HARDWARE, NODES = "dgx2-v100", 8
-# CoCoNet's baseline ran PyTorch 1.6's bundled NCCL 2.4.8 (design note 76): the same cluster
+# CoCoNet's baseline ran PyTorch's bundled NCCL 2.4 (design note 76): the same cluster
 # with nccl.release "2.4" prices it; CoCoNet's own kernels ran its NCCL 2.6.4 fork, which the
 # preset's model (NCCL 2.28.9's tables) stands for
 BASELINE = OUT / "baseline_pytorch16.json"

@@ -352,8 +352,8 @@ def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0) -> float:
 
 # A profile's `nccl.release` names the NCCL whose algorithm choice prices its collectives:
 # "2.28" (the default: NCCL 2.28.9's tuning model above, least modelled time) or "2.4"
-# (NCCL 2.4.8, NVIDIA/nccl tag v2.4.8-1, what PyTorch <= 1.6 bundled: pytorch/pytorch#23186
-# set it, #42645 moved master to 2.7.6 in August 2020). NCCL 2.4.8 has no tuning model and no
+# (NCCL 2.4.8, NVIDIA/nccl tag v2.4.8-1: PyTorch's bundled NCCL from pytorch/pytorch#23186,
+# July 2019, until #40621 moved master to 2.7.3, June 2020). NCCL 2.4.8 has no tuning model and no
 # LL128 (NCCL 2.5 brought both): it picks by fixed thresholds (src/init.cc ncclTreeThreshold,
 # src/enqueue.cc getKernelInfo/computeColl):
 # - AllReduce runs the tree up to a byte threshold, the ring above; every other kind the ring.

@@ -205,14 +205,14 @@ class NcclTuning:
     collective_latency_s: tuple[tuple[str, float], ...] = ()
     # The NCCL whose algorithm choice prices collectives (cost_model.nccl_model.RELEASES):
     # "2.28", NCCL 2.28.9's tuning model; "2.4", NCCL 2.4.8's fixed thresholds and no LL128
-    # (PyTorch <= 1.6's bundled NCCL: CoCoNet's baseline, design note 76).
+    # (PyTorch's bundled NCCL in 2019-2020: CoCoNet's baseline, design note 76).
     release: str = "2.28"
 
     def __post_init__(self):
         if self.release not in nccl_model.RELEASES:
             raise HardwareError(f"nccl.release must be one of {', '.join(nccl_model.RELEASES)}, "
                                 f"got {self.release!r}; 2.28 is NCCL 2.28.9's tuning model, 2.4 "
-                                "NCCL 2.4.8's thresholds (PyTorch <= 1.6)")
+                                "NCCL 2.4.8's thresholds (no LL128, no tuning model)")
 
     def kind_latency_s(self, kind: str) -> float:
         """The extra fixed latency of a collective kind (0 when not listed)."""

@@ -1,6 +1,6 @@
 """`nccl.release` "2.4" (design note 76): NCCL 2.4.8's fixed thresholds, no LL128, its Simple
-tree as a pipeline of chunk steps; the baseline of CoCoNet's 128-GPU experiment (PyTorch 1.6's
-bundled NCCL) against the AllReduce times derived from CoCoNet's raw data; bad input."""
+tree as a pipeline of chunk steps; the baseline of CoCoNet's 128-GPU experiment (PyTorch's
+bundled NCCL of 2020) against the AllReduce times derived from CoCoNet's raw data; bad input."""
 
 import dataclasses
 import json
@@ -88,7 +88,7 @@ def test_baseline_allreduce_against_coconets_raw_data():
 @pytest.mark.parametrize("profile, message", [
     ({"base": "dgx2-v100", "nccl": {"release": "2.7"}},
      "nccl.release must be one of 2.28, 2.4, got '2.7'; 2.28 is NCCL 2.28.9's tuning model, "
-     "2.4 NCCL 2.4.8's thresholds (PyTorch <= 1.6)"),
+     "2.4 NCCL 2.4.8's thresholds (no LL128, no tuning model)"),
     ({"base": "dgx-a100", "nccl": {"release": "2.4"}},
      "nccl.release must be 2.28 for GPU A100 (compute capability 80): NCCL 2.4.8 predates "
      "Ampere, got release '2.4'; drop nccl.release from the profile"),
