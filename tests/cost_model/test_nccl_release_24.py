@@ -104,3 +104,29 @@ def test_bad_release_exits_2_with_one_message(tmp_path, capsys, profile, message
     assert str(e.value) == message
     assert main(["simulate", "studies/sgd.py", "--hardware", str(p)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_coconet_experiment_prices_the_baseline_on_its_release():
+    """benchmarks/coconet_128gpu.py at two sizes: the baseline (ar-opt on NCCL 2.4.8) is
+    slower than ar-opt on the cluster's NCCL where 2.4.8 has no LL128 (2^22), equal where
+    both run the ring Simple (2^28), and the speedup over it is within 10 % of CoCoNet's."""
+    import importlib.util
+    from pathlib import Path
+
+    from workbench.loader import load
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "coconet_128gpu.py"
+    spec = importlib.util.spec_from_file_location("coconet_128gpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cluster = load_hardware(bench.HARDWARE, bench.NODES)
+    baseline = load_hardware(str(bench.BASELINE), bench.NODES)
+    loaded = load(str(bench.ROOT / "studies" / "adam.py"))
+    ref = bench.measured().set_index("elements")
+    for k in (22, 28):
+        row = bench.simulate_size(loaded, cluster, baseline, k)
+        if k == 22:
+            assert row["baseline_ms"] > 1.5 * row["ar_opt_ms"]
+        else:
+            assert row["baseline_ms"] == pytest.approx(row["ar_opt_ms"])
+        assert abs(row["speedup"] / ref.loc[2**k, "speedup"] - 1) <= 0.10, row
