@@ -52,6 +52,31 @@ COLLECTIVE_MIN_BLOCKS = 2
 
 _COLLECTIVE_KINDS = ("allreduce", "reducescatter", "allgather")
 
+# Loads a thread of a row kernel issues before it uses the first of them, per pass (16-byte
+# vectors, or single elements on the unaligned path): the column steps of the row cache are
+# taken D at a time, every load of the D steps first (rows.cu.j2). One step at a time, a step's
+# stores stood between its loads and the next step's, so each thread had one load of each
+# operand in flight and waited a full memory round trip per step (design note 80). 8 loads
+# of 16 bytes hold 32 registers; the cap of __launch_bounds__(512, 2) is 64.
+ROW_LOADS_IN_FLIGHT = 8
+# Row groups: a block of a row kernel with a row cache takes several rows at once, each by as
+# few threads as hold it at ROW_CACHE elements a thread (wb::RowGroup: 128 threads for rows
+# of 4096, 256 for 8192, the whole block for 16384). The whole block on one row of 4096 f16
+# elements gave each thread one 16-byte load of each operand per row, then 16 warps waited at
+# the row's reduction (design note 80).
+ROW_GROUPS = True
+
+
+def load_depth(p: RowPass, steps: int) -> int:
+    """Column steps of pass `p` whose loads a thread issues together: the most, halving from
+    `steps` (the row cache's steps, a power of two), whose loads (a peer-reduced or Lamport
+    load counts one per peer) stay within ROW_LOADS_IN_FLIGHT; at least 1."""
+    per_step = sum(len(ld.peers) if ld.mode in ("reduce", "lamport") else 1 for ld in p.loads)
+    depth = steps
+    while depth > 1 and depth * per_step > ROW_LOADS_IN_FLIGHT:
+        depth //= 2
+    return depth
+
 
 def row_min_blocks(opts: CodegenOptions, collective: bool) -> int:
     """__launch_bounds__'s minimum blocks per SM of a row kernel: the options' row_min_blocks
@@ -172,6 +197,9 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions
                else "row kernel: ") + "; ".join(f"{s.name} = {s.op}" for s in leaves)
     spec = kb.spec("collective" if collective else "rows", "rows.cu.j2", pl.P, extra, comment,
                    kb.vec_types())
+    if plan.cache:
+        plan = replace(plan, groups=ROW_GROUPS, passes=tuple(
+            replace(p, depth=load_depth(p, plan.cache // spec.vec)) for p in plan.passes))
     spec = mangle(replace(_with_row(spec, plan), allreduce=allreduce, counter=counter))
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, pl.sub(rows), cols)
 

@@ -144,6 +144,9 @@ class RowPass:
     # The C element type of each cached_out register (its values are rounded to it): 16-bit
     # types are kept two per 32-bit register (wb::RowCache).
     cached_types: tuple[str, ...] = ()
+    # Column steps of the row cache whose loads a thread issues together before computing
+    # any of them, on the 16-byte vector path (codegen.lower_rows.load_depth).
+    depth: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,9 @@ class RowPlan:
     # Each block asks L2 for its next row's inputs while it computes this one (prefetch; a
     # variant timed by run_rmsnorm.sh, codegen.lower_rows.row_prefetch).
     prefetch: bool = False
+    # Row groups (wb::RowGroup): a block takes several rows at once, each by as few threads
+    # as hold it in the row cache (codegen.lower_rows.ROW_GROUPS); off: the whole block.
+    groups: bool = False
 
 
 @dataclass(frozen=True, slots=True)
