@@ -14,10 +14,10 @@ workbench.runtime.baselines_rows) is timed the same way, eager and graphed. At P
 AllReduce is the input itself: the rows measure the epilogue's HBM traffic, read y and r,
 write h and out (and read g, 1/T of it).
 
-With `--nvtx`, each kernel is launched once more inside an NVTX range "prof:LABEL", so that
-Nsight Compute profiles exactly those launches:
-    ncu --nvtx --nvtx-include 'regex:prof:.*/' --set full -o REPORT python3 rows_bandwidth.py ...
-(the labels are printed in launch order: ncu's IDs follow them).
+With `--nvtx`, each kernel is launched once more inside an NVTX range "prof", so that Nsight
+Compute profiles exactly those launches:
+    ncu --nvtx --nvtx-include 'prof/' --set full -o REPORT python3 rows_bandwidth.py ...
+(each launch's label is printed, numbered in launch order: ncu's IDs follow them).
 
 `--compile-only` (no GPU) lowers and compiles every kernel of the run into the cubin cache
 (WB_CACHE_DIR), so that a device call can carry it and skip nvcc.
@@ -29,6 +29,7 @@ Nsight Compute profiles exactly those launches:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -119,7 +120,7 @@ def main() -> int:
     ap.add_argument("--variants", nargs="+", default=["as-is"])
     ap.add_argument("--torch", action="store_true", help="also torch.compile's epilogue")
     ap.add_argument("--no-time", action="store_true", help="check (and --nvtx) only")
-    ap.add_argument("--nvtx", action="store_true", help="one launch each in 'prof:LABEL'")
+    ap.add_argument("--nvtx", action="store_true", help="one more launch each in NVTX 'prof'")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
@@ -150,15 +151,16 @@ def main() -> int:
 
     gpu = Gpu(0, 1)
     print(f"device {gpu.name}, {gpu.sm_count} SMs, torch {torch.__version__}", flush=True)
-    records, t0 = [], time.time()
+    records, t0, nvtx_labels = [], time.time(), []
 
     def nvtx_once(label: str, fn) -> None:
         torch.cuda.synchronize()
-        torch.cuda.nvtx.range_push(f"prof:{label}")
+        torch.cuda.nvtx.range_push("prof")
         fn()
         torch.cuda.nvtx.range_pop()
         torch.cuda.synchronize()
-        print(f"nvtx launch: prof:{label}", flush=True)
+        print(f"nvtx launch {len(nvtx_labels)}: {label}", flush=True)
+        nvtx_labels.append(label)
 
     for dt in args.dtypes:
         original, scheds = programs(dt, args.schedules)
@@ -182,19 +184,15 @@ def main() -> int:
                         run.poison()
                         run.run()
                         gpu.drv.Context.synchronize()
-                        outs = [v.name for v in prog.outputs]
-                        got = run.download(outs)
-                        res = checks.compare(got, prog, original, ref, idx, 0, 1, n_full,
-                                             problem)
+                        check = functools.partial(_check, checks, run, prog, original,
+                                                  (ref, idx, n_full, problem))
+                        res = check()
                         rec = {"dtype": dt, "T": T, "H": H, "what": tag, "schedule": name,
                                "variant": label, "kernels": [k.name for k in plan.kernels()],
                                "check": res.status(), "ok": res.ok,
                                "max_error": res.max_error, "bytes": nbytes}
                         if not args.no_time:
                             eager = run.time(args.warmup, args.reps)
-                            check = lambda: checks.compare(  # noqa: E731
-                                run.download(outs), prog, original, ref, idx, 0, 1, n_full,
-                                problem)
                             graphed, gres = graphs.measure(run, check, args.warmup, args.reps)
                             rec.update(eager_ms=eager.median_ms,
                                        graph_ms=graphed.median_ms if graphed else None,
@@ -215,6 +213,13 @@ def main() -> int:
         Path(args.out).write_text(json.dumps(records, indent=1, default=str))
     gpu.close()
     return 0 if all(r.get("ok", True) for r in records) else 1
+
+
+def _check(checks, run, prog, original, reference):
+    """The outputs the last run left, against the interpreter's (one rank of one)."""
+    ref, idx, n_full, problem = reference
+    got = run.download([v.name for v in prog.outputs])
+    return checks.compare(got, prog, original, ref, idx, 0, 1, n_full, problem)
 
 
 def _torch_rows(torch, baselines_rows, event_times, restorer, inputs, dt, T, H, nbytes, args,

@@ -6,10 +6,11 @@
 #     flight per thread, row groups; lower_rows.ROW_LOADS_IN_FLIGHT / ROW_GROUPS) of this
 #     tree and the code before the fix (the tree at $BEFORE, its own defaults) at T = 8192,
 #     H 4096 / 8192 / 16384, f16 and bf16, beside torch.compile's epilogue (eager and
-#     graphed), every variant checked against the interpreter first; (2) checks the defaults
-#     at small sizes (T 1, 37 x H 1000, 1001 (single elements), 16384) for every fused
-#     schedule; (3) ncu --set full on one launch of each (NVTX-selected) kernel: before,
-#     after, torch, f16 at H 4096 / 8192 / 16384 and bf16 at 8192; the raw metrics as CSV.
+#     graphed), every variant checked against the interpreter first; (2) ncu --set full on
+#     one launch of each (NVTX-selected) kernel: before, after, torch, f16 at H 4096 / 8192
+#     / 16384 and bf16 at 8192, the raw metrics and details as CSV; (3) the other fused
+#     schedules at T = 8192 and every fused schedule's check at small sizes (T 1, 37 x
+#     H 1000, 1001 (single elements), 16384), this tree's defaults.
 #  `final`: compile-and-measure of this tree's defaults (the project's measurement: checks
 #     eager and graphed, every baseline, graphed timing) at T 1, 128, 8192 x H 4096, 8192,
 #     16384, f16 and bf16, then the summary table (allreduce_rmsnorm_summary.py); and the
@@ -45,27 +46,19 @@ if [ "$PART" = explore ]; then
     --variants loads8-groups loads4-groups loads8-nogroups loads2-nogroups --torch \
     --tag "after " --out "$RES/after-variants.json" 2>&1 | tee "$RES/after-variants.txt" \
     | grep -v "^ *$"
-  stamp "after: the other fused schedules, defaults"
-  timeout 90 python3 $DRIVER --dtypes f16 bf16 $SIZES --schedules fuse-rs-c-ag,fuse-ar-c \
-    --variants as-is --tag "after " --out "$RES/after-schedules.json" 2>&1 \
-    | tee "$RES/after-schedules.txt"
   if [ -n "${BEFORE:-}" ]; then
     stamp "before the fix ($BEFORE): the same schedules, its defaults"
     ( cd "$BEFORE" && timeout 100 python3 $DRIVER --dtypes f16 bf16 $SIZES \
       --schedules fuse-ar-c-oneshot,fuse-rs-c-ag,fuse-ar-c --variants as-is --tag "before " \
       --out "$RES/before.json" ) 2>&1 | tee "$RES/before.txt"
   fi
-  stamp "after: checks at small sizes, every fused schedule (defaults)"
-  timeout 90 python3 $DRIVER --dtypes f16 bf16 --T 1 37 --H 1000 1001 16384 --no-time \
-    --schedules fuse-ar-c-oneshot,fuse-rs-c-ag,fuse-ar-c,fuse-ar-c-lamport --variants as-is \
-    --out "$RES/after-checks.json" 2>&1 | tee "$RES/after-checks.txt" | tail -50
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   stamp "ncu: ${NCU:-not found}"
   if [ -n "$NCU" ]; then
     "$NCU" --version | tail -1
     prof() {  # prof NAME TREE ARGS...: one --set full profile per NVTX-selected launch
       local name=$1 tree=$2; shift 2
-      ( cd "$tree" && timeout 150 "$NCU" --nvtx --nvtx-include "regex:prof:.*/" --set full \
+      ( cd "$tree" && timeout 100 "$NCU" --nvtx --nvtx-include "prof/" --set full \
         -f -o "/tmp/ncu-$name" python3 $DRIVER --no-time --nvtx "$@" ) \
         > "$RES/ncu-$name.log" 2>&1
       tail -3 "$RES/ncu-$name.log"
@@ -81,6 +74,14 @@ if [ "$PART" = explore ]; then
     prof bf16 . --dtypes bf16 --T 8192 --H 8192 --schedules fuse-ar-c-oneshot \
       --variants as-is --torch --tag "after "
   fi
+  stamp "after: the other fused schedules, defaults"
+  timeout 90 python3 $DRIVER --dtypes f16 bf16 $SIZES --schedules fuse-rs-c-ag,fuse-ar-c \
+    --variants as-is --tag "after " --out "$RES/after-schedules.json" 2>&1 \
+    | tee "$RES/after-schedules.txt"
+  stamp "after: checks at small sizes, every fused schedule (defaults)"
+  timeout 90 python3 $DRIVER --dtypes f16 bf16 --T 1 37 --H 1000 1001 16384 --no-time \
+    --schedules fuse-ar-c-oneshot,fuse-rs-c-ag,fuse-ar-c,fuse-ar-c-lamport --variants as-is \
+    --out "$RES/after-checks.json" 2>&1 | tee "$RES/after-checks.txt" | tail -50
 fi
 if [ "$PART" = final ]; then
   S=studies/allreduce_rmsnorm.py
