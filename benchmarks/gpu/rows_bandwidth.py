@@ -119,6 +119,8 @@ def main() -> int:
                     help="comma-separated schedules of the study")
     ap.add_argument("--variants", nargs="+", default=["as-is"])
     ap.add_argument("--torch", action="store_true", help="also torch.compile's epilogue")
+    ap.add_argument("--torch-min-T", type=int, default=0,
+                    help="torch.compile's epilogue only at T >= this (its compile is slow)")
     ap.add_argument("--no-time", action="store_true", help="check (and --nvtx) only")
     ap.add_argument("--nvtx", action="store_true", help="one more launch each in NVTX 'prof'")
     ap.add_argument("--warmup", type=int, default=10)
@@ -203,16 +205,22 @@ def main() -> int:
                         run.free()
                         records.append(rec)
                         _print(rec)
-                if args.torch:
+                        _save(args.out, records)
+                if args.torch and T >= args.torch_min_T:
                     _torch_rows(torch, baselines_rows, event_times, restorer, inputs, dt, T,
                                 H, nbytes, args, records, nvtx_once)
                 del inputs, ref
                 torch.cuda.empty_cache()
     print(f"done in {time.time() - t0:.0f} s", flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps(records, indent=1, default=str))
+    _save(args.out, records)
     gpu.close()
     return 0 if all(r.get("ok", True) for r in records) else 1
+
+
+def _save(path: str, records: list) -> None:
+    """Every record so far (a run cut off by its time limit keeps what it measured)."""
+    if path:
+        Path(path).write_text(json.dumps(records, indent=1, default=str))
 
 
 def _check(checks, run, prog, original, reference):
@@ -244,6 +252,7 @@ def _torch_rows(torch, baselines_rows, event_times, restorer, inputs, dt, T, H, 
         nvtx_once(f"{args.tag}torch.compile {dt} T{T} H{H}", lambda: compiled(y, r, g))
     records.append(rec)
     _print(rec)
+    _save(args.out, records)
 
 
 def _print(rec: dict) -> None:

@@ -23,7 +23,7 @@
 #   usage: BEFORE=../llm3-before CUBINS=../llm3-cubins bash benchmarks/gpu/run_rows_bandwidth.sh explore|final
 set -uo pipefail
 PART=${1:-explore}
-case "$PART" in explore|final) ;; *) echo "usage: $0 explore|final, got $PART"; exit 2;; esac
+case "$PART" in explore|measure|final) ;; *) echo "usage: $0 explore|measure|final, got $PART"; exit 2;; esac
 source "$(dirname "$0")/env.sh"
 pack_results
 stamp "machine"
@@ -82,6 +82,35 @@ if [ "$PART" = explore ]; then
   timeout 90 python3 $DRIVER --dtypes f16 bf16 --T 1 37 --H 1000 1001 16384 --no-time \
     --schedules fuse-ar-c-oneshot,fuse-rs-c-ag,fuse-ar-c,fuse-ar-c-lamport --variants as-is \
     --out "$RES/after-checks.json" 2>&1 | tee "$RES/after-checks.txt" | tail -50
+fi
+if [ "$PART" = measure ]; then
+  # One short call: results straight into $OUT as they come (nothing waits for the end).
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for rep in ${NCU_REPORTS:-}; do  # reports of an earlier call, carried: their metrics as CSV
+    echo "### $(basename "$rep")" >> "$OUT/ncu-raw.csv"
+    timeout 30 "$NCU" --import "$rep" --csv --page raw >> "$OUT/ncu-raw.csv" 2>&1
+    stamp "$(basename "$rep"): $(wc -l < "$OUT/ncu-raw.csv") lines of raw metrics so far"
+  done
+  big="--T 8192 --H 4096 8192 16384 --schedules fuse-ar-c-oneshot,fuse-rs-c-ag"
+  small="--T 128 --schedules fuse-ar-c-lamport,fuse-ar-c-oneshot"
+  stamp "after: T = 8192 beside torch.compile"
+  timeout ${BIG_LIMIT:-100} python3 $DRIVER --dtypes f16 bf16 $big --torch --warmup 3 --reps 20 \
+    --tag "after " --out "$OUT/after.json" 2>&1 | tee "$OUT/after.txt"
+  if [ -n "${BEFORE:-}" ]; then
+    stamp "before the fix ($BEFORE): T = 8192"
+    ( cd "$BEFORE" && timeout ${BEFORE_LIMIT:-60} python3 $DRIVER --dtypes f16 bf16 $big \
+      --warmup 3 --reps 20 --tag "before " --out "$OUT/before.json" ) 2>&1 \
+      | tee "$OUT/before.txt"
+  fi
+  stamp "after: T = 128 (and H = 1001: single elements)"
+  timeout 30 python3 $DRIVER --dtypes f16 bf16 $small --H 1001 4096 8192 16384 --warmup 3 \
+    --reps 20 --tag "after " --out "$OUT/after-small.json" 2>&1 | tee -a "$OUT/after.txt"
+  if [ -n "${BEFORE:-}" ]; then
+    stamp "before the fix: T = 128"
+    ( cd "$BEFORE" && timeout 25 python3 $DRIVER --dtypes f16 bf16 $small --H 4096 8192 16384 \
+      --warmup 3 --reps 20 --tag "before " --out "$OUT/before-small.json" ) 2>&1 \
+      | tee -a "$OUT/before.txt"
+  fi
 fi
 if [ "$PART" = final ]; then
   S=studies/allreduce_rmsnorm.py
