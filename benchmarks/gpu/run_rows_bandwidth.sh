@@ -92,25 +92,31 @@ if [ "$PART" = measure ]; then
     stamp "$(basename "$rep"): $(wc -l < "$OUT/ncu-raw.csv") lines of raw metrics so far"
   done
   big="--T 8192 --H 4096 8192 16384 --schedules fuse-ar-c-oneshot,fuse-rs-c-ag"
-  small="--T 128 --schedules fuse-ar-c-lamport,fuse-ar-c-oneshot"
+  small="--T 128 --schedules fuse-ar-c-lamport,fuse-ar-c-oneshot,fuse-ar-c"
   stamp "after: T = 8192 beside torch.compile"
-  timeout ${BIG_LIMIT:-100} python3 $DRIVER --dtypes f16 bf16 $big --torch --warmup 3 --reps 20 \
+  timeout ${BIG_LIMIT:-90} python3 $DRIVER --dtypes f16 bf16 $big --torch --warmup 3 --reps 20 \
     --tag "after " --out "$OUT/after.json" 2>&1 | tee "$OUT/after.txt"
   if [ -n "${BEFORE:-}" ]; then
     stamp "before the fix ($BEFORE): T = 8192"
-    ( cd "$BEFORE" && timeout ${BEFORE_LIMIT:-60} python3 $DRIVER --dtypes f16 bf16 $big \
+    ( cd "$BEFORE" && timeout ${BEFORE_LIMIT:-55} python3 $DRIVER --dtypes f16 bf16 $big \
       --warmup 3 --reps 20 --tag "before " --out "$OUT/before.json" ) 2>&1 \
       | tee "$OUT/before.txt"
   fi
   stamp "after: T = 128 (and H = 1001: single elements)"
-  timeout 30 python3 $DRIVER --dtypes f16 bf16 $small --H 1001 4096 8192 16384 --warmup 3 \
+  timeout 25 python3 $DRIVER --dtypes f16 bf16 $small --H 1001 4096 8192 16384 --warmup 3 \
     --reps 20 --tag "after " --out "$OUT/after-small.json" 2>&1 | tee -a "$OUT/after.txt"
   if [ -n "${BEFORE:-}" ]; then
     stamp "before the fix: T = 128"
-    ( cd "$BEFORE" && timeout 25 python3 $DRIVER --dtypes f16 bf16 $small --H 4096 8192 16384 \
+    ( cd "$BEFORE" && timeout 20 python3 $DRIVER --dtypes f16 bf16 $small --H 4096 8192 16384 \
       --warmup 3 --reps 20 --tag "before " --out "$OUT/before-small.json" ) 2>&1 \
       | tee -a "$OUT/before.txt"
   fi
+  stamp "checks of the other row kernels (studies/rmsnorm.py), T = 37, H = 1001 and 16384"
+  B=studies/rmsnorm.py
+  timeout 25 python3 -m workbench.cli.main compile-and-measure --gpus 1 --no-baselines --reps 20 \
+    --warmup 1 "$B:residual_f16" "$B:layernorm_f16" "$B:softmax_bf16" "$B:axis_f32" \
+    "$B:rmsnorm_f32" --set T=37 --set H=1001 --set H=16384 --out /tmp/rmsnorm-check \
+    --name rmsnorm-check 2>/dev/null | tail -25
 fi
 if [ "$PART" = final ]; then
   S=studies/allreduce_rmsnorm.py
