@@ -52,28 +52,30 @@ COLLECTIVE_MIN_BLOCKS = 2
 
 _COLLECTIVE_KINDS = ("allreduce", "reducescatter", "allgather")
 
-# Loads a thread of a row kernel issues before it uses the first of them, per pass (16-byte
-# vectors, or single elements on the unaligned path): the column steps of the row cache are
-# taken D at a time, every load of the D steps first (rows.cu.j2). One step at a time, a step's
-# stores stood between its loads and the next step's, so each thread had one load of each
-# operand in flight and waited a full memory round trip per step (design note 80). 8 loads
-# of 16 bytes hold 32 registers; the cap of __launch_bounds__(512, 2) is 64.
-ROW_LOADS_IN_FLIGHT = 8
-# Row groups: a block of a row kernel with a row cache takes several rows at once, each by as
-# few threads as hold it at ROW_CACHE elements a thread (wb::RowGroup: 128 threads for rows
-# of 4096, 256 for 8192, the whole block for 16384). The whole block on one row of 4096 f16
-# elements gave each thread one 16-byte load of each operand per row, then 16 warps waited at
-# the row's reduction (design note 80).
-ROW_GROUPS = True
+# Two shapes of the row loop, off by default: measured together (8 and True) they were slower
+# at T = 8192 on one H100 (design note 80), so they stay as knobs for the next measurement
+# (benchmarks/gpu/rows_bandwidth.py sets them per variant); off, the kernels are as before.
+# ROW_LOADS_IN_FLIGHT: 16-byte loads a thread of a row kernel issues before it uses the first
+# of them, per pass of the vector path: the row cache's column steps taken D at a time, every
+# load of the D steps first (load_depth). 0: one step at a time, its loads inside its bounds
+# check (a step's stores then stand between its loads and the next step's).
+ROW_LOADS_IN_FLIGHT = 0
+# ROW_GROUPS: a block takes several rows at once, each by as few threads as hold it at
+# ROW_CACHE elements a thread (wb::RowGroup: 128 threads for rows of 4096, 256 for 8192, the
+# whole block for 16384). False: the whole block takes each row.
+ROW_GROUPS = False
 
 
-def load_depth(p: RowPass, steps: int) -> int:
+def load_depth(p: RowPass, steps: int, in_flight: int) -> int:
     """Column steps of pass `p` whose loads a thread issues together: the most, halving from
     `steps` (the row cache's steps, a power of two), whose loads (a peer-reduced or Lamport
-    load counts one per peer) stay within ROW_LOADS_IN_FLIGHT; at least 1."""
+    load counts one per peer) stay within `in_flight`; 1 when there is nothing to hoist
+    (in_flight 0, or a pass without loads)."""
     per_step = sum(len(ld.peers) if ld.mode in ("reduce", "lamport") else 1 for ld in p.loads)
+    if in_flight <= 0 or per_step == 0:
+        return 1
     depth = steps
-    while depth > 1 and depth * per_step > ROW_LOADS_IN_FLIGHT:
+    while depth > 1 and depth * per_step > in_flight:
         depth //= 2
     return depth
 
@@ -199,7 +201,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions
                    kb.vec_types())
     if plan.cache:
         plan = replace(plan, groups=ROW_GROUPS, passes=tuple(
-            replace(p, depth=load_depth(p, plan.cache // spec.vec)) for p in plan.passes))
+            replace(p, depth=load_depth(p, plan.cache // spec.vec, ROW_LOADS_IN_FLIGHT))
+            for p in plan.passes))
     spec = mangle(replace(_with_row(spec, plan), allreduce=allreduce, counter=counter))
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, pl.sub(rows), cols)
 

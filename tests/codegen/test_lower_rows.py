@@ -135,8 +135,8 @@ def test_the_prefetch_knob_asks_l2_for_the_next_row(monkeypatch):
     text = render(on)
     assert on.row.prefetch and on.name != off.name
     # x and r (the inputs read from memory), in the vector and the single-element loops
-    assert text.count("wb::prefetch_row_l2(p_x + (0LL) + next, cols, grp);") == 2
-    assert text.count("wb::prefetch_row_l2(p_r + (0LL) + next, cols, grp);") == 2
+    assert text.count("wb::prefetch_row_l2(p_x + (0LL) + next, cols);") == 2
+    assert text.count("wb::prefetch_row_l2(p_r + (0LL) + next, cols);") == 2
     monkeypatch.setenv("WB_ROW_PREFETCH", "yes")
     with pytest.raises(WorkbenchError, match=r"WB_ROW_PREFETCH must be 0 or 1 \(prefetch each "
                                              r"block's next row into L2\), got 'yes'; unset it "

@@ -11,7 +11,7 @@
 // nccl reduce_scatter(add) y+0 -> summed_rs+0 count H*T/2 f16
 // kernel wb_elementwise_p2_v8_fcc907f2d7907e80 for h_s
 // nccl all_gather() h_s+0 -> h+0 count H*T/2 f16
-// kernel wb_rows_p2_v8_9fb31b0fe537ede8 for t0_s
+// kernel wb_rows_p2_v8_3023ed8daa2f1052 for t0_s
 // kernel wb_elementwise_p2_v8_78c22425b460eea7 for out_s
 // nccl all_gather() out_s+0 -> out+0 count H*T/2 f16
 
@@ -106,7 +106,7 @@ extern "C" __global__ void __launch_bounds__(512) wb_elementwise_p2_v8_fcc907f2d
 // __launch_bounds__(threads, min blocks): registers capped so that 2 block(s) of
 // 512 threads stay resident per SM (codegen.lower_rows.row_min_blocks).
 
-extern "C" __global__ void __launch_bounds__(512, 2) wb_rows_p2_v8_9fb31b0fe537ede8(
+extern "C" __global__ void __launch_bounds__(512, 2) wb_rows_p2_v8_3023ed8daa2f1052(
     const __half* __restrict__ p_h_s,
     float* __restrict__ p_t0_s,
     long long H,
@@ -115,7 +115,6 @@ extern "C" __global__ void __launch_bounds__(512, 2) wb_rows_p2_v8_9fb31b0fe537e
   (void)rank;
   const long long rows = ((T) / (2LL));
   const long long cols = H;
-  const wb::RowGroup grp = wb::row_group(cols, 0);  // the whole block takes each row
   constexpr int V = 8;
   // The vector path needs every row start 16-byte aligned: the base addresses, and rows of
   // a whole number of 16-byte vectors in every element size.
@@ -124,22 +123,18 @@ extern "C" __global__ void __launch_bounds__(512, 2) wb_rows_p2_v8_9fb31b0fe537e
       | static_cast<uintptr_t>(cols * 2)
       ;
   if (wb::aligned16(align_bits) && cols % V == 0) {
-  // Block b takes the rows equal to b modulo the grid; its row group g (wb::RowGroup) every
-  // grp.count-th of them, starting at the g-th.
-  for (long long row = blockIdx.x + static_cast<long long>(gridDim.x) * grp.index; row < rows;
-       row += static_cast<long long>(gridDim.x) * grp.count) {
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
     float r_t0_s[V];
     (void)r_t0_s;
     // pass 0
     {
       double acc_r_t0_s = wb::row_identity<wb::kRowMean>();
-      for (long long c = static_cast<long long>(grp.t) * V; c < cols;
-           c += static_cast<long long>(grp.n) * V) {
+      for (long long c = static_cast<long long>(threadIdx.x) * V; c < cols;
+           c += static_cast<long long>(blockDim.x) * V) {
         {
           const long long i = row * cols + c;
       float a_h_s_s[V];
       wb::load_vec<V>(p_h_s + (0LL) + i, a_h_s_s);
-
 
           float (&a_h_s)[V] = a_h_s_s;
 #pragma unroll
@@ -148,35 +143,30 @@ extern "C" __global__ void __launch_bounds__(512, 2) wb_rows_p2_v8_9fb31b0fe537e
             (void)e;
             acc_r_t0_s = wb::row_combine<wb::kRowMean>(acc_r_t0_s, (wb::round_to<float>(a_h_s[j]) * wb::round_to<float>(a_h_s[j])));
           }
-
         }
       }
       {
-        const float res = wb::round_to<float>(wb::row_finish<wb::kRowMean>(acc_r_t0_s, cols, grp));
+        const float res = wb::round_to<float>(wb::row_finish<wb::kRowMean>(acc_r_t0_s, cols));
 #pragma unroll
         for (int j = 0; j < V; ++j) r_t0_s[j] = res;
-        if (grp.t == 0) p_t0_s[(0LL) + row] = wb::from_float<float>(res);
+        if (threadIdx.x == 0) p_t0_s[(0LL) + row] = wb::from_float<float>(res);
       }
     }
   }
 
   } else {
-  // Block b takes the rows equal to b modulo the grid; its row group g (wb::RowGroup) every
-  // grp.count-th of them, starting at the g-th.
-  for (long long row = blockIdx.x + static_cast<long long>(gridDim.x) * grp.index; row < rows;
-       row += static_cast<long long>(gridDim.x) * grp.count) {
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
     float r_t0_s[1];
     (void)r_t0_s;
     // pass 0
     {
       double acc_r_t0_s = wb::row_identity<wb::kRowMean>();
-      for (long long c = static_cast<long long>(grp.t) * 1; c < cols;
-           c += static_cast<long long>(grp.n) * 1) {
+      for (long long c = static_cast<long long>(threadIdx.x) * 1; c < cols;
+           c += static_cast<long long>(blockDim.x) * 1) {
         {
           const long long i = row * cols + c;
       float a_h_s_s[1];
       wb::load_vec<1>(p_h_s + (0LL) + i, a_h_s_s);
-
 
           float (&a_h_s)[1] = a_h_s_s;
 #pragma unroll
@@ -185,14 +175,13 @@ extern "C" __global__ void __launch_bounds__(512, 2) wb_rows_p2_v8_9fb31b0fe537e
             (void)e;
             acc_r_t0_s = wb::row_combine<wb::kRowMean>(acc_r_t0_s, (wb::round_to<float>(a_h_s[j]) * wb::round_to<float>(a_h_s[j])));
           }
-
         }
       }
       {
-        const float res = wb::round_to<float>(wb::row_finish<wb::kRowMean>(acc_r_t0_s, cols, grp));
+        const float res = wb::round_to<float>(wb::row_finish<wb::kRowMean>(acc_r_t0_s, cols));
 #pragma unroll
         for (int j = 0; j < 1; ++j) r_t0_s[j] = res;
-        if (grp.t == 0) p_t0_s[(0LL) + row] = wb::from_float<float>(res);
+        if (threadIdx.x == 0) p_t0_s[(0LL) + row] = wb::from_float<float>(res);
       }
     }
   }
