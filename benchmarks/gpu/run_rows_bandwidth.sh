@@ -10,7 +10,13 @@
 #     one launch of each (NVTX-selected) kernel: before, after, torch, f16 at H 4096 / 8192
 #     / 16384 and bf16 at 8192, the raw metrics and details as CSV; (3) the other fused
 #     schedules at T = 8192 and every fused schedule's check at small sizes (T 1, 37 x
-#     H 1000, 1001 (single elements), 16384), this tree's defaults.
+#     H 1000, 1001 (single elements), 16384), this tree's defaults. As written it outlasts
+#     one 10-minute call (its first run was cut after the ncu part, losing the tables): run
+#     fewer variants or dtypes per call.
+#  `measure` (one short call, ~200 s): the row kernels of this tree (VARIANTS, default as-is:
+#     its defaults) and of $BEFORE, checked and timed at T = 8192 beside torch.compile's kernel
+#     and at T = 128; ncu reports of an earlier call (NCU_REPORTS) converted to CSV; results
+#     written into $OUT as they come (h100x1-rows-bandwidth-p1 is this part's output).
 #  `final`: compile-and-measure of this tree's defaults (the project's measurement: checks
 #     eager and graphed, every baseline, graphed timing) at T 1, 128, 8192 x H 4096, 8192,
 #     16384, f16 and bf16, then the summary table (allreduce_rmsnorm_summary.py); and the
@@ -20,7 +26,9 @@
 # CUBINS: a carried cubin cache (rows_bandwidth.py --compile-only fills one), copied into
 # WB_CACHE_DIR so that nvcc runs only for what it lacks. Results: $RES, packed as
 # $OUT/results.tgz, and the ncu reports in $OUT.
-#   usage: BEFORE=../llm3-before CUBINS=../llm3-cubins bash benchmarks/gpu/run_rows_bandwidth.sh explore|final
+# The knobs (codegen.lower_rows.ROW_LOADS_IN_FLIGHT, ROW_GROUPS) are off by default: `as-is`
+# is the code before them; a variant `loadsN-groups|nogroups` sets them (design note 80).
+#   usage: BEFORE=../llm3-before CUBINS=../llm3-cubins bash benchmarks/gpu/run_rows_bandwidth.sh explore|measure|final
 set -uo pipefail
 PART=${1:-explore}
 case "$PART" in explore|measure|final) ;; *) echo "usage: $0 explore|measure|final, got $PART"; exit 2;; esac
@@ -95,6 +103,7 @@ if [ "$PART" = measure ]; then
   small="--T 128 --schedules fuse-ar-c-lamport,fuse-ar-c-oneshot,fuse-ar-c"
   stamp "after: T = 8192 beside torch.compile"
   timeout ${BIG_LIMIT:-90} python3 $DRIVER --dtypes f16 bf16 $big --torch --warmup 3 --reps 20 \
+    --variants ${VARIANTS:-as-is} \
     --tag "after " --out "$OUT/after.json" 2>&1 | tee "$OUT/after.txt"
   if [ -n "${BEFORE:-}" ]; then
     stamp "before the fix ($BEFORE): T = 8192"
@@ -104,6 +113,7 @@ if [ "$PART" = measure ]; then
   fi
   stamp "after: T = 128 (and H = 1001: single elements)"
   timeout 25 python3 $DRIVER --dtypes f16 bf16 $small --H 1001 4096 8192 16384 --warmup 3 \
+    --variants ${VARIANTS:-as-is} \
     --reps 20 --tag "after " --out "$OUT/after-small.json" 2>&1 | tee -a "$OUT/after.txt"
   if [ -n "${BEFORE:-}" ]; then
     stamp "before the fix: T = 128"
