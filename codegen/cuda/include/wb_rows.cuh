@@ -87,8 +87,18 @@ __device__ __forceinline__ void group_sync(const RowGroup& g) {
   }
 }
 
-// Asks L2 for the n elements at p, one 128-byte line a thread of the group (a hint: nothing
-// waits on it).
+// Asks L2 for the n elements at p, one 128-byte line a thread (a hint: nothing waits on it).
+template <typename T>
+__device__ __forceinline__ void prefetch_row_l2(const T* p, long long n) {
+  const char* b = reinterpret_cast<const char*>(p);
+  const long long bytes = n * static_cast<long long>(sizeof(T));
+  for (long long o = static_cast<long long>(threadIdx.x) * 128; o < bytes;
+       o += static_cast<long long>(blockDim.x) * 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(b + o));
+  }
+}
+
+// prefetch_row_l2 by the threads of a row group.
 template <typename T>
 __device__ __forceinline__ void prefetch_row_l2(const T* p, long long n, const RowGroup& g) {
   const char* b = reinterpret_cast<const char*>(p);
@@ -117,6 +127,40 @@ template <int K> __device__ __forceinline__ double row_combine(double acc, float
   return acc + x;
 }
 
+// Max (min when kMin) over the block, returned to every thread; every thread must call it.
+template <bool kMin> __device__ __forceinline__ double block_extremum(double x) {
+  __shared__ double warp_vals[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const double y = __shfl_down_sync(0xffffffffu, x, o);
+    x = kMin ? fmin(x, y) : fmax(x, y);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // warp_vals may still be read by a previous call
+  if (lane == 0) warp_vals[warp] = x;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  double r = warp_vals[0];
+  for (int k = 1; k < nwarps; ++k) r = kMin ? fmin(r, warp_vals[k]) : fmax(r, warp_vals[k]);
+  return r;
+}
+
+// The row's result from every thread's accumulator: the block's sum, max or min, then the
+// mean (sum / n) or the norm (sqrt of the sum of squares), as f32. Every thread must call it.
+template <int K> __device__ __forceinline__ float row_finish(double acc, long long n) {
+  double r;
+  if constexpr (K == kRowMax) {
+    r = block_extremum<false>(acc);
+  } else if constexpr (K == kRowMin) {
+    r = block_extremum<true>(acc);
+  } else {
+    r = block_sum(acc);
+  }
+  if constexpr (K == kRowMean) r = r / static_cast<double>(n);
+  if constexpr (K == kRowNorm) r = sqrt(r);
+  return static_cast<float>(r);
+}
+
 // The sum (kind kRowSum), max or min of x over the group's threads, returned to each of
 // them; every thread of the group must call it. The order of additions depends only on the
 // group's size, as block_sum's on blockDim.
@@ -141,9 +185,8 @@ template <int K> __device__ __forceinline__ double group_reduce(double x, const 
   return r;
 }
 
-// The row's result from every thread's accumulator: the group's sum, max or min, then the
-// mean (sum / n) or the norm (sqrt of the sum of squares), as f32. Every thread of the group
-// must call it.
+// row_finish over a row group (lower_rows.ROW_GROUPS): the group's sum, max or min, then the
+// mean or the norm, as f32. Every thread of the group must call it.
 template <int K> __device__ __forceinline__ float row_finish(double acc, long long n,
                                                              const RowGroup& g) {
   double r = group_reduce<(K == kRowMax || K == kRowMin) ? K : kRowSum>(acc, g);
