@@ -142,6 +142,11 @@ def parser() -> argparse.ArgumentParser:
                     help="(workbench) each bucket's step launched from backward")
     ap.add_argument("--zero", action="store_true",
                     help="(workbench) the optimizer state sliced over the ranks (ZeRO-1)")
+    ap.add_argument("--no-lend-grads", dest="lend_grads", action="store_false",
+                    help="(workbench, P = 1) copy every gradient into a flat bucket instead "
+                         "of reading large parameters' .grad in place (design note 82)")
+    ap.add_argument("--blocks-per-sm", type=int, choices=[1, 2], default=None,
+                    help="(workbench) the fused kernels' grid per SM (default: the choice's)")
     ap.add_argument("--program", default=str(ROOT / "studies/adam.py"))
     ap.add_argument("--schedule", default="auto")
     ap.add_argument("--choose", choices=["measure", "predict"], default="measure")
@@ -178,6 +183,8 @@ def variant(args) -> str:
         name += "" if args.optimize_ddp or not args.ddp else " no-split"
     else:
         name = "workbench" + " overlap" * args.overlap + " zero" * args.zero + " tp" * args.tp
+        name += " copy-grads" * (not args.lend_grads)
+        name += f" {args.blocks_per_sm}/SM" if args.blocks_per_sm else ""
     comp = f"compile {args.compile_scope}" if args.compile else "eager"
     return f"{name}, {comp}"
 
@@ -214,23 +221,33 @@ def build_optimizer(args, model, device):
                                 weight_decay=0.0, fused=True)
         return net, opt, [("ddp + " if args.ddp else "") + "AdamW(fused=True)"]
     import wbtorch
+    from wbtorch.choice import BLOCKS_PER_SM
 
     local_params = []
+    P = dist.get_world_size()
     if args.tp:
         for blk in model.blocks:
             blk.tp = wbtorch.RowParallelLinear.from_linear(blk.proj, schedule=args.tp_schedule)
             del blk.proj
             local_params += list(blk.tp.parameters())
     tp_ids = {id(p) for p in local_params}
+    if P == 1:  # the TP weights are whole: the same buckets as every other weight
+        tp_ids = set()
     dp_params = [p for p in model.parameters() if id(p) not in tp_ids]
-    opt = wbtorch.DataParallelOptimizer(
-        dp_params, args.program, args.schedule, choose=args.choose, hardware=args.hardware,
-        bucket_bytes=int(args.bucket_mb * 2**20), overlap=args.overlap, zero=args.zero,
-        lr=args.lr, beta1=betas[0], beta2=betas[1], eps=eps)
+    kw = dict(program=args.program, schedule=args.schedule, choose=args.choose,
+              hardware=args.hardware, bucket_bytes=int(args.bucket_mb * 2**20),
+              overlap=args.overlap, zero=args.zero,
+              lend_grads=None if args.lend_grads else False,
+              blocks=(args.blocks_per_sm,) if args.blocks_per_sm else BLOCKS_PER_SM,
+              lr=args.lr, beta1=betas[0], beta2=betas[1], eps=eps)
+    opt = wbtorch.DataParallelOptimizer(dp_params, **kw)
     choices = [r.cand.label for r in opt.runs]
-    if local_params:  # each rank's own slice of the TP weights: a local optimizer
-        opt = _Both(opt, torch.optim.AdamW(local_params, lr=args.lr, betas=betas, eps=eps,
-                                           weight_decay=0.0, fused=True))
+    if tp_ids:  # each rank's own rows of the TP weights: the same fused optimizer, on a
+        # group of this rank alone (every rank makes every group, as new_group requires)
+        mine = [dist.new_group([r]) for r in range(P)][dist.get_rank()]
+        local = wbtorch.DataParallelOptimizer(local_params, group=mine, check_replicas=False,
+                                              **kw)
+        opt = _Both(opt, local)
     return model, opt, choices
 
 
@@ -343,6 +360,8 @@ def main(argv=None) -> int:
               "phases_ms": phases, "step_ms_median": phases["step"],
               "opt_ms_median": phases["optimizer"], "host_step_ms": host_ms, "wall_s": wall,
               "optimizer_memory": wb.memory() if hasattr(wb, "memory") else None,
+              "grad_rebinds": getattr(wb, "rebinds", None),
+              "buckets": len(getattr(wb, "runs", ())),
               "torch_max_allocated": torch.cuda.max_memory_allocated(),
               "device_used": total - free,
               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
@@ -350,7 +369,8 @@ def main(argv=None) -> int:
         print(f"{result['variant']}: P={P} params={n_params} loss {result['losses'][0]:.4f} -> "
               f"{result['losses'][-1]:.4f}; " + ", ".join(f"{k} {v:.3f}" for k, v in
                                                            phases.items())
-              + f" ms; host {host_ms:.3f} ms/step (medians after {warm} steps); {choices}")
+              + f" ms; host {host_ms:.3f} ms/step (medians after {warm} steps); "
+              + ", ".join(f"{choices.count(c)} x {c}" for c in dict.fromkeys(choices)))
         if not all(math.isfinite(v) for v in result["losses"]):
             print("losses are not finite", file=sys.stderr)
         if args.out:

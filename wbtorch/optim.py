@@ -47,6 +47,10 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository (program files are 
 # a generated schedule must beat, and the fallback when fusion does not pay).
 TORCH_STEPS = ("adam", "sgd", "lamb")
 
+# At P = 1 a parameter of at least this many bytes gets a bucket of its own, whose gradient
+# buffer is torch's own .grad tensor (no copy into a flat bucket: design note 82).
+LEND_ALONE_BYTES = 4 * 2**20
+
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
@@ -111,11 +115,41 @@ class _BucketRun:
         plan = lower(program, opt.P, cand.options(opt.codegen))
         check_in_place(program, plan.locs)
         self.bound = _bind(opt.gpu, plan, {"N": bucket.numel, "P": opt.P}, cand.blocks_per_sm)
-        self.g = self.bound.view(self.roles.grad)
+        self.g = self.own_g = self.bound.view(self.roles.grad)
         self.w = self.bound.view(self.roles.weights)
         self.state = {s: self.bound.view(s) for s in self.roles.state}
         self.scalars = {s: self.bound.view(s) for s in self.roles.scalars}
         self.opt = opt
+        # P = 1, one parameter, no padding: the plan reads torch's .grad where it is (note 82)
+        self.lends = (getattr(opt, "lend_grads", False) and len(bucket.slots) == 1
+                      and bucket.numel == bucket.used)
+        self.shared_step = False  # the optimizer's one step scalar (note 82), filled per step
+
+    def _grad_to(self, t) -> None:
+        """The plan's gradient buffer becomes `t`'s memory (a flat tensor of N elements)."""
+        if t.data_ptr() != self.g.data_ptr():
+            self.bound.rebind({self.roles.grad: t})
+            self.g = self.bound.view(self.roles.grad)
+            self.opt.rebinds += 1
+
+    def lend(self, p) -> None:
+        """Before a lending bucket runs: its gradient is `p.grad` in place (contiguous, of the
+        bucket's dtype), else the plan's own buffer (None: zeros; another layout: a copy),
+        which `p.grad` then views."""
+        grad = p.grad
+        if (grad is not None and grad.is_contiguous() and grad.dtype == self.own_g.dtype
+                and grad.device == self.own_g.device and grad.numel() == self.own_g.numel()):
+            if grad.data_ptr() != self.g.data_ptr():
+                self._grad_to(grad.view(-1))
+            return
+        if self.g.data_ptr() != self.own_g.data_ptr():
+            self._grad_to(self.own_g)
+        with self.opt.torch.no_grad():
+            if grad is None:
+                self.own_g.zero_()
+            else:
+                self.own_g.copy_(grad.reshape(-1))
+        p.grad = self.own_g.view(p.shape)
 
     def sliced(self, name: str) -> bool:
         return name in self.roles.sliced_state
@@ -124,7 +158,7 @@ class _BucketRun:
         """Enqueue the bucket's step (on `side`, a SideStream that is torch's current stream,
         when the optimizer runs in backward)."""
         opt = self.opt
-        if STEP in self.scalars:
+        if STEP in self.scalars and not self.shared_step:
             self.scalars[STEP].fill_(float(step))
         if opt.P > 1:
             self.g.mul_(1.0 / opt.P)  # DDP averages: divide, then sum (as its comm hook does)
@@ -138,6 +172,14 @@ class _BucketRun:
 
     def keeps_state_sliced(self) -> bool:
         return set(self.roles.sliced_state) == set(self.roles.state)
+
+    @property
+    def torch_free(self) -> bool:
+        """Whether run() enqueues no torch op (a generated kernel, no 1/P scale, the step
+        scalar filled by the optimizer): then the side stream need not be torch's current
+        stream around it."""
+        return self.cand.generated and self.opt.P == 1 and (
+            self.shared_step or STEP not in self.scalars)
 
 
 class DataParallelOptimizer:
@@ -162,6 +204,9 @@ class DataParallelOptimizer:
     zero: keep the optimizer state sliced across the group (ZeRO-1): only schedules whose
         state stays sliced are candidates (the torch step keeps it whole and is left out);
         `memory()` reports the bytes per rank.
+    lend_grads: a parameter of LEND_ALONE_BYTES or more gets a bucket of its own whose plan
+        reads torch's `.grad` tensor in place, instead of a copy of it in a flat bucket
+        (None: at P = 1, where no peer maps the buffer; True at P > 1 is refused).
     hyper: the program's scalars by name (lr, beta1, beta2, eps, wd, ...); `step` is counted.
     """
 
@@ -170,7 +215,7 @@ class DataParallelOptimizer:
                  choose: str = "measure", hardware: str | None = None,
                  modes=ch.MODES, unrolls=(1,), blocks=ch.BLOCKS_PER_SM, trial_reps: int = 10,
                  check_replicas: bool = True, overlap: bool = False, zero: bool = False,
-                 log=_stderr, **hyper):
+                 lend_grads: bool | None = None, log=_stderr, **hyper):
         import torch
 
         self.torch, self.log = torch, log
@@ -196,10 +241,17 @@ class DataParallelOptimizer:
         self.P, self.rank, self.group = self.gpu.P, self.gpu.rank, group
         if check_replicas:
             self._check_replicas()
+        if lend_grads and self.P > 1:
+            raise ProgramRoleError(f"lend_grads=True must run at P = 1 (a fused collective's "
+                                   f"peers map the gradient buffer), got P = {self.P}; leave "
+                                   "it None")
+        self.lend_grads = self.P == 1 if lend_grads is None else bool(lend_grads)
+        self.rebinds = 0  # gradient buffers moved to another .grad tensor (note 82)
         shapes = [(f"param{i}", tuple(p.shape), str(p.dtype).removeprefix("torch."))
                   for i, p in enumerate(self.params)]
         self.buckets = bk.plan_buckets(shapes, self.P, bucket_bytes,
-                                       self.params[0].element_size())
+                                       self.params[0].element_size(),
+                                       LEND_ALONE_BYTES if self.lend_grads else None)
         for line in bk.describe(self.buckets).splitlines():
             if self.rank == 0:
                 self.log(f"[wbtorch] {line}")
@@ -227,6 +279,8 @@ class DataParallelOptimizer:
             run = _BucketRun(self, b, cand)
             self._adopt(run)
             self.runs.append(run)
+        self._run_of = {s.index: run for run in self.runs for s in run.bucket.slots}
+        self._step_t, self._filled = self._share_step(), 0
         self.overlap = overlap
         self.launch_order: list[int] = []  # the last step's bucket launch order (overlap)
         self._side = self._ready = None
@@ -329,6 +383,27 @@ class DataParallelOptimizer:
             torch.cuda.synchronize()
             run.bound.free()
 
+    def _share_step(self):
+        """One step scalar for every generated bucket (each plan's `step` input rebound to
+        it), filled once a step instead of once a bucket; None when no plan reads one."""
+        shared = [r for r in self.runs if r.cand.generated and STEP in r.scalars]
+        if not shared:
+            return None
+        t = self.torch.zeros(1, dtype=shared[0].scalars[STEP].dtype,
+                             device=shared[0].scalars[STEP].device)
+        for r in shared:
+            r.bound.rebind({STEP: t})
+            r.scalars[STEP] = r.bound.view(STEP)
+            r.shared_step = True
+        return t
+
+    def _fill_step(self) -> None:
+        """The shared step scalar holds this step's count (once a step, before its first
+        bucket, on the stream the buckets run on)."""
+        if self._step_t is not None and self._filled != self.step_count + 1:
+            self._step_t.fill_(float(self.step_count + 1))
+            self._filled = self.step_count + 1
+
     def _adopt(self, run: _BucketRun) -> None:
         """Copy the parameters into the bucket's weights (the one copy) and make every
         parameter's .data and .grad views of the bucket; state starts at zero."""
@@ -362,6 +437,7 @@ class DataParallelOptimizer:
             self._side.join()
             self.launch_order = self._ready.new_step()
         else:
+            self._fill_step()
             for run in self.runs:
                 self._own_grads(run)
                 run.run(self.step_count + 1)
@@ -374,13 +450,23 @@ class DataParallelOptimizer:
     def _run_on_side(self, k: int) -> None:
         run = self.runs[k]
         self._own_grads(run)
+        if self._filled != self.step_count + 1:
+            with self._side:
+                self._fill_step()
         self._side.wait_current()  # the bucket's gradients, accumulated on torch's stream
+        if run.torch_free:  # kernels straight onto the side stream: no stream switch
+            run.run(self.step_count + 1, self._side)
+            return
         with self._side:
             run.run(self.step_count + 1, self._side)
 
     def _own_grad(self, index: int, p) -> None:
         """Keep parameter `index`'s .grad the view of its bucket: a .grad that was set to None
         (nn.Module.zero_grad's default) or replaced is copied into the bucket (None: zero)."""
+        run = self._run_of[index]
+        if run.lends:
+            run.lend(p)
+            return
         view = self._slot_grad[index]
         if p.grad is view:
             return
@@ -394,7 +480,7 @@ class DataParallelOptimizer:
     def _own_grads(self, run: _BucketRun) -> None:
         for slot in run.bucket.slots:
             p = self.params[slot.index]
-            if p.grad is not self._slot_grad[slot.index]:
+            if run.lends or p.grad is not self._slot_grad[slot.index]:
                 self._own_grad(slot.index, p)
 
     def no_sync(self):
@@ -433,6 +519,8 @@ class DataParallelOptimizer:
                 p.grad = None
             return
         for run in self.runs:
+            if run.lends:  # the .grad it reads, or (.grad gone) its own buffer as .grad
+                run.lend(self.params[run.bucket.slots[0].index])
             run.g.zero_()
 
     def set_hyper(self, **hyper) -> None:

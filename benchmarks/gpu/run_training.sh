@@ -19,7 +19,13 @@
 #   noise    torch DDP with 5 MB buckets (else as ref): torch's own run-to-run difference
 #   nosplit  torch DDP, torch._dynamo.config.optimize_ddp off (one graph, no split per bucket)
 #   plain-b  torch, no DDP, blocks compiled one by one (the compile scope of wb-ovl) [P = 1]
-# VARIANTS names the variants to run (default: all of them, in the order above).
+#   wb-copy  wb with every gradient copied into its bucket (--no-lend-grads: before note 82)
+#   wb-b     wb with blocks compiled one by one (wb-ovl's compile scope, buckets after backward)
+#   wb-ovl1  wb-ovl with the fused kernels on 1 block per SM (more SMs left to backward)
+#   wb-tp    wb with --tp (each block's projection a RowParallelLinear; its weights in the
+#            same fused optimizer): at P = 1 it must cost no more than wb
+# VARIANTS names the variants to run (default: the first seven, in the order above);
+# TRACE names variants that also write a Perfetto trace of one step (trace_*.json.gz).
 # At P = 2 the targets are >= 1.05x (101m) and >= 1.3x (806m) against the fastest torch
 # variant (DDP there; plain is not data-parallel), losses inside torch's envelope.
 # Results: $RES/{P}_{CONFIG}_{variant}.{json,log}, compare_{P}_{CONFIG}.txt, summary.md
@@ -48,15 +54,18 @@ if [ -n "$TESTS" ]; then
 fi
 
 VARIANTS=${VARIANTS:-ref wb-ovl plain wb noise nosplit plain-b}
+TRACE=${TRACE:-}
 train() {  # train CFG NAME TIMEOUT ARGS...: one torchrun, its JSON and log under $RES
   local cfg=$1 name=$2 limit=$3
   shift 3
   case " $VARIANTS " in *" $name "*) ;; *) return 0 ;; esac
-  local base="$RES/${P}_${cfg}_${name}"
-  stamp "P=$P $cfg $name: $*"
-  timeout "$limit" torchrun --nproc_per_node="$P" examples/train_gpt.py "$@" \
+  local base="$RES/${P}_${cfg}_${name}" trace=()
+  case " $TRACE " in *" $name "*) trace=(--trace "$RES/trace_${P}_${cfg}_${name}.json") ;; esac
+  stamp "P=$P $cfg $name: $* ${trace[*]}"
+  timeout "$limit" torchrun --nproc_per_node="$P" examples/train_gpt.py "$@" "${trace[@]}" \
     --out "$base.json" > "$base.log" 2>&1
   local rc=$?
+  [ ${#trace[@]} -gt 0 ] && [ -f "${trace[1]}" ] && gzip -f "${trace[1]}"
   check $rc "P=$P $cfg $name"
   grep -v "^\[wbtorch\]\|^  \|Warning\|warn(" "$base.log" | tail -2
   return $rc
@@ -81,9 +90,13 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" nosplit "$limit" --optimizer torch --no-optimize-ddp $common
   [ "$P" = 1 ] && train "$cfg" plain-b "$limit" --optimizer torch --no-ddp \
     --compile-scope blocks $common
+  train "$cfg" wb-copy "$limit" $wb --no-lend-grads $common
+  train "$cfg" wb-b "$limit" $wb --compile-scope blocks $common
+  train "$cfg" wb-ovl1 "$limit" $wb --overlap --compile-scope blocks --blocks-per-sm 1 $common
+  train "$cfg" wb-tp "$limit" $wb --tp $common
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
-  for name in wb-ovl wb plain nosplit plain-b; do
+  for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"

@@ -78,3 +78,14 @@ def test_bad_input_is_named_with_the_fix():
         bk.bucket_state({}, b)
     with pytest.raises(bk.BucketError, match="must have 16 elements, got 4; the model's shapes"):
         bk.bucket_state({0: np.zeros(4)}, b)
+
+
+def test_a_parameter_of_alone_bytes_or_more_gets_a_bucket_of_its_own():
+    # fc (4096 elements) and head (2080) reach 2000 elements: each alone; the small ones
+    # keep filling buckets between them, in reverse order
+    b = bk.plan_buckets(SHAPES, P=1, bucket_bytes=4 * 4500, alone_bytes=4 * 2000)
+    assert [[s.name for s in x.slots] for x in b] == [["head"], ["fc.b"], ["fc"], ["ln"],
+                                                       ["emb"]]
+    assert all(x.numel == x.used for x in b if x.slots[0].name in ("head", "fc", "emb"))
+    # without the rule the plan is the one above
+    assert len(bk.plan_buckets(SHAPES, P=1, bucket_bytes=4 * 4500)) == 3

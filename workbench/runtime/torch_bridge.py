@@ -229,14 +229,15 @@ class BoundPlan:
     def rebind(self, tensors: dict) -> None:
         """Point input buffers at torch tensors' memory instead of the plan's own (zero copy
         for activations and parameters that torch owns): {input name: contiguous tensor of
-        the buffer's dtype and size}. Only buffers that no other rank maps (not `peer`) can
-        move; the plan's launches are prepared again when an address changed."""
+        the buffer's dtype and size}. Only buffers that no other rank maps (not `peer`, or
+        any buffer at P = 1) can move; the plan's launches are prepared again when an address
+        changed."""
         changed = False
         run = self.run_
         for name, t in tensors.items():
             loc = self.plan.locs[name]
             spec = next(b for b in self.plan.buffers if b.name == loc.buffer)
-            if spec.peer:
+            if spec.peer and self.run_.P > 1:
                 raise RuntimeFault(f"input '{name}' must be in a buffer no peer maps to be "
                                    f"rebound to a torch tensor, got peer buffer {spec.name}; "
                                    "copy into BoundPlan.view(name) instead")
