@@ -104,18 +104,26 @@ def plan_buckets(params: list[tuple[str, tuple[int, ...], str]], P: int,
             buckets.append(Bucket(len(buckets), tuple(current), used, padded(used, P), dtype))
         current, used, dtype = [], 0, None
 
+    def shape_of(shape):
+        return tuple(int(s) for s in shape)
+
     for index in reversed(range(len(params))):
         name, shape, dt = params[index]
         numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if numel == 0:
             continue
-        if current and (dt != dtype or used + numel > cap or numel >= alone):
+        if numel >= alone:
+            # its own bucket, numbered now; the small parameters around it keep filling the
+            # open bucket, which is numbered when it closes (buckets launch in number order,
+            # so a bucket's number follows the readiness of its last parameter)
+            buckets.append(Bucket(len(buckets), (Slot(index, name, 0, numel, shape_of(shape)),),
+                                  numel, padded(numel, P), dt))
+            continue
+        if current and (dt != dtype or used + numel > cap):
             close()
-        current.append(Slot(index, name, used, numel, tuple(int(s) for s in shape)))
+        current.append(Slot(index, name, used, numel, shape_of(shape)))
         used += numel
         dtype = dt
-        if numel >= alone:
-            close()
     close()
     return buckets
 
