@@ -29,12 +29,12 @@ import numpy as np
 from wbtorch import buckets as bk
 from wbtorch import choice as ch
 from wbtorch import overlap as ov
+from wbtorch.bucket_run import BucketRun
 from wbtorch.programs import (
     STEP,
     ProgramRoleError,
     check_grad_dtype,
     check_hyper,
-    check_in_place,
     pick_schedule,
     roles,
 )
@@ -100,86 +100,6 @@ def keeps_state_sliced(loaded, schedule: str) -> bool:
         return False
     r = roles(pick_schedule(loaded, schedule))
     return set(r.sliced_state) == set(r.state)
-
-
-class _BucketRun:
-    """One bucket's chosen way to run and the plan that holds its memory."""
-
-    def __init__(self, opt, bucket: bk.Bucket, cand: ch.Candidate):
-        from codegen.lower import lower
-
-        self.bucket, self.cand = bucket, cand
-        key = "unscheduled" if cand.schedule == ch.TORCH else cand.schedule
-        program = pick_schedule(opt.loaded, key)
-        self.roles = roles(program)
-        plan = lower(program, opt.P, cand.options(opt.codegen))
-        check_in_place(program, plan.locs)
-        self.bound = _bind(opt.gpu, plan, {"N": bucket.numel, "P": opt.P}, cand.blocks_per_sm)
-        self.g = self.own_g = self.bound.view(self.roles.grad)
-        self.w = self.bound.view(self.roles.weights)
-        self.state = {s: self.bound.view(s) for s in self.roles.state}
-        self.scalars = {s: self.bound.view(s) for s in self.roles.scalars}
-        self.opt = opt
-        # P = 1, one parameter, no padding: the plan reads torch's .grad where it is (note 82)
-        self.lends = (getattr(opt, "lend_grads", False) and len(bucket.slots) == 1
-                      and bucket.numel == bucket.used)
-        self.shared_step = False  # the optimizer's one step scalar (note 82), filled per step
-
-    def _grad_to(self, t) -> None:
-        """The plan's gradient buffer becomes `t`'s memory (a flat tensor of N elements)."""
-        if t.data_ptr() != self.g.data_ptr():
-            self.bound.rebind({self.roles.grad: t})
-            self.g = self.bound.view(self.roles.grad)
-            self.opt.rebinds += 1
-
-    def lend(self, p) -> None:
-        """Before a lending bucket runs: its gradient is `p.grad` in place (contiguous, of the
-        bucket's dtype), else the plan's own buffer (None: zeros; another layout: a copy),
-        which `p.grad` then views."""
-        grad = p.grad
-        if (grad is not None and grad.is_contiguous() and grad.dtype == self.own_g.dtype
-                and grad.device == self.own_g.device and grad.numel() == self.own_g.numel()):
-            if grad.data_ptr() != self.g.data_ptr():
-                self._grad_to(grad.view(-1))
-            return
-        if self.g.data_ptr() != self.own_g.data_ptr():
-            self._grad_to(self.own_g)
-        with self.opt.torch.no_grad():
-            if grad is None:
-                self.own_g.zero_()
-            else:
-                self.own_g.copy_(grad.reshape(-1))
-        p.grad = self.own_g.view(p.shape)
-
-    def sliced(self, name: str) -> bool:
-        return name in self.roles.sliced_state
-
-    def run(self, step: int, side=None) -> None:
-        """Enqueue the bucket's step (on `side`, a SideStream that is torch's current stream,
-        when the optimizer runs in backward)."""
-        opt = self.opt
-        if STEP in self.scalars and not self.shared_step:
-            self.scalars[STEP].fill_(float(step))
-        if opt.P > 1:
-            self.g.mul_(1.0 / opt.P)  # DDP averages: divide, then sum (as its comm hook does)
-        if self.cand.generated:
-            if side is None:
-                self.bound.run()
-            else:
-                self.bound.run(side)
-        else:
-            opt._torch_step(self, step)
-
-    def keeps_state_sliced(self) -> bool:
-        return set(self.roles.sliced_state) == set(self.roles.state)
-
-    @property
-    def torch_free(self) -> bool:
-        """Whether run() enqueues no torch op (a generated kernel, no 1/P scale, the step
-        scalar filled by the optimizer): then the side stream need not be torch's current
-        stream around it."""
-        return self.cand.generated and self.opt.P == 1 and (
-            self.shared_step or STEP not in self.scalars)
 
 
 class DataParallelOptimizer:
@@ -259,9 +179,10 @@ class DataParallelOptimizer:
         self.zero = zero
         self.choices: list[dict] = []
         self._trials: dict[int, dict] = {}
-        self.runs: list[_BucketRun] = []
+        self.runs: list[BucketRun] = []
         self._slot_grad: dict = {}  # parameter index -> its .grad: a view of its bucket
-        self._torch_ok = self.loaded.program.name in TORCH_STEPS
+        # the torch step updates the weights the model reads: none for a mixed program
+        self._torch_ok = self.loaded.program.name in TORCH_STEPS and self.roles.low is None
         cluster = None
         if hardware is not None:
             from cost_model.hardware import load_hardware
@@ -276,7 +197,7 @@ class DataParallelOptimizer:
                     f"{cand.schedule}, which keeps {', '.join(self.roles.state)} whole; pass "
                     "schedule='auto' or one that slices it (fuse-rs-c-ag, "
                     "rs-c-ag-sliced-state)")
-            run = _BucketRun(self, b, cand)
+            run = BucketRun(self, b, cand, _bind)
             self._adopt(run)
             self.runs.append(run)
         self._run_of = {s.index: run for run in self.runs for s in run.bucket.slots}
@@ -316,10 +237,12 @@ class DataParallelOptimizer:
     def _choose(self, b, schedule, choose, cluster, modes, unrolls, blocks,
                 trial_reps) -> ch.Candidate:
         if schedule == ch.TORCH:
-            if self.loaded.program.name not in TORCH_STEPS:
+            if not self._torch_ok:
                 raise ProgramRoleError(f"schedule 'torch' must be a program with a torch step "
-                                       f"({', '.join(TORCH_STEPS)}), got program "
-                                       f"{self.loaded.program.name}; pick one of its schedules")
+                                       f"({', '.join(TORCH_STEPS)}, fp32), got program "
+                                       f"{self.loaded.program.name}"
+                                       f"{' (mixed precision)' if self.roles.low else ''}; "
+                                       "pick one of its schedules")
             return ch.Candidate(ch.TORCH)
         if schedule != "auto":
             pick_schedule(self.loaded, schedule)  # a clear error for a schedule it lacks
@@ -355,7 +278,7 @@ class DataParallelOptimizer:
         size (random gradients and weights, zero state): the trial never touches the model."""
         torch = self.torch
         try:
-            run = _BucketRun(self, b, cand)
+            run = BucketRun(self, b, cand, _bind)
         except Exception as e:  # a schedule that does not lower or compile: not a candidate
             if self.rank == 0:
                 self.log(f"[wbtorch] candidate {cand.label} left out: {e}")
@@ -404,9 +327,11 @@ class DataParallelOptimizer:
             self._step_t.fill_(float(self.step_count + 1))
             self._filled = self.step_count + 1
 
-    def _adopt(self, run: _BucketRun) -> None:
+    def _adopt(self, run: BucketRun) -> None:
         """Copy the parameters into the bucket's weights (the one copy) and make every
-        parameter's .data and .grad views of the bucket; state starts at zero."""
+        parameter's .data and .grad views of the bucket; state starts at zero. Mixed
+        precision: .data views the low-precision weights, and the fp32 master (this rank's
+        slice where the schedule keeps it sliced) starts as the parameters' values."""
         torch = self.torch
         with torch.no_grad():
             run.w.zero_()
@@ -415,13 +340,20 @@ class DataParallelOptimizer:
                 s.zero_()
             for name, value in self.hyper.items():
                 run.scalars[name].fill_(value)
+            model = run.w if run.low is None else run.low
+            if run.low is not None:
+                model.zero_()
             for slot in run.bucket.slots:
                 p = self.params[slot.index]
-                view = run.w[slot.offset:slot.offset + slot.numel].view(p.shape)
+                view = model[slot.offset:slot.offset + slot.numel].view(p.shape)
                 view.copy_(p.detach())
                 p.data = view
                 p.grad = run.g[slot.offset:slot.offset + slot.numel].view(p.shape)
                 self._slot_grad[slot.index] = p.grad
+            if run.low is not None:  # the master: this rank's part of the model's weights
+                a, b = (run.bucket.rank_range(self.rank, self.P) if run.sliced(run.roles.weights)
+                        else (0, run.bucket.numel))
+                run.w.copy_(run.low[a:b].float())
 
     # -- training
 
@@ -477,7 +409,7 @@ class DataParallelOptimizer:
                 view.copy_(p.grad)
         p.grad = view
 
-    def _own_grads(self, run: _BucketRun) -> None:
+    def _own_grads(self, run: BucketRun) -> None:
         for slot in run.bucket.slots:
             p = self.params[slot.index]
             if run.lends or p.grad is not self._slot_grad[slot.index]:
@@ -533,7 +465,7 @@ class DataParallelOptimizer:
             for run in self.runs:
                 run.scalars[k].fill_(float(v))
 
-    def _torch_step(self, run: _BucketRun, step: int) -> None:
+    def _torch_step(self, run: BucketRun, step: int) -> None:
         """NCCL all_reduce of the bucket, then the torch step of the program's study."""
         torch, dist = self.torch, self.gpu.dist
         if self.P > 1:
@@ -566,7 +498,9 @@ class DataParallelOptimizer:
         ZeRO-1's slicing saves on this rank)."""
         out = {"weights": 0, "grads": 0, "state": 0, "state_whole": 0}
         for run in self.runs:
-            out["weights"] += run.w.numel() * run.w.element_size()
+            out["weights"] += run.w.numel() * run.w.element_size()  # (mixed: the master)
+            if run.low is not None:
+                out["weights"] += run.low.numel() * run.low.element_size()
             out["grads"] += run.g.numel() * run.g.element_size()
             for t in run.state.values():
                 out["state"] += t.numel() * t.element_size()
@@ -574,10 +508,10 @@ class DataParallelOptimizer:
         out["state_saved"] = out["state_whole"] - out["state"]
         return {k: int(v) for k, v in out.items()}
 
-    def _whole(self, run: _BucketRun, name: str):
+    def _whole(self, run: BucketRun, name: str):
         """A state value of a bucket as a whole bucket-shaped tensor (gathered over the group
         when this schedule keeps it sliced: a collective call)."""
-        view = run.state[name]
+        view = run.saved()[name]
         if not run.sliced(name) or self.P == 1:
             return view
         whole = self.torch.empty(run.bucket.numel, dtype=view.dtype, device=view.device)
@@ -588,11 +522,12 @@ class DataParallelOptimizer:
         """The optimizer's state, whole and per parameter (the same on every rank, whether a
         bucket's schedule keeps its state sliced or not; with sliced state every rank must
         call it, since it gathers): {'program', 'step', 'hyper', 'state': {param index:
-        {state name: CPU tensor shaped like the parameter}}, 'choices'}."""
+        {state name: CPU tensor shaped like the parameter}}, 'choices'}; mixed precision
+        also saves the fp32 master weights under the program's weights name (`w`)."""
         self.synchronize_side()
         state: dict[int, dict] = {}
         for run in self.runs:
-            for name in run.roles.state:
+            for name in run.saved():
                 whole = self._whole(run, name).detach().cpu().numpy()
                 for index, arr in bk.param_state(whole, run.bucket).items():
                     state.setdefault(index, {})[name] = self.torch.from_numpy(arr.copy())
@@ -611,9 +546,9 @@ class DataParallelOptimizer:
         self.set_hyper(**sd.get("hyper", {}))
         per = sd["state"]
         for run in self.runs:
-            for name in run.roles.state:
+            for name, view in run.saved().items():
                 arrays = {i: per[i][name].numpy() for i in per if name in per[i]}
                 whole = bk.bucket_state(arrays, run.bucket)
                 if run.sliced(name):
                     whole = bk.slice_state(whole, run.bucket, self.rank, self.P)
-                run.state[name].copy_(self.torch.from_numpy(np.ascontiguousarray(whole)))
+                view.copy_(self.torch.from_numpy(np.ascontiguousarray(whole)))

@@ -24,6 +24,13 @@
 #   wb-ovl1  wb-ovl with the fused kernels on 1 block per SM (more SMs left to backward)
 #   wb-tp    wb with --tp (each block's projection a RowParallelLinear; its weights in the
 #            same fused optimizer): at P = 1 it must cost no more than wb
+# Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
+#   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
+#   bf16p    torch, bf16 parameters under autocast, AdamW(fused) on an fp32 master copy: the
+#            reference of the loss check (the workbench's recipe, torch's optimizer)
+#   bf16p-n  bf16p with blocks compiled one by one: torch's own noise for that check
+#   wb-bf16p the workbench in backward (1 block/SM), bf16 parameters, examples/adam_bf16.py
+#            (bf16 gradients in, fp32 master weights and moments, bf16 weights out)
 # VARIANTS names the variants to run (default: the first seven, in the order above);
 # TRACE names variants that also write a Perfetto trace of one step (trace_*.json.gz).
 # At P = 2 the targets are >= 1.05x (101m) and >= 1.3x (806m) against the fastest torch
@@ -94,6 +101,12 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-b "$limit" $wb --compile-scope blocks $common
   train "$cfg" wb-ovl1 "$limit" $wb --overlap --compile-scope blocks --blocks-per-sm 1 $common
   train "$cfg" wb-tp "$limit" $wb --tp $common
+  local np="--optimizer torch --no-ddp"
+  train "$cfg" amp "$limit" $np --precision bf16 $common
+  train "$cfg" bf16p "$limit" $np --precision bf16-params $common
+  train "$cfg" bf16p-n "$limit" $np --precision bf16-params --compile-scope blocks $common
+  train "$cfg" wb-bf16p "$limit" $wb --precision bf16-params --overlap --compile-scope blocks \
+    --blocks-per-sm 1 $common
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
   for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp; do
@@ -104,7 +117,17 @@ run_config() {  # run_config CFG: every variant, then the loss checks
       >> "$out" 2>&1
     check $? "P=$P $cfg losses of $name"
   done
-  grep -A0 "^==\|^MATCH\|^MISMATCH" "$out" | cut -c1-240
+  local out16="$RES/compare_${P}_${cfg}_bf16.txt" ref16="$RES/${P}_${cfg}_bf16p.json"
+  : > "$out16"
+  for name in wb-bf16p amp; do
+    local run="$RES/${P}_${cfg}_$name.json"
+    [ -f "$run" ] && [ -f "$ref16" ] || continue
+    echo "== $name against bf16p, noise: ${P}_${cfg}_bf16p-n" >> "$out16"
+    python3 examples/compare_losses.py "$ref16" "$run" --noise "$RES/${P}_${cfg}_bf16p-n.json" \
+      >> "$out16" 2>&1
+    [ "$name" = amp ] || check $? "P=$P $cfg losses of $name"  # amp: another recipe, reported
+  done
+  grep -A0 "^==\|^MATCH\|^MISMATCH" "$out" "$out16" | cut -c1-240
 }
 
 case $CONFIG in
