@@ -31,6 +31,7 @@
 #   bf16p-n  bf16p with blocks compiled one by one: torch's own noise for that check
 #   wb-bf16p the workbench in backward (1 block/SM), bf16 parameters, examples/adam_bf16.py
 #            (bf16 gradients in, fp32 master weights and moments, bf16 weights out)
+#   wb-bf16p-a  wb-bf16p with the optimizer after backward and the model compiled whole
 # VARIANTS names the variants to run (default: the first seven, in the order above);
 # TRACE names variants that also write a Perfetto trace of one step (trace_*.json.gz).
 # At P = 2 the targets are >= 1.05x (101m) and >= 1.3x (806m) against the fastest torch
@@ -107,6 +108,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" bf16p-n "$limit" $np --precision bf16-params --compile-scope blocks $common
   train "$cfg" wb-bf16p "$limit" $wb --precision bf16-params --overlap --compile-scope blocks \
     --blocks-per-sm 1 $common
+  train "$cfg" wb-bf16p-a "$limit" $wb --precision bf16-params $common
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
   for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp; do
@@ -119,7 +121,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   done
   local out16="$RES/compare_${P}_${cfg}_bf16.txt" ref16="$RES/${P}_${cfg}_bf16p.json"
   : > "$out16"
-  for name in wb-bf16p amp; do
+  for name in wb-bf16p wb-bf16p-a amp; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref16" ] || continue
     echo "== $name against bf16p, noise: ${P}_${cfg}_bf16p-n" >> "$out16"
