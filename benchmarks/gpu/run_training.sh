@@ -55,9 +55,9 @@ ensure_pycuda || exit 1
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache  # one compile per graph across the runs
 if [ -n "$TESTS" ]; then
-  stamp "wbtorch GPU tests: the optimizer in backward"
+  stamp "wbtorch GPU tests: the optimizer in backward, lent gradients, bf16 with fp32 master"
   timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/wbtorch \
-    -k "in_backward or exits_cleanly" 2>&1 | tee "$RES"/pytest.txt | tail -5
+    -k "in_backward or exits_cleanly or lent or bf16" 2>&1 | tee "$RES"/pytest.txt | tail -5
   check $? "tests"
 fi
 
