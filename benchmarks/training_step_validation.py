@@ -3,11 +3,15 @@ GPU runs measured at P = 1 (examples/train_gpt.py's per-phase CUDA events): one 
 measured variant, each phase predicted and measured, and the error.
 
     python benchmarks/training_step_validation.py \
-        --measured studies/results/gpu/h100x1-run30-training --out studies/results/training-step
+        --measured studies/results/gpu/h100x1-run30-training:add \
+        --measured studies/results/gpu/h100x1-run33-training-p1/call1-806m:lend ... \
+        --out studies/results/training-step
 
-Writes validation.md and validation.csv in --out. Which prediction stands for which measured
-variant is VARIANTS below; the measured run's workbench choice was fuse-rs-c-ag for every
-bucket, and it accumulated gradients by adding into zeroed bucket views (--accumulate add).
+Writes validation.md and validation.csv in --out. Each --measured folder names how that run's
+wbtorch moved gradients into buckets (run 30: add into zeroed views; run 33: large ones lent
+in place, `lend`). Which prediction stands for which measured variant is VARIANTS below; the
+measured runs' workbench choice was fuse-rs-c-ag for every bucket. Mixed-precision, --tp and
+noise runs are not compared (not modelled, or a second sample of a compared one).
 """
 
 from __future__ import annotations
@@ -27,12 +31,18 @@ from workbench.cli.simulate_step import candidate_programs, simulate_config  # n
 
 MODELS = {"101m": ct.GptShape(1024, 8, 8, batch=16), "806m": ct.GptShape(2048, 16, 16, batch=1)}
 # measured file suffix -> (torch mode or workbench mode, what the simulator does not model)
+BLOCKS = "each block compiled alone: the host's issue time (not modelled)"
 VARIANTS = {
-    "plain": ("plain", ""),
-    "nosplit": ("ddp", ""),
-    "ref": ("ddp", "Dynamo's DDPOptimizer splits the compiled graph per bucket (not modelled)"),
-    "wb": ("after", ""),
-    "wb-ovl": ("in", "each block compiled alone: the host's issue time (not modelled)"),
+    "plain": ("plain", None, ""),
+    "plain-b": ("plain", None, BLOCKS),
+    "nosplit": ("ddp", None, ""),
+    "ref": ("ddp", None, "Dynamo's DDPOptimizer splits the compiled graph per bucket (not "
+            "modelled)"),
+    "wb": ("after", None, ""),
+    "wb-copy": ("after", "copy", ""),
+    "wb-b": ("after", None, BLOCKS),
+    "wb-ovl": ("in", None, BLOCKS),
+    "wb-ovl1": ("in", None, BLOCKS + "; fused kernels on 1 block per SM"),
 }
 PHASES = (("forward", "forward_ms"), ("backward", "backward_phase_ms"),
           ("optimizer", "optimizer_phase_ms"), ("step", "step_ms"))
@@ -53,27 +63,30 @@ def predictions(shape: ct.GptShape, hardware: str, accumulate: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--measured", action="append", required=True,
-                    help="a results folder of run_training.sh (1_<model>_<variant>.json)")
+                    help="FOLDER:ACCUMULATE, a results folder of run_training.sh "
+                    "(1_<model>_<variant>.json) and how its wbtorch moved gradients")
     ap.add_argument("--hardware", default="h100x8")
-    ap.add_argument("--accumulate", default="add")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()
     rows = []
-    for folder in args.measured:
+    for spec in args.measured:
+        folder, _, accumulate = spec.rpartition(":")
         for model, shape in MODELS.items():
-            pred = predictions(shape, args.hardware, args.accumulate)
-            for suffix, (mode, note) in VARIANTS.items():
+            preds = {}
+            for suffix, (mode, acc, note) in VARIANTS.items():
                 path = Path(folder) / f"1_{model}_{suffix}.json"
                 if not path.is_file():
                     continue
+                acc = acc or accumulate
+                if acc not in preds:
+                    preds[acc] = predictions(shape, args.hardware, acc)
                 m = json.loads(path.read_text())
-                row = {"measured": str(path.relative_to(ROOT) if path.is_absolute() else path),
-                       "model": model, "variant": m["variant"], "predicted_as": mode,
-                       "not_modelled": note}
+                row = {"measured": str(path), "model": model, "variant": m["variant"],
+                       "predicted_as": f"{mode} ({acc})", "not_modelled": note}
                 for phase, key in PHASES:
-                    got, want = pred[mode][key], m["phases_ms"][phase]
+                    got, want = preds[acc][mode][key], m["phases_ms"][phase]
                     row[f"{phase}_pred_ms"] = round(got, 3)
                     row[f"{phase}_meas_ms"] = round(want, 3)
                     row[f"{phase}_err_pct"] = round(100 * (got - want) / want, 1) if want > 0.5 \
@@ -85,18 +98,21 @@ def main(argv=None) -> int:
 
     pd.DataFrame(rows).to_csv(out / "validation.csv", index=False)
     lines = [f"Predicted (`workbench simulate-step --hardware {args.hardware} --gpus 1 "
-             f"--accumulate {args.accumulate} --schedule fuse-rs-c-ag`, commit {commit}) against "
-             "measured (CUDA events, medians), ms; error = (predicted - measured) / measured "
-             "(phases under 0.5 ms: no %).", "",
-             "| model | measured variant | forward | backward | optimizer | step | step error "
-             "| not modelled |", "|---|---|---:|---:|---:|---:|---:|---|"]
+             f"--schedule fuse-rs-c-ag --accumulate A`, commit {commit}) against measured (CUDA "
+             "events, medians), ms; error = (predicted - measured) / measured (phases under "
+             "0.5 ms: no %).", "",
+             "| measured | model | variant | predicted as | forward | backward | optimizer | "
+             "step | step error | not modelled |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         cells = []
         for phase, _ in PHASES:
             err = r[f"{phase}_err_pct"]
             cells.append(f"{r[f'{phase}_pred_ms']:.2f} / {r[f'{phase}_meas_ms']:.2f}"
                          + (f" ({err:+.1f} %)" if err is not None else ""))
-        lines.append(f"| {r['model']} | {r['variant']} | " + " | ".join(cells)
+        where = Path(r["measured"]).parent.name
+        lines.append(f"| {where} | {r['model']} | {r['variant']} | {r['predicted_as']} | "
+                     + " | ".join(cells)
                      + f" | **{r['step_err_pct']:+.1f} %** | {r['not_modelled']} |")
     (out / "validation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

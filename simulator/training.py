@@ -257,6 +257,21 @@ class _Step:
         yield from self.hold("gpu", k.name, lambda f: ct.kernel_s(
             self.cluster, k, self.shape.dtype, self.eff, f), "stream")
 
+    @property
+    def copies_in_backward(self) -> bool:
+        """Where the workbench moves gradients into buckets: in backward when hooks run there
+        (the optimizer in backward) or autograd adds into bucket views (`add`, run 30), else
+        in step(), before each bucket's kernel (GPU run 33: --copy-grads after backward moved
+        1.8 ms into the optimizer phase, backward unchanged)."""
+        return self.side.overlap or self.side.accumulate == "add"
+
+    def into_buckets(self, name: str, grads):
+        """The workbench's gradients `grads` into their buckets (lent ones stay in place)."""
+        numel = sum(self.numel[g] for g in grads if g not in self.lent)
+        passes = ct.WB_GRAD_PASSES[self.side.accumulate]
+        if numel:
+            yield from self.copy(f"into bucket: {name}", numel, (passes - 1, 1))
+
     def copy(self, name: str, numel: int, passes):
         yield from self.hold("gpu", name, ct.copy_s(self.cluster, numel, self.shape.itemsize,
                                                     passes), "stream")
@@ -274,11 +289,8 @@ class _Step:
             numel = sum(self.numel[g] for g in k.grads)
             if ddp:  # Reducer: the gradient into its bucket, scaled by 1/P
                 yield from self.copy(f"ddp copy-in {k.name}", numel, (1, 1))
-            elif side.kind == "workbench":
-                numel = sum(self.numel[g] for g in k.grads if g not in self.lent)
-                passes = ct.WB_GRAD_PASSES[side.accumulate]
-                if numel:
-                    yield from self.copy(f"into bucket {k.name}", numel, (passes - 1, 1))
+            elif side.kind == "workbench" and self.copies_in_backward:
+                yield from self.into_buckets(k.name, k.grads)
             self.ready(k.grads)
         marks["backward_kernels"] = self.env.now
         if ddp:  # finalize: wait for every AllReduce, copy the buckets back into .grad
@@ -293,6 +305,8 @@ class _Step:
             yield self.env.all_of(self.bucket_done)
         else:
             for b in range(len(self.buckets)):
+                if not self.copies_in_backward:
+                    yield from self.into_buckets(f"bucket {b}", self.buckets[b])
                 for st in side.stages[self.bucket_numel(b)]:
                     yield from self.stage(st, f"bucket {b}: {st.name}", "stream")
         marks["step"] = self.env.now

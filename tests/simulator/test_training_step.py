@@ -117,7 +117,9 @@ def test_kernels_of_both_streams_take_turns_on_the_sms():
     shape = ct.GptShape(1024, 2, 8, batch=4)
     after = simulate_step(shape, cluster, 1, _wb(shape, 1, False), 0.75)
     inside = simulate_step(shape, cluster, 1, _wb(shape, 1, True), 0.75)
-    assert inside.step_s == pytest.approx(after.step_s)
+    # (but for the launches of the gradient copies: one per gradient from backward's hooks,
+    # one per bucket in step())
+    assert inside.step_s == pytest.approx(after.step_s, rel=0.03)
     assert inside.optimizer_s < after.optimizer_s and inside.backward_s > after.backward_s
 
 
@@ -162,8 +164,14 @@ def test_lent_gradients_skip_the_copy_at_one_gpu_only():
                   for n in workbench_bucket_numels(shape, 1, ct.DDP_BUCKET_BYTES, mode)}
         side = Side("workbench", accumulate=mode, schedule="t", stages=stages)
         steps[mode] = simulate_step(shape, cluster, 1, side, 0.75)
-    # add reads the bucket too (3 passes), copy 2, lend none for parameters of 4 MiB or more
-    assert steps["lend"].backward_s < steps["copy"].backward_s < steps["add"].backward_s
+    # add reads the bucket too (3 passes, in backward), copy 2 (in step()), lend none for
+    # parameters of 4 MiB or more
+    def copying(r):
+        return sum(row.t_end - row.t_start for row in r.rows if row.op.startswith("into"))
+
+    assert 0 < copying(steps["lend"]) < copying(steps["copy"]) < copying(steps["add"])
+    assert steps["copy"].backward_s < steps["add"].backward_s
+    assert steps["copy"].optimizer_s > steps["add"].optimizer_s
     assert steps["lend"].buckets > steps["copy"].buckets  # each large parameter alone
     side = Side("workbench", accumulate="lend", schedule="t", stages={})
     with pytest.raises(Exception, match="lent gradients .* must run at P = 1"):
