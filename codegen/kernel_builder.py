@@ -25,8 +25,9 @@ from codegen.spec import Assign, KernelSpec, Load, NormAcc, Param, Push, Store, 
 from workbench import ir
 from workbench.types import Sliced, TensorType
 
-# What a fused kernel accumulates for ReduceTensor(op, x), by op (Prod stays unfused).
-REDUCE_TENSOR_ACC = {ir.ReduceOp.Sum: "sum", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min"}
+# What a fused kernel accumulates for ReduceTensor(op, x), by op (f64 partials per block).
+REDUCE_TENSOR_ACC = {ir.ReduceOp.Sum: "sum", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min",
+                     ir.ReduceOp.Prod: "prod"}
 
 
 class KernelBuilder:
@@ -362,14 +363,11 @@ class KernelBuilder:
 
     def norm(self, leaf: ir.Stmt) -> None:
         """First phase of Norm(x) or ReduceTensor(op, x) in this kernel: per-block f64 partials
-        (sums of squares; sums, maxima or minima) of x into a partials buffer; the value exists
-        only after a finishing step (finish_step), across ranks when x is Sliced."""
+        (sums of squares; sums, products, maxima or minima) of x into a partials buffer; the
+        value exists only after a finishing step (finish_step), across ranks when x is Sliced."""
         out, x = leaf.out, leaf.op.x
         what = f"statement {out.name} ({leaf.op})"
-        acc = "norm" if isinstance(leaf.op, ir.Norm) else REDUCE_TENSOR_ACC.get(leaf.op.op)
-        if acc is None:
-            raise fault(f"{what}: a reduction in a fused kernel must be Sum, Max or Min, got "
-                        f"{leaf.op.op}; leave it out of the fusion")
+        acc = "norm" if isinstance(leaf.op, ir.Norm) else REDUCE_TENSOR_ACC[leaf.op.op]
         self._unchunked(f"the reduction {out.name}")
         if not ir.proven_equal(self.pl.local_numel(x), self.extent):
             raise fault(f"{what}: a norm in a kernel must cover the kernel's domain of "

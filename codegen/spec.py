@@ -104,7 +104,7 @@ class NormAcc:
     count: int
     out: str = ""
     # What is accumulated: "norm" (sum of squares, then sqrt), or a ReduceTensor's "sum",
-    # "max" or "min" of the values (finished without sqrt).
+    # "prod", "max" or "min" of the values (finished without sqrt).
     op: str = "norm"
 
     def __repr__(self) -> str:

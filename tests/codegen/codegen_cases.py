@@ -94,6 +94,7 @@ CASES = [
     ("sgd-hier-rs-c-ag-p8x2", "studies/sgd.py", "hier-rs-c-ag:4", 8),
     # issue 24: what the DSL accepted and the backend refused, now generated
     ("amax-cast-fuse-rs-c-ag-p2", "tests/programs/users/amax_cast.py", "fuse-rs-c-ag", 2),
+    ("prod-scale-fuse-rs-c-ag-p2", "tests/programs/users/prod_scale.py", "fuse-rs-c-ag", 2),
     ("weight-delta-p2", "tests/programs/users/weight_delta.py", None, 2),
     ("weight-delta-rs-c-ag-p2", "tests/programs/users/weight_delta.py", "rs-c-ag", 2),
     ("parameter-server-overlap-c-bcast-p4", "studies/parameter_server.py", "overlap-c-bcast", 4),

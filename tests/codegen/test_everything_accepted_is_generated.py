@@ -60,6 +60,26 @@ def test_a_reduce_tensor_inside_a_fused_collective_is_a_cross_rank_max():
     assert fin.op == "max" and len(fin.partials) == 4  # every rank's partials
 
 
+def test_a_product_inside_a_fused_collective_is_a_cross_rank_product():
+    """ReduceTensor(Prod) in a fused collective (issue 24): per-block f64 products, every
+    rank's partials multiplied in rank order by the finishing kernel (was "not generated")."""
+    pf = _user("prod_scale.py")
+    fused = pf.schedules["fuse-rs-c-ag"].apply()
+    assert_equivalent(pf.program, fused, {"N": 64, "P": 4})
+    plan = lower(fused, 4)
+    kernels = [s for s in plan.steps if isinstance(s, KernelStep)]
+    assert [k.spec.kind for k in kernels] == ["collective", "finish", "elementwise"]
+    (acc,) = kernels[0].spec.norms
+    assert acc.op == "prod"
+    (fin,) = kernels[1].spec.norms
+    assert fin.op == "prod" and len(fin.partials) == 4
+    from codegen.render import render
+
+    source = render(kernels[1].spec)
+    assert "total *= wb::product_partials(" in source and source.count("product_partials") == 4
+    assert "wb::write_block_product(" in render(kernels[0].spec)
+
+
 def test_a_read_after_an_update_keeps_the_old_value():
     pf = _user("weight_delta.py")
     for program in (pf.program, pf.schedules["rs-c-ag"].apply()):
