@@ -67,6 +67,9 @@ class KernelBuilder:
         self.pushes: list[Push] = []
         self.norms: list[NormAcc] = []
         self.pending: list[tuple[str, str, bool]] = []  # (norm, partials buffer, cross-rank)
+        # Computation before a fused ReduceScatter (codegen.lower_prologue): tensors are read
+        # whole, at their offset; the template adds the destination's slice and the element.
+        self.whole_reads = False
 
     # -- parameters
 
@@ -131,6 +134,12 @@ class KernelBuilder:
             raise fault(f"{self.what}: value '{name}' must be in memory or computed in this "
                         "kernel, got neither")
         ctype = c_type_of(t)
+        if self.whole_reads and t.rank:
+            var = f"q_{c_ident(name)}"
+            if var not in self.loads:
+                ptr = self.buf_param(loc.buffer, const=True)
+                self.loads[var] = Load(var, ctype, "contig", ptr, self._c(loc.offset))
+            return var, True
         if t.rank == 0:
             var = f"s_{c_ident(name)}"
             if var not in self.scalars:
@@ -385,6 +394,9 @@ class KernelBuilder:
 
     def vec_types(self) -> list[str]:
         """C types of the per-element loads and stores (they set the vector width)."""
+        pushed = [c for p in self.pushes if hasattr(p, "assigns")
+                  for c in (p.c_type, *(ld.c_type for ld in p.loads),
+                            *(st.c_type for st in p.stores))]
         return ([ld.c_type for ld in self.loads.values() if ld.mode in ("contig", "reduce")]
-                + [s.c_type for s in self.stores])
+                + [s.c_type for s in self.stores] + pushed)
 

@@ -89,6 +89,23 @@ class Push:
 
 
 @dataclass(frozen=True, slots=True)
+class ComputedPush:
+    """Phase one of a FusedReduceScatter with computation before it (design note 78): for
+    every rank q, this one included, this rank computes its contribution to q's slice from its
+    own memory (`loads` at ptr + offset + q * n + i, then `assigns`), stores the values the
+    program needs in memory back locally (`stores`, same index), and stores register `var` as
+    c_type into q's staging buffer `peers[q]` at rank * n + i (peer stores of the computed
+    value, in its own dtype: a bf16 cast crosses the links as bf16)."""
+
+    c_type: str
+    var: str
+    peers: tuple[str, ...]
+    loads: tuple[Load, ...]
+    assigns: tuple[Assign, ...]
+    stores: tuple[Store, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NormAcc:
     """A sum of squares (the first half of an L2 norm) that a kernel accumulates in f64.
 
@@ -205,7 +222,8 @@ class KernelSpec:
     scalars: tuple[Load, ...] = ()
     needs_dropout: bool = False
     unroll: int = 1  # vectors per thread per loop iteration
-    pushes: tuple[Push, ...] = ()  # push mode: phase one of the reduce-scatter
+    # push mode (Push), or computation before the reduce-scatter (ComputedPush): phase one
+    pushes: tuple[Push | ComputedPush, ...] = ()
     elem_bytes: tuple[int, ...] = ()  # element sizes of vector operands (alignment check)
     norms: tuple[NormAcc, ...] = ()  # sums of squares accumulated (or finished) here
     # Launched on one window of its domain at a time (`win_first`, `win_count` parameters):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import sympy
 
 from codegen import plan as cp
+from codegen.spec import ComputedPush
 
 # bytes of each element type, by the C type of kernel operands and the plan's dtype names
 C_BYTES = {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8, "uint32_t": 4, "int": 4}
@@ -83,6 +84,7 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     else:
         loads, stores = spec.loads, spec.stores
     work = StepWork()
+    computed = [p for p in spec.pushes if isinstance(p, ComputedPush)]
     for ld in (*loads, *spec.scalars):
         size = n * C_BYTES.get(ld.c_type, 4)
         if ld.mode == "scalar":  # one element (a hyperparameter, a norm), read once
@@ -93,6 +95,8 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
             ref = next((p.ref for p in spec.params if p.name == ld.ptr), "")
             if ref in numel:
                 work += StepWork(read_bytes=numel[ref] * C_BYTES.get(ld.c_type, 4))
+        elif ld.mode == "reduce" and computed:  # the P parts of the local staging buffer
+            work += StepWork(read_bytes=P * size)
         elif ld.mode == "reduce":  # every rank's slice, P - 1 of them remote
             work += StepWork(read_bytes=P * size, link_bytes=(P - 1) * size)
         elif ld.mode == "contig":
@@ -102,11 +106,26 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
         remote = (len(st.peers) - 1) if st.peers else 0
         own = 0 if st.skip_self else 1
         work += StepWork(write_bytes=(own + remote) * size, link_bytes=remote * size)
+    for push in computed:  # computation before the reduce-scatter (design note 78)
+        work += _computed_push(push, n, P)
     for push in spec.pushes:  # phase one of push mode: P - 1 slices into the peers' staging
+        if push in computed:
+            continue
         size = n * C_BYTES.get(push.c_type, 4)
         work += StepWork(read_bytes=(P - 1) * size, write_bytes=(P - 1) * size,
                          link_bytes=(P - 1) * size)
     return work
+
+
+def _computed_push(push: ComputedPush, n, P: int) -> StepWork:
+    """Phase one of a FusedReduceScatter with computation before it: this rank's whole
+    contribution (P slices of n) computed from its loads, the values kept in memory stored,
+    and each slice stored into its owner's staging buffer (P - 1 of them remote)."""
+    whole = P * n
+    read = sum((whole * C_BYTES.get(ld.c_type, 4) for ld in push.loads), sympy.Integer(0))
+    kept = sum((whole * C_BYTES.get(st.c_type, 4) for st in push.stores), sympy.Integer(0))
+    pushed = n * C_BYTES.get(push.c_type, 4)
+    return StepWork(read_bytes=read, write_bytes=kept + P * pushed, link_bytes=(P - 1) * pushed)
 
 
 def _nccl(step: cp.NcclStep, P: int, numel: dict) -> StepWork:

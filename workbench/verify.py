@@ -18,6 +18,7 @@ from workbench.ir import (
     AllToAll,
     Broadcast,
     Compute,
+    Dropout,
     Fused,
     MatMul,
     Overlapped,
@@ -28,6 +29,7 @@ from workbench.ir import (
     Send,
     Stmt,
     Update,
+    expr_nodes,
     format_program,
     proven_divisible,
 )
@@ -58,6 +60,8 @@ def fused_kind_of(body) -> str | None:
         flat = getattr(ops[0], "sub", None) is None  # not a node-level (hierarchical) part
         ok = flat and rows and all(isinstance(o, (*_ELEMENTWISE, ReduceAxis)) for o in rest)
         return "allreduce" if ok else None
+    if prologue_length(body):  # computation before a ReduceScatter (casts, scaling)
+        return "reducescatter"
     head_rs = isinstance(ops[0], ReduceScatter)
     tail = len(ops)
     while tail > 0 and isinstance(ops[tail - 1], AllGather):
@@ -80,6 +84,56 @@ def fused_kind_of(body) -> str | None:
     # Axis reductions join a fused compute region: one row kernel computes a row's statistic
     # and the elementwise statements that read it (RMSNorm, LayerNorm, softmax).
     return "compute" if all(isinstance(o, (*_ELEMENTWISE, ReduceAxis)) for o in ops) else None
+
+
+def prologue_length(body) -> int:
+    """How many statements of a fused body run before its ReduceScatter as a prologue: the
+    pattern `E+ ReduceScatter E*` (E elementwise: Compute, Update), a FusedReduceScatter that
+    computes each rank's contribution and reduce-scatters it in one kernel; 0 otherwise."""
+    ops = [s.op for s in body]
+    first = next((i for i, o in enumerate(ops) if isinstance(o, ReduceScatter)), 0)
+    if first == 0 or not all(isinstance(o, _ELEMENTWISE) for o in ops[:first]):
+        return 0
+    return first if all(isinstance(o, _ELEMENTWISE) for o in ops[first + 1:]) else 0
+
+
+def _check_prologue(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
+    """What a kernel can compute before its ReduceScatter, per element of its contribution
+    (design note 78): each rank computes its whole contribution from its own memory and pushes
+    slice q to rank q, so every prologue statement must be elementwise over the reduced
+    tensor's shape, read tensors of that shape (or scalars) that are not sliced, draw no
+    dropout mask, and feed the ReduceScatter only (its values are per destination, in
+    registers, never read after the reduction)."""
+    n = prologue_length(stmt.op.body)
+    prologue, rs, after = stmt.op.body[:n], stmt.op.body[n], stmt.op.body[n + 1:]
+    names = {p.out.name for p in prologue}
+    if rs.op.x not in names:
+        raise VerifyError(f"{what}: a fused ReduceScatter after computation must reduce a value "
+                          f"that computation makes, got '{rs.op.x}'; fuse the statement that "
+                          "computes it, or fuse only the ReduceScatter and what follows")
+    x = prologue[[p.out.name for p in prologue].index(rs.op.x)].out.type
+    if rs.op.dim != 0:
+        raise VerifyError(f"{what}: a fused ReduceScatter after computation must scatter dim 0 "
+                          f"(contiguous rows), got dim {rs.op.dim}; put the scattered dim first")
+    for p in prologue:
+        for name in p.op.operands():
+            t = env[name]
+            if t.rank and (list(t.shape) != list(x.shape) or isinstance(t.layout, (
+                    Sliced, NodeSliced))):
+                raise VerifyError(
+                    f"{what}: computation fused before a ReduceScatter must read scalars or "
+                    f"whole tensors of the reduced shape {list(x.shape)}, got '{name}' "
+                    f"({t}) in {p.name}; compute it in a kernel of its own")
+        if any(isinstance(e, Dropout) for e in expr_nodes(p.op.expr)):
+            raise VerifyError(f"{what}: computation fused before a ReduceScatter must not draw a "
+                              f"dropout mask, got one in {p.name}; apply dropout after the "
+                              "reduction or in a kernel of its own")
+    for a in after:
+        read = names & set(a.op.operands())
+        if read:
+            raise VerifyError(f"{what}: a value computed before a fused ReduceScatter must be "
+                              f"read only up to the reduction, got '{sorted(read)[0]}' read by "
+                              f"{a.name}; compute {a.name} in a kernel of its own")
 
 
 def _check_divisible(program: Program, t: TensorType, what: str) -> None:
@@ -114,6 +168,8 @@ def _verify_stmt(program: Program, stmt: Stmt, env: dict[str, TensorType]) -> No
             if fused_kind_of(stmt.op.body) != stmt.op.kind:
                 raise VerifyError(f"{what}: body does not match the pattern of a fused "
                                   f"{stmt.op.kind} kernel (see ir.Fused)")
+            if stmt.op.kind == "reducescatter" and prologue_length(stmt.op.body):
+                _check_prologue(stmt, {**env, **{v.name: v.type for v in stmt.outs}}, what)
         elif (len(stmt.op.body) != 2 and not is_hierarchy_pipeline(stmt.op)) \
                 or stmt.op.chunks < 1:
             raise VerifyError(f"{what}: an overlap must hold a producer and a consumer (or the "

@@ -37,6 +37,9 @@ class FusedParts:
     engine: str = "sm"  # who moves the bytes (ir.Fused.engine): the kernel, or copy engines
     chunks: int = 1  # pieces per slice when copy engines move them
     algorithm: str = "two-shot"  # a whole AllReduce's algorithm (ir.Fused.algorithm)
+    # Computation before the ReduceScatter (design note 78): the computed contribution is
+    # pushed into the owners' staging buffers (peer stores), whatever the collective mode.
+    pushed: bool = False
 
 
 @dataclass
@@ -53,12 +56,22 @@ class _BodySum:
     extra: Work = field(default_factory=lambda: Work(0, 0, write_bytes=0))  # beyond those
     scalars: list = field(default_factory=list)  # groups of reductions over Sliced inputs
     algorithm: str = "two-shot"  # how a whole AllReduce in the body runs (ir.Fused.algorithm)
+    pushed: bool = False  # the ReduceScatter's input computed in the kernel, pushed (note 78)
 
 
 def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     op = leaf.op
     body.group = comm_group(ctx, op)  # a node-level one: the node's ranks
     body.rs = body.rs + ctx.full_nbytes(op.x)
+    if op.x in {e.out.name for e in body.elementwise}:
+        # Computed before it in this kernel (a cast, a scaling; design note 78): my whole
+        # contribution (S bytes, in its own dtype) is pushed into the owners' staging buffers,
+        # so S bytes land in my staging buffer (the elementwise statements' write of op.x
+        # stands for them), which I read back; I write my slice.
+        body.pushed = True
+        body.extra = body.extra + io_work(ctx, [op.x], [leaf.out.name])
+        body.produced.add(leaf.out.name)
+        return
     # peers load my whole input (S bytes from my HBM in total) and I write my slice
     body.extra = body.extra + io_work(ctx, [op.x], [leaf.out.name])
     body.produced.add(leaf.out.name)
@@ -188,13 +201,13 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
         # rank's result slice once more from HBM.
         share = (ctx.P(group) - 1) / ctx.P(group)
         work = work + Work(share * (2 * rs + ag), 0, write_bytes=share * rs)
-    elif _pushes(ctx, engine, group) and rs:
+    elif _pushes(ctx, engine, group) and rs and not body.pushed:
         # Push mode (CodegenOptions.collective_mode): the peers' slices land in this rank's
         # staging buffer (written to HBM) and are read back to be reduced locally.
         share = (ctx.P(group) - 1) / ctx.P(group)
         work = work + Work(share * rs, 0, write_bytes=share * rs)
     return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks,
-                      body.algorithm)
+                      body.algorithm, body.pushed)
 
 
 def check_one_domain(ctx: CostContext, s: ir.Stmt, group: Group) -> None:
@@ -248,7 +261,7 @@ def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
     if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
         t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
                                  ctx.cluster, ctx.group_size(parts.group), blocks,
-                                 push=_pushes(ctx, parts.engine, parts.group))
+                                 push=parts.pushed or _pushes(ctx, parts.engine, parts.group))
     if parts.send_nbytes:
         t = t + parts.send_nbytes / fused_send_Bps(ctx, parts, blocks)
     return t

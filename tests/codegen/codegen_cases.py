@@ -95,6 +95,8 @@ CASES = [
     # issue 24: what the DSL accepted and the backend refused, now generated
     ("amax-cast-fuse-rs-c-ag-p2", "tests/programs/users/amax_cast.py", "fuse-rs-c-ag", 2),
     ("prod-scale-fuse-rs-c-ag-p2", "tests/programs/users/prod_scale.py", "fuse-rs-c-ag", 2),
+    ("grad-accum-bf16-fuse-cast-rs-p2", "tests/programs/users/grad_accum_bf16.py",
+     "fuse-cast-rs", 2),
     ("weight-delta-p2", "tests/programs/users/weight_delta.py", None, 2),
     ("weight-delta-rs-c-ag-p2", "tests/programs/users/weight_delta.py", "rs-c-ag", 2),
     ("parameter-server-overlap-c-bcast-p4", "studies/parameter_server.py", "overlap-c-bcast", 4),

@@ -12,7 +12,7 @@ from workbench import ir
 from workbench.errors import IllegalTransform
 from workbench.transforms.base import Transform, dead_code_eliminated, plain_stmts, top_index
 from workbench.types import OnRoot
-from workbench.verify import fused_kind_of
+from workbench.verify import fused_kind_of, prologue_length
 
 # Pieces an overlap or a copy-engine region is cut into: far more than any schedule gains from,
 # and it bounds the plan (a million chunks took 2.3 GB to price).
@@ -162,7 +162,9 @@ class Fuse(Transform):
     @staticmethod
     def _check_iteration_space(members, who):
         shapes = {}
-        for s in members:
+        # Computation before a ReduceScatter walks the reduced tensor (the verifier checks its
+        # shape, verify._check_prologue); the kernel's space is the reduced slice.
+        for s in members[prologue_length(members):]:
             if isinstance(s.op, (ir.Compute, ir.Update, ir.ReduceScatter, ir.AllGather,
                                  ir.Send)):
                 t = s.out.type
@@ -394,6 +396,10 @@ def overlap_form(prod: ir.Stmt, cons: ir.Stmt) -> str | None:
                             output (a parameter server's update and its Broadcast)
     allreduce-send          AllReduce; a fused Send of what reads it (pipeline)
     send-allgather          a fused Send; an AllGather of what it sent (pipeline)
+    alltoall-matmul         AllToAll over rows; a MatMul of what it exchanged (an MoE's
+                            dispatch and the expert's first GEMM, chunk by chunk)
+    matmul-alltoall         MatMul; an AllToAll of its output over rows (the expert's last
+                            GEMM and the combine)
     """
     pop, cop = prod.op, cons.op
     outs = {v.name for v in prod.outs}
@@ -410,7 +416,12 @@ def overlap_form(prod: ir.Stmt, cons: ir.Stmt) -> str | None:
         if isinstance(cop, ir.ReduceScatter) and cop.x in outs and cop.dim == 0 \
                 and cop.sub is None:
             return "matmul-reducescatter"
+        if isinstance(cop, ir.AllToAll) and cop.x in outs and cop.dim == 0:
+            return "matmul-alltoall"
         return None
+    if isinstance(pop, ir.AllToAll) and pop.dim == 0 and isinstance(cop, ir.MatMul) \
+            and cop.a in outs:
+        return "alltoall-matmul"
     if isinstance(pop, ir.AllGather) and isinstance(cop, ir.MatMul) and cop.a in outs \
             and pop.sub is None:
         return "allgather-matmul"
@@ -429,4 +440,5 @@ OVERLAP_FORMS_TEXT = ("a MatMul then an AllReduce, a fused AllReduce or a Reduce
                       "output; an AllGather then a MatMul of what it gathered; an elementwise "
                       "kernel then an AllReduce, Broadcast or Reduce of its output; an "
                       "AllReduce then a fused Send; a fused Send then an AllGather of what it "
-                      "sent")
+                      "sent; an AllToAll over rows then a MatMul of what it exchanged; a "
+                      "MatMul then an AllToAll of its output over rows")
