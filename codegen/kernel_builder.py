@@ -67,9 +67,11 @@ class KernelBuilder:
         self.pushes: list[Push] = []
         self.norms: list[NormAcc] = []
         self.pending: list[tuple[str, str, bool]] = []  # (norm, partials buffer, cross-rank)
-        # Computation before a fused ReduceScatter (codegen.lower_prologue): tensors are read
-        # whole, at their offset; the template adds the destination's slice and the element.
-        self.whole_reads = False
+        # How tensors are read where the usual rule does not hold (None: the usual rule): the
+        # computation before a fused ReduceScatter reads them whole (codegen.lower_prologue),
+        # before a fused AllToAll from their source rank (codegen.lower_alltoall).
+        # (name, type, location, C type) -> Load.
+        self.read_hook = None
 
     # -- parameters
 
@@ -134,11 +136,10 @@ class KernelBuilder:
             raise fault(f"{self.what}: value '{name}' must be in memory or computed in this "
                         "kernel, got neither")
         ctype = c_type_of(t)
-        if self.whole_reads and t.rank:
+        if self.read_hook is not None and t.rank:
             var = f"q_{c_ident(name)}"
             if var not in self.loads:
-                ptr = self.buf_param(loc.buffer, const=True)
-                self.loads[var] = Load(var, ctype, "contig", ptr, self._c(loc.offset))
+                self.loads[var] = self.read_hook(var, name, t, loc, ctype)
             return var, True
         if t.rank == 0:
             var = f"s_{c_ident(name)}"
@@ -397,6 +398,7 @@ class KernelBuilder:
         pushed = [c for p in self.pushes if hasattr(p, "assigns")
                   for c in (p.c_type, *(ld.c_type for ld in p.loads),
                             *(st.c_type for st in p.stores))]
-        return ([ld.c_type for ld in self.loads.values() if ld.mode in ("contig", "reduce")]
+        return ([ld.c_type for ld in self.loads.values()
+                 if ld.mode in ("contig", "reduce", "exchange")]
                 + [s.c_type for s in self.stores] + pushed)
 

@@ -30,7 +30,8 @@ def prologue_reduce_scatter(kb: KernelBuilder, prologue: list[tuple[int, ir.Stmt
     x = leaf.op.x
     loads, regs, assigns = kb.loads, kb.regs, kb.assigns
     kb.loads, kb.regs, kb.assigns = {}, {}, []
-    kb.whole_reads = True
+    kb.read_hook = lambda var, name, t, loc, ctype: Load(
+        var, ctype, "contig", kb.buf_param(loc.buffer, const=True), kb._c(loc.offset))
     stores = []
     for k, stmt in prologue:
         var = f"q_r_{c_ident(stmt.out.name)}"
@@ -50,7 +51,7 @@ def prologue_reduce_scatter(kb: KernelBuilder, prologue: list[tuple[int, ir.Stmt
     push = ComputedPush(ctype, kb.regs[x], peers, tuple(kb.loads.values()), tuple(kb.assigns),
                         tuple(stores))
     kb.loads, kb.regs, kb.assigns = loads, regs, assigns
-    kb.whole_reads = False
+    kb.read_hook = None
     kb.pushes.append(push)
     # Read the local staging buffer through a plain pointer: peers write it during this launch
     # (before the barrier), so no __restrict__ / read-only-cache path.

@@ -99,6 +99,8 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
             work += StepWork(read_bytes=P * size)
         elif ld.mode == "reduce":  # every rank's slice, P - 1 of them remote
             work += StepWork(read_bytes=P * size, link_bytes=(P - 1) * size)
+        elif ld.mode == "exchange":  # an AllToAll by peer loads: P - 1 of P blocks remote
+            work += StepWork(read_bytes=size, link_bytes=(P - 1) * size / P)
         elif ld.mode == "contig":
             work += StepWork(read_bytes=size)
     for st in stores:

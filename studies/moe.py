@@ -15,7 +15,8 @@ Schedules fuse the SwiGLU into the second GEMM's epilogue kernel (`fuse-swiglu`)
 chunks of the AllToAlls with the expert GEMMs (`overlap-a2a-mm`: the dispatch with the W1 GEMM;
 `overlap-mm-a2a`: the W2 GEMM with the combine; `overlap-both`; design note 79): chunk i of the
 exchanged rows is NCCL send/recv pieces, each rank taking the chunks in its own rotated order,
-so that every step loads every link.
+so that every step loads every link), and run the combine with the gate as one peer-memory
+AllToAll kernel inside the NVLink domain (`fuse-combine-gate`).
 """
 
 from workbench import *
@@ -47,6 +48,13 @@ def build(dtype=bfloat16, chunks=4, name="moe"):
         s.fuse(h3, h)
 
     @schedule(program)
+    def fuse_combine_gate(s):
+        """The combine and the router's gate as one peer-memory AllToAll kernel inside the
+        NVLink domain: each rank loads its tokens' rows from the experts' ranks over CUDA IPC
+        and gates them before storing (no NCCL, no separate gate kernel)."""
+        s.fuse(back, out)
+
+    @schedule(program)
     def overlap_a2a_mm(s):
         """The dispatch's chunks overlapped with the W1 GEMM: chunk i of the exchanged rows is
         multiplied while chunk i+1 arrives (each rank takes the chunks in its own rotated
@@ -66,7 +74,7 @@ def build(dtype=bfloat16, chunks=4, name="moe"):
         s.fuse(h3, h)
         s.overlap(y, back, chunks=chunks)
 
-    return program, [fuse_swiglu, overlap_a2a_mm, overlap_mm_a2a, overlap_both]
+    return program, [fuse_swiglu, fuse_combine_gate, overlap_a2a_mm, overlap_mm_a2a, overlap_both]
 
 
 program, schedules = build()

@@ -34,7 +34,7 @@ from workbench.ir import (
     proven_divisible,
 )
 from workbench.placement import Placement
-from workbench.types import NodeSliced, Sliced, TensorType
+from workbench.types import NodeSliced, Replicated, Sliced, TensorType
 
 _ELEMENTWISE = (Compute, Update)
 
@@ -44,6 +44,10 @@ def fused_kind_of(body) -> str | None:
     ops = [s.op for s in body]
     if len(ops) < 2:
         return None
+    if any(isinstance(o, AllToAll) for o in ops):  # an exchange with computation around it
+        ok = sum(isinstance(o, AllToAll) for o in ops) == 1 and all(
+            isinstance(o, (AllToAll, *_ELEMENTWISE)) for o in ops)
+        return "alltoall" if ok else None
     if isinstance(ops[0], MatMul):  # a GEMM and its elementwise epilogue
         return "matmul" if all(isinstance(o, _ELEMENTWISE) for o in ops[1:]) else None
     head_reduce, ends_broadcast = isinstance(ops[0], Reduce), isinstance(ops[-1], Broadcast)
@@ -136,6 +140,46 @@ def _check_prologue(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
                               f"{a.name}; compute {a.name} in a kernel of its own")
 
 
+def _check_exchange(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
+    """What a peer-memory AllToAll kernel (fused kind alltoall, design note 79) can compute
+    around the exchange: each received row is loaded from its source rank, so the computation
+    before the AllToAll runs on the source's rows as they are loaded: it must read scalars
+    (Replicated: the same on every rank) or whole tensors of the exchanged shape, draw no
+    dropout mask, and its values live in registers (read only up to the exchange, never stored:
+    the rows belong to another rank). The exchange is over dim 0 (contiguous blocks)."""
+    body = stmt.op.body
+    k = next(i for i, s in enumerate(body) if isinstance(s.op, AllToAll))
+    before, a2a, after = body[:k], body[k], body[k + 1:]
+    names = {p.out.name for p in before}
+    if a2a.op.dim != 0:
+        raise VerifyError(f"{what}: a fused AllToAll must exchange dim 0 (contiguous blocks), "
+                          f"got dim {a2a.op.dim}; put the exchanged dim first")
+    x = env[a2a.op.x]
+    if before and a2a.op.x not in names:
+        raise VerifyError(f"{what}: the computation fused before an AllToAll must make the "
+                          f"value it exchanges, got '{a2a.op.x}'; fuse only the AllToAll and "
+                          "what follows it")
+    for p in before:
+        for name in p.op.operands():
+            t = env[name]
+            bad = (t.layout != Replicated if t.rank == 0 else
+                   list(t.shape) != list(x.shape) or isinstance(t.layout, (Sliced, NodeSliced)))
+            if bad:
+                raise VerifyError(
+                    f"{what}: computation fused before an AllToAll must read Replicated scalars "
+                    f"or whole tensors of the exchanged shape {list(x.shape)}, got '{name}' "
+                    f"({t}) in {p.name}; compute it in a kernel of its own")
+        if any(isinstance(e, Dropout) for e in expr_nodes(p.op.expr)):
+            raise VerifyError(f"{what}: computation fused before an AllToAll must not draw a "
+                              f"dropout mask, got one in {p.name}; apply it after the exchange")
+    for s in after:
+        read = names & set(s.op.operands())
+        if read:
+            raise VerifyError(f"{what}: a value computed before a fused AllToAll must be read "
+                              f"only up to the exchange, got '{sorted(read)[0]}' read by "
+                              f"{s.name}; compute {s.name} in a kernel of its own")
+
+
 def _check_divisible(program: Program, t: TensorType, what: str) -> None:
     if isinstance(t.layout, Sliced):
         dim = t.shape[t.layout.dim]
@@ -168,6 +212,8 @@ def _verify_stmt(program: Program, stmt: Stmt, env: dict[str, TensorType]) -> No
             if fused_kind_of(stmt.op.body) != stmt.op.kind:
                 raise VerifyError(f"{what}: body does not match the pattern of a fused "
                                   f"{stmt.op.kind} kernel (see ir.Fused)")
+            if stmt.op.kind == "alltoall":
+                _check_exchange(stmt, {**env, **{v.name: v.type for v in stmt.outs}}, what)
             if stmt.op.kind == "reducescatter" and prologue_length(stmt.op.body):
                 _check_prologue(stmt, {**env, **{v.name: v.type for v in stmt.outs}}, what)
         elif (len(stmt.op.body) != 2 and not is_hierarchy_pipeline(stmt.op)) \

@@ -4,8 +4,10 @@
 # ReduceScatter (tests/programs/users/grad_accum_bf16.py `fuse-cast-rs`: the accumulation,
 # the scaled bf16 cast and the ReduceScatter as one kernel, design note 78), and the MoE layer's
 # AllToAll chunks overlapped with the expert GEMMs (studies/moe.py, design note 79; at P = 1
-# the exchange is device copies, its NCCL pieces need P > 1), each compiled, checked against
-# the reference interpreter and timed at P = 1.
+# the exchange is device copies, its NCCL pieces need P > 1) and the peer-memory AllToAll
+# kernels fused with the computation around them (the MoE's combine + gate, a scaled cast
+# before the dispatch), each compiled, checked against the reference interpreter and timed at
+# P = 1.
 # Run from the repo root with .whl carried (benchmarks/gpu/env.sh).
 source benchmarks/gpu/env.sh
 pack_results
@@ -16,4 +18,5 @@ cm() { stamp "compile-and-measure $*"; python3 -m workbench compile-and-measure 
 cm tests/programs/users/prod_scale.py --set N=2**20 --name prod-p1
 cm tests/programs/users/grad_accum_bf16.py --set N=2**26 --name grad-accum-p1
 cm studies/moe.py --set T=4096 --set H=4096 --set F=16384 --name moe-p1
+cm tests/programs/users/moe_scaled_dispatch.py --set T=4096 --set H=4096 --name moe-dispatch-p1
 stamp done

@@ -145,6 +145,23 @@ def _send_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     body.send = body.send + ctx.local_nbytes(op.x)
 
 
+def _alltoall_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    """A peer-memory AllToAll (fused kind alltoall, design note 79): every rank loads P - 1 of
+    its P blocks from their sources, which a peer-load reduce-scatter of the exchanged tensor's
+    S bytes prices (the same (P - 1) / P S through each rank's links); the computation before
+    it reads the tensors it loads from HBM once in total (the elementwise statements' reads),
+    and the received value is held in registers."""
+    op = leaf.op
+    body.group = ctx.types[op.x].group
+    producers = {e.out.name for e in body.elementwise}
+    loaded = ([n for e in body.elementwise for n in ir.expr_refs(e.op.expr)
+               if n not in producers and ctx.types[n].rank] if op.x in producers else [op.x])
+    body.rs = body.rs + sum((ctx.local_nbytes(n) for n in dict.fromkeys(loaded)), 0)
+    if op.x not in producers:
+        body.extra = body.extra + io_work(ctx, [op.x], [])
+    body.produced.add(leaf.out.name)
+
+
 def _elementwise_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     body.elementwise.append(leaf)
 
@@ -165,6 +182,7 @@ def _reduction_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
 FUSED_PART_RULES: dict[type, Callable[[CostContext, _BodySum, ir.Stmt], None]] = {
     ir.ReduceScatter: _reduce_scatter_part,
     ir.AllReduce: _allreduce_part,
+    ir.AllToAll: _alltoall_part,
     ir.Reduce: _reduce_part,
     ir.Broadcast: _broadcast_part,
     ir.AllGather: _all_gather_part,

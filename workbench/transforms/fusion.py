@@ -77,6 +77,8 @@ class Fuse(Transform):
             self._check_epilogue(program, members, who)
         if kind in ("reduce", "broadcast", "reducebroadcast"):
             self._check_rooted(program, members, who)
+        if kind == "alltoall":
+            self._check_exchange(program, members, who)
         self._check_iteration_space(members, who)
         first = min(stmts.index(m) for m in members)
         region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
@@ -158,6 +160,26 @@ class Fuse(Transform):
                     f"{s.out.type.layout} value is read outside the fused kernel, got "
                     + (f"a use by {readers[0]}" if readers else "it as a program output")
                     + "; leave it out of the fusion")
+
+    @staticmethod
+    def _check_exchange(program, members, who):
+        """Computation fused before an AllToAll runs on the source rank's rows as the receiver
+        loads them (design note 79): its values exist in the receiver's registers only, so
+        nothing outside the kernel may read them."""
+        k = next(i for i, s in enumerate(members) if isinstance(s.op, ir.AllToAll))
+        before = {s.out.name for s in members[:k]}
+        inside = {s.out.name for s in members}
+        for s in program.leaves():
+            if s.out.name not in inside and before & set(s.op.operands()):
+                name = sorted(before & set(s.op.operands()))[0]
+                raise IllegalTransform(f"{who}: a value computed before a fused AllToAll must "
+                                       f"be read only by the kernel, got '{name}' read by "
+                                       f"{s.name}; leave {name} out of the fusion")
+        out = [v.name for v in program.outputs if v.name in before]
+        if out:
+            raise IllegalTransform(f"{who}: a value computed before a fused AllToAll must be "
+                                   f"read only by the kernel, got '{out[0]}' as a program "
+                                   f"output; leave {out[0]} out of the fusion")
 
     @staticmethod
     def _check_iteration_space(members, who):
