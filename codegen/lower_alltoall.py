@@ -4,7 +4,11 @@ CUDA IPC, computes what the program does before the exchange on it as it arrives
 source's values: a cast, a scale), and what it does after (the router's gate) before storing.
 
 Element e of this rank's result lies in block s = e / B (B = elements per block): rank s's
-block `rank`, at rank * B + e - s * B of rank s's tensor. A start barrier (every source has its
+block `rank`, at rank * B + e - s * B of rank s's tensor. With computation before the exchange
+and none after it, the kernel pushes instead (`workbench.verify.exchange_pushes`): each rank
+computes its own rows and stores block s into rank s's result at its own block, so the value
+crosses the links in its own dtype (a cast down moves the small type, where pulling would
+load the computation's inputs). A start barrier (every source has its
 input) and an end barrier (no rank overwrites its input while a peer still loads it) bracket
 the loop, as in the other fused collectives; a vector of elements never crosses a block (the
 vector path needs B to be a multiple of its width).
@@ -21,6 +25,7 @@ from codegen.spec import Assign, Load, Param, Store
 from workbench import ir
 from workbench.options import CodegenOptions
 from workbench.types import LocalLayout
+from workbench.verify import exchange_pushes
 
 
 def alltoall_kernel_step(pl: Planner, stmt: ir.Stmt, first: int,
@@ -33,6 +38,8 @@ def alltoall_kernel_step(pl: Planner, stmt: ir.Stmt, first: int,
     a2a = leaves[k]
     kb = KernelBuilder(pl, a2a.out.type, what)
     block = kb._c(pl.local_numel(a2a.out.name) / pl.P)
+    if exchange_pushes(leaves):
+        return _pushed(kb, stmt, leaves, first, block, opts)
 
     def from_source(var, name, t, loc, ctype):
         # Local: rank s's copy, through its IPC pointer; Replicated: the same on every rank,
@@ -62,6 +69,36 @@ def alltoall_kernel_step(pl: Planner, stmt: ir.Stmt, first: int,
                                kb.buf_param(loc.buffer, const=False), kb._c(loc.offset)))
     for index, leaf in enumerate(leaves[k + 1:], first + k + 1):
         kb.compute(leaf, index)
+    return _step(kb, leaves, a2a, opts)
+
+
+def _pushed(kb: KernelBuilder, stmt: ir.Stmt, leaves, first: int, block: str,
+            opts: CodegenOptions) -> KernelStep:
+    """`E+ AllToAll`: this rank computes its own rows from its own memory and stores block s
+    of the result into rank s's copy of the exchanged tensor at its own block (peer stores of
+    the computed value); the start barrier keeps a peer's previous reads of that buffer ahead
+    of the stores, the end barrier every store into this rank ahead of what reads it next."""
+    pl, what = kb.pl, kb.what
+    *before, a2a = leaves
+    for index, leaf in enumerate(before, first):
+        if result_loc(pl, leaf, index, what) is not None:
+            raise fault(f"{what}: a value computed before a fused AllToAll must stay in the "
+                        f"kernel, got '{leaf.out.name}' needed in memory")
+        kb.compute(leaf, index)
+    var, vec = kb.operand(a2a.op.x)
+    if not vec:
+        raise fault(f"{what}: an AllToAll must exchange a tensor, got the scalar '{a2a.op.x}'")
+    dst = pl.new_buffer(a2a.out.name, pl.local_numel(a2a.out.name))
+    pl.locs[a2a.out.name] = dst
+    kb.stores.append(Store(var, c_type_of(a2a.out.type), "", kb._c(dst.offset),
+                           kb.peer_params(dst.buffer, const=False), block=block))
+    kb.regs[a2a.out.name] = var
+    return _step(kb, leaves, a2a, opts)
+
+
+def _step(kb: KernelBuilder, leaves, a2a: ir.Stmt, opts: CodegenOptions) -> KernelStep:
+    """The kernel built by `kb` with its barriers' flags and epoch, as a plan step."""
+    pl = kb.pl
     flags_name = f"flags_{c_ident(a2a.out.name)}"
     pl.add_buffer(flags_name, "u32", sympy.Integer(2 * MAX_BLOCKS * pl.P), peer=True)
     extra = [Param(f"flags{r}", f"uint32_t* flags{r}", "flags", flags_name, r)

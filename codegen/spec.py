@@ -75,6 +75,16 @@ class Store:
     offset: str = "0LL"
     peers: tuple[str, ...] = ()
     skip_self: bool = False
+    # An AllToAll by peer stores (design note 79): element e of block s goes to rank s's copy
+    # `peers[s]` at rank * block + e - s * block; `block` is the C text of the block's
+    # elements ("" for every other store).
+    block: str = ""
+
+    def __repr__(self) -> str:
+        # Without a block a store prints as before the field existed (kernel names unchanged).
+        base = (f"Store(var={self.var!r}, c_type={self.c_type!r}, ptr={self.ptr!r}, "
+                f"offset={self.offset!r}, peers={self.peers!r}, skip_self={self.skip_self!r}")
+        return base + (")" if not self.block else f", block={self.block!r})")
 
 
 @dataclass(frozen=True, slots=True)

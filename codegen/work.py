@@ -105,6 +105,9 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
             work += StepWork(read_bytes=size)
     for st in stores:
         size = n * C_BYTES.get(st.c_type, 4)
+        if st.block:  # an AllToAll by peer stores: P - 1 of P blocks remote
+            work += StepWork(write_bytes=size, link_bytes=(P - 1) * size / P)
+            continue
         remote = (len(st.peers) - 1) if st.peers else 0
         own = 0 if st.skip_self else 1
         work += StepWork(write_bytes=(own + remote) * size, link_bytes=remote * size)

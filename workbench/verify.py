@@ -140,6 +140,15 @@ def _check_prologue(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
                               f"{a.name}; compute {a.name} in a kernel of its own")
 
 
+def exchange_pushes(body) -> bool:
+    """Whether a fused AllToAll (kind alltoall) pushes: computation before the exchange and
+    none after it, so each rank computes its own rows and stores each block into its
+    destination (the exchanged value crosses the links in its own dtype: a cast down moves
+    the small type); otherwise each rank pulls its rows from their sources (design note 79)."""
+    k = next(i for i, s in enumerate(body) if isinstance(s.op, AllToAll))
+    return k > 0 and k == len(body) - 1
+
+
 def _check_exchange(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
     """What a peer-memory AllToAll kernel (fused kind alltoall, design note 79) can compute
     around the exchange: each received row is loaded from its source rank, so the computation

@@ -22,6 +22,7 @@ from cost_model.ops.context import CostContext, OpCost, is_sliced
 from workbench import ir
 from workbench.errors import NotOnThisCluster, WorkbenchError
 from workbench.types import Group
+from workbench.verify import exchange_pushes
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class _BodySum:
     scalars: list = field(default_factory=list)  # groups of reductions over Sliced inputs
     algorithm: str = "two-shot"  # how a whole AllReduce in the body runs (ir.Fused.algorithm)
     pushed: bool = False  # the ReduceScatter's input computed in the kernel, pushed (note 78)
+    exchange_push: bool = False  # a fused AllToAll that pushes (verify.exchange_pushes)
 
 
 def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
@@ -154,6 +156,11 @@ def _alltoall_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     op = leaf.op
     body.group = ctx.types[op.x].group
     producers = {e.out.name for e in body.elementwise}
+    if body.exchange_push:  # computed here, pushed: peer stores of the exchanged value
+        body.ag = body.ag + ctx.local_nbytes(op.x)
+        body.extra = body.extra + io_work(ctx, [], [leaf.out.name])  # peers' stores land here
+        body.produced.add(leaf.out.name)
+        return
     loaded = ([n for e in body.elementwise for n in ir.expr_refs(e.op.expr)
                if n not in producers and ctx.types[n].rank] if op.x in producers else [op.x])
     body.rs = body.rs + sum((ctx.local_nbytes(n) for n in dict.fromkeys(loaded)), 0)
@@ -201,7 +208,8 @@ is refused, naming it."""
 
 def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     """Split a Fused statement's body into communication and computation."""
-    body = _BodySum(algorithm=getattr(s.op, "algorithm", "two-shot"))
+    body = _BodySum(algorithm=getattr(s.op, "algorithm", "two-shot"),
+                    exchange_push=s.op.kind == "alltoall" and exchange_pushes(s.op.body))
     for leaf in s.op.body:
         rule = FUSED_PART_RULES.get(type(leaf.op))
         if rule is None:

@@ -104,24 +104,38 @@ def test_a_value_computed_before_the_exchange_stays_in_the_kernel():
         Fuse(("xs", "d")).apply(program)
 
 
-def test_lowered_to_one_kernel_of_exchange_loads():
+def test_lowered_to_one_kernel_each_pushing_or_pulling():
     pf = load(str(ROOT / "tests/programs/users/moe_scaled_dispatch.py"))
     plan = lower(pf.schedules["fuse-both"].apply(), 4)
     kernels = [s for s in plan.steps if isinstance(s, KernelStep)]
     assert [k.spec.kind for k in kernels] == ["collective", "collective"]
     dispatch, combine = kernels
-    (xload,) = [ld for ld in dispatch.spec.loads if ld.mode == "exchange"]
-    assert xload.c_type == "float" and len(xload.peers) == 4  # x from every source rank
-    assert {b.name for b in plan.buffers} >= {"x", "d", "y", "out"}
+    # the dispatch computes its own rows (x read locally) and pushes bf16 blocks
+    assert [ld.mode for ld in dispatch.spec.loads] == ["contig"]
+    (push,) = dispatch.spec.stores
+    assert push.block and push.c_type == "__nv_bfloat16" and len(push.peers) == 4
+    assert "blk == 0 ? p_d_peer0 : blk == 1 ? p_d_peer1" in render(dispatch.spec)
+    # the combine pulls y's blocks from the experts' ranks and gates them
+    (yload,) = [ld for ld in combine.spec.loads if ld.mode == "exchange"]
+    assert yload.c_type == "__nv_bfloat16" and len(yload.peers) == 4
+    assert "blk == 0 ? p_y_peer0 : blk == 1 ? p_y_peer1" in render(combine.spec)
     assert "xs" not in {b.name for b in plan.buffers}  # the cast rows stay in registers
-    assert next(b for b in plan.buffers if b.name == "x").peer  # mapped for the peers' loads
-    assert "blk == 0 ? p_x_peer0 : blk == 1 ? p_x_peer1" in render(dispatch.spec)
-    work = step_work(combine, 4, {b.name: b.numel for b in plan.buffers})
+    assert next(b for b in plan.buffers if b.name == "y").peer  # mapped for the peers' loads
     import sympy
 
     T, H = (sympy.Symbol(n, integer=True, positive=True) for n in ("T", "H"))
-    # 3 of 4 blocks of y (bf16) come over the links
-    assert sympy.simplify(work.link_bytes - 3 * T * H * 2 / 4) == 0
+    numel = {b.name: b.numel for b in plan.buffers}
+    for step in (dispatch, combine):  # 3 of 4 bf16 blocks cross the links, either way
+        work = step_work(step, 4, numel)
+        assert sympy.simplify(work.link_bytes - 3 * T * H * 2 / 4) == 0
+
+
+def test_a_cast_before_the_exchange_is_pushed_in_the_small_type():
+    from workbench.cli import simulate as sim
+
+    pf = load(str(ROOT / "tests/programs/users/moe_scaled_dispatch.py"))
+    preds = {p.name: p for p in sim.predict(pf, sim.load_hardware("h200x4", 1), {})}
+    assert preds["fuse-dispatch"].time_s < preds["unscheduled"].time_s
 
 
 def test_the_combine_kernel_is_a_schedule_of_the_moe_study():

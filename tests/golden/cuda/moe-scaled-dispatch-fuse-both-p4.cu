@@ -1,14 +1,14 @@
 // plan for P=4
-// buffer x: f32[H*T] peer
+// buffer x: f32[H*T]
 // buffer scale: f32[1]
 // buffer gate: bf16[T]
 // buffer W: bf16[H**2]
-// buffer d: bf16[H*T]
+// buffer d: bf16[H*T] peer
 // buffer flags_d: u32[8192] peer
 // buffer y: bf16[H*T] peer
 // buffer out: bf16[H*T]
 // buffer flags_back: u32[8192] peer
-// kernel wb_collective_p4_v8_549c6ddd5cc4346c for xs, d
+// kernel wb_collective_p4_v8_31139c03e27e4453 for xs, d
 // gemm y = d @ W: [T, H] @ [H, H] bf16
 // kernel wb_collective_p4_v8_745db943beb7b53f for back, out
 
@@ -23,13 +23,13 @@
 #include "wb_peer.cuh"
 #include "wb_vec.cuh"
 
-extern "C" __global__ void __launch_bounds__(512, 2) wb_collective_p4_v8_549c6ddd5cc4346c(
-    const float* p_x_peer0,
-    const float* p_x_peer1,
-    const float* p_x_peer2,
-    const float* p_x_peer3,
+extern "C" __global__ void __launch_bounds__(512, 2) wb_collective_p4_v8_31139c03e27e4453(
+    const float* __restrict__ p_x,
     const float* __restrict__ p_scale,
-    __nv_bfloat16* __restrict__ p_d,
+    __nv_bfloat16* p_d_peer0,
+    __nv_bfloat16* p_d_peer1,
+    __nv_bfloat16* p_d_peer2,
+    __nv_bfloat16* p_d_peer3,
     long long H,
     long long T,
     int rank,
@@ -44,14 +44,14 @@ extern "C" __global__ void __launch_bounds__(512, 2) wb_collective_p4_v8_549c6dd
   const float s_scale = wb::to_float(p_scale[0LL]);
   // The vector path needs every contiguous address 16-byte aligned (slice offsets may not be).
   const uintptr_t align_bits = 0
-      | reinterpret_cast<uintptr_t>(p_x_peer0 + (0LL))
-      | reinterpret_cast<uintptr_t>(p_x_peer1 + (0LL))
-      | reinterpret_cast<uintptr_t>(p_x_peer2 + (0LL))
-      | reinterpret_cast<uintptr_t>(p_x_peer3 + (0LL))
-      // a vector must not cross a block (nor the block's start on its source be unaligned)
+      | reinterpret_cast<uintptr_t>(p_x + (0LL))
+      | reinterpret_cast<uintptr_t>(p_d_peer0 + (0LL))
+      | reinterpret_cast<uintptr_t>(p_d_peer1 + (0LL))
+      | reinterpret_cast<uintptr_t>(p_d_peer2 + (0LL))
+      | reinterpret_cast<uintptr_t>(p_d_peer3 + (0LL))
+      // a vector must not cross a block (nor the block's start on its destination be unaligned)
       | static_cast<uintptr_t>(((((H * T) / (4LL))) % 8) != 0)
-      | static_cast<uintptr_t>((((H * T) / (4LL))) * 4)
-      | reinterpret_cast<uintptr_t>(p_d + (0LL))
+      | static_cast<uintptr_t>((((H * T) / (4LL))) * 2)
       // Slice offsets are multiples of n elements: n * size aligned makes the choice of the
       // vector path the same on every rank (push mode needs every rank to split work alike).
       | static_cast<uintptr_t>(n * 2)
@@ -70,63 +70,49 @@ extern "C" __global__ void __launch_bounds__(512, 2) wb_collective_p4_v8_549c6dd
     const bool in0 = v0 + 0 * stride < nvec;
     // A vector past the end reloads vector v0 (always valid) and stores nothing.
     const long long i0 = (in0 ? v0 + 0 * stride : v0) * V;
-      float q_x_u0[V];
-      {
-        // AllToAll by peer loads: element e of block s is rank s's element rank * B + e - s * B.
-        const long long blk = (i0) / (((H * T) / (4LL)));
-        const long long at = static_cast<long long>(rank) * (((H * T) / (4LL))) + (i0) - blk * (((H * T) / (4LL)));
-        wb::load_vec<V>((blk == 0 ? p_x_peer0 : blk == 1 ? p_x_peer1 : blk == 2 ? p_x_peer2 : p_x_peer3) + (0LL) + at, q_x_u0);
-      }
+      float a_x_u0[V];
+      wb::load_vec<V>(p_x + (0LL) + i0, a_x_u0);
 
     if (in0)
     {
       const long long i = i0;
-      float (&q_x)[V] = q_x_u0;
+      float (&a_x)[V] = a_x_u0;
       float r_xs[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const long long e = i + j;
         (void)e;
-        r_xs[j] = wb::round_to<__nv_bfloat16>(wb::round_to<__nv_bfloat16>((q_x[j] * s_scale)));
+        r_xs[j] = wb::round_to<__nv_bfloat16>(wb::round_to<__nv_bfloat16>((a_x[j] * s_scale)));
       }
-      float r_d[V];
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const long long e = i + j;
-        (void)e;
-        r_d[j] = wb::round_to<__nv_bfloat16>(r_xs[j]);
+      {
+        // AllToAll by peer stores: element e of block s goes to rank s's rank * B + e - s * B.
+        const long long blk = i / (((H * T) / (4LL)));
+        const long long at = static_cast<long long>(rank) * (((H * T) / (4LL))) + i - blk * (((H * T) / (4LL)));
+        wb::store_vec<V>((blk == 0 ? p_d_peer0 : blk == 1 ? p_d_peer1 : blk == 2 ? p_d_peer2 : p_d_peer3) + (0LL) + at, r_xs);
       }
-      wb::store_vec<V>(p_d + (0LL) + i, r_d);
     }
 
   }
   for (long long t = nvec * V + tid; t < n; t += stride) {
-      float q_x_s[1];
-      {
-        // AllToAll by peer loads: element e of block s is rank s's element rank * B + e - s * B.
-        const long long blk = (t) / (((H * T) / (4LL)));
-        const long long at = static_cast<long long>(rank) * (((H * T) / (4LL))) + (t) - blk * (((H * T) / (4LL)));
-        wb::load_vec<1>((blk == 0 ? p_x_peer0 : blk == 1 ? p_x_peer1 : blk == 2 ? p_x_peer2 : p_x_peer3) + (0LL) + at, q_x_s);
-      }
+      float a_x_s[1];
+      wb::load_vec<1>(p_x + (0LL) + t, a_x_s);
 
     {
       const long long i = t;
-      float (&q_x)[1] = q_x_s;
+      float (&a_x)[1] = a_x_s;
       float r_xs[1];
 #pragma unroll
       for (int j = 0; j < 1; ++j) {
         const long long e = i + j;
         (void)e;
-        r_xs[j] = wb::round_to<__nv_bfloat16>(wb::round_to<__nv_bfloat16>((q_x[j] * s_scale)));
+        r_xs[j] = wb::round_to<__nv_bfloat16>(wb::round_to<__nv_bfloat16>((a_x[j] * s_scale)));
       }
-      float r_d[1];
-#pragma unroll
-      for (int j = 0; j < 1; ++j) {
-        const long long e = i + j;
-        (void)e;
-        r_d[j] = wb::round_to<__nv_bfloat16>(r_xs[j]);
+      {
+        // AllToAll by peer stores: element e of block s goes to rank s's rank * B + e - s * B.
+        const long long blk = i / (((H * T) / (4LL)));
+        const long long at = static_cast<long long>(rank) * (((H * T) / (4LL))) + i - blk * (((H * T) / (4LL)));
+        wb::store_vec<1>((blk == 0 ? p_d_peer0 : blk == 1 ? p_d_peer1 : blk == 2 ? p_d_peer2 : p_d_peer3) + (0LL) + at, r_xs);
       }
-      wb::store_vec<1>(p_d + (0LL) + i, r_d);
     }
 
   }
