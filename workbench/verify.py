@@ -330,8 +330,8 @@ def fused_span(stmt: Stmt, placement: Placement) -> int | None:
     (intra) collective."""
     spans = []
     for leaf in stmt.op.body:
-        if isinstance(leaf.op, (ReduceScatter, AllGather, AllReduce)):
-            sub = leaf.op.sub
+        if isinstance(leaf.op, (ReduceScatter, AllGather, AllReduce, AllToAll)):
+            sub = getattr(leaf.op, "sub", None)
             spans.append(sub.per_node if sub is not None and sub.axis == "intra"
                          else placement.group_size(leaf.out.type.group))
     known = [s for s in spans if s is not None]
@@ -363,6 +363,13 @@ def check_runnable(stmt: Stmt, placement: Placement) -> None:
         return
     domains = -(-span // placement.gpus_per_node)
     how = ("copy engines" if stmt.op.engine == "copy" else "peer loads and stores over NVLink")
+    if stmt.op.kind == "alltoall":
+        raise NotOnThisCluster(
+            f"a fused alltoall kernel ({how}) must keep its group inside one NVLink domain of "
+            f"{placement.gpus_per_node} GPUs, got a group of {span} GPUs over {domains} nodes "
+            f"of {placement.name} ({_where(stmt)}); across nodes use NCCL's AllToAll (a "
+            f"schedule without this fuse) or expert groups of at most "
+            f"{placement.gpus_per_node} GPUs")
     raise NotOnThisCluster(
         f"a fused {stmt.op.kind} kernel ({how}) must keep its group inside one NVLink domain "
         f"of {placement.gpus_per_node} GPUs, got a group of {span} GPUs over {domains} nodes "

@@ -145,3 +145,16 @@ def test_the_combine_kernel_is_a_schedule_of_the_moe_study():
     preds = {p.name: p for p in sim.predict(pf, sim.load_hardware("h200x4", 1), {})}
     assert preds["fuse-combine-gate"].ranked  # generated, priced
     assert preds["fuse-combine-gate"].time_s < preds["unscheduled"].time_s
+
+
+def test_check_refuses_the_kernel_across_nvlink_domains(capsys):
+    from workbench.cli.main import main
+
+    code = main(["check", "studies/moe.py", "--hardware", "dgx-h100", "--nodes", "2"])
+    err = capsys.readouterr().err
+    assert code == 0  # the file is fine; the schedule is left out on that cluster, saying why
+    assert ("schedule fuse-combine-gate is not runnable on dgx-h100*2: a fused alltoall kernel "
+            "(peer loads and stores over NVLink) must keep its group inside one NVLink domain "
+            "of 8 GPUs, got a group of 16 GPUs over 2 nodes of dgx-h100*2") in err
+    assert "use NCCL's AllToAll (a schedule without this fuse) or expert groups of at most 8 " \
+           "GPUs" in err
