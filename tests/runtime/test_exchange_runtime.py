@@ -10,10 +10,13 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codegen.lower import lower
 from codegen.plan import GemmStep, NcclStep, OverlapStep
 from workbench.errors import RuntimeFault
+from workbench.interpreter import random_inputs, run
 from workbench.loader import load
 from workbench.runtime.chunked import exchange_order, exchange_pieces, overlap_order
 from workbench.runtime.comm import Nccl4py
@@ -137,3 +140,19 @@ def test_nccl4py_runs_a_step_as_one_group_call():
     assert log == ["start", "end"]
     assert nccl.comm.calls == [("send", (0x10, 4, "bf16"), 1, 5),
                                ("recv", (0x40, 4, "bf16"), 1, 5)]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 4), st.sampled_from([2, 3, 4]), st.integers(1, 2), st.integers(0, 2**16))
+def test_the_overlapped_moe_means_what_the_program_says(p, chunks, k, seed):
+    """The overlaps change time, not values: every MoE schedule against the program in the
+    interpreter (the rows must split into the chunks: T = p * chunks * k)."""
+    from studies.moe import build
+
+    program, schedules = build(chunks=chunks)
+    sizes = {"T": p * chunks * k, "H": 4, "F": 4, "P": p}
+    inputs = random_inputs(program, sizes, seed)
+    want = np.asarray(run(program, inputs, sizes)["out"], dtype=np.float32)
+    for sched in schedules:
+        got = np.asarray(run(sched.apply(), inputs, sizes)["out"], dtype=np.float32)
+        np.testing.assert_array_equal(got, want, err_msg=sched.name)
