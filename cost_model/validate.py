@@ -63,7 +63,8 @@ RULES: dict[str, Rule] = {
     "oversubscription": Rule(False, 1.0, 1e6, False, "downlink : uplink", "e.g. 1"),
     # shares of a peak
     "efficiency": FRACTION,
-    "allreduce_bandwidth_factor": Rule(False, 0.0, 4.0, True, "AllReduce vs RS/AG bus "
+    # at least 1 %: a factor near 0 (5e-324) made the ring plan's AllReduce time infinite
+    "allreduce_bandwidth_factor": Rule(False, 0.01, 4.0, False, "AllReduce vs RS/AG bus "
                                        "bandwidth", "e.g. 0.95"),
     "fused_block_bandwidth": FRACTION,
     # sizes

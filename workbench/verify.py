@@ -169,6 +169,10 @@ def _check_exchange(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
                           f"value it exchanges, got '{a2a.op.x}'; fuse only the AllToAll and "
                           "what follows it")
     for p in before:
+        if isinstance(p.op, Update):
+            raise VerifyError(f"{what}: computation fused before an AllToAll must compute new "
+                              f"values, got the Update {p.name} (its target stays on its "
+                              f"rank); update in a kernel of its own")
         for name in p.op.operands():
             t = env[name]
             bad = (t.layout != Replicated if t.rank == 0 else

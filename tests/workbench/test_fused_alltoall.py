@@ -158,3 +158,16 @@ def test_check_refuses_the_kernel_across_nvlink_domains(capsys):
             "of 8 GPUs, got a group of 16 GPUs over 2 nodes of dgx-h100*2") in err
     assert "use NCCL's AllToAll (a schedule without this fuse) or expert groups of at most 8 " \
            "GPUs" in err
+
+
+def test_an_update_before_the_exchange_is_refused():
+    from workbench import Update
+
+    T = Size("T", multiple_of=P)
+    x = Tensor(float32, [T], Local, "x")
+    x1 = Update(x, x * 2.0, name="x1")
+    d = AllToAll(x1, name="d")
+    program = Program(inputs=[x], outputs=[d], name="upd")
+    with pytest.raises(IllegalTransform, match=r"computation fused before an AllToAll must "
+                                               r"compute new values, got the Update x1"):
+        Fuse(("x1", "d")).apply(program)

@@ -185,3 +185,13 @@ def test_lowered_to_one_kernel_with_a_computed_push_phase():
     work = step_work(step, 4, {b.name: b.numel for b in plan.buffers})
     n = sympy.Symbol("N", integer=True, positive=True)
     assert sympy.simplify(work.link_bytes - 3 * n / 4 * 2) == 0  # P - 1 bf16 slices out
+
+
+def test_copy_engines_refuse_a_reduce_scatter_with_computation_before_it():
+    from workbench.transforms import CopyEngines
+
+    fused = _user().schedules["fuse-cast-rs"].apply()
+    _refused(lambda: CopyEngines("acc1", 4).apply(fused),
+             r"copy_engines\(acc1, chunks=4\): a fused ReduceScatter with computation before it "
+             r"must push its computed values from the SMs, got acc1 before the ReduceScatter; "
+             r"keep this region on the SMs")

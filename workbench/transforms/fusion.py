@@ -299,6 +299,11 @@ class CopyEngines(Transform):
             raise IllegalTransform(f"{who}: the statement must be a fused collective "
                                    f"(FusedAllreduce, FusedReducescatter, FusedAllgather), got "
                                    f"{op}; fuse it first (s.fuse)")
+        if prologue_length(op.body):
+            raise IllegalTransform(f"{who}: a fused ReduceScatter with computation before it "
+                                   f"must push its computed values from the SMs, got "
+                                   f"{op.body[0].name} before the ReduceScatter; keep this "
+                                   "region on the SMs (design note 78)")
         # An axis reduction needs whole rows in one kernel (a row kernel), not pieces.
         reductions = [s.name for s in op.body
                       if isinstance(s.op, (ir.Norm, ir.ReduceTensor, ir.ReduceAxis))]
