@@ -49,14 +49,7 @@ def alltoall_kernel_step(pl: Planner, stmt: ir.Stmt, first: int,
         return Load(var, ctype, "exchange", "", kb._c(loc.offset), index=block, peers=peers)
 
     kb.read_hook = from_source
-    for index, leaf in enumerate(leaves[:k], first):
-        if result_loc(pl, leaf, index, what) is not None:
-            raise fault(f"{what}: a value computed before a fused AllToAll must stay in the "
-                        f"kernel, got '{leaf.out.name}' needed in memory")
-        kb.compute(leaf, index)
-    var, vec = kb.operand(a2a.op.x)
-    if not vec:
-        raise fault(f"{what}: an AllToAll must exchange a tensor, got the scalar '{a2a.op.x}'")
+    var = _exchanged(kb, leaves[:k], a2a, first)
     kb.read_hook = None
     # The received value as a register of its own (the exchanged dtype), stored if needed.
     rvar = f"r_{c_ident(a2a.out.name)}"
@@ -78,22 +71,30 @@ def _pushed(kb: KernelBuilder, stmt: ir.Stmt, leaves, first: int, block: str,
     of the result into rank s's copy of the exchanged tensor at its own block (peer stores of
     the computed value); the start barrier keeps a peer's previous reads of that buffer ahead
     of the stores, the end barrier every store into this rank ahead of what reads it next."""
-    pl, what = kb.pl, kb.what
+    pl = kb.pl
     *before, a2a = leaves
-    for index, leaf in enumerate(before, first):
-        if result_loc(pl, leaf, index, what) is not None:
-            raise fault(f"{what}: a value computed before a fused AllToAll must stay in the "
-                        f"kernel, got '{leaf.out.name}' needed in memory")
-        kb.compute(leaf, index)
-    var, vec = kb.operand(a2a.op.x)
-    if not vec:
-        raise fault(f"{what}: an AllToAll must exchange a tensor, got the scalar '{a2a.op.x}'")
+    var = _exchanged(kb, before, a2a, first)
     dst = pl.new_buffer(a2a.out.name, pl.local_numel(a2a.out.name))
     pl.locs[a2a.out.name] = dst
     kb.stores.append(Store(var, c_type_of(a2a.out.type), "", kb._c(dst.offset),
                            kb.peer_params(dst.buffer, const=False), block=block))
     kb.regs[a2a.out.name] = var
     return _step(kb, leaves, a2a, opts)
+
+
+def _exchanged(kb: KernelBuilder, before, a2a: ir.Stmt, first: int) -> str:
+    """The computation before the exchange into registers (none of it reaches memory: the
+    transforms refuse what would), and the register holding the exchanged value."""
+    for index, leaf in enumerate(before, first):
+        if result_loc(kb.pl, leaf, index, kb.what) is not None:
+            raise fault(f"{kb.what}: a value computed before a fused AllToAll must stay in the "
+                        f"kernel, got '{leaf.out.name}' needed in memory")
+        kb.compute(leaf, index)
+    var, vec = kb.operand(a2a.op.x)
+    if not vec:
+        raise fault(f"{kb.what}: an AllToAll must exchange a tensor, got the scalar "
+                    f"'{a2a.op.x}'")
+    return var
 
 
 def _step(kb: KernelBuilder, leaves, a2a: ir.Stmt, opts: CodegenOptions) -> KernelStep:

@@ -119,25 +119,38 @@ def _check_prologue(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
     if rs.op.dim != 0:
         raise VerifyError(f"{what}: a fused ReduceScatter after computation must scatter dim 0 "
                           f"(contiguous rows), got dim {rs.op.dim}; put the scattered dim first")
-    for p in prologue:
+    _check_before(prologue, after, env, x, what, "a ReduceScatter", "scalars",
+                  lambda t: not t.rank, "reduced", "the reduction")
+
+
+def _check_before(before, after, env, x: TensorType, what: str, collective: str,
+                  scalars: str, scalar_ok, shape_name: str, until: str) -> None:
+    """The rules shared by computation fused before a ReduceScatter and before an AllToAll:
+    operands are scalars (`scalar_ok`) or whole, unsliced tensors of the collective's input
+    shape; no dropout mask (a hash of the global index, which the kernel does not walk); no
+    statement after the collective reads a value computed before it."""
+    names = {p.out.name for p in before}
+    for p in before:
         for name in p.op.operands():
             t = env[name]
-            if t.rank and (list(t.shape) != list(x.shape) or isinstance(t.layout, (
-                    Sliced, NodeSliced))):
+            ok = scalar_ok(t) if not t.rank else (
+                list(t.shape) == list(x.shape) and not isinstance(t.layout, (Sliced, NodeSliced)))
+            if not ok:
                 raise VerifyError(
-                    f"{what}: computation fused before a ReduceScatter must read scalars or "
-                    f"whole tensors of the reduced shape {list(x.shape)}, got '{name}' "
+                    f"{what}: computation fused before {collective} must read {scalars} or "
+                    f"whole tensors of the {shape_name} shape {list(x.shape)}, got '{name}' "
                     f"({t}) in {p.name}; compute it in a kernel of its own")
         if any(isinstance(e, Dropout) for e in expr_nodes(p.op.expr)):
-            raise VerifyError(f"{what}: computation fused before a ReduceScatter must not draw a "
-                              f"dropout mask, got one in {p.name}; apply dropout after the "
-                              "reduction or in a kernel of its own")
+            raise VerifyError(f"{what}: computation fused before {collective} must not draw a "
+                              f"dropout mask, got one in {p.name}; apply it after {until} or "
+                              "in a kernel of its own")
     for a in after:
         read = names & set(a.op.operands())
         if read:
-            raise VerifyError(f"{what}: a value computed before a fused ReduceScatter must be "
-                              f"read only up to the reduction, got '{sorted(read)[0]}' read by "
-                              f"{a.name}; compute {a.name} in a kernel of its own")
+            raise VerifyError(f"{what}: a value computed before a fused {collective.split()[-1]} "
+                              f"must be read only up to {until}, got "
+                              f"'{sorted(read)[0]}' read by {a.name}; compute {a.name} in a "
+                              "kernel of its own")
 
 
 def exchange_pushes(body) -> bool:
@@ -173,24 +186,8 @@ def _check_exchange(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
             raise VerifyError(f"{what}: computation fused before an AllToAll must compute new "
                               f"values, got the Update {p.name} (its target stays on its "
                               f"rank); update in a kernel of its own")
-        for name in p.op.operands():
-            t = env[name]
-            bad = (t.layout != Replicated if t.rank == 0 else
-                   list(t.shape) != list(x.shape) or isinstance(t.layout, (Sliced, NodeSliced)))
-            if bad:
-                raise VerifyError(
-                    f"{what}: computation fused before an AllToAll must read Replicated scalars "
-                    f"or whole tensors of the exchanged shape {list(x.shape)}, got '{name}' "
-                    f"({t}) in {p.name}; compute it in a kernel of its own")
-        if any(isinstance(e, Dropout) for e in expr_nodes(p.op.expr)):
-            raise VerifyError(f"{what}: computation fused before an AllToAll must not draw a "
-                              f"dropout mask, got one in {p.name}; apply it after the exchange")
-    for s in after:
-        read = names & set(s.op.operands())
-        if read:
-            raise VerifyError(f"{what}: a value computed before a fused AllToAll must be read "
-                              f"only up to the exchange, got '{sorted(read)[0]}' read by "
-                              f"{s.name}; compute {s.name} in a kernel of its own")
+    _check_before(before, after, env, x, what, "an AllToAll", "Replicated scalars",
+                  lambda t: not t.rank and t.layout == Replicated, "exchanged", "the exchange")
 
 
 def _check_divisible(program: Program, t: TensorType, what: str) -> None:

@@ -88,7 +88,7 @@ def test_a_dropout_before_the_exchange_is_refused():
     program = Program(inputs=[x], outputs=[d], name="drop")
     with pytest.raises(IllegalTransform, match=r"computation fused before an AllToAll must not "
                                                r"draw a dropout mask, got one in xd; apply it "
-                                               r"after the exchange"):
+                                               r"after the exchange or in a kernel of its own"):
         Fuse(("xd", "d")).apply(program)
 
 

@@ -108,7 +108,7 @@ def test_a_dropout_mask_before_the_reduce_scatter_is_refused():
     program = Program(inputs=[g], outputs=[rs], name="drop")
     _refused(lambda: Fuse(("c", "rs")).apply(program),
              r"computation fused before a ReduceScatter must not draw a dropout mask, got one "
-             r"in c; apply dropout after the reduction or in a kernel of its own")
+             r"in c; apply it after the reduction or in a kernel of its own")
 
 
 def test_a_value_of_the_prologue_read_after_the_reduction_is_refused():
