@@ -216,6 +216,7 @@ def _lower(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
         pl.locs[v.name] = pl.new_buffer(v.name, pl.local_numel(v.name), holds_input=v.name)
     ctx = LoweringContext(pl, opts)
     steps: Steps = []
+    origins: list[str] = []
     leaf_index = 0
     for stmt in program.stmts:
         first = leaf_index
@@ -226,7 +227,9 @@ def _lower(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
             raise fault(f"the GPU backend must support every op of {program.name}, got "
                         f"{_what(stmt)}, which it does not generate yet; measure a schedule "
                         "without it")
-        steps += rule(ctx, stmt, first)
+        lowered = rule(ctx, stmt, first)
+        steps += lowered
+        origins += [stmt.name] * len(lowered)
     return Plan(program, P, tuple(pl.buffers.values()), dict(pl.locs),
                 tuple(s for s, _ in steps), tuple(g.name for g in pl.stages),
-                tuple(g for _, g in steps))
+                tuple(g for _, g in steps), origins=tuple(origins))

@@ -252,6 +252,10 @@ class Plan:
     slice_chunks: int = 1
     # How it was generated and is to be launched (grids of fused collectives and overlaps).
     options: CodegenOptions = CodegenOptions()
+    # The top-level statement each step lowers (its name, parallel to `steps`): what the cost
+    # model prices a step beside, or instead of, where the plan alone does not say enough
+    # (cost_model.plan_cost).
+    origins: tuple[str, ...] = ()
 
     @property
     def world(self) -> int:

@@ -21,8 +21,9 @@ plan's. What a record counts:
   AllReduce, is the cost model's: `link_bytes` is the payload, not the wire bytes);
 - a GEMM: 2 m k n flops, its operands read and its product written; a library reduction: its
   input read; a Send: the payload, read on the sender;
-- composite steps (overlap, copy engines, chunked): the sum of their parts; copy engines' peer
-  copies move their bytes over the link.
+- composite steps (overlap, copy engines, chunked): the sum of their parts (a kernel launched
+  once per chunk, on one chunk's extent, counted `chunks` times: `per_chunk`); copy engines'
+  peer copies move their bytes over the link.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ class StepWork:
     write_bytes: sympy.Expr = ZERO  # this rank's HBM writes
     link_bytes: sympy.Expr = ZERO  # bytes this rank moves to or from other GPUs (payload)
     flops: sympy.Expr = ZERO
+    # of read_bytes and write_bytes, those of 2-byte elements (f16, bf16), which the GPU
+    # streams at its own measured rates (cost_model.specs.GPU.hbm_time_s)
+    f16_read_bytes: sympy.Expr = ZERO
+    f16_write_bytes: sympy.Expr = ZERO
 
     def __add__(self, other: StepWork) -> StepWork:
         return StepWork(*(getattr(self, f.name) + getattr(other, f.name)
@@ -74,51 +79,97 @@ def step_work(step, P: int, numel: dict | None = None) -> StepWork:
     return rule(step, P, numel or {})
 
 
-def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
+def _io(c_type: str, read=ZERO, write=ZERO, link=ZERO) -> StepWork:
+    """Reads, writes and link bytes of elements of C type `c_type` (2-byte ones also counted
+    as such)."""
+    half = C_BYTES.get(c_type, 4) == 2
+    return StepWork(read, write, link, ZERO, read if half else ZERO, write if half else ZERO)
+
+
+def _kernel_io(step: cp.KernelStep):
+    """(elements each vector load and store covers, the loads, the stores) of a kernel step."""
     spec = step.spec
     n = sympy.sympify(step.extent)
     if spec.row is not None:  # extent counts rows: each load and store covers rows x cols
         n = n * sympy.sympify(step.cols)
         loads = {ld.var: ld for p in spec.row.passes for ld in p.loads}.values()
         stores = [st for p in spec.row.passes for st in p.stores]
-    else:
-        loads, stores = spec.loads, spec.stores
+        return n, tuple(loads), tuple(stores)
+    return n, spec.loads, spec.stores
+
+
+def is_rooted(spec) -> bool:
+    """Whether a fused collective kernel computes on its root only (a fused Reduce or
+    Broadcast: codegen.lower_collective gives the other ranks an extent of 0, so their blocks
+    only serve or receive)."""
+    return spec.extent.startswith("(rank == ")
+
+
+def peer_bytes(step: cp.KernelStep, P: int) -> tuple[sympy.Expr, sympy.Expr]:
+    """(bytes of the whole buffers a fused collective kernel reduce-scatters by peer loads,
+    or by pushes in push mode; bytes of those it gathers by peer stores), P slices of each:
+    what the cost model's peer-access formulas take (cost_model.ops.fused.FusedParts)."""
+    n, loads, stores = _kernel_io(step)
+    pushes = step.spec.pushes
+    rs = sum((P * n * C_BYTES.get(x.c_type, 4) for x in pushes or
+              [ld for ld in loads if ld.mode == "reduce"]), ZERO)
+    # an AllToAll by peer loads or by stores into its blocks' owners (design note 79): one
+    # local tensor's worth, (P - 1) / P of it remote, as the cost model's fused AllToAll
+    rs += sum((n * C_BYTES.get(ld.c_type, 4) for ld in loads if ld.mode == "exchange"), ZERO)
+    ag = sum(((1 if st.block else len(st.peers)) * n * C_BYTES.get(st.c_type, 4)
+              for st in stores if st.peers), ZERO)
+    return rs, ag
+
+
+def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
+    spec = step.spec
+    n, loads, stores = _kernel_io(step)
+    rooted = is_rooted(spec)
     work = StepWork()
     computed = [p for p in spec.pushes if isinstance(p, ComputedPush)]
     for ld in (*loads, *spec.scalars):
-        size = n * C_BYTES.get(ld.c_type, 4)
+        b = C_BYTES.get(ld.c_type, 4)
+        size = n * b
         if ld.mode == "scalar":  # one element (a hyperparameter, a norm), read once
-            work += StepWork(read_bytes=sympy.Integer(C_BYTES.get(ld.c_type, 4)))
+            work += _io(ld.c_type, read=sympy.Integer(b))
         elif ld.mode == "rowvec":  # one row's worth (a norm's weight), read once from HBM
-            work += StepWork(read_bytes=sympy.sympify(step.cols) * C_BYTES.get(ld.c_type, 4))
+            work += _io(ld.c_type, read=sympy.sympify(step.cols) * b)
         elif ld.mode == "gather":  # a broadcast operand (a bias): its buffer, read once
             ref = next((p.ref for p in spec.params if p.name == ld.ptr), "")
             if ref in numel:
-                work += StepWork(read_bytes=numel[ref] * C_BYTES.get(ld.c_type, 4))
+                work += _io(ld.c_type, read=numel[ref] * b)
         elif ld.mode == "reduce" and computed:  # the P parts of the local staging buffer
-            work += StepWork(read_bytes=P * size)
-        elif ld.mode == "reduce":  # every rank's slice, P - 1 of them remote
-            work += StepWork(read_bytes=P * size, link_bytes=(P - 1) * size)
+            work += _io(ld.c_type, read=P * size)
         elif ld.mode == "exchange":  # an AllToAll by peer loads: P - 1 of P blocks remote
-            work += StepWork(read_bytes=size, link_bytes=(P - 1) * size / P)
+            work += _io(ld.c_type, read=size, link=(P - 1) * size / P)
+        elif ld.mode == "reduce":  # every rank's slice, P - 1 of them remote
+            # symmetric (a reduce-scatter): this HBM serves its slice to each of P ranks;
+            # rooted (a Reduce): the root's HBM serves its own input, the peers' theirs
+            read = size if rooted else P * size
+            work += _io(ld.c_type, read=read, link=(P - 1) * size)
         elif ld.mode == "contig":
-            work += StepWork(read_bytes=size)
+            work += _io(ld.c_type, read=size)
     for st in stores:
         size = n * C_BYTES.get(st.c_type, 4)
         if st.block:  # an AllToAll by peer stores: P - 1 of P blocks remote
-            work += StepWork(write_bytes=size, link_bytes=(P - 1) * size / P)
+            work += _io(st.c_type, write=size, link=(P - 1) * size / P)
             continue
         remote = (len(st.peers) - 1) if st.peers else 0
         own = 0 if st.skip_self else 1
-        work += StepWork(write_bytes=(own + remote) * size, link_bytes=remote * size)
+        # a rooted store (a Broadcast's) lands in every rank's HBM once, the root's included
+        mine = own if rooted else own + remote
+        work += _io(st.c_type, write=mine * size, link=remote * size)
+    if spec.row is not None:  # a row's reduction stored for later: one value per row
+        for red in (r for p in spec.row.passes for r in p.reductions if r.ptr):
+            work += _io(red.c_type, write=sympy.sympify(step.extent) * C_BYTES.get(red.c_type, 4))
     for push in computed:  # computation before the reduce-scatter (design note 78)
         work += _computed_push(push, n, P)
     for push in spec.pushes:  # phase one of push mode: P - 1 slices into the peers' staging
         if push in computed:
             continue
         size = n * C_BYTES.get(push.c_type, 4)
-        work += StepWork(read_bytes=(P - 1) * size, write_bytes=(P - 1) * size,
-                         link_bytes=(P - 1) * size)
+        work += _io(push.c_type, read=(P - 1) * size, write=(P - 1) * size,
+                    link=(P - 1) * size)
     return work
 
 
@@ -126,11 +177,13 @@ def _computed_push(push: ComputedPush, n, P: int) -> StepWork:
     """Phase one of a FusedReduceScatter with computation before it: this rank's whole
     contribution (P slices of n) computed from its loads, the values kept in memory stored,
     and each slice stored into its owner's staging buffer (P - 1 of them remote)."""
-    whole = P * n
-    read = sum((whole * C_BYTES.get(ld.c_type, 4) for ld in push.loads), sympy.Integer(0))
-    kept = sum((whole * C_BYTES.get(st.c_type, 4) for st in push.stores), sympy.Integer(0))
+    work = StepWork()
+    for ld in push.loads:
+        work += _io(ld.c_type, read=P * n * C_BYTES.get(ld.c_type, 4))
+    for st in push.stores:
+        work += _io(st.c_type, write=P * n * C_BYTES.get(st.c_type, 4))
     pushed = n * C_BYTES.get(push.c_type, 4)
-    return StepWork(read_bytes=read, write_bytes=kept + P * pushed, link_bytes=(P - 1) * pushed)
+    return work + _io(push.c_type, write=P * pushed, link=(P - 1) * pushed)
 
 
 def _nccl(step: cp.NcclStep, P: int, numel: dict) -> StepWork:
@@ -141,7 +194,8 @@ def _nccl(step: cp.NcclStep, P: int, numel: dict) -> StepWork:
         "reduce_scatter": (whole, part, whole),
         "all_gather": (part, whole, whole),
     }.get(step.op, (part, part, part))  # broadcast, reduce: one buffer
-    return StepWork(read, write, payload)
+    half = DTYPE_BYTES[step.dtype] == 2
+    return StepWork(read, write, payload, ZERO, read if half else ZERO, write if half else ZERO)
 
 
 def _gemm(step: cp.GemmStep, P: int, numel: dict) -> StepWork:
@@ -161,8 +215,24 @@ def _send(step: cp.SendStep, P: int, numel: dict) -> StepWork:
     return StepWork(read_bytes=part, link_bytes=part)
 
 
+def per_chunk(step) -> bool:
+    """Whether a part of an overlap or a chunked step is launched once per chunk, on one
+    chunk's extent (a generated kernel taking the `chunk` parameter); NCCL calls and GEMMs
+    hold the whole count and the runtime cuts them."""
+    return isinstance(step, cp.KernelStep) and any(p.kind == "chunk" for p in step.spec.params)
+
+
+def _part(step, chunks: int, P: int, numel: dict) -> StepWork:
+    """The work of one part of a chunked step over all its chunks."""
+    w = step_work(step, P, numel)
+    if not per_chunk(step):
+        return w
+    return StepWork(*(chunks * getattr(w, f.name) for f in dataclasses.fields(w)))
+
+
 def _overlap(step: cp.OverlapStep, P: int, numel: dict) -> StepWork:
-    return step_work(step.producer, P, numel) + step_work(step.consumer, P, numel)
+    return (_part(step.producer, step.chunks, P, numel)
+            + _part(step.consumer, step.chunks, P, numel))
 
 
 def _copy_engines(step: cp.CopyEngineStep, P: int, numel: dict) -> StepWork:
@@ -176,7 +246,7 @@ def _copy_engines(step: cp.CopyEngineStep, P: int, numel: dict) -> StepWork:
 def _chunked(step: cp.ChunkedStep, P: int, numel: dict) -> StepWork:
     total = StepWork()
     for s in step.steps:
-        total += step_work(s, P, numel)
+        total += _part(s, step.chunks, P, numel)
     return total
 
 

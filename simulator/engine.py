@@ -26,11 +26,16 @@ collective costs a few events per rank, not one per rank and step; meetings and 
 are dropped once consumed; and each statement is priced once per group (`_priced`), not per
 rank.
 
+Given the program's lowered plan, a statement whose every step has a process kind of its own
+runs as those steps (`plan_steps`, design note 75), with the plan's prices; the others by
+RUN_RULES.
+
 The modules: `engine` (this: the Simulation, its ranks and statements, `simulate`),
 `timeline` (Row, SimResult), `resources` (a GPU's resources, the shared state of a mesh, a
 meeting, a statement to run), `routing` (which links a transfer holds), `kernels` (the
 processes of kernels and collectives), `rules` (RUN_RULES: one method per op class),
-`pipeline` (the pipelined hierarchy's legs as processes).
+`pipeline` (the pipelined hierarchy's legs as processes), `plan_steps` (PLAN_RUN_RULES: one
+process kind per plan step class).
 """
 
 from __future__ import annotations
@@ -40,11 +45,14 @@ from collections.abc import Callable, Mapping
 import simpy
 import sympy
 
+from codegen.plan import Plan
 from cost_model.hardware import Cluster
 from cost_model.ops import CostContext, stmt_cost, stmt_group
+from cost_model.plan_cost import PlanContext
 from simulator.kernels import Kernels
 from simulator.network import Network
 from simulator.pipeline import Pipelines
+from simulator.plan_steps import PlanSteps, runs_from_plan
 from simulator.resources import (  # noqa: F401  (re-exported: simulator.engine's names)
     COMPUTE_CHUNKS,
     DETAIL_RANKS,
@@ -66,13 +74,14 @@ from workbench.errors import WorkbenchError
 from workbench.options import CodegenOptions
 
 
-class Simulation(Routing, Kernels, Rules, Pipelines):
+class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
     """One run of a program on a cluster (see module docstring)."""
 
     def __init__(self, program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
                  reduced: bool | None = None, record: bool = True,
                  variability: Variability | None = None, sample: int = 0,
-                 shared: Shared | None = None, options: CodegenOptions | None = None):
+                 shared: Shared | None = None, options: CodegenOptions | None = None,
+                 plan: Plan | None = None):
         # `shared`: the environment, network, GPUs and timeline of a larger run this one is
         # part of (simulator.mesh: one program per group of a mesh axis, all on one cluster);
         # then `cluster` is the view that prices this program's groups (their ranks per node)
@@ -121,6 +130,15 @@ class Simulation(Routing, Kernels, Rules, Pipelines):
         self.events: dict = {}
         self.meetings: dict = {}
         self.prices: dict = {}
+        # `plan`: the program lowered by codegen; the statements whose every step has a run
+        # rule (simulator.plan_steps) run as those steps, the others by RUN_RULES.
+        self.from_plan: dict[str, tuple] = {}
+        if plan is not None:
+            self.pc = PlanContext.of(plan, cluster, bound)
+            for name in dict.fromkeys(plan.origins):
+                steps = tuple(s for s, o in zip(plan.steps, plan.origins) if o == name)
+                if all(runs_from_plan(plan, s) for s in steps):
+                    self.from_plan[name] = steps
 
     # ------------------------------------------------------------ helpers
 
@@ -193,14 +211,18 @@ class Simulation(Routing, Kernels, Rules, Pipelines):
                 any(isinstance(leaf.op, ir.Send) for leaf in s.leaves()),
                 {leaf.op.dst for leaf in s.leaves() if isinstance(leaf.op, ir.Send)}))
             if sg == g:
-                host_s = self._host_issue_s(s)
+                steps = self.from_plan.get(s.name)
+                host_s = self._plan_host_s(s, steps) if steps else self._host_issue_s(s)
                 if host_s:
                     # The host issues NCCL calls ahead of the GPU (cost_model.ops.
                     # host_overlapped_total): the op starts once both are ready.
                     host_t += host_s
                     if host_t > self.env.now:
                         yield self.env.timeout(host_t - self.env.now)
-                yield from self._run(g, r, gpu, s, i, host_paid=bool(host_s))
+                if steps:
+                    yield from self._run_plan_stmt(g, r, gpu, s, steps, i, bool(host_s))
+                else:
+                    yield from self._run(g, r, gpu, s, i, host_paid=bool(host_s))
                 if sends:
                     self._event((i, "sent", r)).succeed()  # the receiver may go on
             elif g in dsts:
@@ -221,9 +243,12 @@ class Simulation(Routing, Kernels, Rules, Pipelines):
 def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
              reduced: bool | None = None, record: bool = True,
              variability: Variability | None = None, sample: int = 0,
-             options: CodegenOptions | None = None) -> SimResult:
+             options: CodegenOptions | None = None, plan: Plan | None = None) -> SimResult:
     """Simulate `program` on `cluster` with sizes `bound`; reduced=None picks by rank count
     (full whenever `variability` makes ranks differ; `sample` picks its draw); `options`: the
-    codegen options it is generated with (None: the defaults), which the cost model prices."""
+    codegen options it is generated with (None: the defaults), which the cost model prices;
+    `plan`: the program lowered for the group size (codegen.lower, with those options), whose
+    steps run where the simulator has their rules (simulator.plan_steps), its statements
+    elsewhere (None: every statement by RUN_RULES)."""
     return Simulation(program, cluster, bound, reduced, record, variability, sample,
-                      options=options).run()
+                      options=options, plan=plan).run()

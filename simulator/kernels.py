@@ -133,9 +133,16 @@ class Kernels:
                sm_cap: int | None = None):
         # sm_cap: at most this many SMs (an overlapped consumer's grid), else all that are free
         parts = self._priced(("fused", id(s)), lambda: fused_parts(self.ctx, s))
+        yield from self._fused_parts(gpu, id(s), parts, op, scale, sm_cap)
+
+    def _fused_parts(self, gpu: _Gpu, key, parts, op: str, scale: float = 1.0,
+                     sm_cap: int | None = None):
+        """A fused kernel of these FusedParts (of a statement, or of a plan step: `key`
+        names it for the price cache): its fixed cost, then its load/compute/store
+        pipeline."""
         env = self.env
-        yield env.timeout(self._priced(("fused_latency", id(s)),
-                                       lambda: fused_latency_s(self.ctx, s, parts)))
+        yield env.timeout(self._priced(("fused_latency", key),
+                                       lambda: fused_latency_s(self.ctx, None, parts)))
         # Copy engines move the bytes (ir.Fused.engine == "copy"): the pieces are the
         # schedule's, and only the computation holds SMs, piece by piece. Otherwise the one
         # kernel holds its SMs throughout and its pipeline has FUSED_CHUNKS steps.
@@ -148,11 +155,11 @@ class Kernels:
         ag_part = FusedCopy(parts, rs=False)
         # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
         link = gpu.link_factor * self.draw.steps_jitter(chunks)  # per pipeline chunk
-        load_s = self._priced(("load", id(s), take), lambda: fused_link_s(
+        load_s = self._priced(("load", key, take), lambda: fused_link_s(
             self.ctx, rs_part.parts, take)) * scale / chunks * link
-        store_s = self._priced(("store", id(s), take), lambda: fused_link_s(
+        store_s = self._priced(("store", key, take), lambda: fused_link_s(
             self.ctx, ag_part.parts, take)) * scale / chunks * link
-        comp_s = self._priced(("fused_work", id(s), scale, frac), lambda: work_s(
+        comp_s = self._priced(("fused_work", key, scale, frac), lambda: work_s(
             self.cluster, parts.work.scaled(scale / chunks), frac))
         comp_s *= gpu.compute_factor * self.draw.jitter()
         loaded = [env.event() for _ in range(chunks)]

@@ -176,3 +176,15 @@ def test_fuzz_simulate_is_finite_or_refused(tmp_path, capsys, field, value):
         assert len(predicted) and predicted["time_ms"].map(lambda t: 0 < t < float("inf")).all()
     else:
         assert err.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_an_allreduce_factor_near_zero_is_refused(tmp_path):
+    # 5e-324 made the ring AllReduce that the ring-fused form prices take forever (inf in
+    # simulate's table); measured factors are 0.95 to 1.3
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"base": "dgx-h100",
+                                "nccl": {"allreduce_bandwidth_factor": 5e-324}}))
+    with pytest.raises(HardwareError, match=r"nccl.allreduce_bandwidth_factor must be a finite "
+                       r"number >= 0.001 and <= 4 \(AllReduce vs RS/AG bus bandwidth\), got "
+                       r"5e-324; fix the profile \(e.g. 0.95\)"):
+        load_hardware(str(path))

@@ -24,7 +24,8 @@ import traceback
 import numpy as np
 
 from codegen.lower import lower, stage_order
-from workbench import interpreter, ir
+from cost_model.plan_cost import plan_link_bytes
+from workbench import interpreter
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import file_digest, load
 from workbench.options import CodegenOptions
@@ -33,7 +34,7 @@ from workbench.runtime.comm import rank_env
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
 from workbench.runtime.pipeline_run import node_part
-from workbench.types import NodeSliced, Sliced
+from workbench.types import NodeSliced
 
 
 def _applied(schedule):
@@ -82,31 +83,12 @@ def busy(rank: int, what: str, every_s: float = 20.0, max_s: float = BUSY_MAX_S)
 
 
 def comm_bytes(program, sizes: dict, P: int) -> int:
-    """Bytes each GPU must send (= receive) for the program's collectives, as a ring or a
-    direct exchange moves them: AllReduce 2(P-1)/P x size, ReduceScatter/AllGather (P-1)/P x
-    size; a pipeline's Send, each rank's local part (1/P of the tensor when sliced). Divided by
+    """Bytes each GPU must send (= receive) for the program's communication as the GPU
+    backend lowers it for P ranks, at the bandwidth lower bound: the cost model's
+    `plan_link_bytes` (an AllReduce's ring moves 2(P-1)/P of its buffer, ReduceScatter and
+    AllGather (P-1)/P, a Broadcast or Reduce chain the buffer, a Send its payload). Divided by
     the link bandwidth this is the NVLink floor of the step."""
-
-    bound = interpreter.bind_sizes(program, sizes)
-    total = 0.0
-    types = {v.name: v.type for v in program.all_values()}
-    for s in program.leaves():
-        for v in s.outs:
-            types[v.name] = v.type
-        op = s.op
-        if isinstance(op, (ir.AllReduce, ir.ReduceScatter, ir.AllGather)):
-            t = types[op.x] if not isinstance(op, ir.AllGather) else s.out.type
-            nbytes = interpreter.concrete(t.nbytes(), bound)
-            factor = 2 if isinstance(op, ir.AllReduce) else 1
-            total += factor * (P - 1) / P * nbytes
-        elif isinstance(op, ir.AllToAll):  # each rank keeps 1/P of its buffer
-            nbytes = interpreter.concrete(types[op.x].nbytes(), bound)
-            total += (P - 1) / P * nbytes
-        elif isinstance(op, ir.Send):
-            t = types[op.x]
-            nbytes = interpreter.concrete(t.nbytes(), bound)
-            total += nbytes / P if isinstance(t.layout, Sliced) else nbytes
-    return int(total)
+    return int(plan_link_bytes(lower(program, P), interpreter.bind_sizes(program, sizes)))
 
 
 def _summary(per_rank_times: list[list[float]]) -> dict:

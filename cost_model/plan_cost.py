@@ -1,0 +1,422 @@
+"""Pricing a lowered plan's steps (issue 22's "one plan, four readers"; design notes 61, 74).
+
+`plan_cost(plan, cluster, bound)` prices what the GPU backend runs: each step of the plan that
+codegen.lower made, by its class's rule in PLAN_COST_RULES (and PLAN_FIXED_RULES for the part
+of it that does not shrink with its data), from the step's work (codegen.work.StepWork: the
+HBM bytes it reads and writes, of them the 2-byte ones, the bytes it moves between GPUs) and
+its kind, count and group, with the formulas the IR-level model uses (roofline `work_s`,
+NCCL's plans `cost_model.collectives`, peer loads and stores `fused_link_s`, the fused
+kernels' fixed costs). Nothing here is a new formula: the rules say what a step is, and the
+cost model's functions say what it costs.
+
+What the plan does not hold is read from the statements it names (`Plan.origins`, a step's
+`stmts`): the flops and dropout masks of a generated kernel (its spec has the expressions as
+C text only). A step whose rule returns None is one the plan cannot price alone yet: a row
+kernel with a whole AllReduce at its head (its phase is not in its StepWork), a fused Send
+and its receiver's wait, an AllToAll, the pipelined hierarchy's legs, chunked stages and
+copy-engine steps. Then its statement is priced by the IR-level rule (`stmt_cost`), once for
+all of its steps, and `PlanCost.by_statement` names it.
+
+Numbers only: the closed-form `--symbolic` stays the IR-level `program_cost` (a plan is lowered
+for a number of ranks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import sympy
+
+from codegen import plan as cp
+from codegen.spec import ComputedPush
+from codegen.work import DTYPE_BYTES, StepWork, peer_bytes, per_chunk, step_work
+from cost_model import collectives as coll
+from cost_model.collectives import smax, smin
+from cost_model.hardware import Cluster
+from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
+from cost_model.ops.compute import Work, compute_cost, elementwise_work, work_s
+from cost_model.ops.context import CostContext, OpCost, add_busy
+from cost_model.ops.fused import FusedParts, fused_latency_s, fused_link_lower_s, fused_link_s
+from cost_model.ops.program import ProgramCost, host_overlapped_total
+from cost_model.ops.rules import overlap_consumer_sms, stmt_cost
+from workbench import ir
+from workbench.types import Group
+
+# The NCCL collective (cost_model.collectives' kind) of each NcclStep op.
+NCCL_KINDS = {"all_reduce": "allreduce", "reduce_scatter": "reducescatter",
+              "all_gather": "allgather", "broadcast": "broadcast", "reduce": "reduce"}
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """A plan to price on a cluster with bound sizes: the plan, the IR-level context of its
+    program (the cluster, the sizes, the codegen options the plan was lowered with) and its
+    buffers' sizes."""
+
+    plan: cp.Plan
+    ctx: CostContext
+    numel: dict
+    leaves: dict
+    chunks: dict  # id of a kernel launched per chunk -> the chunks of the step holding it
+
+    @staticmethod
+    def of(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanContext:
+        """The context of `plan` on `cluster` with sizes `bound`."""
+        ctx = CostContext(plan.program, cluster, bound, options=plan.options)
+        leaves = {leaf.name: leaf for s in plan.program.stmts for leaf in s.leaves()}
+        chunks = {id(part): s.chunks for s in plan.steps
+                  if isinstance(s, (cp.OverlapStep, cp.ChunkedStep))
+                  for part in _leaf_steps(s) if per_chunk(part)}
+        return PlanContext(plan, ctx, {b.name: b.numel for b in plan.buffers}, leaves, chunks)
+
+    def n(self, expr) -> float:
+        """A plan expression (sizes unbound) as a number."""
+        return float(sympy.sympify(expr).subs(self.ctx.bound))
+
+    def group(self, comm: str = "group") -> Group:
+        """The group a step runs on: the plan's P ranks (a node's in a node view), or for
+        the "inter" communicator the same local rank of every node."""
+        if comm == "inter":
+            return Group("inter", sympy.Integer(self.plan.nodes))
+        return Group("plan", sympy.Integer(self.plan.P))
+
+    def work(self, step) -> StepWork:
+        """The step's StepWork, its sizes bound."""
+        w = step_work(step, self.plan.P, self.numel)
+        return StepWork(*(self.n(getattr(w, f)) for f in w.__dataclass_fields__))
+
+
+# ---------------------------------------------------------------- generated kernels
+
+
+def kernel_work(pc: PlanContext, step: cp.KernelStep) -> Work:
+    """The roofline Work of a generated kernel: its bytes from the plan (StepWork), its flops
+    and dropout masks from the statements it computes (elementwise expressions; 2 flops an
+    element for a norm or a reduction, as `reduction_work`), a chunk's share of them for a
+    kernel launched per chunk of an overlap."""
+    w = pc.work(step)
+    leaves = [pc.leaves[n] for n in step.stmts if n in pc.leaves]
+    streaming = [s for s in leaves if isinstance(s.op, (ir.Compute, ir.Update, ir.ReduceAxis))]
+    flops, dropouts, dtype = 0.0, 0.0, "f32"
+    if streaming:
+        ew = elementwise_work(pc.ctx, streaming)
+        flops, dropouts, dtype = float(ew.flops), float(ew.dropout_elements), ew.dtype
+    for s in leaves:
+        if isinstance(s.op, (ir.Norm, ir.ReduceTensor)):
+            flops += 2 * float(pc.ctx.local_numel(s.op.x))
+    share = 1 / pc.chunks.get(id(step), 1)
+    flops, dropouts = flops * share, dropouts * share
+    return Work(w.read_bytes + w.write_bytes, flops, dtype, w.write_bytes, w.f16_read_bytes,
+                w.f16_write_bytes, dropouts)
+
+
+def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
+    """A fused collective kernel as the cost model's FusedParts, from its spec: the buffers
+    it reduce-scatters by peer loads (or pushes, in push mode) and gathers by peer stores,
+    whole (P slices of `extent` elements), and its Work."""
+    rs, ag = (pc.n(b) for b in peer_bytes(step, pc.plan.P))
+    group = pc.group() if (rs or ag) else None
+    # computation before a reduce-scatter pushes its values whatever the collective mode
+    pushed = any(isinstance(p, ComputedPush) for p in step.spec.pushes)
+    return FusedParts(rs, ag, 0, kernel_work(pc, step), group, pushed=pushed)
+
+
+def _fused_collective_cost(pc: PlanContext, step: cp.KernelStep, sms=None) -> OpCost:
+    """A fused collective kernel holding `sms` SMs (None: all), as `fused_cost` prices one:
+    its fixed cost, then its link time and its computation overlapped."""
+    ctx = pc.ctx
+    parts = fused_parts_of(pc, step)
+    comp = work_s(ctx.cluster, parts.work)
+    link = fused_link_s(ctx, parts, sms)
+    t = fused_latency_s(ctx, None, parts) + smax(link, comp)
+    bottleneck = "link" if parts.group is not None and link >= comp else "hbm"
+    return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp}, bottleneck)
+
+
+def _finish_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
+    """A norm's finishing kernel: across ranks, the combine the cost model prices for
+    reductions over slices (`norm_combine_s`); on one rank's partials, a launch."""
+    if step.flags:
+        return OpCost(norm_combine_s(pc.ctx, pc.group()), {}, "hbm")
+    return OpCost(pc.ctx.cluster.gpu.launch_latency_s, {}, "hbm")
+
+
+def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost | None:
+    kind = step.spec.kind
+    if kind in ("elementwise", "rows") and step.spec.allreduce is None:
+        return compute_cost(pc.ctx, kernel_work(pc, step))
+    if kind == "collective" and step.spec.allreduce is None:
+        return _fused_collective_cost(pc, step)
+    if kind == "finish":
+        return _finish_cost(pc, step)
+    return None  # a row kernel's whole AllReduce, a fused Send and its wait: by statement
+
+
+def _kernel_fixed_s(pc: PlanContext, step: cp.KernelStep, chunks: int):
+    if step.spec.kind == "collective":
+        return fused_latency_s(pc.ctx, None, fused_parts_of(pc, step))
+    return pc.ctx.cluster.gpu.launch_latency_s
+
+
+# ---------------------------------------------------------------- library calls
+
+
+def _nccl_call(pc: PlanContext, step: cp.NcclStep):
+    """(kind, buffer bytes in nccl-tests' convention, ranks, across nodes, the cluster with
+    the step's dtype's NCCL constants) of an NCCL step."""
+    across = step.comm == "inter"
+    P = pc.plan.nodes if across else pc.plan.P
+    part = pc.n(step.count) * DTYPE_BYTES[step.dtype]
+    whole = step.op in ("reduce_scatter", "all_gather")  # count is one rank's part
+    return (NCCL_KINDS[step.op], part * (P if whole else 1), P, across,
+            pc.ctx.cluster.for_dtype(step.dtype))
+
+
+def _copies(step: cp.NcclStep) -> bool:
+    """Whether NCCL over one rank copies the buffer (out of place), as `single_rank_copy`."""
+    return (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset)
+
+
+def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost | None:
+    if step.op not in NCCL_KINDS:
+        return None  # all_to_all: priced by its statement (cost_model.ops.alltoall)
+    kind, nbytes, P, across, cluster = _nccl_call(pc, step)
+    t = coll.collective_time(kind, nbytes, P, cluster, P, across)
+    busy = coll.collective_bus_bytes(kind, nbytes, P) / peak_link_Bps(
+        pc.ctx, pc.group(step.comm), across)
+    host = cluster.nccl.host_overhead_s
+    if P == 1 and _copies(step):
+        w = pc.work(step)
+        c = compute_cost(pc.ctx, Work(w.read_bytes + w.write_bytes, 0, "f32", w.write_bytes,
+                                      w.f16_read_bytes, w.f16_write_bytes))
+        return OpCost(t + c.time_s, {"link": busy, **c.busy_s}, "hbm", host)
+    return OpCost(t, {"link": busy}, "link", host)
+
+
+def _nccl_fixed_s(pc: PlanContext, step: cp.NcclStep, chunks: int):
+    kind, nbytes, P, across, cluster = _nccl_call(pc, step)
+    if P == 1 and _copies(step):
+        return cluster.nccl.host_overhead_s + pc.ctx.cluster.gpu.launch_latency_s
+    return coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across).fixed_s
+
+
+def gemm_work(pc: PlanContext, step: cp.GemmStep) -> Work:
+    """A GEMM's roofline Work: its operands and product, 2 m k n flops at its dtype's rate
+    (the bytes at the flat HBM rate, as `matmul_work`)."""
+    w = pc.work(step)
+    return Work(w.read_bytes + w.write_bytes, w.flops, step.dtype)
+
+
+def _gemm_cost(pc: PlanContext, step: cp.GemmStep) -> OpCost:
+    return compute_cost(pc.ctx, gemm_work(pc, step))
+
+
+def _reduce_cost(pc: PlanContext, step: cp.ReduceStep) -> OpCost:
+    """A library reduction: one read and two flops an element (as `reduction_work`)."""
+    count = pc.n(step.count)
+    return compute_cost(pc.ctx, Work(count * DTYPE_BYTES[step.dtype], 2 * count))
+
+
+def _send_crosses(pc: PlanContext) -> bool:
+    return send_crosses_nodes(pc.ctx, pc.group())
+
+
+def _send_cost(pc: PlanContext, step: cp.SendStep) -> OpCost:
+    nbytes = pc.work(step).link_bytes
+    crosses = _send_crosses(pc)
+    t = coll.p2p_time(nbytes, pc.ctx.cluster, crosses)
+    return OpCost(t, {"link": nbytes / send_link(pc.ctx, pc.group()).bandwidth_Bps}, "link",
+                  pc.ctx.cluster.nccl.host_overhead_s)
+
+
+def _send_fixed_s(pc: PlanContext, step: cp.SendStep, chunks: int):
+    return coll.p2p_time(0.0, pc.ctx.cluster, _send_crosses(pc))
+
+
+def _launch_fixed_s(pc: PlanContext, step, chunks: int):
+    return pc.ctx.cluster.gpu.launch_latency_s
+
+
+# ---------------------------------------------------------------- overlaps
+
+
+def shares_sms_step(cluster: Cluster, producer, consumer) -> bool:
+    """Whether an overlap is priced as SM time-sharing (`rules.shares_sms` for plan steps): a
+    GEMM or elementwise kernel beside a fused collective kernel, on a cluster with a
+    calibrated block curve."""
+    computes = isinstance(producer, cp.GemmStep) or (
+        isinstance(producer, cp.KernelStep) and producer.spec.kind == "elementwise")
+    return (bool(cluster.fused_block_bandwidth) and computes
+            and isinstance(consumer, cp.KernelStep) and consumer.spec.kind == "collective")
+
+
+def _overlap_cost(pc: PlanContext, step: cp.OverlapStep) -> OpCost | None:
+    """Producer and consumer chunk by chunk on two streams, as `rules._overlapped_cost`
+    prices an Overlapped statement: every chunk after the first pays its step's fixed cost
+    again; the slower side runs the whole time and the faster adds one chunk of fill, or a
+    fused collective beside a computation time-shares the SMs."""
+    producer, consumer = (step_cost(pc, s) for s in (step.producer, step.consumer))
+    if producer is None or consumer is None:
+        return None
+    chunks = step.chunks
+    tp = _all_chunks_s(pc, step.producer, producer, chunks)
+    if shares_sms_step(pc.ctx.cluster, step.producer, step.consumer):
+        one = _fused_collective_cost(pc, step.consumer, sms=overlap_consumer_sms(pc.ctx.cluster))
+        tc = consumer.time_s
+        t = tp + _all_chunks_s(pc, step.consumer, one, chunks)
+    else:
+        tc = _all_chunks_s(pc, step.consumer, consumer, chunks)
+        t = smax(tp, tc) + smin(tp, tc) / chunks
+    busy = add_busy(*(_all_chunks_busy(s, c, chunks)
+                      for s, c in ((step.producer, producer), (step.consumer, consumer))))
+    slow = producer if tp >= tc else consumer
+    return OpCost(t, busy, slow.bottleneck)
+
+
+def _all_chunks_s(pc: PlanContext, part, cost: OpCost, chunks: int):
+    """Seconds of every chunk of an overlap's part: a kernel launched per chunk (priced on
+    its chunk: codegen.work.per_chunk) `chunks` times; a GEMM or NCCL call priced whole, plus
+    its fixed cost again for every chunk after the first."""
+    if per_chunk(part):
+        return chunks * cost.time_s
+    return cost.time_s + (chunks - 1) * step_fixed_s(pc, part, chunks)
+
+
+def _all_chunks_busy(part, cost: OpCost, chunks: int) -> dict:
+    if not per_chunk(part):
+        return cost.busy_s
+    return {k: chunks * v for k, v in cost.busy_s.items()}
+
+
+def _by_statement(pc: PlanContext, step) -> None:
+    return None  # the plan does not describe this step's timing yet: priced by statement
+
+
+PlanCostRule = Callable[[PlanContext, object], "OpCost | None"]
+
+PLAN_COST_RULES: dict[type, PlanCostRule] = {
+    cp.KernelStep: _kernel_cost,
+    cp.NcclStep: _nccl_cost,
+    cp.GemmStep: _gemm_cost,
+    cp.ReduceStep: _reduce_cost,
+    cp.SendStep: _send_cost,
+    cp.OverlapStep: _overlap_cost,
+    cp.PipelineStep: _by_statement,
+    cp.CopyEngineStep: _by_statement,
+    cp.ChunkedStep: _by_statement,
+}
+"""The time of a plan step of each class: (PlanContext, step) -> OpCost, or None where the
+plan does not say enough yet (its statement is then priced by the IR-level rule). A new plan
+step class adds one entry here and one in PLAN_FIXED_RULES."""
+
+PLAN_FIXED_RULES: dict[type, Callable] = {
+    cp.KernelStep: _kernel_fixed_s,
+    cp.NcclStep: _nccl_fixed_s,
+    cp.GemmStep: _launch_fixed_s,
+    cp.ReduceStep: _launch_fixed_s,
+    cp.SendStep: _send_fixed_s,
+    cp.OverlapStep: _launch_fixed_s,
+    cp.PipelineStep: _launch_fixed_s,
+    cp.CopyEngineStep: _launch_fixed_s,
+    cp.ChunkedStep: _launch_fixed_s,
+}
+"""The part of a step's time that does not shrink with its data, for one of `chunks` equal
+pieces of it (an overlap pays it once per chunk), as FIXED_COST_RULES for statements."""
+
+
+def _rule(table: dict, name: str, step):
+    rule = table.get(type(step))
+    if rule is None:
+        raise TypeError(f"every plan step class must have a rule in {name}, got "
+                        f"{type(step).__name__}; add one to cost_model.plan_cost.{name}")
+    return rule
+
+
+def step_cost(pc: PlanContext, step) -> OpCost | None:
+    """The cost of one plan step (PLAN_COST_RULES by its class), None where the plan does
+    not price it alone."""
+    return _rule(PLAN_COST_RULES, "PLAN_COST_RULES", step)(pc, step)
+
+
+def step_fixed_s(pc: PlanContext, step, chunks: int = 1):
+    """The fixed part of one of `chunks` pieces of a step (PLAN_FIXED_RULES)."""
+    return _rule(PLAN_FIXED_RULES, "PLAN_FIXED_RULES", step)(pc, step, chunks)
+
+
+# ---------------------------------------------------------------- a whole plan
+
+
+@dataclass(frozen=True)
+class PlanCost(ProgramCost):
+    """A plan's predicted time (its steps one after another on each rank, the host issuing
+    NCCL calls ahead), each statement's cost in program order (`stmts`: the sum of its
+    steps', or its IR-level cost), and the statements priced by the IR because the plan does
+    not describe one of their steps yet (`by_statement`)."""
+
+    names: tuple = ()
+    by_statement: tuple = ()
+
+
+def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanCost:
+    """The cost model's prediction for a lowered plan on a cluster with sizes `bound` (see
+    the module docstring)."""
+    pc = PlanContext.of(plan, cluster, bound)
+    origins = plan.origins or tuple("" for _ in plan.steps)
+    stmts = {s.name: s for s in plan.program.stmts}
+    costs, names, by_ir = [], [], []
+    for name in dict.fromkeys(origins):  # the statements, in order, each once
+        steps = [s for s, o in zip(plan.steps, origins) if o == name]
+        priced = [step_cost(pc, s) for s in steps]
+        if all(c is not None for c in priced):
+            costs += priced
+            names += [name] * len(priced)
+        else:
+            costs.append(stmt_cost(pc.ctx, stmts[name]))
+            names.append(name)
+            by_ir.append(name)
+    total = host_overlapped_total(costs)
+    busy: dict = {}
+    for c in costs:
+        busy = add_busy(busy, c.busy_s)
+    return PlanCost(total, tuple(costs), busy, tuple(names), tuple(by_ir))
+
+
+def _leaf_steps(step):
+    """The steps inside a composite step (overlap, chunked, pipeline), or the step itself."""
+    if isinstance(step, cp.OverlapStep):
+        return [step.producer, step.consumer]
+    if isinstance(step, cp.ChunkedStep):
+        return list(step.steps)
+    if isinstance(step, cp.PipelineStep):
+        return list(step.legs)
+    return [step]
+
+
+def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
+    """Bytes each GPU must send (= receive) for the plan's communication, at the bandwidth
+    lower bound: an NCCL collective's bus bytes (`collectives.collective_bus_bytes`: 2(P-1)/P
+    of the buffer for an AllReduce, (P-1)/P for ReduceScatter and AllGather, the buffer for a
+    Broadcast or Reduce's chain), the (P-1)/P of its buffer an AllToAll sends away, a Send's
+    payload, a fused kernel's peer loads and stores (StepWork.link_bytes). Divided by the link
+    bandwidth, the link floor of the step (the runtime's `comm_bytes`)."""
+    pc = PlanContext.of(plan, None, bound)
+    total = 0.0
+    for step in (leaf for s in plan.steps for leaf in _leaf_steps(s)):
+        if isinstance(step, cp.NcclStep) and step.op in NCCL_KINDS:
+            across = step.comm == "inter"
+            P = plan.nodes if across else plan.P
+            part = pc.n(step.count) * DTYPE_BYTES[step.dtype]
+            whole = step.op in ("reduce_scatter", "all_gather")
+            total += float(coll.collective_bus_bytes(NCCL_KINDS[step.op],
+                                                     part * (P if whole else 1), P))
+        elif isinstance(step, cp.NcclStep):  # all_to_all: all but this rank's own block
+            total += (plan.P - 1) / plan.P * pc.n(step.count) * DTYPE_BYTES[step.dtype]
+        else:
+            total += pc.work(step).link_bytes
+    return total
+
+
+__all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
+           "fused_parts_of", "gemm_work", "kernel_work", "plan_cost", "plan_link_bytes",
+           "shares_sms_step", "step_cost", "step_fixed_s"]

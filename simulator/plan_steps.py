@@ -1,0 +1,234 @@
+"""Running a lowered plan's steps (issue 22's "one plan, four readers"; design note 75): one
+SimPy process kind per plan step class (PLAN_RUN_RULES), on the same resources and primitives
+as the statements' rules (simulator.kernels: a computation kernel's chunks on the HBM, an NCCL
+collective's steps on the links or a meeting of its group, a fused kernel's load/compute/store
+pipeline), with every duration from the plan's prices (cost_model.plan_cost: the step's
+StepWork through the cost model's formulas). A mixin of simulator.engine.Simulation.
+
+A top-level statement runs from the plan when every one of its steps has a rule here that
+takes it (`runs_from_plan`), which is the set cost_model.plan_cost prices from the plan alone,
+less the node view's collectives (a hierarchical split's sub-groups: their meetings are the
+statements' rule's); any other statement runs by its op class's rule (RUN_RULES), as before.
+The timeline names a step by its statement (what the statement's rule would call it), so where
+the plan's durations are the statements', the event log is the same, byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+
+import simpy
+
+from codegen import plan as cp
+from codegen.work import DTYPE_BYTES, per_chunk
+from cost_model import collectives as coll
+from cost_model.ops import (
+    Work,
+    norm_combine_s,
+    overlap_consumer_sms,
+    send_crosses_nodes,
+    stmt_group,
+    work_s,
+)
+from cost_model.plan_cost import (
+    NCCL_KINDS,
+    PlanContext,
+    fused_parts_of,
+    gemm_work,
+    kernel_work,
+    shares_sms_step,
+    step_cost,
+)
+from simulator.resources import _Gpu
+from simulator.timeline import Row
+from workbench import ir
+
+
+def kernel_name(s: ir.Stmt) -> str:
+    """What the timeline calls the kernels of top-level statement `s` (as RUN_RULES does)."""
+    op = s.op
+    if isinstance(op, ir.Fused):
+        if op.kind == "compute":
+            return f"{s.name} = FusedCompute"
+        if op.kind == "matmul":
+            return f"{s.name} = FusedMatmul"
+        return f"{s.name} = {op}"
+    return f"{s.name} = {type(op).__name__}"
+
+
+def runs_from_plan(plan: cp.Plan, step) -> bool:
+    """Whether the simulator runs plan step `step` by PLAN_RUN_RULES (module docstring)."""
+    if plan.per_node:
+        return False  # a node's view: the sub-groups' meetings are the statements' rule's
+    if isinstance(step, cp.OverlapStep):
+        return all(runs_from_plan(plan, s) for s in (step.producer, step.consumer))
+    if isinstance(step, cp.KernelStep):
+        return step.spec.allreduce is None and step.spec.kind in (
+            "elementwise", "rows", "collective", "finish")
+    if isinstance(step, cp.NcclStep):
+        return step.op in NCCL_KINDS and step.comm == "group" and not step.by_root
+    return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep))
+
+
+class PlanSteps:
+    """The PLAN_RUN_RULES methods of one Simulation (see the module docstring)."""
+
+    pc: PlanContext
+
+    def _plan_work(self, step) -> Work:
+        """A kernel step's Work, kept for the run (its id keys the price cache)."""
+        return self._priced(("plan_work", id(step)), lambda: kernel_work(self.pc, step))
+
+    def _step_kernel(self, g, r, gpu: _Gpu, step: cp.KernelStep, name: str, key,
+                     scale: float, leave_sms: int, sm_cap, host_paid: bool):
+        kind = step.spec.kind
+        if kind == "collective":
+            parts = self._priced(("plan_parts", id(step)), lambda: fused_parts_of(self.pc, step))
+            yield from self._fused_parts(gpu, ("plan", id(step)), parts, name, scale, sm_cap)
+        elif kind == "finish":
+            # the norms' combine (peer barrier, finish kernel), a latency on no resource, as
+            # the statements' rule; over one rank's partials, the finishing kernel's launch
+            yield self.env.timeout(norm_combine_s(self.ctx, self.pc.group()) if step.flags
+                                   else self.cluster.gpu.launch_latency_s)
+        else:
+            yield from self._compute(gpu, self._plan_work(step), name, scale, leave_sms)
+
+    def _step_nccl(self, g, r, gpu: _Gpu, step: cp.NcclStep, name: str, key, scale: float,
+                   leave_sms: int, sm_cap, host_paid: bool):
+        P = self.pc.plan.P
+        part = self.pc.n(step.count) * DTYPE_BYTES[step.dtype]
+        whole = step.op in ("reduce_scatter", "all_gather")
+        nbytes = part * (P if whole else 1) * scale
+        cluster = self._priced(("plan_cluster", id(step)),
+                               lambda: self.cluster.for_dtype(step.dtype))
+        yield from self._collective(g, r, gpu, NCCL_KINDS[step.op], nbytes, name, key,
+                                    host_paid, cluster)
+        if P == 1 and (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset):
+            # one rank: NCCL copies the buffer out of place, on the HBM without SMs
+            w = self.pc.work(step)
+            copy = self._priced(("plan_copy", id(step)), lambda: Work(
+                w.read_bytes + w.write_bytes, 0, "f32", w.write_bytes, w.f16_read_bytes,
+                w.f16_write_bytes))
+            yield self.env.timeout(self.cluster.gpu.launch_latency_s)
+            yield from self._hold(gpu, "hbm", work_s(self.cluster, copy.scaled(scale)), name)
+
+    def _step_gemm(self, g, r, gpu: _Gpu, step: cp.GemmStep, name: str, key, scale: float,
+                   leave_sms: int, sm_cap, host_paid: bool):
+        work = self._priced(("plan_work", id(step)), lambda: gemm_work(self.pc, step))
+        yield from self._compute(gpu, work, name, scale, leave_sms)
+
+    def _step_reduce(self, g, r, gpu: _Gpu, step: cp.ReduceStep, name: str, key,
+                     scale: float, leave_sms: int, sm_cap, host_paid: bool):
+        count = self.pc.n(step.count)
+        work = self._priced(("plan_work", id(step)),
+                            lambda: Work(count * DTYPE_BYTES[step.dtype], 2 * count))
+        yield from self._compute(gpu, work, name, scale, leave_sms)
+
+    def _step_send(self, g, r, gpu: _Gpu, step: cp.SendStep, name: str, key, scale: float,
+                   leave_sms: int, sm_cap, host_paid: bool, dst=None):
+        nbytes = self._priced(("plan_send", id(step)),
+                              lambda: self.pc.work(step).link_bytes) * scale
+        crosses = self._priced(("crosses", g), lambda: send_crosses_nodes(self.ctx, g))
+        latency_s = coll.p2p_time(0.0, self.cluster, crosses)  # host cost included
+        duration = coll.p2p_time(nbytes, self.cluster, crosses) - latency_s
+        duration *= gpu.link_factor * self.draw.jitter()
+        if host_paid:
+            latency_s -= self.cluster.nccl.host_overhead_s
+        yield self.env.timeout(latency_s)
+        peer = self.placement(dst, r) if crosses else None
+        yield from self._hold(gpu, "link", duration, name, self._uses(gpu, g, crosses, peer))
+
+    # ------------------------------------------------------------ a statement's steps
+
+    def _run_step(self, g, r, gpu: _Gpu, s: ir.Stmt, step, key, scale: float = 1.0,
+                  leave_sms: int = 0, sm_cap=None, host_paid: bool = False):
+        """Run one plan step of statement `s` (its timeline name) by PLAN_RUN_RULES."""
+        rule = PLAN_RUN_RULES[type(step)]
+        extra = {"dst": s.op.dst} if isinstance(step, cp.SendStep) else {}
+        yield from rule(self, g, r, gpu, step, kernel_name(s), key, scale, leave_sms, sm_cap,
+                        host_paid, **extra)
+
+    def _run_plan_stmt(self, g, r: int, gpu: _Gpu, s: ir.Stmt, steps, key,
+                       host_paid: bool = False):
+        """Run top-level statement `s` as its plan steps, recorded on the GPU's stream as the
+        statement (as `_run` records it)."""
+        start = self.env.now
+        for k, step in enumerate(steps):
+            if isinstance(step, cp.OverlapStep):
+                yield from self._plan_overlap(g, r, gpu, s, step, (key, k))
+            else:
+                yield from self._run_step(g, r, gpu, s, step, key if len(steps) == 1
+                                          else (key, k), host_paid=host_paid)
+        if self.record:
+            self.rows.append(Row(start, self.env.now, gpu.id, "stream",
+                                 f"{s.name} = {type(s.op).__name__}"))
+
+    def _plan_part(self, g, r, gpu, s: ir.Stmt, step, key, chunks: int, leave: int = 0,
+                   sm_cap=None):
+        """One chunk of an overlap's part: a kernel launched per chunk on its chunk's extent
+        (codegen.work.per_chunk), or 1/chunks of a GEMM or NCCL call; on the stream as the
+        part's statement."""
+        start = self.env.now
+        scale = 1.0 if per_chunk(step) else 1.0 / chunks
+        yield from self._run_step(g, r, gpu, s, step, key, scale, leave, sm_cap)
+        if self.record:
+            self.rows.append(Row(start, self.env.now, gpu.id, "stream",
+                                 f"{s.name} = {type(s.op).__name__}"))
+
+    def _plan_overlap(self, g, r, gpu, s: ir.Stmt, step: cp.OverlapStep, key):
+        """An OverlapStep as `Rules._overlapped` runs an Overlapped statement: producer and
+        consumer chunk by chunk on two streams, consumer chunk i after producer chunk i."""
+        prod_s, cons_s = s.op.body
+        chunks = step.chunks
+        env = self.env
+        done = [env.event() for _ in range(chunks)]
+        cg = self._priced(("group", id(cons_s)), lambda: stmt_group(self.ctx, cons_s))
+        cgpu = gpu if cg == g else self.gpus[(cg, r)]
+        if cgpu is not gpu:
+            lane, leave, cap = None, 0, None
+        elif shares_sms_step(self.cluster, step.producer, step.consumer):
+            lane = simpy.Resource(env, capacity=1)  # SMs time-shared (see Rules._overlapped)
+            leave, cap = 0, overlap_consumer_sms(self.cluster)
+        else:
+            lane, leave, cap = None, self.cluster.nccl.max_channels, None
+
+        def on_lane(run):
+            if lane is None:
+                yield from run
+                return
+            with lane.request() as turn:
+                yield turn
+                yield from run
+
+        def produce():
+            for c in range(chunks):
+                yield from on_lane(self._plan_part(g, r, gpu, prod_s, step.producer,
+                                                   (key, "p", c), chunks, leave))
+                done[c].succeed()
+
+        def consume():
+            for c in range(chunks):
+                yield done[c]
+                yield from on_lane(self._plan_part(cg, r, cgpu, cons_s, step.consumer,
+                                                   (key, "c", c), chunks, sm_cap=cap))
+
+        yield env.all_of([env.process(produce()), env.process(consume())])
+
+    def _plan_host_s(self, s: ir.Stmt, steps) -> float:
+        """The host's issue cost of a top-level communication statement run from the plan:
+        its steps' NCCL per-call costs (OpCost.host_s)."""
+        if not isinstance(s.op, ir.COMMUNICATION_OPS):
+            return 0.0
+        return self._priced(("plan_host", id(s)), lambda: float(sum(
+            step_cost(self.pc, st).host_s for st in steps)))
+
+
+PLAN_RUN_RULES: dict[type, Callable[..., Generator]] = {
+    cp.KernelStep: PlanSteps._step_kernel,
+    cp.NcclStep: PlanSteps._step_nccl,
+    cp.GemmStep: PlanSteps._step_gemm,
+    cp.ReduceStep: PlanSteps._step_reduce,
+    cp.SendStep: PlanSteps._step_send,
+}
+"""How the simulator runs a plan step of each class (OverlapStep: `_plan_overlap`, its two
+parts by these rules; PipelineStep, CopyEngineStep, ChunkedStep: by their statements)."""
