@@ -52,6 +52,33 @@ COLLECTIVE_MIN_BLOCKS = 2
 
 _COLLECTIVE_KINDS = ("allreduce", "reducescatter", "allgather")
 
+# Two shapes of the row loop, off by default: measured together (8 and True) they were slower
+# at T = 8192 on one H100 (design note 80), so they stay as knobs for the next measurement
+# (benchmarks/gpu/rows_bandwidth.py sets them per variant); off, the kernels are as before.
+# ROW_LOADS_IN_FLIGHT: 16-byte loads a thread of a row kernel issues before it uses the first
+# of them, per pass of the vector path: the row cache's column steps taken D at a time, every
+# load of the D steps first (load_depth). 0: one step at a time, its loads inside its bounds
+# check (a step's stores then stand between its loads and the next step's).
+ROW_LOADS_IN_FLIGHT = 0
+# ROW_GROUPS: a block takes several rows at once, each by as few threads as hold it at
+# ROW_CACHE elements a thread (wb::RowGroup: 128 threads for rows of 4096, 256 for 8192, the
+# whole block for 16384). False: the whole block takes each row.
+ROW_GROUPS = False
+
+
+def load_depth(p: RowPass, steps: int, in_flight: int) -> int:
+    """Column steps of pass `p` whose loads a thread issues together: the most, halving from
+    `steps` (the row cache's steps, a power of two), whose loads (a peer-reduced or Lamport
+    load counts one per peer) stay within `in_flight`; 1 when there is nothing to hoist
+    (in_flight 0, or a pass without loads)."""
+    per_step = sum(len(ld.peers) if ld.mode in ("reduce", "lamport") else 1 for ld in p.loads)
+    if in_flight <= 0 or per_step == 0:
+        return 1
+    depth = steps
+    while depth > 1 and depth * per_step > in_flight:
+        depth //= 2
+    return depth
+
 
 def row_min_blocks(opts: CodegenOptions, collective: bool) -> int:
     """__launch_bounds__'s minimum blocks per SM of a row kernel: the options' row_min_blocks
@@ -172,6 +199,10 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions
                else "row kernel: ") + "; ".join(f"{s.name} = {s.op}" for s in leaves)
     spec = kb.spec("collective" if collective else "rows", "rows.cu.j2", pl.P, extra, comment,
                    kb.vec_types())
+    if plan.cache:
+        plan = replace(plan, groups=ROW_GROUPS, passes=tuple(
+            replace(p, depth=load_depth(p, plan.cache // spec.vec, ROW_LOADS_IN_FLIGHT))
+            for p in plan.passes))
     spec = mangle(replace(_with_row(spec, plan), allreduce=allreduce, counter=counter))
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, pl.sub(rows), cols)
 

@@ -156,7 +156,19 @@ class RowReduction:
     offset: str = "0LL"
 
 
-@dataclass(frozen=True, slots=True)
+# Fields of the row records added after kernels were named by their specs: left out of the
+# repr (so of KernelSpec.key and the kernel's name) at their defaults, so that kernels that do
+# not use them keep their names and compiled cubins.
+_ROW_KNOBS = {"depth": 1, "groups": False}
+
+
+def _row_repr(obj) -> str:
+    shown = [f"{f.name}={getattr(obj, f.name)!r}" for f in fields(obj)
+             if not (f.name in _ROW_KNOBS and getattr(obj, f.name) == _ROW_KNOBS[f.name])]
+    return f"{type(obj).__qualname__}({', '.join(shown)})"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class RowPass:
     """One sweep of a row kernel over the columns of a row: the statements that need no
     reduction finished later than the previous sweep. `cached_in` registers are restored from
@@ -171,9 +183,15 @@ class RowPass:
     # The C element type of each cached_out register (its values are rounded to it): 16-bit
     # types are kept two per 32-bit register (wb::RowCache).
     cached_types: tuple[str, ...] = ()
+    # Column steps of the row cache whose loads a thread issues together before computing
+    # any of them, on the 16-byte vector path (codegen.lower_rows.load_depth; 1: one step at
+    # a time, its loads inside its bounds check).
+    depth: int = 1
+
+    __repr__ = _row_repr
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class RowPlan:
     """A row kernel (codegen.lower_rows): blocks take whole rows of `cols` elements (grid-
     stride over the `rows` of this rank), and run the passes in order on each row. `cache`:
@@ -190,6 +208,11 @@ class RowPlan:
     # Each block asks L2 for its next row's inputs while it computes this one (prefetch; a
     # variant timed by run_rmsnorm.sh, codegen.lower_rows.row_prefetch).
     prefetch: bool = False
+    # Row groups (wb::RowGroup): a block takes several rows at once, each by as few threads
+    # as hold it in the row cache (codegen.lower_rows.ROW_GROUPS); off: the whole block.
+    groups: bool = False
+
+    __repr__ = _row_repr
 
 
 @dataclass(frozen=True, slots=True)

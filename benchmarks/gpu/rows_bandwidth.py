@@ -1,0 +1,268 @@
+"""The fused AllReduce + residual + RMSNorm row kernels' HBM bandwidth at P = 1 beside
+torch.compile's kernel (issue 25 item 4, design note 80), in one process on one GPU.
+
+For each dtype, size (T x H) and row-kernel variant (`--variants`: codegen.lower_rows'
+ROW_LOADS_IN_FLIGHT and ROW_GROUPS set before lowering; `as-is` takes the tree's own
+defaults, which is how a checkout without those knobs, the code before the fix, is measured):
+every schedule of `--schedules` of studies/allreduce_rmsnorm.py is lowered at P = 1,
+compiled, run on fresh random inputs into NaN-poisoned outputs and checked against the
+reference interpreter (workbench.runtime.checks, sampled at large sizes, as compile-and-
+measure checks), then timed with CUDA events (warm-up, `--reps`, median; every run on the
+inputs as uploaded), eagerly and captured in a CUDA graph and replayed (the graphed outputs
+checked again). torch.compile(fullgraph=True) of the same epilogue (the baseline's,
+workbench.runtime.baselines_rows) is timed the same way, eager and graphed. At P = 1 the
+AllReduce is the input itself: the rows measure the epilogue's HBM traffic, read y and r,
+write h and out (and read g, 1/T of it).
+
+With `--nvtx`, each kernel is launched once more inside an NVTX range "prof", so that Nsight
+Compute profiles exactly those launches:
+    ncu --nvtx --nvtx-include 'prof/' --set full -o REPORT python3 rows_bandwidth.py ...
+(each launch's label is printed, numbered in launch order: ncu's IDs follow them).
+
+`--compile-only` (no GPU) lowers and compiles every kernel of the run into the cubin cache
+(WB_CACHE_DIR), so that a device call can carry it and skip nvcc.
+
+    python3 benchmarks/gpu/rows_bandwidth.py --dtypes f16 bf16 --H 4096 8192 16384 --T 8192 \
+        --variants as-is loads8-groups loads4-groups --torch --out RES/rows.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+STUDY = "studies/allreduce_rmsnorm.py"
+EPS = 1e-6  # the study's
+
+
+def parse_variant(label: str) -> dict:
+    """'as-is' -> {}; 'loads8-groups' / 'loads4-nogroups' -> the lower_rows knobs to set."""
+    if label == "as-is":
+        return {}
+    loads, _, groups = label.partition("-")
+    if not loads.startswith("loads") or groups not in ("groups", "nogroups"):
+        raise SystemExit(f"a variant must be as-is or loads<N>-groups|nogroups, got {label!r}")
+    return {"ROW_LOADS_IN_FLIGHT": int(loads[5:]), "ROW_GROUPS": groups == "groups"}
+
+
+def lowered(program, knobs: dict):
+    """The program lowered at P = 1 with the row-kernel knobs set (then put back)."""
+    import codegen.lower_rows as lr
+    from codegen.lower import lower
+    from workbench.options import CodegenOptions
+
+    saved = {k: getattr(lr, k) for k in knobs}
+    for k, v in knobs.items():
+        setattr(lr, k, v)
+    try:
+        return lower(program, 1, CodegenOptions())
+    finally:
+        for k, v in saved.items():
+            setattr(lr, k, v)
+
+
+def programs(dtype: str, schedules: list[str]):
+    """(original program, [(schedule name, scheduled program)]) of the study in `dtype`."""
+    from workbench.loader import load
+
+    pf = load(STUDY + (":bf16" if dtype == "bf16" else ""))
+    return pf.program, [(n, pf.program if n == "unscheduled" else pf.schedules[n].apply())
+                        for n in schedules]
+
+
+def compile_only(args) -> None:
+    """Every kernel of the run (and of every schedule of `--specs`, default knobs) into the
+    cubin cache."""
+    from codegen.render import include_dir
+    from workbench.loader import load
+    from workbench.runtime.compiler import compile_cubin
+
+    jobs = []
+    for dt in args.dtypes:
+        _, scheds = programs(dt, args.schedules)
+        jobs += [(f"{dt} {label} {name}", prog, parse_variant(label))
+                 for label in args.variants for name, prog in scheds]
+    for spec in args.specs:
+        pf = load(spec)
+        jobs += [(f"{spec} unscheduled", pf.program, {})]
+        jobs += [(f"{spec} {n}", s.apply(), {}) for n, s in pf.schedules.items()]
+    for what, prog, knobs in jobs:
+        plan = lowered(prog, knobs)
+        for k in plan.kernels():
+            compile_cubin(k.name, plan.source(k), include_dir())
+            print(f"compiled {what}: {k.name}", flush=True)
+
+
+def median(xs) -> float:
+    return statistics.median(xs)
+
+
+def gbps(nbytes: int, ms: float) -> float:
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtypes", nargs="+", default=["f16", "bf16"])
+    ap.add_argument("--H", nargs="+", type=int, default=[4096, 8192, 16384])
+    ap.add_argument("--T", nargs="+", type=int, default=[8192])
+    ap.add_argument("--schedules", default="fuse-ar-c-oneshot",
+                    help="comma-separated schedules of the study")
+    ap.add_argument("--variants", nargs="+", default=["as-is"])
+    ap.add_argument("--torch", action="store_true", help="also torch.compile's epilogue")
+    ap.add_argument("--torch-min-T", type=int, default=0,
+                    help="torch.compile's epilogue only at T >= this (its compile is slow)")
+    ap.add_argument("--no-time", action="store_true", help="check (and --nvtx) only")
+    ap.add_argument("--nvtx", action="store_true", help="one more launch each in NVTX 'prof'")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tag", default="", help="prefix of every label (e.g. before/after)")
+    ap.add_argument("--out", default="", help="JSON of every record")
+    ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--specs", nargs="*", default=[],
+                    help="--compile-only: also every schedule of these PROGRAM.py[:NAME]")
+    args = ap.parse_args()
+    args.schedules = [s for s in args.schedules.split(",") if s]
+    for v in args.variants:
+        parse_variant(v)
+    if args.compile_only:
+        compile_only(args)
+        return 0
+
+    os.environ.setdefault("WB_RANK", "0")
+    os.environ.setdefault("WB_WORLD_SIZE", "1")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    import torch
+
+    from workbench import interpreter
+    from workbench.runtime import baselines_rows, checks, graphs
+    from workbench.runtime.baselines import event_times, restorer
+    from workbench.runtime.executor import PlanRun
+    from workbench.runtime.gpu import Gpu
+
+    gpu = Gpu(0, 1)
+    print(f"device {gpu.name}, {gpu.sm_count} SMs, torch {torch.__version__}", flush=True)
+    records, t0, nvtx_labels = [], time.time(), []
+
+    def nvtx_once(label: str, fn) -> None:
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push("prof")
+        fn()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+        print(f"nvtx launch {len(nvtx_labels)}: {label}", flush=True)
+        nvtx_labels.append(label)
+
+    for dt in args.dtypes:
+        original, scheds = programs(dt, args.schedules)
+        for T in args.T:
+            for H in args.H:
+                sizes = {"T": T, "H": H, "P": 1}
+                nbytes = (4 * T * H + H) * 2  # read y, r, g; write h, out (2-byte types)
+                inputs = checks.make_inputs(original, sizes, args.seed + T + H)
+                ref, idx, small = checks.reference(original, inputs, sizes, 1)
+                seen = inputs if idx is None else checks.sampled_inputs(original, inputs, idx)
+                problem = checks.reference_problem(original, seen, ref, small)
+                length = checks.pointwise_length(original)
+                n_full = (None if length is None else
+                          interpreter.concrete(length, interpreter.bind_sizes(original, sizes)))
+                for label in args.variants:
+                    for name, prog in scheds:
+                        tag = f"{args.tag}{label} {name}"
+                        plan = lowered(prog, parse_variant(label))
+                        run = PlanRun(gpu, plan, sizes)
+                        run.upload(inputs)
+                        run.poison()
+                        run.run()
+                        gpu.drv.Context.synchronize()
+                        check = functools.partial(_check, checks, run, prog, original,
+                                                  (ref, idx, n_full, problem))
+                        res = check()
+                        rec = {"dtype": dt, "T": T, "H": H, "what": tag, "schedule": name,
+                               "variant": label, "kernels": [k.name for k in plan.kernels()],
+                               "check": res.status(), "ok": res.ok,
+                               "max_error": res.max_error, "bytes": nbytes}
+                        if not args.no_time:
+                            eager = run.time(args.warmup, args.reps)
+                            graphed, gres = graphs.measure(run, check, args.warmup, args.reps)
+                            rec.update(eager_ms=eager.median_ms,
+                                       graph_ms=graphed.median_ms if graphed else None,
+                                       graph_check=gres.status() if graphed else str(gres),
+                                       ok=res.ok and (graphed is None or gres.ok))
+                        if args.nvtx:
+                            nvtx_once(f"{tag} {dt} T{T} H{H}", run.run)
+                        run.free()
+                        records.append(rec)
+                        _print(rec)
+                        _save(args.out, records)
+                if args.torch and T >= args.torch_min_T:
+                    _torch_rows(torch, baselines_rows, event_times, restorer, inputs, dt, T,
+                                H, nbytes, args, records, nvtx_once)
+                del inputs, ref
+                torch.cuda.empty_cache()
+    print(f"done in {time.time() - t0:.0f} s", flush=True)
+    _save(args.out, records)
+    gpu.close()
+    return 0 if all(r.get("ok", True) for r in records) else 1
+
+
+def _save(path: str, records: list) -> None:
+    """Every record so far (a run cut off by its time limit keeps what it measured)."""
+    if path:
+        Path(path).write_text(json.dumps(records, indent=1, default=str))
+
+
+def _check(checks, run, prog, original, reference):
+    """The outputs the last run left, against the interpreter's (one rank of one)."""
+    ref, idx, n_full, problem = reference
+    got = run.download([v.name for v in prog.outputs])
+    return checks.compare(got, prog, original, ref, idx, 0, 1, n_full, problem)
+
+
+def _torch_rows(torch, baselines_rows, event_times, restorer, inputs, dt, T, H, nbytes, args,
+                records, nvtx_once) -> None:
+    """torch.compile(fullgraph=True) of the epilogue on the same inputs: eager and graphed."""
+    dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
+    y, r, g = (torch.from_numpy(inputs[k].astype("float32")).to("cuda").to(dtype)
+               for k in ("y", "r", "g"))
+    epilogue = baselines_rows._epilogue(torch, EPS)
+    torch._dynamo.reset()
+    compiled = torch.compile(epilogue, dynamic=False, fullgraph=True)
+    compiled(y, r, g)
+    torch.cuda.synchronize()
+    before = restorer(y)
+    rec = {"dtype": dt, "T": T, "H": H, "what": "torch.compile epilogue", "bytes": nbytes}
+    if not args.no_time:
+        rec["eager_ms"] = median(event_times(torch, lambda: compiled(y, r, g), args.warmup,
+                                             args.reps, before))
+        replay = baselines_rows._graphed(torch, lambda: compiled(y, r, g), before, args.warmup)
+        rec["graph_ms"] = median(event_times(torch, replay, args.warmup, args.reps, before))
+    if args.nvtx:
+        nvtx_once(f"{args.tag}torch.compile {dt} T{T} H{H}", lambda: compiled(y, r, g))
+    records.append(rec)
+    _print(rec)
+    _save(args.out, records)
+
+
+def _print(rec: dict) -> None:
+    ms = rec.get("graph_ms") or rec.get("eager_ms")
+    rate = f"{gbps(rec['bytes'], ms):7.0f} GB/s" if ms else ""
+    eager = f"{rec['eager_ms']:.4f}" if rec.get("eager_ms") else "-"
+    graph = f"{rec['graph_ms']:.4f}" if rec.get("graph_ms") else "-"
+    print(f"{rec['dtype']:4} T={rec['T']:5} H={rec['H']:5} {rec['what']:42} "
+          f"eager {eager:>8} graph {graph:>8} ms {rate} {rec.get('check', '')}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
