@@ -468,7 +468,11 @@ def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
         check_row_cols(step, run.int_of(step.cols))
     barrier = any(p.kind == "flags" for p in spec.params)
     if spec.kind == "collective" or spec.kind == "send" and barrier:
-        grid = min(MAX_BLOCKS, run.gpu.sm_count * run.blocks_per_sm)
+        # A row collective whose launch bound keeps more blocks resident says so (RowPlan.
+        # grid_per_sm, the shared row cache); every block must be resident (barriers).
+        per_sm = (spec.row.grid_per_sm if spec.row is not None and spec.row.grid_per_sm
+                  else run.blocks_per_sm)
+        grid = min(MAX_BLOCKS, run.gpu.sm_count * per_sm)
     elif spec.kind in ("finish", "wait", "barrier"):
         grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
     elif spec.kind == "rows":
