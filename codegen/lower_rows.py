@@ -67,13 +67,17 @@ ROW_LOADS_IN_FLIGHT = 0
 ROW_GROUPS = False
 # ROW_CACHE_SHARED: the row cache in shared memory instead of registers (RowPlan.cache_in),
 # where every cached value's longest row (ROW_CACHE x 512 elements) fits ROW_SHARED_BYTES: one
-# f16 or bf16 value, 32 KB a block. The kernel then needs at most 32 registers a thread without
-# spills, so its launch bound keeps ROW_SHARED_MIN_BLOCKS blocks a SM (100 % occupancy, where
-# 64 registers kept 2: design note 86), and a fused collective's grid is that many a SM.
+# f16 or bf16 value, 32 KB a block. Without the cache's registers the launch bound can keep
+# ROW_SHARED_MIN_BLOCKS blocks a SM without spills (nvcc 13: 36-40 registers, no local memory,
+# at bound 3; at bound 4 the one-rank kernels fit 32 registers but P >= 2 and the Lamport
+# kernel's single-element path spill), and a fused collective's grid is that many a SM. Off:
+# measured on one H100 (design note 86) it did not beat the register cache at 8192 x 4096 and
+# lost up to 12 % at T = 128, so occupancy was not what held the row kernels back.
 ROW_CACHE_SHARED = False
 # Static shared memory a block may declare is 48 KB; the block reductions keep a little.
 ROW_SHARED_BYTES = 40 * 1024
-ROW_SHARED_MIN_BLOCKS = 4
+# Bound 3 measured faster than 4 in 23 of the 27 rows timed with both (note 86).
+ROW_SHARED_MIN_BLOCKS = 3
 _C_BYTES = {"__half": 2, "__nv_bfloat16": 2, "float": 4}
 
 

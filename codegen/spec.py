@@ -186,7 +186,7 @@ class RowPlan:
     groups: bool = False
     # Where the row cache lives: "registers" (wb::RowCache, K a thread) or "shared" (each
     # cached value's row in shared memory at its columns, codegen.lower_rows.ROW_CACHE_SHARED:
-    # no registers, so the launch bound can keep 4 blocks a SM resident without spills).
+    # no registers, so the launch bound keeps 3-4 blocks a SM resident without spills).
     cache_in: str = "registers"
     # A fused collective's grid per SM when its launch bound keeps more blocks resident than
     # the options' collective_blocks_per_sm (every block must be resident: they meet their
