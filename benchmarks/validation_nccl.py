@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cost_model import collectives as coll  # noqa: E402
 from cost_model import nccl_model  # noqa: E402
 from cost_model.hardware import Cluster, Link, preset  # noqa: E402
+from cost_model.presets import NETWORK_EFFICIENCY, SWITCH_LATENCY_S  # noqa: E402
 
 GIB = 2**30
 MIB = 2**20
@@ -46,10 +47,14 @@ MIB = 2**20
 
 def dgx_h100(nodes: int, transport: str = "infiniband") -> Cluster:
     """`nodes` DGX H100 (8 GPUs, NVSwitch, 8x 400 Gb/s ConnectX-7) on InfiniBand or RoCE
-    (the same NICs; RoCE's efficiency is InfiniBand's, cost_model.presets)."""
+    (the same NICs; the transport's efficiency and switch latency, cost_model.presets)."""
     c = preset("dgx-h100", nodes)
     if transport != "infiniband":
-        c = dataclasses.replace(c, fabric=dataclasses.replace(c.fabric, transport=transport))
+        efficiency, loss = NETWORK_EFFICIENCY[transport]
+        fabric = dataclasses.replace(c.fabric, transport=transport, efficiency=efficiency,
+                                     loss_per_doubling=loss,
+                                     switch_latency_s=SWITCH_LATENCY_S[transport])
+        c = dataclasses.replace(c, fabric=fabric)
     return c
 
 

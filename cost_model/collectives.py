@@ -206,20 +206,7 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
     numeric = is_number(nbytes)
     lat = nccl_model.latency_s(kind, algorithm, protocol, ranks, nodes,
                                fabric_hop_s(cluster, nodes))
-    injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(nodes)
-    if algorithm == "tree" and nodes == 2:
-        # NCCL's tree over 2 nodes: every node is the root of one tree and a leaf of the
-        # other, so each NIC carries the buffer once; NCCL models it with a tree graph whose
-        # bwIntra its search raises to twice bwInter (search.cc pass 2, "increase bwIntra for
-        # trees (2 nodes or collnet)", tuning.cc: bw = bwIntra at <= 2 nodes), as far as the
-        # node's NVLink carries it
-        injection = min(2 * injection, cluster.nccl_nvlink_Bps) if not one_per_node \
-            else 2 * injection
-    nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol, injection, ranks, nodes,
-                                          network_channels(cluster, one_per_node), gen)
-    factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
-    nvlink_bw = cluster.nvlink.bandwidth_Bps * proto.efficiency * factor
-    bw, link = (nic_bw, "nic") if nic_bw <= nvlink_bw else (nvlink_bw, "nvlink")
+    bw, link = _network_bandwidth(kind, algorithm, proto, P, cluster, path, one_per_node)
     if algorithm == "tree":
         if numeric:
             bw *= nccl_model.tree_correction(protocol, float(nbytes))
@@ -241,15 +228,46 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
                 fixed_s, link, bus_bytes)
 
 
+def _network_bandwidth(kind, algorithm, proto: Protocol, P, cluster: Cluster, path: Path_,
+                       one_per_node: bool) -> tuple[float, str]:
+    """(bus bandwidth, bottleneck link) of a ring or tree plan across nodes, before the
+    tree's size correction: the slower of the NICs' leg as NCCL's model gives it per protocol
+    and the NVLink leg at the fitted protocol efficiency."""
+    nccl = cluster.nccl
+    protocol = proto.name
+    ranks, nodes = int(P), path.nodes
+    gen = cluster.gpu.generation
+    injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(nodes)
+    if algorithm == "tree" and nodes == 2:
+        # NCCL's tree over 2 nodes: every node is the root of one tree and a leaf of the
+        # other, so each NIC carries the buffer once; NCCL models it with a tree graph whose
+        # bwIntra its search raises to twice bwInter (search.cc pass 2, "increase bwIntra for
+        # trees (2 nodes or collnet)", tuning.cc: bw = bwIntra at <= 2 nodes), as far as the
+        # node's NVLink carries it
+        injection = min(2 * injection, cluster.nccl_nvlink_Bps) if not one_per_node \
+            else 2 * injection
+    nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol, injection, ranks, nodes,
+                                          network_channels(cluster, one_per_node), gen)
+    factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
+    nvlink_bw = cluster.nvlink.bandwidth_Bps * proto.efficiency * factor
+    return (nic_bw, "nic") if nic_bw <= nvlink_bw else (nvlink_bw, "nvlink")
+
+
+def _group_path(P, cluster: Cluster, group_size: int | None, one_per_node: bool) -> Path_:
+    """The path of a collective over P ranks (`plans`)."""
+    if one_per_node:
+        return node_axis_path(cluster, group_size)
+    return group_path(cluster, group_size if group_size is not None else
+                      (int(P) if is_number(P) else None))
+
+
 def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
           one_per_node: bool = False) -> list[Plan]:
     """Every (algorithm, protocol) plan NCCL could pick for this collective; `one_per_node`:
     its `group_size` ranks are one GPU on each of as many nodes (`node_axis_path`)."""
-    if one_per_node:
-        path = node_axis_path(cluster, group_size)
-    else:
-        path = group_path(cluster, group_size if group_size is not None else
-                          (int(P) if is_number(P) else None))
+    path = _group_path(P, cluster, group_size, one_per_node)
+    if cluster.nccl.release == "2.4":
+        return _v24_plans(kind, nbytes, P, cluster, path, one_per_node)
     if path.nodes > 1 and is_number(P):
         out = [_network_plan(kind, a, p, nbytes, P, cluster, path, one_per_node)
                for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
@@ -270,6 +288,43 @@ def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
     algorithms = ["ring"] + (["tree"] if kind == "allreduce" and path.nodes > 1 else [])
     return [_plan(kind, a, p, nbytes, P, cluster, path)
             for a in algorithms for p in cluster.nccl.protocols]
+
+
+def _v24_plans(kind, nbytes, P, cluster: Cluster, path: Path_, one_per_node: bool
+               ) -> list[Plan]:
+    """The plans of NCCL 2.4.8 (`nccl.release` "2.4", cost_model.nccl_model): ring and (for
+    AllReduce across nodes) tree, LL and Simple, no LL128, NVLS or PAT; its Simple tree is
+    NCCL 2.4.8's pipeline (numeric sizes). Which one runs is its thresholds' choice
+    (`choose_plan`), not the least time."""
+    protocols = [p for p in cluster.nccl.protocols if p.name != "LL128"]
+    algorithms = ["ring"] + (["tree"] if kind == "allreduce" and path.nodes > 1 else [])
+    out = []
+    for a in algorithms:
+        for p in protocols:
+            if (a, p.name) == ("tree", "Simple") and is_number(nbytes, P):
+                out.append(_v24_tree_simple_plan(nbytes, int(P), cluster, path, one_per_node))
+            elif path.nodes > 1 and is_number(P):
+                out.append(_network_plan(kind, a, p, nbytes, P, cluster, path, one_per_node))
+            else:
+                out.append(_plan(kind, a, p, nbytes, P, cluster, path))
+    return out
+
+
+def _v24_tree_simple_plan(nbytes, P: int, cluster: Cluster, path: Path_,
+                          one_per_node: bool) -> Plan:
+    """NCCL 2.4.8's Simple tree AllReduce across nodes: a pipeline of chunk steps
+    (cost_model.nccl_model.v24_tree_simple) at 3/4 of the ring's bandwidth on this path."""
+    nccl = cluster.nccl
+    simple = next(p for p in nccl.protocols if p.name == "Simple")
+    ring_bus_Bps, link = _network_bandwidth("allreduce", "ring", simple, P, cluster, path,
+                                            one_per_node)
+    steps, chunk, step_s = nccl_model.v24_tree_simple(float(nbytes), P, path.nodes,
+                                                      nccl_model.V24_MAX_CHANNELS,
+                                                      ring_bus_Bps * P / (2 * (P - 1)))
+    base = nccl_model.BASE_LATENCY_US[("tree", "Simple")] * 1e-6
+    fixed_s = nccl.host_overhead_s + nccl.kind_latency_s("allreduce") + base
+    return Plan("allreduce", "tree", "Simple", nccl_model.V24_MAX_CHANNELS, steps, chunk,
+                step_s, fixed_s, link, 2 * nbytes)
 
 
 # The collectives NCCL runs as NVLS inside one NVSwitch node (tuning.cc 2.28.9: AllReduce,
@@ -329,8 +384,12 @@ def choose_plan(kind: str, nbytes: float, P: int, cluster: Cluster,
     if P == 1:
         nccl = cluster.nccl
         return Plan(kind, "none", "none", 0, 0, 0.0, 0.0, nccl.host_overhead_s, "nvlink", 0.0)
-    return min(plans(kind, nbytes, P, cluster, group_size, one_per_node),
-               key=lambda p: float(p.time_s))
+    options = plans(kind, nbytes, P, cluster, group_size, one_per_node)
+    if cluster.nccl.release == "2.4":  # NCCL 2.4.8 picks by thresholds, not by time
+        nodes = _group_path(P, cluster, group_size, one_per_node).nodes
+        chosen = nccl_model.v24_choice(kind, nbytes, int(P), nodes)
+        return next(p for p in options if (p.algorithm, p.protocol) == chosen)
+    return min(options, key=lambda p: float(p.time_s))
 
 
 def collective_time(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,

@@ -346,3 +346,93 @@ def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0) -> float:
     table, twice: the Simple flush)."""
     net = NET_HOP_US[("nvlstree", "Simple")] * 1e-6 + 2 * fabric_s
     return NVLS_LATENCY_US * 1e-6 + 2 * (nodes.bit_length() - 1) * net
+
+
+# ---------------------------------------------------------------- NCCL 2.4.8 (release "2.4")
+
+# A profile's `nccl.release` names the NCCL whose algorithm choice prices its collectives:
+# "2.28" (the default: NCCL 2.28.9's tuning model above, least modelled time) or "2.4"
+# (NCCL 2.4.8, NVIDIA/nccl tag v2.4.8-1: PyTorch's bundled NCCL from pytorch/pytorch#23186,
+# July 2019, until #40621 moved master to 2.7.3, June 2020). NCCL 2.4.8 has no tuning model and no
+# LL128 (NCCL 2.5 brought both): it picks by fixed thresholds (src/init.cc ncclTreeThreshold,
+# src/enqueue.cc getKernelInfo/computeColl):
+# - AllReduce runs the tree up to a byte threshold, the ring above; every other kind the ring.
+#   threshold = 3 x ringbw x (ringlat - treelat) with ringbw = 5000 B/us x channels on NVLink
+#   machines, the tree at 3/4 of it, ringlat = 6 us x (ranks - 1), treelat = 15 us x
+#   log2(nodes) + 4 us x (ranks/nodes - 1); no tree on one node or where ringlat <= treelat.
+# - LL while the buffer is at most channels x threads x chunks per loop x the per-thread
+#   threshold (64 B on Volta, x2 across nodes, x4 for the tree; threads up to 256, MAXTHREADS),
+#   Simple above.
+# - The tree's Simple kernel pipelines chunks of 512 KiB (4 MiB buffer / 8 steps), halved down
+#   to 128/64/32 KiB while a channel has fewer than 8/4/1 x depth chunks; depth = ranks/nodes
+#   + log2(nodes). Every chunk crosses the chain inside each node and the binary tree across
+#   them, up then down: a pipeline of (chunks + 2 (depth - 1)) chunk steps.
+# Its ring and tree LL and ring Simple are priced by the formulas above (the kernels kept their
+# protocols); its tree Simple by that pipeline, each chunk step at 2.4.8's own tree bandwidth,
+# 3/4 of the ring's (init.cc: treebw = ringbw x 3 / 4 on NVLink machines), per channel.
+RELEASES = ("2.28", "2.4")
+V24_COMMIT = "7c72dee660e4d055b81721dd6b03e4e1c0a983cf"  # NVIDIA/nccl tag v2.4.8-1
+V24_MAX_CHANNELS = 16  # comm.h MAXCHANNELS
+V24_LL_MAX_THREADS = 256  # devcomm.h MAXTHREADS (NCCL_LL_MAX_NTHREADS)
+V24_LL_MIN_THREADS = 64  # enqueue.h NCCL_LL_MIN_NTHREADS
+V24_LL_CHANNEL_THRESHOLD = 8  # enqueue.h: bytes per thread before more channels
+V24_THREAD_THRESHOLD = 64  # enqueue.h NCCL_THREAD_THRESHOLD (Volta and newer)
+V24_STEP_BYTES = (1 << 22) // 8  # comm.h DEFAULT_BUFFER_SIZE_BYTES / devcomm.h NCCL_STEPS
+V24_TREE_TO_RING = 0.75  # init.cc ncclTreeThreshold: treebw = ringbw * 3 / 4 (NVLink)
+
+
+def v24_tree_threshold(ranks: int, nodes: int, channels: int) -> float:
+    """NCCL 2.4.8's AllReduce tree threshold in bytes (init.cc ncclTreeThreshold, on an NVLink
+    machine): the tree up to it, the ring above; 0 for no tree."""
+    ring_bw = 5000.0 * channels  # B/us
+    tree_bw = ring_bw * V24_TREE_TO_RING
+    ring_lat = 6.0 * (ranks - 1)
+    tree_lat = 15.0 * (nodes.bit_length() - 1) + 4.0 * (ranks // nodes - 1)
+    if nodes < 2 or ring_lat <= tree_lat:
+        return 0.0
+    return ring_bw * tree_bw / (ring_bw - tree_bw) * (ring_lat - tree_lat)
+
+
+def v24_ll_threshold(nbytes: float, tree: bool, ranks: int, nodes: int,
+                     channels: int) -> float:
+    """NCCL 2.4.8's LL threshold in bytes for a buffer of `nbytes` (enqueue.cc
+    getKernelInfo): LL at or below it, Simple above."""
+    chunks = 1 if tree else ranks  # chunks per loop: the tree's 1, the ring's nRanks
+    per_thread_ll = min(V24_THREAD_THRESHOLD * (2 if nodes > 1 else 1),
+                        V24_LL_CHANNEL_THRESHOLD)
+    nt = V24_LL_MIN_THREADS
+    while math.ceil(nbytes / (nt * chunks)) > per_thread_ll and nt * 2 <= V24_LL_MAX_THREADS:
+        nt *= 2
+    nc = min(max(1, math.ceil(nbytes / (nt * chunks * per_thread_ll))), channels)
+    per_thread = V24_THREAD_THRESHOLD * (2 if nodes > 1 else 1) * (4 if tree else 1)
+    return nc * nt * chunks * per_thread
+
+
+def v24_choice(kind: str, nbytes: float, ranks: int, nodes: int,
+               channels: int = V24_MAX_CHANNELS) -> tuple[str, str]:
+    """(algorithm, protocol) NCCL 2.4.8 runs a collective of `nbytes` with."""
+    tree = kind == "allreduce" and nbytes <= v24_tree_threshold(ranks, nodes, channels)
+    ll = nbytes <= v24_ll_threshold(nbytes, tree, ranks, nodes, channels)
+    return ("tree" if tree else "ring"), ("LL" if ll else "Simple")
+
+
+def v24_tree_chunk_bytes(nbytes: float, ranks: int, nodes: int, channels: int) -> int:
+    """The chunk NCCL 2.4.8's Simple tree pipelines (enqueue.cc computeColl)."""
+    depth = ranks // nodes + (nodes.bit_length() - 1)
+    chunk = V24_STEP_BYTES
+    for floor, per_depth in ((131072, 8), (65536, 4), (32768, 1)):
+        while nbytes / (channels * chunk) < depth * per_depth and chunk > floor:
+            chunk //= 2
+    return chunk
+
+
+def v24_tree_simple(nbytes: float, ranks: int, nodes: int, channels: int,
+                    ring_alg_Bps: float) -> tuple[int, int, float]:
+    """NCCL 2.4.8's Simple tree AllReduce as a pipeline: (chunk steps, chunk bytes, seconds per
+    step). `ring_alg_Bps`: the ring's algorithm bandwidth on the same GPUs (bytes of buffer per
+    second); a tree channel moves a chunk at 3/4 of its share of it."""
+    chunk = v24_tree_chunk_bytes(nbytes, ranks, nodes, channels)
+    depth = ranks // nodes + (nodes.bit_length() - 1)
+    steps = math.ceil(nbytes / (channels * chunk)) + 2 * (depth - 1)
+    per_channel = V24_TREE_TO_RING * ring_alg_Bps / channels
+    return steps, chunk, chunk / per_channel

@@ -95,7 +95,7 @@ def override(obj: Any, changes: dict, prefix: str) -> Any:
         elif isinstance(old, str):
             if not isinstance(value, str):
                 raise HardwareError(f"hardware profile field {where} must be a string, got "
-                                    f"{value!r}")
+                                    f"{value!r}; quote it in the profile (e.g. \"{old}\")")
             new[key] = value
         else:  # a number: finite, in its field's range, an integer for counts
             new[key] = profile_value(where, key, value, allow_zero=fields[key].default == 0,

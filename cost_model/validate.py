@@ -46,7 +46,8 @@ def _g(x: float) -> str:
 RATE = Rule(False, 1.0, 1e18, False, "per second", "e.g. 3.3e12 for 3.3 TB/s")
 # Times of one event (a launch, a hop, a protocol step): at most an hour.
 TIME = Rule(False, 0.0, 3600.0, False, "seconds", "e.g. 2e-6 for 2 us")
-FRACTION = Rule(False, 0.0, 1.0, True, "a share of the peak", "e.g. 0.85")
+# Shares of a peak: at least 1/1000 (a denormal share, 5e-324, made every time infinite).
+FRACTION = Rule(False, 1e-3, 1.0, False, "a share of the peak", "e.g. 0.85")
 BYTES = Rule(False, 1.0, 2.0 ** 60, False, "bytes", "e.g. 141e9")
 
 RULES: dict[str, Rule] = {

@@ -87,7 +87,7 @@ class GPT(nn.Module):
         x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
         for b in self.blocks:
             x = b(x)
-        logits = self.head(self.ln(x))
+        logits = self.head(self.ln(x)).float()  # the loss in fp32 at any precision
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
@@ -105,6 +105,29 @@ def batch(data, step: int, rank: int, B: int, T: int, seed: int, device):
     x = torch.stack([data[s:s + T] for s in starts])
     y = torch.stack([data[s + 1:s + T + 1] for s in starts])
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+
+
+class _Master:
+    """torch's fused AdamW on an fp32 master copy of bf16 parameters (what a torch user
+    writes for bf16 weights with fp32 master weights): the bf16 gradients upcast into the
+    master's, the step, the master rounded back into the parameters."""
+
+    def __init__(self, params, **kw):
+        self.params = list(params)
+        self.master = [p.detach().float().clone().requires_grad_() for p in self.params]
+        self.opt = torch.optim.AdamW(self.master, fused=True, **kw)
+
+    def step(self):
+        with torch.no_grad():
+            for p, m in zip(self.params, self.master):
+                m.grad = p.grad.float() if p.grad is not None else None
+            self.opt.step()
+            for p, m in zip(self.params, self.master):
+                p.copy_(m)
+
+    def zero_grad(self):
+        for p, m in zip(self.params, self.master):
+            p.grad = m.grad = None
 
 
 class _Both:
@@ -142,7 +165,19 @@ def parser() -> argparse.ArgumentParser:
                     help="(workbench) each bucket's step launched from backward")
     ap.add_argument("--zero", action="store_true",
                     help="(workbench) the optimizer state sliced over the ranks (ZeRO-1)")
-    ap.add_argument("--program", default=str(ROOT / "studies/adam.py"))
+    ap.add_argument("--no-lend-grads", dest="lend_grads", action="store_false",
+                    help="(workbench, P = 1) copy every gradient into a flat bucket instead "
+                         "of reading large parameters' .grad in place (design note 82)")
+    ap.add_argument("--blocks-per-sm", type=int, choices=[1, 2], default=None,
+                    help="(workbench) the fused kernels' grid per SM (default: the choice's)")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "bf16-params"], default="fp32",
+                    help="bf16: autocast over fp32 parameters (torch's AMP); bf16-params: bf16 "
+                         "parameters and gradients under autocast, fp32 master weights and "
+                         "moments in the optimizer (torch: fused AdamW on an fp32 master copy; "
+                         "workbench: examples/adam_bf16.py, one kernel)")
+    ap.add_argument("--program", default=None,
+                    help="(workbench) the optimizer program (default: studies/adam.py, "
+                         "examples/adam_bf16.py with --precision bf16-params)")
     ap.add_argument("--schedule", default="auto")
     ap.add_argument("--choose", choices=["measure", "predict"], default="measure")
     ap.add_argument("--hardware", default=None)
@@ -175,11 +210,15 @@ def variant(args) -> str:
     """A short name of what runs, for tables."""
     if args.optimizer == "torch":
         name = "torch " + (f"ddp {args.bucket_mb:g}MB" if args.ddp else "plain")
+        name += " fp32-master" * (args.precision == "bf16-params")
         name += "" if args.optimize_ddp or not args.ddp else " no-split"
     else:
         name = "workbench" + " overlap" * args.overlap + " zero" * args.zero + " tp" * args.tp
+        name += " copy-grads" * (not args.lend_grads)
+        name += f" {args.blocks_per_sm}/SM" if args.blocks_per_sm else ""
     comp = f"compile {args.compile_scope}" if args.compile else "eager"
-    return f"{name}, {comp}"
+    prec = "" if args.precision == "fp32" else f", {args.precision}"
+    return f"{name}, {comp}{prec}"
 
 
 def refused(args, world: int | None, cuda: bool) -> str | None:
@@ -210,27 +249,43 @@ def build_optimizer(args, model, device):
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             net = DDP(model, device_ids=[device.index], bucket_cap_mb=args.bucket_mb)
-        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=betas, eps=eps,
-                                weight_decay=0.0, fused=True)
+        kw = dict(lr=args.lr, betas=betas, eps=eps, weight_decay=0.0)
+        if args.precision == "bf16-params":
+            return net, _Master(model.parameters(), **kw), [
+                ("ddp + " if args.ddp else "") + "AdamW(fused=True) on an fp32 master"]
+        opt = torch.optim.AdamW(model.parameters(), fused=True, **kw)
         return net, opt, [("ddp + " if args.ddp else "") + "AdamW(fused=True)"]
     import wbtorch
+    from wbtorch.choice import BLOCKS_PER_SM
 
     local_params = []
+    P = dist.get_world_size()
     if args.tp:
         for blk in model.blocks:
             blk.tp = wbtorch.RowParallelLinear.from_linear(blk.proj, schedule=args.tp_schedule)
             del blk.proj
             local_params += list(blk.tp.parameters())
     tp_ids = {id(p) for p in local_params}
+    if P == 1:  # the TP weights are whole: the same buckets as every other weight
+        tp_ids = set()
     dp_params = [p for p in model.parameters() if id(p) not in tp_ids]
-    opt = wbtorch.DataParallelOptimizer(
-        dp_params, args.program, args.schedule, choose=args.choose, hardware=args.hardware,
-        bucket_bytes=int(args.bucket_mb * 2**20), overlap=args.overlap, zero=args.zero,
-        lr=args.lr, beta1=betas[0], beta2=betas[1], eps=eps)
+    program = args.program or str(ROOT / ("examples/adam_bf16.py"
+                                          if args.precision == "bf16-params"
+                                          else "studies/adam.py"))
+    kw = dict(program=program, schedule=args.schedule, choose=args.choose,
+              hardware=args.hardware, bucket_bytes=int(args.bucket_mb * 2**20),
+              overlap=args.overlap, zero=args.zero,
+              lend_grads=None if args.lend_grads else False,
+              blocks=(args.blocks_per_sm,) if args.blocks_per_sm else BLOCKS_PER_SM,
+              lr=args.lr, beta1=betas[0], beta2=betas[1], eps=eps)
+    opt = wbtorch.DataParallelOptimizer(dp_params, **kw)
     choices = [r.cand.label for r in opt.runs]
-    if local_params:  # each rank's own slice of the TP weights: a local optimizer
-        opt = _Both(opt, torch.optim.AdamW(local_params, lr=args.lr, betas=betas, eps=eps,
-                                           weight_decay=0.0, fused=True))
+    if tp_ids:  # each rank's own rows of the TP weights: the same fused optimizer, on a
+        # group of this rank alone (every rank makes every group, as new_group requires)
+        mine = [dist.new_group([r]) for r in range(P)][dist.get_rank()]
+        local = wbtorch.DataParallelOptimizer(local_params, group=mine, check_replicas=False,
+                                              **kw)
+        opt = _Both(opt, local)
     return model, opt, choices
 
 
@@ -270,7 +325,8 @@ def train(args, net, opt, data, device, rank: int):
         x, y = batch(data, step, data_rank, args.batch, args.block, args.seed, device)
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
         ev[0].record()
-        loss = net(x, y)
+        with torch.autocast("cuda", torch.bfloat16, enabled=args.precision != "fp32"):
+            loss = net(x, y)
         ev[1].record()
         loss.backward()
         ev[2].record()
@@ -320,6 +376,8 @@ def main(argv=None) -> int:
     data, vocab = tokens(Path(args.data))
     torch.manual_seed(args.seed)  # the same initial model on every rank
     model = GPT(vocab, args.block, args.layers, args.model_dim, args.heads).to(device)
+    if args.precision == "bf16-params":
+        model = model.to(torch.bfloat16)
     n_params = sum(p.numel() for p in model.parameters())
     net, opt, choices = build_optimizer(args, model, device)
     net = compiled(args, net, model)
@@ -339,10 +397,13 @@ def main(argv=None) -> int:
               "batch": args.batch, "block": args.block, "bucket_mb": args.bucket_mb,
               "compile": args.compile, "compile_scope": args.compile_scope,
               "ddp": args.optimizer == "torch" and args.ddp, "overlap": args.overlap,
-              "zero": args.zero, "choices": choices, "losses": losses.cpu().tolist(),
+              "zero": args.zero, "precision": args.precision, "choices": choices,
+              "losses": losses.cpu().tolist(),
               "phases_ms": phases, "step_ms_median": phases["step"],
               "opt_ms_median": phases["optimizer"], "host_step_ms": host_ms, "wall_s": wall,
               "optimizer_memory": wb.memory() if hasattr(wb, "memory") else None,
+              "grad_rebinds": getattr(wb, "rebinds", None),
+              "buckets": len(getattr(wb, "runs", ())),
               "torch_max_allocated": torch.cuda.max_memory_allocated(),
               "device_used": total - free,
               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
@@ -350,7 +411,8 @@ def main(argv=None) -> int:
         print(f"{result['variant']}: P={P} params={n_params} loss {result['losses'][0]:.4f} -> "
               f"{result['losses'][-1]:.4f}; " + ", ".join(f"{k} {v:.3f}" for k, v in
                                                            phases.items())
-              + f" ms; host {host_ms:.3f} ms/step (medians after {warm} steps); {choices}")
+              + f" ms; host {host_ms:.3f} ms/step (medians after {warm} steps); "
+              + ", ".join(f"{choices.count(c)} x {c}" for c in dict.fromkeys(choices)))
         if not all(math.isfinite(v) for v in result["losses"]):
             print("losses are not finite", file=sys.stderr)
         if args.out:

@@ -76,12 +76,15 @@ def padded(numel: int, P: int, align: int = ALIGN_ELEMS) -> int:
 
 
 def plan_buckets(params: list[tuple[str, tuple[int, ...], str]], P: int,
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, itemsize: int = 4) -> list[Bucket]:
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, itemsize: int = 4,
+                 alone_bytes: int | None = None) -> list[Bucket]:
     """Buckets for parameters given as (name, shape, dtype) in registration order: filled in
     reverse order (the last layers' gradients are ready first) up to `bucket_bytes` each, one
-    dtype per bucket; a parameter larger than the cap gets a bucket of its own. Each bucket is
-    padded to a multiple of P * ALIGN_ELEMS elements (a generated schedule's N must divide by
-    P); the padding is never read as a parameter, and stays zero in the gradient."""
+    dtype per bucket; a parameter larger than the cap gets a bucket of its own, and so does
+    one of at least `alone_bytes` (None: no such rule; the optimizer sets it at P = 1, where
+    a bucket of one parameter reads torch's gradient tensor in place: design note 82). Each
+    bucket is padded to a multiple of P * ALIGN_ELEMS elements (a generated schedule's N must
+    divide by P); the padding is never read as a parameter, and stays zero in the gradient."""
     if P < 1:
         raise BucketError(f"the group size P must be at least 1, got {P}")
     if bucket_bytes < itemsize:
@@ -90,6 +93,7 @@ def plan_buckets(params: list[tuple[str, tuple[int, ...], str]], P: int,
         raise BucketError("the optimizer must be given at least one parameter, got none; pass "
                           "model.parameters() of a model with trainable parameters")
     cap = max(1, bucket_bytes // itemsize)
+    alone = cap + 1 if alone_bytes is None else max(1, alone_bytes // itemsize)
     buckets: list[Bucket] = []
     current: list[Slot] = []
     used, dtype = 0, None
@@ -100,14 +104,24 @@ def plan_buckets(params: list[tuple[str, tuple[int, ...], str]], P: int,
             buckets.append(Bucket(len(buckets), tuple(current), used, padded(used, P), dtype))
         current, used, dtype = [], 0, None
 
+    def shape_of(shape):
+        return tuple(int(s) for s in shape)
+
     for index in reversed(range(len(params))):
         name, shape, dt = params[index]
         numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if numel == 0:
             continue
+        if numel >= alone:
+            # its own bucket, numbered now; the small parameters around it keep filling the
+            # open bucket, which is numbered when it closes (buckets launch in number order,
+            # so a bucket's number follows the readiness of its last parameter)
+            buckets.append(Bucket(len(buckets), (Slot(index, name, 0, numel, shape_of(shape)),),
+                                  numel, padded(numel, P), dt))
+            continue
         if current and (dt != dtype or used + numel > cap):
             close()
-        current.append(Slot(index, name, used, numel, tuple(int(s) for s in shape)))
+        current.append(Slot(index, name, used, numel, shape_of(shape)))
         used += numel
         dtype = dt
     close()

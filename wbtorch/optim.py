@@ -29,12 +29,12 @@ import numpy as np
 from wbtorch import buckets as bk
 from wbtorch import choice as ch
 from wbtorch import overlap as ov
+from wbtorch.bucket_run import BucketRun
 from wbtorch.programs import (
     STEP,
     ProgramRoleError,
     check_grad_dtype,
     check_hyper,
-    check_in_place,
     pick_schedule,
     roles,
 )
@@ -46,6 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository (program files are 
 # The torch step of each study: what a user runs after NCCL's all_reduce (the candidate that
 # a generated schedule must beat, and the fallback when fusion does not pay).
 TORCH_STEPS = ("adam", "sgd", "lamb")
+
+# At P = 1 a parameter of at least this many bytes gets a bucket of its own, whose gradient
+# buffer is torch's own .grad tensor (no copy into a flat bucket: design note 82).
+LEND_ALONE_BYTES = 4 * 2**20
 
 
 def _stderr(line: str) -> None:
@@ -98,48 +102,6 @@ def keeps_state_sliced(loaded, schedule: str) -> bool:
     return set(r.sliced_state) == set(r.state)
 
 
-class _BucketRun:
-    """One bucket's chosen way to run and the plan that holds its memory."""
-
-    def __init__(self, opt, bucket: bk.Bucket, cand: ch.Candidate):
-        from codegen.lower import lower
-
-        self.bucket, self.cand = bucket, cand
-        key = "unscheduled" if cand.schedule == ch.TORCH else cand.schedule
-        program = pick_schedule(opt.loaded, key)
-        self.roles = roles(program)
-        plan = lower(program, opt.P, cand.options(opt.codegen))
-        check_in_place(program, plan.locs)
-        self.bound = _bind(opt.gpu, plan, {"N": bucket.numel, "P": opt.P}, cand.blocks_per_sm)
-        self.g = self.bound.view(self.roles.grad)
-        self.w = self.bound.view(self.roles.weights)
-        self.state = {s: self.bound.view(s) for s in self.roles.state}
-        self.scalars = {s: self.bound.view(s) for s in self.roles.scalars}
-        self.opt = opt
-
-    def sliced(self, name: str) -> bool:
-        return name in self.roles.sliced_state
-
-    def run(self, step: int, side=None) -> None:
-        """Enqueue the bucket's step (on `side`, a SideStream that is torch's current stream,
-        when the optimizer runs in backward)."""
-        opt = self.opt
-        if STEP in self.scalars:
-            self.scalars[STEP].fill_(float(step))
-        if opt.P > 1:
-            self.g.mul_(1.0 / opt.P)  # DDP averages: divide, then sum (as its comm hook does)
-        if self.cand.generated:
-            if side is None:
-                self.bound.run()
-            else:
-                self.bound.run(side)
-        else:
-            opt._torch_step(self, step)
-
-    def keeps_state_sliced(self) -> bool:
-        return set(self.roles.sliced_state) == set(self.roles.state)
-
-
 class DataParallelOptimizer:
     """Data-parallel training step of a workbench optimizer program (studies/sgd.py,
     adam.py, lamb.py or one of the same form: wbtorch.programs), one fused generated kernel
@@ -162,6 +124,9 @@ class DataParallelOptimizer:
     zero: keep the optimizer state sliced across the group (ZeRO-1): only schedules whose
         state stays sliced are candidates (the torch step keeps it whole and is left out);
         `memory()` reports the bytes per rank.
+    lend_grads: a parameter of LEND_ALONE_BYTES or more gets a bucket of its own whose plan
+        reads torch's `.grad` tensor in place, instead of a copy of it in a flat bucket
+        (None: at P = 1, where no peer maps the buffer; True at P > 1 is refused).
     hyper: the program's scalars by name (lr, beta1, beta2, eps, wd, ...); `step` is counted.
     """
 
@@ -170,7 +135,7 @@ class DataParallelOptimizer:
                  choose: str = "measure", hardware: str | None = None,
                  modes=ch.MODES, unrolls=(1,), blocks=ch.BLOCKS_PER_SM, trial_reps: int = 10,
                  check_replicas: bool = True, overlap: bool = False, zero: bool = False,
-                 log=_stderr, **hyper):
+                 lend_grads: bool | None = None, log=_stderr, **hyper):
         import torch
 
         self.torch, self.log = torch, log
@@ -196,10 +161,17 @@ class DataParallelOptimizer:
         self.P, self.rank, self.group = self.gpu.P, self.gpu.rank, group
         if check_replicas:
             self._check_replicas()
+        if lend_grads and self.P > 1:
+            raise ProgramRoleError(f"lend_grads=True must run at P = 1 (a fused collective's "
+                                   f"peers map the gradient buffer), got P = {self.P}; leave "
+                                   "it None")
+        self.lend_grads = self.P == 1 if lend_grads is None else bool(lend_grads)
+        self.rebinds = 0  # gradient buffers moved to another .grad tensor (note 82)
         shapes = [(f"param{i}", tuple(p.shape), str(p.dtype).removeprefix("torch."))
                   for i, p in enumerate(self.params)]
         self.buckets = bk.plan_buckets(shapes, self.P, bucket_bytes,
-                                       self.params[0].element_size())
+                                       self.params[0].element_size(),
+                                       LEND_ALONE_BYTES if self.lend_grads else None)
         for line in bk.describe(self.buckets).splitlines():
             if self.rank == 0:
                 self.log(f"[wbtorch] {line}")
@@ -207,9 +179,10 @@ class DataParallelOptimizer:
         self.zero = zero
         self.choices: list[dict] = []
         self._trials: dict[int, dict] = {}
-        self.runs: list[_BucketRun] = []
+        self.runs: list[BucketRun] = []
         self._slot_grad: dict = {}  # parameter index -> its .grad: a view of its bucket
-        self._torch_ok = self.loaded.program.name in TORCH_STEPS
+        # the torch step updates the weights the model reads: none for a mixed program
+        self._torch_ok = self.loaded.program.name in TORCH_STEPS and self.roles.low is None
         cluster = None
         if hardware is not None:
             from cost_model.hardware import load_hardware
@@ -224,9 +197,11 @@ class DataParallelOptimizer:
                     f"{cand.schedule}, which keeps {', '.join(self.roles.state)} whole; pass "
                     "schedule='auto' or one that slices it (fuse-rs-c-ag, "
                     "rs-c-ag-sliced-state)")
-            run = _BucketRun(self, b, cand)
+            run = BucketRun(self, b, cand, _bind)
             self._adopt(run)
             self.runs.append(run)
+        self._run_of = {s.index: run for run in self.runs for s in run.bucket.slots}
+        self._step_t, self._filled = self._share_step(), 0
         self.overlap = overlap
         self.launch_order: list[int] = []  # the last step's bucket launch order (overlap)
         self._side = self._ready = None
@@ -262,10 +237,12 @@ class DataParallelOptimizer:
     def _choose(self, b, schedule, choose, cluster, modes, unrolls, blocks,
                 trial_reps) -> ch.Candidate:
         if schedule == ch.TORCH:
-            if self.loaded.program.name not in TORCH_STEPS:
+            if not self._torch_ok:
                 raise ProgramRoleError(f"schedule 'torch' must be a program with a torch step "
-                                       f"({', '.join(TORCH_STEPS)}), got program "
-                                       f"{self.loaded.program.name}; pick one of its schedules")
+                                       f"({', '.join(TORCH_STEPS)}, fp32), got program "
+                                       f"{self.loaded.program.name}"
+                                       f"{' (mixed precision)' if self.roles.low else ''}; "
+                                       "pick one of its schedules")
             return ch.Candidate(ch.TORCH)
         if schedule != "auto":
             pick_schedule(self.loaded, schedule)  # a clear error for a schedule it lacks
@@ -301,7 +278,7 @@ class DataParallelOptimizer:
         size (random gradients and weights, zero state): the trial never touches the model."""
         torch = self.torch
         try:
-            run = _BucketRun(self, b, cand)
+            run = BucketRun(self, b, cand, _bind)
         except Exception as e:  # a schedule that does not lower or compile: not a candidate
             if self.rank == 0:
                 self.log(f"[wbtorch] candidate {cand.label} left out: {e}")
@@ -329,9 +306,32 @@ class DataParallelOptimizer:
             torch.cuda.synchronize()
             run.bound.free()
 
-    def _adopt(self, run: _BucketRun) -> None:
+    def _share_step(self):
+        """One step scalar for every generated bucket (each plan's `step` input rebound to
+        it), filled once a step instead of once a bucket; None when no plan reads one."""
+        shared = [r for r in self.runs if r.cand.generated and STEP in r.scalars]
+        if not shared:
+            return None
+        t = self.torch.zeros(1, dtype=shared[0].scalars[STEP].dtype,
+                             device=shared[0].scalars[STEP].device)
+        for r in shared:
+            r.bound.rebind({STEP: t})
+            r.scalars[STEP] = r.bound.view(STEP)
+            r.shared_step = True
+        return t
+
+    def _fill_step(self) -> None:
+        """The shared step scalar holds this step's count (once a step, before its first
+        bucket, on the stream the buckets run on)."""
+        if self._step_t is not None and self._filled != self.step_count + 1:
+            self._step_t.fill_(float(self.step_count + 1))
+            self._filled = self.step_count + 1
+
+    def _adopt(self, run: BucketRun) -> None:
         """Copy the parameters into the bucket's weights (the one copy) and make every
-        parameter's .data and .grad views of the bucket; state starts at zero."""
+        parameter's .data and .grad views of the bucket; state starts at zero. Mixed
+        precision: .data views the low-precision weights, and the fp32 master (this rank's
+        slice where the schedule keeps it sliced) starts as the parameters' values."""
         torch = self.torch
         with torch.no_grad():
             run.w.zero_()
@@ -340,13 +340,20 @@ class DataParallelOptimizer:
                 s.zero_()
             for name, value in self.hyper.items():
                 run.scalars[name].fill_(value)
+            model = run.w if run.low is None else run.low
+            if run.low is not None:
+                model.zero_()
             for slot in run.bucket.slots:
                 p = self.params[slot.index]
-                view = run.w[slot.offset:slot.offset + slot.numel].view(p.shape)
+                view = model[slot.offset:slot.offset + slot.numel].view(p.shape)
                 view.copy_(p.detach())
                 p.data = view
                 p.grad = run.g[slot.offset:slot.offset + slot.numel].view(p.shape)
                 self._slot_grad[slot.index] = p.grad
+            if run.low is not None:  # the master: this rank's part of the model's weights
+                a, b = (run.bucket.rank_range(self.rank, self.P) if run.sliced(run.roles.weights)
+                        else (0, run.bucket.numel))
+                run.w.copy_(run.low[a:b].float())
 
     # -- training
 
@@ -362,6 +369,7 @@ class DataParallelOptimizer:
             self._side.join()
             self.launch_order = self._ready.new_step()
         else:
+            self._fill_step()
             for run in self.runs:
                 self._own_grads(run)
                 run.run(self.step_count + 1)
@@ -374,13 +382,23 @@ class DataParallelOptimizer:
     def _run_on_side(self, k: int) -> None:
         run = self.runs[k]
         self._own_grads(run)
+        if self._filled != self.step_count + 1:
+            with self._side:
+                self._fill_step()
         self._side.wait_current()  # the bucket's gradients, accumulated on torch's stream
+        if run.torch_free:  # kernels straight onto the side stream: no stream switch
+            run.run(self.step_count + 1, self._side)
+            return
         with self._side:
             run.run(self.step_count + 1, self._side)
 
     def _own_grad(self, index: int, p) -> None:
         """Keep parameter `index`'s .grad the view of its bucket: a .grad that was set to None
         (nn.Module.zero_grad's default) or replaced is copied into the bucket (None: zero)."""
+        run = self._run_of[index]
+        if run.lends:
+            run.lend(p)
+            return
         view = self._slot_grad[index]
         if p.grad is view:
             return
@@ -391,10 +409,10 @@ class DataParallelOptimizer:
                 view.copy_(p.grad)
         p.grad = view
 
-    def _own_grads(self, run: _BucketRun) -> None:
+    def _own_grads(self, run: BucketRun) -> None:
         for slot in run.bucket.slots:
             p = self.params[slot.index]
-            if p.grad is not self._slot_grad[slot.index]:
+            if run.lends or p.grad is not self._slot_grad[slot.index]:
                 self._own_grad(slot.index, p)
 
     def no_sync(self):
@@ -433,6 +451,8 @@ class DataParallelOptimizer:
                 p.grad = None
             return
         for run in self.runs:
+            if run.lends:  # the .grad it reads, or (.grad gone) its own buffer as .grad
+                run.lend(self.params[run.bucket.slots[0].index])
             run.g.zero_()
 
     def set_hyper(self, **hyper) -> None:
@@ -445,7 +465,7 @@ class DataParallelOptimizer:
             for run in self.runs:
                 run.scalars[k].fill_(float(v))
 
-    def _torch_step(self, run: _BucketRun, step: int) -> None:
+    def _torch_step(self, run: BucketRun, step: int) -> None:
         """NCCL all_reduce of the bucket, then the torch step of the program's study."""
         torch, dist = self.torch, self.gpu.dist
         if self.P > 1:
@@ -478,7 +498,9 @@ class DataParallelOptimizer:
         ZeRO-1's slicing saves on this rank)."""
         out = {"weights": 0, "grads": 0, "state": 0, "state_whole": 0}
         for run in self.runs:
-            out["weights"] += run.w.numel() * run.w.element_size()
+            out["weights"] += run.w.numel() * run.w.element_size()  # (mixed: the master)
+            if run.low is not None:
+                out["weights"] += run.low.numel() * run.low.element_size()
             out["grads"] += run.g.numel() * run.g.element_size()
             for t in run.state.values():
                 out["state"] += t.numel() * t.element_size()
@@ -486,10 +508,10 @@ class DataParallelOptimizer:
         out["state_saved"] = out["state_whole"] - out["state"]
         return {k: int(v) for k, v in out.items()}
 
-    def _whole(self, run: _BucketRun, name: str):
+    def _whole(self, run: BucketRun, name: str):
         """A state value of a bucket as a whole bucket-shaped tensor (gathered over the group
         when this schedule keeps it sliced: a collective call)."""
-        view = run.state[name]
+        view = run.saved()[name]
         if not run.sliced(name) or self.P == 1:
             return view
         whole = self.torch.empty(run.bucket.numel, dtype=view.dtype, device=view.device)
@@ -500,11 +522,12 @@ class DataParallelOptimizer:
         """The optimizer's state, whole and per parameter (the same on every rank, whether a
         bucket's schedule keeps its state sliced or not; with sliced state every rank must
         call it, since it gathers): {'program', 'step', 'hyper', 'state': {param index:
-        {state name: CPU tensor shaped like the parameter}}, 'choices'}."""
+        {state name: CPU tensor shaped like the parameter}}, 'choices'}; mixed precision
+        also saves the fp32 master weights under the program's weights name (`w`)."""
         self.synchronize_side()
         state: dict[int, dict] = {}
         for run in self.runs:
-            for name in run.roles.state:
+            for name in run.saved():
                 whole = self._whole(run, name).detach().cpu().numpy()
                 for index, arr in bk.param_state(whole, run.bucket).items():
                     state.setdefault(index, {})[name] = self.torch.from_numpy(arr.copy())
@@ -523,9 +546,9 @@ class DataParallelOptimizer:
         self.set_hyper(**sd.get("hyper", {}))
         per = sd["state"]
         for run in self.runs:
-            for name in run.roles.state:
+            for name, view in run.saved().items():
                 arrays = {i: per[i][name].numpy() for i in per if name in per[i]}
                 whole = bk.bucket_state(arrays, run.bucket)
                 if run.sliced(name):
                     whole = bk.slice_state(whole, run.bucket, self.rank, self.P)
-                run.state[name].copy_(self.torch.from_numpy(np.ascontiguousarray(whole)))
+                view.copy_(self.torch.from_numpy(np.ascontiguousarray(whole)))

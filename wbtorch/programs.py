@@ -7,7 +7,9 @@ itself), then a Replicated tensor of shape [N] (the weights), then any tensors o
 (optimizer state: Replicated, or Sliced(0) once a schedule keeps it sliced), then scalars
 (shape (): hyperparameters such as lr, beta1, eps, and `step`, which the optimizer counts).
 Every tensor output must update an input in place (an Update), so that the weights and state
-the training loop sees are the buffers the kernel writes.
+the training loop sees are the buffers the kernel writes, except one: a mixed-precision
+program's low-precision copy of the updated weights (an output [N] of the gradient's dtype,
+`w16` of studies/adam.py's `mixed`), which the model's parameters then are (design note 83).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Roles:
     sliced_state: tuple[str, ...]  # the state this schedule keeps as a slice per rank
     scalars: tuple[str, ...]
     weights_sliced: bool = False  # fp32 master weights kept sliced (mixed precision)
+    low: str | None = None  # the low-precision weights output the model reads (mixed)
 
     @property
     def hyper(self) -> tuple[str, ...]:
@@ -70,25 +73,39 @@ def roles(program: ir.Program) -> Roles:
         raise ProgramRoleError(f"optimizer program {program.name}'s tensor inputs must all have "
                                f"the same length N, got lengths {sorted(sizes)}; " + fix)
     grad, weights, state = vectors[0], vectors[1], vectors[2:]
+    low = None
+    if grad.type.dtype != weights.type.dtype:  # mixed precision: the model's copy
+        lows = [o for o in program.outputs if o.type.dtype == grad.type.dtype
+                and len(o.type.shape) == 1 and str(o.type.shape[0]) in sizes]
+        if len(lows) != 1:
+            raise ProgramRoleError(
+                f"mixed-precision optimizer program {program.name} must output one [N] tensor "
+                f"of its gradient's dtype {grad.type.dtype.name} (the weights the model reads), "
+                f"got {[o.name for o in lows]}; add w16 = Compute(Cast({grad.type.dtype.name}, "
+                "w1)) as studies/adam.py's mixed does")
+        low = lows[0].name
     return Roles(grad.name, grad.type.dtype.name, weights.name,
                  tuple(v.name for v in state),
                  tuple(v.name for v in state if isinstance(v.type.layout, Sliced)),
-                 tuple(v.name for v in scalars), isinstance(weights.type.layout, Sliced))
+                 tuple(v.name for v in scalars), isinstance(weights.type.layout, Sliced), low)
 
 
-def check_in_place(program: ir.Program, plan_locs: dict) -> None:
-    """Every output must live in an input's buffer (updated in place), or the training loop
-    would not see it; `plan_locs` is a lowered Plan's locs."""
+def check_in_place(program: ir.Program, plan_locs: dict, low: str | None = None) -> None:
+    """Every output but `low` (Roles.low: the model's low-precision weights, a buffer of its
+    own) must live in an input's buffer (updated in place), or the training loop would not
+    see it; `plan_locs` is a lowered Plan's locs."""
     inputs = {v.name for v in program.inputs}
     for out in program.outputs:
+        if out.name == low:
+            continue
         loc = plan_locs.get(out.name)
         if loc is None or loc.buffer not in inputs:
             raise ProgramRoleError(
                 f"optimizer program {program.name}'s output {out.name} must update an input "
                 f"in place (an Update of the weights or state), got it in buffer "
                 f"{getattr(loc, 'buffer', None)!r}; the data-parallel optimizer runs programs "
-                "whose outputs are the updated weights and state (a mixed-precision program's "
-                "extra fp16 copy is not supported yet)")
+                "whose outputs are the updated weights and state (and, mixed precision, one "
+                "low-precision copy of the weights)")
 
 
 def pick_schedule(loaded, name: str):

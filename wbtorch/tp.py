@@ -125,6 +125,10 @@ class RowParallelLinear(nn.Module):
         if schedule not in ("auto", ch.TORCH):
             pick_schedule(self.loaded, schedule)  # a clear error for a schedule it lacks
         self.schedule, self.trial_reps = schedule, trial_reps
+        # P = 1 with schedule 'auto': nothing to all-reduce, so the layer is traced torch code
+        # (x @ W + b + residual, which the compiler fuses as it does nn.Linear's); a named
+        # schedule still runs through the op (design note 83)
+        self.direct = self.P == 1 and schedule == "auto"
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         k = hidden // self.P
         dev = torch.device("cuda", self.gpu.device_index) if hasattr(self.gpu, "device_index") \
@@ -162,6 +166,8 @@ class RowParallelLinear(nn.Module):
                                    f"same shape [..., {self.hidden}], got {tuple(x.shape)} and "
                                    f"{tuple(shape)}; pass the whole input (the layer takes its "
                                    "columns)")
+        if self.direct:
+            return torch.matmul(x, self.weight) + self.bias + residual
         x2 = x.reshape(-1, shape[-1])
         r2 = residual.reshape(-1, shape[-1])
         k = self.hidden // self.P

@@ -19,7 +19,21 @@
 #   noise    torch DDP with 5 MB buckets (else as ref): torch's own run-to-run difference
 #   nosplit  torch DDP, torch._dynamo.config.optimize_ddp off (one graph, no split per bucket)
 #   plain-b  torch, no DDP, blocks compiled one by one (the compile scope of wb-ovl) [P = 1]
-# VARIANTS names the variants to run (default: all of them, in the order above).
+#   wb-copy  wb with every gradient copied into its bucket (--no-lend-grads: before note 82)
+#   wb-b     wb with blocks compiled one by one (wb-ovl's compile scope, buckets after backward)
+#   wb-ovl1  wb-ovl with the fused kernels on 1 block per SM (more SMs left to backward)
+#   wb-tp    wb with --tp (each block's projection a RowParallelLinear; its weights in the
+#            same fused optimizer): at P = 1 it must cost no more than wb
+# Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
+#   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
+#   bf16p    torch, bf16 parameters under autocast, AdamW(fused) on an fp32 master copy: the
+#            reference of the loss check (the workbench's recipe, torch's optimizer)
+#   bf16p-n  bf16p with blocks compiled one by one: torch's own noise for that check
+#   wb-bf16p the workbench in backward (1 block/SM), bf16 parameters, examples/adam_bf16.py
+#            (bf16 gradients in, fp32 master weights and moments, bf16 weights out)
+#   wb-bf16p-a  wb-bf16p with the optimizer after backward and the model compiled whole
+# VARIANTS names the variants to run (default: the first seven, in the order above);
+# TRACE names variants that also write a Perfetto trace of one step (trace_*.json.gz).
 # At P = 2 the targets are >= 1.05x (101m) and >= 1.3x (806m) against the fastest torch
 # variant (DDP there; plain is not data-parallel), losses inside torch's envelope.
 # Results: $RES/{P}_{CONFIG}_{variant}.{json,log}, compare_{P}_{CONFIG}.txt, summary.md
@@ -41,22 +55,25 @@ ensure_pycuda || exit 1
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache  # one compile per graph across the runs
 if [ -n "$TESTS" ]; then
-  stamp "wbtorch GPU tests: the optimizer in backward"
+  stamp "wbtorch GPU tests: the optimizer in backward, lent gradients, bf16 with fp32 master"
   timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/wbtorch \
-    -k "in_backward or exits_cleanly" 2>&1 | tee "$RES"/pytest.txt | tail -5
+    -k "in_backward or exits_cleanly or lent or bf16" 2>&1 | tee "$RES"/pytest.txt | tail -5
   check $? "tests"
 fi
 
 VARIANTS=${VARIANTS:-ref wb-ovl plain wb noise nosplit plain-b}
+TRACE=${TRACE:-}
 train() {  # train CFG NAME TIMEOUT ARGS...: one torchrun, its JSON and log under $RES
   local cfg=$1 name=$2 limit=$3
   shift 3
   case " $VARIANTS " in *" $name "*) ;; *) return 0 ;; esac
-  local base="$RES/${P}_${cfg}_${name}"
-  stamp "P=$P $cfg $name: $*"
-  timeout "$limit" torchrun --nproc_per_node="$P" examples/train_gpt.py "$@" \
+  local base="$RES/${P}_${cfg}_${name}" trace=()
+  case " $TRACE " in *" $name "*) trace=(--trace "$RES/trace_${P}_${cfg}_${name}.json") ;; esac
+  stamp "P=$P $cfg $name: $* ${trace[*]}"
+  timeout "$limit" torchrun --nproc_per_node="$P" examples/train_gpt.py "$@" "${trace[@]}" \
     --out "$base.json" > "$base.log" 2>&1
   local rc=$?
+  [ ${#trace[@]} -gt 0 ] && [ -f "${trace[1]}" ] && gzip -f "${trace[1]}"
   check $rc "P=$P $cfg $name"
   grep -v "^\[wbtorch\]\|^  \|Warning\|warn(" "$base.log" | tail -2
   return $rc
@@ -81,9 +98,20 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" nosplit "$limit" --optimizer torch --no-optimize-ddp $common
   [ "$P" = 1 ] && train "$cfg" plain-b "$limit" --optimizer torch --no-ddp \
     --compile-scope blocks $common
+  train "$cfg" wb-copy "$limit" $wb --no-lend-grads $common
+  train "$cfg" wb-b "$limit" $wb --compile-scope blocks $common
+  train "$cfg" wb-ovl1 "$limit" $wb --overlap --compile-scope blocks --blocks-per-sm 1 $common
+  train "$cfg" wb-tp "$limit" $wb --tp $common
+  local np="--optimizer torch --no-ddp"
+  train "$cfg" amp "$limit" $np --precision bf16 $common
+  train "$cfg" bf16p "$limit" $np --precision bf16-params $common
+  train "$cfg" bf16p-n "$limit" $np --precision bf16-params --compile-scope blocks $common
+  train "$cfg" wb-bf16p "$limit" $wb --precision bf16-params --overlap --compile-scope blocks \
+    --blocks-per-sm 1 $common
+  train "$cfg" wb-bf16p-a "$limit" $wb --precision bf16-params $common
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
-  for name in wb-ovl wb plain nosplit plain-b; do
+  for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"
@@ -91,7 +119,17 @@ run_config() {  # run_config CFG: every variant, then the loss checks
       >> "$out" 2>&1
     check $? "P=$P $cfg losses of $name"
   done
-  grep -A0 "^==\|^MATCH\|^MISMATCH" "$out" | cut -c1-240
+  local out16="$RES/compare_${P}_${cfg}_bf16.txt" ref16="$RES/${P}_${cfg}_bf16p.json"
+  : > "$out16"
+  for name in wb-bf16p wb-bf16p-a amp; do
+    local run="$RES/${P}_${cfg}_$name.json"
+    [ -f "$run" ] && [ -f "$ref16" ] || continue
+    echo "== $name against bf16p, noise: ${P}_${cfg}_bf16p-n" >> "$out16"
+    python3 examples/compare_losses.py "$ref16" "$run" --noise "$RES/${P}_${cfg}_bf16p-n.json" \
+      >> "$out16" 2>&1
+    [ "$name" = amp ] || check $? "P=$P $cfg losses of $name"  # amp: another recipe, reported
+  done
+  grep -A0 "^==\|^MATCH\|^MISMATCH" "$out" "$out16" | cut -c1-240
 }
 
 case $CONFIG in

@@ -1,6 +1,8 @@
 """One markdown table of train_gpt.py runs (their --out JSON files): per model, every
 variant's median phase times (CUDA events on torch's stream), host time per step, and the step
-ratio against the fastest torch variant of the same model and P (>1: faster than torch).
+ratio against the fastest torch variant of the same model, P and precision (fp32, or bf16 of
+either recipe: autocast over fp32 parameters, or bf16 parameters with fp32 master weights;
+>1: faster than torch).
 
     python benchmarks/gpu/training_summary.py RESULTS_DIR [--out table.md]
 """
@@ -21,12 +23,14 @@ def table(runs: list[dict]) -> str:
              + " | host ms/step | x fastest torch |", "|---|---|---|" + "---:|" * 6]
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
+        # bf16 runs (either recipe) are compared with the fastest torch run in bf16
+        prec = "fp32" if r.get("precision", "fp32") == "fp32" else "bf16"
         groups.setdefault((r["params"], r.get("model_dim"), r.get("layers"), r.get("batch"),
-                           r.get("block"), r["P"]), []).append(r)
-    for (params, d, layers, b, t, P), rs in sorted(groups.items()):
+                           r.get("block"), r["P"], prec), []).append(r)
+    for (params, d, layers, b, t, P, prec), rs in sorted(groups.items()):
         torch_runs = [r for r in rs if r["optimizer"] == "torch"]
         fastest = min((r["phases_ms"]["step"] for r in torch_runs), default=None)
-        model = f"{params / 1e6:.0f}M (d {d}, {layers} layers, {b} x {t} tokens)"
+        model = f"{params / 1e6:.0f}M (d {d}, {layers} layers, {b} x {t} tokens, {prec})"
         for r in sorted(rs, key=lambda r: (r["optimizer"] != "torch", r["phases_ms"]["step"])):
             ph = r["phases_ms"]
             ratio = f"{fastest / ph['step']:.2f}x" if fastest else "-"

@@ -396,8 +396,8 @@ def test_profile_block_curve_bad_key(tmp_path):
 
 
 def test_profile_block_curve_zero_fraction(tmp_path):
-    with pytest.raises(HardwareError, match=r"fused_block_bandwidth.8 must be a finite number > 0 "
-                       r"and <= 1 \(a share of the peak\), got 0"):
+    with pytest.raises(HardwareError, match=r"fused_block_bandwidth.8 must be a finite number "
+                       r">= 0.001 and <= 1 \(a share of the peak\), got 0"):
         load_hardware(_profile(tmp_path, {"fused_block_bandwidth": {"8": 0}}))
 
 

@@ -92,11 +92,11 @@ def test_nvls_false_in_a_profile_and_on_the_cli(tmp_path, capsys):
      "(JSON/YAML booleans)"),
     # Numbers a profile gives are checked by cost_model.validate's rules (issue 26).
     ({"base": "dgx-h100", "fabric": {"efficiency": 1.5}},
-     "hardware profile field fabric.efficiency must be a finite number > 0 and <= 1 (a share "
-     "of the peak), got 1.5; fix the profile (e.g. 0.85)"),
+     "hardware profile field fabric.efficiency must be a finite number >= 0.001 and <= 1 (a "
+     "share of the peak), got 1.5; fix the profile (e.g. 0.85)"),
     ({"base": "dgx-h100", "fabric": {"efficiency": float("nan")}},
-     "hardware profile field fabric.efficiency must be a finite number > 0 and <= 1 (a share "
-     "of the peak), got nan; fix the profile (e.g. 0.85)"),
+     "hardware profile field fabric.efficiency must be a finite number >= 0.001 and <= 1 (a "
+     "share of the peak), got nan; fix the profile (e.g. 0.85)"),
     ({"base": "dgx-h100", "fabric": {"loss_per_doubling": 1.0}},
      "fabric.loss_per_doubling must be in [0, 1) (the fraction of the efficiency lost per "
      "doubling of nodes), got 1.0; use 0 for no loss with scale"),

@@ -37,8 +37,11 @@ def _json(tmp_path, text: str) -> str:
      "hardware profile field nvlink.latency_s must be a finite number >= 0 and <= 3600 "
      "(seconds), got -inf"),
     ('{"nccl": {"protocols": {"Simple": {"efficiency": 1e9}}}}',
-     "hardware profile field nccl.protocols.Simple.efficiency must be a finite number > 0 and "
-     "<= 1 (a share of the peak), got 1000000000.0; fix the profile (e.g. 0.85)"),
+     "hardware profile field nccl.protocols.Simple.efficiency must be a finite number >= 0.001 "
+     "and <= 1 (a share of the peak), got 1000000000.0; fix the profile (e.g. 0.85)"),
+    ('{"nccl": {"allreduce_bandwidth_factor": 5e-324}}',
+     "hardware profile field nccl.allreduce_bandwidth_factor must be a finite number >= 0.001 "
+     "and <= 4 (AllReduce vs RS/AG bus bandwidth), got 5e-324; fix the profile (e.g. 0.95)"),
     ('{"nccl": {"max_channels": 0.2}}',
      "hardware profile field nccl.max_channels must be an integer >= 1 and <= 1024 (NCCL "
      "channels), got 0.2; fix the profile (e.g. 32)"),

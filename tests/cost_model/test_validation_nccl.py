@@ -51,16 +51,19 @@ def test_model_is_within_5_percent_of_nccls_from_256_mib():
     assert len(rows) > 200 and not misses, misses[:3]
 
 
-def test_measured_table_meets_its_targets_but_one_explained_miss():
-    """Issue 23's targets from 256 MiB: median |error| <= 10 %, and every miss above 15 %
-    explained in benchmarks/README.md; the one row above 20 % is nccl#1218's single-iteration
-    AllGather (README)."""
+def test_measured_table_meets_its_targets():
+    """Issue 23's targets from 256 MiB: median |error| <= 10 %, max <= 20 %; no row above
+    15 % since RoCE has its own efficiency (nccl#1221's 2-node ring: 330 of 400 GB/s), which
+    took nccl#1218's 32-node AllGather from +28.6 % to +12.5 % (design note 77)."""
     rows = validation.measured_rows()
     summary = validation.measured_summary(rows)
     assert len(rows) >= 25 and summary["rows"] >= 25
     assert summary["median_%"] <= 10
-    worst = [r["what"] for r in rows if abs(r["error_%"]) > 15 and r["nbytes"] >= 2**28]
-    assert worst == ["32 nodes x 8 H100, RoCE, AllGather 2 GiB"]
+    big = [r for r in rows if r["nbytes"] >= 2**28]
+    assert max(abs(r["error_%"]) for r in big) <= 15
+    roce = {r["what"]: r["error_%"] for r in rows if r["fabric"] == "roce"}
+    assert abs(roce["32 nodes x 8 H100, RoCE, AllGather 2 GiB"]) <= 15
+    assert abs(roce["4 nodes x 8 H100, RoCE, AllReduce"]) <= 5
     covered = {(r["gpu"], r["fabric"]) for r in rows}
     for gpu in ("A100", "H100", "H200", "H800", "B200", "GB200"):
         assert any(g == gpu for g, _ in covered), gpu

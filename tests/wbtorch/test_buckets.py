@@ -78,3 +78,16 @@ def test_bad_input_is_named_with_the_fix():
         bk.bucket_state({}, b)
     with pytest.raises(bk.BucketError, match="must have 16 elements, got 4; the model's shapes"):
         bk.bucket_state({0: np.zeros(4)}, b)
+
+
+def test_a_parameter_of_alone_bytes_or_more_gets_a_bucket_of_its_own():
+    # head (2080 elements), fc (4096) and emb (2080) reach 2000 elements: each alone, at
+    # its place in reverse order; the small ones (fc.b, ln) fill one bucket across them,
+    # numbered when it closes (after emb: its last parameter is ready last)
+    b = bk.plan_buckets(SHAPES, P=1, bucket_bytes=4 * 4500, alone_bytes=4 * 2000)
+    assert [[s.name for s in x.slots] for x in b] == [["head"], ["fc"], ["emb"], ["fc.b", "ln"]]
+    assert [x.index for x in b] == [0, 1, 2, 3]
+    assert all(x.numel == x.used and x.slots[0].offset == 0 for x in b[:3])
+    assert b[3].slots[1].offset == 128
+    # without the rule the plan is the one above
+    assert len(bk.plan_buckets(SHAPES, P=1, bucket_bytes=4 * 4500)) == 3

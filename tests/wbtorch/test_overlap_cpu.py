@@ -114,14 +114,17 @@ def test_buckets_launch_during_backward_in_reverse_parameter_order(fake):
     opt.step()
     assert opt.launch_order == [0, 1, 2, 3, 4, 5]
     assert [r.bound.runs for r in opt.runs] == [1] * 6  # step() ran none again
-    # each bucket: the side stream waits for torch's stream, then runs the bucket on it;
-    # the step ends with torch's stream joining the side stream
+    # each bucket: the side stream waits for torch's stream, then runs the bucket on it
+    # (P = 1, generated kernels: straight onto the side stream, no switch of torch's current
+    # stream; the shared step scalar is filled there once, before the first bucket); the
+    # step ends with torch's stream joining the side stream
     ids = {id(r.bound): k for k, r in enumerate(opt.runs)}
     runs = [(i, ids[e[1]]) for i, e in enumerate(log) if isinstance(e, tuple)]
     assert [k for _, k in runs] == [0, 1, 2, 3, 4, 5]
+    assert log[:runs[0][0]] == ["enter", "exit", "wait"]
     for i, _ in runs:
-        assert log[i - 2:i] == ["wait", "enter"] and log[i + 1] == "exit"
-    assert log[-1] == "join"
+        assert log[i - 1] == "wait"
+    assert log.count("enter") == 1 and log[-1] == "join"
 
 
 def test_every_bucket_runs_once_a_step_with_gradient_accumulation(fake):
@@ -221,3 +224,52 @@ def test_zero_at_two_ranks_holds_half_the_state(monkeypatch):
     assert mems["fuse-rs-c-ag"] == {"weights": 4 * n, "grads": 4 * n, "state": 4 * n,
                                     "state_whole": 8 * n, "state_saved": 4 * n}
     assert mems["rs-c-ag"]["state"] == mems["rs-c-ag"]["state_whole"] == 8 * n
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_lent_gradients_are_read_in_place_and_train_the_same(fake, monkeypatch, overlap):
+    """P = 1 (design note 82): a parameter of LEND_ALONE_BYTES or more is a bucket of its own
+    whose plan reads torch's .grad tensor where backward left it (no copy into the bucket);
+    training equals the optimizer that copies every gradient, with accumulation, .grad set to
+    None and zeroed in place."""
+    monkeypatch.setattr(wopt, "LEND_ALONE_BYTES", 4 * 200)
+    net, twin = _twins()
+    opt = _opt(net, overlap, bucket_bytes=4 * 1000)
+    ref = _opt(twin, overlap, bucket_bytes=4 * 1000, lend_grads=False)
+    params = list(net.parameters())
+    lenders = [r for r in opt.runs if r.lends]
+    # the weight of 240 elements; the one of 900 is alone too but padded to 904 (a multiple
+    # of 8), so its plan cannot read the 900-element .grad: copied, as the small ones are
+    assert [r.bucket.slots[0].index for r in lenders] == [0]
+    assert any(r.bucket.slots[0].index == 2 and len(r.bucket.slots) == 1 for r in opt.runs)
+    assert not any(r.lends for r in ref.runs)
+    batches = _batches(6)
+    _train(net, opt, batches, micro=2)
+    _train(twin, ref, batches, micro=2)
+    _same(net, twin)
+    assert opt.rebinds >= 1 and ref.rebinds == 0
+    _forward(net, batches[0]).backward()
+    opt.step()
+    for r in lenders:
+        p = params[r.bucket.slots[0].index]
+        assert p.grad.data_ptr() == r.g.data_ptr() != r.own_g.data_ptr()
+    opt.zero_grad(set_to_none=False)
+    assert all(not p.grad.any() for p in params)
+    opt.zero_grad()
+    opt.zero_grad(set_to_none=False)  # .grad gone: the plan's own buffer, zeroed, is .grad
+    for r in lenders:
+        p = params[r.bucket.slots[0].index]
+        assert p.grad.data_ptr() == r.g.data_ptr() == r.own_g.data_ptr()
+        assert not p.grad.any()
+
+
+def test_lending_gradients_needs_one_rank(monkeypatch):
+    class Pair(base.FakeGpu):
+        P = 2
+
+    monkeypatch.setattr(wopt, "_make_gpu", lambda group: Pair())
+    monkeypatch.setattr(wopt, "_GPUS", {})
+    monkeypatch.setattr(wopt, "_bind", base.FakeBound)
+    net, _ = _twins()
+    with pytest.raises(ProgramRoleError, match="lend_grads=True must run at P = 1 .* got P = 2"):
+        _opt(net, False, lend_grads=True)

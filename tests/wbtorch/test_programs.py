@@ -43,11 +43,20 @@ def test_roles_of_the_studies(spec, state, scalars):
         check_in_place(program, lower(program, 2).locs)
 
 
-def test_a_mixed_program_is_refused_with_why():
-    pf = load(str(ROOT / "studies/adam.py:mixed"))
-    program = pick_schedule(pf, "fuse-rs-c-ag")
-    with pytest.raises(ProgramRoleError, match="output w16 must update an input in place"):
-        check_in_place(program, lower(program, 2).locs)
+@pytest.mark.parametrize("spec", ["studies/adam.py:mixed", "examples/adam_bf16.py"])
+def test_a_mixed_program_names_its_low_precision_weights(spec):
+    """The fp16 (bf16) copy of the weights is the one output that is no Update of an input:
+    the model's parameters (design note 83); without `low` it is refused with why."""
+    pf = load(str(ROOT / spec))
+    dtype = "f16" if spec.endswith("mixed") else "bf16"
+    for name in ["unscheduled", "fuse-rs-c-ag"]:
+        program = pick_schedule(pf, name)
+        r = roles(program)
+        assert (r.grad_dtype, r.low, r.state) == (dtype, "w16", ("m", "v"))
+        assert r.weights_sliced == (name == "fuse-rs-c-ag")  # fp32 master kept sliced
+        check_in_place(program, lower(program, 2).locs, r.low)
+        with pytest.raises(ProgramRoleError, match="output w16 must update an input in place"):
+            check_in_place(program, lower(program, 2).locs)
 
 
 def test_a_schedule_the_program_does_not_have():

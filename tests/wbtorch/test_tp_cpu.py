@@ -148,3 +148,33 @@ def test_two_ranks_gather_the_input_gradient(monkeypatch, compiled):
     wx, wr = torch.autograd.grad(ref, [xr, rr], g)
     torch.testing.assert_close(gx, wx, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(gr, wr)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_auto_at_one_rank_is_traced_torch_code(monkeypatch, compiled):
+    """P = 1, schedule 'auto': nothing to all-reduce, so the layer is x @ W + b + residual in
+    torch ops (the compiler fuses the epilogue as it does nn.Linear's; design note 83): the
+    custom op never runs, no schedule is chosen, and values and gradients are nn.Linear's."""
+    from wbtorch import tp
+    from wbtorch.tp import RowParallelLinear
+
+    def refuse(*args):
+        raise AssertionError("the custom op must not run at P = 1 with schedule 'auto'")
+
+    monkeypatch.setattr(tp, "row_parallel_forward", refuse)
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 16)
+    layer = RowParallelLinear.from_linear(lin)
+    assert layer.direct
+    fn = torch.compile(layer, fullgraph=True, backend="aot_eager") if compiled else layer
+    x = torch.randn(2, 8, 16, requires_grad=True)
+    r = torch.randn(2, 8, 16, requires_grad=True)
+    out = fn(x, r)
+    ref = lin(x) + r
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [x, r, layer.weight, layer.bias], g)
+    want = torch.autograd.grad(ref, [x, r, lin.weight, lin.bias], g)
+    for a, b in zip(grads, [want[0], want[1], want[2].t(), want[3]]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert layer.choice == {}

@@ -41,3 +41,18 @@ def test_ratios_are_against_the_fastest_torch_run_of_the_same_model(tmp_path, ca
     assert rows[3].endswith("| 0.86x |")
     assert s.main([str(tmp_path / "none")]) == 2
     assert "results must hold train_gpt.py JSON files" in capsys.readouterr().err
+
+
+def test_bf16_runs_are_compared_with_the_fastest_bf16_torch_run(tmp_path):
+    s = _summary()
+    runs = [_run("torch", "torch plain, compile model", 27.0),
+            {**_run("torch", "torch plain, compile model, bf16", 20.0), "precision": "bf16"},
+            {**_run("workbench", "workbench, compile model, bf16-params", 16.0),
+             "precision": "bf16-params"}]
+    for i, r in enumerate(runs):
+        (tmp_path / f"{i}.json").write_text(json.dumps(r))
+    s.main([str(tmp_path), "--out", str(tmp_path / "t.md")])
+    rows = (tmp_path / "t.md").read_text().splitlines()[2:]
+    # the fp32 run is its own group; the bf16-params workbench run is against torch's AMP
+    assert [(r.split(" | ")[0].split(", ")[-1], r[-7:]) for r in rows] == [
+        ("bf16)", "1.00x |"), ("bf16)", "1.25x |"), ("fp32)", "1.00x |")]

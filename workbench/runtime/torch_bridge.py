@@ -229,14 +229,15 @@ class BoundPlan:
     def rebind(self, tensors: dict) -> None:
         """Point input buffers at torch tensors' memory instead of the plan's own (zero copy
         for activations and parameters that torch owns): {input name: contiguous tensor of
-        the buffer's dtype and size}. Only buffers that no other rank maps (not `peer`) can
-        move; the plan's launches are prepared again when an address changed."""
-        changed = False
+        the buffer's dtype and size}. Only buffers that no other rank maps (not `peer`, or
+        any buffer at P = 1) can move; the plan's launches are prepared again when an address
+        changed."""
+        moved: dict[int, int] = {}  # old address -> new
         run = self.run_
         for name, t in tensors.items():
             loc = self.plan.locs[name]
             spec = next(b for b in self.plan.buffers if b.name == loc.buffer)
-            if spec.peer:
+            if spec.peer and self.run_.P > 1:
                 raise RuntimeFault(f"input '{name}' must be in a buffer no peer maps to be "
                                    f"rebound to a torch tensor, got peer buffer {spec.name}; "
                                    "copy into BoundPlan.view(name) instead")
@@ -250,11 +251,28 @@ class BoundPlan:
                                    f"{t.is_contiguous()}); pass .contiguous() of that shape")
             ptr = t.data_ptr()
             if run.ptr[loc.buffer] != ptr:
+                moved[run.ptr[loc.buffer]] = ptr
                 run.ptr[loc.buffer] = ptr
                 self._views.pop(name, None)
-                changed = True
-        if changed:
+        if moved:
+            self._relocate(moved)
+
+    def _relocate(self, moved: dict[int, int]) -> None:
+        """Point the prepared launches at moved buffers: a kernel's buffer arguments are the
+        buffers' first addresses, so each one that was an old address becomes the new one (a
+        few microseconds; preparing again renders every kernel's source, about a millisecond
+        each, which a training step that rebinds a gradient per bucket cannot pay: GPU run
+        33). A plan with other kinds of steps is prepared again."""
+        import numpy as np
+
+        run = self.run_
+        if not all(isinstance(i, KernelLaunch) for i in run.launches):
             run.launches = [run.prepare(s) for s in run.steps]
+            return
+        for item in run.launches:
+            for j, param in enumerate(item.step.spec.params):
+                if param.kind in ("buf", "peer") and int(item.args[j]) in moved:
+                    item.args[j] = np.uintp(moved[int(item.args[j])])
 
     def run(self, side: SideStream | None = None) -> None:
         """Enqueue one execution of the schedule after torch's current stream's work; with
