@@ -25,8 +25,9 @@ from codegen.spec import Assign, KernelSpec, Load, NormAcc, Param, Push, Store, 
 from workbench import ir
 from workbench.types import Sliced, TensorType
 
-# What a fused kernel accumulates for ReduceTensor(op, x), by op (Prod stays unfused).
-REDUCE_TENSOR_ACC = {ir.ReduceOp.Sum: "sum", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min"}
+# What a fused kernel accumulates for ReduceTensor(op, x), by op (f64 partials per block).
+REDUCE_TENSOR_ACC = {ir.ReduceOp.Sum: "sum", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min",
+                     ir.ReduceOp.Prod: "prod"}
 
 
 class KernelBuilder:
@@ -66,6 +67,11 @@ class KernelBuilder:
         self.pushes: list[Push] = []
         self.norms: list[NormAcc] = []
         self.pending: list[tuple[str, str, bool]] = []  # (norm, partials buffer, cross-rank)
+        # How tensors are read where the usual rule does not hold (None: the usual rule): the
+        # computation before a fused ReduceScatter reads them whole (codegen.lower_prologue),
+        # before a fused AllToAll from their source rank (codegen.lower_alltoall).
+        # (name, type, location, C type) -> Load.
+        self.read_hook = None
 
     # -- parameters
 
@@ -130,6 +136,11 @@ class KernelBuilder:
             raise fault(f"{self.what}: value '{name}' must be in memory or computed in this "
                         "kernel, got neither")
         ctype = c_type_of(t)
+        if self.read_hook is not None and t.rank:
+            var = f"q_{c_ident(name)}"
+            if var not in self.loads:
+                self.loads[var] = self.read_hook(var, name, t, loc, ctype)
+            return var, True
         if t.rank == 0:
             var = f"s_{c_ident(name)}"
             if var not in self.scalars:
@@ -362,14 +373,11 @@ class KernelBuilder:
 
     def norm(self, leaf: ir.Stmt) -> None:
         """First phase of Norm(x) or ReduceTensor(op, x) in this kernel: per-block f64 partials
-        (sums of squares; sums, maxima or minima) of x into a partials buffer; the value exists
-        only after a finishing step (finish_step), across ranks when x is Sliced."""
+        (sums of squares; sums, products, maxima or minima) of x into a partials buffer; the
+        value exists only after a finishing step (finish_step), across ranks when x is Sliced."""
         out, x = leaf.out, leaf.op.x
         what = f"statement {out.name} ({leaf.op})"
-        acc = "norm" if isinstance(leaf.op, ir.Norm) else REDUCE_TENSOR_ACC.get(leaf.op.op)
-        if acc is None:
-            raise fault(f"{what}: a reduction in a fused kernel must be Sum, Max or Min, got "
-                        f"{leaf.op.op}; leave it out of the fusion")
+        acc = "norm" if isinstance(leaf.op, ir.Norm) else REDUCE_TENSOR_ACC[leaf.op.op]
         self._unchunked(f"the reduction {out.name}")
         if not ir.proven_equal(self.pl.local_numel(x), self.extent):
             raise fault(f"{what}: a norm in a kernel must cover the kernel's domain of "
@@ -387,6 +395,10 @@ class KernelBuilder:
 
     def vec_types(self) -> list[str]:
         """C types of the per-element loads and stores (they set the vector width)."""
-        return ([ld.c_type for ld in self.loads.values() if ld.mode in ("contig", "reduce")]
-                + [s.c_type for s in self.stores])
+        pushed = [c for p in self.pushes if hasattr(p, "assigns")
+                  for c in (p.c_type, *(ld.c_type for ld in p.loads),
+                            *(st.c_type for st in p.stores))]
+        return ([ld.c_type for ld in self.loads.values()
+                 if ld.mode in ("contig", "reduce", "exchange")]
+                + [s.c_type for s in self.stores] + pushed)
 

@@ -30,6 +30,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from codegen.lower_alltoall import alltoall_kernel_step
 from codegen.lower_collective import fused_collective_steps
 from codegen.lower_copy_engines import copy_engine_step
 from codegen.lower_elementwise import elementwise_kernel, slice_loc
@@ -107,6 +108,8 @@ def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     if op.kind in ("allreduce", "reducescatter", "allgather", "reduce", "broadcast",
                    "reducebroadcast"):
         return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.opts))
+    if op.kind == "alltoall":  # a peer-memory AllToAll with its computation (lower_alltoall)
+        return ctx.here([alltoall_kernel_step(ctx.pl, stmt, first, ctx.opts)])
     if op.kind == "send":
         return send_steps(ctx.pl, stmt, first, ctx.opts)
     if op.kind == "matmul":

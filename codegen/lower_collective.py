@@ -12,12 +12,14 @@ import sympy
 from codegen.kernel_builder import KernelBuilder
 from codegen.lower_elementwise import phases_after, slice_loc
 from codegen.lower_norm import finish_step
+from codegen.lower_prologue import prologue_reduce_scatter
 from codegen.plan import CHUNK, MAX_BLOCKS, RANK, KernelStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of
 from codegen.spec import Load, Param, Push, Store, mangle
 from workbench import ir
 from workbench.options import CodegenOptions
 from workbench.types import Sliced
+from workbench.verify import prologue_length
 
 
 def fused_phases(leaves: list[ir.Stmt]) -> list[int]:
@@ -68,13 +70,20 @@ def collective_kernel(pl: Planner, stmt: ir.Stmt, part, opts: CodegenOptions,
     lead = leaves[0]
     domain = (pl.types[lead.op.x] if isinstance(lead.op, (ir.Norm, ir.ReduceTensor))
               else lead.out.type)
+    # Computation before the ReduceScatter (lower_prologue): the kernel walks the reduced slice.
+    n_pro = prologue_length(leaves)
+    if n_pro:
+        domain = leaves[n_pro].out.type
     rooted = [leaf.op.root for leaf in leaves if isinstance(leaf.op, (ir.Reduce, ir.Broadcast))]
     collective = any(isinstance(leaf.op, (ir.ReduceScatter, ir.AllGather)) for leaf in leaves)
     if collective and not (isinstance(domain.layout, Sliced) and domain.layout.dim == 0):
         raise fault(f"{what}: a fused collective must compute on dim-0 slices, got "
                     f"{domain.layout}")
     kb = KernelBuilder(pl, domain, what, chunks, chunked_slices)
-    for index, leaf in part:
+    if n_pro:
+        kb._unchunked("computation before its ReduceScatter")
+        prologue_reduce_scatter(kb, part[:n_pro], part[n_pro])
+    for index, leaf in part[n_pro + (1 if n_pro else 0):]:
         lop = leaf.op
         if isinstance(lop, ir.ReduceScatter):
             if lop.dim != 0:

@@ -29,6 +29,9 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int,
     - matmul-reducescatter / allgather-matmul: one OverlapStep whose NCCL side is chunked by
       root (NcclStep.by_root): chunk i is rows of one root's part, reduced onto it or
       broadcast from it, so the MatMul works on contiguous rows;
+    - alltoall-matmul / matmul-alltoall: one OverlapStep whose NCCL side is a rotated exchange
+      (NcclStep.exchange): chunk i on rank r is row chunk (i + r C / P) mod C of the exchanged
+      tensor, its NCCL send/recv pieces, and the GEMM's rows of that chunk;
     - compute-collective: the elementwise kernel per chunk of rows, the NCCL AllReduce,
       Broadcast or Reduce of each chunk as it is done;
     - allreduce-send: an OverlapStep in the source stage (NCCL chunk i, then the fused Send of
@@ -66,6 +69,15 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int,
         gemm = gemm_step(pl, cons, f"statement {cons.name} ({cop})")
         rows, per = chunk_rows(pl, prod.out.type, op.chunks)
         return [(OverlapStep(op.chunks, gather, gemm, stmt.name, rows, per), here)]
+    if form == "alltoall-matmul":  # chunks of the exchanged rows, each rank in its own order
+        exchange = replace(nccl_step(pl, prod, first), exchange="recv")
+        gemm = gemm_step(pl, cons, f"statement {cons.name} ({cop})")
+        rows, per = chunk_rows(pl, prod.out.type, op.chunks)
+        return [(OverlapStep(op.chunks, exchange, gemm, stmt.name, rows, per), here)]
+    if form == "matmul-alltoall":
+        gemm = gemm_step(pl, prod, f"statement {prod.name} ({pop})")
+        exchange = replace(nccl_step(pl, cons, first + n_prod), exchange="send")
+        return [(OverlapStep(op.chunks, gemm, exchange, stmt.name), here)]
     if form == "compute-collective":
         kernel = elementwise_kernel(pl, prod, first, op.chunks)
         consumer = nccl_step(pl, cons, first + n_prod)

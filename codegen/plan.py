@@ -91,6 +91,11 @@ class NcclStep:
     # every chunk is contiguous rows of the whole tensor (row chunks of a plain AllGather
     # would interleave the ranks' parts).
     by_root: bool = False
+    # An all_to_all chunked in an overlap as a rotated exchange (an MoE's dispatch -> GEMM or
+    # GEMM -> combine; workbench.runtime.chunked.exchange_pieces): rank r takes the row chunks
+    # of its receiving (dispatch) or sending (combine) side in the order (i + r C / P) mod C,
+    # and step i is NCCL send/recv pieces of those rows, so every step loads every link.
+    exchange: str = ""  # "", or the side whose chunk order is rotated: "recv" or "send"
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,16 @@ class Store:
     offset: str = "0LL"
     peers: tuple[str, ...] = ()
     skip_self: bool = False
+    # An AllToAll by peer stores (design note 79): element e of block s goes to rank s's copy
+    # `peers[s]` at rank * block + e - s * block; `block` is the C text of the block's
+    # elements ("" for every other store).
+    block: str = ""
+
+    def __repr__(self) -> str:
+        # Without a block a store prints as before the field existed (kernel names unchanged).
+        base = (f"Store(var={self.var!r}, c_type={self.c_type!r}, ptr={self.ptr!r}, "
+                f"offset={self.offset!r}, peers={self.peers!r}, skip_self={self.skip_self!r}")
+        return base + (")" if not self.block else f", block={self.block!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,23 @@ class Push:
     c_type: str
     src: str
     peers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ComputedPush:
+    """Phase one of a FusedReduceScatter with computation before it (design note 78): for
+    every rank q, this one included, this rank computes its contribution to q's slice from its
+    own memory (`loads` at ptr + offset + q * n + i, then `assigns`), stores the values the
+    program needs in memory back locally (`stores`, same index), and stores register `var` as
+    c_type into q's staging buffer `peers[q]` at rank * n + i (peer stores of the computed
+    value, in its own dtype: a bf16 cast crosses the links as bf16)."""
+
+    c_type: str
+    var: str
+    peers: tuple[str, ...]
+    loads: tuple[Load, ...]
+    assigns: tuple[Assign, ...]
+    stores: tuple[Store, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +131,7 @@ class NormAcc:
     count: int
     out: str = ""
     # What is accumulated: "norm" (sum of squares, then sqrt), or a ReduceTensor's "sum",
-    # "max" or "min" of the values (finished without sqrt).
+    # "prod", "max" or "min" of the values (finished without sqrt).
     op: str = "norm"
 
     def __repr__(self) -> str:
@@ -236,7 +263,8 @@ class KernelSpec:
     scalars: tuple[Load, ...] = ()
     needs_dropout: bool = False
     unroll: int = 1  # vectors per thread per loop iteration
-    pushes: tuple[Push, ...] = ()  # push mode: phase one of the reduce-scatter
+    # push mode (Push), or computation before the reduce-scatter (ComputedPush): phase one
+    pushes: tuple[Push | ComputedPush, ...] = ()
     elem_bytes: tuple[int, ...] = ()  # element sizes of vector operands (alignment check)
     norms: tuple[NormAcc, ...] = ()  # sums of squares accumulated (or finished) here
     # Launched on one window of its domain at a time (`win_first`, `win_count` parameters):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import sympy
 
 from codegen import plan as cp
+from codegen.spec import ComputedPush
 
 # bytes of each element type, by the C type of kernel operands and the plan's dtype names
 C_BYTES = {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8, "uint32_t": 4, "int": 4}
@@ -112,8 +113,11 @@ def peer_bytes(step: cp.KernelStep, P: int) -> tuple[sympy.Expr, sympy.Expr]:
     pushes = step.spec.pushes
     rs = sum((P * n * C_BYTES.get(x.c_type, 4) for x in pushes or
               [ld for ld in loads if ld.mode == "reduce"]), ZERO)
-    ag = sum((len(st.peers) * n * C_BYTES.get(st.c_type, 4) for st in stores if st.peers),
-             ZERO)
+    # an AllToAll by peer loads or by stores into its blocks' owners (design note 79): one
+    # local tensor's worth, (P - 1) / P of it remote, as the cost model's fused AllToAll
+    rs += sum((n * C_BYTES.get(ld.c_type, 4) for ld in loads if ld.mode == "exchange"), ZERO)
+    ag = sum(((1 if st.block else len(st.peers)) * n * C_BYTES.get(st.c_type, 4)
+              for st in stores if st.peers), ZERO)
     return rs, ag
 
 
@@ -122,6 +126,7 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     n, loads, stores = _kernel_io(step)
     rooted = is_rooted(spec)
     work = StepWork()
+    computed = [p for p in spec.pushes if isinstance(p, ComputedPush)]
     for ld in (*loads, *spec.scalars):
         b = C_BYTES.get(ld.c_type, 4)
         size = n * b
@@ -133,6 +138,10 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
             ref = next((p.ref for p in spec.params if p.name == ld.ptr), "")
             if ref in numel:
                 work += _io(ld.c_type, read=numel[ref] * b)
+        elif ld.mode == "reduce" and computed:  # the P parts of the local staging buffer
+            work += _io(ld.c_type, read=P * size)
+        elif ld.mode == "exchange":  # an AllToAll by peer loads: P - 1 of P blocks remote
+            work += _io(ld.c_type, read=size, link=(P - 1) * size / P)
         elif ld.mode == "reduce":  # every rank's slice, P - 1 of them remote
             # symmetric (a reduce-scatter): this HBM serves its slice to each of P ranks;
             # rooted (a Reduce): the root's HBM serves its own input, the peers' theirs
@@ -142,6 +151,9 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
             work += _io(ld.c_type, read=size)
     for st in stores:
         size = n * C_BYTES.get(st.c_type, 4)
+        if st.block:  # an AllToAll by peer stores: P - 1 of P blocks remote
+            work += _io(st.c_type, write=size, link=(P - 1) * size / P)
+            continue
         remote = (len(st.peers) - 1) if st.peers else 0
         own = 0 if st.skip_self else 1
         # a rooted store (a Broadcast's) lands in every rank's HBM once, the root's included
@@ -150,11 +162,28 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     if spec.row is not None:  # a row's reduction stored for later: one value per row
         for red in (r for p in spec.row.passes for r in p.reductions if r.ptr):
             work += _io(red.c_type, write=sympy.sympify(step.extent) * C_BYTES.get(red.c_type, 4))
+    for push in computed:  # computation before the reduce-scatter (design note 78)
+        work += _computed_push(push, n, P)
     for push in spec.pushes:  # phase one of push mode: P - 1 slices into the peers' staging
+        if push in computed:
+            continue
         size = n * C_BYTES.get(push.c_type, 4)
         work += _io(push.c_type, read=(P - 1) * size, write=(P - 1) * size,
                     link=(P - 1) * size)
     return work
+
+
+def _computed_push(push: ComputedPush, n, P: int) -> StepWork:
+    """Phase one of a FusedReduceScatter with computation before it: this rank's whole
+    contribution (P slices of n) computed from its loads, the values kept in memory stored,
+    and each slice stored into its owner's staging buffer (P - 1 of them remote)."""
+    work = StepWork()
+    for ld in push.loads:
+        work += _io(ld.c_type, read=P * n * C_BYTES.get(ld.c_type, 4))
+    for st in push.stores:
+        work += _io(st.c_type, write=P * n * C_BYTES.get(st.c_type, 4))
+    pushed = n * C_BYTES.get(push.c_type, 4)
+    return work + _io(push.c_type, write=P * pushed, link=(P - 1) * pushed)
 
 
 def _nccl(step: cp.NcclStep, P: int, numel: dict) -> StepWork:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import sympy
 
 from codegen import plan as cp
+from codegen.spec import ComputedPush
 from codegen.work import DTYPE_BYTES, StepWork, peer_bytes, per_chunk, step_work
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
@@ -116,7 +117,9 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
     whole (P slices of `extent` elements), and its Work."""
     rs, ag = (pc.n(b) for b in peer_bytes(step, pc.plan.P))
     group = pc.group() if (rs or ag) else None
-    return FusedParts(rs, ag, 0, kernel_work(pc, step), group)
+    # computation before a reduce-scatter pushes its values whatever the collective mode
+    pushed = any(isinstance(p, ComputedPush) for p in step.spec.pushes)
+    return FusedParts(rs, ag, 0, kernel_work(pc, step), group, pushed=pushed)
 
 
 def _fused_collective_cost(pc: PlanContext, step: cp.KernelStep, sms=None) -> OpCost:

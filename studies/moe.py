@@ -11,10 +11,12 @@ the router's gate weights scale them.
     out = AllToAll(y) * gate             back to the tokens' ranks, gated
 
 Mixtral 8x7B's sizes: H = 4096, F = 14336, bf16; 8 experts on 8 GPUs (2-8 ranks run it).
-Schedules fuse the SwiGLU into the second GEMM's epilogue kernel (`fuse-swiglu`). What is not
-generated yet (issue 24, item 2): chunks of the AllToAll overlapped with the expert GEMMs
-(`check` refuses that overlap with the forms the backends run) and the peer-memory AllToAll
-kernel inside an NVLink domain; the AllToAll runs as NCCL's.
+Schedules fuse the SwiGLU into the second GEMM's epilogue kernel (`fuse-swiglu`) and overlap
+chunks of the AllToAlls with the expert GEMMs (`overlap-a2a-mm`: the dispatch with the W1 GEMM;
+`overlap-mm-a2a`: the W2 GEMM with the combine; `overlap-both`; design note 79): chunk i of the
+exchanged rows is NCCL send/recv pieces, each rank taking the chunks in its own rotated order,
+so that every step loads every link), and run the combine with the gate as one peer-memory
+AllToAll kernel inside the NVLink domain (`fuse-combine-gate`).
 """
 
 from workbench import *
@@ -25,7 +27,7 @@ F = Size("F")  # expert FFN size
 sizes = {"T": 4096, "H": 4096, "F": 14336}
 
 
-def build(dtype=bfloat16, name="moe"):
+def build(dtype=bfloat16, chunks=4, name="moe"):
     x = Tensor(dtype, [T, H], Local, "x")  # this rank's tokens, grouped by expert
     gate = Tensor(dtype, [T, 1], Local, "gate", range=(0.0, 1.0))  # router weights
     W1 = Tensor(dtype, [H, F], Local, "W1")  # this rank's expert
@@ -45,7 +47,34 @@ def build(dtype=bfloat16, name="moe"):
         """The SwiGLU (silu(h1) * h3) as the epilogue of the W3 GEMM: one kernel fewer."""
         s.fuse(h3, h)
 
-    return program, [fuse_swiglu]
+    @schedule(program)
+    def fuse_combine_gate(s):
+        """The combine and the router's gate as one peer-memory AllToAll kernel inside the
+        NVLink domain: each rank loads its tokens' rows from the experts' ranks over CUDA IPC
+        and gates them before storing (no NCCL, no separate gate kernel)."""
+        s.fuse(back, out)
+
+    @schedule(program)
+    def overlap_a2a_mm(s):
+        """The dispatch's chunks overlapped with the W1 GEMM: chunk i of the exchanged rows is
+        multiplied while chunk i+1 arrives (each rank takes the chunks in its own rotated
+        order, so every step's sends and receives spread over all links)."""
+        s.overlap(d, h1, chunks=chunks)
+
+    @schedule(program)
+    def overlap_mm_a2a(s):
+        """The W2 GEMM overlapped with the combine: rows are sent back as the GEMM finishes
+        them."""
+        s.overlap(y, back, chunks=chunks)
+
+    @schedule(program)
+    def overlap_both(s):
+        """Both overlaps and the SwiGLU in the W3 GEMM's epilogue."""
+        s.overlap(d, h1, chunks=chunks)
+        s.fuse(h3, h)
+        s.overlap(y, back, chunks=chunks)
+
+    return program, [fuse_swiglu, fuse_combine_gate, overlap_a2a_mm, overlap_mm_a2a, overlap_both]
 
 
 program, schedules = build()

@@ -18,6 +18,7 @@ from workbench.ir import (
     AllToAll,
     Broadcast,
     Compute,
+    Dropout,
     Fused,
     MatMul,
     Overlapped,
@@ -28,11 +29,12 @@ from workbench.ir import (
     Send,
     Stmt,
     Update,
+    expr_nodes,
     format_program,
     proven_divisible,
 )
 from workbench.placement import Placement
-from workbench.types import NodeSliced, Sliced, TensorType
+from workbench.types import NodeSliced, Replicated, Sliced, TensorType
 
 _ELEMENTWISE = (Compute, Update)
 
@@ -42,6 +44,10 @@ def fused_kind_of(body) -> str | None:
     ops = [s.op for s in body]
     if len(ops) < 2:
         return None
+    if any(isinstance(o, AllToAll) for o in ops):  # an exchange with computation around it
+        ok = sum(isinstance(o, AllToAll) for o in ops) == 1 and all(
+            isinstance(o, (AllToAll, *_ELEMENTWISE)) for o in ops)
+        return "alltoall" if ok else None
     if isinstance(ops[0], MatMul):  # a GEMM and its elementwise epilogue
         return "matmul" if all(isinstance(o, _ELEMENTWISE) for o in ops[1:]) else None
     head_reduce, ends_broadcast = isinstance(ops[0], Reduce), isinstance(ops[-1], Broadcast)
@@ -58,6 +64,8 @@ def fused_kind_of(body) -> str | None:
         flat = getattr(ops[0], "sub", None) is None  # not a node-level (hierarchical) part
         ok = flat and rows and all(isinstance(o, (*_ELEMENTWISE, ReduceAxis)) for o in rest)
         return "allreduce" if ok else None
+    if prologue_length(body):  # computation before a ReduceScatter (casts, scaling)
+        return "reducescatter"
     head_rs = isinstance(ops[0], ReduceScatter)
     tail = len(ops)
     while tail > 0 and isinstance(ops[tail - 1], AllGather):
@@ -80,6 +88,106 @@ def fused_kind_of(body) -> str | None:
     # Axis reductions join a fused compute region: one row kernel computes a row's statistic
     # and the elementwise statements that read it (RMSNorm, LayerNorm, softmax).
     return "compute" if all(isinstance(o, (*_ELEMENTWISE, ReduceAxis)) for o in ops) else None
+
+
+def prologue_length(body) -> int:
+    """How many statements of a fused body run before its ReduceScatter as a prologue: the
+    pattern `E+ ReduceScatter E*` (E elementwise: Compute, Update), a FusedReduceScatter that
+    computes each rank's contribution and reduce-scatters it in one kernel; 0 otherwise."""
+    ops = [s.op for s in body]
+    first = next((i for i, o in enumerate(ops) if isinstance(o, ReduceScatter)), 0)
+    if first == 0 or not all(isinstance(o, _ELEMENTWISE) for o in ops[:first]):
+        return 0
+    return first if all(isinstance(o, _ELEMENTWISE) for o in ops[first + 1:]) else 0
+
+
+def _check_prologue(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
+    """What a kernel can compute before its ReduceScatter, per element of its contribution
+    (design note 78): each rank computes its whole contribution from its own memory and pushes
+    slice q to rank q, so every prologue statement must be elementwise over the reduced
+    tensor's shape, read tensors of that shape (or scalars) that are not sliced, draw no
+    dropout mask, and feed the ReduceScatter only (its values are per destination, in
+    registers, never read after the reduction)."""
+    n = prologue_length(stmt.op.body)
+    prologue, rs, after = stmt.op.body[:n], stmt.op.body[n], stmt.op.body[n + 1:]
+    names = {p.out.name for p in prologue}
+    if rs.op.x not in names:
+        raise VerifyError(f"{what}: a fused ReduceScatter after computation must reduce a value "
+                          f"that computation makes, got '{rs.op.x}'; fuse the statement that "
+                          "computes it, or fuse only the ReduceScatter and what follows")
+    x = prologue[[p.out.name for p in prologue].index(rs.op.x)].out.type
+    if rs.op.dim != 0:
+        raise VerifyError(f"{what}: a fused ReduceScatter after computation must scatter dim 0 "
+                          f"(contiguous rows), got dim {rs.op.dim}; put the scattered dim first")
+    _check_before(prologue, after, env, x, what, "a ReduceScatter", "scalars",
+                  lambda t: not t.rank, "reduced", "the reduction")
+
+
+def _check_before(before, after, env, x: TensorType, what: str, collective: str,
+                  scalars: str, scalar_ok, shape_name: str, until: str) -> None:
+    """The rules shared by computation fused before a ReduceScatter and before an AllToAll:
+    operands are scalars (`scalar_ok`) or whole, unsliced tensors of the collective's input
+    shape; no dropout mask (a hash of the global index, which the kernel does not walk); no
+    statement after the collective reads a value computed before it."""
+    names = {p.out.name for p in before}
+    for p in before:
+        for name in p.op.operands():
+            t = env[name]
+            ok = scalar_ok(t) if not t.rank else (
+                list(t.shape) == list(x.shape) and not isinstance(t.layout, (Sliced, NodeSliced)))
+            if not ok:
+                raise VerifyError(
+                    f"{what}: computation fused before {collective} must read {scalars} or "
+                    f"whole tensors of the {shape_name} shape {list(x.shape)}, got '{name}' "
+                    f"({t}) in {p.name}; compute it in a kernel of its own")
+        if any(isinstance(e, Dropout) for e in expr_nodes(p.op.expr)):
+            raise VerifyError(f"{what}: computation fused before {collective} must not draw a "
+                              f"dropout mask, got one in {p.name}; apply it after {until} or "
+                              "in a kernel of its own")
+    for a in after:
+        read = names & set(a.op.operands())
+        if read:
+            raise VerifyError(f"{what}: a value computed before a fused {collective.split()[-1]} "
+                              f"must be read only up to {until}, got "
+                              f"'{sorted(read)[0]}' read by {a.name}; compute {a.name} in a "
+                              "kernel of its own")
+
+
+def exchange_pushes(body) -> bool:
+    """Whether a fused AllToAll (kind alltoall) pushes: computation before the exchange and
+    none after it, so each rank computes its own rows and stores each block into its
+    destination (the exchanged value crosses the links in its own dtype: a cast down moves
+    the small type); otherwise each rank pulls its rows from their sources (design note 79)."""
+    k = next(i for i, s in enumerate(body) if isinstance(s.op, AllToAll))
+    return k > 0 and k == len(body) - 1
+
+
+def _check_exchange(stmt: Stmt, env: dict[str, TensorType], what: str) -> None:
+    """What a peer-memory AllToAll kernel (fused kind alltoall, design note 79) can compute
+    around the exchange: each received row is loaded from its source rank, so the computation
+    before the AllToAll runs on the source's rows as they are loaded: it must read scalars
+    (Replicated: the same on every rank) or whole tensors of the exchanged shape, draw no
+    dropout mask, and its values live in registers (read only up to the exchange, never stored:
+    the rows belong to another rank). The exchange is over dim 0 (contiguous blocks)."""
+    body = stmt.op.body
+    k = next(i for i, s in enumerate(body) if isinstance(s.op, AllToAll))
+    before, a2a, after = body[:k], body[k], body[k + 1:]
+    names = {p.out.name for p in before}
+    if a2a.op.dim != 0:
+        raise VerifyError(f"{what}: a fused AllToAll must exchange dim 0 (contiguous blocks), "
+                          f"got dim {a2a.op.dim}; put the exchanged dim first")
+    x = env[a2a.op.x]
+    if before and a2a.op.x not in names:
+        raise VerifyError(f"{what}: the computation fused before an AllToAll must make the "
+                          f"value it exchanges, got '{a2a.op.x}'; fuse only the AllToAll and "
+                          "what follows it")
+    for p in before:
+        if isinstance(p.op, Update):
+            raise VerifyError(f"{what}: computation fused before an AllToAll must compute new "
+                              f"values, got the Update {p.name} (its target stays on its "
+                              f"rank); update in a kernel of its own")
+    _check_before(before, after, env, x, what, "an AllToAll", "Replicated scalars",
+                  lambda t: not t.rank and t.layout == Replicated, "exchanged", "the exchange")
 
 
 def _check_divisible(program: Program, t: TensorType, what: str) -> None:
@@ -114,6 +222,10 @@ def _verify_stmt(program: Program, stmt: Stmt, env: dict[str, TensorType]) -> No
             if fused_kind_of(stmt.op.body) != stmt.op.kind:
                 raise VerifyError(f"{what}: body does not match the pattern of a fused "
                                   f"{stmt.op.kind} kernel (see ir.Fused)")
+            if stmt.op.kind == "alltoall":
+                _check_exchange(stmt, {**env, **{v.name: v.type for v in stmt.outs}}, what)
+            if stmt.op.kind == "reducescatter" and prologue_length(stmt.op.body):
+                _check_prologue(stmt, {**env, **{v.name: v.type for v in stmt.outs}}, what)
         elif (len(stmt.op.body) != 2 and not is_hierarchy_pipeline(stmt.op)) \
                 or stmt.op.chunks < 1:
             raise VerifyError(f"{what}: an overlap must hold a producer and a consumer (or the "
@@ -219,8 +331,8 @@ def fused_span(stmt: Stmt, placement: Placement) -> int | None:
     (intra) collective."""
     spans = []
     for leaf in stmt.op.body:
-        if isinstance(leaf.op, (ReduceScatter, AllGather, AllReduce)):
-            sub = leaf.op.sub
+        if isinstance(leaf.op, (ReduceScatter, AllGather, AllReduce, AllToAll)):
+            sub = getattr(leaf.op, "sub", None)
             spans.append(sub.per_node if sub is not None and sub.axis == "intra"
                          else placement.group_size(leaf.out.type.group))
     known = [s for s in spans if s is not None]
@@ -252,6 +364,13 @@ def check_runnable(stmt: Stmt, placement: Placement) -> None:
         return
     domains = -(-span // placement.gpus_per_node)
     how = ("copy engines" if stmt.op.engine == "copy" else "peer loads and stores over NVLink")
+    if stmt.op.kind == "alltoall":
+        raise NotOnThisCluster(
+            f"a fused alltoall kernel ({how}) must keep its group inside one NVLink domain of "
+            f"{placement.gpus_per_node} GPUs, got a group of {span} GPUs over {domains} nodes "
+            f"of {placement.name} ({_where(stmt)}); across nodes use NCCL's AllToAll (a "
+            f"schedule without this fuse) or expert groups of at most "
+            f"{placement.gpus_per_node} GPUs")
     raise NotOnThisCluster(
         f"a fused {stmt.op.kind} kernel ({how}) must keep its group inside one NVLink domain "
         f"of {placement.gpus_per_node} GPUs, got a group of {span} GPUs over {domains} nodes "

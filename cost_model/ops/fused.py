@@ -22,6 +22,7 @@ from cost_model.ops.context import CostContext, OpCost, is_sliced
 from workbench import ir
 from workbench.errors import NotOnThisCluster, WorkbenchError
 from workbench.types import Group
+from workbench.verify import exchange_pushes
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ class FusedParts:
     engine: str = "sm"  # who moves the bytes (ir.Fused.engine): the kernel, or copy engines
     chunks: int = 1  # pieces per slice when copy engines move them
     algorithm: str = "two-shot"  # a whole AllReduce's algorithm (ir.Fused.algorithm)
+    # Computation before the ReduceScatter (design note 78): the computed contribution is
+    # pushed into the owners' staging buffers (peer stores), whatever the collective mode.
+    pushed: bool = False
 
 
 @dataclass
@@ -53,12 +57,23 @@ class _BodySum:
     extra: Work = field(default_factory=lambda: Work(0, 0, write_bytes=0))  # beyond those
     scalars: list = field(default_factory=list)  # groups of reductions over Sliced inputs
     algorithm: str = "two-shot"  # how a whole AllReduce in the body runs (ir.Fused.algorithm)
+    pushed: bool = False  # the ReduceScatter's input computed in the kernel, pushed (note 78)
+    exchange_push: bool = False  # a fused AllToAll that pushes (verify.exchange_pushes)
 
 
 def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     op = leaf.op
     body.group = comm_group(ctx, op)  # a node-level one: the node's ranks
     body.rs = body.rs + ctx.full_nbytes(op.x)
+    if op.x in {e.out.name for e in body.elementwise}:
+        # Computed before it in this kernel (a cast, a scaling; design note 78): my whole
+        # contribution (S bytes, in its own dtype) is pushed into the owners' staging buffers,
+        # so S bytes land in my staging buffer (the elementwise statements' write of op.x
+        # stands for them), which I read back; I write my slice.
+        body.pushed = True
+        body.extra = body.extra + io_work(ctx, [op.x], [leaf.out.name])
+        body.produced.add(leaf.out.name)
+        return
     # peers load my whole input (S bytes from my HBM in total) and I write my slice
     body.extra = body.extra + io_work(ctx, [op.x], [leaf.out.name])
     body.produced.add(leaf.out.name)
@@ -132,6 +147,28 @@ def _send_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     body.send = body.send + ctx.local_nbytes(op.x)
 
 
+def _alltoall_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
+    """A peer-memory AllToAll (fused kind alltoall, design note 79): every rank loads P - 1 of
+    its P blocks from their sources, which a peer-load reduce-scatter of the exchanged tensor's
+    S bytes prices (the same (P - 1) / P S through each rank's links); the computation before
+    it reads the tensors it loads from HBM once in total (the elementwise statements' reads),
+    and the received value is held in registers."""
+    op = leaf.op
+    body.group = ctx.types[op.x].group
+    producers = {e.out.name for e in body.elementwise}
+    if body.exchange_push:  # computed here, pushed: peer stores of the exchanged value
+        body.ag = body.ag + ctx.local_nbytes(op.x)
+        body.extra = body.extra + io_work(ctx, [], [leaf.out.name])  # peers' stores land here
+        body.produced.add(leaf.out.name)
+        return
+    loaded = ([n for e in body.elementwise for n in ir.expr_refs(e.op.expr)
+               if n not in producers and ctx.types[n].rank] if op.x in producers else [op.x])
+    body.rs = body.rs + sum((ctx.local_nbytes(n) for n in dict.fromkeys(loaded)), 0)
+    if op.x not in producers:
+        body.extra = body.extra + io_work(ctx, [op.x], [])
+    body.produced.add(leaf.out.name)
+
+
 def _elementwise_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     body.elementwise.append(leaf)
 
@@ -152,6 +189,7 @@ def _reduction_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
 FUSED_PART_RULES: dict[type, Callable[[CostContext, _BodySum, ir.Stmt], None]] = {
     ir.ReduceScatter: _reduce_scatter_part,
     ir.AllReduce: _allreduce_part,
+    ir.AllToAll: _alltoall_part,
     ir.Reduce: _reduce_part,
     ir.Broadcast: _broadcast_part,
     ir.AllGather: _all_gather_part,
@@ -170,7 +208,8 @@ is refused, naming it."""
 
 def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     """Split a Fused statement's body into communication and computation."""
-    body = _BodySum(algorithm=getattr(s.op, "algorithm", "two-shot"))
+    body = _BodySum(algorithm=getattr(s.op, "algorithm", "two-shot"),
+                    exchange_push=s.op.kind == "alltoall" and exchange_pushes(s.op.body))
     for leaf in s.op.body:
         rule = FUSED_PART_RULES.get(type(leaf.op))
         if rule is None:
@@ -188,13 +227,13 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
         # rank's result slice once more from HBM.
         share = (ctx.P(group) - 1) / ctx.P(group)
         work = work + Work(share * (2 * rs + ag), 0, write_bytes=share * rs)
-    elif _pushes(ctx, engine, group) and rs:
+    elif _pushes(ctx, engine, group) and rs and not body.pushed:
         # Push mode (CodegenOptions.collective_mode): the peers' slices land in this rank's
         # staging buffer (written to HBM) and are read back to be reduced locally.
         share = (ctx.P(group) - 1) / ctx.P(group)
         work = work + Work(share * rs, 0, write_bytes=share * rs)
     return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks,
-                      body.algorithm)
+                      body.algorithm, body.pushed)
 
 
 def check_one_domain(ctx: CostContext, s: ir.Stmt, group: Group) -> None:
@@ -248,7 +287,7 @@ def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
     if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
         t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
                                  ctx.cluster, ctx.group_size(parts.group), blocks,
-                                 push=_pushes(ctx, parts.engine, parts.group))
+                                 push=parts.pushed or _pushes(ctx, parts.engine, parts.group))
     if parts.send_nbytes:
         t = t + parts.send_nbytes / fused_send_Bps(ctx, parts, blocks)
     return t

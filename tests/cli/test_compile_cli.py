@@ -54,13 +54,13 @@ def test_sources_plans_and_the_manifest(capsys, tmp_path):
 
 
 def test_a_schedule_the_backend_refuses_is_listed_with_its_reason(capsys, tmp_path):
-    spec = f"{ROOT / 'tests/programs/not_generated.py'}:prod_scale"
+    spec = f"{ROOT / 'tests/programs/not_generated.py'}:ring_sgd"
     code, out, _ = run(capsys, spec, "--gpus", "4", "--out", str(tmp_path), "--no-nvcc")
     assert code == 0
-    assert ("fuse-prod: not generated: statement prod (ReduceTensor(Prod, summed_rs)): a "
-            "reduction in a fused kernel must be Sum, Max or Min, got Prod") in out
+    assert ("fuse-ring: not generated: statement g1_rs,w1_s,w1 (FusedAllreduce[NCCL ring]): "
+            "simulated only: needs a fused network collective") in out
     entry = json.loads((tmp_path / "manifest.json").read_text())["schedules"][1]
-    assert entry["status"] == "not generated" and "got Prod" in entry["reason"]
+    assert entry["status"] == "not generated" and "simulated only" in entry["reason"]
     assert not (tmp_path / entry["folder"]).exists()
     assert "1 of 2 schedules generated" in out
 

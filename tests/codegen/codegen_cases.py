@@ -94,6 +94,11 @@ CASES = [
     ("sgd-hier-rs-c-ag-p8x2", "studies/sgd.py", "hier-rs-c-ag:4", 8),
     # issue 24: what the DSL accepted and the backend refused, now generated
     ("amax-cast-fuse-rs-c-ag-p2", "tests/programs/users/amax_cast.py", "fuse-rs-c-ag", 2),
+    ("prod-scale-fuse-rs-c-ag-p2", "tests/programs/users/prod_scale.py", "fuse-rs-c-ag", 2),
+    ("grad-accum-bf16-fuse-cast-rs-p2", "tests/programs/users/grad_accum_bf16.py",
+     "fuse-cast-rs", 2),
+    ("moe-scaled-dispatch-fuse-both-p4", "tests/programs/users/moe_scaled_dispatch.py",
+     "fuse-both", 4),
     ("weight-delta-p2", "tests/programs/users/weight_delta.py", None, 2),
     ("weight-delta-rs-c-ag-p2", "tests/programs/users/weight_delta.py", "rs-c-ag", 2),
     ("parameter-server-overlap-c-bcast-p4", "studies/parameter_server.py", "overlap-c-bcast", 4),

@@ -10,7 +10,7 @@ from conftest import ROOT
 
 from codegen.lower import lower
 from codegen.plan import KernelStep, NcclStep, OverlapStep
-from workbench import autotune
+from workbench import autotune, ir
 from workbench.errors import IllegalTransform
 from workbench.interpreter import assert_equivalent
 from workbench.loader import load
@@ -58,6 +58,26 @@ def test_a_reduce_tensor_inside_a_fused_collective_is_a_cross_rank_max():
     assert acc.op == "max"
     (fin,) = kernels[1].spec.norms
     assert fin.op == "max" and len(fin.partials) == 4  # every rank's partials
+
+
+def test_a_product_inside_a_fused_collective_is_a_cross_rank_product():
+    """ReduceTensor(Prod) in a fused collective (issue 24): per-block f64 products, every
+    rank's partials multiplied in rank order by the finishing kernel (was "not generated")."""
+    pf = _user("prod_scale.py")
+    fused = pf.schedules["fuse-rs-c-ag"].apply()
+    assert_equivalent(pf.program, fused, {"N": 64, "P": 4})
+    plan = lower(fused, 4)
+    kernels = [s for s in plan.steps if isinstance(s, KernelStep)]
+    assert [k.spec.kind for k in kernels] == ["collective", "finish", "elementwise"]
+    (acc,) = kernels[0].spec.norms
+    assert acc.op == "prod"
+    (fin,) = kernels[1].spec.norms
+    assert fin.op == "prod" and len(fin.partials) == 4
+    from codegen.render import render
+
+    source = render(kernels[1].spec)
+    assert "total *= wb::product_partials(" in source and source.count("product_partials") == 4
+    assert "wb::write_block_product(" in render(kernels[0].spec)
 
 
 def test_a_read_after_an_update_keeps_the_old_value():
@@ -189,3 +209,27 @@ def test_an_overlap_with_a_norm_in_its_fused_collective_is_refused_by_check():
     p = Fuse(("ysum_rs", "n", "out_s", "out")).apply(p)
     with pytest.raises(IllegalTransform, match=r"got MatMul then a fused allreduce; "):
         Overlap("y", "ysum_rs", 2).apply(p)
+
+
+@pytest.mark.parametrize("spec", [f for f in FILES if (ROOT / f).exists()])
+def test_copy_engines_on_any_fused_region_lower_or_are_refused(spec):
+    """`s.copy_engines(region)` on every fused region of every named schedule: the transform
+    refuses it (IllegalTransform, with the reason) or the result lowers; never the backend."""
+    from workbench.transforms import CopyEngines
+
+    pf = load(str(ROOT / spec))
+    failed = {}
+    for name, sched in pf.schedules.items():
+        program = sched.apply()
+        for s in program.stmts:
+            if not isinstance(s.op, ir.Fused):
+                continue
+            try:
+                moved = CopyEngines(s.outs[0].name, 2).apply(program)
+            except IllegalTransform:
+                continue
+            try:
+                lower(moved, 2)
+            except Exception as e:  # noqa: BLE001 - the test names whatever was refused
+                failed[f"{name}: {s.name}"] = f"{type(e).__name__}: {e}"
+    assert not failed, failed

@@ -39,9 +39,10 @@ def test_the_tables_hold_op_classes_of_the_ir_only(table):
 
 def test_every_op_a_fused_kernel_may_hold_has_a_fused_part_rule():
     # ir.Fused's table: collective stages (ReduceScatter, AllGather, Send; Reduce and
-    # Broadcast at their root; a whole AllReduce before row computation) around computation
+    # Broadcast at their root; a whole AllReduce before row computation; a peer-memory
+    # AllToAll) around computation
     fusable = {*ir.FUSABLE_COMPUTATION, ir.ReduceScatter, ir.AllGather, ir.Send, ir.Reduce,
-               ir.Broadcast, ir.AllReduce}
+               ir.Broadcast, ir.AllReduce, ir.AllToAll}
     assert set(FUSED_PART_RULES) == fusable
 
 

@@ -48,7 +48,7 @@ class Stmt:
 
 # Fused kernels: what each kind's body must look like, stage by stage (see Fused.infer).
 FUSED_KINDS = ("compute", "allreduce", "reducescatter", "allgather", "send", "matmul",
-               "reduce", "broadcast", "reducebroadcast")
+               "reduce", "broadcast", "reducebroadcast", "alltoall")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,9 @@ class Fused:
     reduce        | Reduce E+                 the root loads every peer's input and computes
     broadcast     | E+ Broadcast              the root computes and stores into every peer
     reducebroadcast | Reduce E* Broadcast     both: a parameter server's step in one kernel
+    alltoall      | E* AllToAll E*            an MoE's exchange by peer loads inside an NVLink
+                  |                           domain, with the computation before it (on the
+                  |                           source's rows) and after it (on the received rows)
 
     "Reduction on slices" is Slice, Norm or ReduceTensor: a norm inside a fused collective
     needs a grid-wide, cross-GPU reduction of one scalar between the kernel's phases.

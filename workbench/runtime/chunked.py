@@ -71,6 +71,68 @@ def by_root_pieces(op: str, src: int, dst: int, count: int, dtype: str, i: int, 
     return pieces
 
 
+def exchange_order(rank: int, chunks: int, P: int) -> list[int]:
+    """The row chunks of a rotated exchange (codegen.plan.NcclStep.exchange) in the order
+    `rank` takes them: it starts at the chunk holding its own block's first row, (i + rank C /
+    P) mod C, so at every step the ranks work on different sources' (or destinations') rows
+    and every link carries a piece."""
+    start = rank * chunks // P
+    return [(start + i) % chunks for i in range(chunks)]
+
+
+def exchange_pieces(side: str, i: int, chunks: int, P: int, rank: int,
+                    count: int) -> list[tuple[str, int, int, int, int]]:
+    """Step i of a rotated exchange of an all_to_all on `count` elements per rank (blocks of
+    count / P: rank r's block s is rank s's block r), as this rank's pieces (kind, peer,
+    src_offset, dst_offset, elements), offsets in elements: "send" to a peer (dst_offset
+    unused), "recv" from one (src_offset unused), or "copy" of this rank's own block.
+
+    side "recv" (dispatch -> GEMM): each rank q receives its chunk exchange_order(q)[i] of the
+    destination rows at step i, from the sources whose blocks the chunk covers; side "send"
+    (GEMM -> combine): each rank q sends its chunk exchange_order(q)[i] of the source rows to
+    the destinations whose blocks it covers. Between a pair of ranks a step holds at most one
+    send and its one matching recv, so NCCL's grouped send/recv match in any order."""
+    if count % P or count % chunks:
+        raise RuntimeFault(f"a rotated exchange of {count} elements per rank must split into "
+                           f"{P} blocks and {chunks} chunks evenly, got a remainder; pick "
+                           f"chunks dividing the rows (s.overlap(..., chunks=...))")
+    block, size = count // P, count // chunks
+
+    def cut(q: int, t: int) -> tuple[int, int] | None:
+        """Rank q's chunk of step i, cut to block t: [a, b) in q's own rows."""
+        j = exchange_order(q, chunks, P)[i]
+        a, b = max(j * size, t * block), min((j + 1) * size, (t + 1) * block)
+        return (a, b) if a < b else None
+
+    pieces = []
+    for peer in range(P):
+        mine, theirs = cut(rank, peer), cut(peer, rank)
+        if side == "recv":  # I receive my chunk's rows of block `peer`; I send `peer` its rows
+            send = theirs and (peer * block + theirs[0] - rank * block, theirs[0], theirs)
+            recv = mine and (rank * block + mine[0] - peer * block, mine[0], mine)
+        else:  # I send my chunk's rows of block `peer`; `peer` sends me its chunk's of mine
+            send = mine and (mine[0], rank * block + mine[0] - peer * block, mine)
+            recv = theirs and (theirs[0], peer * block + theirs[0] - rank * block, theirs)
+        if peer == rank:
+            if send:  # my own block: a device copy, no NCCL
+                pieces.append(("copy", rank, send[0], send[1], send[2][1] - send[2][0]))
+            continue
+        if send:
+            pieces.append(("send", peer, send[0], send[1], send[2][1] - send[2][0]))
+        if recv:
+            pieces.append(("recv", peer, recv[0], recv[1], recv[2][1] - recv[2][0]))
+    return pieces
+
+
+def overlap_order(step: OverlapStep, rank: int, P: int) -> list[int]:
+    """The row chunk of each step of an overlap on `rank`: in order, unless one side is a
+    rotated exchange (an MoE's AllToAll beside a GEMM, NcclStep.exchange), whose steps take
+    the rank's chunks in its own order (exchange_order) and the GEMM with them."""
+    if any(getattr(x, "exchange", "") for x in (step.producer, step.consumer)):
+        return exchange_order(rank, step.chunks, P)
+    return list(range(step.chunks))
+
+
 class OverlapRun:
     """An OverlapStep bound to this rank: producer chunks on one stream, consumer chunks on
     another; consumer chunk i waits for producer chunk i's event only. The producer is a
@@ -94,6 +156,7 @@ class OverlapRun:
         self.rows = gemm.m // step.chunks if isinstance(gemm, Gemm) else 0
         if isinstance(consumer, Gemm):  # AllGather -> MatMul: the GEMM on its own stream
             self.consumer_torch = torch.cuda.ExternalStream(int(self.consumer_stream.handle))
+        self.order = overlap_order(step, run.local, run.P)
 
     def run(self) -> None:
         import torch
@@ -104,16 +167,17 @@ class OverlapRun:
         self.producer_stream.wait_for_event(self.join)
         self.consumer_stream.wait_for_event(self.join)
         for i in range(C):
+            j = self.order[i]  # the rows of step i (i itself unless the exchange rotates)
             if isinstance(self.producer, Gemm):
                 with torch.cuda.stream(self.torch_stream):
-                    self.producer(slice(i * r, (i + 1) * r))
+                    self.producer(slice(j * r, (j + 1) * r))
             else:
                 run.launch_chunk(self.producer, i, C, self.producer_stream)
             self.done[i].record(self.producer_stream)
             self.consumer_stream.wait_for_event(self.done[i])
             if isinstance(self.consumer, Gemm):
                 with torch.cuda.stream(self.consumer_torch):
-                    self.consumer(slice(i * r, (i + 1) * r))
+                    self.consumer(slice(j * r, (j + 1) * r))
             else:
                 run.launch_chunk(self.consumer, i, C, self.consumer_stream)
 

@@ -274,6 +274,23 @@ class Nccl4py:
                                "WB_NCCL=torch")
         method(buf, peer, stream=int(stream))
 
+    def exchange(self, pieces, dtype: str, stream: int = 0) -> None:
+        """One step of a rotated exchange (Gpu.exchange): NCCL's documented pattern for
+        all-to-all pieces, one ncclSend/ncclRecv per piece inside one group call."""
+        start = getattr(self.nccl, "group_start", None)
+        end = getattr(self.nccl, "group_end", None)
+        if start is None or end is None or not hasattr(self.comm, "send"):
+            raise RuntimeFault(f"nccl4py must have group_start/group_end with send/recv for an "
+                               f"overlapped AllToAll, got none in nccl4py "
+                               f"{self.versions().get('nccl4py')}; run with WB_NCCL=torch")
+        start()
+        for kind, peer, src, dst, n in pieces:
+            if kind == "send":
+                self.comm.send(self._buffer(src, n, dtype), peer, stream=int(stream))
+            else:
+                self.comm.recv(self._buffer(dst, n, dtype), peer, stream=int(stream))
+        end()
+
     def _buffer(self, ptr: int, numel: int, dtype: str):
         key = (ptr, numel, dtype)
         if key not in self._views:

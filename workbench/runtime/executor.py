@@ -43,6 +43,7 @@ from workbench.runtime.chunked import (
     OverlapRun,
     by_root_pieces,
     elementwise_grid,
+    exchange_pieces,
     nccl_chunk,
     overlap_blocks,
 )
@@ -246,6 +247,13 @@ class PlanRun:
              chunks: int = 1) -> None:
         """Enqueue a prepared NCCL call, or its part of chunk `chunk` of `chunks`."""
         step, src, dst, count = item.step, item.src, item.dst, item.count
+        if chunk is not None and step.exchange:  # a rotated exchange's step (an MoE overlap)
+            size = ITEMSIZE[step.dtype]
+            pieces = [(kind, peer, src + so * size, dst + do * size, n) for kind, peer, so, do, n
+                      in exchange_pieces(step.exchange, chunk, chunks, self.P, self.local,
+                                         count)]
+            self.gpu.exchange(pieces, step.dtype, stream)
+            return
         if chunk is not None and step.by_root:
             for op, s, d, n, root in by_root_pieces(step.op, src, dst, count, step.dtype, chunk,
                                                     chunks, self.P, self.local):

@@ -280,6 +280,37 @@ class Gpu:
                 first = (self.rank // self.stage_size) * self.stage_size
                 dist.broadcast(d, src=first + root, **group)
 
+    def exchange(self, pieces, dtype: str, stream: int = 0) -> None:
+        """Enqueue one step of a rotated exchange (an MoE overlap's AllToAll chunk,
+        runtime.chunked.exchange_pieces) on `stream`: pieces (kind, peer, src, dst, count) with
+        raw device addresses and peers as ranks of this rank's group; "copy" pieces (its own
+        block) are device copies, sends and receives one NCCL group call (nccl4py where it
+        imports, else torch.distributed's batch_isend_irecv)."""
+        torch = self.torch
+        ctx = (torch.cuda.stream(torch.cuda.ExternalStream(stream)) if stream
+               else _nullcontext())
+        with ctx:
+            for kind, _, src, dst, n in pieces:
+                if kind == "copy" and n:
+                    self._tensor(dst, n, dtype).copy_(self._tensor(src, n, dtype))
+        p2p = [p for p in pieces if p[0] != "copy"]
+        if not p2p:
+            return
+        if self.comm.nccl is not None:
+            nccl = self.group if self.group is not None else self.comm.nccl
+            nccl.exchange(p2p, dtype, stream)
+            return
+        dist = self.dist
+        first = (self.rank // self.stage_size) * self.stage_size  # torch names global ranks
+        group = {"group": self.group} if self.group is not None else {}
+        ops = [dist.P2POp(dist.isend if kind == "send" else dist.irecv,
+                          self._tensor(src if kind == "send" else dst, n, dtype), first + peer,
+                          **group)
+               for kind, peer, src, dst, n in p2p]
+        with ctx:
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()  # the stream waits for NCCL's (no host block)
+
     def p2p(self, op: str, ptr: int, count: int, dtype: str, peer: int, stream: int = 0) -> None:
         """Enqueue one NCCL point-to-point transfer with global rank `peer`: op is send or
         recv; `count` elements of `dtype` at a raw device address (nccl4py's world

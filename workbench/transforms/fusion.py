@@ -12,7 +12,7 @@ from workbench import ir
 from workbench.errors import IllegalTransform
 from workbench.transforms.base import Transform, dead_code_eliminated, plain_stmts, top_index
 from workbench.types import OnRoot
-from workbench.verify import fused_kind_of
+from workbench.verify import fused_kind_of, prologue_length
 
 # Pieces an overlap or a copy-engine region is cut into: far more than any schedule gains from,
 # and it bounds the plan (a million chunks took 2.3 GB to price).
@@ -77,6 +77,8 @@ class Fuse(Transform):
             self._check_epilogue(program, members, who)
         if kind in ("reduce", "broadcast", "reducebroadcast"):
             self._check_rooted(program, members, who)
+        if kind == "alltoall":
+            self._check_exchange(program, members, who)
         self._check_iteration_space(members, who)
         first = min(stmts.index(m) for m in members)
         region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
@@ -160,9 +162,31 @@ class Fuse(Transform):
                     + "; leave it out of the fusion")
 
     @staticmethod
+    def _check_exchange(program, members, who):
+        """Computation fused before an AllToAll runs on the source rank's rows as the receiver
+        loads them (design note 79): its values exist in the receiver's registers only, so
+        nothing outside the kernel may read them."""
+        k = next(i for i, s in enumerate(members) if isinstance(s.op, ir.AllToAll))
+        before = {s.out.name for s in members[:k]}
+        inside = {s.out.name for s in members}
+        for s in program.leaves():
+            if s.out.name not in inside and before & set(s.op.operands()):
+                name = sorted(before & set(s.op.operands()))[0]
+                raise IllegalTransform(f"{who}: a value computed before a fused AllToAll must "
+                                       f"be read only by the kernel, got '{name}' read by "
+                                       f"{s.name}; leave {name} out of the fusion")
+        out = [v.name for v in program.outputs if v.name in before]
+        if out:
+            raise IllegalTransform(f"{who}: a value computed before a fused AllToAll must be "
+                                   f"read only by the kernel, got '{out[0]}' as a program "
+                                   f"output; leave {out[0]} out of the fusion")
+
+    @staticmethod
     def _check_iteration_space(members, who):
         shapes = {}
-        for s in members:
+        # Computation before a ReduceScatter walks the reduced tensor (the verifier checks its
+        # shape, verify._check_prologue); the kernel's space is the reduced slice.
+        for s in members[prologue_length(members):]:
             if isinstance(s.op, (ir.Compute, ir.Update, ir.ReduceScatter, ir.AllGather,
                                  ir.Send)):
                 t = s.out.type
@@ -275,6 +299,11 @@ class CopyEngines(Transform):
             raise IllegalTransform(f"{who}: the statement must be a fused collective "
                                    f"(FusedAllreduce, FusedReducescatter, FusedAllgather), got "
                                    f"{op}; fuse it first (s.fuse)")
+        if prologue_length(op.body):
+            raise IllegalTransform(f"{who}: a fused ReduceScatter with computation before it "
+                                   f"must push its computed values from the SMs, got "
+                                   f"{op.body[0].name} before the ReduceScatter; keep this "
+                                   "region on the SMs (design note 78)")
         # An axis reduction needs whole rows in one kernel (a row kernel), not pieces.
         reductions = [s.name for s in op.body
                       if isinstance(s.op, (ir.Norm, ir.ReduceTensor, ir.ReduceAxis))]
@@ -394,6 +423,10 @@ def overlap_form(prod: ir.Stmt, cons: ir.Stmt) -> str | None:
                             output (a parameter server's update and its Broadcast)
     allreduce-send          AllReduce; a fused Send of what reads it (pipeline)
     send-allgather          a fused Send; an AllGather of what it sent (pipeline)
+    alltoall-matmul         AllToAll over rows; a MatMul of what it exchanged (an MoE's
+                            dispatch and the expert's first GEMM, chunk by chunk)
+    matmul-alltoall         MatMul; an AllToAll of its output over rows (the expert's last
+                            GEMM and the combine)
     """
     pop, cop = prod.op, cons.op
     outs = {v.name for v in prod.outs}
@@ -410,7 +443,12 @@ def overlap_form(prod: ir.Stmt, cons: ir.Stmt) -> str | None:
         if isinstance(cop, ir.ReduceScatter) and cop.x in outs and cop.dim == 0 \
                 and cop.sub is None:
             return "matmul-reducescatter"
+        if isinstance(cop, ir.AllToAll) and cop.x in outs and cop.dim == 0:
+            return "matmul-alltoall"
         return None
+    if isinstance(pop, ir.AllToAll) and pop.dim == 0 and isinstance(cop, ir.MatMul) \
+            and cop.a in outs:
+        return "alltoall-matmul"
     if isinstance(pop, ir.AllGather) and isinstance(cop, ir.MatMul) and cop.a in outs \
             and pop.sub is None:
         return "allgather-matmul"
@@ -429,4 +467,5 @@ OVERLAP_FORMS_TEXT = ("a MatMul then an AllReduce, a fused AllReduce or a Reduce
                       "output; an AllGather then a MatMul of what it gathered; an elementwise "
                       "kernel then an AllReduce, Broadcast or Reduce of its output; an "
                       "AllReduce then a fused Send; a fused Send then an AllGather of what it "
-                      "sent")
+                      "sent; an AllToAll over rows then a MatMul of what it exchanged; a "
+                      "MatMul then an AllToAll of its output over rows")

@@ -84,4 +84,38 @@ __device__ __forceinline__ double extreme_partials(const double* partials, int c
   return block_extreme<Max>(acc);
 }
 
+// The product of `x` over the block, returned to every thread; as block_sum (a ReduceTensor(Prod)
+// in a fused kernel: f64 products, combined in a fixed tree order within the block).
+__device__ __forceinline__ double block_product(double x) {
+  __shared__ double warp_prods[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x *= __shfl_down_sync(0xffffffffu, x, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) warp_prods[warp] = x;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  double total = 1.0;
+  for (int k = 0; k < nwarps; ++k) total *= warp_prods[k];
+  return total;
+}
+
+// End of a streaming kernel's ReduceTensor(Prod): this block's product into partials[blockIdx.x];
+// block 0 fills the entries of blocks this grid does not have with 1 (the identity), so a
+// finisher multiplies `count`.
+__device__ __forceinline__ void write_block_product(double acc, double* partials, int count) {
+  const double total = block_product(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  if (blockIdx.x == 0) {
+    for (int b = gridDim.x + threadIdx.x; b < count; b += blockDim.x) partials[b] = 1.0;
+  }
+}
+
+// The product of `count` partials (one rank's), by one block, returned to every thread.
+__device__ __forceinline__ double product_partials(const double* partials, int count) {
+  double acc = 1.0;
+  for (int b = threadIdx.x; b < count; b += blockDim.x) acc *= partials[b];
+  return block_product(acc);
+}
+
 }  // namespace wb
