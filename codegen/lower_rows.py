@@ -23,6 +23,7 @@ from codegen.lower_elementwise import phases_after, slice_loc
 from codegen.plan import MAX_BLOCKS, KernelStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of, numel_of, result_loc
 from codegen.spec import (
+    THREADS,
     Load,
     Param,
     RowAllReduce,
@@ -64,6 +65,20 @@ ROW_LOADS_IN_FLIGHT = 0
 # ROW_CACHE elements a thread (wb::RowGroup: 128 threads for rows of 4096, 256 for 8192, the
 # whole block for 16384). False: the whole block takes each row.
 ROW_GROUPS = False
+# ROW_CACHE_SHARED: the row cache in shared memory instead of registers (RowPlan.cache_in),
+# where every cached value's longest row (ROW_CACHE x 512 elements) fits ROW_SHARED_BYTES: one
+# f16 or bf16 value, 32 KB a block. Without the cache's registers the launch bound can keep
+# ROW_SHARED_MIN_BLOCKS blocks a SM without spills (nvcc 13: 36-40 registers, no local memory,
+# at bound 3; at bound 4 the one-rank kernels fit 32 registers but P >= 2 and the Lamport
+# kernel's single-element path spill), and a fused collective's grid is that many a SM. Off:
+# measured on one H100 (design note 86) it did not beat the register cache at 8192 x 4096 and
+# lost up to 12 % at T = 128, so occupancy was not what held the row kernels back.
+ROW_CACHE_SHARED = False
+# Static shared memory a block may declare is 48 KB; the block reductions keep a little.
+ROW_SHARED_BYTES = 40 * 1024
+# Bound 3 measured faster than 4 in 23 of the 27 rows timed with both (note 86).
+ROW_SHARED_MIN_BLOCKS = 3
+_C_BYTES = {"__half": 2, "__nv_bfloat16": 2, "float": 4}
 
 
 def load_depth(p: RowPass, steps: int, in_flight: int) -> int:
@@ -78,6 +93,27 @@ def load_depth(p: RowPass, steps: int, in_flight: int) -> int:
     while depth > 1 and depth * per_step > in_flight:
         depth //= 2
     return depth
+
+
+def shared_cache_bytes(plan: RowPlan) -> int | None:
+    """Shared memory a block of `plan` needs for its row cache there: the longest row
+    (plan.cache elements a thread) of every cached value; None when a type has no known size."""
+    types = [t for p in plan.passes for t in p.cached_types]
+    if any(t not in _C_BYTES for t in types):
+        return None
+    return sum(_C_BYTES[t] for t in types) * plan.cache * THREADS
+
+
+def with_shared_cache(plan: RowPlan, collective: bool, on: bool) -> RowPlan:
+    """The plan with its row cache in shared memory (ROW_CACHE_SHARED) when `on`, something is
+    cached and it fits ROW_SHARED_BYTES; the launch bound then keeps ROW_SHARED_MIN_BLOCKS
+    blocks a SM, and a fused collective launches that many a SM. Else the plan unchanged."""
+    size = shared_cache_bytes(plan) if on and plan.cache else None
+    if size is None or size > ROW_SHARED_BYTES:
+        return plan
+    blocks = max(plan.min_blocks, ROW_SHARED_MIN_BLOCKS)
+    return replace(plan, cache_in="shared", min_blocks=blocks,
+                   grid_per_sm=blocks if collective else 0)
 
 
 def row_min_blocks(opts: CodegenOptions, collective: bool) -> int:
@@ -203,6 +239,7 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions
         plan = replace(plan, groups=ROW_GROUPS, passes=tuple(
             replace(p, depth=load_depth(p, plan.cache // spec.vec, ROW_LOADS_IN_FLIGHT))
             for p in plan.passes))
+    plan = with_shared_cache(plan, collective, ROW_CACHE_SHARED)
     spec = mangle(replace(_with_row(spec, plan), allreduce=allreduce, counter=counter))
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, pl.sub(rows), cols)
 

@@ -159,7 +159,7 @@ class RowReduction:
 # Fields of the row records added after kernels were named by their specs: left out of the
 # repr (so of KernelSpec.key and the kernel's name) at their defaults, so that kernels that do
 # not use them keep their names and compiled cubins.
-_ROW_KNOBS = {"depth": 1, "groups": False}
+_ROW_KNOBS = {"depth": 1, "groups": False, "cache_in": "registers", "grid_per_sm": 0}
 
 
 def _row_repr(obj) -> str:
@@ -211,6 +211,14 @@ class RowPlan:
     # Row groups (wb::RowGroup): a block takes several rows at once, each by as few threads
     # as hold it in the row cache (codegen.lower_rows.ROW_GROUPS); off: the whole block.
     groups: bool = False
+    # Where the row cache lives: "registers" (wb::RowCache, K a thread) or "shared" (each
+    # cached value's row in shared memory at its columns, codegen.lower_rows.ROW_CACHE_SHARED:
+    # no registers, so the launch bound keeps 3-4 blocks a SM resident without spills).
+    cache_in: str = "registers"
+    # A fused collective's grid per SM when its launch bound keeps more blocks resident than
+    # the options' collective_blocks_per_sm (every block must be resident: they meet their
+    # peers at barriers); 0: the options' (workbench.runtime.executor).
+    grid_per_sm: int = 0
 
     __repr__ = _row_repr
 

@@ -45,13 +45,27 @@ EPS = 1e-6  # the study's
 
 
 def parse_variant(label: str) -> dict:
-    """'as-is' -> {}; 'loads8-groups' / 'loads4-nogroups' -> the lower_rows knobs to set."""
+    """The codegen.lower_rows knobs a variant label sets: 'as-is' -> {} (the tree's defaults);
+    otherwise '-'-separated parts: 'loads<N>' (ROW_LOADS_IN_FLIGHT), 'groups' / 'nogroups'
+    (ROW_GROUPS), 'regs' (the row cache in registers) or 'shared<B>' (in shared memory, launch
+    bound B blocks a SM: ROW_CACHE_SHARED, ROW_SHARED_MIN_BLOCKS), e.g. 'loads8-groups',
+    'shared4'."""
     if label == "as-is":
         return {}
-    loads, _, groups = label.partition("-")
-    if not loads.startswith("loads") or groups not in ("groups", "nogroups"):
-        raise SystemExit(f"a variant must be as-is or loads<N>-groups|nogroups, got {label!r}")
-    return {"ROW_LOADS_IN_FLIGHT": int(loads[5:]), "ROW_GROUPS": groups == "groups"}
+    knobs: dict = {}
+    for part in label.split("-"):
+        if part.startswith("loads") and part[5:].isdigit():
+            knobs["ROW_LOADS_IN_FLIGHT"] = int(part[5:])
+        elif part in ("groups", "nogroups"):
+            knobs["ROW_GROUPS"] = part == "groups"
+        elif part == "regs":
+            knobs["ROW_CACHE_SHARED"] = False
+        elif part.startswith("shared") and part[6:] in ("1", "2", "3", "4"):
+            knobs.update(ROW_CACHE_SHARED=True, ROW_SHARED_MIN_BLOCKS=int(part[6:]))
+        else:
+            raise SystemExit(f"a variant must be as-is or parts loads<N>, groups, nogroups, "
+                             f"regs, shared<1-4> joined by '-', got {label!r}")
+    return knobs
 
 
 def lowered(program, knobs: dict):
@@ -70,31 +84,34 @@ def lowered(program, knobs: dict):
             setattr(lr, k, v)
 
 
-def programs(dtype: str, schedules: list[str]):
-    """(original program, [(schedule name, scheduled program)]) of the study in `dtype`."""
+def programs(dtype: str, schedules: list[str], study: str = ""):
+    """(original program, [(schedule name, scheduled program)]) of the study in `dtype`, or of
+    `study` (PROGRAM.py:NAME, e.g. studies/rmsnorm.py:residual_bf16) when given."""
     from workbench.loader import load
 
-    pf = load(STUDY + (":bf16" if dtype == "bf16" else ""))
+    pf = load(study or STUDY + (":bf16" if dtype == "bf16" else ""))
     return pf.program, [(n, pf.program if n == "unscheduled" else pf.schedules[n].apply())
                         for n in schedules]
 
 
 def compile_only(args) -> None:
-    """Every kernel of the run (and of every schedule of `--specs`, default knobs) into the
-    cubin cache."""
+    """Every kernel of the run (and of every schedule of `--specs`, each variant's knobs) into
+    the cubin cache."""
     from codegen.render import include_dir
     from workbench.loader import load
     from workbench.runtime.compiler import compile_cubin
 
     jobs = []
     for dt in args.dtypes:
-        _, scheds = programs(dt, args.schedules)
+        _, scheds = programs(dt, args.schedules, args.study)
         jobs += [(f"{dt} {label} {name}", prog, parse_variant(label))
                  for label in args.variants for name, prog in scheds]
-    for spec in args.specs:
+    for spec in args.specs:  # with each variant's knobs (a snippet sets them on the GPU)
         pf = load(spec)
-        jobs += [(f"{spec} unscheduled", pf.program, {})]
-        jobs += [(f"{spec} {n}", s.apply(), {}) for n, s in pf.schedules.items()]
+        for label in args.variants:
+            knobs = parse_variant(label)
+            jobs += [(f"{spec} {label} unscheduled", pf.program, knobs)]
+            jobs += [(f"{spec} {label} {n}", s.apply(), knobs) for n, s in pf.schedules.items()]
     for what, prog, knobs in jobs:
         plan = lowered(prog, knobs)
         for k in plan.kernels():
@@ -118,6 +135,8 @@ def main() -> int:
     ap.add_argument("--schedules", default="fuse-ar-c-oneshot",
                     help="comma-separated schedules of the study")
     ap.add_argument("--variants", nargs="+", default=["as-is"])
+    ap.add_argument("--study", default="",
+                    help="another row program, PROGRAM.py:NAME (checks; --dtypes then labels)")
     ap.add_argument("--torch", action="store_true", help="also torch.compile's epilogue")
     ap.add_argument("--torch-min-T", type=int, default=0,
                     help="torch.compile's epilogue only at T >= this (its compile is slow)")
@@ -165,7 +184,7 @@ def main() -> int:
         nvtx_labels.append(label)
 
     for dt in args.dtypes:
-        original, scheds = programs(dt, args.schedules)
+        original, scheds = programs(dt, args.schedules, args.study)
         for T in args.T:
             for H in args.H:
                 sizes = {"T": T, "H": H, "P": 1}

@@ -26,12 +26,18 @@
 # CUBINS: a carried cubin cache (rows_bandwidth.py --compile-only fills one), copied into
 # WB_CACHE_DIR so that nvcc runs only for what it lacks. Results: $RES, packed as
 # $OUT/results.tgz, and the ncu reports in $OUT.
+#  `occupancy` (one call, ~170 s; design note 86): the row cache in registers (`regs`, the code
+#     before) against the shared-memory row cache at launch bounds 4 and 3 (`shared4`,
+#     `shared3`; lower_rows.ROW_CACHE_SHARED), in one process per part, every kernel checked
+#     first: T = 8192 x H 4096 / 8192 / 16384 beside torch.compile (f16, then bf16 one-shot),
+#     T = 128 (and H = 1001) for lamport, one-shot, two-shot, and the residual row kernels of
+#     studies/rmsnorm.py checked at T = 37; results into $OUT as they come.
 # The knobs (codegen.lower_rows.ROW_LOADS_IN_FLIGHT, ROW_GROUPS) are off by default: `as-is`
 # is the code before them; a variant `loadsN-groups|nogroups` sets them (design note 80).
-#   usage: BEFORE=../llm3-before CUBINS=../llm3-cubins bash benchmarks/gpu/run_rows_bandwidth.sh explore|measure|final
+#   usage: BEFORE=../llm3-before CUBINS=../llm3-cubins bash benchmarks/gpu/run_rows_bandwidth.sh explore|measure|final|occupancy
 set -uo pipefail
 PART=${1:-explore}
-case "$PART" in explore|measure|final) ;; *) echo "usage: $0 explore|measure|final, got $PART"; exit 2;; esac
+case "$PART" in explore|measure|final|occupancy) ;; *) echo "usage: $0 explore|measure|final|occupancy, got $PART"; exit 2;; esac
 source "$(dirname "$0")/env.sh"
 pack_results
 stamp "machine"
@@ -161,5 +167,28 @@ if [ "$PART" = final ]; then
   stamp "check summary (rows whose check is not ok)"
   grep -h -v ",ok" "$RES"/rmsnorm-check-*.csv "$RES"/ar-rmsnorm-time-*.csv 2>/dev/null \
     | grep -v "^spec," | grep -v "(not checked)\|(reference" || echo "every check ok"
+fi
+if [ "$PART" = occupancy ]; then
+  V="${VARIANTS:-regs shared4 shared3}"
+  run() {  # run LIMIT NAME ARGS...: one driver process, its records into $OUT/NAME.json
+    local limit=$1 name=$2; shift 2
+    # shellcheck disable=SC2086
+    timeout "$limit" python3 $DRIVER --warmup 3 --reps 20 --variants $V --out "$OUT/$name.json" \
+      "$@" 2>&1 | tee "$OUT/$name.txt" | grep -v "^ *$"
+  }
+  stamp "T = 8192, f16, one-shot and fuse-rs-c-ag, beside torch.compile"
+  run "${BIG_LIMIT:-70}" big-f16 --dtypes f16 --T 8192 --H 4096 8192 16384 \
+    --schedules fuse-ar-c-oneshot,fuse-rs-c-ag --torch
+  stamp "T = 128 (and H = 1001: single elements), lamport, one-shot, two-shot"
+  run "${SMALL_LIMIT:-40}" small --dtypes f16 bf16 --T 128 --H 1001 4096 8192 16384 \
+    --schedules fuse-ar-c-lamport,fuse-ar-c-oneshot,fuse-ar-c
+  stamp "T = 8192, bf16, one-shot, beside torch.compile"
+  run "${BF16_LIMIT:-35}" big-bf16 --dtypes bf16 --T 8192 --H 4096 8192 16384 \
+    --schedules fuse-ar-c-oneshot --torch
+  stamp "checks: studies/rmsnorm.py residual row kernels, T = 37, H 1001 and 16384"
+  for dt in f16 bf16; do
+    run 12 "residual-$dt" --no-time --dtypes "$dt" --T 37 --H 1001 16384 --schedules fused \
+      --study "studies/rmsnorm.py:residual_$dt"
+  done
 fi
 stamp "done"
