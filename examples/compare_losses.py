@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 FLOOR_RTOL, FLOOR_ATOL = 1e-5, 1e-6  # fp32 rounding of a loss of a few nats, with margin
 FACTOR = 3.0
@@ -104,6 +105,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rtol", type=float, default=1e-3, help="without --noise")
     ap.add_argument("--atol", type=float, default=1e-4, help="without --noise")
     args = ap.parse_args(argv)
+    missing = [p for p in (args.ref, args.run, *args.noise) if not Path(p).is_file()]
+    if missing:
+        print(f"error: loss file {missing[0]} must exist (a JSON of train_gpt.py --out), "
+              f"got no such file; run that variant first (benchmarks/gpu/run_training.sh "
+              f"names each run's file)", file=sys.stderr)
+        return 2
     ref, run = (json.load(open(p)) for p in (args.ref, args.run))
     noise = [json.load(open(p)) for p in args.noise]
     if noise:

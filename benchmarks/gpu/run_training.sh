@@ -127,7 +127,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
     echo "== $name against bf16p, noise: ${P}_${cfg}_bf16p-n" >> "$out16"
     python3 examples/compare_losses.py "$ref16" "$run" --noise "$RES/${P}_${cfg}_bf16p-n.json" \
       >> "$out16" 2>&1
-    [ "$name" = amp ] || check $? "P=$P $cfg losses of $name"  # amp: another recipe, reported
+    local rc=$?  # taken before the test below, whose own status `$?` would be
+    [ "$name" = amp ] || check $rc "P=$P $cfg losses of $name"  # amp: another recipe, reported
   done
   grep -A0 "^==\|^MATCH\|^MISMATCH" "$out" "$out16" | cut -c1-240
 }

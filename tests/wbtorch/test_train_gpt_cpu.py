@@ -165,3 +165,15 @@ def test_compare_losses_states_the_fixed_tolerance():
     ok, text = compare([3.0, 2.5], [3.0, 2.51], rtol=1e-3, atol=1e-4)
     assert not ok and "1 steps outside it: 1 (|diff| 0.01 > 0.0026)" in text
     assert compare([1.0], [1.0, 2.0], 1e-3, 0)[0] is False
+
+
+def test_a_missing_loss_file_is_named_with_exit_2(tmp_path, capsys):
+    """A noise run that was not run (GPU run 34 left bf16p-n out) is one message and exit 2,
+    not a traceback."""
+    main = _example("compare_losses").main
+    ref = tmp_path / "ref.json"
+    ref.write_text('{"losses": [3.0], "choices": [], "optimizer": "torch"}')
+    missing = tmp_path / "1_101m_bf16p-n.json"
+    assert main([str(ref), str(ref), "--noise", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"loss file {missing} must exist" in err and "run that variant first" in err
