@@ -59,6 +59,9 @@ class _BodySum:
     algorithm: str = "two-shot"  # how a whole AllReduce in the body runs (ir.Fused.algorithm)
     pushed: bool = False  # the ReduceScatter's input computed in the kernel, pushed (note 78)
     exchange_push: bool = False  # a fused AllToAll that pushes (verify.exchange_pushes)
+    # values read after the kernel (later statements, the program's outputs): a value the
+    # kernel produces and nothing else reads stays in registers (design note 85)
+    live: frozenset = frozenset()
 
 
 def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
@@ -74,8 +77,10 @@ def _reduce_scatter_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> Non
         body.extra = body.extra + io_work(ctx, [op.x], [leaf.out.name])
         body.produced.add(leaf.out.name)
         return
-    # peers load my whole input (S bytes from my HBM in total) and I write my slice
-    body.extra = body.extra + io_work(ctx, [op.x], [leaf.out.name])
+    # peers load my whole input (S bytes from my HBM in total); I write my reduced slice only
+    # if something after the kernel reads it (Adam's update consumes it in registers)
+    written = [leaf.out.name] if leaf.out.name in body.live else []
+    body.extra = body.extra + io_work(ctx, [op.x], written)
     body.produced.add(leaf.out.name)
 
 
@@ -119,8 +124,15 @@ def _all_gather_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     op = leaf.op
     body.group = comm_group(ctx, op)
     body.ag = body.ag + ctx.full_nbytes(leaf.out.name)
-    # peers store their slices into my HBM: the whole gathered buffer is written
-    body.extra = body.extra + io_work(ctx, [], [leaf.out.name])
+    # peers store their slices into my HBM: the whole gathered buffer is written, but for
+    # this rank's own slice when the kernel computed it: its producer's store is that slice's
+    # (the generated kernel stores w1_s once, into w; GPU run 30, design note 85)
+    gathered = io_work(ctx, [], [leaf.out.name])
+    if op.x in {e.out.name for e in body.elementwise}:
+        P = ctx.P(body.group)
+        gathered = Work(gathered.hbm_bytes * (P - 1) / P, 0,
+                        write_bytes=gathered.write_bytes * (P - 1) / P)
+    body.extra = body.extra + gathered
 
 
 def _reduce_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
@@ -208,13 +220,16 @@ is refused, naming it."""
 
 def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     """Split a Fused statement's body into communication and computation."""
-    body = _BodySum(algorithm=getattr(s.op, "algorithm", "two-shot"),
-                    exchange_push=s.op.kind == "alltoall" and exchange_pushes(s.op.body))
-    for leaf in s.op.body:
-        rule = FUSED_PART_RULES.get(type(leaf.op))
+    rules = [(leaf, FUSED_PART_RULES.get(type(leaf.op))) for leaf in s.op.body]
+    for leaf, rule in rules:
         if rule is None:
             raise WorkbenchError(f"fused {s.op.kind} body must hold collectives and elementwise "
                                  f"statements only, got {type(leaf.op).__name__}")
+    live = frozenset({n for t in ctx.program.stmts if t is not s for n in t.op.operands()}
+                     | {v.name for v in ctx.program.outputs})
+    body = _BodySum(algorithm=getattr(s.op, "algorithm", "two-shot"), live=live,
+                    exchange_push=s.op.kind == "alltoall" and exchange_pushes(s.op.body))
+    for leaf, rule in rules:
         rule(ctx, body, leaf)
     rs, ag, send, group = body.rs, body.ag, body.send, body.group
     engine, chunks = s.op.engine, s.op.chunks

@@ -37,6 +37,9 @@ LAZY_COMMANDS = {
                   "candidate."),
     "simulate": ("workbench.cli.simulate:simulate",
                  "Predict each schedule's time on a modelled cluster (no GPU needed)."),
+    "simulate-step": ("workbench.cli.simulate_step:simulate_step_command",
+                      "Predict a training step of the example GPT per phase, for torch (DDP + "
+                      "fused AdamW) and the workbench's optimizer (no GPU needed)."),
     "sweep": ("workbench.cli.sweep:main",
               "Run the CoCoNet study sweeps: predict, fold measured results, compare per step."),
 }

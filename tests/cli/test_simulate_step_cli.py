@@ -1,0 +1,75 @@
+"""`workbench simulate-step`: the table, CSV and JSON, the sweep over nodes, and pinned errors
+(exit 2, one message)."""
+
+import json
+
+import pytest
+
+from workbench.cli.main import main
+
+SMALL = ["--d-model", "256", "--layers", "2", "--heads", "4", "--batch", "2"]
+
+
+def run(capsys, *args):
+    code = main(["simulate-step", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_table_csv_json_and_trace(capsys, tmp_path):
+    csv, js, trace = tmp_path / "s.csv", tmp_path / "s.json", tmp_path / "t.json"
+    code, out, _ = run(capsys, *SMALL, "--hardware", "dgx-h100", "--nodes", "1", "--nodes", "2",
+                       "--csv", str(csv), "--json", str(js), "--trace", str(trace))
+    assert code == 0, out
+    assert "torch DDP + AdamW(fused)" in out and "workbench in backward" in out
+    rows = json.loads(js.read_text())["rows"]
+    assert [(r["nodes"], r["P"]) for r in rows] == [(1, 8)] * 3 + [(2, 16)] * 3
+    for r in rows:
+        parts = r["forward_ms"] + r["backward_ms"] + r["exposed_comm_ms"] + r["optimizer_ms"]
+        assert parts == pytest.approx(r["step_ms"])
+        assert r["step_ms"] == pytest.approx(r["forward_ms"] + r["backward_phase_ms"]
+                                             + r["optimizer_phase_ms"])
+    torch = rows[0]
+    assert torch["side"] == "torch" and torch["x_torch"] == 1
+    assert rows[1]["x_torch"] == pytest.approx(torch["step_ms"] / rows[1]["step_ms"])
+    assert csv.read_text().splitlines()[0].startswith("hardware,nodes,P,params")
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_one_gpu_is_plain_torch_without_communication(capsys, tmp_path):
+    js = tmp_path / "s.json"
+    code, out, _ = run(capsys, *SMALL, "--gpus", "1", "--schedule", "all", "--json", str(js))
+    assert code == 0, out
+    rows = json.loads(js.read_text())["rows"]
+    assert rows[0]["variant"] == "torch plain + AdamW(fused)"
+    assert all(r["exposed_comm_ms"] == 0 for r in rows)
+    # every schedule of studies/adam.py that a backend generates, after and in backward
+    schedules = {r["schedule"] for r in rows[1:]}
+    assert {"unscheduled", "fuse-rs-c-ag", "rs-c-ag-sliced-state"} <= schedules
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--d-model", "100", "--heads", "3"],
+     "d_model must be a multiple of heads, got d_model 100 and heads 3"),
+    (["--layers", "0"], "layers must be a positive integer, got 0"),
+    (["--gpus", "9"], "--gpus must be 1..8 (the GPUs of 1 node(s) of h100x8), got 9"),
+    (["--bucket-mb", "0"], "--bucket-mb must be a number > 0, got 0.0"),
+    (["--nodes", "0"], "--nodes must be a positive integer, got 0"),
+    (["--schedule", "nope"], "--schedule must be one of auto, all, unscheduled, "),
+    (["--gemm-efficiency", "1.5"], "--gemm-efficiency must be in (0, 1], got 1.5"),
+    (["--hardware", "h999"], "hardware preset must be one of"),
+])
+def test_bad_input_exits_2_with_one_message(capsys, args, message):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_autotune_adds_the_searched_schedules_across_nodes(capsys, tmp_path):
+    js = tmp_path / "s.json"
+    code, out, _ = run(capsys, *SMALL, "--hardware", "dgx-h100", "--nodes", "2", "--autotune",
+                       "--schedule", "all", "--json", str(js))
+    assert code == 0, out
+    names = {r["schedule"] for r in json.loads(js.read_text())["rows"]}
+    assert any(n.startswith("auto:hierarchical-split") for n in names)
+    assert "fuse-rs-c-ag" not in names  # one NVLink domain only: not across nodes
