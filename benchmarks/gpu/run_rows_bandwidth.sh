@@ -204,7 +204,7 @@ fi
 if [ "$PART" = rowgrid ]; then
   V="${VARIANTS:-as-is rows}"
   SCH="${SCHEDULES:-fuse-ar-c-oneshot}"
-  SZ="--T 128 8192 --H 4096 8192 16384"
+  SZ="--T 8192 128 --H 4096 8192 16384"  # T = 8192 first: the bandwidth rows
   # One compile thread a process (12 compile at once), the same in the timing process: the
   # setting is part of Inductor's cache key.
   export TORCHINDUCTOR_COMPILE_THREADS=1 TORCHINDUCTOR_FX_GRAPH_CACHE=1
