@@ -122,13 +122,14 @@ def with_shared_cache(plan: RowPlan, collective: bool, on: bool) -> RowPlan:
                    grid_per_sm=blocks if collective else 0)
 
 
-def rows_form(plan: RowPlan) -> RowPlan:
+def rows_form(plan: RowPlan, min_blocks: int = ROWS_MIN_BLOCKS) -> RowPlan:
     """The plan in the "rows" form (one row a block, threads by the row's length): ROWS_CACHE
     elements a thread of each cached value, in registers, under __launch_bounds__(
-    ROWS_MAX_THREADS, ROWS_MIN_BLOCKS); the other shapes' knobs (row groups, loads first, the
-    shared cache) do not apply to it."""
-    return replace(plan, cache=ROWS_CACHE if plan.cache else 0, min_blocks=ROWS_MIN_BLOCKS,
-                   grid="rows")
+    ROWS_MAX_THREADS, min_blocks): 2 (32 registers, 2048 threads a SM) or 1 (64 registers,
+    no spills, 1024 threads a SM: the options' row_min_blocks = 1). The other shapes' knobs
+    (row groups, loads first, the shared cache) do not apply to it."""
+    return replace(plan, cache=ROWS_CACHE if plan.cache else 0,
+                   min_blocks=max(1, min(min_blocks, ROWS_MIN_BLOCKS)), grid="rows")
 
 
 def row_min_blocks(opts: CodegenOptions, collective: bool) -> int:
@@ -251,7 +252,7 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions
     spec = kb.spec("collective" if collective else "rows", "rows.cu.j2", pl.P, extra, comment,
                    kb.vec_types())
     if opts.row_grid == "rows":
-        plan = rows_form(plan)
+        plan = rows_form(plan, opts.row_min_blocks)
     else:
         if plan.cache:
             plan = replace(plan, groups=ROW_GROUPS, passes=tuple(

@@ -49,9 +49,10 @@ def parse_variant(label: str) -> dict:
     otherwise '-'-separated parts: 'loads<N>' (ROW_LOADS_IN_FLIGHT), 'groups' / 'nogroups'
     (ROW_GROUPS), 'regs' (the row cache in registers) or 'shared<B>' (in shared memory, launch
     bound B blocks a SM: ROW_CACHE_SHARED, ROW_SHARED_MIN_BLOCKS), 'rows' (one row a block,
-    threads by the row's length: the codegen option row_grid = "rows", design note 91), e.g.
-    'loads8-groups', 'shared4', 'rows'. Upper-case keys are lower_rows' module knobs, lower-
-    case ones CodegenOptions fields."""
+    threads by the row's length: the codegen option row_grid = "rows", design note 91),
+    'mb<B>' (the option row_min_blocks: 'rows-mb1' is the rows form at 64 registers), e.g.
+    'loads8-groups', 'shared4', 'rows', 'rows-mb1'. Upper-case keys are lower_rows' module
+    knobs, lower-case ones CodegenOptions fields."""
     if label == "as-is":
         return {}
     knobs: dict = {}
@@ -66,9 +67,11 @@ def parse_variant(label: str) -> dict:
             knobs.update(ROW_CACHE_SHARED=True, ROW_SHARED_MIN_BLOCKS=int(part[6:]))
         elif part == "rows":
             knobs["row_grid"] = "rows"
+        elif part.startswith("mb") and part[2:] in ("1", "2", "3", "4"):
+            knobs["row_min_blocks"] = int(part[2:])
         else:
             raise SystemExit(f"a variant must be as-is or parts loads<N>, groups, nogroups, "
-                             f"regs, shared<1-4>, rows joined by '-', got {label!r}")
+                             f"regs, shared<1-4>, rows, mb<1-4> joined by '-', got {label!r}")
     return knobs
 
 

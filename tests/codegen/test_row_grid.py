@@ -65,6 +65,16 @@ def test_the_rows_form_holds_16_elements_a_thread_under_a_1024_thread_bound():
     assert softmax.row.cache == 0 and "__launch_bounds__(1024, 2)" in render(softmax)
 
 
+def test_one_block_a_sm_bound_is_the_rows_form_at_64_registers():
+    mb1 = _row_spec("studies/rmsnorm.py:residual_f16", "fused",
+                    options=CodegenOptions(row_grid="rows", row_min_blocks=1))
+    assert mb1.row.min_blocks == 1 and "__launch_bounds__(1024, 1)" in render(mb1)
+    # 3 or 4 blocks of 1024 threads cannot be resident: the bound stays 2
+    mb4 = _row_spec("studies/rmsnorm.py:residual_f16", "fused",
+                    options=CodegenOptions(row_grid="rows", row_min_blocks=4))
+    assert mb4.row.min_blocks == 2
+
+
 @pytest.mark.parametrize("schedule", ["fuse-ar-c-oneshot", "fuse-ar-c", "fuse-rs-c-ag"])
 def test_one_rank_meets_no_peer_two_ranks_keep_their_barriers(schedule):
     one = render(_row_spec("studies/allreduce_rmsnorm.py", schedule, 1, ROWS))
@@ -97,6 +107,9 @@ def test_a_block_a_row_but_a_resident_grid_where_blocks_meet_peers():
     assert rows_grid(8192, 1024, True, 132) == 264
     assert rows_grid(8192, 256, True, 132) == 1024
     assert rows_grid(128, 512, True, 132) == 128
+    # bound 1 (64 registers): 1024 threads a SM resident
+    assert rows_grid(8192, 1024, True, 132, 1) == 132
+    assert rows_grid(8192, 512, True, 132, 1) == 264
 
 
 def test_the_longest_row_is_what_1024_threads_hold():
@@ -118,7 +131,8 @@ def test_the_benchmark_driver_times_the_form_as_a_variant(monkeypatch):
 
     assert rb.parse_variant("rows") == {"row_grid": "rows"}
     assert rb.parse_variant("as-is") == {}
-    with pytest.raises(SystemExit, match=r"regs, shared<1-4>, rows joined by '-', got 'wide'"):
+    assert rb.parse_variant("rows-mb1") == {"row_grid": "rows", "row_min_blocks": 1}
+    with pytest.raises(SystemExit, match=r"shared<1-4>, rows, mb<1-4> joined by '-', got 'wide'"):
         rb.parse_variant("wide")
     pf = load(str(ROOT / "studies/allreduce_rmsnorm.py"))
     plan = rb.lowered(pf.schedules["fuse-ar-c-oneshot"].apply(), {"row_grid": "rows"})

@@ -87,13 +87,15 @@ def rows_threads(cols: int, cache: int, most: int = ROWS_MAX_THREADS) -> int:
     return threads
 
 
-def rows_grid(rows: int, threads: int, peers: bool, sm_count: int) -> int:
+def rows_grid(rows: int, threads: int, peers: bool, sm_count: int, min_blocks: int = 2) -> int:
     """The grid of a "rows" row kernel: a block a row; a fused collective with peers (P >= 2)
     meets them at barriers or spins on their data, so every block must be resident: at most
-    the 2048 threads a SM its launch bound keeps (32 registers), within the flags' MAX_BLOCKS."""
+    the threads a SM its launch bound keeps (`min_blocks` x ROWS_MAX_THREADS: 2048 at 32
+    registers), within the flags' MAX_BLOCKS."""
     if not peers:
         return max(1, rows)
-    return max(1, min(rows, sm_count * (2048 // threads), MAX_BLOCKS))
+    per_sm = max(1, min_blocks * ROWS_MAX_THREADS // threads)
+    return max(1, min(rows, sm_count * per_sm, MAX_BLOCKS))
 
 
 def collective_grid(spec, blocks_per_sm: int, sm_count: int) -> int:
@@ -507,7 +509,7 @@ def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
     if spec.row is not None and spec.row.grid == "rows":
         threads = rows_threads(run.int_of(step.cols), spec.row.cache)
         grid = rows_grid(extent, threads, spec.kind == "collective" and spec.P > 1,
-                         run.gpu.sm_count)
+                         run.gpu.sm_count, spec.row.min_blocks)
         return KernelLaunch(step, fn, grid, args, epoch_at, seq_at, threads=threads)
     if spec.kind == "collective" or spec.kind == "send" and barrier:
         grid = collective_grid(spec, run.blocks_per_sm, run.gpu.sm_count)
