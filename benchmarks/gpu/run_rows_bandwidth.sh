@@ -32,15 +32,17 @@
 #     first: T = 8192 x H 4096 / 8192 / 16384 beside torch.compile (f16, then bf16 one-shot),
 #     T = 128 (and H = 1001) for lamport, one-shot, two-shot, and the residual row kernels of
 #     studies/rmsnorm.py checked at T = 37; results into $OUT as they come.
-#  `rowgrid` (one call, <= 150 s; design note 91): the "rows" form of the row kernels
-#     (CodegenOptions.row_grid = "rows": one row a block, threads by H, 32 registers; variant
-#     `rows`) against this tree's defaults (`as-is`) and torch.compile's epilogue, at T 128 and
-#     8192 x H 4096 / 8192 / 16384, f16 and bf16, fuse-ar-c-oneshot (VARIANTS, SCHEDULES to
-#     change them): torch.compile's 12 compiles first, in parallel processes (Inductor's disk
-#     caches then serve the timing process), beside nvcc filling the cubin cache; then one
-#     process per dtype checks every kernel against the interpreter and times it eager and
-#     CUDA-graphed; then the checks of the other row kernels in the rows form (T 37 x H 1001,
-#     16384: the single-element path and the longest row). Results into $OUT as they come.
+#  `rowgrid` (one call, <= 150 s; design notes 91, 92): the "rows" form of the row kernels
+#     (CodegenOptions.row_grid = "rows": one row a block, threads by H; variants `rows`, 32
+#     registers, and `rows-mb1`, bound 1: 64 registers, no spills) against this tree's
+#     defaults (`as-is`) and torch.compile's epilogue, at T 8192 and 128 x H 4096 / 8192 /
+#     16384, f16 and bf16, fuse-ar-c-oneshot (VARIANTS, SCHEDULES change them). In parallel
+#     first: torch.compile's 12 compiles (one process each: Inductor's disk caches then serve
+#     the timing process, which autotunes alone), nvcc filling the cubin cache, the checks of
+#     the other row kernels in the rows form (T 37 x H 1001, 16384: single elements and the
+#     longest row); meanwhile the timing process makes every input and reference (CPU), then
+#     checks every kernel against the interpreter and times it eager and CUDA-graphed.
+#     Results into $OUT as they come (T = 8192 first).
 # The knobs (codegen.lower_rows.ROW_LOADS_IN_FLIGHT, ROW_GROUPS) are off by default: `as-is`
 # is the code before them; a variant `loadsN-groups|nogroups` sets them (design note 80).
 #   usage: BEFORE=../llm3-before CUBINS=../llm3-cubins bash benchmarks/gpu/run_rows_bandwidth.sh explore|measure|final|occupancy|rowgrid
@@ -202,7 +204,7 @@ if [ "$PART" = occupancy ]; then
   done
 fi
 if [ "$PART" = rowgrid ]; then
-  V="${VARIANTS:-as-is rows}"
+  V="${VARIANTS:-as-is rows rows-mb1}"
   SCH="${SCHEDULES:-fuse-ar-c-oneshot}"
   SZ="--T 8192 128 --H 4096 8192 16384"  # T = 8192 first: the bandwidth rows
   # One compile thread a process (12 compile at once), the same in the timing process: the
@@ -234,7 +236,7 @@ if [ "$PART" = rowgrid ]; then
   ) &
   stamp "timing process: inputs and references first (CPU), then waits for the above"
   # shellcheck disable=SC2086
-  timeout "${TIME_LIMIT:-130}" python3 $DRIVER --dtypes f16 bf16 $SZ --schedules "$SCH" \
+  timeout "${TIME_LIMIT:-125}" python3 $DRIVER --dtypes f16 bf16 $SZ --schedules "$SCH" \
     --variants $V --torch --warmup 3 --reps 20 --prepare-first --wait-for "$DONE" \
     --out "$OUT/rowgrid.json" 2>&1 | tee "$OUT/rowgrid.txt" \
     | grep -v "^ *$\|Warning\|^\[rank\|destroy_process_group"
