@@ -220,8 +220,10 @@ if [ "$PART" = rowgrid ]; then
     # shellcheck disable=SC2086
     timeout 80 python3 $DRIVER --compile-only --dtypes f16 bf16 $SZ --schedules "$SCH" \
       --variants $V > "$OUT/compile.txt" 2>&1 &
+    port=29541  # each process its own rendezvous port: they run beside the timing process
     for st in residual_f16 residual_bf16 layernorm_f16 softmax_bf16; do
-      timeout 40 python3 $DRIVER --no-time --dtypes "${st#*_}" --T 37 --H 1001 16384 \
+      port=$((port + 1))
+      MASTER_PORT=$port timeout 40 python3 $DRIVER --no-time --dtypes "${st#*_}" --T 37 --H 1001 16384 \
         --schedules fused --variants rows --study "studies/rmsnorm.py:$st" \
         --out "$OUT/check-$st.json" > "$OUT/check-$st.txt" 2>&1
     done
@@ -236,7 +238,7 @@ if [ "$PART" = rowgrid ]; then
   ) &
   stamp "timing process: inputs and references first (CPU), then waits for the above"
   # shellcheck disable=SC2086
-  timeout "${TIME_LIMIT:-125}" python3 $DRIVER --dtypes f16 bf16 $SZ --schedules "$SCH" \
+  MASTER_PORT=29540 timeout "${TIME_LIMIT:-125}" python3 $DRIVER --dtypes f16 bf16 $SZ --schedules "$SCH" \
     --variants $V --torch --warmup 3 --reps 20 --prepare-first --wait-for "$DONE" \
     --out "$OUT/rowgrid.json" 2>&1 | tee "$OUT/rowgrid.txt" \
     | grep -v "^ *$\|Warning\|^\[rank\|destroy_process_group"
