@@ -15,10 +15,13 @@ by the workbench's generated kernels (design notes 53, 63, 64).
   update is one generated kernel of the chosen schedule; --overlap launches each bucket's
   kernel from backward, on a side stream, as soon as its gradients are accumulated; --zero
   keeps the Adam state sliced over the ranks (ZeRO-1).
---compile-scope model|blocks: torch.compile the whole model, or each transformer block (the
-  blocks share one compiled graph; backward then has one autograd node per block, which is
+--compile-scope model|blocks|split: torch.compile the whole model, or each transformer block
+  (the blocks share one compiled graph; backward then has one autograd node per block, which is
   what lets --overlap launch buckets while backward runs: a whole-model graph hands every
-  gradient over at its end).
+  gradient over at its end), or the whole model traced once and its graph split where the
+  parameters reach --split-mb (default: one block's bytes), each piece compiled by inductor
+  (torch's DDPOptimizer, which DDP's compile uses, as a backend: one guard check a step, not
+  one a block, and still one autograd node per piece; design note 93).
 --optimizer workbench --tp: also each block's attention projection + residual add as a
   wbtorch.RowParallelLinear (its forward a schedule of examples/tp_layer.py) over the world.
 
@@ -193,7 +196,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--bucket-mb", type=float, default=25.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
-    ap.add_argument("--compile-scope", choices=["model", "blocks"], default="model")
+    ap.add_argument("--compile-scope", choices=["model", "blocks", "split"], default="model")
+    ap.add_argument("--split-mb", type=float, default=None,
+                    help="(--compile-scope split) parameter MB per graph piece (default: one "
+                         "block's)")
     ap.add_argument("--tp", action="store_true",
                     help="(workbench) each block's attention projection + residual as a "
                          "wbtorch.RowParallelLinear over the world (tensor parallel: every rank "
@@ -234,6 +240,9 @@ def refused(args, world: int | None, cuda: bool) -> str | None:
                 "torch; DDP overlaps by itself")
     if not args.ddp and args.optimizer != "torch":
         return "--no-ddp must run with --optimizer torch (the workbench never wraps in DDP)"
+    if args.compile_scope == "split" and args.optimizer == "torch" and args.ddp:
+        return ("--compile-scope split must run without DDP (--no-ddp or --optimizer "
+                "workbench), got torch DDP, which splits its graph by itself (optimize_ddp)")
     if not args.ddp and world is not None and world > 1:
         return (f"--no-ddp must run at world size 1 (no gradient is averaged without DDP), "
                 f"got {world}; drop it or launch one process")
@@ -298,7 +307,28 @@ def compiled(args, net, model):
         for b in model.blocks:
             b.compile()
         return net
+    if args.compile_scope == "split":
+        return torch.compile(net, backend=split_backend(args, model))
     return torch.compile(net)
+
+
+def split_bytes(args, model) -> int:
+    """Parameter bytes per graph piece of --compile-scope split."""
+    if args.split_mb is not None:
+        return int(args.split_mb * 2**20)
+    return sum(p.numel() * p.element_size() for p in model.blocks[0].parameters())
+
+
+def split_backend(args, model, compiler: str = "inductor"):
+    """inductor over the pieces of the whole-model graph, split as DDP's compile splits it
+    (torch._dynamo's DDPOptimizer: pieces of split_bytes() parameter bytes in backward
+    order), without DDP: backward runs one autograd node per piece, so the gradients of a
+    piece are accumulated (and its buckets launched) while the earlier pieces' backward runs."""
+    from torch._dynamo.backends.distributed import DDPOptimizer
+    from torch._dynamo.backends.registry import lookup_backend
+
+    cap = split_bytes(args, model)
+    return DDPOptimizer(cap, lookup_backend(compiler), first_bucket_cap=cap).compile_fn
 
 
 PHASES = ("forward", "backward", "optimizer", "step")
@@ -309,7 +339,7 @@ def train(args, net, opt, data, device, rank: int):
     host's wall time. Events are read after the last step (no host synchronisation inside
     the loop, as a training loop that does not log every step)."""
     losses = torch.zeros(args.steps, device=device)
-    events = []
+    events, hosts = [], []  # CUDA events per step; the host's clock at the same points
     warm = warmup(args)
     data_rank = 0 if args.tp else rank  # tensor parallel: every rank reads the same batch
     trace = None
@@ -324,17 +354,23 @@ def train(args, net, opt, data, device, rank: int):
             t_warm = time.perf_counter()
         x, y = batch(data, step, data_rank, args.batch, args.block, args.seed, device)
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        h = [time.perf_counter()]
         ev[0].record()
         with torch.autocast("cuda", torch.bfloat16, enabled=args.precision != "fp32"):
             loss = net(x, y)
         ev[1].record()
+        h.append(time.perf_counter())
         loss.backward()
         ev[2].record()
+        h.append(time.perf_counter())
         opt.step()
         ev[3].record()
+        h.append(time.perf_counter())
         opt.zero_grad()
         losses[step] = loss.detach()
+        h.append(time.perf_counter())
         events.append(ev)
+        hosts.append(h)
         if trace is not None and step == warm:
             torch.cuda.synchronize()
             trace.__exit__(None, None, None)
@@ -343,7 +379,7 @@ def train(args, net, opt, data, device, rank: int):
     torch.cuda.synchronize()
     t1 = time.perf_counter()
     host_ms = (t1 - t_warm) * 1e3 / max(1, args.steps - warm)
-    return losses, events, host_ms, t1 - t0
+    return losses, events, hosts, host_ms, t1 - t0
 
 
 def warmup(args) -> int:
@@ -358,6 +394,15 @@ def phase_medians(events, warm: int) -> dict:
     spans = {"forward": (0, 1), "backward": (1, 2), "optimizer": (2, 3), "step": (0, 3)}
     return {k: statistics.median(ev[a].elapsed_time(ev[b]) for ev in events[warm:])
             for k, (a, b) in spans.items()}
+
+
+def host_medians(hosts, warm: int) -> dict:
+    """Median milliseconds the host spent issuing each phase after the warm-up (forward,
+    backward with its hooks, optimizer step, and zero_grad with the loss's bookkeeping):
+    where a phase's host time reaches its GPU time, the GPU waited for the host."""
+    names = ("forward", "backward", "optimizer", "zero_grad")
+    return {k: statistics.median((h[i + 1] - h[i]) * 1e3 for h in hosts[warm:])
+            for i, k in enumerate(names)}
 
 
 def main(argv=None) -> int:
@@ -381,12 +426,13 @@ def main(argv=None) -> int:
     n_params = sum(p.numel() for p in model.parameters())
     net, opt, choices = build_optimizer(args, model, device)
     net = compiled(args, net, model)
-    losses, events, host_ms, wall = train(args, net, opt, data, device, rank)
+    losses, events, hosts, host_ms, wall = train(args, net, opt, data, device, rank)
     # each rank's loss is of its own batch: report the group's mean, as DDP training logs do
     dist.all_reduce(losses)
     losses /= P
     warm = warmup(args)
     phases = phase_medians(events, warm)
+    host_phases = host_medians(hosts, warm)
     if args.tp:
         choices += [f"tp T={t}: {s}" for t, s in model.blocks[0].tp.choice.items()]
     free, total = torch.cuda.mem_get_info()
@@ -401,6 +447,9 @@ def main(argv=None) -> int:
               "losses": losses.cpu().tolist(),
               "phases_ms": phases, "step_ms_median": phases["step"],
               "opt_ms_median": phases["optimizer"], "host_step_ms": host_ms, "wall_s": wall,
+              "host_phases_ms": host_phases, "split_bytes": (split_bytes(args, model)
+                                                             if args.compile_scope == "split"
+                                                             else None),
               "optimizer_memory": wb.memory() if hasattr(wb, "memory") else None,
               "grad_rebinds": getattr(wb, "rebinds", None),
               "buckets": len(getattr(wb, "runs", ())),
@@ -411,7 +460,9 @@ def main(argv=None) -> int:
         print(f"{result['variant']}: P={P} params={n_params} loss {result['losses'][0]:.4f} -> "
               f"{result['losses'][-1]:.4f}; " + ", ".join(f"{k} {v:.3f}" for k, v in
                                                            phases.items())
-              + f" ms; host {host_ms:.3f} ms/step (medians after {warm} steps); "
+              + f" ms; host {host_ms:.3f} ms/step ("
+              + ", ".join(f"{k} {v:.3f}" for k, v in host_phases.items())
+              + f"; medians after {warm} steps); "
               + ", ".join(f"{choices.count(c)} x {c}" for c in dict.fromkeys(choices)))
         if not all(math.isfinite(v) for v in result["losses"]):
             print("losses are not finite", file=sys.stderr)

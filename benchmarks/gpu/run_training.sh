@@ -24,6 +24,14 @@
 #   wb-ovl1  wb-ovl with the fused kernels on 1 block per SM (more SMs left to backward)
 #   wb-tp    wb with --tp (each block's projection a RowParallelLinear; its weights in the
 #            same fused optimizer): at P = 1 it must cost no more than wb
+# The compile scope of the optimizer in backward (design note 93): `split` traces the whole
+# model once and cuts its graph every block's parameter bytes (torch's DDPOptimizer as the
+# backend, without DDP): one guard check a step instead of one per block, one backward node
+# per piece. Its first run compiles the pieces (time limit 80 s above the config's):
+#   wb-ovls  wb-ovl with --compile-scope split
+#   wb-ovls1 wb-ovls with the fused kernels on 1 block per SM
+#   wb-s     wb with --compile-scope split (buckets after backward): the split's own cost
+#   plain-s  torch, no DDP, --compile-scope split                                  [P = 1]
 # Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
 #   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
 #   bf16p    torch, bf16 parameters under autocast, AdamW(fused) on an fp32 master copy: the
@@ -89,6 +97,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
     *) echo "CONFIG must be 101m, 806m or both, got $cfg"; exit 2 ;;
   esac
   local common="$model --steps $steps --warmup-steps $warm"
+  local slimit=$((limit + 80))  # split: the first run compiles three distinct pieces
   local wb="--optimizer workbench --zero --schedule fuse-rs-c-ag"
   train "$cfg" ref "$limit" --optimizer torch $common
   train "$cfg" wb-ovl "$limit" $wb --overlap --compile-scope blocks $common
@@ -102,6 +111,11 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-b "$limit" $wb --compile-scope blocks $common
   train "$cfg" wb-ovl1 "$limit" $wb --overlap --compile-scope blocks --blocks-per-sm 1 $common
   train "$cfg" wb-tp "$limit" $wb --tp $common
+  [ "$P" = 1 ] && train "$cfg" plain-s "$slimit" --optimizer torch --no-ddp \
+    --compile-scope split $common
+  train "$cfg" wb-ovls "$slimit" $wb --overlap --compile-scope split $common
+  train "$cfg" wb-ovls1 "$slimit" $wb --overlap --compile-scope split --blocks-per-sm 1 $common
+  train "$cfg" wb-s "$slimit" $wb --compile-scope split $common
   local np="--optimizer torch --no-ddp"
   train "$cfg" amp "$limit" $np --precision bf16 $common
   train "$cfg" bf16p "$limit" $np --precision bf16-params $common
@@ -111,7 +125,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-bf16p-a "$limit" $wb --precision bf16-params $common
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
-  for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp; do
+  for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
+      wb-ovls1 wb-s; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"
