@@ -120,7 +120,9 @@ class DataParallelOptimizer:
         gradients are accumulated (post-accumulate-grad hooks; design note 63); `step()` then
         runs what backward did not launch and makes torch's stream wait for the side stream.
         Backward must have more than one autograd node over the parameters for this to
-        overlap anything: compile the model by regions (each block), not whole.
+        overlap anything: compile the model by regions (each block), or whole with its graph
+        cut into pieces (examples/train_gpt.py --compile-scope split, design note 94). The
+        hooks do no torch work; each bucket takes its gradients when it launches (note 93).
     zero: keep the optimizer state sliced across the group (ZeRO-1): only schedules whose
         state stays sliced are candidates (the torch step keeps it whole and is left out);
         `memory()` reports the bytes per rank.

@@ -24,7 +24,7 @@
 #   wb-ovl1  wb-ovl with the fused kernels on 1 block per SM (more SMs left to backward)
 #   wb-tp    wb with --tp (each block's projection a RowParallelLinear; its weights in the
 #            same fused optimizer): at P = 1 it must cost no more than wb
-# The compile scope of the optimizer in backward (design note 93): `split` traces the whole
+# The compile scope of the optimizer in backward (design note 94): `split` traces the whole
 # model once and cuts its graph every block's parameter bytes (torch's DDPOptimizer as the
 # backend, without DDP): one guard check a step instead of one per block, one backward node
 # per piece. Its first run compiles the pieces (time limit 80 s above the config's):
