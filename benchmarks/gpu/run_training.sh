@@ -44,6 +44,15 @@
 # TRACE names variants that also write a Perfetto trace of one step (trace_*.json.gz).
 # At P = 2 the targets are >= 1.05x (101m) and >= 1.3x (806m) against the fastest torch
 # variant (DDP there; plain is not data-parallel), losses inside torch's envelope.
+# The calls after design notes 93-94 (each under 600 s; the P = 2 ones on a 2-GPU pair first):
+#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovls1 wb-s" TRACE="wb-ovls" \
+#     timeout 590 bash benchmarks/gpu/run_training.sh 2 806m
+#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovls1 wb-s" TRACE="wb-ovls" \
+#     timeout 590 bash benchmarks/gpu/run_training.sh 2 101m
+#   VARIANTS="plain plain-s wb wb-ovl wb-ovls wb-ovls1 ref noise" TRACE="wb-ovls1" \
+#     timeout 590 bash benchmarks/gpu/run_training.sh 1 806m tests
+#   VARIANTS="plain plain-s wb wb-ovl wb-ovls wb-s ref noise" \
+#     timeout 590 bash benchmarks/gpu/run_training.sh 1 101m
 # Results: $RES/{P}_{CONFIG}_{variant}.{json,log}, compare_{P}_{CONFIG}.txt, summary.md
 # Exits non-zero when any part failed (each part still runs; the failed ones are named last).
 set -uo pipefail
