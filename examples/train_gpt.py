@@ -222,6 +222,7 @@ def variant(args) -> str:
         name = "workbench" + " overlap" * args.overlap + " zero" * args.zero + " tp" * args.tp
         name += " copy-grads" * (not args.lend_grads)
         name += f" {args.blocks_per_sm}/SM" if args.blocks_per_sm else ""
+        name += f" {args.bucket_mb:g}MB" if args.bucket_mb != 25 else ""
     comp = f"compile {args.compile_scope}" if args.compile else "eager"
     prec = "" if args.precision == "fp32" else f", {args.precision}"
     return f"{name}, {comp}{prec}"

@@ -31,6 +31,7 @@
 #   wb-ovls  wb-ovl with --compile-scope split
 #   wb-ovls1 wb-ovls with the fused kernels on 1 block per SM
 #   wb-s     wb with --compile-scope split (buckets after backward): the split's own cost
+#   wb-ovls4 wb-ovls with 100 MB buckets (4 x DDP's): a quarter of the launches and intakes
 #   plain-s  torch, no DDP, --compile-scope split                                  [P = 1]
 # Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
 #   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
@@ -45,7 +46,7 @@
 # At P = 2 the targets are >= 1.05x (101m) and >= 1.3x (806m) against the fastest torch
 # variant (DDP there; plain is not data-parallel), losses inside torch's envelope.
 # The calls after design notes 93-94 (each under 600 s; the P = 2 ones on a 2-GPU pair first):
-#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovls1 wb-s" TRACE="wb-ovls" \
+#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovls1 wb-s wb-ovls4" TRACE="wb-ovls" \
 #     timeout 590 bash benchmarks/gpu/run_training.sh 2 806m
 #   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovls1 wb-s" TRACE="wb-ovls" \
 #     timeout 590 bash benchmarks/gpu/run_training.sh 2 101m
@@ -125,6 +126,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-ovls "$slimit" $wb --overlap --compile-scope split $common
   train "$cfg" wb-ovls1 "$slimit" $wb --overlap --compile-scope split --blocks-per-sm 1 $common
   train "$cfg" wb-s "$slimit" $wb --compile-scope split $common
+  train "$cfg" wb-ovls4 "$slimit" $wb --overlap --compile-scope split --bucket-mb 100 $common
   local np="--optimizer torch --no-ddp"
   train "$cfg" amp "$limit" $np --precision bf16 $common
   train "$cfg" bf16p "$limit" $np --precision bf16-params $common
@@ -135,7 +137,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
   for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
-      wb-ovls1 wb-s; do
+      wb-ovls1 wb-s wb-ovls4; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"
