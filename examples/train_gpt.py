@@ -173,6 +173,10 @@ def parser() -> argparse.ArgumentParser:
                          "of reading large parameters' .grad in place (design note 82)")
     ap.add_argument("--blocks-per-sm", type=int, choices=[1, 2], default=None,
                     help="(workbench) the fused kernels' grid per SM (default: the choice's)")
+    ap.add_argument("--fused-grid", type=int, default=None,
+                    help="(workbench) the fused kernels' grid in blocks at most (sets "
+                         "WB_COLLECTIVE_GRID; default: blocks per SM x SMs): with --overlap a "
+                         "few SMs for the optimizer leave the rest to backward (note 94)")
     ap.add_argument("--precision", choices=["fp32", "bf16", "bf16-params"], default="fp32",
                     help="bf16: autocast over fp32 parameters (torch's AMP); bf16-params: bf16 "
                          "parameters and gradients under autocast, fp32 master weights and "
@@ -223,6 +227,7 @@ def variant(args) -> str:
         name += " copy-grads" * (not args.lend_grads)
         name += f" {args.blocks_per_sm}/SM" if args.blocks_per_sm else ""
         name += f" {args.bucket_mb:g}MB" if args.bucket_mb != 25 else ""
+        name += f" grid {args.fused_grid}" if args.fused_grid is not None else ""
     comp = f"compile {args.compile_scope}" if args.compile else "eager"
     prec = "" if args.precision == "fp32" else f", {args.precision}"
     return f"{name}, {comp}{prec}"
@@ -236,6 +241,9 @@ def refused(args, world: int | None, cuda: bool) -> str | None:
                 "needs pycuda: pip install -e '.[gpu]')")
     if args.tp and args.optimizer != "workbench":
         return "--tp must run with --optimizer workbench, got --optimizer torch; add it"
+    if args.fused_grid is not None and (args.optimizer != "workbench" or args.fused_grid < 1):
+        return (f"--fused-grid must be a block count >= 1 with --optimizer workbench, got "
+                f"{args.fused_grid} with --optimizer {args.optimizer}")
     if (args.overlap or args.zero) and args.optimizer != "workbench":
         return ("--overlap and --zero must run with --optimizer workbench, got --optimizer "
                 "torch; DDP overlaps by itself")
@@ -265,6 +273,8 @@ def build_optimizer(args, model, device):
                 ("ddp + " if args.ddp else "") + "AdamW(fused=True) on an fp32 master"]
         opt = torch.optim.AdamW(model.parameters(), fused=True, **kw)
         return net, opt, [("ddp + " if args.ddp else "") + "AdamW(fused=True)"]
+    if args.fused_grid is not None:  # read once, where the optimizer reads the WB_* knobs
+        os.environ["WB_COLLECTIVE_GRID"] = str(args.fused_grid)
     import wbtorch
     from wbtorch.choice import BLOCKS_PER_SM
 

@@ -32,6 +32,11 @@
 #   wb-ovls1 wb-ovls with the fused kernels on 1 block per SM
 #   wb-s     wb with --compile-scope split (buckets after backward): the split's own cost
 #   wb-ovls4 wb-ovls with 100 MB buckets (4 x DDP's): a quarter of the launches and intakes
+#   wb-ovlsg wb-ovls with the fused kernels on 32 blocks (--fused-grid 32): a full grid spins
+#            on every SM while its peer is still in backward, and backward's kernels wait
+#            (run 35, 101M at P = 2: backward +2.8 ms in backward, hiding nothing); NCCL's
+#            few channels leave the SMs to backward, and so does a small grid
+#   wb-ovlsg16  the same on 16 blocks
 #   plain-s  torch, no DDP, --compile-scope split                                  [P = 1]
 # Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
 #   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
@@ -46,13 +51,13 @@
 # At P = 2 the targets are >= 1.05x (101m) and >= 1.3x (806m) against the fastest torch
 # variant (DDP there; plain is not data-parallel), losses inside torch's envelope.
 # The calls after design notes 93-94 (each under 600 s; the P = 2 ones on a 2-GPU pair first):
-#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovls1 wb-s wb-ovls4" TRACE="wb-ovls" \
-#     timeout 590 bash benchmarks/gpu/run_training.sh 2 806m
-#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovls1 wb-s" TRACE="wb-ovls" \
-#     timeout 590 bash benchmarks/gpu/run_training.sh 2 101m
-#   VARIANTS="plain plain-s wb wb-ovl wb-ovls wb-ovls1 ref noise" TRACE="wb-ovls1" \
-#     timeout 590 bash benchmarks/gpu/run_training.sh 1 806m tests
-#   VARIANTS="plain plain-s wb wb-ovl wb-ovls wb-s ref noise" \
+#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovlsg wb-ovlsg16 wb-ovls4" \
+#     TRACE="wb-ovlsg" timeout 590 bash benchmarks/gpu/run_training.sh 2 806m
+#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovlsg wb-ovlsg16 wb-ovls1" \
+#     TRACE="wb-ovlsg" timeout 590 bash benchmarks/gpu/run_training.sh 2 101m tests
+#   VARIANTS="plain plain-s wb wb-ovl wb-ovls wb-ovls1 wb-ovlsg ref noise" TRACE="wb-ovls" \
+#     timeout 590 bash benchmarks/gpu/run_training.sh 1 806m
+#   VARIANTS="plain plain-s wb wb-ovl wb-ovls wb-s wb-ovlsg ref noise" \
 #     timeout 590 bash benchmarks/gpu/run_training.sh 1 101m
 # Results: $RES/{P}_{CONFIG}_{variant}.{json,log}, compare_{P}_{CONFIG}.txt, summary.md
 # Exits non-zero when any part failed (each part still runs; the failed ones are named last).
@@ -127,6 +132,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-ovls1 "$slimit" $wb --overlap --compile-scope split --blocks-per-sm 1 $common
   train "$cfg" wb-s "$slimit" $wb --compile-scope split $common
   train "$cfg" wb-ovls4 "$slimit" $wb --overlap --compile-scope split --bucket-mb 100 $common
+  train "$cfg" wb-ovlsg "$slimit" $wb --overlap --compile-scope split --fused-grid 32 $common
+  train "$cfg" wb-ovlsg16 "$slimit" $wb --overlap --compile-scope split --fused-grid 16 $common
   local np="--optimizer torch --no-ddp"
   train "$cfg" amp "$limit" $np --precision bf16 $common
   train "$cfg" bf16p "$limit" $np --precision bf16-params $common
@@ -137,7 +144,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
   for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
-      wb-ovls1 wb-s wb-ovls4; do
+      wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"

@@ -93,6 +93,13 @@ def test_runs_that_cannot_go_ahead_exit_2_with_the_reason(capsys):
     why = gpt.refused(gpt.parse(["--optimizer", "torch", "--overlap"]), 1, True)
     assert why.startswith("--overlap and --zero must run with --optimizer workbench")
     assert gpt.refused(gpt.parse(["--optimizer", "workbench", "--zero"]), 2, True) is None
+    why = gpt.refused(gpt.parse(["--optimizer", "torch", "--fused-grid", "32"]), 2, True)
+    assert why.startswith("--fused-grid must be a block count >= 1 with --optimizer workbench")
+    assert gpt.refused(gpt.parse(["--optimizer", "workbench", "--fused-grid", "0"]), 2,
+                       True).startswith("--fused-grid must be a block count >= 1")
+    args = gpt.parse(["--optimizer", "workbench", "--overlap", "--fused-grid", "32"])
+    assert gpt.refused(args, 2, True) is None
+    assert gpt.variant(args) == "workbench overlap grid 32, compile model"
     why = gpt.refused(gpt.parse(["--optimizer", "torch", "--compile-scope", "split"]), 2, True)
     assert why.startswith("--compile-scope split must run without DDP")
     assert gpt.refused(gpt.parse(["--optimizer", "torch", "--no-ddp", "--compile-scope",
