@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 
-from conftest import ROOT
+from conftest import load_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location(
-        "trace_summary", ROOT / "benchmarks/gpu/trace_summary.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/gpu/trace_summary.py")
 
 
 def _trace():

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
-from conftest import ROOT
+from conftest import load_script
 
 
 def _summary():
-    spec = importlib.util.spec_from_file_location(
-        "training_summary", ROOT / "benchmarks/gpu/training_summary.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/gpu/training_summary.py")
 
 
 def _run(optimizer, variant, step, params=806e6):
