@@ -34,6 +34,7 @@ ENVIRONMENT = {
     "overlap_blocks": "WB_OVERLAP_BLOCKS",
     "collective_blocks_per_sm": "WB_COLLECTIVE_BLOCKS_PER_SM",
     "row_grid": "WB_ROW_GRID",
+    "collective_grid": "WB_COLLECTIVE_GRID",
 }
 
 # What each knob changes, and whether the cost model prices it (cost_model.ops.fused): a knob
@@ -54,6 +55,8 @@ PRICED = {
     "collective_blocks_per_sm": "priced where the profile has a calibrated block curve "
                                 "(fused_block_bandwidth), else no effect",
     "overlap_blocks": "not priced: the overlap's consumer is priced on the SMs it shares",
+    "collective_grid": "priced where the profile has a calibrated block curve "
+                       "(fused_block_bandwidth), else no effect",
 }
 
 
@@ -78,13 +81,14 @@ MEANING = {
                 "a block",
     "collective_blocks_per_sm": "a fused collective's grid per SM",
     "overlap_blocks": "blocks of an overlapped consumer; 0: a quarter of the full grid",
+    "collective_grid": "a fused collective's grid in blocks at most; 0: blocks per SM x SMs",
 }
 
 
 def _check(name: str, value, where: str) -> None:
     """Raise unless `value` is one `name` takes; `where` names what set it."""
     what = f" ({MEANING[name]})" if name in MEANING else ""
-    if name == "overlap_blocks":
+    if name in ("overlap_blocks", "collective_grid"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise WorkbenchError(f"{where} must be a whole number >= 0{what}, got {value!r}; "
                                  "unset it for the default 0")
@@ -117,6 +121,9 @@ class CodegenOptions:
         length (16 cached elements a thread, 64-1024 threads), 32 registers a thread.
     overlap_blocks: blocks of an overlapped consumer kernel; 0 is a quarter of the full grid
         (the fastest of the measured sweep, note 11).
+    collective_grid: a fused collective's grid in blocks at most (0: collective_blocks_per_sm
+        x SMs): a kernel that runs beside other work (wbtorch's optimizer in backward) on a
+        few SMs leaves the rest to it, as NCCL's few channels do (design note 94).
     """
 
     collective_mode: str = "pull"
@@ -128,6 +135,7 @@ class CodegenOptions:
     collective_blocks_per_sm: int = 2
     overlap_blocks: int = 0
     row_grid: str = "resident"
+    collective_grid: int = 0
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

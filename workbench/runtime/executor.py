@@ -98,13 +98,16 @@ def rows_grid(rows: int, threads: int, peers: bool, sm_count: int, min_blocks: i
     return max(1, min(rows, sm_count * per_sm, MAX_BLOCKS))
 
 
-def collective_grid(spec, blocks_per_sm: int, sm_count: int) -> int:
+def collective_grid(spec, blocks_per_sm: int, sm_count: int, cap: int = 0) -> int:
     """A fused collective's grid: `blocks_per_sm` a SM (the options'), or the row plan's
     grid_per_sm where its launch bound keeps that many resident (the shared row cache, design
-    note 86); every block must be resident, since blocks meet their peers at barriers."""
+    note 86); every block must be resident, since blocks meet their peers at barriers. `cap`
+    (the options' collective_grid; 0: none): at most that many blocks, the kernel striding
+    over the rest (a few SMs for a kernel that runs beside backward, design note 94)."""
     row = spec.row
     per_sm = row.grid_per_sm if row is not None and row.grid_per_sm else blocks_per_sm
-    return min(MAX_BLOCKS, sm_count * per_sm)
+    grid = min(MAX_BLOCKS, sm_count * per_sm)
+    return min(grid, cap) if cap > 0 else grid
 
 
 @dataclass
@@ -512,7 +515,8 @@ def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
                          run.gpu.sm_count, spec.row.min_blocks)
         return KernelLaunch(step, fn, grid, args, epoch_at, seq_at, threads=threads)
     if spec.kind == "collective" or spec.kind == "send" and barrier:
-        grid = collective_grid(spec, run.blocks_per_sm, run.gpu.sm_count)
+        grid = collective_grid(spec, run.blocks_per_sm, run.gpu.sm_count,
+                               run.plan.options.collective_grid)
     elif spec.kind in ("finish", "wait", "barrier"):
         grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
     elif spec.kind == "rows":
