@@ -13,9 +13,14 @@
 #                 H {4096, 16384} x T {128, 1024, 8192} (f16 in lane A, bf16 in lane B); the
 #                 model-parallel layer against symmetric-memory and compiled baselines (A);
 #                 NVLink by mechanism (the link probe), SGD and LAMB at P = 2 (B)
+#          call3: training at P = 2 after design notes 93-94 (806M then 101M: DDP, the noise
+#                 run, the workbench after backward and in backward with the split compile,
+#                 full and 32-block grids) (A); the rows form of the row kernels at P = 1 on
+#                 one GPU (note 91), the model-parallel layer at T = 8192, Adam's fused kernel
+#                 in push and pull mode (B)
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|call2}
+CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -78,6 +83,23 @@ lane_b_call2() {  # GPUs 2,3
     --set N=2**28 --out "$ROOT_RES/B/sgd-lamb" --name sgd-lamb-p2
 }
 
+lane_a_call3() {  # GPUs 0,1
+  VARIANTS="ref wb wb-ovls wb-ovlsg noise" step A train-806m \
+    bash benchmarks/gpu/run_training.sh 2 806m
+  VARIANTS="ref wb-ovls wb-ovlsg wb" step A train-101m bash benchmarks/gpu/run_training.sh 2 101m
+}
+lane_b_call3() {  # GPUs 2,3
+  CUDA_VISIBLE_DEVICES=2 TIME_LIMIT=110 step B rowgrid bash benchmarks/gpu/run_rows_bandwidth.sh rowgrid
+  step B model-parallel python3 -m workbench.cli.main compile-and-measure --gpus 2 \
+    --hang-timeout 200 studies/model_parallel.py --set T=8192 --set H=12288 \
+    --out "$ROOT_RES/B/model-parallel" --name model-parallel-8192-p2
+  for mode in push pull; do
+    step B "adam-$mode" python3 -m workbench.cli.main compile-and-measure --gpus 2 \
+      --no-baselines --schedule fuse-rs-c-ag --collective-mode "$mode" studies/adam.py \
+      studies/adam.py:mixed --set N=2**28 --out "$ROOT_RES/B/adam-$mode" --name "adam-$mode"
+  done
+}
+
 case $CALL in
   call1)
     ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call1 ) &
@@ -87,7 +109,11 @@ case $CALL in
     ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call2 ) &
     ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call2 ) &
     wait ;;
-  *) echo "CALL must be call1 or call2, got $CALL"; exit 2 ;;
+  call3)
+    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call3 ) &
+    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call3 ) &
+    wait ;;
+  *) echo "CALL must be call1, call2 or call3, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done
