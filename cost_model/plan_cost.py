@@ -241,14 +241,16 @@ def _launch_fixed_s(pc: PlanContext, step, chunks: int):
 # ---------------------------------------------------------------- overlaps
 
 
-def shares_sms_step(cluster: Cluster, producer, consumer) -> bool:
-    """Whether an overlap is priced as SM time-sharing (`rules.shares_sms` for plan steps): a
-    GEMM or elementwise kernel beside a fused collective kernel, on a cluster with a
+def shares_sms_step(cluster: Cluster, step: cp.OverlapStep) -> bool:
+    """Whether an overlap is priced as SM time-sharing: its consumer kernel shares the SMs
+    with a GEMM on part of its grid (lowering's OverlapStep.shares_sms), on a cluster with a
     calibrated block curve."""
-    computes = isinstance(producer, cp.GemmStep) or (
-        isinstance(producer, cp.KernelStep) and producer.spec.kind == "elementwise")
-    return (bool(cluster.fused_block_bandwidth) and computes
-            and isinstance(consumer, cp.KernelStep) and consumer.spec.kind == "collective")
+    return bool(cluster.fused_block_bandwidth) and step.shares_sms
+
+
+def consumer_sms(pc: PlanContext, step: cp.OverlapStep) -> float:
+    """SMs' worth of the grid an overlapped consumer runs on (the plan's)."""
+    return overlap_consumer_sms(pc.ctx.cluster, pc.plan.options, step.consumer_blocks)
 
 
 def _overlap_cost(pc: PlanContext, step: cp.OverlapStep) -> OpCost | None:
@@ -261,8 +263,8 @@ def _overlap_cost(pc: PlanContext, step: cp.OverlapStep) -> OpCost | None:
         return None
     chunks = step.chunks
     tp = _all_chunks_s(pc, step.producer, producer, chunks)
-    if shares_sms_step(pc.ctx.cluster, step.producer, step.consumer):
-        one = _fused_collective_cost(pc, step.consumer, sms=overlap_consumer_sms(pc.ctx.cluster))
+    if shares_sms_step(pc.ctx.cluster, step):
+        one = _fused_collective_cost(pc, step.consumer, sms=consumer_sms(pc, step))
         tc = consumer.time_s
         t = tp + _all_chunks_s(pc, step.consumer, one, chunks)
     else:
@@ -419,4 +421,4 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
 
 __all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
            "fused_parts_of", "gemm_work", "kernel_work", "plan_cost", "plan_link_bytes",
-           "shares_sms_step", "step_cost", "step_fixed_s"]
+           "consumer_sms", "shares_sms_step", "step_cost", "step_fixed_s"]

@@ -15,6 +15,7 @@ the plan's durations are the statements', the event log is the same, byte for by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 
 import simpy
@@ -25,7 +26,6 @@ from cost_model import collectives as coll
 from cost_model.ops import (
     Work,
     norm_combine_s,
-    overlap_consumer_sms,
     send_crosses_nodes,
     stmt_group,
     work_s,
@@ -33,6 +33,7 @@ from cost_model.ops import (
 from cost_model.plan_cost import (
     NCCL_KINDS,
     PlanContext,
+    consumer_sms,
     fused_parts_of,
     gemm_work,
     kernel_work,
@@ -186,9 +187,9 @@ class PlanSteps:
         cgpu = gpu if cg == g else self.gpus[(cg, r)]
         if cgpu is not gpu:
             lane, leave, cap = None, 0, None
-        elif shares_sms_step(self.cluster, step.producer, step.consumer):
+        elif shares_sms_step(self.cluster, step):
             lane = simpy.Resource(env, capacity=1)  # SMs time-shared (see Rules._overlapped)
-            leave, cap = 0, overlap_consumer_sms(self.cluster)
+            leave, cap = 0, math.ceil(consumer_sms(self.pc, step))
         else:
             lane, leave, cap = None, self.cluster.nccl.max_channels, None
 

@@ -4,6 +4,7 @@ A mixin of simulator.engine.Simulation; a new op adds one method and one entry h
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 
 import simpy
@@ -174,7 +175,7 @@ class Rules:
             # _fused_beside_compute_s): one at a time, each producer chunk on every SM, each
             # consumer chunk on its overlapped grid as soon as its data is ready.
             lane = simpy.Resource(env, capacity=1)
-            leave, cap = 0, overlap_consumer_sms(self.cluster)
+            leave, cap = 0, math.ceil(overlap_consumer_sms(self.cluster, self.ctx.options))
         else:
             # the producer leaves NCCL's channel SMs free for the concurrent consumer
             lane, leave, cap = None, self.cluster.nccl.max_channels, None

@@ -49,7 +49,9 @@ PRICED = {
     "row_min_blocks": "not priced: __launch_bounds__ of row kernels (occupancy)",
     "collective_blocks_per_sm": "priced where the profile has a calibrated block curve "
                                 "(fused_block_bandwidth), else no effect",
-    "overlap_blocks": "not priced: the overlap's consumer is priced on the SMs it shares",
+    "overlap_blocks": "priced where the profile has a calibrated block curve "
+                      "(fused_block_bandwidth): the overlapped consumer's peer bandwidth on "
+                      "its grid (codegen.plan.overlap_grid), else no effect",
 }
 
 

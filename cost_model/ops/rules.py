@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 import sympy
 
+from codegen.plan import MAX_BLOCKS, overlap_grid
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops.alltoall import alltoall_cost, alltoall_fixed_s
@@ -212,12 +213,13 @@ def _fused_beside_compute_s(ctx: CostContext, producer: ir.Stmt, consumer: ir.St
     alone plus the collective on its overlapped grid (0 to 20 % less; T=8192: 1.87 + 0.49 =
     2.36 against 2.36 ms in run 6, 1.85 + 0.56 against 2.37 in run 10), and never the MatMul
     slowed to the SMs a partition would leave it. So the consumer adds its chunks at the
-    bandwidth of its grid (`nccl.max_channels` SMs' worth of blocks, about the runtime's
-    quarter grid; the calibrated block curve), each chunk its own kernel's fixed cost."""
+    bandwidth of its grid (the runtime's, a quarter of the full grid by default:
+    `overlap_consumer_sms`; the calibrated block curve), each chunk its own kernel's fixed
+    cost."""
     c = ctx.cluster
     if not shares_sms(c, producer, consumer):
         return None
-    one = fused_cost(ctx, consumer, sms=overlap_consumer_sms(c))
+    one = fused_cost(ctx, consumer, sms=overlap_consumer_sms(c, ctx.options))
     parts = fused_parts(ctx, consumer)
     return one.time_s + (chunks - 1) * fused_latency_s(ctx, consumer, parts)
 
@@ -232,7 +234,13 @@ def shares_sms(cluster: Cluster, producer: ir.Stmt, consumer: ir.Stmt) -> bool:
             and consumer.op.kind not in ("compute", "matmul"))
 
 
-def overlap_consumer_sms(cluster: Cluster) -> int:
-    """SMs' worth of blocks an overlapped fused collective runs on (`nccl.max_channels`,
-    capped by the GPU's SMs): the grid the cost model and the simulator price it at."""
-    return min(cluster.nccl.max_channels, cluster.gpu.sm_count)
+def overlap_consumer_sms(cluster: Cluster, options, chosen: int | None = None) -> float:
+    """SMs' worth of blocks an overlapped fused collective runs on: the grid the runtime
+    launches (`codegen.plan.overlap_grid` of its full grid, the options' blocks per SM on
+    every SM; `chosen` blocks, the plan's OverlapStep.consumer_blocks, or the options'
+    overlap_blocks) at that many blocks per SM: what the cost model and the simulator price
+    it at. (Until design note 87, NCCL's channels: 32 SMs where the runtime ran 33.)"""
+    per_sm = options.collective_blocks_per_sm
+    full = min(MAX_BLOCKS, cluster.gpu.sm_count * per_sm)
+    blocks = overlap_grid(full, options.overlap_blocks if chosen is None else chosen)
+    return blocks / per_sm
