@@ -34,6 +34,7 @@ from codegen.work import DTYPE_BYTES, StepWork, peer_bytes, per_chunk, step_work
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
+from cost_model.ops import alltoall as a2a
 from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
 from cost_model.ops.compute import Work, compute_cost, elementwise_work, work_s
 from cost_model.ops.context import CostContext, OpCost, add_busy
@@ -178,23 +179,48 @@ def _copies(step: cp.NcclStep) -> bool:
     return (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset)
 
 
+def copy_work(pc: PlanContext, step: cp.NcclStep) -> Work:
+    """The HBM work of NCCL's copy of an out-of-place buffer over one rank."""
+    w = pc.work(step)
+    return Work(w.read_bytes + w.write_bytes, 0, "f32", w.write_bytes, w.f16_read_bytes,
+                w.f16_write_bytes)
+
+
+def alltoall_of(pc: PlanContext, step: cp.NcclStep) -> tuple[float, int]:
+    """(a rank's buffer bytes, ranks) of an all_to_all step (cost_model.ops.alltoall)."""
+    return pc.n(step.count) * DTYPE_BYTES[step.dtype], pc.plan.P
+
+
+def _alltoall_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
+    """NCCL's grouped sends of an AllToAll (cost_model.ops.alltoall), or over one rank the
+    copy of its buffer."""
+    nbytes, P = alltoall_of(pc, step)
+    cluster = pc.ctx.cluster
+    host = cluster.nccl.host_overhead_s
+    t = a2a.alltoall_seconds(cluster, nbytes, P)
+    if t is None:
+        c = compute_cost(pc.ctx, copy_work(pc, step))
+        return OpCost(c.time_s + host, c.busy_s, "hbm", host)
+    return OpCost(t, a2a.alltoall_busy(cluster, nbytes, P), "link", host)
+
+
 def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost | None:
-    if step.op not in NCCL_KINDS:
-        return None  # all_to_all: priced by its statement (cost_model.ops.alltoall)
+    if step.op == "all_to_all":
+        return _alltoall_cost(pc, step)
     kind, nbytes, P, across, cluster = _nccl_call(pc, step)
     t = coll.collective_time(kind, nbytes, P, cluster, P, across)
     busy = coll.collective_bus_bytes(kind, nbytes, P) / peak_link_Bps(
         pc.ctx, pc.group(step.comm), across)
     host = cluster.nccl.host_overhead_s
     if P == 1 and _copies(step):
-        w = pc.work(step)
-        c = compute_cost(pc.ctx, Work(w.read_bytes + w.write_bytes, 0, "f32", w.write_bytes,
-                                      w.f16_read_bytes, w.f16_write_bytes))
+        c = compute_cost(pc.ctx, copy_work(pc, step))
         return OpCost(t + c.time_s, {"link": busy, **c.busy_s}, "hbm", host)
     return OpCost(t, {"link": busy}, "link", host)
 
 
 def _nccl_fixed_s(pc: PlanContext, step: cp.NcclStep, chunks: int):
+    if step.op == "all_to_all":
+        return a2a.alltoall_latency_s(pc.ctx.cluster, alltoall_of(pc, step)[1])
     kind, nbytes, P, across, cluster = _nccl_call(pc, step)
     if P == 1 and _copies(step):
         return cluster.nccl.host_overhead_s + pc.ctx.cluster.gpu.launch_latency_s
@@ -420,5 +446,6 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
 
 
 __all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
-           "fused_parts_of", "gemm_work", "kernel_work", "plan_cost", "plan_link_bytes",
-           "consumer_sms", "shares_sms_step", "step_cost", "step_fixed_s"]
+           "alltoall_of", "consumer_sms", "copy_work", "fused_parts_of", "gemm_work",
+           "kernel_work", "plan_cost", "plan_link_bytes", "shares_sms_step", "step_cost",
+           "step_fixed_s"]

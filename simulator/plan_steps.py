@@ -40,6 +40,7 @@ from cost_model.plan_cost import (
     shares_sms_step,
     step_cost,
 )
+from simulator.alltoall import run_alltoall_step
 from simulator.resources import _Gpu
 from simulator.timeline import Row
 from workbench import ir
@@ -67,7 +68,7 @@ def runs_from_plan(plan: cp.Plan, step) -> bool:
         return step.spec.allreduce is None and step.spec.kind in (
             "elementwise", "rows", "collective", "finish")
     if isinstance(step, cp.NcclStep):
-        return step.op in NCCL_KINDS and step.comm == "group" and not step.by_root
+        return step.comm == "group" and not step.by_root
     return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep))
 
 
@@ -96,6 +97,9 @@ class PlanSteps:
 
     def _step_nccl(self, g, r, gpu: _Gpu, step: cp.NcclStep, name: str, key, scale: float,
                    leave_sms: int, sm_cap, host_paid: bool):
+        if step.op == "all_to_all":
+            yield from run_alltoall_step(self, gpu, step, name, scale, host_paid)
+            return
         P = self.pc.plan.P
         part = self.pc.n(step.count) * DTYPE_BYTES[step.dtype]
         whole = step.op in ("reduce_scatter", "all_gather")
