@@ -16,6 +16,8 @@ plan's. What a record counts:
   IR expressions, which the spec holds only as C text). Not counted yet: the whole-AllReduce
   phase at the head of a row kernel (`spec.RowAllReduce`: two-shot, one-shot, Lamport, design
   note 58) and its "lamport" loads;
+- a fused Send: its stores into the next stage's buffer move over the link and land in that
+  GPU's HBM (not counted here); its receiver's wait kernel does no work;
 - an NCCL call: the bytes it reads and writes on this rank, and its payload (the per-rank
   buffer that the algorithm moves; the algorithm's factor, 2 (P - 1) / P for a ring
   AllReduce, is the cost model's: `link_bytes` is the payload, not the wire bytes);
@@ -121,9 +123,22 @@ def peer_bytes(step: cp.KernelStep, P: int) -> tuple[sympy.Expr, sympy.Expr]:
     return rs, ag
 
 
+def _remote(spec) -> set:
+    """Parameters of a kernel that point into another stage's buffer (a fused Send's)."""
+    return {p.name for p in spec.params if p.kind == "remote"}
+
+
+def send_bytes(step: cp.KernelStep) -> sympy.Expr:
+    """Bytes a fused Send kernel stores into the next stage's buffer (its payload)."""
+    n, _, stores = _kernel_io(step)
+    remote = _remote(step.spec)
+    return sum((n * C_BYTES.get(st.c_type, 4) for st in stores if st.ptr in remote), ZERO)
+
+
 def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     spec = step.spec
     n, loads, stores = _kernel_io(step)
+    remote_ptrs = _remote(spec)
     rooted = is_rooted(spec)
     work = StepWork()
     computed = [p for p in spec.pushes if isinstance(p, ComputedPush)]
@@ -151,6 +166,9 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
             work += _io(ld.c_type, read=size)
     for st in stores:
         size = n * C_BYTES.get(st.c_type, 4)
+        if st.ptr in remote_ptrs:  # a fused Send's store: over the link, into the next stage
+            work += _io(st.c_type, link=size)
+            continue
         if st.block:  # an AllToAll by peer stores: P - 1 of P blocks remote
             work += _io(st.c_type, write=size, link=(P - 1) * size / P)
             continue

@@ -30,14 +30,14 @@ import sympy
 
 from codegen import plan as cp
 from codegen.spec import ComputedPush
-from codegen.work import DTYPE_BYTES, StepWork, peer_bytes, per_chunk, step_work
+from codegen.work import DTYPE_BYTES, StepWork, peer_bytes, per_chunk, send_bytes, step_work
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops import alltoall as a2a
 from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
 from cost_model.ops.compute import Work, compute_cost, elementwise_work, work_s
-from cost_model.ops.context import CostContext, OpCost, add_busy
+from cost_model.ops.context import CostContext, OpCost, add_busy, max_busy
 from cost_model.ops.fused import FusedParts, fused_latency_s, fused_link_lower_s, fused_link_s
 from cost_model.ops.program import ProgramCost, host_overlapped_total
 from cost_model.ops.rules import overlap_consumer_sms, stmt_cost
@@ -117,10 +117,11 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
     it reduce-scatters by peer loads (or pushes, in push mode) and gathers by peer stores,
     whole (P slices of `extent` elements), and its Work."""
     rs, ag = (pc.n(b) for b in peer_bytes(step, pc.plan.P))
-    group = pc.group() if (rs or ag) else None
+    send = pc.n(send_bytes(step)) if step.spec.kind == "send" else 0.0
+    group = pc.group() if (rs or ag or send) else None
     # computation before a reduce-scatter pushes its values whatever the collective mode
     pushed = any(isinstance(p, ComputedPush) for p in step.spec.pushes)
-    return FusedParts(rs, ag, 0, kernel_work(pc, step), group, pushed=pushed)
+    return FusedParts(rs, ag, send, kernel_work(pc, step), group, pushed=pushed)
 
 
 def _fused_collective_cost(pc: PlanContext, step: cp.KernelStep, sms=None) -> OpCost:
@@ -147,16 +148,21 @@ def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost | None:
     kind = step.spec.kind
     if kind in ("elementwise", "rows") and step.spec.allreduce is None:
         return compute_cost(pc.ctx, kernel_work(pc, step))
-    if kind == "collective" and step.spec.allreduce is None:
+    if kind in ("collective", "send") and step.spec.allreduce is None:
         return _fused_collective_cost(pc, step)
     if kind == "finish":
         return _finish_cost(pc, step)
-    return None  # a row kernel's whole AllReduce, a fused Send and its wait: by statement
+    if kind == "wait":
+        # the receiving stage waits for the sender's flag: the sender's kernel is the time
+        return OpCost(0.0, {}, "none")
+    return None  # a row kernel's whole AllReduce: by statement
 
 
 def _kernel_fixed_s(pc: PlanContext, step: cp.KernelStep, chunks: int):
-    if step.spec.kind == "collective":
+    if step.spec.kind in ("collective", "send"):
         return fused_latency_s(pc.ctx, None, fused_parts_of(pc, step))
+    if step.spec.kind == "wait":
+        return 0.0
     return pc.ctx.cluster.gpu.launch_latency_s
 
 
@@ -317,6 +323,52 @@ def _all_chunks_busy(part, cost: OpCost, chunks: int) -> dict:
     return {k: chunks * v for k, v in cost.busy_s.items()}
 
 
+def _chunked_cost(pc: PlanContext, step: cp.ChunkedStep) -> OpCost | None:
+    """Parts chunk by chunk on one stream: every chunk of each part, one after another (a
+    receiving stage's flag waits cost nothing of their own: `receives`)."""
+    costs = [step_cost(pc, s) for s in step.steps]
+    if any(c is None for c in costs):
+        return None
+    t = sum((_all_chunks_s(pc, s, c, step.chunks) for s, c in zip(step.steps, costs)), 0.0)
+    busy: dict = {}
+    for s, c in zip(step.steps, costs):
+        busy = add_busy(busy, _all_chunks_busy(s, c, step.chunks))
+    slow = max(costs, key=lambda c: float(c.time_s))
+    return OpCost(t, busy, slow.bottleneck)
+
+
+def receives(step) -> bool:
+    """Whether a step is the receiving stage's side of a fused Send: its flag wait (a wait
+    kernel, or a ChunkedStep whose parts start with one, then what reads each chunk)."""
+    first = step.steps[0] if isinstance(step, cp.ChunkedStep) else step
+    return isinstance(first, cp.KernelStep) and first.spec.kind == "wait"
+
+
+def _pipelined(sender: OpCost, receiver: OpCost, chunks: int) -> OpCost:
+    """A sending stage's chunks and the receiving stage's work on each chunk, on two stages'
+    GPUs at once (chunk i read once it has arrived), as an overlap of two stages: the slower
+    side the whole time, the faster one chunk of fill; each stage's resources its own."""
+    tp, tc = sender.time_s, receiver.time_s
+    t = smax(tp, tc) + smin(tp, tc) / chunks
+    slow = sender if tp >= tc else receiver
+    return OpCost(t, max_busy(sender.busy_s, receiver.busy_s), slow.bottleneck)
+
+
+def _statement_costs(pc: PlanContext, steps) -> list | None:
+    """The costs of one statement's steps, in order (a receiving stage's chunked work and its
+    sender's chunks as one pipeline), or None where one step has no price from the plan."""
+    costs: list = []
+    for k, step in enumerate(steps):
+        c = step_cost(pc, step)
+        if c is None:
+            return None
+        if k and receives(step) and isinstance(step, cp.ChunkedStep) and c.time_s:
+            costs.append(_pipelined(costs.pop(), c, step.chunks))
+        else:
+            costs.append(c)
+    return costs
+
+
 def _by_statement(pc: PlanContext, step) -> None:
     return None  # the plan does not describe this step's timing yet: priced by statement
 
@@ -332,7 +384,7 @@ PLAN_COST_RULES: dict[type, PlanCostRule] = {
     cp.OverlapStep: _overlap_cost,
     cp.PipelineStep: _by_statement,
     cp.CopyEngineStep: _by_statement,
-    cp.ChunkedStep: _by_statement,
+    cp.ChunkedStep: _chunked_cost,
 }
 """The time of a plan step of each class: (PlanContext, step) -> OpCost, or None where the
 plan does not say enough yet (its statement is then priced by the IR-level rule). A new plan
@@ -395,8 +447,8 @@ def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]
     costs, names, by_ir = [], [], []
     for name in dict.fromkeys(origins):  # the statements, in order, each once
         steps = [s for s, o in zip(plan.steps, origins) if o == name]
-        priced = [step_cost(pc, s) for s in steps]
-        if all(c is not None for c in priced):
+        priced = _statement_costs(pc, steps)
+        if priced is not None:
             costs += priced
             names += [name] * len(priced)
         else:
@@ -447,5 +499,5 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
 
 __all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
            "alltoall_of", "consumer_sms", "copy_work", "fused_parts_of", "gemm_work",
-           "kernel_work", "plan_cost", "plan_link_bytes", "shares_sms_step", "step_cost",
+           "kernel_work", "plan_cost", "plan_link_bytes", "receives", "shares_sms_step", "step_cost",
            "step_fixed_s"]

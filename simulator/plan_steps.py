@@ -37,6 +37,7 @@ from cost_model.plan_cost import (
     fused_parts_of,
     gemm_work,
     kernel_work,
+    receives,
     shares_sms_step,
     step_cost,
 )
@@ -64,9 +65,11 @@ def runs_from_plan(plan: cp.Plan, step) -> bool:
         return False  # a node's view: the sub-groups' meetings are the statements' rule's
     if isinstance(step, cp.OverlapStep):
         return all(runs_from_plan(plan, s) for s in (step.producer, step.consumer))
+    if isinstance(step, cp.ChunkedStep):
+        return all(runs_from_plan(plan, s) for s in step.steps)
     if isinstance(step, cp.KernelStep):
         return step.spec.allreduce is None and step.spec.kind in (
-            "elementwise", "rows", "collective", "finish")
+            "elementwise", "rows", "collective", "finish", "send", "wait")
     if isinstance(step, cp.NcclStep):
         return step.comm == "group" and not step.by_root
     return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep))
@@ -84,7 +87,9 @@ class PlanSteps:
     def _step_kernel(self, g, r, gpu: _Gpu, step: cp.KernelStep, name: str, key,
                      scale: float, leave_sms: int, sm_cap, host_paid: bool):
         kind = step.spec.kind
-        if kind == "collective":
+        if kind == "wait":
+            return  # the receiving stage waits for the sender (the engine's "sent" events)
+        if kind in ("collective", "send"):
             parts = self._priced(("plan_parts", id(step)), lambda: fused_parts_of(self.pc, step))
             yield from self._fused_parts(gpu, ("plan", id(step)), parts, name, scale, sm_cap)
         elif kind == "finish":
@@ -161,6 +166,17 @@ class PlanSteps:
         for k, step in enumerate(steps):
             if isinstance(step, cp.OverlapStep):
                 yield from self._plan_overlap(g, r, gpu, s, step, (key, k))
+            elif receives(step):
+                continue  # run with its sender, on the receiving stage (below)
+            elif k + 1 < len(steps) and receives(steps[k + 1]):
+                # a fused Send and the receiving stage's work on what it sends: chunked,
+                # chunk by chunk on the two stages' GPUs, as an overlap of the two
+                yield from self._plan_send_receive(g, r, gpu, s, step, steps[k + 1], (key, k))
+            elif isinstance(step, cp.ChunkedStep):
+                for c in range(step.chunks):
+                    for j, part in enumerate(step.steps):
+                        yield from self._plan_part(g, r, gpu, s, (part,), (key, k, j, c),
+                                                   step.chunks)
             else:
                 yield from self._run_step(g, r, gpu, s, step, key if len(steps) == 1
                                           else (key, k), host_paid=host_paid)
@@ -168,14 +184,16 @@ class PlanSteps:
             self.rows.append(Row(start, self.env.now, gpu.id, "stream",
                                  f"{s.name} = {type(s.op).__name__}"))
 
-    def _plan_part(self, g, r, gpu, s: ir.Stmt, step, key, chunks: int, leave: int = 0,
+    def _plan_part(self, g, r, gpu, s: ir.Stmt, steps, key, chunks: int, leave: int = 0,
                    sm_cap=None):
-        """One chunk of an overlap's part: a kernel launched per chunk on its chunk's extent
-        (codegen.work.per_chunk), or 1/chunks of a GEMM or NCCL call; on the stream as the
-        part's statement."""
+        """One chunk of an overlap's part (`steps`, one after another): a kernel launched per
+        chunk on its chunk's extent (codegen.work.per_chunk), or 1/chunks of a GEMM or NCCL
+        call; on the stream as the part's statement."""
         start = self.env.now
-        scale = 1.0 if per_chunk(step) else 1.0 / chunks
-        yield from self._run_step(g, r, gpu, s, step, key, scale, leave, sm_cap)
+        for j, step in enumerate(steps):
+            scale = 1.0 if per_chunk(step) else 1.0 / chunks
+            yield from self._run_step(g, r, gpu, s, step, key if len(steps) == 1 else
+                                      (key, j), scale, leave, sm_cap)
         if self.record:
             self.rows.append(Row(start, self.env.now, gpu.id, "stream",
                                  f"{s.name} = {type(s.op).__name__}"))
@@ -183,15 +201,33 @@ class PlanSteps:
     def _plan_overlap(self, g, r, gpu, s: ir.Stmt, step: cp.OverlapStep, key):
         """An OverlapStep as `Rules._overlapped` runs an Overlapped statement: producer and
         consumer chunk by chunk on two streams, consumer chunk i after producer chunk i."""
+        yield from self._plan_pipeline(g, r, gpu, s, (step.producer,), (step.consumer,),
+                                       step.chunks, key, step)
+
+    def _plan_send_receive(self, g, r, gpu, s: ir.Stmt, sender, receiver, key):
+        """A fused Send (its ChunkedStep on the sending stage) and the receiving stage's
+        ChunkedStep (the flag wait, then what reads the chunk): chunk i on the receiving
+        stage's GPU once chunk i is sent; unchunked, the receiver only waits."""
+        if not isinstance(receiver, cp.ChunkedStep):
+            yield from self._run_step(g, r, gpu, s, sender, key)
+            return
+        senders = sender.steps if isinstance(sender, cp.ChunkedStep) else (sender,)
+        readers = tuple(p for p in receiver.steps if not receives(p))
+        yield from self._plan_pipeline(g, r, gpu, s, senders, readers, receiver.chunks, key)
+
+    def _plan_pipeline(self, g, r, gpu, s: ir.Stmt, producers, consumers, chunks: int, key,
+                       step: cp.OverlapStep | None = None):
+        """Producer parts and consumer parts chunk by chunk on two streams (the consumer's
+        on the next stage's GPU where its statement runs there), consumer chunk i after
+        producer chunk i; `step`: the OverlapStep, whose consumer may time-share the SMs."""
         prod_s, cons_s = s.op.body
-        chunks = step.chunks
         env = self.env
         done = [env.event() for _ in range(chunks)]
         cg = self._priced(("group", id(cons_s)), lambda: stmt_group(self.ctx, cons_s))
         cgpu = gpu if cg == g else self.gpus[(cg, r)]
         if cgpu is not gpu:
             lane, leave, cap = None, 0, None
-        elif shares_sms_step(self.cluster, step):
+        elif step is not None and shares_sms_step(self.cluster, step):
             lane = simpy.Resource(env, capacity=1)  # SMs time-shared (see Rules._overlapped)
             leave, cap = 0, math.ceil(consumer_sms(self.pc, step))
         else:
@@ -207,14 +243,14 @@ class PlanSteps:
 
         def produce():
             for c in range(chunks):
-                yield from on_lane(self._plan_part(g, r, gpu, prod_s, step.producer,
+                yield from on_lane(self._plan_part(g, r, gpu, prod_s, producers,
                                                    (key, "p", c), chunks, leave))
                 done[c].succeed()
 
         def consume():
             for c in range(chunks):
                 yield done[c]
-                yield from on_lane(self._plan_part(cg, r, cgpu, cons_s, step.consumer,
+                yield from on_lane(self._plan_part(cg, r, cgpu, cons_s, consumers,
                                                    (key, "c", c), chunks, sm_cap=cap))
 
         yield env.all_of([env.process(produce()), env.process(consume())])
