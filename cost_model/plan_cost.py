@@ -121,7 +121,9 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
     group = pc.group() if (rs or ag or send) else None
     # computation before a reduce-scatter pushes its values whatever the collective mode
     pushed = any(isinstance(p, ComputedPush) for p in step.spec.pushes)
-    return FusedParts(rs, ag, send, kernel_work(pc, step), group, pushed=pushed)
+    ar = step.spec.allreduce  # a row kernel's whole AllReduce: its algorithm's fixed cost
+    return FusedParts(rs, ag, send, kernel_work(pc, step), group, pushed=pushed,
+                      algorithm=ar.algorithm if ar is not None else "two-shot")
 
 
 def _fused_collective_cost(pc: PlanContext, step: cp.KernelStep, sms=None) -> OpCost:
@@ -146,16 +148,16 @@ def _finish_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
 
 def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost | None:
     kind = step.spec.kind
-    if kind in ("elementwise", "rows") and step.spec.allreduce is None:
+    if kind in ("elementwise", "rows"):
         return compute_cost(pc.ctx, kernel_work(pc, step))
-    if kind in ("collective", "send") and step.spec.allreduce is None:
+    if kind in ("collective", "send"):
         return _fused_collective_cost(pc, step)
     if kind == "finish":
         return _finish_cost(pc, step)
     if kind == "wait":
         # the receiving stage waits for the sender's flag: the sender's kernel is the time
         return OpCost(0.0, {}, "none")
-    return None  # a row kernel's whole AllReduce: by statement
+    return None
 
 
 def _kernel_fixed_s(pc: PlanContext, step: cp.KernelStep, chunks: int):

@@ -68,8 +68,8 @@ def runs_from_plan(plan: cp.Plan, step) -> bool:
     if isinstance(step, cp.ChunkedStep):
         return all(runs_from_plan(plan, s) for s in step.steps)
     if isinstance(step, cp.KernelStep):
-        return step.spec.allreduce is None and step.spec.kind in (
-            "elementwise", "rows", "collective", "finish", "send", "wait")
+        return step.spec.kind in ("elementwise", "rows", "collective", "finish", "send",
+                                  "wait")
     if isinstance(step, cp.NcclStep):
         return step.comm == "group" and not step.by_root
     return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep))

@@ -124,14 +124,20 @@ def test_a_norm_phase_before_the_collective_is_priced_as_its_own_launch():
     assert float(priced.time_s) > float(ir.time_s) * 1.05
 
 
-def test_a_statement_the_plan_cannot_price_is_priced_by_its_ir_rule_and_named():
+@pytest.mark.parametrize("schedule", ["fuse-ar-c", "fuse-ar-c-oneshot", "fuse-ar-c-lamport"])
+def test_a_row_kernels_whole_allreduce_is_priced_from_the_plan_by_its_algorithm(schedule):
+    """The AllReduce at the head of a row kernel (two-shot, one-shot, Lamport): its peer
+    bytes and HBM traffic from the kernel's spec (codegen.work), its fixed cost by its
+    algorithm; the same as the IR-level rule (design note 87)."""
     cluster = load_hardware("h200x4")
     pf = load(str(ROOT / "studies/allreduce_rmsnorm.py"))
-    program = pf.schedules["fuse-ar-c"].apply()
+    program = pf.schedules[schedule].apply()
     sizes = resolve_sizes(pf.program, pf.sizes, {}, cluster)
     bound = bind_sizes(program, sizes)
-    priced = plan_cost(lower(program, 4), cluster, bound)
-    assert priced.by_statement  # the row kernel's whole AllReduce phase
+    plan = lower(program, 4)
+    assert any(s.spec.allreduce is not None for s in _kernels(plan.steps))
+    priced = plan_cost(plan, cluster, bound)
+    assert not priced.by_statement
     assert float(priced.time_s) == pytest.approx(
         float(program_cost(program, cluster, bound).time_s), rel=1e-9)
 
