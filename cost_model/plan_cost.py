@@ -9,13 +9,14 @@ NCCL's plans `cost_model.collectives`, peer loads and stores `fused_link_s`, the
 kernels' fixed costs). Nothing here is a new formula: the rules say what a step is, and the
 cost model's functions say what it costs.
 
-What the plan does not hold is read from the statements it names (`Plan.origins`, a step's
-`stmts`): the flops and dropout masks of a generated kernel (its spec has the expressions as
-C text only). A step whose rule returns None is one the plan cannot price alone yet: a row
-kernel with a whole AllReduce at its head (its phase is not in its StepWork), a fused Send
-and its receiver's wait, an AllToAll, the pipelined hierarchy's legs, chunked stages and
-copy-engine steps. Then its statement is priced by the IR-level rule (`stmt_cost`), once for
-all of its steps, and `PlanCost.by_statement` names it.
+What the plan does not hold is read from the statements a kernel names (its `stmts`): the
+flops and dropout masks of a generated kernel (its spec has the expressions as C text only).
+Every plan step class has its rule, so no statement is priced by the IR-level rules: a row
+kernel's whole AllReduce by its algorithm, AllToAll by its rank's bytes, a fused Send and its
+receiver's wait, a receiving stage's chunks pipelined with its sender's, the pipelined
+hierarchy's legs (`cost_model.ops.pipeline.pipelined`) and copy engines (design note 87). What
+kind of step a region became (the fused-kind switch) is lowering's decision, read here from
+the step's class and its kernel's kind.
 
 Numbers only: the closed-form `--symbolic` stays the IR-level `program_cost` (a plan is lowered
 for a number of ranks).
@@ -38,9 +39,10 @@ from cost_model.ops import alltoall as a2a
 from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
 from cost_model.ops.compute import Work, compute_cost, elementwise_work, work_s
 from cost_model.ops.context import CostContext, OpCost, add_busy, max_busy
-from cost_model.ops.fused import FusedParts, fused_latency_s, fused_link_lower_s, fused_link_s
+from cost_model.ops.fused import FusedParts, fused_latency_s, fused_parts_cost
+from cost_model.ops.pipeline import pipelined
 from cost_model.ops.program import ProgramCost, host_overlapped_total
-from cost_model.ops.rules import overlap_consumer_sms, stmt_cost
+from cost_model.ops.rules import overlap_consumer_sms
 from workbench import ir
 from workbench.types import Group
 
@@ -67,7 +69,7 @@ class PlanContext:
         ctx = CostContext(plan.program, cluster, bound, options=plan.options)
         leaves = {leaf.name: leaf for s in plan.program.stmts for leaf in s.leaves()}
         chunks = {id(part): s.chunks for s in plan.steps
-                  if isinstance(s, (cp.OverlapStep, cp.ChunkedStep))
+                  if isinstance(s, (cp.OverlapStep, cp.ChunkedStep, cp.PipelineStep))
                   for part in _leaf_steps(s) if per_chunk(part)}
         return PlanContext(plan, ctx, {b.name: b.numel for b in plan.buffers}, leaves, chunks)
 
@@ -129,13 +131,30 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
 def _fused_collective_cost(pc: PlanContext, step: cp.KernelStep, sms=None) -> OpCost:
     """A fused collective kernel holding `sms` SMs (None: all), as `fused_cost` prices one:
     its fixed cost, then its link time and its computation overlapped."""
-    ctx = pc.ctx
-    parts = fused_parts_of(pc, step)
-    comp = work_s(ctx.cluster, parts.work)
-    link = fused_link_s(ctx, parts, sms)
-    t = fused_latency_s(ctx, None, parts) + smax(link, comp)
-    bottleneck = "link" if parts.group is not None and link >= comp else "hbm"
-    return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp}, bottleneck)
+    return fused_parts_cost(pc.ctx, fused_parts_of(pc, step), sms)
+
+
+def copy_engine_parts(pc: PlanContext, step: cp.CopyEngineStep) -> FusedParts:
+    """A fused collective whose bytes copy engines move, as the cost model's FusedParts: the
+    buffers its pulls reduce-scatter and its pushes gather (P slices of each copy), its HBM
+    traffic (the kernel's and the copies' staging: codegen.work), the kernel's flops, its
+    pieces."""
+    P = pc.plan.P
+    rs = sum(P * pc.n(c.numel) * DTYPE_BYTES[c.dtype] for c in step.copies if c.pull)
+    ag = sum(P * pc.n(c.numel) * DTYPE_BYTES[c.dtype] for c in step.copies if not c.pull)
+    kw, w = kernel_work(pc, step.kernel), pc.work(step)
+    work = Work(w.read_bytes + w.write_bytes, kw.flops, kw.dtype, w.write_bytes,
+                w.f16_read_bytes, w.f16_write_bytes, kw.dropout_elements)
+    return FusedParts(rs, ag, 0, work, pc.group() if (rs or ag) else None, engine="copy",
+                      chunks=step.chunks)
+
+
+def _copy_engine_cost(pc: PlanContext, step: cp.CopyEngineStep) -> OpCost:
+    return fused_parts_cost(pc.ctx, copy_engine_parts(pc, step))
+
+
+def _copy_engine_fixed_s(pc: PlanContext, step: cp.CopyEngineStep, chunks: int):
+    return fused_latency_s(pc.ctx, None, copy_engine_parts(pc, step))
 
 
 def _finish_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
@@ -146,7 +165,7 @@ def _finish_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
     return OpCost(pc.ctx.cluster.gpu.launch_latency_s, {}, "hbm")
 
 
-def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost | None:
+def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
     kind = step.spec.kind
     if kind in ("elementwise", "rows"):
         return compute_cost(pc.ctx, kernel_work(pc, step))
@@ -157,7 +176,8 @@ def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost | None:
     if kind == "wait":
         # the receiving stage waits for the sender's flag: the sender's kernel is the time
         return OpCost(0.0, {}, "none")
-    return None
+    raise TypeError(f"a plan's kernel step must be of a kind the cost model prices, got "
+                    f"{kind!r} ({step.spec.name}); add it to cost_model.plan_cost._kernel_cost")
 
 
 def _kernel_fixed_s(pc: PlanContext, step: cp.KernelStep, chunks: int):
@@ -212,7 +232,7 @@ def _alltoall_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
     return OpCost(t, a2a.alltoall_busy(cluster, nbytes, P), "link", host)
 
 
-def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost | None:
+def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
     if step.op == "all_to_all":
         return _alltoall_cost(pc, step)
     kind, nbytes, P, across, cluster = _nccl_call(pc, step)
@@ -287,14 +307,12 @@ def consumer_sms(pc: PlanContext, step: cp.OverlapStep) -> float:
     return overlap_consumer_sms(pc.ctx.cluster, pc.plan.options, step.consumer_blocks)
 
 
-def _overlap_cost(pc: PlanContext, step: cp.OverlapStep) -> OpCost | None:
+def _overlap_cost(pc: PlanContext, step: cp.OverlapStep) -> OpCost:
     """Producer and consumer chunk by chunk on two streams, as `rules._overlapped_cost`
     prices an Overlapped statement: every chunk after the first pays its step's fixed cost
     again; the slower side runs the whole time and the faster adds one chunk of fill, or a
     fused collective beside a computation time-shares the SMs."""
     producer, consumer = (step_cost(pc, s) for s in (step.producer, step.consumer))
-    if producer is None or consumer is None:
-        return None
     chunks = step.chunks
     tp = _all_chunks_s(pc, step.producer, producer, chunks)
     if shares_sms_step(pc.ctx.cluster, step):
@@ -325,12 +343,10 @@ def _all_chunks_busy(part, cost: OpCost, chunks: int) -> dict:
     return {k: chunks * v for k, v in cost.busy_s.items()}
 
 
-def _chunked_cost(pc: PlanContext, step: cp.ChunkedStep) -> OpCost | None:
+def _chunked_cost(pc: PlanContext, step: cp.ChunkedStep) -> OpCost:
     """Parts chunk by chunk on one stream: every chunk of each part, one after another (a
     receiving stage's flag waits cost nothing of their own: `receives`)."""
     costs = [step_cost(pc, s) for s in step.steps]
-    if any(c is None for c in costs):
-        return None
     t = sum((_all_chunks_s(pc, s, c, step.chunks) for s, c in zip(step.steps, costs)), 0.0)
     busy: dict = {}
     for s, c in zip(step.steps, costs):
@@ -356,14 +372,12 @@ def _pipelined(sender: OpCost, receiver: OpCost, chunks: int) -> OpCost:
     return OpCost(t, max_busy(sender.busy_s, receiver.busy_s), slow.bottleneck)
 
 
-def _statement_costs(pc: PlanContext, steps) -> list | None:
+def _statement_costs(pc: PlanContext, steps) -> list:
     """The costs of one statement's steps, in order (a receiving stage's chunked work and its
-    sender's chunks as one pipeline), or None where one step has no price from the plan."""
+    sender's chunks as one pipeline)."""
     costs: list = []
     for k, step in enumerate(steps):
         c = step_cost(pc, step)
-        if c is None:
-            return None
         if k and receives(step) and isinstance(step, cp.ChunkedStep) and c.time_s:
             costs.append(_pipelined(costs.pop(), c, step.chunks))
         else:
@@ -371,11 +385,31 @@ def _statement_costs(pc: PlanContext, steps) -> list | None:
     return costs
 
 
-def _by_statement(pc: PlanContext, step) -> None:
-    return None  # the plan does not describe this step's timing yet: priced by statement
+def _pipeline_leg(pc: PlanContext, leg, chunks: int):
+    """(seconds of one piece of a pipelined hierarchy's leg on the GPU, the whole leg's
+    cost, NCCL's host cost of a piece), as `cost_model.ops.pipeline.pipeline_leg_s`: an NCCL
+    leg's piece by the plan NCCL picks for a piece (every step's latency again), less its
+    host part; a kernel launched per chunk (the fused update + gather) priced on its chunk."""
+    one = step_cost(pc, leg)
+    if isinstance(leg, cp.NcclStep):
+        kind, nbytes, P, across, cluster = _nccl_call(pc, leg)
+        piece = float(coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across).time_s)
+        return piece - one.host_s, one, one.host_s
+    if per_chunk(leg):
+        whole = OpCost(chunks * one.time_s, _all_chunks_busy(leg, one, chunks), one.bottleneck)
+        return one.time_s, whole, one.host_s
+    again = (chunks - 1) * (step_fixed_s(pc, leg, chunks) - one.host_s)
+    return (one.time_s + again) / chunks, one, one.host_s
 
 
-PlanCostRule = Callable[[PlanContext, object], "OpCost | None"]
+def _pipeline_cost(pc: PlanContext, step: cp.PipelineStep) -> OpCost:
+    """A pipelined hierarchy's three legs as a pipeline of its chunks
+    (`cost_model.ops.pipeline.pipelined`)."""
+    legs = [_pipeline_leg(pc, leg, step.chunks) for leg in step.legs]
+    return pipelined(legs, step.chunks)
+
+
+PlanCostRule = Callable[[PlanContext, object], OpCost]
 
 PLAN_COST_RULES: dict[type, PlanCostRule] = {
     cp.KernelStep: _kernel_cost,
@@ -384,13 +418,12 @@ PLAN_COST_RULES: dict[type, PlanCostRule] = {
     cp.ReduceStep: _reduce_cost,
     cp.SendStep: _send_cost,
     cp.OverlapStep: _overlap_cost,
-    cp.PipelineStep: _by_statement,
-    cp.CopyEngineStep: _by_statement,
+    cp.PipelineStep: _pipeline_cost,
+    cp.CopyEngineStep: _copy_engine_cost,
     cp.ChunkedStep: _chunked_cost,
 }
-"""The time of a plan step of each class: (PlanContext, step) -> OpCost, or None where the
-plan does not say enough yet (its statement is then priced by the IR-level rule). A new plan
-step class adds one entry here and one in PLAN_FIXED_RULES."""
+"""The time of a plan step of each class: (PlanContext, step) -> OpCost. A new plan step class
+adds one entry here and one in PLAN_FIXED_RULES."""
 
 PLAN_FIXED_RULES: dict[type, Callable] = {
     cp.KernelStep: _kernel_fixed_s,
@@ -400,7 +433,7 @@ PLAN_FIXED_RULES: dict[type, Callable] = {
     cp.SendStep: _send_fixed_s,
     cp.OverlapStep: _launch_fixed_s,
     cp.PipelineStep: _launch_fixed_s,
-    cp.CopyEngineStep: _launch_fixed_s,
+    cp.CopyEngineStep: _copy_engine_fixed_s,
     cp.ChunkedStep: _launch_fixed_s,
 }
 """The part of a step's time that does not shrink with its data, for one of `chunks` equal
@@ -415,9 +448,8 @@ def _rule(table: dict, name: str, step):
     return rule
 
 
-def step_cost(pc: PlanContext, step) -> OpCost | None:
-    """The cost of one plan step (PLAN_COST_RULES by its class), None where the plan does
-    not price it alone."""
+def step_cost(pc: PlanContext, step) -> OpCost:
+    """The cost of one plan step (PLAN_COST_RULES by its class)."""
     return _rule(PLAN_COST_RULES, "PLAN_COST_RULES", step)(pc, step)
 
 
@@ -432,12 +464,10 @@ def step_fixed_s(pc: PlanContext, step, chunks: int = 1):
 @dataclass(frozen=True)
 class PlanCost(ProgramCost):
     """A plan's predicted time (its steps one after another on each rank, the host issuing
-    NCCL calls ahead), each statement's cost in program order (`stmts`: the sum of its
-    steps', or its IR-level cost), and the statements priced by the IR because the plan does
-    not describe one of their steps yet (`by_statement`)."""
+    NCCL calls ahead) and each step's cost in order (`stmts`), with the top-level statement
+    each step lowers (`names`, parallel to `stmts`)."""
 
     names: tuple = ()
-    by_statement: tuple = ()
 
 
 def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanCost:
@@ -445,23 +475,16 @@ def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]
     the module docstring)."""
     pc = PlanContext.of(plan, cluster, bound)
     origins = plan.origins or tuple("" for _ in plan.steps)
-    stmts = {s.name: s for s in plan.program.stmts}
-    costs, names, by_ir = [], [], []
+    costs, names = [], []
     for name in dict.fromkeys(origins):  # the statements, in order, each once
-        steps = [s for s, o in zip(plan.steps, origins) if o == name]
-        priced = _statement_costs(pc, steps)
-        if priced is not None:
-            costs += priced
-            names += [name] * len(priced)
-        else:
-            costs.append(stmt_cost(pc.ctx, stmts[name]))
-            names.append(name)
-            by_ir.append(name)
+        priced = _statement_costs(pc, [s for s, o in zip(plan.steps, origins) if o == name])
+        costs += priced
+        names += [name] * len(priced)
     total = host_overlapped_total(costs)
     busy: dict = {}
     for c in costs:
         busy = add_busy(busy, c.busy_s)
-    return PlanCost(total, tuple(costs), busy, tuple(names), tuple(by_ir))
+    return PlanCost(total, tuple(costs), busy, tuple(names))
 
 
 def _leaf_steps(step):
@@ -500,6 +523,6 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
 
 
 __all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
-           "alltoall_of", "consumer_sms", "copy_work", "fused_parts_of", "gemm_work",
+           "alltoall_of", "consumer_sms", "copy_engine_parts", "copy_work", "fused_parts_of", "gemm_work",
            "kernel_work", "plan_cost", "plan_link_bytes", "receives", "shares_sms_step", "step_cost",
            "step_fixed_s"]

@@ -34,6 +34,7 @@ from cost_model.plan_cost import (
     NCCL_KINDS,
     PlanContext,
     consumer_sms,
+    copy_engine_parts,
     fused_parts_of,
     gemm_work,
     kernel_work,
@@ -72,7 +73,7 @@ def runs_from_plan(plan: cp.Plan, step) -> bool:
                                   "wait")
     if isinstance(step, cp.NcclStep):
         return step.comm == "group" and not step.by_root
-    return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep))
+    return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep, cp.CopyEngineStep))
 
 
 class PlanSteps:
@@ -121,6 +122,13 @@ class PlanSteps:
                 w.f16_write_bytes))
             yield self.env.timeout(self.cluster.gpu.launch_latency_s)
             yield from self._hold(gpu, "hbm", work_s(self.cluster, copy.scaled(scale)), name)
+
+    def _step_copy_engines(self, g, r, gpu: _Gpu, step: cp.CopyEngineStep, name: str, key,
+                           scale: float, leave_sms: int, sm_cap, host_paid: bool):
+        """Copy engines move the bytes, a kernel per piece computes: the fused pipeline of
+        its FusedParts (engine "copy"), as the statement's rule runs it."""
+        parts = self._priced(("plan_parts", id(step)), lambda: copy_engine_parts(self.pc, step))
+        yield from self._fused_parts(gpu, ("plan", id(step)), parts, name, scale, sm_cap)
 
     def _step_gemm(self, g, r, gpu: _Gpu, step: cp.GemmStep, name: str, key, scale: float,
                    leave_sms: int, sm_cap, host_paid: bool):
@@ -270,6 +278,7 @@ PLAN_RUN_RULES: dict[type, Callable[..., Generator]] = {
     cp.GemmStep: PlanSteps._step_gemm,
     cp.ReduceStep: PlanSteps._step_reduce,
     cp.SendStep: PlanSteps._step_send,
+    cp.CopyEngineStep: PlanSteps._step_copy_engines,
 }
 """How the simulator runs a plan step of each class (OverlapStep: `_plan_overlap`, its two
 parts by these rules; PipelineStep, CopyEngineStep, ChunkedStep: by their statements)."""

@@ -99,3 +99,23 @@ def test_the_reduced_mode_runs_the_plan_too():
     full = Simulation(program, preset("h200x4"), bound, reduced=False, plan=plan).run()
     reduced = Simulation(program, preset("h200x4"), bound, reduced=True, plan=plan)
     assert reduced.from_plan and reduced.run().time_s == pytest.approx(full.time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("spec", ["studies/adam.py", "studies/sgd.py"])
+def test_copy_engines_run_from_the_plan_as_their_statement(spec):
+    """A fused collective moved by copy engines (CopyEngineStep): its pulls, pushes and
+    per-piece kernels from the plan's copies and kernel (cost_model.plan_cost.
+    copy_engine_parts), the statement's events and times."""
+    from workbench import ir
+    from workbench.transforms import CopyEngines
+
+    f = load_study(spec)
+    program = f.schedules["fuse-rs-c-ag"].apply()
+    fused = next(s for s in program.stmts if isinstance(s.op, ir.Fused))
+    program = CopyEngines(fused.outs[0].name, 8).apply(program)
+    bound = bind_sizes(program, {"N": 2**20, "P": 4})
+    by_stmt = simulate(program, preset("h200x4"), bound, reduced=False)
+    sim = Simulation(program, preset("h200x4"), bound, reduced=False, plan=lower(program, 4))
+    result = sim.run()
+    assert fused.name in sim.from_plan
+    assert _event_log(result) == _event_log(by_stmt)
