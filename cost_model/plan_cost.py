@@ -37,7 +37,7 @@ from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops import alltoall as a2a
 from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
-from cost_model.ops.compute import Work, compute_cost, elementwise_work, work_s
+from cost_model.ops.compute import Work, compute_cost, elementwise_work
 from cost_model.ops.context import CostContext, OpCost, add_busy, max_busy
 from cost_model.ops.fused import FusedParts, fused_latency_s, fused_parts_cost
 from cost_model.ops.pipeline import pipelined
@@ -191,18 +191,24 @@ def _kernel_fixed_s(pc: PlanContext, step: cp.KernelStep, chunks: int):
 # ---------------------------------------------------------------- library calls
 
 
-def _nccl_call(pc: PlanContext, step: cp.NcclStep):
-    """(kind, buffer bytes in nccl-tests' convention, ranks, across nodes, the cluster with
-    the step's dtype's NCCL constants) of an NCCL step."""
+def nccl_buffer(pc: PlanContext, step: cp.NcclStep):
+    """(kind, buffer bytes in nccl-tests' convention, ranks, across nodes) of an NCCL step:
+    the count is one rank's part for reduce_scatter and all_gather, its buffer otherwise; an
+    "inter" call runs over one rank per node."""
     across = step.comm == "inter"
     P = pc.plan.nodes if across else pc.plan.P
     part = pc.n(step.count) * DTYPE_BYTES[step.dtype]
-    whole = step.op in ("reduce_scatter", "all_gather")  # count is one rank's part
-    return (NCCL_KINDS[step.op], part * (P if whole else 1), P, across,
-            pc.ctx.cluster.for_dtype(step.dtype))
+    whole = step.op in ("reduce_scatter", "all_gather")
+    return NCCL_KINDS[step.op], part * (P if whole else 1), P, across
 
 
-def _copies(step: cp.NcclStep) -> bool:
+def nccl_call(pc: PlanContext, step: cp.NcclStep):
+    """`nccl_buffer`'s (kind, bytes, ranks, across nodes) and the cluster with the step's
+    dtype's NCCL constants."""
+    return (*nccl_buffer(pc, step), pc.ctx.cluster.for_dtype(step.dtype))
+
+
+def copies(step: cp.NcclStep) -> bool:
     """Whether NCCL over one rank copies the buffer (out of place), as `single_rank_copy`."""
     return (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset)
 
@@ -235,12 +241,12 @@ def _alltoall_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
 def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
     if step.op == "all_to_all":
         return _alltoall_cost(pc, step)
-    kind, nbytes, P, across, cluster = _nccl_call(pc, step)
+    kind, nbytes, P, across, cluster = nccl_call(pc, step)
     t = coll.collective_time(kind, nbytes, P, cluster, P, across)
     busy = coll.collective_bus_bytes(kind, nbytes, P) / peak_link_Bps(
         pc.ctx, pc.group(step.comm), across)
     host = cluster.nccl.host_overhead_s
-    if P == 1 and _copies(step):
+    if P == 1 and copies(step):
         c = compute_cost(pc.ctx, copy_work(pc, step))
         return OpCost(t + c.time_s, {"link": busy, **c.busy_s}, "hbm", host)
     return OpCost(t, {"link": busy}, "link", host)
@@ -249,8 +255,8 @@ def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
 def _nccl_fixed_s(pc: PlanContext, step: cp.NcclStep, chunks: int):
     if step.op == "all_to_all":
         return a2a.alltoall_latency_s(pc.ctx.cluster, alltoall_of(pc, step)[1])
-    kind, nbytes, P, across, cluster = _nccl_call(pc, step)
-    if P == 1 and _copies(step):
+    kind, nbytes, P, across, cluster = nccl_call(pc, step)
+    if P == 1 and copies(step):
         return cluster.nccl.host_overhead_s + pc.ctx.cluster.gpu.launch_latency_s
     return coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across).fixed_s
 
@@ -392,7 +398,7 @@ def _pipeline_leg(pc: PlanContext, leg, chunks: int):
     host part; a kernel launched per chunk (the fused update + gather) priced on its chunk."""
     one = step_cost(pc, leg)
     if isinstance(leg, cp.NcclStep):
-        kind, nbytes, P, across, cluster = _nccl_call(pc, leg)
+        kind, nbytes, P, across, cluster = nccl_call(pc, leg)
         piece = float(coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across).time_s)
         return piece - one.host_s, one, one.host_s
     if per_chunk(leg):
@@ -509,20 +515,17 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
     total = 0.0
     for step in (leaf for s in plan.steps for leaf in _leaf_steps(s)):
         if isinstance(step, cp.NcclStep) and step.op in NCCL_KINDS:
-            across = step.comm == "inter"
-            P = plan.nodes if across else plan.P
-            part = pc.n(step.count) * DTYPE_BYTES[step.dtype]
-            whole = step.op in ("reduce_scatter", "all_gather")
-            total += float(coll.collective_bus_bytes(NCCL_KINDS[step.op],
-                                                     part * (P if whole else 1), P))
+            kind, nbytes, P, _ = nccl_buffer(pc, step)
+            total += float(coll.collective_bus_bytes(kind, nbytes, P))
         elif isinstance(step, cp.NcclStep):  # all_to_all: all but this rank's own block
-            total += (plan.P - 1) / plan.P * pc.n(step.count) * DTYPE_BYTES[step.dtype]
+            nbytes, P = alltoall_of(pc, step)
+            total += nbytes * (P - 1) / P
         else:
             total += pc.work(step).link_bytes
     return total
 
 
 __all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
-           "alltoall_of", "consumer_sms", "copy_engine_parts", "copy_work", "fused_parts_of", "gemm_work",
-           "kernel_work", "plan_cost", "plan_link_bytes", "receives", "shares_sms_step", "step_cost",
-           "step_fixed_s"]
+           "alltoall_of", "consumer_sms", "copies", "copy_engine_parts", "copy_work",
+           "fused_parts_of", "gemm_work", "kernel_work", "nccl_buffer", "nccl_call", "plan_cost",
+           "plan_link_bytes", "receives", "shares_sms_step", "step_cost", "step_fixed_s"]

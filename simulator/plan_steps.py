@@ -31,13 +31,15 @@ from cost_model.ops import (
     work_s,
 )
 from cost_model.plan_cost import (
-    NCCL_KINDS,
     PlanContext,
     consumer_sms,
+    copies,
     copy_engine_parts,
+    copy_work,
     fused_parts_of,
     gemm_work,
     kernel_work,
+    nccl_call,
     receives,
     shares_sms_step,
     step_cost,
@@ -49,30 +51,26 @@ from workbench import ir
 
 
 def kernel_name(s: ir.Stmt) -> str:
-    """What the timeline calls the kernels of top-level statement `s` (as RUN_RULES does)."""
-    op = s.op
-    if isinstance(op, ir.Fused):
-        if op.kind == "compute":
-            return f"{s.name} = FusedCompute"
-        if op.kind == "matmul":
-            return f"{s.name} = FusedMatmul"
-        return f"{s.name} = {op}"
-    return f"{s.name} = {type(op).__name__}"
+    """What the timeline calls the kernels of top-level statement `s` (as RUN_RULES does):
+    a region by its op (FusedCompute, FusedAllreduce[lamport], ...), else its op class."""
+    if isinstance(s.op, ir.Fused):
+        return f"{s.name} = {s.op}"
+    return f"{s.name} = {type(s.op).__name__}"
 
 
 def runs_from_plan(plan: cp.Plan, step) -> bool:
     """Whether the simulator runs plan step `step` by PLAN_RUN_RULES (module docstring)."""
-    if plan.per_node:
-        return False  # a node's view: the sub-groups' meetings are the statements' rule's
     if isinstance(step, cp.OverlapStep):
         return all(runs_from_plan(plan, s) for s in (step.producer, step.consumer))
     if isinstance(step, cp.ChunkedStep):
         return all(runs_from_plan(plan, s) for s in step.steps)
+    if isinstance(step, cp.PipelineStep):
+        return all(runs_from_plan(plan, s) for s in step.legs)
     if isinstance(step, cp.KernelStep):
         return step.spec.kind in ("elementwise", "rows", "collective", "finish", "send",
                                   "wait")
     if isinstance(step, cp.NcclStep):
-        return step.comm == "group" and not step.by_root
+        return True
     return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep, cp.CopyEngineStep))
 
 
@@ -106,20 +104,21 @@ class PlanSteps:
         if step.op == "all_to_all":
             yield from run_alltoall_step(self, gpu, step, name, scale, host_paid)
             return
-        P = self.pc.plan.P
-        part = self.pc.n(step.count) * DTYPE_BYTES[step.dtype]
-        whole = step.op in ("reduce_scatter", "all_gather")
-        nbytes = part * (P if whole else 1) * scale
-        cluster = self._priced(("plan_cluster", id(step)),
-                               lambda: self.cluster.for_dtype(step.dtype))
-        yield from self._collective(g, r, gpu, NCCL_KINDS[step.op], nbytes, name, key,
-                                    host_paid, cluster)
-        if P == 1 and (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset):
+        kind, nbytes, P, across, cluster = self._priced(("plan_call", id(step)),
+                                                        lambda: nccl_call(self.pc, step))
+        if self.pc.plan.per_node:
+            # a node's view: the node's communicator, or across nodes the rail's ("inter")
+            plan = self._priced(("plan_node", id(step), scale), lambda: coll.choose_plan(
+                kind, nbytes * scale, P, cluster, P, across))
+            yield from self._node_collective(g, r, gpu, plan, cluster,
+                                             "inter" if across else "intra",
+                                             self.pc.plan.P, key, name, host_paid)
+            return
+        yield from self._collective(g, r, gpu, kind, nbytes * scale, name, key, host_paid,
+                                    cluster)
+        if P == 1 and copies(step):
             # one rank: NCCL copies the buffer out of place, on the HBM without SMs
-            w = self.pc.work(step)
-            copy = self._priced(("plan_copy", id(step)), lambda: Work(
-                w.read_bytes + w.write_bytes, 0, "f32", w.write_bytes, w.f16_read_bytes,
-                w.f16_write_bytes))
+            copy = self._priced(("plan_copy", id(step)), lambda: copy_work(self.pc, step))
             yield self.env.timeout(self.cluster.gpu.launch_latency_s)
             yield from self._hold(gpu, "hbm", work_s(self.cluster, copy.scaled(scale)), name)
 
@@ -174,6 +173,8 @@ class PlanSteps:
         for k, step in enumerate(steps):
             if isinstance(step, cp.OverlapStep):
                 yield from self._plan_overlap(g, r, gpu, s, step, (key, k))
+            elif isinstance(step, cp.PipelineStep):
+                yield from self._plan_legs(g, r, gpu, s, step, key)
             elif receives(step):
                 continue  # run with its sender, on the receiving stage (below)
             elif k + 1 < len(steps) and receives(steps[k + 1]):
@@ -192,8 +193,35 @@ class PlanSteps:
             self.rows.append(Row(start, self.env.now, gpu.id, "stream",
                                  f"{s.name} = {type(s.op).__name__}"))
 
+    def _plan_legs(self, g, r, gpu, s: ir.Stmt, step: cp.PipelineStep, key):
+        """A pipelined hierarchy's legs as three processes of `chunks` pieces, piece c of a
+        leg after piece c of the leg before, each piece issued by the host in order ahead of
+        the GPU, as `Pipelines._pipeline` runs the statement's legs."""
+        env, chunks = self.env, step.chunks
+        legs = tuple(zip(s.op.body, step.legs))
+        done = [[env.event() for _ in range(chunks)] for _ in legs]
+        host = [self._priced(("plan_host", id(leg)), lambda leg=leg: float(
+            step_cost(self.pc, leg).host_s)) for leg in step.legs]
+        issued, t = {}, env.now
+        for c in range(chunks):
+            for i in range(len(legs)):
+                t += host[i]
+                issued[(i, c)] = t
+
+        def leg_process(i, leg_s, leg):
+            for c in range(chunks):
+                if i:
+                    yield done[i - 1][c]
+                if issued[(i, c)] > env.now:
+                    yield env.timeout(issued[(i, c)] - env.now)
+                yield from self._plan_part(g, r, gpu, leg_s, (leg,), (key, "leg", i, c),
+                                           chunks, host_paid=bool(host[i]))
+                done[i][c].succeed()
+
+        yield env.all_of([env.process(leg_process(i, *pair)) for i, pair in enumerate(legs)])
+
     def _plan_part(self, g, r, gpu, s: ir.Stmt, steps, key, chunks: int, leave: int = 0,
-                   sm_cap=None):
+                   sm_cap=None, host_paid: bool = False):
         """One chunk of an overlap's part (`steps`, one after another): a kernel launched per
         chunk on its chunk's extent (codegen.work.per_chunk), or 1/chunks of a GEMM or NCCL
         call; on the stream as the part's statement."""
@@ -201,7 +229,7 @@ class PlanSteps:
         for j, step in enumerate(steps):
             scale = 1.0 if per_chunk(step) else 1.0 / chunks
             yield from self._run_step(g, r, gpu, s, step, key if len(steps) == 1 else
-                                      (key, j), scale, leave, sm_cap)
+                                      (key, j), scale, leave, sm_cap, host_paid)
         if self.record:
             self.rows.append(Row(start, self.env.now, gpu.id, "stream",
                                  f"{s.name} = {type(s.op).__name__}"))

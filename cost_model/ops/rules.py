@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 import sympy
 
+from codegen.forms import fused_form, is_fused_collective
 from codegen.plan import MAX_BLOCKS, overlap_grid
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
@@ -80,18 +81,33 @@ def _reduction_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     return OpCost(cost.time_s + norm_combine_s(ctx, t_in.group), cost.busy_s, "hbm")
 
 
+def _fused_compute_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    return compute_cost(ctx, elementwise_work(ctx, s.op.body))
+
+
+def _fused_matmul_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    """The GEMM and, unless the library runs it, the epilogue kernel."""
+    costs = [compute_cost(ctx, w) for w in matmul_epilogue_works(ctx, s)]
+    busy: dict = {}
+    for c in costs:
+        busy = add_busy(busy, c.busy_s)
+    return OpCost(sum((c.time_s for c in costs), 0), busy, costs[0].bottleneck)
+
+
+# A Fused statement's price by what it runs as (codegen.forms.fused_form, lowering's decision):
+# ring is CoCoNet's form across nodes (cost_model.ops.network_fused); copy engines and peer
+# accesses are the fused kernel's pipeline (cost_model.ops.fused).
+FUSED_COST_RULES: dict[str, CostRule] = {
+    "compute": _fused_compute_cost,
+    "matmul": _fused_matmul_cost,
+    "ring": ring_fused_cost,
+    "copy": fused_cost,
+    "peers": fused_cost,
+}
+
+
 def _fused_stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
-    if s.op.kind == "compute":
-        return compute_cost(ctx, elementwise_work(ctx, s.op.body))
-    if s.op.kind == "matmul":  # the GEMM and, unless the library runs it, the epilogue kernel
-        costs = [compute_cost(ctx, w) for w in matmul_epilogue_works(ctx, s)]
-        busy: dict = {}
-        for c in costs:
-            busy = add_busy(busy, c.busy_s)
-        return OpCost(sum((c.time_s for c in costs), 0), busy, costs[0].bottleneck)
-    if s.op.engine == "ring":  # CoCoNet's form across nodes (cost_model.ops.network_fused)
-        return ring_fused_cost(ctx, s)
-    return fused_cost(ctx, s)
+    return FUSED_COST_RULES[fused_form(s)](ctx, s)
 
 
 def _overlapped_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
@@ -159,11 +175,12 @@ def _launch_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
 
 
 def _fused_stmt_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
-    if s.op.engine == "ring" and ring_fused_plan(ctx, s) is not None:
+    form = fused_form(s)
+    if form == "ring" and ring_fused_plan(ctx, s) is not None:
         return ring_fused_plan(ctx, s)[0].fixed_s
-    if s.op.kind == "compute":
+    if form == "compute":
         return _launch_fixed_s(ctx, s, chunks)
-    if s.op.kind == "matmul":
+    if form == "matmul":
         return len(matmul_epilogue_works(ctx, s)) * _launch_fixed_s(ctx, s, chunks)
     return fused_latency_s(ctx, s, fused_parts(ctx, s))
 
@@ -230,8 +247,7 @@ def shares_sms(cluster: Cluster, producer: ir.Stmt, consumer: ir.Stmt) -> bool:
     calibrated block curve."""
     return (bool(cluster.fused_block_bandwidth)
             and isinstance(producer.op, (ir.MatMul, *ir.ELEMENTWISE_OPS))
-            and isinstance(consumer.op, ir.Fused)
-            and consumer.op.kind not in ("compute", "matmul"))
+            and is_fused_collective(consumer))
 
 
 def overlap_consumer_sms(cluster: Cluster, options, chosen: int | None = None) -> float:
