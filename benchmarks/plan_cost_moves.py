@@ -39,7 +39,8 @@ def studies() -> list[str]:
 
 
 def moves(spec: str, cluster, simulated: bool = False) -> list[tuple[str, float, float, int]]:
-    """(schedule, IR-level seconds, plan seconds, statements priced or run by statement) for
+    """(schedule, IR-level seconds, plan seconds, statements run by statement: none since
+    design note 87, every step has its price and its process) for
     every generated schedule and candidate of one study file: the cost model's, or with
     `simulated` the simulator's."""
     pf = load(str(ROOT / spec))

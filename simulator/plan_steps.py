@@ -5,12 +5,13 @@ collective's steps on the links or a meeting of its group, a fused kernel's load
 pipeline), with every duration from the plan's prices (cost_model.plan_cost: the step's
 StepWork through the cost model's formulas). A mixin of simulator.engine.Simulation.
 
-A top-level statement runs from the plan when every one of its steps has a rule here that
-takes it (`runs_from_plan`), which is the set cost_model.plan_cost prices from the plan alone,
-less the node view's collectives (a hierarchical split's sub-groups: their meetings are the
-statements' rule's); any other statement runs by its op class's rule (RUN_RULES), as before.
-The timeline names a step by its statement (what the statement's rule would call it), so where
-the plan's durations are the statements', the event log is the same, byte for byte.
+Given a plan, every top-level statement runs as its steps (`runs_from_plan` says which steps
+have a process here: since design note 87 all of them, node views' collectives included, as
+meetings of the node's or the rail's ranks); the statements' rules (RUN_RULES) stay for what
+is simulated without a plan: a schedule the backend refuses (CoCoNet's ring form), a mesh's
+groups (`simulate --mesh`) and wbtorch's knob choice. The timeline names a step by its
+statement (what the statement's rule would call it), so where the plan's durations are the
+statements', the event log is the same, byte for byte.
 """
 
 from __future__ import annotations

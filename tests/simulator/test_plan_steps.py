@@ -1,7 +1,7 @@
 """The simulator running a lowered plan's steps (simulator.plan_steps, design note 75): where
 the plan's durations are the statements', the event log is the statements' run, byte for byte
 (the golden logs); where the plan shows a fused kernel keeping values in registers, the same
-events, never later; what the plan does not describe runs by its statement."""
+events, never later (design notes 75, 87)."""
 
 from __future__ import annotations
 
