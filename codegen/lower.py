@@ -30,6 +30,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from codegen.forms import fused_form
 from codegen.lower_alltoall import alltoall_kernel_step
 from codegen.lower_collective import fused_collective_steps
 from codegen.lower_copy_engines import copy_engine_step
@@ -92,29 +93,31 @@ SIMULATED_ONLY = "simulated only: needs a fused network collective"
 
 
 def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
-    """A fused region by what moves its bytes and its kind (ir.FUSED_KINDS)."""
+    """A fused region by its form (codegen.forms.fused_form: the one place that decides what
+    a region runs as) and, for a kernel, its shape: a row kernel where it reduces along rows."""
     op = stmt.op
+    form = fused_form(stmt)
     if has_axis_reduction(stmt):  # RMSNorm, LayerNorm, softmax: a row kernel (lower_rows)
         return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.opts)])
-    if op.engine == "copy":
+    if form == "copy":
         return ctx.here([copy_engine_step(ctx.pl, stmt, first)])
-    if op.engine == "ring":
+    if form == "ring":
         raise fault(f"{_what(stmt)}: {SIMULATED_ONLY}: the update inside NCCL's ring across "
                     "nodes needs a collective whose network steps a kernel drives with "
                     "computation between them (NCCL 2.28's device API reaches peers over "
                     "NVLink/NVLS, and GIN's one-sided puts over the network, but gives no ring "
                     "to fuse into; docs/design/codegen.md); run fuse-rs-c-ag inside a node, or "
                     "the pipelined hierarchy across nodes")
-    if op.kind in ("allreduce", "reducescatter", "allgather", "reduce", "broadcast",
-                   "reducebroadcast"):
-        return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.opts))
+    if form == "matmul":
+        return ctx.here(matmul_epilogue_steps(ctx.pl, stmt, first))
+    if form == "compute":
+        return ctx.here([elementwise_kernel(ctx.pl, stmt, first)])
+    # "peers": one kernel moving the bytes, by the collective it holds
     if op.kind == "alltoall":  # a peer-memory AllToAll with its computation (lower_alltoall)
         return ctx.here([alltoall_kernel_step(ctx.pl, stmt, first, ctx.opts)])
     if op.kind == "send":
         return send_steps(ctx.pl, stmt, first, ctx.opts)
-    if op.kind == "matmul":
-        return ctx.here(matmul_epilogue_steps(ctx.pl, stmt, first))
-    return ctx.here([elementwise_kernel(ctx.pl, stmt, first)])  # kind "compute"
+    return ctx.here(fused_collective_steps(ctx.pl, stmt, first, ctx.opts))
 
 
 def _lower_send(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:

@@ -59,7 +59,10 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int,
             consumer = steps[0]
         else:
             consumer = nccl_step(pl, cons, first + n_prod)
-        return [(OverlapStep(op.chunks, gemm, consumer, stmt.name), here)]
+            return [(OverlapStep(op.chunks, gemm, consumer, stmt.name), here)]
+        # the generated consumer time-shares the SMs with the GEMM, on part of its grid
+        return [(OverlapStep(op.chunks, gemm, consumer, stmt.name, shares_sms=True,
+                             consumer_blocks=opts.overlap_blocks), here)]
     if form == "matmul-reducescatter":
         gemm = gemm_step(pl, prod, f"statement {prod.name} ({pop})")
         consumer = replace(nccl_step(pl, cons, first + n_prod), by_root=True)

@@ -164,6 +164,30 @@ class OverlapStep:
     stmt: str
     rows: sympy.Expr = sympy.Integer(0)  # NCCL producer: rows of the chunked tensor
     per: int = 1  # ... which must divide into this many equal parts (check_chunk_rows)
+    # A generated consumer beside a GEMM time-shares the SMs with it and runs on part of its
+    # grid (`consumer_grid`): lowering decides it, the runtime launches it so and the cost
+    # model and the simulator price it so. `consumer_blocks`: the blocks chosen
+    # (CodegenOptions.overlap_blocks), 0 for OVERLAP_GRID_SHARE of the full grid.
+    shares_sms: bool = False
+    consumer_blocks: int = 0
+
+    def consumer_grid(self, full: int) -> int:
+        """Blocks of the consumer kernel whose full grid is `full` blocks."""
+        return overlap_grid(full, self.consumer_blocks) if self.shares_sms else full
+
+
+# An overlapped consumer beside a GEMM runs on a quarter of its full grid by default (66
+# blocks on an H200, one per two SMs): the fastest of 16..264 blocks for the model-parallel
+# layer on 2x H200 (GPU run 6, studies/results/gpu/README.md).
+OVERLAP_GRID_SHARE = 4
+
+
+def overlap_grid(full: int, chosen: int = 0) -> int:
+    """Blocks of an overlapped consumer kernel whose full grid is `full`: `chosen`
+    (CodegenOptions.overlap_blocks, the same on every rank: blocks meet their peers by index)
+    capped by the full grid, or by default 1/OVERLAP_GRID_SHARE of it. The one formula of
+    that grid: the runtime launches it, the cost model and the simulator price it."""
+    return min(full, chosen) if chosen > 0 else max(1, full // OVERLAP_GRID_SHARE)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ plan's. What a record counts:
   Scalars (a hyperparameter, a norm) are one element each, an operand broadcast along rows
   (`rowvec`) one row, another broadcast operand (`gather`, a bias) its buffer once (it stays
   in cache); flops are not counted for generated kernels (the cost model reads them from the
-  IR expressions, which the spec holds only as C text). Not counted yet: the whole-AllReduce
-  phase at the head of a row kernel (`spec.RowAllReduce`: two-shot, one-shot, Lamport, design
-  note 58) and its "lamport" loads;
+  IR expressions, which the spec holds only as C text). The whole AllReduce at the head of a
+  row kernel (`spec.RowAllReduce`: two-shot, one-shot, Lamport, design note 58) by its
+  algorithm (`_row_allreduce`);
+- a fused Send: its stores into the next stage's buffer move over the link and land in that
+  GPU's HBM (not counted here); its receiver's wait kernel does no work;
 - an NCCL call: the bytes it reads and writes on this rank, and its payload (the per-rank
   buffer that the algorithm moves; the algorithm's factor, 2 (P - 1) / P for a ring
   AllReduce, is the cost model's: `link_bytes` is the payload, not the wire bytes);
@@ -118,12 +120,48 @@ def peer_bytes(step: cp.KernelStep, P: int) -> tuple[sympy.Expr, sympy.Expr]:
     rs += sum((n * C_BYTES.get(ld.c_type, 4) for ld in loads if ld.mode == "exchange"), ZERO)
     ag = sum(((1 if st.block else len(st.peers)) * n * C_BYTES.get(st.c_type, 4)
               for st in stores if st.peers), ZERO)
+    ar = step.spec.allreduce
+    if ar is not None and ar.algorithm != "one-shot":  # one-shot's loads are "reduce" loads
+        whole = n * C_BYTES.get(ar.c_type, 4)  # every row, on every rank
+        if ar.algorithm == "two-shot":  # a reduce-scatter and an all-gather of the rows
+            rs, ag = rs + whole, ag + whole
+        else:  # Lamport: my rows stored into every rank's receive buffer
+            ag += P * whole
     return rs, ag
+
+
+def _row_allreduce(ar, n, P: int) -> StepWork:
+    """The whole AllReduce at the head of a row kernel beyond its passes' loads (design note
+    58): two-shot reduces this rank's 1/P of the rows from every rank's input (its own input
+    served to the P ranks, once in total) and stores the sums into every rank's buffer (the
+    P - 1 peers' stores land in mine); Lamport stores my rows into every rank's receive
+    buffer (P parts land in mine, which I spin-read and re-poison for two launches ahead);
+    one-shot's peer loads are the passes' "reduce" load."""
+    whole = n * C_BYTES.get(ar.c_type, 4)
+    if ar.algorithm == "two-shot":
+        return _io(ar.c_type, read=whole, write=whole, link=2 * (P - 1) * whole / P)
+    if ar.algorithm == "lamport":
+        return _io(ar.c_type, read=whole + P * whole, write=2 * P * whole,
+                   link=(P - 1) * whole)
+    return StepWork()
+
+
+def _remote(spec) -> set:
+    """Parameters of a kernel that point into another stage's buffer (a fused Send's)."""
+    return {p.name for p in spec.params if p.kind == "remote"}
+
+
+def send_bytes(step: cp.KernelStep) -> sympy.Expr:
+    """Bytes a fused Send kernel stores into the next stage's buffer (its payload)."""
+    n, _, stores = _kernel_io(step)
+    remote = _remote(step.spec)
+    return sum((n * C_BYTES.get(st.c_type, 4) for st in stores if st.ptr in remote), ZERO)
 
 
 def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     spec = step.spec
     n, loads, stores = _kernel_io(step)
+    remote_ptrs = _remote(spec)
     rooted = is_rooted(spec)
     work = StepWork()
     computed = [p for p in spec.pushes if isinstance(p, ComputedPush)]
@@ -151,6 +189,9 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
             work += _io(ld.c_type, read=size)
     for st in stores:
         size = n * C_BYTES.get(st.c_type, 4)
+        if st.ptr in remote_ptrs:  # a fused Send's store: over the link, into the next stage
+            work += _io(st.c_type, link=size)
+            continue
         if st.block:  # an AllToAll by peer stores: P - 1 of P blocks remote
             work += _io(st.c_type, write=size, link=(P - 1) * size / P)
             continue
@@ -159,6 +200,8 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
         # a rooted store (a Broadcast's) lands in every rank's HBM once, the root's included
         mine = own if rooted else own + remote
         work += _io(st.c_type, write=mine * size, link=remote * size)
+    if spec.allreduce is not None:
+        work += _row_allreduce(spec.allreduce, n, P)
     if spec.row is not None:  # a row's reduction stored for later: one value per row
         for red in (r for p in spec.row.passes for r in p.reductions if r.ptr):
             work += _io(red.c_type, write=sympy.sympify(step.extent) * C_BYTES.get(red.c_type, 4))

@@ -9,13 +9,14 @@ NCCL's plans `cost_model.collectives`, peer loads and stores `fused_link_s`, the
 kernels' fixed costs). Nothing here is a new formula: the rules say what a step is, and the
 cost model's functions say what it costs.
 
-What the plan does not hold is read from the statements it names (`Plan.origins`, a step's
-`stmts`): the flops and dropout masks of a generated kernel (its spec has the expressions as
-C text only). A step whose rule returns None is one the plan cannot price alone yet: a row
-kernel with a whole AllReduce at its head (its phase is not in its StepWork), a fused Send
-and its receiver's wait, an AllToAll, the pipelined hierarchy's legs, chunked stages and
-copy-engine steps. Then its statement is priced by the IR-level rule (`stmt_cost`), once for
-all of its steps, and `PlanCost.by_statement` names it.
+What the plan does not hold is read from the statements a kernel names (its `stmts`): the
+flops and dropout masks of a generated kernel (its spec has the expressions as C text only).
+Every plan step class has its rule, so no statement is priced by the IR-level rules: a row
+kernel's whole AllReduce by its algorithm, AllToAll by its rank's bytes, a fused Send and its
+receiver's wait, a receiving stage's chunks pipelined with its sender's, the pipelined
+hierarchy's legs (`cost_model.ops.pipeline.pipelined`) and copy engines (design note 87). What
+kind of step a region became (the fused-kind switch) is lowering's decision, read here from
+the step's class and its kernel's kind.
 
 Numbers only: the closed-form `--symbolic` stays the IR-level `program_cost` (a plan is lowered
 for a number of ranks).
@@ -30,16 +31,18 @@ import sympy
 
 from codegen import plan as cp
 from codegen.spec import ComputedPush
-from codegen.work import DTYPE_BYTES, StepWork, peer_bytes, per_chunk, step_work
+from codegen.work import DTYPE_BYTES, StepWork, peer_bytes, per_chunk, send_bytes, step_work
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
+from cost_model.ops import alltoall as a2a
 from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
-from cost_model.ops.compute import Work, compute_cost, elementwise_work, work_s
-from cost_model.ops.context import CostContext, OpCost, add_busy
-from cost_model.ops.fused import FusedParts, fused_latency_s, fused_link_lower_s, fused_link_s
+from cost_model.ops.compute import Work, compute_cost, elementwise_work
+from cost_model.ops.context import CostContext, OpCost, add_busy, max_busy
+from cost_model.ops.fused import FusedParts, fused_latency_s, fused_parts_cost
+from cost_model.ops.pipeline import pipelined
 from cost_model.ops.program import ProgramCost, host_overlapped_total
-from cost_model.ops.rules import overlap_consumer_sms, stmt_cost
+from cost_model.ops.rules import overlap_consumer_sms
 from workbench import ir
 from workbench.types import Group
 
@@ -66,7 +69,7 @@ class PlanContext:
         ctx = CostContext(plan.program, cluster, bound, options=plan.options)
         leaves = {leaf.name: leaf for s in plan.program.stmts for leaf in s.leaves()}
         chunks = {id(part): s.chunks for s in plan.steps
-                  if isinstance(s, (cp.OverlapStep, cp.ChunkedStep))
+                  if isinstance(s, (cp.OverlapStep, cp.ChunkedStep, cp.PipelineStep))
                   for part in _leaf_steps(s) if per_chunk(part)}
         return PlanContext(plan, ctx, {b.name: b.numel for b in plan.buffers}, leaves, chunks)
 
@@ -116,22 +119,42 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
     it reduce-scatters by peer loads (or pushes, in push mode) and gathers by peer stores,
     whole (P slices of `extent` elements), and its Work."""
     rs, ag = (pc.n(b) for b in peer_bytes(step, pc.plan.P))
-    group = pc.group() if (rs or ag) else None
+    send = pc.n(send_bytes(step)) if step.spec.kind == "send" else 0.0
+    group = pc.group() if (rs or ag or send) else None
     # computation before a reduce-scatter pushes its values whatever the collective mode
     pushed = any(isinstance(p, ComputedPush) for p in step.spec.pushes)
-    return FusedParts(rs, ag, 0, kernel_work(pc, step), group, pushed=pushed)
+    ar = step.spec.allreduce  # a row kernel's whole AllReduce: its algorithm's fixed cost
+    return FusedParts(rs, ag, send, kernel_work(pc, step), group, pushed=pushed,
+                      algorithm=ar.algorithm if ar is not None else "two-shot")
 
 
 def _fused_collective_cost(pc: PlanContext, step: cp.KernelStep, sms=None) -> OpCost:
     """A fused collective kernel holding `sms` SMs (None: all), as `fused_cost` prices one:
     its fixed cost, then its link time and its computation overlapped."""
-    ctx = pc.ctx
-    parts = fused_parts_of(pc, step)
-    comp = work_s(ctx.cluster, parts.work)
-    link = fused_link_s(ctx, parts, sms)
-    t = fused_latency_s(ctx, None, parts) + smax(link, comp)
-    bottleneck = "link" if parts.group is not None and link >= comp else "hbm"
-    return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp}, bottleneck)
+    return fused_parts_cost(pc.ctx, fused_parts_of(pc, step), sms)
+
+
+def copy_engine_parts(pc: PlanContext, step: cp.CopyEngineStep) -> FusedParts:
+    """A fused collective whose bytes copy engines move, as the cost model's FusedParts: the
+    buffers its pulls reduce-scatter and its pushes gather (P slices of each copy), its HBM
+    traffic (the kernel's and the copies' staging: codegen.work), the kernel's flops, its
+    pieces."""
+    P = pc.plan.P
+    rs = sum(P * pc.n(c.numel) * DTYPE_BYTES[c.dtype] for c in step.copies if c.pull)
+    ag = sum(P * pc.n(c.numel) * DTYPE_BYTES[c.dtype] for c in step.copies if not c.pull)
+    kw, w = kernel_work(pc, step.kernel), pc.work(step)
+    work = Work(w.read_bytes + w.write_bytes, kw.flops, kw.dtype, w.write_bytes,
+                w.f16_read_bytes, w.f16_write_bytes, kw.dropout_elements)
+    return FusedParts(rs, ag, 0, work, pc.group() if (rs or ag) else None, engine="copy",
+                      chunks=step.chunks)
+
+
+def _copy_engine_cost(pc: PlanContext, step: cp.CopyEngineStep) -> OpCost:
+    return fused_parts_cost(pc.ctx, copy_engine_parts(pc, step))
+
+
+def _copy_engine_fixed_s(pc: PlanContext, step: cp.CopyEngineStep, chunks: int):
+    return fused_latency_s(pc.ctx, None, copy_engine_parts(pc, step))
 
 
 def _finish_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
@@ -142,61 +165,98 @@ def _finish_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
     return OpCost(pc.ctx.cluster.gpu.launch_latency_s, {}, "hbm")
 
 
-def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost | None:
+def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
     kind = step.spec.kind
-    if kind in ("elementwise", "rows") and step.spec.allreduce is None:
+    if kind in ("elementwise", "rows"):
         return compute_cost(pc.ctx, kernel_work(pc, step))
-    if kind == "collective" and step.spec.allreduce is None:
+    if kind in ("collective", "send"):
         return _fused_collective_cost(pc, step)
     if kind == "finish":
         return _finish_cost(pc, step)
-    return None  # a row kernel's whole AllReduce, a fused Send and its wait: by statement
+    if kind == "wait":
+        # the receiving stage waits for the sender's flag: the sender's kernel is the time
+        return OpCost(0.0, {}, "none")
+    raise TypeError(f"a plan's kernel step must be of a kind the cost model prices, got "
+                    f"{kind!r} ({step.spec.name}); add it to cost_model.plan_cost._kernel_cost")
 
 
 def _kernel_fixed_s(pc: PlanContext, step: cp.KernelStep, chunks: int):
-    if step.spec.kind == "collective":
+    if step.spec.kind in ("collective", "send"):
         return fused_latency_s(pc.ctx, None, fused_parts_of(pc, step))
+    if step.spec.kind == "wait":
+        return 0.0
     return pc.ctx.cluster.gpu.launch_latency_s
 
 
 # ---------------------------------------------------------------- library calls
 
 
-def _nccl_call(pc: PlanContext, step: cp.NcclStep):
-    """(kind, buffer bytes in nccl-tests' convention, ranks, across nodes, the cluster with
-    the step's dtype's NCCL constants) of an NCCL step."""
+def nccl_buffer(pc: PlanContext, step: cp.NcclStep):
+    """(kind, buffer bytes in nccl-tests' convention, ranks, across nodes) of an NCCL step:
+    the count is one rank's part for reduce_scatter and all_gather, its buffer otherwise; an
+    "inter" call runs over one rank per node."""
     across = step.comm == "inter"
     P = pc.plan.nodes if across else pc.plan.P
     part = pc.n(step.count) * DTYPE_BYTES[step.dtype]
-    whole = step.op in ("reduce_scatter", "all_gather")  # count is one rank's part
-    return (NCCL_KINDS[step.op], part * (P if whole else 1), P, across,
-            pc.ctx.cluster.for_dtype(step.dtype))
+    whole = step.op in ("reduce_scatter", "all_gather")
+    return NCCL_KINDS[step.op], part * (P if whole else 1), P, across
 
 
-def _copies(step: cp.NcclStep) -> bool:
+def nccl_call(pc: PlanContext, step: cp.NcclStep):
+    """`nccl_buffer`'s (kind, bytes, ranks, across nodes) and the cluster with the step's
+    dtype's NCCL constants."""
+    return (*nccl_buffer(pc, step), pc.ctx.cluster.for_dtype(step.dtype))
+
+
+def copies(step: cp.NcclStep) -> bool:
     """Whether NCCL over one rank copies the buffer (out of place), as `single_rank_copy`."""
     return (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset)
 
 
-def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost | None:
-    if step.op not in NCCL_KINDS:
-        return None  # all_to_all: priced by its statement (cost_model.ops.alltoall)
-    kind, nbytes, P, across, cluster = _nccl_call(pc, step)
+def copy_work(pc: PlanContext, step: cp.NcclStep) -> Work:
+    """The HBM work of NCCL's copy of an out-of-place buffer over one rank."""
+    w = pc.work(step)
+    return Work(w.read_bytes + w.write_bytes, 0, "f32", w.write_bytes, w.f16_read_bytes,
+                w.f16_write_bytes)
+
+
+def alltoall_of(pc: PlanContext, step: cp.NcclStep) -> tuple[float, int]:
+    """(a rank's buffer bytes, ranks) of an all_to_all step (cost_model.ops.alltoall)."""
+    return pc.n(step.count) * DTYPE_BYTES[step.dtype], pc.plan.P
+
+
+def _alltoall_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
+    """NCCL's grouped sends of an AllToAll (cost_model.ops.alltoall), or over one rank the
+    copy of its buffer."""
+    nbytes, P = alltoall_of(pc, step)
+    cluster = pc.ctx.cluster
+    host = cluster.nccl.host_overhead_s
+    t = a2a.alltoall_seconds(cluster, nbytes, P)
+    if t is None:
+        c = compute_cost(pc.ctx, copy_work(pc, step))
+        return OpCost(c.time_s + host, c.busy_s, "hbm", host)
+    return OpCost(t, a2a.alltoall_busy(cluster, nbytes, P), "link", host)
+
+
+def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
+    if step.op == "all_to_all":
+        return _alltoall_cost(pc, step)
+    kind, nbytes, P, across, cluster = nccl_call(pc, step)
     t = coll.collective_time(kind, nbytes, P, cluster, P, across)
     busy = coll.collective_bus_bytes(kind, nbytes, P) / peak_link_Bps(
         pc.ctx, pc.group(step.comm), across)
     host = cluster.nccl.host_overhead_s
-    if P == 1 and _copies(step):
-        w = pc.work(step)
-        c = compute_cost(pc.ctx, Work(w.read_bytes + w.write_bytes, 0, "f32", w.write_bytes,
-                                      w.f16_read_bytes, w.f16_write_bytes))
+    if P == 1 and copies(step):
+        c = compute_cost(pc.ctx, copy_work(pc, step))
         return OpCost(t + c.time_s, {"link": busy, **c.busy_s}, "hbm", host)
     return OpCost(t, {"link": busy}, "link", host)
 
 
 def _nccl_fixed_s(pc: PlanContext, step: cp.NcclStep, chunks: int):
-    kind, nbytes, P, across, cluster = _nccl_call(pc, step)
-    if P == 1 and _copies(step):
+    if step.op == "all_to_all":
+        return a2a.alltoall_latency_s(pc.ctx.cluster, alltoall_of(pc, step)[1])
+    kind, nbytes, P, across, cluster = nccl_call(pc, step)
+    if P == 1 and copies(step):
         return cluster.nccl.host_overhead_s + pc.ctx.cluster.gpu.launch_latency_s
     return coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across).fixed_s
 
@@ -241,28 +301,28 @@ def _launch_fixed_s(pc: PlanContext, step, chunks: int):
 # ---------------------------------------------------------------- overlaps
 
 
-def shares_sms_step(cluster: Cluster, producer, consumer) -> bool:
-    """Whether an overlap is priced as SM time-sharing (`rules.shares_sms` for plan steps): a
-    GEMM or elementwise kernel beside a fused collective kernel, on a cluster with a
+def shares_sms_step(cluster: Cluster, step: cp.OverlapStep) -> bool:
+    """Whether an overlap is priced as SM time-sharing: its consumer kernel shares the SMs
+    with a GEMM on part of its grid (lowering's OverlapStep.shares_sms), on a cluster with a
     calibrated block curve."""
-    computes = isinstance(producer, cp.GemmStep) or (
-        isinstance(producer, cp.KernelStep) and producer.spec.kind == "elementwise")
-    return (bool(cluster.fused_block_bandwidth) and computes
-            and isinstance(consumer, cp.KernelStep) and consumer.spec.kind == "collective")
+    return bool(cluster.fused_block_bandwidth) and step.shares_sms
 
 
-def _overlap_cost(pc: PlanContext, step: cp.OverlapStep) -> OpCost | None:
+def consumer_sms(pc: PlanContext, step: cp.OverlapStep) -> float:
+    """SMs' worth of the grid an overlapped consumer runs on (the plan's)."""
+    return overlap_consumer_sms(pc.ctx.cluster, pc.plan.options, step.consumer_blocks)
+
+
+def _overlap_cost(pc: PlanContext, step: cp.OverlapStep) -> OpCost:
     """Producer and consumer chunk by chunk on two streams, as `rules._overlapped_cost`
     prices an Overlapped statement: every chunk after the first pays its step's fixed cost
     again; the slower side runs the whole time and the faster adds one chunk of fill, or a
     fused collective beside a computation time-shares the SMs."""
     producer, consumer = (step_cost(pc, s) for s in (step.producer, step.consumer))
-    if producer is None or consumer is None:
-        return None
     chunks = step.chunks
     tp = _all_chunks_s(pc, step.producer, producer, chunks)
-    if shares_sms_step(pc.ctx.cluster, step.producer, step.consumer):
-        one = _fused_collective_cost(pc, step.consumer, sms=overlap_consumer_sms(pc.ctx.cluster))
+    if shares_sms_step(pc.ctx.cluster, step):
+        one = _fused_collective_cost(pc, step.consumer, sms=consumer_sms(pc, step))
         tc = consumer.time_s
         t = tp + _all_chunks_s(pc, step.consumer, one, chunks)
     else:
@@ -289,11 +349,73 @@ def _all_chunks_busy(part, cost: OpCost, chunks: int) -> dict:
     return {k: chunks * v for k, v in cost.busy_s.items()}
 
 
-def _by_statement(pc: PlanContext, step) -> None:
-    return None  # the plan does not describe this step's timing yet: priced by statement
+def _chunked_cost(pc: PlanContext, step: cp.ChunkedStep) -> OpCost:
+    """Parts chunk by chunk on one stream: every chunk of each part, one after another (a
+    receiving stage's flag waits cost nothing of their own: `receives`)."""
+    costs = [step_cost(pc, s) for s in step.steps]
+    t = sum((_all_chunks_s(pc, s, c, step.chunks) for s, c in zip(step.steps, costs)), 0.0)
+    busy: dict = {}
+    for s, c in zip(step.steps, costs):
+        busy = add_busy(busy, _all_chunks_busy(s, c, step.chunks))
+    slow = max(costs, key=lambda c: float(c.time_s))
+    return OpCost(t, busy, slow.bottleneck)
 
 
-PlanCostRule = Callable[[PlanContext, object], "OpCost | None"]
+def receives(step) -> bool:
+    """Whether a step is the receiving stage's side of a fused Send: its flag wait (a wait
+    kernel, or a ChunkedStep whose parts start with one, then what reads each chunk)."""
+    first = step.steps[0] if isinstance(step, cp.ChunkedStep) else step
+    return isinstance(first, cp.KernelStep) and first.spec.kind == "wait"
+
+
+def _pipelined(sender: OpCost, receiver: OpCost, chunks: int) -> OpCost:
+    """A sending stage's chunks and the receiving stage's work on each chunk, on two stages'
+    GPUs at once (chunk i read once it has arrived), as an overlap of two stages: the slower
+    side the whole time, the faster one chunk of fill; each stage's resources its own."""
+    tp, tc = sender.time_s, receiver.time_s
+    t = smax(tp, tc) + smin(tp, tc) / chunks
+    slow = sender if tp >= tc else receiver
+    return OpCost(t, max_busy(sender.busy_s, receiver.busy_s), slow.bottleneck)
+
+
+def _statement_costs(pc: PlanContext, steps) -> list:
+    """The costs of one statement's steps, in order (a receiving stage's chunked work and its
+    sender's chunks as one pipeline)."""
+    costs: list = []
+    for k, step in enumerate(steps):
+        c = step_cost(pc, step)
+        if k and receives(step) and isinstance(step, cp.ChunkedStep) and c.time_s:
+            costs.append(_pipelined(costs.pop(), c, step.chunks))
+        else:
+            costs.append(c)
+    return costs
+
+
+def _pipeline_leg(pc: PlanContext, leg, chunks: int):
+    """(seconds of one piece of a pipelined hierarchy's leg on the GPU, the whole leg's
+    cost, NCCL's host cost of a piece), as `cost_model.ops.pipeline.pipeline_leg_s`: an NCCL
+    leg's piece by the plan NCCL picks for a piece (every step's latency again), less its
+    host part; a kernel launched per chunk (the fused update + gather) priced on its chunk."""
+    one = step_cost(pc, leg)
+    if isinstance(leg, cp.NcclStep):
+        kind, nbytes, P, across, cluster = nccl_call(pc, leg)
+        piece = float(coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across).time_s)
+        return piece - one.host_s, one, one.host_s
+    if per_chunk(leg):
+        whole = OpCost(chunks * one.time_s, _all_chunks_busy(leg, one, chunks), one.bottleneck)
+        return one.time_s, whole, one.host_s
+    again = (chunks - 1) * (step_fixed_s(pc, leg, chunks) - one.host_s)
+    return (one.time_s + again) / chunks, one, one.host_s
+
+
+def _pipeline_cost(pc: PlanContext, step: cp.PipelineStep) -> OpCost:
+    """A pipelined hierarchy's three legs as a pipeline of its chunks
+    (`cost_model.ops.pipeline.pipelined`)."""
+    legs = [_pipeline_leg(pc, leg, step.chunks) for leg in step.legs]
+    return pipelined(legs, step.chunks)
+
+
+PlanCostRule = Callable[[PlanContext, object], OpCost]
 
 PLAN_COST_RULES: dict[type, PlanCostRule] = {
     cp.KernelStep: _kernel_cost,
@@ -302,13 +424,12 @@ PLAN_COST_RULES: dict[type, PlanCostRule] = {
     cp.ReduceStep: _reduce_cost,
     cp.SendStep: _send_cost,
     cp.OverlapStep: _overlap_cost,
-    cp.PipelineStep: _by_statement,
-    cp.CopyEngineStep: _by_statement,
-    cp.ChunkedStep: _by_statement,
+    cp.PipelineStep: _pipeline_cost,
+    cp.CopyEngineStep: _copy_engine_cost,
+    cp.ChunkedStep: _chunked_cost,
 }
-"""The time of a plan step of each class: (PlanContext, step) -> OpCost, or None where the
-plan does not say enough yet (its statement is then priced by the IR-level rule). A new plan
-step class adds one entry here and one in PLAN_FIXED_RULES."""
+"""The time of a plan step of each class: (PlanContext, step) -> OpCost. A new plan step class
+adds one entry here and one in PLAN_FIXED_RULES."""
 
 PLAN_FIXED_RULES: dict[type, Callable] = {
     cp.KernelStep: _kernel_fixed_s,
@@ -318,7 +439,7 @@ PLAN_FIXED_RULES: dict[type, Callable] = {
     cp.SendStep: _send_fixed_s,
     cp.OverlapStep: _launch_fixed_s,
     cp.PipelineStep: _launch_fixed_s,
-    cp.CopyEngineStep: _launch_fixed_s,
+    cp.CopyEngineStep: _copy_engine_fixed_s,
     cp.ChunkedStep: _launch_fixed_s,
 }
 """The part of a step's time that does not shrink with its data, for one of `chunks` equal
@@ -333,9 +454,8 @@ def _rule(table: dict, name: str, step):
     return rule
 
 
-def step_cost(pc: PlanContext, step) -> OpCost | None:
-    """The cost of one plan step (PLAN_COST_RULES by its class), None where the plan does
-    not price it alone."""
+def step_cost(pc: PlanContext, step) -> OpCost:
+    """The cost of one plan step (PLAN_COST_RULES by its class)."""
     return _rule(PLAN_COST_RULES, "PLAN_COST_RULES", step)(pc, step)
 
 
@@ -350,12 +470,10 @@ def step_fixed_s(pc: PlanContext, step, chunks: int = 1):
 @dataclass(frozen=True)
 class PlanCost(ProgramCost):
     """A plan's predicted time (its steps one after another on each rank, the host issuing
-    NCCL calls ahead), each statement's cost in program order (`stmts`: the sum of its
-    steps', or its IR-level cost), and the statements priced by the IR because the plan does
-    not describe one of their steps yet (`by_statement`)."""
+    NCCL calls ahead) and each step's cost in order (`stmts`), with the top-level statement
+    each step lowers (`names`, parallel to `stmts`)."""
 
     names: tuple = ()
-    by_statement: tuple = ()
 
 
 def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanCost:
@@ -363,23 +481,16 @@ def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]
     the module docstring)."""
     pc = PlanContext.of(plan, cluster, bound)
     origins = plan.origins or tuple("" for _ in plan.steps)
-    stmts = {s.name: s for s in plan.program.stmts}
-    costs, names, by_ir = [], [], []
+    costs, names = [], []
     for name in dict.fromkeys(origins):  # the statements, in order, each once
-        steps = [s for s, o in zip(plan.steps, origins) if o == name]
-        priced = [step_cost(pc, s) for s in steps]
-        if all(c is not None for c in priced):
-            costs += priced
-            names += [name] * len(priced)
-        else:
-            costs.append(stmt_cost(pc.ctx, stmts[name]))
-            names.append(name)
-            by_ir.append(name)
+        priced = _statement_costs(pc, [s for s, o in zip(plan.steps, origins) if o == name])
+        costs += priced
+        names += [name] * len(priced)
     total = host_overlapped_total(costs)
     busy: dict = {}
     for c in costs:
         busy = add_busy(busy, c.busy_s)
-    return PlanCost(total, tuple(costs), busy, tuple(names), tuple(by_ir))
+    return PlanCost(total, tuple(costs), busy, tuple(names))
 
 
 def _leaf_steps(step):
@@ -404,19 +515,17 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
     total = 0.0
     for step in (leaf for s in plan.steps for leaf in _leaf_steps(s)):
         if isinstance(step, cp.NcclStep) and step.op in NCCL_KINDS:
-            across = step.comm == "inter"
-            P = plan.nodes if across else plan.P
-            part = pc.n(step.count) * DTYPE_BYTES[step.dtype]
-            whole = step.op in ("reduce_scatter", "all_gather")
-            total += float(coll.collective_bus_bytes(NCCL_KINDS[step.op],
-                                                     part * (P if whole else 1), P))
+            kind, nbytes, P, _ = nccl_buffer(pc, step)
+            total += float(coll.collective_bus_bytes(kind, nbytes, P))
         elif isinstance(step, cp.NcclStep):  # all_to_all: all but this rank's own block
-            total += (plan.P - 1) / plan.P * pc.n(step.count) * DTYPE_BYTES[step.dtype]
+            nbytes, P = alltoall_of(pc, step)
+            total += nbytes * (P - 1) / P
         else:
             total += pc.work(step).link_bytes
     return total
 
 
 __all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
-           "fused_parts_of", "gemm_work", "kernel_work", "plan_cost", "plan_link_bytes",
-           "shares_sms_step", "step_cost", "step_fixed_s"]
+           "alltoall_of", "consumer_sms", "copies", "copy_engine_parts", "copy_work",
+           "fused_parts_of", "gemm_work", "kernel_work", "nccl_buffer", "nccl_call", "plan_cost",
+           "plan_link_bytes", "receives", "shares_sms_step", "step_cost", "step_fixed_s"]

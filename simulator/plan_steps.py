@@ -5,16 +5,18 @@ collective's steps on the links or a meeting of its group, a fused kernel's load
 pipeline), with every duration from the plan's prices (cost_model.plan_cost: the step's
 StepWork through the cost model's formulas). A mixin of simulator.engine.Simulation.
 
-A top-level statement runs from the plan when every one of its steps has a rule here that
-takes it (`runs_from_plan`), which is the set cost_model.plan_cost prices from the plan alone,
-less the node view's collectives (a hierarchical split's sub-groups: their meetings are the
-statements' rule's); any other statement runs by its op class's rule (RUN_RULES), as before.
-The timeline names a step by its statement (what the statement's rule would call it), so where
-the plan's durations are the statements', the event log is the same, byte for byte.
+Given a plan, every top-level statement runs as its steps (`runs_from_plan` says which steps
+have a process here: since design note 87 all of them, node views' collectives included, as
+meetings of the node's or the rail's ranks); the statements' rules (RUN_RULES) stay for what
+is simulated without a plan: a schedule the backend refuses (CoCoNet's ring form), a mesh's
+groups (`simulate --mesh`) and wbtorch's knob choice. The timeline names a step by its
+statement (what the statement's rule would call it), so where the plan's durations are the
+statements', the event log is the same, byte for byte.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 
 import simpy
@@ -25,49 +27,52 @@ from cost_model import collectives as coll
 from cost_model.ops import (
     Work,
     norm_combine_s,
-    overlap_consumer_sms,
     send_crosses_nodes,
     stmt_group,
     work_s,
 )
 from cost_model.plan_cost import (
-    NCCL_KINDS,
     PlanContext,
+    consumer_sms,
+    copies,
+    copy_engine_parts,
+    copy_work,
     fused_parts_of,
     gemm_work,
     kernel_work,
+    nccl_call,
+    receives,
     shares_sms_step,
     step_cost,
 )
+from simulator.alltoall import run_alltoall_step
 from simulator.resources import _Gpu
 from simulator.timeline import Row
 from workbench import ir
 
 
 def kernel_name(s: ir.Stmt) -> str:
-    """What the timeline calls the kernels of top-level statement `s` (as RUN_RULES does)."""
-    op = s.op
-    if isinstance(op, ir.Fused):
-        if op.kind == "compute":
-            return f"{s.name} = FusedCompute"
-        if op.kind == "matmul":
-            return f"{s.name} = FusedMatmul"
-        return f"{s.name} = {op}"
-    return f"{s.name} = {type(op).__name__}"
+    """What the timeline calls the kernels of top-level statement `s` (as RUN_RULES does):
+    a region by its op (FusedCompute, FusedAllreduce[lamport], ...), else its op class."""
+    if isinstance(s.op, ir.Fused):
+        return f"{s.name} = {s.op}"
+    return f"{s.name} = {type(s.op).__name__}"
 
 
 def runs_from_plan(plan: cp.Plan, step) -> bool:
     """Whether the simulator runs plan step `step` by PLAN_RUN_RULES (module docstring)."""
-    if plan.per_node:
-        return False  # a node's view: the sub-groups' meetings are the statements' rule's
     if isinstance(step, cp.OverlapStep):
         return all(runs_from_plan(plan, s) for s in (step.producer, step.consumer))
+    if isinstance(step, cp.ChunkedStep):
+        return all(runs_from_plan(plan, s) for s in step.steps)
+    if isinstance(step, cp.PipelineStep):
+        return all(runs_from_plan(plan, s) for s in step.legs)
     if isinstance(step, cp.KernelStep):
-        return step.spec.allreduce is None and step.spec.kind in (
-            "elementwise", "rows", "collective", "finish")
+        return step.spec.kind in ("elementwise", "rows", "collective", "finish", "send",
+                                  "wait")
     if isinstance(step, cp.NcclStep):
-        return step.op in NCCL_KINDS and step.comm == "group" and not step.by_root
-    return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep))
+        return True
+    return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep, cp.CopyEngineStep))
 
 
 class PlanSteps:
@@ -82,7 +87,9 @@ class PlanSteps:
     def _step_kernel(self, g, r, gpu: _Gpu, step: cp.KernelStep, name: str, key,
                      scale: float, leave_sms: int, sm_cap, host_paid: bool):
         kind = step.spec.kind
-        if kind == "collective":
+        if kind == "wait":
+            return  # the receiving stage waits for the sender (the engine's "sent" events)
+        if kind in ("collective", "send"):
             parts = self._priced(("plan_parts", id(step)), lambda: fused_parts_of(self.pc, step))
             yield from self._fused_parts(gpu, ("plan", id(step)), parts, name, scale, sm_cap)
         elif kind == "finish":
@@ -95,22 +102,33 @@ class PlanSteps:
 
     def _step_nccl(self, g, r, gpu: _Gpu, step: cp.NcclStep, name: str, key, scale: float,
                    leave_sms: int, sm_cap, host_paid: bool):
-        P = self.pc.plan.P
-        part = self.pc.n(step.count) * DTYPE_BYTES[step.dtype]
-        whole = step.op in ("reduce_scatter", "all_gather")
-        nbytes = part * (P if whole else 1) * scale
-        cluster = self._priced(("plan_cluster", id(step)),
-                               lambda: self.cluster.for_dtype(step.dtype))
-        yield from self._collective(g, r, gpu, NCCL_KINDS[step.op], nbytes, name, key,
-                                    host_paid, cluster)
-        if P == 1 and (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset):
+        if step.op == "all_to_all":
+            yield from run_alltoall_step(self, gpu, step, name, scale, host_paid)
+            return
+        kind, nbytes, P, across, cluster = self._priced(("plan_call", id(step)),
+                                                        lambda: nccl_call(self.pc, step))
+        if self.pc.plan.per_node:
+            # a node's view: the node's communicator, or across nodes the rail's ("inter")
+            plan = self._priced(("plan_node", id(step), scale), lambda: coll.choose_plan(
+                kind, nbytes * scale, P, cluster, P, across))
+            yield from self._node_collective(g, r, gpu, plan, cluster,
+                                             "inter" if across else "intra",
+                                             self.pc.plan.P, key, name, host_paid)
+            return
+        yield from self._collective(g, r, gpu, kind, nbytes * scale, name, key, host_paid,
+                                    cluster)
+        if P == 1 and copies(step):
             # one rank: NCCL copies the buffer out of place, on the HBM without SMs
-            w = self.pc.work(step)
-            copy = self._priced(("plan_copy", id(step)), lambda: Work(
-                w.read_bytes + w.write_bytes, 0, "f32", w.write_bytes, w.f16_read_bytes,
-                w.f16_write_bytes))
+            copy = self._priced(("plan_copy", id(step)), lambda: copy_work(self.pc, step))
             yield self.env.timeout(self.cluster.gpu.launch_latency_s)
             yield from self._hold(gpu, "hbm", work_s(self.cluster, copy.scaled(scale)), name)
+
+    def _step_copy_engines(self, g, r, gpu: _Gpu, step: cp.CopyEngineStep, name: str, key,
+                           scale: float, leave_sms: int, sm_cap, host_paid: bool):
+        """Copy engines move the bytes, a kernel per piece computes: the fused pipeline of
+        its FusedParts (engine "copy"), as the statement's rule runs it."""
+        parts = self._priced(("plan_parts", id(step)), lambda: copy_engine_parts(self.pc, step))
+        yield from self._fused_parts(gpu, ("plan", id(step)), parts, name, scale, sm_cap)
 
     def _step_gemm(self, g, r, gpu: _Gpu, step: cp.GemmStep, name: str, key, scale: float,
                    leave_sms: int, sm_cap, host_paid: bool):
@@ -156,6 +174,19 @@ class PlanSteps:
         for k, step in enumerate(steps):
             if isinstance(step, cp.OverlapStep):
                 yield from self._plan_overlap(g, r, gpu, s, step, (key, k))
+            elif isinstance(step, cp.PipelineStep):
+                yield from self._plan_legs(g, r, gpu, s, step, key)
+            elif receives(step):
+                continue  # run with its sender, on the receiving stage (below)
+            elif k + 1 < len(steps) and receives(steps[k + 1]):
+                # a fused Send and the receiving stage's work on what it sends: chunked,
+                # chunk by chunk on the two stages' GPUs, as an overlap of the two
+                yield from self._plan_send_receive(g, r, gpu, s, step, steps[k + 1], (key, k))
+            elif isinstance(step, cp.ChunkedStep):
+                for c in range(step.chunks):
+                    for j, part in enumerate(step.steps):
+                        yield from self._plan_part(g, r, gpu, s, (part,), (key, k, j, c),
+                                                   step.chunks)
             else:
                 yield from self._run_step(g, r, gpu, s, step, key if len(steps) == 1
                                           else (key, k), host_paid=host_paid)
@@ -163,14 +194,43 @@ class PlanSteps:
             self.rows.append(Row(start, self.env.now, gpu.id, "stream",
                                  f"{s.name} = {type(s.op).__name__}"))
 
-    def _plan_part(self, g, r, gpu, s: ir.Stmt, step, key, chunks: int, leave: int = 0,
-                   sm_cap=None):
-        """One chunk of an overlap's part: a kernel launched per chunk on its chunk's extent
-        (codegen.work.per_chunk), or 1/chunks of a GEMM or NCCL call; on the stream as the
-        part's statement."""
+    def _plan_legs(self, g, r, gpu, s: ir.Stmt, step: cp.PipelineStep, key):
+        """A pipelined hierarchy's legs as three processes of `chunks` pieces, piece c of a
+        leg after piece c of the leg before, each piece issued by the host in order ahead of
+        the GPU, as `Pipelines._pipeline` runs the statement's legs."""
+        env, chunks = self.env, step.chunks
+        legs = tuple(zip(s.op.body, step.legs))
+        done = [[env.event() for _ in range(chunks)] for _ in legs]
+        host = [self._priced(("plan_host", id(leg)), lambda leg=leg: float(
+            step_cost(self.pc, leg).host_s)) for leg in step.legs]
+        issued, t = {}, env.now
+        for c in range(chunks):
+            for i in range(len(legs)):
+                t += host[i]
+                issued[(i, c)] = t
+
+        def leg_process(i, leg_s, leg):
+            for c in range(chunks):
+                if i:
+                    yield done[i - 1][c]
+                if issued[(i, c)] > env.now:
+                    yield env.timeout(issued[(i, c)] - env.now)
+                yield from self._plan_part(g, r, gpu, leg_s, (leg,), (key, "leg", i, c),
+                                           chunks, host_paid=bool(host[i]))
+                done[i][c].succeed()
+
+        yield env.all_of([env.process(leg_process(i, *pair)) for i, pair in enumerate(legs)])
+
+    def _plan_part(self, g, r, gpu, s: ir.Stmt, steps, key, chunks: int, leave: int = 0,
+                   sm_cap=None, host_paid: bool = False):
+        """One chunk of an overlap's part (`steps`, one after another): a kernel launched per
+        chunk on its chunk's extent (codegen.work.per_chunk), or 1/chunks of a GEMM or NCCL
+        call; on the stream as the part's statement."""
         start = self.env.now
-        scale = 1.0 if per_chunk(step) else 1.0 / chunks
-        yield from self._run_step(g, r, gpu, s, step, key, scale, leave, sm_cap)
+        for j, step in enumerate(steps):
+            scale = 1.0 if per_chunk(step) else 1.0 / chunks
+            yield from self._run_step(g, r, gpu, s, step, key if len(steps) == 1 else
+                                      (key, j), scale, leave, sm_cap, host_paid)
         if self.record:
             self.rows.append(Row(start, self.env.now, gpu.id, "stream",
                                  f"{s.name} = {type(s.op).__name__}"))
@@ -178,17 +238,35 @@ class PlanSteps:
     def _plan_overlap(self, g, r, gpu, s: ir.Stmt, step: cp.OverlapStep, key):
         """An OverlapStep as `Rules._overlapped` runs an Overlapped statement: producer and
         consumer chunk by chunk on two streams, consumer chunk i after producer chunk i."""
+        yield from self._plan_pipeline(g, r, gpu, s, (step.producer,), (step.consumer,),
+                                       step.chunks, key, step)
+
+    def _plan_send_receive(self, g, r, gpu, s: ir.Stmt, sender, receiver, key):
+        """A fused Send (its ChunkedStep on the sending stage) and the receiving stage's
+        ChunkedStep (the flag wait, then what reads the chunk): chunk i on the receiving
+        stage's GPU once chunk i is sent; unchunked, the receiver only waits."""
+        if not isinstance(receiver, cp.ChunkedStep):
+            yield from self._run_step(g, r, gpu, s, sender, key)
+            return
+        senders = sender.steps if isinstance(sender, cp.ChunkedStep) else (sender,)
+        readers = tuple(p for p in receiver.steps if not receives(p))
+        yield from self._plan_pipeline(g, r, gpu, s, senders, readers, receiver.chunks, key)
+
+    def _plan_pipeline(self, g, r, gpu, s: ir.Stmt, producers, consumers, chunks: int, key,
+                       step: cp.OverlapStep | None = None):
+        """Producer parts and consumer parts chunk by chunk on two streams (the consumer's
+        on the next stage's GPU where its statement runs there), consumer chunk i after
+        producer chunk i; `step`: the OverlapStep, whose consumer may time-share the SMs."""
         prod_s, cons_s = s.op.body
-        chunks = step.chunks
         env = self.env
         done = [env.event() for _ in range(chunks)]
         cg = self._priced(("group", id(cons_s)), lambda: stmt_group(self.ctx, cons_s))
         cgpu = gpu if cg == g else self.gpus[(cg, r)]
         if cgpu is not gpu:
             lane, leave, cap = None, 0, None
-        elif shares_sms_step(self.cluster, step.producer, step.consumer):
+        elif step is not None and shares_sms_step(self.cluster, step):
             lane = simpy.Resource(env, capacity=1)  # SMs time-shared (see Rules._overlapped)
-            leave, cap = 0, overlap_consumer_sms(self.cluster)
+            leave, cap = 0, math.ceil(consumer_sms(self.pc, step))
         else:
             lane, leave, cap = None, self.cluster.nccl.max_channels, None
 
@@ -202,14 +280,14 @@ class PlanSteps:
 
         def produce():
             for c in range(chunks):
-                yield from on_lane(self._plan_part(g, r, gpu, prod_s, step.producer,
+                yield from on_lane(self._plan_part(g, r, gpu, prod_s, producers,
                                                    (key, "p", c), chunks, leave))
                 done[c].succeed()
 
         def consume():
             for c in range(chunks):
                 yield done[c]
-                yield from on_lane(self._plan_part(cg, r, cgpu, cons_s, step.consumer,
+                yield from on_lane(self._plan_part(cg, r, cgpu, cons_s, consumers,
                                                    (key, "c", c), chunks, sm_cap=cap))
 
         yield env.all_of([env.process(produce()), env.process(consume())])
@@ -229,6 +307,7 @@ PLAN_RUN_RULES: dict[type, Callable[..., Generator]] = {
     cp.GemmStep: PlanSteps._step_gemm,
     cp.ReduceStep: PlanSteps._step_reduce,
     cp.SendStep: PlanSteps._step_send,
+    cp.CopyEngineStep: PlanSteps._step_copy_engines,
 }
 """How the simulator runs a plan step of each class (OverlapStep: `_plan_overlap`, its two
 parts by these rules; PipelineStep, CopyEngineStep, ChunkedStep: by their statements)."""

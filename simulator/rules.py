@@ -4,10 +4,12 @@ A mixin of simulator.engine.Simulation; a new op adds one method and one entry h
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 
 import simpy
 
+from codegen.forms import fused_form
 from cost_model import collectives as coll
 from cost_model.ops import (
     collective_cluster,
@@ -100,54 +102,65 @@ class Rules:
     def _run_node_collective(self, run: _Run):
         """A node-level collective (op.sub: inside each node, or across nodes over one rank
         per node; design note 35): NCCL's plan on that sub-group from the cost model
-        (`collective_plan`); in the full mode a meeting of the sub-group's ranks, each step
-        after the sub-group's previous rank's (ring order: the local rank inside a node, the
-        node across nodes)."""
-        s, gpu, r = run.s, run.gpu, run.r
+        (`collective_plan`), run by `_node_collective`."""
+        s = run.s
         plan = self._priced(("node_plan", id(s), run.scale),
                             lambda: collective_plan(self.ctx, s, run.scale))
-        take = yield from self._take_sms(gpu, int(plan.channels) or 1)
         cluster = self._priced(("cluster", id(s)), lambda: collective_cluster(self.ctx, s))
-        host_s = cluster.nccl.host_overhead_s if run.host_paid else 0.0
+        yield from self._node_collective(run.g, run.r, run.gpu, plan, cluster, s.op.sub.axis,
+                                         s.op.sub.per_node, run.key, run.name, run.host_paid)
+
+    def _node_collective(self, g, r: int, gpu, plan, cluster, axis: str, per_node: int, key,
+                         name: str, host_paid: bool):
+        """NCCL's `plan` on a sub-group of group `g` (`axis` "intra": the `per_node` ranks of
+        a node; "inter": one local rank per node), of a statement or a node view's plan step;
+        in the full mode a meeting of the sub-group's ranks, each step after the sub-group's
+        previous rank's (ring order: the local rank inside a node, the node across nodes)."""
+        take = yield from self._take_sms(gpu, int(plan.channels) or 1)
+        host_s = cluster.nccl.host_overhead_s if host_paid else 0.0
         yield self.env.timeout(plan.fixed_s - host_s)
         steps = int(plan.steps)
         # across nodes the leg holds the GPU's NIC (simulator.pipeline), inside a node its
         # NVLink, taking turns with a fused kernel's loads and stores (gpu.link)
-        nic = self._nic_route(gpu) if s.op.sub.axis == "inter" else None
+        nic = self._nic_route(gpu) if axis == "inter" else None
         if self.reduced:
             batches = min(steps, MAX_STEP_EVENTS)
             for b in range(batches):
                 n = steps // batches + (1 if b < steps % batches else 0)
                 yield from self._hold(gpu, "nic" if nic else "link", n * plan.step_s,
-                                      run.name, nic)
+                                      name, nic)
         elif steps:
-            g = s.op.sub.per_node
-            P = self._priced(("group_size", run.g), lambda: self.ctx.group_size(run.g))
-            intra = s.op.sub.axis == "intra"
-            sub, index, size = (r // g, r % g, g) if intra else (r % g, r // g, P // g)
+            P = self._priced(("group_size", g), lambda: self.ctx.group_size(g))
+            intra = axis == "intra"
+            sub, index, size = (r // per_node, r % per_node, per_node) if intra else \
+                (r % per_node, r // per_node, P // per_node)
             # a ring over the sub-group whatever NCCL's plan is called, as priced; on the
             # GPU's own link route, as a fused kernel's transfers
-            yield from self._meet((run.g, s.op.sub, sub), index, size, gpu, run.key, "ring",
-                                  steps, float(plan.step_s), run.name,
+            yield from self._meet((g, (axis, per_node), sub), index, size, gpu, key, "ring",
+                                  steps, float(plan.step_s), name,
                                   nic or self._uses(gpu, None), "nic" if nic else "link")
         yield gpu.sms.put(take)
 
     def _run_fused(self, run: _Run):
-        """Fused: one computation kernel (kind "compute"), or a fused collective's pipeline."""
+        """Fused: by what it runs as (codegen.forms.fused_form, lowering's decision): one
+        computation kernel, a GEMM with its epilogue, CoCoNet's ring across nodes, or a fused
+        collective's pipeline (peer accesses or copy engines)."""
         s = run.s
-        if s.op.kind == "compute":
+        name = f"{s.name} = {s.op}"
+        form = fused_form(s)
+        if form == "compute":
             work = self._priced(("elementwise", id(s)),
                                 lambda: elementwise_work(self.ctx, s.op.body))
-            yield from self._compute(run.gpu, work, f"{s.name} = FusedCompute", run.scale)
-        elif s.op.kind == "matmul":  # the GEMM (with its library epilogue), then any kernel
+            yield from self._compute(run.gpu, work, name, run.scale)
+        elif form == "matmul":  # the GEMM (with its library epilogue), then any kernel
             works = self._priced(("matmul-epilogue", id(s)),
                                  lambda: matmul_epilogue_works(self.ctx, s))
             for work in works:
-                yield from self._compute(run.gpu, work, f"{s.name} = FusedMatmul", run.scale)
-        elif s.op.engine == "ring":  # CoCoNet's form across nodes (simulator.pipeline)
+                yield from self._compute(run.gpu, work, name, run.scale)
+        elif form == "ring":  # CoCoNet's form across nodes (simulator.pipeline)
             yield from self._ring_fused(run)
         else:
-            yield from self._fused(run.gpu, s, f"{s.name} = {s.op}", run.scale, run.sm_cap)
+            yield from self._fused(run.gpu, s, name, run.scale, run.sm_cap)
 
     def _run_overlapped(self, run: _Run):
         """Overlapped: producer and consumer chunk by chunk on two streams (or the three legs
@@ -174,7 +187,7 @@ class Rules:
             # _fused_beside_compute_s): one at a time, each producer chunk on every SM, each
             # consumer chunk on its overlapped grid as soon as its data is ready.
             lane = simpy.Resource(env, capacity=1)
-            leave, cap = 0, overlap_consumer_sms(self.cluster)
+            leave, cap = 0, math.ceil(overlap_consumer_sms(self.cluster, self.ctx.options))
         else:
             # the producer leaves NCCL's channel SMs free for the concurrent consumer
             lane, leave, cap = None, self.cluster.nccl.max_channels, None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from codegen.forms import is_fused_collective
 from cost_model import training as ct
 from cost_model.collectives import choose_plan
 from cost_model.hardware import Cluster
@@ -122,8 +123,8 @@ def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "t
                 and float(c.busy_s.get("link", 0))):
             out.append(Stage(name, "link", seconds,
                              channels=int(collective_plan(ctx, s).channels)))
-        elif (fused == "beside" and isinstance(s.op, ir.Fused)
-              and s.op.kind not in ("compute", "matmul") and float(c.busy_s.get("link", 0))):
+        elif (fused == "beside" and is_fused_collective(s)
+              and float(c.busy_s.get("link", 0))):
             comp = cluster.gpu.launch_latency_s + float(work_s(cluster,
                                                                fused_parts(ctx, s).work))
             out.append(Stage(name, "fused", seconds, min(comp, seconds)))

@@ -54,7 +54,9 @@ PRICED = {
                 "by the row's length; design note 91)",
     "collective_blocks_per_sm": "priced where the profile has a calibrated block curve "
                                 "(fused_block_bandwidth), else no effect",
-    "overlap_blocks": "not priced: the overlap's consumer is priced on the SMs it shares",
+    "overlap_blocks": "priced where the profile has a calibrated block curve "
+                      "(fused_block_bandwidth): the overlapped consumer's peer bandwidth on "
+                      "its grid (codegen.plan.overlap_grid), else no effect",
     "collective_grid": "priced where the profile has a calibrated block curve "
                        "(fused_block_bandwidth), else no effect",
 }

@@ -5,57 +5,87 @@ Each rank sends (P - 1)/P of its buffer and receives as much. Inside an NVLink d
 NVSwitch carries every pair at once, so a rank's sends share its NVLink bandwidth; across
 nodes the blocks bound for the other nodes ((P - g)/P of the buffer, g GPUs per node) leave
 through the rank's NIC at the same time as the rest crosses NVLink: the slower of the two sets
-the time. Over one rank it is the copy NCCL makes of an out-of-place buffer."""
+the time. Over one rank it is the copy NCCL makes of an out-of-place buffer.
+
+The formulas take a rank's buffer bytes and the ranks (`alltoall_split`, `alltoall_seconds`,
+`alltoall_busy`, `alltoall_latency_s`): a plan's all_to_all step (cost_model.plan_cost) and an
+AllToAll statement (the `alltoall_*` of a statement, here) are priced by the same ones.
+"""
 
 from __future__ import annotations
 
 from cost_model import collectives as coll
+from cost_model.hardware import Cluster
 from cost_model.ops.compute import compute_cost, io_work
 from cost_model.ops.context import CostContext, OpCost
 from workbench import ir
 
 
+def alltoall_split(cluster: Cluster, nbytes, P: int):
+    """(bytes a rank sends inside its node, bytes it sends to other nodes, whether the group
+    spans nodes) of an AllToAll of `nbytes` per rank over P ranks."""
+    g = min(P, cluster.gpus_per_node) if cluster.nodes > 1 else P
+    return nbytes * (g - 1) / P, nbytes * (P - g) / P, P > g
+
+
+def alltoall_seconds(cluster: Cluster, nbytes, P: int, scale: float = 1.0):
+    """Seconds of one AllToAll of `nbytes` per rank over P ranks on `scale` of its buffer (a
+    chunk of an overlap); None over one rank (a copy)."""
+    if P == 1:
+        return None
+    intra, inter, crosses = alltoall_split(cluster, nbytes, P)
+    t = coll.p2p_time(intra * scale, cluster, False)
+    if crosses:
+        t = coll.smax(t, coll.p2p_time(inter * scale, cluster, True))
+    return t
+
+
+def alltoall_busy(cluster: Cluster, nbytes, P: int) -> dict:
+    """The link time an AllToAll occupies (bandwidth only): NVLink's or the NIC's share."""
+    intra, inter, crosses = alltoall_split(cluster, nbytes, P)
+    busy = {"link": intra / cluster.nvlink.bandwidth_Bps}
+    if crosses:
+        busy["link"] = coll.smax(busy["link"], inter / cluster.nic.bandwidth_Bps)
+    return busy
+
+
+def alltoall_latency_s(cluster: Cluster, P: int):
+    """An AllToAll's latency: its cost at no bytes (NCCL's host cost included); over one rank
+    the copy's host cost and launch."""
+    if P == 1:
+        return cluster.nccl.host_overhead_s + cluster.gpu.launch_latency_s
+    return coll.p2p_time(0.0, cluster, alltoall_split(cluster, 0, P)[2])
+
+
+def _of(ctx: CostContext, s: ir.Stmt):
+    """(a rank's buffer bytes, ranks) of an AllToAll statement; ranks from the bound sizes."""
+    return ctx.local_nbytes(s.op.x), ctx.group_size(ctx.types[s.op.x].group)
+
+
 def alltoall_parts(ctx: CostContext, s: ir.Stmt):
     """(bytes each rank sends inside its node, bytes it sends to other nodes, ranks, whether
-    the group spans nodes); ranks and nodes come from the bound sizes."""
-    nbytes = ctx.local_nbytes(s.op.x)
-    P = ctx.group_size(ctx.types[s.op.x].group)
-    c = ctx.cluster
-    g = min(P, c.gpus_per_node) if c.nodes > 1 else P
-    return nbytes * (g - 1) / P, nbytes * (P - g) / P, P, P > g
+    the group spans nodes) of an AllToAll statement."""
+    nbytes, P = _of(ctx, s)
+    intra, inter, crosses = alltoall_split(ctx.cluster, nbytes, P)
+    return intra, inter, P, crosses
 
 
 def alltoall_time(ctx: CostContext, s: ir.Stmt, scale: float = 1.0):
-    """Seconds of one AllToAll on `scale` of its buffer (a chunk of an overlap); None over
-    one rank (a copy, see alltoall_cost)."""
-    intra, inter, P, crosses = alltoall_parts(ctx, s)
-    if P == 1:
-        return None
-    t = coll.p2p_time(intra * scale, ctx.cluster, False)
-    if crosses:
-        t = coll.smax(t, coll.p2p_time(inter * scale, ctx.cluster, True))
-    return t
+    """Seconds of one AllToAll statement on `scale` of its buffer; None over one rank."""
+    return alltoall_seconds(ctx.cluster, *_of(ctx, s), scale)
 
 
 def alltoall_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     """The AllToAll's time (see the module docstring) and the link time it occupies."""
-    t = alltoall_time(ctx, s)
+    nbytes, P = _of(ctx, s)
+    t = alltoall_seconds(ctx.cluster, nbytes, P)
+    host = ctx.cluster.nccl.host_overhead_s
     if t is None:  # one rank: NCCL copies the buffer
         c = compute_cost(ctx, io_work(ctx, [s.op.x], [s.out.name]))
-        return OpCost(c.time_s + ctx.cluster.nccl.host_overhead_s, c.busy_s, "hbm",
-                      ctx.cluster.nccl.host_overhead_s)
-    intra, inter, _, crosses = alltoall_parts(ctx, s)
-    c = ctx.cluster
-    busy = {"link": intra / c.nvlink.bandwidth_Bps}
-    if crosses:
-        busy["link"] = coll.smax(busy["link"], inter / c.nic.bandwidth_Bps)
-    return OpCost(t, busy, "link", c.nccl.host_overhead_s)
+        return OpCost(c.time_s + host, c.busy_s, "hbm", host)
+    return OpCost(t, alltoall_busy(ctx.cluster, nbytes, P), "link", host)
 
 
 def alltoall_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
-    """The AllToAll's latency: its cost at no bytes (NCCL's host cost included)."""
-    _, _, P, crosses = alltoall_parts(ctx, s)
-    c = ctx.cluster
-    if P == 1:
-        return c.nccl.host_overhead_s + c.gpu.launch_latency_s
-    return coll.p2p_time(0.0, c, crosses)
+    """The AllToAll statement's latency (`alltoall_latency_s`)."""
+    return alltoall_latency_s(ctx.cluster, _of(ctx, s)[1])

@@ -374,11 +374,16 @@ def _fused_fixed_s(ctx: CostContext, parts: FusedParts):
 def fused_cost(ctx: CostContext, s: ir.Stmt, sms: float | None = None) -> OpCost:
     """The cost of a fused collective or Send kernel (ir.Fused of a kind other than
     "compute") holding `sms` SMs (None: all)."""
-    parts = fused_parts(ctx, s)
+    return fused_parts_cost(ctx, fused_parts(ctx, s), sms)
+
+
+def fused_parts_cost(ctx: CostContext, parts: FusedParts, sms: float | None = None) -> OpCost:
+    """The cost of a fused kernel of these FusedParts (a Fused statement's, or a plan step's:
+    cost_model.plan_cost) holding `sms` SMs (None: all)."""
     comp = work_s(ctx.cluster, parts.work)
     link = fused_link_s(ctx, parts, sms)
     # The kernel pipelines chunks: communication of one chunk overlaps computation of another.
-    t = fused_latency_s(ctx, s, parts) + smax(link, comp)
+    t = fused_latency_s(ctx, None, parts) + smax(link, comp)
     if parts.engine == "copy":
         # Pieces of 1/chunks of the slice, pulls and pushes sharing the link. Link-bound, the
         # last piece's computation hides behind about one piece of pushes (half the link's

@@ -53,15 +53,22 @@ def pipeline_leg_s(ctx: CostContext, leg: ir.Stmt, chunks: int, stmt_cost, stmt_
 
 def pipeline_cost(ctx: CostContext, s: ir.Stmt, stmt_cost, stmt_fixed_s) -> OpCost:
     """The pipelined hierarchy's time (module docstring); the rules pass their own
-    `stmt_cost` and `stmt_fixed_s` (cost_model.ops.rules) to price each leg. The host issues
-    every piece's NCCL calls in order, so the period is also at least their host cost."""
+    `stmt_cost` and `stmt_fixed_s` (cost_model.ops.rules) to price each leg."""
     chunks = s.op.chunks
     legs = [pipeline_leg_s(ctx, leg, chunks, stmt_cost, stmt_fixed_s) for leg in s.op.body]
+    return pipelined(legs, chunks, ctx.symbolic)
+
+
+def pipelined(legs, chunks: int, symbolic: bool = False) -> OpCost:
+    """Three legs of (seconds of one piece on the GPU, the whole leg's OpCost, NCCL's host
+    cost of one piece) as a pipeline of `chunks` pieces (module docstring): a statement's
+    legs (`pipeline_cost`) or a plan's PipelineStep (cost_model.plan_cost). The host issues
+    every piece's NCCL calls in order, so the period is also at least their host cost."""
     (a1, c1, h1), (a2, c2, h2), (a3, c3, h3) = legs
     t = a1 + a2 + a3 + (chunks - 1) * smax(a1 + a3, a2, h1 + h2 + h3)
     # the leg across nodes keeps the NIC busy, not NVLink: its own resource in the bound
     nic = {("nic" if k == "link" else k): v for k, v in c2.busy_s.items()}
     busy = add_busy(add_busy(c1.busy_s, nic), c3.busy_s)
-    slow = c2 if ctx.symbolic or float(a2) >= float(a1 + a3) else \
+    slow = c2 if symbolic or float(a2) >= float(a1 + a3) else \
         (c1 if float(a1) >= float(a3) else c3)
     return OpCost(t, busy, slow.bottleneck)

@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 
 import sympy
 
+from codegen.forms import fused_form, is_fused_collective
+from codegen.plan import MAX_BLOCKS, overlap_grid
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops.alltoall import alltoall_cost, alltoall_fixed_s
@@ -79,18 +81,33 @@ def _reduction_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     return OpCost(cost.time_s + norm_combine_s(ctx, t_in.group), cost.busy_s, "hbm")
 
 
+def _fused_compute_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    return compute_cost(ctx, elementwise_work(ctx, s.op.body))
+
+
+def _fused_matmul_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    """The GEMM and, unless the library runs it, the epilogue kernel."""
+    costs = [compute_cost(ctx, w) for w in matmul_epilogue_works(ctx, s)]
+    busy: dict = {}
+    for c in costs:
+        busy = add_busy(busy, c.busy_s)
+    return OpCost(sum((c.time_s for c in costs), 0), busy, costs[0].bottleneck)
+
+
+# A Fused statement's price by what it runs as (codegen.forms.fused_form, lowering's decision):
+# ring is CoCoNet's form across nodes (cost_model.ops.network_fused); copy engines and peer
+# accesses are the fused kernel's pipeline (cost_model.ops.fused).
+FUSED_COST_RULES: dict[str, CostRule] = {
+    "compute": _fused_compute_cost,
+    "matmul": _fused_matmul_cost,
+    "ring": ring_fused_cost,
+    "copy": fused_cost,
+    "peers": fused_cost,
+}
+
+
 def _fused_stmt_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
-    if s.op.kind == "compute":
-        return compute_cost(ctx, elementwise_work(ctx, s.op.body))
-    if s.op.kind == "matmul":  # the GEMM and, unless the library runs it, the epilogue kernel
-        costs = [compute_cost(ctx, w) for w in matmul_epilogue_works(ctx, s)]
-        busy: dict = {}
-        for c in costs:
-            busy = add_busy(busy, c.busy_s)
-        return OpCost(sum((c.time_s for c in costs), 0), busy, costs[0].bottleneck)
-    if s.op.engine == "ring":  # CoCoNet's form across nodes (cost_model.ops.network_fused)
-        return ring_fused_cost(ctx, s)
-    return fused_cost(ctx, s)
+    return FUSED_COST_RULES[fused_form(s)](ctx, s)
 
 
 def _overlapped_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
@@ -158,11 +175,12 @@ def _launch_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
 
 
 def _fused_stmt_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
-    if s.op.engine == "ring" and ring_fused_plan(ctx, s) is not None:
+    form = fused_form(s)
+    if form == "ring" and ring_fused_plan(ctx, s) is not None:
         return ring_fused_plan(ctx, s)[0].fixed_s
-    if s.op.kind == "compute":
+    if form == "compute":
         return _launch_fixed_s(ctx, s, chunks)
-    if s.op.kind == "matmul":
+    if form == "matmul":
         return len(matmul_epilogue_works(ctx, s)) * _launch_fixed_s(ctx, s, chunks)
     return fused_latency_s(ctx, s, fused_parts(ctx, s))
 
@@ -212,12 +230,13 @@ def _fused_beside_compute_s(ctx: CostContext, producer: ir.Stmt, consumer: ir.St
     alone plus the collective on its overlapped grid (0 to 20 % less; T=8192: 1.87 + 0.49 =
     2.36 against 2.36 ms in run 6, 1.85 + 0.56 against 2.37 in run 10), and never the MatMul
     slowed to the SMs a partition would leave it. So the consumer adds its chunks at the
-    bandwidth of its grid (`nccl.max_channels` SMs' worth of blocks, about the runtime's
-    quarter grid; the calibrated block curve), each chunk its own kernel's fixed cost."""
+    bandwidth of its grid (the runtime's, a quarter of the full grid by default:
+    `overlap_consumer_sms`; the calibrated block curve), each chunk its own kernel's fixed
+    cost."""
     c = ctx.cluster
     if not shares_sms(c, producer, consumer):
         return None
-    one = fused_cost(ctx, consumer, sms=overlap_consumer_sms(c))
+    one = fused_cost(ctx, consumer, sms=overlap_consumer_sms(c, ctx.options))
     parts = fused_parts(ctx, consumer)
     return one.time_s + (chunks - 1) * fused_latency_s(ctx, consumer, parts)
 
@@ -228,11 +247,16 @@ def shares_sms(cluster: Cluster, producer: ir.Stmt, consumer: ir.Stmt) -> bool:
     calibrated block curve."""
     return (bool(cluster.fused_block_bandwidth)
             and isinstance(producer.op, (ir.MatMul, *ir.ELEMENTWISE_OPS))
-            and isinstance(consumer.op, ir.Fused)
-            and consumer.op.kind not in ("compute", "matmul"))
+            and is_fused_collective(consumer))
 
 
-def overlap_consumer_sms(cluster: Cluster) -> int:
-    """SMs' worth of blocks an overlapped fused collective runs on (`nccl.max_channels`,
-    capped by the GPU's SMs): the grid the cost model and the simulator price it at."""
-    return min(cluster.nccl.max_channels, cluster.gpu.sm_count)
+def overlap_consumer_sms(cluster: Cluster, options, chosen: int | None = None) -> float:
+    """SMs' worth of blocks an overlapped fused collective runs on: the grid the runtime
+    launches (`codegen.plan.overlap_grid` of its full grid, the options' blocks per SM on
+    every SM; `chosen` blocks, the plan's OverlapStep.consumer_blocks, or the options'
+    overlap_blocks) at that many blocks per SM: what the cost model and the simulator price
+    it at. (Until design note 87, NCCL's channels: 32 SMs where the runtime ran 33.)"""
+    per_sm = options.collective_blocks_per_sm
+    full = min(MAX_BLOCKS, cluster.gpu.sm_count * per_sm)
+    blocks = overlap_grid(full, options.overlap_blocks if chosen is None else chosen)
+    return blocks / per_sm

@@ -86,3 +86,9 @@ def test_an_ok_csv_row_without_a_time(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and ("a measured row whose check is ok must have a finite time > 0, got "
                           "sgd unscheduled (N=2^10) with nan") in err
+
+
+def test_a_subnormal_time_is_no_division_by_zero(tmp_path, capsys):
+    # hypothesis found it: 5e-324 ms * 1e-3 underflows to 0 in the link bandwidth column
+    code, err = _measured(tmp_path, capsys, [{**GOOD, "median_ms": 5e-324}])
+    assert code in (0, 2) and "Traceback" not in err, err

@@ -239,15 +239,19 @@ def test_overlapped_fused_collective_time_shares_the_sms_with_a_matmul_with_a_cu
     mm, fused = overlapped.op.body
     c = overlapped.op.chunks
     # the closed form: the MatMul at its own speed (a launch per chunk), then the
-    # collective's chunks in its gaps on nccl.max_channels = 32 SMs = 64 blocks, one
-    # kernel's fixed cost per chunk
+    # collective's chunks in its gaps on the runtime's grid, a quarter of the full one
+    # (codegen.plan.overlap_grid: 66 of 264 blocks on an H200), one kernel's fixed cost per
+    # chunk
+    from codegen.plan import overlap_grid
+
+    blocks = overlap_grid(2 * curved.gpu.sm_count)
     for sizes in ({"T": 8192, "H": 12288}, {"T": 65536, "H": 4096}):
         bound = bind_sizes(program, {**sizes, "P": 2})
         ctx = CostContext(program, curved, bound)
         launch = curved.gpu.launch_latency_s
         tp, tc = stmt_cost(ctx, mm).time_s, stmt_cost(ctx, fused).time_s
         lat = fused_latency(ctx, fused)
-        beside = (tc - lat) / fused_block_fraction(curved, 64) + c * lat
+        beside = (tc - lat) / fused_block_fraction(curved, blocks) + c * lat
         model = program_cost(program, curved, bound).time_s
         assert model == pytest.approx(tp + (c - 1) * launch + beside, rel=1e-9)
         # without a curve (the presets) the overlap stays a pipeline: the slower stage plus

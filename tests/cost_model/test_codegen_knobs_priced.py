@@ -80,7 +80,7 @@ def test_a_grid_cap_is_priced_through_a_calibrated_block_curve():
 def test_the_knobs_without_a_modelled_effect_say_so():
     program, bound = _adam("fuse-rs-c-ag")
     cluster = load_hardware("h200x4")
-    for knobs in ({"unroll": 2}, {"vec_bytes": 32}, {"cache": "stream"}, {"overlap_blocks": 8},
+    for knobs in ({"unroll": 2}, {"vec_bytes": 32}, {"cache": "stream"},
                   {"row_min_blocks": 1}, {"row_prefetch": True}):
         name = next(iter(knobs))
         assert PRICED[name].startswith("not priced"), name
@@ -88,3 +88,33 @@ def test_the_knobs_without_a_modelled_effect_say_so():
             _time(program, bound, cluster, PULL)
     assert PRICED["collective_mode"].startswith("priced")
     assert "block curve" in PRICED["collective_blocks_per_sm"]
+    assert "block curve" in PRICED["overlap_blocks"]
+
+
+def test_the_overlapped_consumer_grid_is_one_fact_of_the_plan():
+    """Lowering decides that an overlapped consumer shares the SMs with its GEMM and on how
+    many blocks (OverlapStep.consumer_grid, codegen.plan.overlap_grid); the runtime launches
+    that grid, and the cost model prices the consumer on it through a calibrated block curve
+    (design note 87): more blocks, faster peer accesses."""
+    from codegen import plan as cp
+    from codegen.lower import lower
+    from cost_model.plan_cost import plan_cost
+
+    loaded = load(str(ROOT / "studies/model_parallel.py"))
+    program = loaded.schedules["overlap-mm-fuse-ar-c"].apply()
+    bound = bind_sizes(program, {**loaded.sizes, "P": 4})
+    preset = load_hardware("h200x4")
+    full = 2 * preset.gpu.sm_count
+    curve = dataclasses.replace(preset, fused_block_bandwidth=(
+        (str(full // 8), 0.3), (str(full // 4), 0.5), (str(full), 1.0)))
+    times = []
+    for blocks in (0, full // 8, full // 4):
+        plan = lower(program, 4, CodegenOptions(overlap_blocks=blocks))
+        (step,) = plan.steps
+        assert isinstance(step, cp.OverlapStep) and step.shares_sms
+        assert step.consumer_grid(full) == (full // 4 if blocks == 0 else blocks)
+        times.append(float(plan_cost(plan, curve, bound).time_s))
+    assert times[0] == times[2] and times[1] > times[2]
+    # and the IR-level bound reads the same grid from the options
+    assert _time(program, bound, curve, CodegenOptions(overlap_blocks=full // 8)) > \
+        _time(program, bound, curve, PULL)

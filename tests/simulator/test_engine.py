@@ -192,4 +192,4 @@ def test_overlaps_simulate_near_the_closed_form_without_contention(spec, T):
         # The simulator also prices the last chunk's computation after the link (pipeline
         # fill), which the closed form leaves out: 4-5 % on the pipeline at T = 8192 since
         # dropout hashing is priced (GPU.dropout_element_s).
-        assert model <= sim <= 1.06 * model, name
+        assert model * (1 - 1e-9) <= sim <= 1.06 * model, name

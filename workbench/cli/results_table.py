@@ -31,7 +31,8 @@ def table(records: list[dict]):
             "check": r.get("check", ""), "max_error": r.get("max_error"),
             "floor_ms": floor_ms,
             "x_floor": (t / floor_ms) if t and floor_ms else None,
-            "nvlink_GBps": (r["comm_bytes"] / (t * 1e-3) / 1e9) if t and floor_ms else None,
+            # bytes * 1e3 / ms, not bytes / (ms * 1e-3): a subnormal time would underflow to 0
+            "nvlink_GBps": (r["comm_bytes"] * 1e3 / t / 1e9) if t and floor_ms else None,
         })
     df = pd.DataFrame(rows)
     if df.empty:

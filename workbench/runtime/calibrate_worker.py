@@ -41,6 +41,7 @@ from codegen.lower import lower
 from cost_model.calibration import (
     FUSED_BLOCKS_NBYTES,
 )
+from cost_model.collectives import bus_factor
 from workbench.errors import RuntimeFault
 from workbench.loader import load
 from workbench.options import CodegenOptions
@@ -165,7 +166,7 @@ def fused_blocks(out_path: str, warmup: int = 5, reps: int = 25) -> int:
         ms = max(statistics.median(t) for t in times)  # the slowest rank's median
         rows.append({"nbytes": 4 * N, "blocks": blocks, "ms": ms, "check": "ok (exact)"})
         log(rank, f"fused blocks {blocks}: {ms:.3f} ms, "
-                  f"{2 * (P - 1) / P * 4 * N / (ms * 1e-3) / 1e9:.0f} GB/s bus")
+                  f"{bus_factor('allreduce', P) * 4 * N / (ms * 1e-3) / 1e9:.0f} GB/s bus")
     run.free()
     if rank == 0:
         meta = {"program": "studies/allreduce.py", "schedule": "fused", "dtype": "f32",

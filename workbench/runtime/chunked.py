@@ -18,15 +18,6 @@ from workbench.runtime.gpu import ITEMSIZE, Gemm
 from workbench.runtime.launches import RunView
 
 
-def overlap_blocks(full: int, chosen: int = 0) -> int:
-    """Blocks of an overlapped consumer kernel whose full grid is `full`: `chosen`
-    (CodegenOptions.overlap_blocks, the same on every rank: blocks meet their peers by index),
-    or by default a quarter of the full grid. It shares the SMs with the MatMul chunks it
-    overlaps: a quarter (66 blocks on an H200, one per two SMs) was the fastest of 16..264
-    blocks for the model-parallel layer on 2x H200 (GPU run 6, studies/results/gpu/README.md)."""
-    return min(full, chosen) if chosen > 0 else max(1, full // 4)
-
-
 def elementwise_grid(extent: int, vec: int, sm_count: int) -> int:
     """Blocks of an elementwise kernel over `extent` elements, `vec` per thread: enough for
     one pass, at most 16 per SM (the kernels are grid-stride loops)."""

@@ -45,7 +45,6 @@ from workbench.runtime.chunked import (
     elementwise_grid,
     exchange_pieces,
     nccl_chunk,
-    overlap_blocks,
 )
 from workbench.runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
 from workbench.runtime.launches import (
@@ -450,9 +449,8 @@ def _prepare_overlap(run: PlanRun, step: OverlapStep) -> PartsCall:
     if isinstance(step.consumer, GemmStep):  # AllGather -> MatMul (chunked by root)
         return PartsCall(OverlapRun(run, step, producer, Gemm(run, step.consumer)))
     consumer = run.prepare(step.consumer)
-    if isinstance(consumer, KernelLaunch) and isinstance(step.producer, GemmStep):
-        consumer = dataclasses.replace(
-            consumer, grid=overlap_blocks(consumer.grid, run.plan.options.overlap_blocks))
+    if isinstance(consumer, KernelLaunch):  # beside a GEMM: on the grid the plan says
+        consumer = dataclasses.replace(consumer, grid=step.consumer_grid(consumer.grid))
     return PartsCall(OverlapRun(run, step, producer, consumer))
 
 
