@@ -23,7 +23,8 @@ STUDY_SPECS = [
 
 @functools.cache
 def gpu_count() -> int:
-    """NVIDIA GPUs on this machine (nvidia-smi -L); 0 without one or with WORKBENCH_NO_GPU=1."""
+    """NVIDIA GPUs this process may use (nvidia-smi -L, narrowed by CUDA_VISIBLE_DEVICES); 0
+    without one or with WORKBENCH_NO_GPU=1."""
     smi = shutil.which("nvidia-smi")
     if smi is None or os.environ.get("WORKBENCH_NO_GPU") == "1":
         return 0
@@ -31,7 +32,10 @@ def gpu_count() -> int:
         out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return 0
-    return sum(line.startswith("GPU ") for line in out.splitlines())
+    from workbench.runtime.job import visible_of
+
+    present = sum(line.startswith("GPU ") for line in out.splitlines())
+    return visible_of(present, os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -85,11 +85,11 @@ def _group():
     if not dist.is_initialized():
         from workbench.runtime.launcher import free_port
 
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(free_port()))
+        # A port picked now, not one an earlier test left in the environment: GPU run 35 (tests
+        # beside other jobs on one machine) found MASTER_PORT taken by then (EADDRINUSE).
         torch.cuda.set_device(0)
-        dist.init_process_group("nccl", rank=0, world_size=1,
-                                device_id=torch.device("cuda", 0))
+        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+                                world_size=1, device_id=torch.device("cuda", 0))
     return dist
 
 

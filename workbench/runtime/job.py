@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -21,12 +22,29 @@ from workbench.runtime.worker import stage_split, write_json_atomic
 
 
 def gpu_count() -> int:
+    """The GPUs this process may use: nvidia-smi's count, narrowed by CUDA_VISIBLE_DEVICES
+    when it is set (several jobs share one machine by giving each its own devices)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         raise RuntimeFault("compile-and-measure must run on a machine with NVIDIA GPUs, got no "
                            "nvidia-smi on PATH; run it on the GPU machine")
     out = subprocess.run([smi, "-L"], capture_output=True, text=True)
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    present = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    return visible_of(present, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def visible_of(present: int, visible: str | None) -> int:
+    """How many of `present` GPUs a CUDA_VISIBLE_DEVICES value leaves (None: all; CUDA stops
+    at the first entry it cannot use, so "0,1,-1,2" leaves 2)."""
+    if visible is None:
+        return present
+    count = 0
+    for entry in visible.split(","):
+        entry = entry.strip()
+        if not entry or entry.startswith("-"):
+            break
+        count += 1
+    return min(present, count)
 
 
 def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: int,

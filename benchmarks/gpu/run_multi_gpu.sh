@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Several GPUs of one host, one device call: the wheels and pycuda once, then lanes side by
+# side, each a sequence of steps on its own GPUs (CUDA_VISIBLE_DEVICES), each step bounded so
+# the whole call ends inside DEADLINE_S (default 570 s) and every lane's partial results come
+# back. Lanes share the host (64 cores on 4x H100) and the NVSwitch fabric, not GPUs: what a
+# lane times, its baselines are timed in the same lane under the same neighbours (say so beside
+# any number taken from a lane run).
+#   usage: bash benchmarks/gpu/run_multi_gpu.sh CALL        (from the repo root, .whl carried)
+#   CALL   call1: correctness first on P = 2 (every GPU test, the AllReduce + RMSNorm checks),
+#                 training at P = 2 (101M: DDP, the workbench in and after backward, the noise
+#                 run), then timings (AllReduce + RMSNorm f16; Adam fp32/mixed)
+#          call2: the GPU tests call 1's lanes broke, rerun alone; AllReduce + RMSNorm timed at
+#                 H {4096, 16384} x T {128, 1024, 8192} (f16 in lane A, bf16 in lane B); the
+#                 model-parallel layer against symmetric-memory and compiled baselines (A);
+#                 NVLink by mechanism (the link probe), SGD and LAMB at P = 2 (B)
+# Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
+set -uo pipefail
+CALL=${1:?usage: run_multi_gpu.sh call1|call2}
+source "$(dirname "$0")/env.sh"
+pack_results
+ROOT_RES=$RES
+DEADLINE=$(( t0 + ${DEADLINE_S:-570} ))
+stamp "machine"
+nvidia-smi -L
+nvidia-smi topo -m > "$RES"/topo.txt 2>&1; head -8 "$RES"/topo.txt
+install_wheels || exit 1
+ensure_pycuda || exit 1
+export WB_WHEELS_DONE=1
+python3 -c "import torch; print('torch', torch.__version__, torch.cuda.device_count(), 'GPUs')"
+git -C "$REPO" rev-parse HEAD 2>/dev/null > "$RES"/commit.txt || true
+
+step() {  # step LANE NAME CMD...: one bounded step of a lane, its output in LANE/NAME.log
+  local lane=$1 name=$2
+  shift 2
+  local left=$(( DEADLINE - $(date +%s) ))
+  if [ "$left" -lt 20 ]; then echo "SKIPPED $lane/$name: ${left} s left" | tee -a "$ROOT_RES/skipped.txt"; return 0; fi
+  stamp "$lane/$name (limit ${left} s): $*"
+  mkdir -p "$ROOT_RES/$lane/$name"
+  RES_DIR="$ROOT_RES/$lane/$name" OUT="$ROOT_RES/$lane/$name.out" timeout -k 5 "$left" "$@" \
+    > "$ROOT_RES/$lane/$name.log" 2>&1
+  local rc=$?
+  echo "$lane/$name exit $rc" | tee -a "$ROOT_RES/exits.txt"
+}
+
+lane_a_call1() {  # GPUs 0,1
+  step A gpu-tests python3 -m pytest -q -p no:cacheprovider -m gpu tests -rs \
+    --junitxml="$ROOT_RES/A/gpu-tests.xml"
+  AR_DTYPES="f16 bf16" AR_CHECK_LIMIT=130 step A ar-check bash benchmarks/gpu/run_allreduce_rmsnorm.sh check
+  AR_DTYPES=f16 AR_H="4096 16384" AR_T="128 8192" AR_TIME_LIMIT=200 \
+    step A ar-time-f16 bash benchmarks/gpu/run_allreduce_rmsnorm.sh time
+}
+lane_b_call1() {  # GPUs 2,3
+  VARIANTS="ref wb-ovl wb noise" step B train-101m bash benchmarks/gpu/run_training.sh 2 101m tests
+  step B adam python3 -m workbench.cli.main compile-and-measure --gpus 2 --hang-timeout 200 \
+    studies/adam.py studies/adam.py:mixed --set N=2**26 --set N=2**28 \
+    --out "$ROOT_RES/B/adam" --name adam-p2
+}
+
+lane_a_call2() {  # GPUs 0,1
+  step A gpu-tests python3 -m pytest -q -p no:cacheprovider -m gpu -rs \
+    tests/runtime/test_gpu_end_to_end.py tests/wbtorch/test_gpu_optimizer.py \
+    --junitxml="$ROOT_RES/A/gpu-tests.xml"
+  AR_DTYPES=f16 AR_H="4096 16384" AR_T="128 1024 8192" AR_TIME_LIMIT=230 \
+    step A ar-time-f16 bash benchmarks/gpu/run_allreduce_rmsnorm.sh time
+  step A model-parallel python3 -m workbench.cli.main compile-and-measure --gpus 2 \
+    --hang-timeout 200 studies/model_parallel.py --set T=1024 --set T=8192 --set H=12288 \
+    --out "$ROOT_RES/A/model-parallel" --name model-parallel-p2
+}
+lane_b_call2() {  # GPUs 2,3
+  step B link-probe python3 benchmarks/gpu/link_probe.py "$ROOT_RES/B/link.json"
+  AR_DTYPES=bf16 AR_H="4096 16384" AR_T="128 1024 8192" AR_TIME_LIMIT=260 \
+    step B ar-time-bf16 bash benchmarks/gpu/run_allreduce_rmsnorm.sh time
+  step B sgd-lamb python3 -m workbench.cli.main compile-and-measure --gpus 2 \
+    --hang-timeout 200 studies/sgd.py studies/lamb.py studies/lamb.py:mixed --set N=2**26 \
+    --set N=2**28 --out "$ROOT_RES/B/sgd-lamb" --name sgd-lamb-p2
+}
+
+case $CALL in
+  call1)
+    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call1 ) &
+    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call1 ) &
+    wait ;;
+  call2)
+    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call2 ) &
+    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call2 ) &
+    wait ;;
+  *) echo "CALL must be call1 or call2, got $CALL"; exit 2 ;;
+esac
+stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
+for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done
+tail -3 "$ROOT_RES"/A/gpu-tests.log 2>/dev/null
+stamp "done"
