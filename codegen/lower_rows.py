@@ -23,6 +23,7 @@ from codegen.lower_elementwise import phases_after, slice_loc
 from codegen.plan import MAX_BLOCKS, KernelStep, fault
 from codegen.planner import REDUCE_NAMES, Planner, c_ident, c_type_of, numel_of, result_loc
 from codegen.spec import (
+    ROWS_CACHE,
     THREADS,
     Load,
     Param,
@@ -79,6 +80,11 @@ ROW_SHARED_BYTES = 40 * 1024
 # Bound 3 measured faster than 4 in 23 of the 27 rows timed with both (note 86).
 ROW_SHARED_MIN_BLOCKS = 3
 _C_BYTES = {"__half": 2, "__nv_bfloat16": 2, "float": 4}
+# The "rows" form (CodegenOptions.row_grid, design note 91), Inductor's persistent-reduction
+# shape: one row a block and as many threads as hold the row at ROWS_CACHE elements each (the
+# runtime picks them per launch, up to ROWS_MAX_THREADS), so a thread keeps 16 elements, not
+# 32, and __launch_bounds__(1024, ROWS_MIN_BLOCKS) caps it at 32 registers: 2048 threads a SM.
+ROWS_MIN_BLOCKS = 2
 
 
 def load_depth(p: RowPass, steps: int, in_flight: int) -> int:
@@ -114,6 +120,16 @@ def with_shared_cache(plan: RowPlan, collective: bool, on: bool) -> RowPlan:
     blocks = max(plan.min_blocks, ROW_SHARED_MIN_BLOCKS)
     return replace(plan, cache_in="shared", min_blocks=blocks,
                    grid_per_sm=blocks if collective else 0)
+
+
+def rows_form(plan: RowPlan, min_blocks: int = ROWS_MIN_BLOCKS) -> RowPlan:
+    """The plan in the "rows" form (one row a block, threads by the row's length): ROWS_CACHE
+    elements a thread of each cached value, in registers, under __launch_bounds__(
+    ROWS_MAX_THREADS, min_blocks): 2 (32 registers, 2048 threads a SM) or 1 (64 registers,
+    no spills, 1024 threads a SM: the options' row_min_blocks = 1). The other shapes' knobs
+    (row groups, loads first, the shared cache) do not apply to it."""
+    return replace(plan, cache=ROWS_CACHE if plan.cache else 0,
+                   min_blocks=max(1, min(min_blocks, ROWS_MIN_BLOCKS)), grid="rows")
 
 
 def row_min_blocks(opts: CodegenOptions, collective: bool) -> int:
@@ -235,11 +251,14 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions
                else "row kernel: ") + "; ".join(f"{s.name} = {s.op}" for s in leaves)
     spec = kb.spec("collective" if collective else "rows", "rows.cu.j2", pl.P, extra, comment,
                    kb.vec_types())
-    if plan.cache:
-        plan = replace(plan, groups=ROW_GROUPS, passes=tuple(
-            replace(p, depth=load_depth(p, plan.cache // spec.vec, ROW_LOADS_IN_FLIGHT))
-            for p in plan.passes))
-    plan = with_shared_cache(plan, collective, ROW_CACHE_SHARED)
+    if opts.row_grid == "rows":
+        plan = rows_form(plan, opts.row_min_blocks)
+    else:
+        if plan.cache:
+            plan = replace(plan, groups=ROW_GROUPS, passes=tuple(
+                replace(p, depth=load_depth(p, plan.cache // spec.vec, ROW_LOADS_IN_FLIGHT))
+                for p in plan.passes))
+        plan = with_shared_cache(plan, collective, ROW_CACHE_SHARED)
     spec = mangle(replace(_with_row(spec, plan), allreduce=allreduce, counter=counter))
     return KernelStep(spec, tuple(s.name for s in leaves), flags_name, pl.sub(rows), cols)
 

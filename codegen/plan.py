@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from codegen.spec import THREADS, KernelSpec
+from codegen.spec import KernelSpec
 from workbench import ir
 from workbench.errors import RuntimeFault
 from workbench.options import CodegenOptions
@@ -312,9 +312,10 @@ def check_row_cols(step: KernelStep, cols: int) -> None:
     """Raise unless a row kernel's rows (`cols` elements, sizes bound) fit its row cache:
     values kept between its passes live in registers, `cache` per thread."""
     row = step.spec.row
-    if row is not None and row.cache and cols > THREADS * row.cache:
+    if row is not None and row.cache and cols > row.max_threads * row.cache:
+        most = row.max_threads * row.cache
         raise fault(f"statement {', '.join(step.stmts)}: a row kernel's rows must have at most "
-                    f"{THREADS * row.cache} elements (its threads keep {row.cache} each in "
+                    f"{most} elements (its threads keep {row.cache} each in "
                     f"registers between passes), got {cols}; reduce over a shorter axis, or do "
                     "not fuse the statements that read the row after its reduction")
 

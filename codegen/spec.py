@@ -159,7 +159,15 @@ class RowReduction:
 # Fields of the row records added after kernels were named by their specs: left out of the
 # repr (so of KernelSpec.key and the kernel's name) at their defaults, so that kernels that do
 # not use them keep their names and compiled cubins.
-_ROW_KNOBS = {"depth": 1, "groups": False, "cache_in": "registers", "grid_per_sm": 0}
+_ROW_KNOBS = {"depth": 1, "groups": False, "cache_in": "registers", "grid_per_sm": 0,
+              "grid": "resident"}
+# The most threads a block of a row kernel in the "rows" form has (its __launch_bounds__): the
+# runtime launches as many as hold the row at `cache` elements a thread (design note 91).
+ROWS_MAX_THREADS = 1024
+# Elements a thread of a "rows" row kernel keeps of each cached value (codegen.lower_rows.
+# rows_form): 1024 threads x 16 hold rows of up to 16384 elements, as the resident form's 512 x
+# 32 do, in half the registers a thread.
+ROWS_CACHE = 16
 
 
 def _row_repr(obj) -> str:
@@ -219,8 +227,17 @@ class RowPlan:
     # the options' collective_blocks_per_sm (every block must be resident: they meet their
     # peers at barriers); 0: the options' (workbench.runtime.executor).
     grid_per_sm: int = 0
+    # The kernel's shape (CodegenOptions.row_grid, design note 91): "resident" (THREADS-thread
+    # blocks, as many as stay resident, grid-stride over rows) or "rows" (one row a block,
+    # grid = rows, threads by the row's length up to ROWS_MAX_THREADS, chosen at launch).
+    grid: str = "resident"
 
     __repr__ = _row_repr
+
+    @property
+    def max_threads(self) -> int:
+        """Threads a block of this kernel has at most (its __launch_bounds__)."""
+        return ROWS_MAX_THREADS if self.grid == "rows" else THREADS
 
 
 @dataclass(frozen=True, slots=True)

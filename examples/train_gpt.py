@@ -15,10 +15,13 @@ by the workbench's generated kernels (design notes 53, 63, 64).
   update is one generated kernel of the chosen schedule; --overlap launches each bucket's
   kernel from backward, on a side stream, as soon as its gradients are accumulated; --zero
   keeps the Adam state sliced over the ranks (ZeRO-1).
---compile-scope model|blocks: torch.compile the whole model, or each transformer block (the
-  blocks share one compiled graph; backward then has one autograd node per block, which is
+--compile-scope model|blocks|split: torch.compile the whole model, or each transformer block
+  (the blocks share one compiled graph; backward then has one autograd node per block, which is
   what lets --overlap launch buckets while backward runs: a whole-model graph hands every
-  gradient over at its end).
+  gradient over at its end), or the whole model traced once and its graph split where the
+  parameters reach --split-mb (default: one block's bytes), each piece compiled by inductor
+  (torch's DDPOptimizer, which DDP's compile uses, as a backend: one guard check a step, not
+  one a block, and still one autograd node per piece; design note 94).
 --optimizer workbench --tp: also each block's attention projection + residual add as a
   wbtorch.RowParallelLinear (its forward a schedule of examples/tp_layer.py) over the world.
 
@@ -170,6 +173,10 @@ def parser() -> argparse.ArgumentParser:
                          "of reading large parameters' .grad in place (design note 82)")
     ap.add_argument("--blocks-per-sm", type=int, choices=[1, 2], default=None,
                     help="(workbench) the fused kernels' grid per SM (default: the choice's)")
+    ap.add_argument("--fused-grid", type=int, default=None,
+                    help="(workbench) the fused kernels' grid in blocks at most (sets "
+                         "WB_COLLECTIVE_GRID; default: blocks per SM x SMs): with --overlap a "
+                         "few SMs for the optimizer leave the rest to backward (note 94)")
     ap.add_argument("--precision", choices=["fp32", "bf16", "bf16-params"], default="fp32",
                     help="bf16: autocast over fp32 parameters (torch's AMP); bf16-params: bf16 "
                          "parameters and gradients under autocast, fp32 master weights and "
@@ -193,7 +200,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--bucket-mb", type=float, default=25.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
-    ap.add_argument("--compile-scope", choices=["model", "blocks"], default="model")
+    ap.add_argument("--compile-scope", choices=["model", "blocks", "split"], default="model")
+    ap.add_argument("--split-mb", type=float, default=None,
+                    help="(--compile-scope split) parameter MB per graph piece (default: one "
+                         "block's)")
     ap.add_argument("--tp", action="store_true",
                     help="(workbench) each block's attention projection + residual as a "
                          "wbtorch.RowParallelLinear over the world (tensor parallel: every rank "
@@ -216,6 +226,8 @@ def variant(args) -> str:
         name = "workbench" + " overlap" * args.overlap + " zero" * args.zero + " tp" * args.tp
         name += " copy-grads" * (not args.lend_grads)
         name += f" {args.blocks_per_sm}/SM" if args.blocks_per_sm else ""
+        name += f" {args.bucket_mb:g}MB" if args.bucket_mb != 25 else ""
+        name += f" grid {args.fused_grid}" if args.fused_grid is not None else ""
     comp = f"compile {args.compile_scope}" if args.compile else "eager"
     prec = "" if args.precision == "fp32" else f", {args.precision}"
     return f"{name}, {comp}{prec}"
@@ -229,11 +241,17 @@ def refused(args, world: int | None, cuda: bool) -> str | None:
                 "needs pycuda: pip install -e '.[gpu]')")
     if args.tp and args.optimizer != "workbench":
         return "--tp must run with --optimizer workbench, got --optimizer torch; add it"
+    if args.fused_grid is not None and (args.optimizer != "workbench" or args.fused_grid < 1):
+        return (f"--fused-grid must be a block count >= 1 with --optimizer workbench, got "
+                f"{args.fused_grid} with --optimizer {args.optimizer}")
     if (args.overlap or args.zero) and args.optimizer != "workbench":
         return ("--overlap and --zero must run with --optimizer workbench, got --optimizer "
                 "torch; DDP overlaps by itself")
     if not args.ddp and args.optimizer != "torch":
         return "--no-ddp must run with --optimizer torch (the workbench never wraps in DDP)"
+    if args.compile_scope == "split" and args.optimizer == "torch" and args.ddp:
+        return ("--compile-scope split must run without DDP (--no-ddp or --optimizer "
+                "workbench), got torch DDP, which splits its graph by itself (optimize_ddp)")
     if not args.ddp and world is not None and world > 1:
         return (f"--no-ddp must run at world size 1 (no gradient is averaged without DDP), "
                 f"got {world}; drop it or launch one process")
@@ -255,6 +273,8 @@ def build_optimizer(args, model, device):
                 ("ddp + " if args.ddp else "") + "AdamW(fused=True) on an fp32 master"]
         opt = torch.optim.AdamW(model.parameters(), fused=True, **kw)
         return net, opt, [("ddp + " if args.ddp else "") + "AdamW(fused=True)"]
+    if args.fused_grid is not None:  # read once, where the optimizer reads the WB_* knobs
+        os.environ["WB_COLLECTIVE_GRID"] = str(args.fused_grid)
     import wbtorch
     from wbtorch.choice import BLOCKS_PER_SM
 
@@ -298,7 +318,28 @@ def compiled(args, net, model):
         for b in model.blocks:
             b.compile()
         return net
+    if args.compile_scope == "split":
+        return torch.compile(net, backend=split_backend(args, model))
     return torch.compile(net)
+
+
+def split_bytes(args, model) -> int:
+    """Parameter bytes per graph piece of --compile-scope split."""
+    if args.split_mb is not None:
+        return int(args.split_mb * 2**20)
+    return sum(p.numel() * p.element_size() for p in model.blocks[0].parameters())
+
+
+def split_backend(args, model, compiler: str = "inductor"):
+    """inductor over the pieces of the whole-model graph, split as DDP's compile splits it
+    (torch._dynamo's DDPOptimizer: pieces of split_bytes() parameter bytes in backward
+    order), without DDP: backward runs one autograd node per piece, so the gradients of a
+    piece are accumulated (and its buckets launched) while the earlier pieces' backward runs."""
+    from torch._dynamo.backends.distributed import DDPOptimizer
+    from torch._dynamo.backends.registry import lookup_backend
+
+    cap = split_bytes(args, model)
+    return DDPOptimizer(cap, lookup_backend(compiler), first_bucket_cap=cap).compile_fn
 
 
 PHASES = ("forward", "backward", "optimizer", "step")
@@ -309,32 +350,41 @@ def train(args, net, opt, data, device, rank: int):
     host's wall time. Events are read after the last step (no host synchronisation inside
     the loop, as a training loop that does not log every step)."""
     losses = torch.zeros(args.steps, device=device)
-    events = []
+    events, hosts = [], []  # CUDA events per step; the host's clock at the same points
     warm = warmup(args)
     data_rank = 0 if args.tp else rank  # tensor parallel: every rank reads the same batch
     trace = None
+    # the host's time per step is taken after the traced step (the profiler and the trace's
+    # export slow the host by seconds: run 33's traced runs reported ~5 ms/step too much)
+    timed = warm + 1 if args.trace and warm + 1 < args.steps else warm
     t0 = time.perf_counter()
     for step in range(args.steps):
         if args.trace and step == warm:
             trace = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                        torch.profiler.ProfilerActivity.CUDA])
             trace.__enter__()
-        if step == warm:
+        if step == timed:
             torch.cuda.synchronize()
             t_warm = time.perf_counter()
         x, y = batch(data, step, data_rank, args.batch, args.block, args.seed, device)
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        h = [time.perf_counter()]
         ev[0].record()
         with torch.autocast("cuda", torch.bfloat16, enabled=args.precision != "fp32"):
             loss = net(x, y)
         ev[1].record()
+        h.append(time.perf_counter())
         loss.backward()
         ev[2].record()
+        h.append(time.perf_counter())
         opt.step()
         ev[3].record()
+        h.append(time.perf_counter())
         opt.zero_grad()
         losses[step] = loss.detach()
+        h.append(time.perf_counter())
         events.append(ev)
+        hosts.append(h)
         if trace is not None and step == warm:
             torch.cuda.synchronize()
             trace.__exit__(None, None, None)
@@ -342,8 +392,8 @@ def train(args, net, opt, data, device, rank: int):
             trace = None
     torch.cuda.synchronize()
     t1 = time.perf_counter()
-    host_ms = (t1 - t_warm) * 1e3 / max(1, args.steps - warm)
-    return losses, events, host_ms, t1 - t0
+    host_ms = (t1 - t_warm) * 1e3 / max(1, args.steps - timed)
+    return losses, events, hosts, host_ms, t1 - t0
 
 
 def warmup(args) -> int:
@@ -358,6 +408,15 @@ def phase_medians(events, warm: int) -> dict:
     spans = {"forward": (0, 1), "backward": (1, 2), "optimizer": (2, 3), "step": (0, 3)}
     return {k: statistics.median(ev[a].elapsed_time(ev[b]) for ev in events[warm:])
             for k, (a, b) in spans.items()}
+
+
+def host_medians(hosts, warm: int) -> dict:
+    """Median milliseconds the host spent issuing each phase after the warm-up (forward,
+    backward with its hooks, optimizer step, and zero_grad with the loss's bookkeeping):
+    where a phase's host time reaches its GPU time, the GPU waited for the host."""
+    names = ("forward", "backward", "optimizer", "zero_grad")
+    return {k: statistics.median((h[i + 1] - h[i]) * 1e3 for h in hosts[warm:])
+            for i, k in enumerate(names)}
 
 
 def main(argv=None) -> int:
@@ -381,12 +440,13 @@ def main(argv=None) -> int:
     n_params = sum(p.numel() for p in model.parameters())
     net, opt, choices = build_optimizer(args, model, device)
     net = compiled(args, net, model)
-    losses, events, host_ms, wall = train(args, net, opt, data, device, rank)
+    losses, events, hosts, host_ms, wall = train(args, net, opt, data, device, rank)
     # each rank's loss is of its own batch: report the group's mean, as DDP training logs do
     dist.all_reduce(losses)
     losses /= P
     warm = warmup(args)
     phases = phase_medians(events, warm)
+    host_phases = host_medians(hosts, warm)
     if args.tp:
         choices += [f"tp T={t}: {s}" for t, s in model.blocks[0].tp.choice.items()]
     free, total = torch.cuda.mem_get_info()
@@ -401,6 +461,9 @@ def main(argv=None) -> int:
               "losses": losses.cpu().tolist(),
               "phases_ms": phases, "step_ms_median": phases["step"],
               "opt_ms_median": phases["optimizer"], "host_step_ms": host_ms, "wall_s": wall,
+              "host_phases_ms": host_phases, "split_bytes": (split_bytes(args, model)
+                                                             if args.compile_scope == "split"
+                                                             else None),
               "optimizer_memory": wb.memory() if hasattr(wb, "memory") else None,
               "grad_rebinds": getattr(wb, "rebinds", None),
               "buckets": len(getattr(wb, "runs", ())),
@@ -411,7 +474,9 @@ def main(argv=None) -> int:
         print(f"{result['variant']}: P={P} params={n_params} loss {result['losses'][0]:.4f} -> "
               f"{result['losses'][-1]:.4f}; " + ", ".join(f"{k} {v:.3f}" for k, v in
                                                            phases.items())
-              + f" ms; host {host_ms:.3f} ms/step (medians after {warm} steps); "
+              + f" ms; host {host_ms:.3f} ms/step ("
+              + ", ".join(f"{k} {v:.3f}" for k, v in host_phases.items())
+              + f"; medians after {warm} steps); "
               + ", ".join(f"{choices.count(c)} x {c}" for c in dict.fromkeys(choices)))
         if not all(math.isfinite(v) for v in result["losses"]):
             print("losses are not finite", file=sys.stderr)

@@ -64,6 +64,18 @@ def assert_golden(relpath: str, text: str) -> None:
                                       "intended, regenerate with WORKBENCH_REGEN_GOLDEN=1")
 
 
+def load_script(relpath: str, name: str | None = None):
+    """A script of the repository that is not in a package (benchmarks/gpu/*.py,
+    examples/*.py), loaded by path as a module."""
+    import importlib.util
+
+    path = ROOT / relpath
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @functools.cache
 def load_study(spec: str):
     """A study's ProgramFile, loaded once per test session (loading is deterministic)."""

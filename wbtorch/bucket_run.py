@@ -65,6 +65,44 @@ class BucketRun:
                 self.own_g.copy_(grad.reshape(-1))
         p.grad = self.own_g.view(p.shape)
 
+    def take_grads(self, params: list, views: dict) -> None:
+        """Before the bucket runs: every parameter's gradient is in the bucket and `.grad`
+        views it again, divided by P (DDP's average) at P > 1, in one pass. A lending bucket
+        reads `.grad` in place (`lend`). Else a gradient backward handed over as a new tensor
+        (`.grad` was None) is copied in, all of the bucket's at once at P = 1 (one foreach
+        launch, not one copy per parameter from each parameter's hook: design note 93), each
+        scaled as it is copied at P > 1; one already in the bucket (accumulated in place) is
+        scaled where it is; None is zero. `views`: parameter index -> its view of the bucket."""
+        torch = self.opt.torch
+        if self.lends:
+            self.lend(params[self.bucket.slots[0].index])
+            return
+        inv, P = 1.0 / self.opt.P, self.opt.P
+        new_v, new_g, held = [], [], []
+        with torch.no_grad():
+            for slot in self.bucket.slots:
+                p, view = params[slot.index], views[slot.index]
+                grad = p.grad
+                if grad is view:
+                    held.append(view)
+                    continue
+                if grad is None:
+                    view.zero_()
+                else:
+                    new_v.append(view)
+                    new_g.append(grad)
+                p.grad = view
+            if new_g and P == 1:
+                torch._foreach_copy_(new_v, new_g)
+            elif new_g:
+                for view, grad in zip(new_v, new_g):
+                    torch.mul(grad, inv, out=view)
+            if P > 1 and held:
+                if len(held) == len(self.bucket.slots):
+                    self.g.mul_(inv)  # the whole bucket, one launch (its padding is zero)
+                else:
+                    torch._foreach_mul_(held, inv)
+
     def sliced(self, name: str) -> bool:
         return name in self.roles.sliced_state or (name == self.roles.weights
                                                   and self.roles.weights_sliced)
@@ -75,8 +113,7 @@ class BucketRun:
         opt = self.opt
         if STEP in self.scalars and not self.shared_step:
             self.scalars[STEP].fill_(float(step))
-        if opt.P > 1:
-            self.g.mul_(1.0 / opt.P)  # DDP averages: divide, then sum (as its comm hook does)
+        # (the gradient is averaged by take_grads, which the optimizer calls first)
         if self.cand.generated:
             if side is None:
                 self.bound.run()
@@ -95,8 +132,8 @@ class BucketRun:
 
     @property
     def torch_free(self) -> bool:
-        """Whether run() enqueues no torch op (a generated kernel, no 1/P scale, the step
-        scalar filled by the optimizer): then the side stream need not be torch's current
-        stream around it."""
-        return self.cand.generated and self.opt.P == 1 and (
-            self.shared_step or STEP not in self.scalars)
+        """Whether run() enqueues no torch op (a generated kernel whose launches all go onto
+        the side stream, the step scalar filled by the optimizer; the 1/P scale is
+        take_grads'): then the side stream need not be torch's current stream around it."""
+        return (self.cand.generated and getattr(self.bound, "direct", True)
+                and (self.shared_step or STEP not in self.scalars))

@@ -120,7 +120,9 @@ class DataParallelOptimizer:
         gradients are accumulated (post-accumulate-grad hooks; design note 63); `step()` then
         runs what backward did not launch and makes torch's stream wait for the side stream.
         Backward must have more than one autograd node over the parameters for this to
-        overlap anything: compile the model by regions (each block), not whole.
+        overlap anything: compile the model by regions (each block), or whole with its graph
+        cut into pieces (examples/train_gpt.py --compile-scope split, design note 94). The
+        hooks do no torch work; each bucket takes its gradients when it launches (note 93).
     zero: keep the optimizer state sliced across the group (ZeRO-1): only schedules whose
         state stays sliced are candidates (the torch step keeps it whole and is left out);
         `memory()` reports the bytes per rank.
@@ -209,8 +211,7 @@ class DataParallelOptimizer:
         if overlap:
             self._side = self.gpu.side_stream()
             self._ready = ov.Readiness.of(self.buckets)
-            self._hooks = ov.install_hooks(self.params, self._ready, self._launch,
-                                           self._own_grad)
+            self._hooks = ov.install_hooks(self.params, self._ready, self._launch)
         self.gpu.synchronize()
 
     # -- construction
@@ -371,7 +372,7 @@ class DataParallelOptimizer:
         else:
             self._fill_step()
             for run in self.runs:
-                self._own_grads(run)
+                run.take_grads(self.params, self._slot_grad)
                 run.run(self.step_count + 1)
         self.step_count += 1
 
@@ -381,7 +382,7 @@ class DataParallelOptimizer:
 
     def _run_on_side(self, k: int) -> None:
         run = self.runs[k]
-        self._own_grads(run)
+        run.take_grads(self.params, self._slot_grad)  # on torch's stream, before the wait
         if self._filled != self.step_count + 1:
             with self._side:
                 self._fill_step()
@@ -391,29 +392,6 @@ class DataParallelOptimizer:
             return
         with self._side:
             run.run(self.step_count + 1, self._side)
-
-    def _own_grad(self, index: int, p) -> None:
-        """Keep parameter `index`'s .grad the view of its bucket: a .grad that was set to None
-        (nn.Module.zero_grad's default) or replaced is copied into the bucket (None: zero)."""
-        run = self._run_of[index]
-        if run.lends:
-            run.lend(p)
-            return
-        view = self._slot_grad[index]
-        if p.grad is view:
-            return
-        with self.torch.no_grad():
-            if p.grad is None:
-                view.zero_()
-            else:
-                view.copy_(p.grad)
-        p.grad = view
-
-    def _own_grads(self, run: BucketRun) -> None:
-        for slot in run.bucket.slots:
-            p = self.params[slot.index]
-            if run.lends or p.grad is not self._slot_grad[slot.index]:
-                self._own_grad(slot.index, p)
 
     def no_sync(self):
         """A context manager for gradient accumulation (as DDP's): backward inside it

@@ -88,21 +88,24 @@ class Readiness:
         return order
 
 
-def install_hooks(params: list, readiness: Readiness, on_ready, on_grad) -> list:
-    """Register a post-accumulate-grad hook on every parameter of a bucket: it calls
-    `on_grad(index, param)` (the optimizer keeps `.grad` a view of its bucket), marks the
-    parameter ready, calls `on_ready(bucket)` for each bucket that can launch now, and on the first
-    hook of a backward queues `readiness.end_backward` to run when that backward ends.
-    Returns the hook handles (`.remove()` each to uninstall)."""
+def install_hooks(params: list, readiness: Readiness, on_ready) -> list:
+    """Register a post-accumulate-grad hook on every parameter of a bucket: it marks the
+    parameter ready, calls `on_ready(bucket)` for each bucket that can launch now, and on the
+    first hook of a backward queues `readiness.end_backward` to run when that backward ends.
+    The hook does nothing else on the host (no torch op per parameter: the bucket takes its
+    gradients when it launches; design note 93). Returns the hook handles (`.remove()` each to
+    uninstall)."""
     from torch.autograd import Variable
+
+    queue = Variable._execution_engine.queue_callback
+    mark = readiness.mark
 
     def hook_for(index: int):
         def hook(p):
             if not readiness.in_backward:
                 readiness.in_backward = True
-                Variable._execution_engine.queue_callback(readiness.end_backward)
-            on_grad(index, p)
-            for k in readiness.mark(index):
+                queue(readiness.end_backward)
+            for k in mark(index):
                 on_ready(k)
 
         return hook

@@ -25,6 +25,7 @@ VEC_BYTES = (16, 32)
 CACHE_HINTS = ("default", "stream")
 ROW_MIN_BLOCKS = (1, 2, 3, 4)
 COLLECTIVE_BLOCKS_PER_SM = (1, 2)
+ROW_GRIDS = ("resident", "rows")
 
 # The knobs an environment variable sets (benchmark scripts time variants this way), by field.
 ENVIRONMENT = {
@@ -32,6 +33,8 @@ ENVIRONMENT = {
     "row_min_blocks": "WB_ROW_MIN_BLOCKS",
     "overlap_blocks": "WB_OVERLAP_BLOCKS",
     "collective_blocks_per_sm": "WB_COLLECTIVE_BLOCKS_PER_SM",
+    "row_grid": "WB_ROW_GRID",
+    "collective_grid": "WB_COLLECTIVE_GRID",
 }
 
 # What each knob changes, and whether the cost model prices it (cost_model.ops.fused): a knob
@@ -47,9 +50,13 @@ PRICED = {
     "cache": "not priced: evict-first hint (design note 55: 0-2 % measured)",
     "row_prefetch": "not priced: L2 prefetch of a row kernel's next row",
     "row_min_blocks": "not priced: __launch_bounds__ of row kernels (occupancy)",
+    "row_grid": "not priced: a row kernel's grid and block shape (one row a block, threads "
+                "by the row's length; design note 91)",
     "collective_blocks_per_sm": "priced where the profile has a calibrated block curve "
                                 "(fused_block_bandwidth), else no effect",
     "overlap_blocks": "not priced: the overlap's consumer is priced on the SMs it shares",
+    "collective_grid": "priced where the profile has a calibrated block curve "
+                       "(fused_block_bandwidth), else no effect",
 }
 
 
@@ -61,6 +68,7 @@ CHOICES = {
     "cache": (CACHE_HINTS, "'default' is plain loads and stores"),
     "row_prefetch": ((False, True), "unset it for no prefetch"),
     "row_min_blocks": (ROW_MIN_BLOCKS, "unset it for the default 2"),
+    "row_grid": (ROW_GRIDS, "'resident' is the default (grid-stride over rows)"),
     "collective_blocks_per_sm": (COLLECTIVE_BLOCKS_PER_SM, "more than 2 could leave blocks "
                                  "unscheduled while their peers spin; 2 is the default"),
 }
@@ -69,15 +77,18 @@ MEANING = {
     "cache": "the cache hint of a fused collective's accesses",
     "row_min_blocks": "minimum blocks per SM of a row kernel",
     "row_prefetch": "prefetch each block's next row into L2",
+    "row_grid": "a row kernel's shape: resident blocks grid-striding over rows, or one row "
+                "a block",
     "collective_blocks_per_sm": "a fused collective's grid per SM",
     "overlap_blocks": "blocks of an overlapped consumer; 0: a quarter of the full grid",
+    "collective_grid": "a fused collective's grid in blocks at most; 0: blocks per SM x SMs",
 }
 
 
 def _check(name: str, value, where: str) -> None:
     """Raise unless `value` is one `name` takes; `where` names what set it."""
     what = f" ({MEANING[name]})" if name in MEANING else ""
-    if name == "overlap_blocks":
+    if name in ("overlap_blocks", "collective_grid"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise WorkbenchError(f"{where} must be a whole number >= 0{what}, got {value!r}; "
                                  "unset it for the default 0")
@@ -103,8 +114,16 @@ class CodegenOptions:
     row_min_blocks: __launch_bounds__'s minimum blocks per SM of a row kernel (a fused
         collective's never goes below 2, note 42).
     collective_blocks_per_sm: a fused collective's grid per SM (the launch bound keeps 2).
+    row_grid: a row kernel's shape (design note 91). resident: 512-thread blocks, as many as
+        stay resident, grid-stride over rows, 32 cached elements a thread. rows: Inductor's
+        persistent-reduction shape: one row a block (grid = rows; a fused collective at
+        P >= 2 keeps a resident grid, its blocks meet their peers), threads by the row's
+        length (16 cached elements a thread, 64-1024 threads), 32 registers a thread.
     overlap_blocks: blocks of an overlapped consumer kernel; 0 is a quarter of the full grid
         (the fastest of the measured sweep, note 11).
+    collective_grid: a fused collective's grid in blocks at most (0: collective_blocks_per_sm
+        x SMs): a kernel that runs beside other work (wbtorch's optimizer in backward) on a
+        few SMs leaves the rest to it, as NCCL's few channels do (design note 94).
     """
 
     collective_mode: str = "pull"
@@ -115,6 +134,8 @@ class CodegenOptions:
     row_min_blocks: int = 2
     collective_blocks_per_sm: int = 2
     overlap_blocks: int = 0
+    row_grid: str = "resident"
+    collective_grid: int = 0
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

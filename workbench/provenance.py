@@ -5,6 +5,7 @@ metadata (`workbench compile-and-measure`, `workbench compile`)."""
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,13 @@ _ROOT = Path(__file__).resolve().parent.parent
 @functools.cache
 def git_commit() -> str:
     """The commit of the checkout this code runs from, `-dirty` appended when files tracked by
-    git differ from it; "unknown" outside a git checkout (an installed wheel) or without git."""
+    git differ from it; "unknown" outside a git checkout (an installed wheel) or without git.
+    WB_SOURCE_COMMIT, where set, names it instead: a tree copied to another machine without its
+    history (the device runs of benchmarks/gpu/run_multi_gpu.sh carry the commit they were sent
+    from; the copy's own .git there was the session's first and named a stale commit)."""
+    sent = os.environ.get("WB_SOURCE_COMMIT", "").strip()
+    if sent:
+        return sent
     if not (_ROOT / "pyproject.toml").is_file():
         return "unknown"  # installed: site-packages is no checkout, whatever holds it
     try:

@@ -27,7 +27,10 @@ install_wheels || exit 1
 ensure_pycuda || exit 1
 export WB_WHEELS_DONE=1
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.device_count(), 'GPUs')"
-git -C "$REPO" rev-parse HEAD 2>/dev/null > "$RES"/commit.txt || true
+# The commit the tree was sent from (written here before the call: `git rev-parse HEAD >
+# .gpurun/commit`, .gpurun carried): the copy's .git on the device can be stale.
+if [ -f .gpurun/commit ]; then export WB_SOURCE_COMMIT=$(cat .gpurun/commit); fi
+echo "${WB_SOURCE_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null)}" > "$RES"/commit.txt
 
 step() {  # step LANE NAME CMD...: one bounded step of a lane, its output in LANE/NAME.log
   local lane=$1 name=$2

@@ -32,12 +32,24 @@
 #     first: T = 8192 x H 4096 / 8192 / 16384 beside torch.compile (f16, then bf16 one-shot),
 #     T = 128 (and H = 1001) for lamport, one-shot, two-shot, and the residual row kernels of
 #     studies/rmsnorm.py checked at T = 37; results into $OUT as they come.
+#  `rowgrid` (one call, <= 150 s; design notes 91, 92): the "rows" form of the row kernels
+#     (CodegenOptions.row_grid = "rows": one row a block, threads by H; variants `rows`, 32
+#     registers, and `rows-mb1`, bound 1: 64 registers, no spills) against this tree's
+#     defaults (`as-is`) and torch.compile's epilogue, at T 8192 and 128 x H 4096 / 8192 /
+#     16384, f16 and bf16, fuse-ar-c-oneshot (VARIANTS, SCHEDULES change them). In parallel
+#     first: torch.compile's 12 compiles (one process each: Inductor's disk caches then serve
+#     the timing process, which autotunes alone), nvcc filling the cubin cache, the checks of
+#     the other row kernels in the rows form (T 37 x H 1001, 16384: single elements and the
+#     longest row); meanwhile the timing process makes every input and reference (CPU), then
+#     checks every kernel against the interpreter and times it eager and CUDA-graphed.
+#     Results into $OUT as they come (T = 8192 first).
 # The knobs (codegen.lower_rows.ROW_LOADS_IN_FLIGHT, ROW_GROUPS) are off by default: `as-is`
 # is the code before them; a variant `loadsN-groups|nogroups` sets them (design note 80).
-#   usage: BEFORE=../llm3-before CUBINS=../llm3-cubins bash benchmarks/gpu/run_rows_bandwidth.sh explore|measure|final|occupancy
+#   usage: BEFORE=../llm3-before CUBINS=../llm3-cubins bash benchmarks/gpu/run_rows_bandwidth.sh explore|measure|final|occupancy|rowgrid
 set -uo pipefail
 PART=${1:-explore}
-case "$PART" in explore|measure|final|occupancy) ;; *) echo "usage: $0 explore|measure|final|occupancy, got $PART"; exit 2;; esac
+case "$PART" in explore|measure|final|occupancy|rowgrid) ;;
+  *) echo "usage: $0 explore|measure|final|occupancy|rowgrid, got $PART"; exit 2;; esac
 source "$(dirname "$0")/env.sh"
 pack_results
 stamp "machine"
@@ -190,5 +202,50 @@ if [ "$PART" = occupancy ]; then
     run 12 "residual-$dt" --no-time --dtypes "$dt" --T 37 --H 1001 16384 --schedules fused \
       --study "studies/rmsnorm.py:residual_$dt"
   done
+fi
+if [ "$PART" = rowgrid ]; then
+  V="${VARIANTS:-as-is rows rows-mb1}"
+  SCH="${SCHEDULES:-fuse-ar-c-oneshot}"
+  SZ="--T 8192 128 --H 4096 8192 16384"  # T = 8192 first: the bandwidth rows
+  # One compile thread a process (12 compile at once), the same in the timing process: the
+  # setting is part of Inductor's cache key.
+  export TORCHINDUCTOR_COMPILE_THREADS=1 TORCHINDUCTOR_FX_GRAPH_CACHE=1
+  DONE=/tmp/wb-rowgrid-ready
+  rm -f "$DONE"
+  stamp "in parallel: torch.compile at every size, nvcc, checks of the other row kernels"
+  (
+    # shellcheck disable=SC2086
+    timeout "${WARM_LIMIT:-80}" python3 $DRIVER --warm-torch --dtypes f16 bf16 $SZ \
+      > "$OUT/warm-torch.txt" 2>&1 &
+    # shellcheck disable=SC2086
+    timeout 80 python3 $DRIVER --compile-only --dtypes f16 bf16 $SZ --schedules "$SCH" \
+      --variants $V > "$OUT/compile.txt" 2>&1 &
+    port=29541  # each process its own rendezvous port: they run beside the timing process
+    for st in residual_f16 residual_bf16 layernorm_f16 softmax_bf16; do
+      port=$((port + 1))
+      MASTER_PORT=$port timeout 40 python3 $DRIVER --no-time --dtypes "${st#*_}" --T 37 --H 1001 16384 \
+        --schedules fused --variants rows --study "studies/rmsnorm.py:$st" \
+        --out "$OUT/check-$st.json" > "$OUT/check-$st.txt" 2>&1
+    done
+    wait
+    # Autotuning under 12 processes at once is noisy: the timing process tunes again, alone.
+    tuned=$(find "${TORCHINDUCTOR_CACHE_DIR:-/tmp/torchinductor_$(id -un)}" \
+      -name "*.best_config" 2>/dev/null | wc -l)
+    find "${TORCHINDUCTOR_CACHE_DIR:-/tmp/torchinductor_$(id -un)}" -name "*.best_config" \
+      -delete 2>/dev/null
+    echo "autotuning results removed: $tuned" >> "$OUT/warm-torch.txt"
+    touch "$DONE"
+  ) &
+  stamp "timing process: inputs and references first (CPU), then waits for the above"
+  # shellcheck disable=SC2086
+  MASTER_PORT=29540 timeout "${TIME_LIMIT:-125}" python3 $DRIVER --dtypes f16 bf16 $SZ --schedules "$SCH" \
+    --variants $V --torch --warmup 3 --reps 20 --prepare-first --wait-for "$DONE" \
+    --out "$OUT/rowgrid.json" 2>&1 | tee "$OUT/rowgrid.txt" \
+    | grep -v "^ *$\|Warning\|^\[rank\|destroy_process_group"
+  wait
+  stamp "parallel part: $(grep -c '^compiled' "$OUT/compile.txt") kernels compiled, $(grep -c \
+    '^warmed' "$OUT/warm-torch.txt") of 12 torch compiles warmed"
+  grep "^warmed\|^autotuning" "$OUT/warm-torch.txt" | sort
+  grep -h " ok\| FAIL\|rror" "$OUT"/check-*.txt | head -40
 fi
 stamp "done"

@@ -24,6 +24,20 @@
 #   wb-ovl1  wb-ovl with the fused kernels on 1 block per SM (more SMs left to backward)
 #   wb-tp    wb with --tp (each block's projection a RowParallelLinear; its weights in the
 #            same fused optimizer): at P = 1 it must cost no more than wb
+# The compile scope of the optimizer in backward (design note 94): `split` traces the whole
+# model once and cuts its graph every block's parameter bytes (torch's DDPOptimizer as the
+# backend, without DDP): one guard check a step instead of one per block, one backward node
+# per piece. Its first run compiles the pieces (time limit 80 s above the config's):
+#   wb-ovls  wb-ovl with --compile-scope split
+#   wb-ovls1 wb-ovls with the fused kernels on 1 block per SM
+#   wb-s     wb with --compile-scope split (buckets after backward): the split's own cost
+#   wb-ovls4 wb-ovls with 100 MB buckets (4 x DDP's): a quarter of the launches and intakes
+#   wb-ovlsg wb-ovls with the fused kernels on 32 blocks (--fused-grid 32): a full grid spins
+#            on every SM while its peer is still in backward, and backward's kernels wait
+#            (run 35, 101M at P = 2: backward +2.8 ms in backward, hiding nothing); NCCL's
+#            few channels leave the SMs to backward, and so does a small grid
+#   wb-ovlsg16  the same on 16 blocks
+#   plain-s  torch, no DDP, --compile-scope split                                  [P = 1]
 # Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
 #   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
 #   bf16p    torch, bf16 parameters under autocast, AdamW(fused) on an fp32 master copy: the
@@ -36,6 +50,15 @@
 # TRACE names variants that also write a Perfetto trace of one step (trace_*.json.gz).
 # At P = 2 the targets are >= 1.05x (101m) and >= 1.3x (806m) against the fastest torch
 # variant (DDP there; plain is not data-parallel), losses inside torch's envelope.
+# The calls after design notes 93-94 (each under 600 s; the P = 2 ones on a 2-GPU pair first):
+#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovlsg wb-ovlsg16 wb-ovls4" \
+#     TRACE="wb-ovlsg" timeout 590 bash benchmarks/gpu/run_training.sh 2 806m
+#   VARIANTS="ref noise nosplit wb wb-ovl wb-ovls wb-ovlsg wb-ovlsg16 wb-ovls1" \
+#     TRACE="wb-ovlsg" timeout 590 bash benchmarks/gpu/run_training.sh 2 101m tests
+#   VARIANTS="plain plain-s wb wb-ovl wb-ovls wb-ovls1 wb-ovlsg ref noise" TRACE="wb-ovls" \
+#     timeout 590 bash benchmarks/gpu/run_training.sh 1 806m
+#   VARIANTS="plain plain-s wb wb-ovl wb-ovls wb-s wb-ovlsg ref noise" \
+#     timeout 590 bash benchmarks/gpu/run_training.sh 1 101m
 # Results: $RES/{P}_{CONFIG}_{variant}.{json,log}, compare_{P}_{CONFIG}.txt, summary.md
 # Exits non-zero when any part failed (each part still runs; the failed ones are named last).
 set -uo pipefail
@@ -89,6 +112,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
     *) echo "CONFIG must be 101m, 806m or both, got $cfg"; exit 2 ;;
   esac
   local common="$model --steps $steps --warmup-steps $warm"
+  local slimit=$((limit + 80))  # split: the first run compiles three distinct pieces
   local wb="--optimizer workbench --zero --schedule fuse-rs-c-ag"
   train "$cfg" ref "$limit" --optimizer torch $common
   train "$cfg" wb-ovl "$limit" $wb --overlap --compile-scope blocks $common
@@ -102,6 +126,14 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-b "$limit" $wb --compile-scope blocks $common
   train "$cfg" wb-ovl1 "$limit" $wb --overlap --compile-scope blocks --blocks-per-sm 1 $common
   train "$cfg" wb-tp "$limit" $wb --tp $common
+  [ "$P" = 1 ] && train "$cfg" plain-s "$slimit" --optimizer torch --no-ddp \
+    --compile-scope split $common
+  train "$cfg" wb-ovls "$slimit" $wb --overlap --compile-scope split $common
+  train "$cfg" wb-ovls1 "$slimit" $wb --overlap --compile-scope split --blocks-per-sm 1 $common
+  train "$cfg" wb-s "$slimit" $wb --compile-scope split $common
+  train "$cfg" wb-ovls4 "$slimit" $wb --overlap --compile-scope split --bucket-mb 100 $common
+  train "$cfg" wb-ovlsg "$slimit" $wb --overlap --compile-scope split --fused-grid 32 $common
+  train "$cfg" wb-ovlsg16 "$slimit" $wb --overlap --compile-scope split --fused-grid 16 $common
   local np="--optimizer torch --no-ddp"
   train "$cfg" amp "$limit" $np --precision bf16 $common
   train "$cfg" bf16p "$limit" $np --precision bf16-params $common
@@ -111,7 +143,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-bf16p-a "$limit" $wb --precision bf16-params $common
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
-  for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp; do
+  for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
+      wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"

@@ -1,5 +1,6 @@
 """One markdown table of train_gpt.py runs (their --out JSON files): per model, every
-variant's median phase times (CUDA events on torch's stream), host time per step, and the step
+variant's median phase times (CUDA events on torch's stream), host time per step and per phase,
+and the step
 ratio against the fastest torch variant of the same model, P and precision (fp32, or bf16 of
 either recipe: autocast over fp32 parameters, or bf16 parameters with fp32 master weights;
 >1: faster than torch).
@@ -20,7 +21,8 @@ PHASES = ("forward", "backward", "optimizer", "step")
 def table(runs: list[dict]) -> str:
     """The markdown table of `runs` (train_gpt.py results), grouped by model and P."""
     lines = ["| model | P | variant | " + " | ".join(f"{p} ms" for p in PHASES)
-             + " | host ms/step | x fastest torch |", "|---|---|---|" + "---:|" * 6]
+             + " | host ms/step | host fwd / bwd / opt ms | x fastest torch |",
+             "|---|---|---|" + "---:|" * 7]
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
         # bf16 runs (either recipe) are compared with the fastest torch run in bf16
@@ -36,8 +38,17 @@ def table(runs: list[dict]) -> str:
             ratio = f"{fastest / ph['step']:.2f}x" if fastest else "-"
             lines.append(f"| {model} | {P} | {r.get('variant', r['optimizer'])} | "
                          + " | ".join(f"{ph[p]:.2f}" for p in PHASES)
-                         + f" | {r['host_step_ms']:.2f} | {ratio} |")
+                         + f" | {r['host_step_ms']:.2f} | {host_phases(r)} | {ratio} |")
     return "\n".join(lines)
+
+
+def host_phases(r: dict) -> str:
+    """The host's time issuing forward, backward (with its hooks) and the optimizer step
+    (medians; runs before design note 93 did not record them: '-')."""
+    h = r.get("host_phases_ms")
+    if not h:
+        return "-"
+    return " / ".join(f"{h[k]:.2f}" for k in ("forward", "backward", "optimizer"))
 
 
 def main(argv=None) -> int:

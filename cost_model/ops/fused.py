@@ -278,14 +278,16 @@ def _pushes(ctx: CostContext, engine: str, group) -> bool:
 
 def fused_blocks(ctx: CostContext, sms: float | None):
     """Thread blocks of a fused collective kernel holding `sms` SMs (None: all), at the
-    codegen options' blocks per SM (collective_blocks_per_sm; the full grid is 2 a SM); None
-    for the full grid. Only a cluster with a calibrated block curve prices fewer blocks
-    (`cost_model.collectives.fused_block_fraction`); the presets have none."""
-    per_sm = ctx.options.collective_blocks_per_sm
-    if sms is None and per_sm == 2:
+    codegen options' blocks per SM (collective_blocks_per_sm; the full grid is 2 a SM) and
+    grid cap (collective_grid); None for the full grid. Only a cluster with a calibrated
+    block curve prices fewer blocks (`cost_model.collectives.fused_block_fraction`); the
+    presets have none."""
+    per_sm, cap = ctx.options.collective_blocks_per_sm, ctx.options.collective_grid
+    if sms is None and per_sm == 2 and not cap:
         return None
     full = coll.fused_blocks_on(ctx.cluster, ctx.cluster.gpu.sm_count if sms is None else sms)
-    return full * per_sm / 2
+    blocks = full * per_sm / 2
+    return min(blocks, cap) if cap else blocks  # collective_grid: at most that many
 
 
 def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):

@@ -72,6 +72,16 @@ CASES = [
     # The row cache kept as f32 and as bf16 (wb::RowCache, two 16-bit values per register).
     ("rows-residual-f32-fused-p1", "studies/rmsnorm.py:residual_f32", "fused", 1),
     ("rows-residual-bf16-fused-p1", "studies/rmsnorm.py:residual_bf16", "fused", 1),
+    # The "rows" form (CodegenOptions.row_grid = "rows", design note 91): one row a block,
+    # threads by the row's length; one rank (no barrier) and two (barriers kept).
+    ("allreduce-rmsnorm-fuse-ar-c-oneshot-rowgrid-p1", "studies/allreduce_rmsnorm.py",
+     "fuse-ar-c-oneshot", 1),
+    ("allreduce-rmsnorm-bf16-fuse-ar-c-oneshot-rowgrid-p2", "studies/allreduce_rmsnorm.py:bf16",
+     "fuse-ar-c-oneshot", 2),
+    ("allreduce-rmsnorm-fuse-ar-c-rowgrid-p1", "studies/allreduce_rmsnorm.py", "fuse-ar-c", 1),
+    ("allreduce-rmsnorm-fuse-ar-c-lamport-rowgrid-p1", "studies/allreduce_rmsnorm.py",
+     "fuse-ar-c-lamport", 1),
+    ("rows-residual-f16-fused-rowgrid-p1", "studies/rmsnorm.py", "fused", 1),
     # issue 15: where / comparisons / sizes as numbers, MatMul epilogues, Reduce, Broadcast
     ("where-sizes-p2", "studies/kernel_ops.py", None, 2),
     ("epilogue-erf-fuse-mm-epilogue-p2", "studies/kernel_ops.py:epilogue_erf_f16",
@@ -138,6 +148,14 @@ def hierarchical_program(program, schedule: str):
 def case_mode(case) -> str:
     """The fused-collective mode a case is lowered with (its id says push)."""
     return "push" if "-push-" in case[0] else "pull"
+
+
+def case_options(case):
+    """The codegen options a case is lowered with: the defaults, or the "rows" form of row
+    kernels where its id says rowgrid (design note 91)."""
+    from workbench.options import CodegenOptions
+
+    return CodegenOptions(row_grid="rows" if "-rowgrid-" in case[0] else "resident")
 
 
 def dropout_program():

@@ -1,7 +1,7 @@
 """Golden rendered CUDA for the studies' kernels (regenerate with WORKBENCH_REGEN_GOLDEN=1)."""
 
 import pytest
-from codegen_cases import CASES, case_mode, case_program
+from codegen_cases import CASES, case_mode, case_options, case_program
 from conftest import assert_golden
 
 from codegen.lower import lower
@@ -66,7 +66,8 @@ def _step_text(s) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_rendered_cuda_matches_golden(case):
-    plan = lower(case_program(case), P=case[3], collective_mode=case_mode(case))
+    plan = lower(case_program(case), case[3], case_options(case),
+                 collective_mode=case_mode(case))
     parts = [_plan_text(plan)] + [render(spec) for spec in plan.kernels()]
     assert_golden(f"cuda/{case[0]}.cu", "\n".join(parts))
 

@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from codegen_cases import CASES, case_mode, case_program
+from codegen_cases import CASES, case_mode, case_options, case_program
 
 from codegen.lower import lower
 from codegen.render import include_dir, render
@@ -20,7 +20,8 @@ def test_rendered_kernels_compile(case, tmp_path, monkeypatch):
     from workbench.runtime.compiler import compile_cubin
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
-    plan = lower(case_program(case), P=case[3], collective_mode=case_mode(case))
+    plan = lower(case_program(case), case[3], case_options(case),
+                 collective_mode=case_mode(case))
     kernels = plan.kernels()
     assert kernels, "each case generates at least one kernel"
     for spec in kernels:

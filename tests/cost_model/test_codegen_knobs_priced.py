@@ -60,6 +60,23 @@ def test_blocks_per_sm_are_priced_through_a_calibrated_block_curve():
     assert _time(program, bound, curve, half) > _time(program, bound, curve, PULL)
 
 
+def test_a_grid_cap_is_priced_through_a_calibrated_block_curve():
+    """collective_grid (design note 94): a fused collective on at most that many blocks is
+    priced at the curve's fraction for them; no curve (the presets), no effect."""
+    program, bound = _adam("fuse-rs-c-ag")
+    capped = CodegenOptions(collective_grid=33)
+    preset = load_hardware("h200x4")
+    assert _time(program, bound, preset, capped) == _time(program, bound, preset, PULL)
+    full = 2 * preset.gpu.sm_count
+    curve = dataclasses.replace(preset, fused_block_bandwidth=(
+        ("4", 0.17), ("16", 0.63), ("33", 0.89), (str(full), 1.0)))
+    assert _time(program, bound, curve, capped) > _time(program, bound, curve, PULL)
+    # a cap above the full grid is the full grid
+    big = CodegenOptions(collective_grid=10 * full)
+    assert _time(program, bound, curve, big) == _time(program, bound, curve, PULL)
+    assert "block curve" in PRICED["collective_grid"]
+
+
 def test_the_knobs_without_a_modelled_effect_say_so():
     program, bound = _adam("fuse-rs-c-ag")
     cluster = load_hardware("h200x4")

@@ -4,17 +4,11 @@ idle at the start, or device time alone), and a failed or untimed row is left ou
 
 from __future__ import annotations
 
-import importlib.util
-
-from conftest import ROOT
+from conftest import load_script
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "optimizer_steps", ROOT / "benchmarks/gpu/optimizer_steps.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/gpu/optimizer_steps.py")
 
 
 def test_each_table_uses_its_own_timing(tmp_path):

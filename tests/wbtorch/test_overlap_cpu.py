@@ -273,3 +273,53 @@ def test_lending_gradients_needs_one_rank(monkeypatch):
     net, _ = _twins()
     with pytest.raises(ProgramRoleError, match="lend_grads=True must run at P = 1 .* got P = 2"):
         _opt(net, False, lend_grads=True)
+
+
+def test_in_backward_on_a_model_compiled_whole_and_split_per_block(fake):
+    """examples/train_gpt.py --compile-scope split (design note 94) with the optimizer in
+    backward: the model traced once, its graph cut per block (aot_eager in place of
+    inductor), buckets launched from backward while earlier pieces' backward has not run yet,
+    and the weights after three steps equal the eager model's with every bucket after
+    backward."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_gpt", ROOT / "examples/train_gpt.py")
+    gpt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpt)
+    torch._dynamo.reset()
+    data, vocab = gpt.tokens(ROOT / "examples/data/tiny.txt")
+    nets = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        nets.append(gpt.GPT(vocab, block=16, layers=3, d=16, heads=2))
+    model, twin = nets
+    kw = dict(bucket_bytes=4 * 1200, log=lambda line: None, **ADAM)
+    opt = wopt.DataParallelOptimizer(model.parameters(), ADAM_FILE, "fuse-rs-c-ag",
+                                     overlap=True, **kw)
+    ref = wopt.DataParallelOptimizer(twin.parameters(), ADAM_FILE, "fuse-rs-c-ag", **kw)
+    args = gpt.parse(["--optimizer", "workbench", "--compile-scope", "split"])
+    net = torch.compile(model, backend=gpt.split_backend(args, model, "aot_eager"))
+    seen = []  # the buckets launched when block 0's qkv weight gets its gradient
+    qkv0 = model.blocks[0].qkv.weight
+    qkv0.register_post_accumulate_grad_hook(lambda p: seen.append(list(opt._ready.launched)))
+    mine = next(k for k, b in enumerate(opt.buckets)
+                if any(opt.params[s.index] is qkv0 for s in b.slots))
+    for step in range(3):
+        x, y = gpt.batch(data, step, 0, 2, 16, 0, "cpu")
+        net(x, y).backward()
+        opt.step()
+        opt.zero_grad()
+        twin(x, y).backward()
+        ref.step()
+        ref.zero_grad()
+    assert len(opt.buckets) > 3
+    # every step: when block 0's qkv weight has its gradient, every bucket up to its own
+    # is launched (the optimizer's hook, registered first, launched its own), while the
+    # first piece's backward (block 0's first LayerNorm, the embeddings) has not run yet
+    assert len(seen) == 3
+    assert all(launched == list(range(mine + 1)) for launched in seen)
+    assert mine + 1 < len(opt.buckets)
+    assert opt.launch_order == list(range(len(opt.buckets)))
+    for a, b in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    torch._dynamo.reset()

@@ -93,6 +93,17 @@ def test_runs_that_cannot_go_ahead_exit_2_with_the_reason(capsys):
     why = gpt.refused(gpt.parse(["--optimizer", "torch", "--overlap"]), 1, True)
     assert why.startswith("--overlap and --zero must run with --optimizer workbench")
     assert gpt.refused(gpt.parse(["--optimizer", "workbench", "--zero"]), 2, True) is None
+    why = gpt.refused(gpt.parse(["--optimizer", "torch", "--fused-grid", "32"]), 2, True)
+    assert why.startswith("--fused-grid must be a block count >= 1 with --optimizer workbench")
+    assert gpt.refused(gpt.parse(["--optimizer", "workbench", "--fused-grid", "0"]), 2,
+                       True).startswith("--fused-grid must be a block count >= 1")
+    args = gpt.parse(["--optimizer", "workbench", "--overlap", "--fused-grid", "32"])
+    assert gpt.refused(args, 2, True) is None
+    assert gpt.variant(args) == "workbench overlap grid 32, compile model"
+    why = gpt.refused(gpt.parse(["--optimizer", "torch", "--compile-scope", "split"]), 2, True)
+    assert why.startswith("--compile-scope split must run without DDP")
+    assert gpt.refused(gpt.parse(["--optimizer", "torch", "--no-ddp", "--compile-scope",
+                                  "split"]), 1, True) is None
 
 
 # --- the loss check against torch's own noise
@@ -177,3 +188,42 @@ def test_a_missing_loss_file_is_named_with_exit_2(tmp_path, capsys):
     assert main([str(ref), str(ref), "--noise", str(missing)]) == 2
     err = capsys.readouterr().err
     assert f"loss file {missing} must exist" in err and "run that variant first" in err
+
+
+def test_split_compile_has_one_backward_node_per_block_and_hands_gradients_over_early():
+    """--compile-scope split (design note 93): the whole model is traced once and its graph
+    cut every block's parameter bytes, so backward runs one compiled node per piece, and the
+    last block's gradients are accumulated (post-accumulate-grad hooks fire) before the first
+    block's backward runs: what the optimizer in backward needs, without a compile per block.
+    (aot_eager stands in for inductor: the split is the same, and CI need not compile C++.)"""
+    gpt = _example("train_gpt")
+    torch._dynamo.reset()
+    data, vocab = gpt.tokens(ROOT / "examples/data/tiny.txt")
+    torch.manual_seed(0)
+    model = gpt.GPT(vocab, block=16, layers=3, d=32, heads=4)
+    args = gpt.parse(["--optimizer", "workbench", "--compile-scope", "split"])
+    assert gpt.split_bytes(args, model) == sum(p.numel() * 4 for p in model.blocks[0].parameters())
+    assert gpt.split_bytes(gpt.parse(["--optimizer", "workbench", "--split-mb", "2"]),
+                           model) == 2 * 2**20
+    net = torch.compile(model, backend=gpt.split_backend(args, model, "aot_eager"))
+    order = []
+    index = {id(p): i for i, p in enumerate(model.parameters())}
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(lambda p: order.append(index[id(p)]))
+    first_block = {index[id(p)] for p in model.blocks[0].parameters()}
+    last_block = {index[id(p)] for p in model.blocks[-1].parameters()}
+    x, y = gpt.batch(data, 0, 0, 2, 16, 0, "cpu")
+    loss = net(x, y)
+    nodes, stack, seen = [], [loss.grad_fn], set()
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        nodes.append(type(fn).__name__)
+        stack.extend(n for n, _ in fn.next_functions)
+    assert 3 <= nodes.count("CompiledFunctionBackward") <= 5  # ~ one per block (+ ends)
+    loss.backward()
+    assert sorted(order) == list(range(len(index)))
+    assert max(order.index(i) for i in last_block) < min(order.index(i) for i in first_block)
+    torch._dynamo.reset()

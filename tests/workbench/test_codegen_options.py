@@ -34,6 +34,9 @@ def test_defaults_and_what_the_plan_carries():
     ({"collective_blocks_per_sm": 4}, r"collective_blocks_per_sm must be one of \(1, 2\) \(a "
                                       r"fused collective's grid per SM\), got 4; more than 2"),
     ({"overlap_blocks": -1}, r"overlap_blocks must be a whole number >= 0"),
+    ({"collective_grid": -4}, r"collective_grid must be a whole number >= 0 \(a fused "
+                              r"collective's grid in blocks at most"),
+    ({"collective_grid": 2.5}, r"collective_grid must be a whole number >= 0"),
 ])
 def test_bad_values_are_refused_where_the_options_are_made(fields, message):
     with pytest.raises(WorkbenchError, match=message):
@@ -52,6 +55,8 @@ def test_the_environment_and_settings_are_read_at_the_edge():
     opts = CodegenOptions.from_env(env, unroll=2)
     assert opts.changed() == {"unroll": 2, "row_prefetch": True, "collective_blocks_per_sm": 1,
                               "overlap_blocks": 66}
+    assert CodegenOptions.from_env({"WB_COLLECTIVE_GRID": "32"}).changed() == {
+        "collective_grid": 32}
     assert opts.with_settings(["row-min-blocks=3", "cache=stream"]).changed() == {
         **opts.changed(), "row_min_blocks": 3, "cache": "stream"}
     with pytest.raises(WorkbenchError, match=r"--codegen row_min_blocks must be one of "
@@ -82,3 +87,18 @@ def test_wbtorch_never_predicts_a_candidate_codegen_refuses(monkeypatch):
     times = ch.predict(loaded, cands, 2**20, 4, load_hardware("h200x4"))
     assert times[cands[0]] > 0 and math.isnan(times[cands[1]])
     assert ch.best(times) == cands[0]
+
+
+def test_a_fused_collectives_grid_is_capped_by_collective_grid():
+    """collective_grid (design note 94): at most that many blocks (the kernel strides over
+    the rest), never more than blocks per SM x SMs; 0 is no cap."""
+    from types import SimpleNamespace
+
+    from workbench.runtime.executor import collective_grid
+
+    spec = SimpleNamespace(row=None)
+    assert collective_grid(spec, 2, 132) == 264
+    assert collective_grid(spec, 2, 132, 32) == 32
+    assert collective_grid(spec, 1, 132, 500) == 132
+    row = SimpleNamespace(row=SimpleNamespace(grid_per_sm=3))
+    assert collective_grid(row, 2, 132) == 396 and collective_grid(row, 2, 132, 16) == 16

@@ -35,7 +35,7 @@ from codegen.plan import (
     check_overlap_rows,
     check_row_cols,
 )
-from codegen.spec import THREADS
+from codegen.spec import ROWS_CACHE, ROWS_MAX_THREADS, THREADS
 from workbench import interpreter
 from workbench.errors import RuntimeFault
 from workbench.runtime.chunked import (
@@ -76,13 +76,38 @@ def resident_row_blocks(num_regs: int | None, threads: int = THREADS) -> int:
     return max(1, min(ROW_BLOCKS_PER_SM, 2048 // threads, by_regs))
 
 
-def collective_grid(spec, blocks_per_sm: int, sm_count: int) -> int:
+def rows_threads(cols: int, cache: int, most: int = ROWS_MAX_THREADS) -> int:
+    """Threads of a block of a "rows" row kernel (one row a block, design note 91): the fewest
+    whole warps, a power of two from 32 to `most`, that hold a row of `cols` elements at
+    `cache` elements a thread (ROWS_CACHE when nothing is cached: then threads loop)."""
+    per = cache or ROWS_CACHE
+    threads = 32
+    while threads < most and threads * per < cols:
+        threads *= 2
+    return threads
+
+
+def rows_grid(rows: int, threads: int, peers: bool, sm_count: int, min_blocks: int = 2) -> int:
+    """The grid of a "rows" row kernel: a block a row; a fused collective with peers (P >= 2)
+    meets them at barriers or spins on their data, so every block must be resident: at most
+    the threads a SM its launch bound keeps (`min_blocks` x ROWS_MAX_THREADS: 2048 at 32
+    registers), within the flags' MAX_BLOCKS."""
+    if not peers:
+        return max(1, rows)
+    per_sm = max(1, min_blocks * ROWS_MAX_THREADS // threads)
+    return max(1, min(rows, sm_count * per_sm, MAX_BLOCKS))
+
+
+def collective_grid(spec, blocks_per_sm: int, sm_count: int, cap: int = 0) -> int:
     """A fused collective's grid: `blocks_per_sm` a SM (the options'), or the row plan's
     grid_per_sm where its launch bound keeps that many resident (the shared row cache, design
-    note 86); every block must be resident, since blocks meet their peers at barriers."""
+    note 86); every block must be resident, since blocks meet their peers at barriers. `cap`
+    (the options' collective_grid; 0: none): at most that many blocks, the kernel striding
+    over the rest (a few SMs for a kernel that runs beside backward, design note 94)."""
     row = spec.row
     per_sm = row.grid_per_sm if row is not None and row.grid_per_sm else blocks_per_sm
-    return min(MAX_BLOCKS, sm_count * per_sm)
+    grid = min(MAX_BLOCKS, sm_count * per_sm)
+    return min(grid, cap) if cap > 0 else grid
 
 
 @dataclass
@@ -290,7 +315,7 @@ class PlanRun:
         if chunk is not None:
             at = next(i for i, p in enumerate(params) if p.kind == "chunk")
             args[at] = np.int64(chunk)
-        item.fn.prepared_async_call((item.grid, 1, 1), (THREADS, 1, 1), stream, *args)
+        item.fn.prepared_async_call((item.grid, 1, 1), (item.threads, 1, 1), stream, *args)
 
     def upload(self, inputs: dict) -> None:
         """Copy this rank's part of each logical input into its buffer."""
@@ -484,8 +509,14 @@ def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
     if spec.row is not None:
         check_row_cols(step, run.int_of(step.cols))
     barrier = any(p.kind == "flags" for p in spec.params)
+    if spec.row is not None and spec.row.grid == "rows":
+        threads = rows_threads(run.int_of(step.cols), spec.row.cache)
+        grid = rows_grid(extent, threads, spec.kind == "collective" and spec.P > 1,
+                         run.gpu.sm_count, spec.row.min_blocks)
+        return KernelLaunch(step, fn, grid, args, epoch_at, seq_at, threads=threads)
     if spec.kind == "collective" or spec.kind == "send" and barrier:
-        grid = collective_grid(spec, run.blocks_per_sm, run.gpu.sm_count)
+        grid = collective_grid(spec, run.blocks_per_sm, run.gpu.sm_count,
+                               run.plan.options.collective_grid)
     elif spec.kind in ("finish", "wait", "barrier"):
         grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
     elif spec.kind == "rows":

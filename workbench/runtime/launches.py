@@ -29,6 +29,7 @@ class KernelLaunch:
     epoch_at: int | None = None
     seq_at: int | None = None
     runs: list = field(default_factory=lambda: [0])  # runs of the step launched (a Send's seq)
+    threads: int = 512  # a block's threads (codegen.spec.THREADS; a "rows" row kernel's vary)
 
 
 @dataclass(frozen=True)

@@ -156,14 +156,21 @@ class SideStream:
         self.handle = int(self.pycuda.handle)
         self.stream = self.torch.cuda.ExternalStream(self.handle, device=gpu.device_index)
         self._ctx = []
+        # One event each way, recorded again at every call (a wait binds the event's latest
+        # record when it is enqueued): torch's wait_stream makes a new Event per call, which
+        # the optimizer in backward pays once a bucket on autograd's thread (design note 93).
+        self._waited = self.torch.cuda.Event()
+        self._joined = self.torch.cuda.Event()
 
     def wait_current(self) -> None:
         """This stream waits for the work enqueued so far on torch's current stream."""
-        self.stream.wait_stream(self.torch.cuda.current_stream())
+        self._waited.record(self.torch.cuda.current_stream())
+        self.stream.wait_event(self._waited)
 
     def join(self) -> None:
         """torch's current stream waits for the work enqueued so far on this one."""
-        self.torch.cuda.current_stream().wait_stream(self.stream)
+        self._joined.record(self.stream)
+        self.torch.cuda.current_stream().wait_event(self._joined)
 
     def __enter__(self):
         ctx = self.torch.cuda.stream(self.stream)
@@ -273,6 +280,12 @@ class BoundPlan:
             for j, param in enumerate(item.step.spec.params):
                 if param.kind in ("buf", "peer") and int(item.args[j]) in moved:
                     item.args[j] = np.uintp(moved[int(item.args[j])])
+
+    @property
+    def direct(self) -> bool:
+        """Whether `run(side)` puts every launch straight onto the side stream (kernels and
+        NCCL calls only), so torch's current stream need not be the side stream around it."""
+        return all(isinstance(i, (KernelLaunch, NcclCall)) for i in self.run_.launches)
 
     def run(self, side: SideStream | None = None) -> None:
         """Enqueue one execution of the schedule after torch's current stream's work; with
