@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from cost_model import nccl_model
+from cost_model import nccl_model, nccl_v26
 from cost_model.hardware import Cluster, Protocol
 from workbench.errors import NotOnThisCluster
 
@@ -268,6 +268,9 @@ def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
     path = _group_path(P, cluster, group_size, one_per_node)
     if cluster.nccl.release == "2.4":
         return _v24_plans(kind, nbytes, P, cluster, path, one_per_node)
+    if cluster.nccl.release == "2.6" and path.nodes > 1 and is_number(P):
+        return [_v26_plan(kind, a, p, nbytes, int(P), cluster, path, one_per_node)
+                for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
     if path.nodes > 1 and is_number(P):
         out = [_network_plan(kind, a, p, nbytes, P, cluster, path, one_per_node)
                for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
@@ -325,6 +328,45 @@ def _v24_tree_simple_plan(nbytes, P: int, cluster: Cluster, path: Path_,
     fixed_s = nccl.host_overhead_s + nccl.kind_latency_s("allreduce") + base
     return Plan("allreduce", "tree", "Simple", nccl_model.V24_MAX_CHANNELS, steps, chunk,
                 step_s, fixed_s, link, 2 * nbytes)
+
+
+def _v26_plan(kind, algorithm, proto: Protocol, nbytes, P: int, cluster: Cluster,
+              path: Path_, one_per_node: bool) -> Plan:
+    """A plan across nodes as NCCL 2.6.4's tuning model prices it (`nccl.release` "2.6",
+    cost_model.nccl_v26): its latencies, its graph's channels x speed refined per algorithm
+    and protocol, its tree correction; at most what the topology delivers (the fabric's
+    efficiency) and the NVLink leg at the fitted protocol efficiency, as `_network_plan`."""
+    nccl = cluster.nccl
+    nodes = path.nodes
+    protocol = proto.name
+    injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(nodes)
+    speed = nccl_v26.channel_speed_GBps(cluster.nic.bandwidth_Bps)
+    if algorithm == "tree" and nodes <= 2:
+        # search.cc pass 2 raises a tree's speedIntra up to twice speedInter, which 2.6.4's
+        # model uses at <= 2 nodes (each NIC carries the buffer once: as `_network_bandwidth`)
+        speed *= 2
+        injection = 2 * injection if one_per_node else min(2 * injection,
+                                                           cluster.nccl_nvlink_Bps)
+    bw = nccl_v26.bus_bandwidth_Bps(kind, algorithm, protocol, injection, nodes,
+                                    network_channels(cluster, one_per_node), speed)
+    factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
+    nvlink_bw = cluster.nvlink.bandwidth_Bps * proto.efficiency * factor
+    bw, link = (bw, "nic") if bw <= nvlink_bw else (nvlink_bw, "nvlink")
+    lat = nccl_v26.latency_s(kind, algorithm, protocol, P, nodes, fabric_hop_s(cluster, nodes))
+    if algorithm == "tree":
+        if is_number(nbytes):
+            bw *= nccl_v26.tree_correction(protocol, float(nbytes))
+        bus_bytes = 2 * nbytes
+        steps = 2 * ((nodes.bit_length() - 1) + P // nodes - 1)
+    else:
+        steps, bus_bytes = _ring_shape(kind, nbytes, P)
+        steps = int(steps)
+    base = nccl_v26.BASE_LATENCY_US[(algorithm, protocol)] * 1e-6
+    channels = smax(1, smin(nccl.max_channels, sceil(bus_bytes / nccl.min_channel_bytes)))
+    step_s = (lat - base) / steps + bus_bytes / steps / bw
+    fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + base
+    return Plan(kind, algorithm, protocol, channels, steps, bus_bytes / steps, step_s,
+                fixed_s, link, bus_bytes)
 
 
 # The collectives NCCL runs as NVLS inside one NVSwitch node (tuning.cc 2.28.9: AllReduce,

@@ -370,7 +370,7 @@ def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0) -> float:
 # Its ring and tree LL and ring Simple are priced by the formulas above (the kernels kept their
 # protocols); its tree Simple by that pipeline, each chunk step at 2.4.8's own tree bandwidth,
 # 3/4 of the ring's (init.cc: treebw = ringbw x 3 / 4 on NVLink machines), per channel.
-RELEASES = ("2.28", "2.4")
+RELEASES = ("2.28", "2.6", "2.4")  # 2.6: NCCL 2.6.4, cost_model.nccl_v26
 V24_COMMIT = "7c72dee660e4d055b81721dd6b03e4e1c0a983cf"  # NVIDIA/nccl tag v2.4.8-1
 V24_MAX_CHANNELS = 16  # comm.h MAXCHANNELS
 V24_LL_MAX_THREADS = 256  # devcomm.h MAXTHREADS (NCCL_LL_MAX_NTHREADS)

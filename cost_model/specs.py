@@ -204,15 +204,17 @@ class NcclTuning:
     # Extra fixed latency per collective kind (the reduction kernels' set-up); fitted.
     collective_latency_s: tuple[tuple[str, float], ...] = ()
     # The NCCL whose algorithm choice prices collectives (cost_model.nccl_model.RELEASES):
-    # "2.28", NCCL 2.28.9's tuning model; "2.4", NCCL 2.4.8's fixed thresholds and no LL128
-    # (PyTorch's bundled NCCL in 2019-2020: CoCoNet's baseline, design note 76).
+    # "2.28", NCCL 2.28.9's tuning model; "2.6", NCCL 2.6.4's (CoCoNet's fused kernels,
+    # design note 89); "2.4", NCCL 2.4.8's fixed thresholds and no LL128 (PyTorch's bundled
+    # NCCL in 2019-2020: CoCoNet's baseline, design note 76).
     release: str = "2.28"
 
     def __post_init__(self):
         if self.release not in nccl_model.RELEASES:
             raise HardwareError(f"nccl.release must be one of {', '.join(nccl_model.RELEASES)}, "
-                                f"got {self.release!r}; 2.28 is NCCL 2.28.9's tuning model, 2.4 "
-                                "NCCL 2.4.8's thresholds (no LL128, no tuning model)")
+                                f"got {self.release!r}; 2.28 is NCCL 2.28.9's tuning model, 2.6 "
+                                "NCCL 2.6.4's (CoCoNet's kernels), 2.4 NCCL 2.4.8's thresholds "
+                                "(no LL128, no tuning model)")
 
     def kind_latency_s(self, kind: str) -> float:
         """The extra fixed latency of a collective kind (0 when not listed)."""
@@ -377,10 +379,11 @@ class Cluster:
         self._check_topology()
         self._check_nvls()
         cc = self.gpu.compute_capability_resolved
-        if self.nccl.release == "2.4" and cc >= 80:
+        old = {"2.4": "2.4.8", "2.6": "2.6.4"}.get(self.nccl.release)
+        if old and cc >= 80:  # Ampere came with NCCL 2.7
             raise HardwareError(f"nccl.release must be 2.28 for GPU {self.gpu.name} (compute "
-                                f"capability {cc}): NCCL 2.4.8 predates Ampere, got release "
-                                "'2.4'; drop nccl.release from the profile")
+                                f"capability {cc}): NCCL {old} predates Ampere, got release "
+                                f"'{self.nccl.release}'; drop nccl.release from the profile")
         for name, _ in self.nccl_dtypes:
             if name not in NCCL_DTYPES:
                 raise HardwareError(f"hardware profile field nccl_dtypes must name one of "

@@ -87,8 +87,9 @@ def test_baseline_allreduce_against_coconets_raw_data():
 
 @pytest.mark.parametrize("profile, message", [
     ({"base": "dgx2-v100", "nccl": {"release": "2.7"}},
-     "nccl.release must be one of 2.28, 2.4, got '2.7'; 2.28 is NCCL 2.28.9's tuning model, "
-     "2.4 NCCL 2.4.8's thresholds (no LL128, no tuning model)"),
+     "nccl.release must be one of 2.28, 2.6, 2.4, got '2.7'; 2.28 is NCCL 2.28.9's tuning "
+     "model, 2.6 NCCL 2.6.4's (CoCoNet's kernels), 2.4 NCCL 2.4.8's thresholds (no LL128, no "
+     "tuning model)"),
     ({"base": "dgx-a100", "nccl": {"release": "2.4"}},
      "nccl.release must be 2.28 for GPU A100 (compute capability 80): NCCL 2.4.8 predates "
      "Ampere, got release '2.4'; drop nccl.release from the profile"),
