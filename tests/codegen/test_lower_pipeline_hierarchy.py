@@ -86,3 +86,20 @@ def test_every_leg_checks_at_one_gpu():
     assert len(rows) == 2
     for r in rows:
         assert r["check"].startswith("ok"), (r["schedule"], r["check"])
+
+
+@pytest.mark.gpu(2)
+def test_every_leg_checks_on_two_gpus_as_two_nodes():
+    """Two GPUs, each its own "node" (PER_NODE = 1): the node legs run on one-rank node
+    communicators and the cross-node AllReduce on the rail communicator of both, split from
+    the world by ncclCommSplit: the split communicator stands in for the network."""
+    from workbench.runtime.job import run_job
+
+    res = run_job([str(ROOT / "studies/pipeline_hierarchy.py")], 2, [{"N": 2 * 3 * 2**16}],
+                  "pipelined-c4,pipelined-replicated-c4", 20, 2, False, 120.0)
+    rows = [r for r in res["records"] if r["kind"] == "workbench"
+            and r["schedule"].startswith("pipelined")]
+    assert len(rows) == 2
+    for r in rows:
+        assert r["check"].startswith("ok"), (r["schedule"], r["check"])
+        assert r["P"] == 2 and r["median_ms"] > 0
