@@ -125,7 +125,8 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
     pushed = any(isinstance(p, ComputedPush) for p in step.spec.pushes)
     ar = step.spec.allreduce  # a row kernel's whole AllReduce: its algorithm's fixed cost
     return FusedParts(rs, ag, send, kernel_work(pc, step), group, pushed=pushed,
-                      algorithm=ar.algorithm if ar is not None else "two-shot")
+                      algorithm=ar.algorithm if ar is not None else "two-shot",
+                      unroll=step.spec.unroll)  # as generated (a row kernel's is 1)
 
 
 def _fused_collective_cost(pc: PlanContext, step: cp.KernelStep, sms=None) -> OpCost:
