@@ -89,7 +89,7 @@ def test_failed_block_sweep_is_recorded_and_the_raw_file_still_fits(monkeypatch,
         raise RuntimeFault("rank 1 exited with code 1")
 
     monkeypatch.setattr(launcher, "launch", dead)
-    got = calibrate._fused_blocks(2, 5.0, None)
+    got = calibrate._job("--fused-blocks", "fused_blocks", 2, 5.0, None)
     assert got == {"fused_blocks_error": "RuntimeFault: rank 1 exited with code 1"}
     raw = calibration.synthetic_raw(_known(), 1, [], [])
     raw.update(got)
