@@ -28,9 +28,12 @@ import sympy
 
 from cost_model import nccl_model, nccl_v26
 from cost_model.hardware import Cluster, Protocol
+from workbench import ir
 from workbench.errors import NotOnThisCluster
 
-COLLECTIVES = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce")
+# The kinds priced here as NCCL's ring, tree and NVLS collectives, from the one name table
+# (ir.COLLECTIVES; an AllToAll is NCCL's grouped sends: cost_model.ops.alltoall).
+COLLECTIVES = tuple(c.kind for c in ir.COLLECTIVES if c.op is not ir.AllToAll)
 
 
 # ---------------------------------------------------------------- numeric/symbolic helpers

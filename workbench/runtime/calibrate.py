@@ -6,12 +6,12 @@ f32, f16 and bf16, HBM streams in f32 and mixed f16/f32, launch gap, GEMM), then
 workbench's own fused AllReduce kernel with no computation (studies/allreduce.py,
 schedule `fused`) across sizes, for the peer load/store bandwidth, then the same kernel at
 256 MiB on fewer blocks (calibrate_worker --fused-blocks), for its bandwidth against blocks,
-then generated at unroll 1, 2 and 4 (--fused-unroll), for its bandwidth against unroll, then the generated f16 bias + residual kernel with and without a dropout
-(studies/elementwise_ops.py, 8192 x 12288; GPU run 17's call of the same two
-kernels took 34 s, mostly compiling and the reference check),
-for the dropout hashing cost. No study program runs: calibration never sees the study
-measurements. (Only with P > 1, where pycuda is required; a P = 1 profile keeps the preset's
-dropout cost.)
+then generated at unroll 1, 2 and 4 (--fused-unroll), for its bandwidth against unroll, then
+the generated f16 bias + residual kernel with and without a dropout (studies/elementwise_ops.py,
+8192 x 12288; GPU run 17's call of the same two kernels took 34 s, mostly compiling and the
+reference check), for the dropout hashing cost. No study program runs: calibration never sees
+the study measurements. (Only with P > 1, where pycuda is required; a P = 1 profile keeps the
+preset's dropout cost.)
 
 GPU machine time on 2x H200: 85 s for the whole `workbench calibrate` before the f16/bf16
 collectives, the mixed streams and the block sweep were added. They add an estimated 30 s of
