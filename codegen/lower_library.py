@@ -79,25 +79,21 @@ def nccl_step(pl: Planner, stmt: ir.Stmt, index: int) -> NcclStep:
     if isinstance(op, ir.AllGather) and pl.types[op.x].layout != Sliced(0):
         raise fault(f"{what}: AllGather must gather dim 0 on GPUs, got "
                     f"{pl.types[op.x].layout}")
-    if isinstance(op, ir.AllReduce):
-        # over inter (a node view's AllReduce across nodes): the slice, on the communicator
-        # of this local rank's peers on the other nodes
-        comm = "inter" if op.sub is not None else "group"
-        return NcclStep("all_reduce", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name,
-                        comm=comm)
-    if isinstance(op, ir.ReduceScatter):
-        return NcclStep("reduce_scatter", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name)
-    if isinstance(op, ir.AllGather):
-        return NcclStep("all_gather", "", src, dst, src.numel, dtype, out.name)
-    if isinstance(op, ir.AllToAll):
-        if op.dim != 0:
-            raise fault(f"{what}: an AllToAll on GPUs must exchange blocks of dim 0 (contiguous "
-                        f"rows), got dim {op.dim}; put the exchanged dim first")
-        return NcclStep("all_to_all", "", src, dst, src.numel, dtype, out.name)
-    if isinstance(op, ir.Reduce):  # the result is meaningful on the root only (OnRoot)
-        return NcclStep("reduce", REDUCE_NAMES[op.op], src, dst, dst.numel, dtype, out.name,
-                        root=op.root)
-    return NcclStep("broadcast", "", src, dst, dst.numel, dtype, out.name, root=op.root)
+    if isinstance(op, ir.AllToAll) and op.dim != 0:
+        raise fault(f"{what}: an AllToAll on GPUs must exchange blocks of dim 0 (contiguous "
+                    f"rows), got dim {op.dim}; put the exchanged dim first")
+    # NCCL's function from the one name table (ir.COLLECTIVES); the count is per rank: what
+    # each rank sends for a gather or an exchange, what it receives otherwise
+    c = ir.collective_of(op)
+    reduce = REDUCE_NAMES[op.op] if hasattr(op, "op") else ""
+    count = src.numel if c.whole_dst or c.op is ir.AllToAll else dst.numel
+    # over inter (a node view's AllReduce across nodes): the slice, on the communicator of
+    # this local rank's peers on the other nodes; a Reduce's result is meaningful on the root
+    # only (OnRoot)
+    sub = getattr(op, "sub", None)
+    comm = "inter" if sub is not None and sub.axis == "inter" else "group"
+    return NcclStep(c.nccl, reduce, src, dst, count, dtype, out.name,
+                    root=getattr(op, "root", 0), comm=comm)
 
 
 
@@ -118,6 +114,6 @@ def reduce_tensor_steps(pl: Planner, stmt: ir.Stmt) -> list[ReduceStep | NcclSte
         ReduceStep(src, dst, pl.local_numel(op.x), REDUCE_NAMES[op.op],
                    pl.types[op.x].dtype.name, out.name)]
     if isinstance(pl.types[op.x].layout, Sliced):
-        steps.append(NcclStep("all_reduce", REDUCE_NAMES[op.op], dst, dst, dst.numel,
-                              out.type.dtype.name, out.name))
+        steps.append(NcclStep(ir.collective_of(ir.AllReduce).nccl, REDUCE_NAMES[op.op], dst,
+                              dst, dst.numel, out.type.dtype.name, out.name))
     return steps

@@ -97,6 +97,12 @@ class NcclStep:
     # and step i is NCCL send/recv pieces of those rows, so every step loads every link.
     exchange: str = ""  # "", or the side whose chunk order is rotated: "recv" or "send"
 
+    @property
+    def collective(self) -> ir.Collective:
+        """What `op` (NCCL's function) means, from the one name table (ir.COLLECTIVES): its
+        IR class, the cost model's kind and the buffer convention."""
+        return ir.collective_named(self.op)
+
 
 @dataclass(frozen=True)
 class GemmStep:

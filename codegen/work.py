@@ -231,12 +231,10 @@ def _computed_push(push: ComputedPush, n, P: int) -> StepWork:
 
 def _nccl(step: cp.NcclStep, P: int, numel: dict) -> StepWork:
     part = sympy.sympify(step.count) * DTYPE_BYTES[step.dtype]
-    whole = P * part  # the side of reduce_scatter / all_gather that holds every rank's part
-    read, write, payload = {
-        "all_reduce": (part, part, part),
-        "reduce_scatter": (whole, part, whole),
-        "all_gather": (part, whole, whole),
-    }.get(step.op, (part, part, part))  # broadcast, reduce: one buffer
+    # the side of reduce_scatter / all_gather that holds every rank's part is P parts
+    c = step.collective
+    read, write = c.counts(part, P)
+    payload = write if c.whole_dst else read  # a reduce-scatter's or gather's whole buffer
     half = DTYPE_BYTES[step.dtype] == 2
     return StepWork(read, write, payload, ZERO, read if half else ZERO, write if half else ZERO)
 

@@ -28,9 +28,12 @@ import sympy
 
 from cost_model import nccl_model, nccl_v26
 from cost_model.hardware import Cluster, Protocol
+from workbench import ir
 from workbench.errors import NotOnThisCluster
 
-COLLECTIVES = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce")
+# The kinds priced here as NCCL's ring, tree and NVLS collectives, from the one name table
+# (ir.COLLECTIVES; an AllToAll is NCCL's grouped sends: cost_model.ops.alltoall).
+COLLECTIVES = tuple(c.kind for c in ir.COLLECTIVES if c.op is not ir.AllToAll)
 
 
 # ---------------------------------------------------------------- numeric/symbolic helpers
@@ -487,6 +490,20 @@ def fused_block_fraction(cluster: Cluster, blocks: float) -> float:
     return curve[-1][1]
 
 
+def fused_unroll_factor(cluster: Cluster, unroll: int) -> float:
+    """The factor on its unroll 1 peer bandwidth that a fused collective kernel generated
+    with `unroll` vectors per thread per loop iteration reaches, from the calibrated curve
+    (`Cluster.fused_unroll_bandwidth`, design note 95): the curve's factor for that unroll,
+    linear between the unrolls it names (with unroll 1 at 1) and the largest's beyond them.
+    1 without a curve (the presets): unroll then has no modelled effect."""
+    curve = sorted({1: 1.0, **{int(u): float(f) for u, f in cluster.fused_unroll_bandwidth}}
+                   .items())
+    for (u0, f0), (u1, f1) in zip(curve, curve[1:]):
+        if unroll <= u1:
+            return f0 + (f1 - f0) * (max(unroll, u0) - u0) / (u1 - u0)
+    return curve[-1][1]
+
+
 def fused_blocks_on(cluster: Cluster, sms: float) -> float:
     """Thread blocks of a fused collective kernel that holds `sms` SMs: the full grid's
     blocks per SM (the curve's largest count / sm_count; the runtime launches 2 per SM) on
@@ -504,16 +521,19 @@ def fused_collective_bandwidth(cluster: Cluster, blocks: float,
     return load, store
 
 
-def fused_link_bandwidths(cluster: Cluster, group_size, blocks: float | None = None
-                          ) -> tuple[float, float, str]:
+def fused_link_bandwidths(cluster: Cluster, group_size, blocks: float | None = None,
+                          unroll: int = 1) -> tuple[float, float, str]:
     """(load, store) bandwidth of a fused kernel's peer accesses and the link they use.
 
     Inside a node the generated kernels load and store peer memory over NVLink directly, at
     the rates measured for such kernels (scaled by `fused_block_fraction` when the kernel runs
-    `blocks` blocks; None: its full grid); across nodes they are limited like a ring by
-    gpus_per_node NICs."""
+    `blocks` blocks, None: its full grid; and by `fused_unroll_factor` for its unroll: the
+    two calibrated curves are taken as independent); across nodes they are limited like a
+    ring by gpus_per_node NICs."""
     path = group_path(cluster, group_size)
     scale = 1.0 if blocks is None else fused_block_fraction(cluster, blocks)
+    if unroll != 1:
+        scale *= fused_unroll_factor(cluster, unroll)
     load = cluster.peer_load_bandwidth_Bps * scale
     store = cluster.peer_store_bandwidth_Bps * scale
     if path.link == "nic":
@@ -522,17 +542,18 @@ def fused_link_bandwidths(cluster: Cluster, group_size, blocks: float | None = N
 
 
 def fused_comm_time(rs_nbytes, ag_nbytes, P, cluster: Cluster, group_size=None,
-                    blocks: float | None = None, push: bool = False):
+                    blocks: float | None = None, push: bool = False, unroll: int = 1):
     """Link time of a fused kernel's communication: a reduce-scatter by peer loads of
     `rs_nbytes` (by peer stores into the owners' staging buffers when `push`, the codegen
     option collective_mode) and all-gathers by peer stores of `ag_nbytes` (total gathered
-    buffer sizes), by a kernel of `blocks` thread blocks (None: its full grid).
+    buffer sizes), by a kernel of `blocks` thread blocks (None: its full grid) generated with
+    `unroll` vectors per thread per iteration.
 
     Loads of my slice from peers use my inbound and their outbound directions, stores the
     reverse, so both phases occupy both directions and add up."""
     load_bw, store_bw, _ = fused_link_bandwidths(cluster, group_size if group_size is not None
                                                  else (int(P) if is_number(P) else None),
-                                                 blocks)
+                                                 blocks, unroll)
     rs_bw = store_bw if push else load_bw
     return (P - 1) * rs_nbytes / P / rs_bw + (P - 1) * ag_nbytes / P / store_bw
 

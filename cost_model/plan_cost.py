@@ -46,10 +46,6 @@ from cost_model.ops.rules import overlap_consumer_sms
 from workbench import ir
 from workbench.types import Group
 
-# The NCCL collective (cost_model.collectives' kind) of each NcclStep op.
-NCCL_KINDS = {"all_reduce": "allreduce", "reduce_scatter": "reducescatter",
-              "all_gather": "allgather", "broadcast": "broadcast", "reduce": "reduce"}
-
 
 @dataclass(frozen=True)
 class PlanContext:
@@ -125,7 +121,8 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
     pushed = any(isinstance(p, ComputedPush) for p in step.spec.pushes)
     ar = step.spec.allreduce  # a row kernel's whole AllReduce: its algorithm's fixed cost
     return FusedParts(rs, ag, send, kernel_work(pc, step), group, pushed=pushed,
-                      algorithm=ar.algorithm if ar is not None else "two-shot")
+                      algorithm=ar.algorithm if ar is not None else "two-shot",
+                      unroll=step.spec.unroll)  # as generated (a row kernel's is 1)
 
 
 def _fused_collective_cost(pc: PlanContext, step: cp.KernelStep, sms=None) -> OpCost:
@@ -198,8 +195,8 @@ def nccl_buffer(pc: PlanContext, step: cp.NcclStep):
     across = step.comm == "inter"
     P = pc.plan.nodes if across else pc.plan.P
     part = pc.n(step.count) * DTYPE_BYTES[step.dtype]
-    whole = step.op in ("reduce_scatter", "all_gather")
-    return NCCL_KINDS[step.op], part * (P if whole else 1), P, across
+    c = step.collective
+    return c.kind, part * (P if c.whole_src or c.whole_dst else 1), P, across
 
 
 def nccl_call(pc: PlanContext, step: cp.NcclStep):
@@ -238,8 +235,13 @@ def _alltoall_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
     return OpCost(t, a2a.alltoall_busy(cluster, nbytes, P), "link", host)
 
 
+def _exchanges(step: cp.NcclStep) -> bool:
+    """Whether an NCCL step is an AllToAll (NCCL's grouped sends, cost_model.ops.alltoall)."""
+    return step.collective.op is ir.AllToAll
+
+
 def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
-    if step.op == "all_to_all":
+    if _exchanges(step):
         return _alltoall_cost(pc, step)
     kind, nbytes, P, across, cluster = nccl_call(pc, step)
     t = coll.collective_time(kind, nbytes, P, cluster, P, across)
@@ -253,7 +255,7 @@ def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
 
 
 def _nccl_fixed_s(pc: PlanContext, step: cp.NcclStep, chunks: int):
-    if step.op == "all_to_all":
+    if _exchanges(step):
         return a2a.alltoall_latency_s(pc.ctx.cluster, alltoall_of(pc, step)[1])
     kind, nbytes, P, across, cluster = nccl_call(pc, step)
     if P == 1 and copies(step):
@@ -514,7 +516,7 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
     pc = PlanContext.of(plan, None, bound)
     total = 0.0
     for step in (leaf for s in plan.steps for leaf in _leaf_steps(s)):
-        if isinstance(step, cp.NcclStep) and step.op in NCCL_KINDS:
+        if isinstance(step, cp.NcclStep) and not _exchanges(step):
             kind, nbytes, P, _ = nccl_buffer(pc, step)
             total += float(coll.collective_bus_bytes(kind, nbytes, P))
         elif isinstance(step, cp.NcclStep):  # all_to_all: all but this rank's own block
@@ -525,7 +527,7 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
     return total
 
 
-__all__ = ["NCCL_KINDS", "PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
+__all__ = ["PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
            "alltoall_of", "consumer_sms", "copies", "copy_engine_parts", "copy_work",
            "fused_parts_of", "gemm_work", "kernel_work", "nccl_buffer", "nccl_call", "plan_cost",
            "plan_link_bytes", "receives", "shares_sms_step", "step_cost", "step_fixed_s"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from cost_model import nccl_model
 from workbench.errors import HardwareError
+from workbench.options import UNROLLS
 from workbench.placement import Placement
 
 # Compute capability by GPU name (NVIDIA's CUDA GPUs list, developer.nvidia.com/cuda-gpus):
@@ -351,6 +352,12 @@ class Cluster:
     # 132 0.97); empty in the presets: bandwidth does not depend on blocks.
     # `cost_model.collectives.fused_collective_bandwidth` reads it.
     fused_block_bandwidth: tuple[tuple[str, float], ...] = ()
+    # Peer bandwidth of a fused collective kernel generated with U vectors per thread per loop
+    # iteration (CodegenOptions.unroll), as a factor on the unroll 1 kernel's (unroll, as a
+    # string -> factor; "1" is 1 by definition). Measured by calibration (the fused AllReduce
+    # at 256 MiB generated at unroll 1, 2 and 4, full grid; design note 95); empty in the
+    # presets: unroll has no effect. `cost_model.collectives.fused_unroll_factor` reads it.
+    fused_unroll_bandwidth: tuple[tuple[str, float], ...] = ()
     # What the GPU's copy engines reach peer to peer over NVLink (cuMemcpyDtoDAsync between
     # CUDA-IPC-mapped buffers of two GPUs), per GPU per direction with every direction busy:
     # how a fused collective moved by copy engines (Fused.engine == "copy") moves its bytes.
@@ -395,6 +402,21 @@ class Cluster:
                                     f"block counts (positive integers) to positive fractions "
                                     f"of the full grid's bandwidth, got {blocks!r}: "
                                     f"{fraction!r}")
+        self._check_unroll_curve()
+
+    def _check_unroll_curve(self) -> None:
+        """The unroll curve names unrolls codegen generates, and unroll 1, its reference, at
+        a factor of 1."""
+        for unroll, factor in self.fused_unroll_bandwidth:
+            if str(unroll) not in {str(u) for u in UNROLLS} or not factor > 0:
+                raise HardwareError(f"hardware profile field fused_unroll_bandwidth must map "
+                                    f"unrolls ({', '.join(map(str, UNROLLS))}) to positive "
+                                    f"factors on the unroll 1 kernel's peer bandwidth, got "
+                                    f"{unroll!r}: {factor!r}")
+            if str(unroll) == "1" and factor != 1:
+                raise HardwareError(f"hardware profile field fused_unroll_bandwidth.1 must be 1 "
+                                    f"(the curve is relative to unroll 1), got {factor!r}; drop "
+                                    f"it or divide every factor by it")
 
     def _check_topology(self) -> None:
         """Refuse a topology that cannot run anything: no GPUs, links without bandwidth, more

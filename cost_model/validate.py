@@ -69,6 +69,10 @@ RULES: dict[str, Rule] = {
     "allreduce_bandwidth_factor": Rule(False, 1e-3, 4.0, False, "AllReduce vs RS/AG bus "
                                        "bandwidth", "e.g. 0.95"),
     "fused_block_bandwidth": FRACTION,
+    # a factor on the unroll 1 kernel's peer bandwidth (design note 95): more loads in flight
+    # may be faster or slower, but not by orders of magnitude
+    "fused_unroll_bandwidth": Rule(False, 0.1, 10.0, False, "unroll 1's peer bandwidth = 1",
+                                   "e.g. 0.99"),
     # sizes
     "hbm_capacity_bytes": BYTES,
     "min_channel_bytes": BYTES,

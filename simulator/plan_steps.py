@@ -102,7 +102,7 @@ class PlanSteps:
 
     def _step_nccl(self, g, r, gpu: _Gpu, step: cp.NcclStep, name: str, key, scale: float,
                    leave_sms: int, sm_cap, host_paid: bool):
-        if step.op == "all_to_all":
+        if step.collective.op is ir.AllToAll:
             yield from run_alltoall_step(self, gpu, step, name, scale, host_paid)
             return
         kind, nbytes, P, across, cluster = self._priced(("plan_call", id(step)),

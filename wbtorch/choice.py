@@ -90,9 +90,10 @@ def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,),
 def predict(loaded, cands: list[Candidate], numel: int, P: int, cluster,
             base: CodegenOptions | None = None) -> dict:
     """Candidate -> simulated seconds for a bucket of `numel` elements on `cluster` (the
-    simulator prices push and pull and, on a profile with a calibrated block curve, the
-    blocks per SM, but not the unroll: those candidates share a time, and a measured trial
-    separates them; the torch step is predicted as the program as written,
+    simulator prices push and pull, and the blocks per SM and the unroll where the profile
+    has a calibrated block curve and unroll curve, design note 95; without them those
+    candidates share a time, the earliest wins a tie, and a measured trial separates them;
+    the torch step is predicted as the program as written,
     NCCL + elementwise kernels, which is what it runs). NaN where the schedule cannot run,
     and where codegen cannot generate it with the candidate's options (`base`, the
     environment's knobs, with its own): the simulator never picks what the backend refuses."""

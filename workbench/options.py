@@ -44,8 +44,11 @@ PRICED = {
                        "load one) into staging buffers written and read back in HBM; not "
                        "modelled: its phase barrier and register pressure (mixed-precision "
                        "Adam measured push 20 % slower, GPU run 3)",
-    "unroll": "not priced: vectors in flight per thread; the model has no per-thread "
-              "concurrency term (measure it: wbtorch's choose='measure')",
+    "unroll": "priced where the profile has a calibrated unroll curve "
+              "(fused_unroll_bandwidth: the fused AllReduce's peer bandwidth at unroll 2 and "
+              "4 against 1, design note 95), else no effect; row kernels are generated at 1; "
+              "not modelled: register pressure of a kernel with computation (mixed-precision "
+              "Adam measured unroll 2 6 % slower, pure AllReduce 0.1-0.7 %, GPU run 2)",
     "vec_bytes": "not priced: bytes per vector access (design note 55: 0-2 % measured)",
     "cache": "not priced: evict-first hint (design note 55: 0-2 % measured)",
     "row_prefetch": "not priced: L2 prefetch of a row kernel's next row",

@@ -32,6 +32,8 @@ model, for tests and dry runs. Field by field:
 | | host + latency + nbytes / bandwidth (`fit_p2p`), disturbed sizes left out (`p2p_kept`) |
 | fused_block_bandwidth | the same kernel at 256 MiB with grids of 4 .. 2 x SMs blocks |
 | | (`fused_blocks`): its bandwidth as a fraction of the full grid's (`fit_fused_blocks`) |
+| fused_unroll_bandwidth | the same kernel at 256 MiB on its full grid generated at unroll 1, 2, 4 |
+| | (`fused_unroll`): its bandwidth as a factor on unroll 1's (`fit_fused_unrolls`, note 95) |
 | copy_engine_bandwidth_Bps | every GPU pushing 256 MiB and 1 GiB into each other GPU's |
 | | CUDA-IPC-mapped buffer by copy engines (cuMemcpyDtoDAsync), all at once (`copy_engines`): |
 | | least squares of the relative error of time = bytes per GPU per direction / bandwidth |
@@ -56,12 +58,14 @@ from cost_model.calibration.fits import (
     fit_dropout,
     fit_fused,
     fit_fused_blocks,
+    fit_fused_unrolls,
     fit_hbm_f16_kernels,
     fit_hbm_read_write,
     fit_p2p,
     fit_peer_scale,
     fused_allreduce_time,
     fused_block_errors,
+    fused_unroll_errors,
     hbm_stream_errors,
     p2p_errors,
     p2p_kept,
@@ -101,9 +105,9 @@ __all__ = [
     "P2P_BANDWIDTH_BOUND_FACTOR", "STREAM_SHAPES", "Calibration", "HbmF16Fit", "NcclFit",
     "Table", "collective_rows", "copy_engine_errors", "copy_engine_rows", "f16_stream_bytes",
     "f16_stream_errors", "fit", "fit_copy_engines", "fit_dropout", "fit_fused",
-    "fit_fused_blocks", "fit_hbm_f16_kernels", "fit_hbm_read_write", "fit_nccl",
-    "fit_nccl_bandwidth", "fit_p2p", "fit_peer_scale", "fit_report", "fused_allreduce_time",
-    "fused_block_counts", "fused_block_errors", "hbm_stream_errors", "nccl_outliers",
-    "nccl_table", "p2p_errors", "p2p_kept", "p2p_rows", "read_raw", "read_table",
-    "synthetic_raw", "table_errors", "write",
+    "fit_fused_blocks", "fit_fused_unrolls", "fit_hbm_f16_kernels", "fit_hbm_read_write",
+    "fit_nccl", "fit_nccl_bandwidth", "fit_p2p", "fit_peer_scale", "fit_report",
+    "fused_allreduce_time", "fused_block_counts", "fused_block_errors", "fused_unroll_errors",
+    "hbm_stream_errors", "nccl_outliers", "nccl_table", "p2p_errors", "p2p_kept", "p2p_rows",
+    "read_raw", "read_table", "synthetic_raw", "table_errors", "write",
 ]

@@ -1,7 +1,8 @@
 """The fits of the GPU's and the links' constants, each with the errors it leaves.
 
 HBM read/write rates from the k-stream kernels, the byte classes of mixed f16/f32 kernels, the
-dropout hashing cost, the fused AllReduce kernel's peer bandwidth, fixed cost and block curve,
+dropout hashing cost, the fused AllReduce kernel's peer bandwidth, fixed cost, block curve and
+unroll curve,
 NCCL send/recv latency and bandwidth, and the copy engines' bandwidth. The NCCL collectives'
 constants are fitted in cost_model.calibration.nccl; cost_model.calibration.profile puts every
 fit into one profile.
@@ -115,6 +116,45 @@ def fused_block_errors(rows: list[tuple[int, int, float]], P: int, cluster: Clus
     lat = float(fused_latency_s(cluster, P))
     return [(n, b, (lat + float(fused_comm_time(n, n, P, cluster, blocks=b))) / t - 1)
             for n, b, t in rows]
+
+
+def fit_fused_unrolls(rows: list[tuple[int, int, float]], P: int, cluster: Cluster
+                      ) -> list[tuple[int, float]]:
+    """(unroll, factor) per measured unroll: the fused AllReduce kernel's peer bandwidth
+    generated at that unroll as a factor on the unroll 1 kernel's (design note 95), from
+    (nbytes, unroll, seconds) rows on the full grid.
+
+    As `fit_fused_blocks`: the time is the kernel's fixed cost L plus its link time, so
+    factor = (t_1 - L) / (t_u - L) at each size, averaged over sizes; rows of one size and
+    unroll (unroll 1 measured first and last) are averaged first. Unroll 1 is 1 by
+    construction."""
+    lat = float(fused_latency_s(cluster, P))
+    by_size: dict[int, dict[int, list[float]]] = {}
+    for n, u, t in rows:
+        if t <= lat:
+            raise HardwareError(f"calibration raw file fused_unroll rows must take longer than "
+                                f"the fused kernel's fixed cost ({lat * 1e6:.2f} us) to give a "
+                                f"bandwidth, got {t * 1e6:.2f} us at nbytes {n}, unroll {u}; "
+                                f"{FIX}")
+        by_size.setdefault(n, {}).setdefault(u, []).append(t)
+    factors: dict[int, list[float]] = {}
+    for n, times in sorted(by_size.items()):
+        if 1 not in times:
+            raise HardwareError(f"calibration raw file fused_unroll rows must hold unroll 1 at "
+                                f"every size (the curve's reference), got unrolls "
+                                f"{sorted(times)} at nbytes {n}; {FIX}")
+        mean = {u: sum(ts) / len(ts) for u, ts in times.items()}
+        for u, t in mean.items():
+            factors.setdefault(u, []).append((mean[1] - lat) / (t - lat))
+    return [(u, sum(f) / len(f)) for u, f in sorted(factors.items())]
+
+
+def fused_unroll_errors(rows: list[tuple[int, int, float]], P: int, cluster: Cluster
+                        ) -> list[tuple[int, int, float]]:
+    """(nbytes, unroll, predicted / measured - 1) of the fused kernel at each unroll."""
+    lat = float(fused_latency_s(cluster, P))
+    return [(n, u, (lat + float(fused_comm_time(n, n, P, cluster, unroll=u))) / t - 1)
+            for n, u, t in rows]
 
 
 # ---------------------------------------------------------------- HBM streams

@@ -13,11 +13,13 @@ from cost_model.calibration.fits import (
     fit_dropout,
     fit_fused,
     fit_fused_blocks,
+    fit_fused_unrolls,
     fit_hbm_f16_kernels,
     fit_hbm_read_write,
     fit_p2p,
     fused_allreduce_time,
     fused_block_errors,
+    fused_unroll_errors,
     hbm_stream_errors,
     p2p_errors,
     p2p_kept,
@@ -52,6 +54,8 @@ class Calibration:
     hbm_f16: HbmF16Fit | None = None  # the mixed f16/f32 stream fit, when measured
     # (nbytes, blocks, predicted / measured - 1) of the fused kernel on fewer blocks
     fused_block_errors: list = ()
+    # (nbytes, unroll, predicted / measured - 1) of the fused kernel at each unroll
+    fused_unroll_errors: list = ()
     p2p_errors: list = ()  # (nbytes, predicted / measured - 1) of NCCL send/recv
     p2p_kept: list = ()  # the (nbytes, seconds) send/recv rows the fit used
     host_note: str = ""  # how the NCCL host overhead was moved to the runtime's path
@@ -156,6 +160,12 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
         # the fractions subtract the fitted fixed cost: fit after the fused fields
         curve = fit_fused_blocks(blocks, P, _apply(profile))
         profile["fused_block_bandwidth"] = {str(b): _sig(f) for b, f in curve}
+    unrolls = [(int(r["nbytes"]), int(r["unroll"]), float(r["ms"]) * 1e-3)
+               for r in raw.get("fused_unroll", []) or []] if P > 1 else []
+    if unrolls:
+        # relative to unroll 1 at the same grid: the fitted fixed cost is subtracted
+        curve = fit_fused_unrolls(unrolls, P, _apply(profile))
+        profile["fused_unroll_bandwidth"] = {str(u): _sig(f) for u, f in curve}
     final = _apply(profile)
     nccl_errors, nccl_worst, outliers = _nccl_errors(raw, "f32", P, final)
     by_dtype = {d: _nccl_errors(raw, d, P, final.for_dtype(d)) for d in dtypes}
@@ -176,6 +186,7 @@ def fit(raw: dict, base: str = "h200x4", *, nccl_maxiter: int = 300,
                        nccl_dtype_outliers={d: e[2] for d, e in by_dtype.items()},
                        hbm_f16=hbm_f16,
                        fused_block_errors=fused_block_errors(blocks, P, final),
+                       fused_unroll_errors=fused_unroll_errors(unrolls, P, final),
                        p2p_errors=p2p_errors(p2p, runtime if p2p_path == "nccl4py"
                                              else final),
                        p2p_kept=p2p_kept(p2p), p2p_path=p2p_path,

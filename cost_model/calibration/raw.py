@@ -16,6 +16,7 @@ from pathlib import Path
 from cost_model.calibration.nccl import KINDS, Table
 from cost_model.hardware import NCCL_DTYPES
 from workbench.errors import HardwareError
+from workbench.options import UNROLLS
 
 FIX = "run `workbench calibrate --gpus P` on the GPU machine to measure it again"
 
@@ -42,7 +43,8 @@ F16_STREAM_SHAPES = [(0, 1, 1, 0), (1, 1, 1, 0), (1, 0, 0, 1), (3, 1, 3, 1), (0,
 # collective moves (2x H200: 0.70 ms at 256 MiB, 2.75 ms at 1 GiB; the section takes 0.4 s).
 COPY_ENGINE_NBYTES = [2**28, 2**30]
 
-# The buffer of the fused kernel's block sweep (workbench/runtime/calibrate_worker.py): 256 MiB.
+# The buffer of the fused kernel's block and unroll sweeps (workbench/runtime/calibrate_worker.py):
+# 256 MiB.
 # On 2x H200 the full grid takes 0.81 ms there, 36x the kernel's fixed cost (22.6 us), so the
 # time is bandwidth; fewer blocks only take longer.
 FUSED_BLOCKS_NBYTES = 2**28
@@ -131,6 +133,11 @@ def read_raw(path: Path, gpus: int) -> dict:
                 lambda r: _count(r.get("blocks"), 1) and _positive(r.get("nbytes"))
                 and _positive(r.get("ms")),
                 "blocks as a positive integer and nbytes and ms as positive numbers")
+    _check_rows(raw.get("fused_unroll"), path, "fused_unroll",
+                lambda r: _count(r.get("unroll"), 1) and r["unroll"] in UNROLLS
+                and _positive(r.get("nbytes")) and _positive(r.get("ms")),
+                f"unroll as one of {', '.join(map(str, UNROLLS))} and nbytes and ms as "
+                f"positive numbers")
     return raw
 
 

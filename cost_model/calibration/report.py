@@ -122,4 +122,14 @@ def fit_report(cal: Calibration) -> str:
             lines.append(f"{n:>12} {b:>7} {curve[b]:>10.3f} {e:>+14.3f}")
         lines.append(f"fused AllReduce on fewer blocks worst relative error: "
                      f"{max(abs(e) for _, _, e in cal.fused_block_errors):.3f}")
+        lines.append("")
+    if cal.fused_unroll_errors:
+        curve = {int(u): f for u, f in cal.cluster.fused_unroll_bandwidth}
+        lines.append(f"{'nbytes':>12} {'unroll':>7} {'bandwidth':>10} {'fused AR':>14}   "
+                     f"(fused AllReduce by vectors per thread per iteration; bandwidth = "
+                     f"factor on unroll 1's)")
+        for n, u, e in cal.fused_unroll_errors:
+            lines.append(f"{n:>12} {u:>7} {curve.get(u, 1.0):>10.4f} {e:>+14.3f}")
+        lines.append(f"fused AllReduce by unroll worst relative error: "
+                     f"{max(abs(e) for _, _, e in cal.fused_unroll_errors):.3f}")
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -13,6 +13,7 @@ from cost_model.calibration.raw import (
 )
 from cost_model.collectives import collective_time, fused_comm_time, fused_latency_s, p2p_time
 from cost_model.hardware import Cluster
+from workbench.options import UNROLLS
 
 
 def synthetic_raw(cluster: Cluster, P: int, nbytes: list[int], fused_nbytes: list[int]) -> dict:
@@ -57,6 +58,13 @@ def synthetic_raw(cluster: Cluster, P: int, nbytes: list[int], fused_nbytes: lis
              "ms": (lat + fused_comm_time(FUSED_BLOCKS_NBYTES, FUSED_BLOCKS_NBYTES, P, cluster,
                                           blocks=int(b))) * 1e3}
             for b, _ in cluster.fused_block_bandwidth]
+    if P > 1 and cluster.fused_unroll_bandwidth:
+        lat = float(fused_latency_s(cluster, P))
+        raw["fused_unroll"] = [
+            {"nbytes": FUSED_BLOCKS_NBYTES, "unroll": u,
+             "ms": (lat + fused_comm_time(FUSED_BLOCKS_NBYTES, FUSED_BLOCKS_NBYTES, P, cluster,
+                                          unroll=u)) * 1e3}
+            for u in UNROLLS]
     return raw
 
 

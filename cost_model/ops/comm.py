@@ -12,16 +12,16 @@ from cost_model.ops.context import CostContext, OpCost
 from workbench import ir
 from workbench.types import Group
 
-# The NCCL collective each IR collective runs (the kind cost_model.collectives prices).
-COLLECTIVE_KINDS: dict[type, str] = {
-    ir.AllReduce: "allreduce", ir.ReduceScatter: "reducescatter", ir.AllGather: "allgather",
-    ir.Broadcast: "broadcast", ir.Reduce: "reduce",
-}
+# The IR collectives cost_model.collectives prices as NCCL's ring/tree/NVLS collectives, by
+# their kind (read from the one name table, ir.COLLECTIVES; an AllToAll is NCCL's grouped
+# sends, priced by cost_model.ops.alltoall).
+COLLECTIVE_KINDS: dict[type, str] = {c.op: c.kind for c in ir.COLLECTIVES
+                                     if c.op is not ir.AllToAll}
 
 
 def collective_kind(op) -> str:
     """The NCCL collective (cost_model.collectives' kind) that collective op `op` runs."""
-    return COLLECTIVE_KINDS[type(op)]
+    return ir.collective_of(op).kind
 
 
 def comm_group(ctx: CostContext, op) -> Group:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from codegen.lower_rows import has_axis_reduction
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
 from cost_model.ops.comm import (
@@ -41,6 +42,10 @@ class FusedParts:
     # Computation before the ReduceScatter (design note 78): the computed contribution is
     # pushed into the owners' staging buffers (peer stores), whatever the collective mode.
     pushed: bool = False
+    # Vectors per thread per loop iteration of the kernel moving the bytes by peer accesses
+    # (CodegenOptions.unroll; a row kernel is generated at 1): its peer bandwidth by the
+    # calibrated unroll curve (`collectives.fused_unroll_factor`, design note 95).
+    unroll: int = 1
 
 
 @dataclass
@@ -247,8 +252,10 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
         # staging buffer (written to HBM) and are read back to be reduced locally.
         share = (ctx.P(group) - 1) / ctx.P(group)
         work = work + Work(share * rs, 0, write_bytes=share * rs)
+    # the unroll the generated kernel has: a row kernel's is 1 (codegen.lower_rows)
+    unroll = 1 if has_axis_reduction(s) else ctx.options.unroll
     return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks,
-                      body.algorithm, body.pushed)
+                      body.algorithm, body.pushed, unroll)
 
 
 def check_one_domain(ctx: CostContext, s: ir.Stmt, group: Group) -> None:
@@ -294,8 +301,9 @@ def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
     """Link time of a fused kernel's communication (peer loads/stores or a P2P send), the
     kernel holding `sms` SMs (None: all; fewer slow the peer accesses where the cluster has a
     calibrated block curve, `cost_model.collectives.fused_block_fraction`), with the codegen
-    options' collective mode and blocks per SM (unroll, vector width and cache hints have no
-    modelled effect: workbench.options.PRICED)."""
+    options' collective mode and blocks per SM and the kernel's unroll (`FusedParts.unroll`,
+    through the calibrated unroll curve; vector width and cache hints have no modelled
+    effect: workbench.options.PRICED)."""
     t = 0
     blocks = fused_blocks(ctx, sms)
     if parts.engine == "copy" and parts.group is not None:
@@ -304,7 +312,8 @@ def fused_link_s(ctx: CostContext, parts: FusedParts, sms: float | None = None):
     if parts.group is not None and (parts.rs_nbytes or parts.ag_nbytes):
         t = coll.fused_comm_time(parts.rs_nbytes, parts.ag_nbytes, ctx.P(parts.group),
                                  ctx.cluster, ctx.group_size(parts.group), blocks,
-                                 push=parts.pushed or _pushes(ctx, parts.engine, parts.group))
+                                 push=parts.pushed or _pushes(ctx, parts.engine, parts.group),
+                                 unroll=parts.unroll)
     if parts.send_nbytes:
         t = t + parts.send_nbytes / fused_send_Bps(ctx, parts, blocks)
     return t
@@ -319,7 +328,7 @@ def fused_send_Bps(ctx: CostContext, parts: FusedParts, blocks: float | None = N
     Send of the pipeline step.)"""
     if send_crosses_nodes(ctx, parts.group):
         return ctx.cluster.nic.bandwidth_Bps * ctx.cluster.nccl.protocols[-1].efficiency
-    return coll.fused_link_bandwidths(ctx.cluster, 1, blocks)[1]  # a pair inside a node
+    return coll.fused_link_bandwidths(ctx.cluster, 1, blocks, parts.unroll)[1]  # a pair
 
 
 def fused_link_lower_s(ctx: CostContext, parts: FusedParts):

@@ -89,7 +89,7 @@ def test_failed_block_sweep_is_recorded_and_the_raw_file_still_fits(monkeypatch,
         raise RuntimeFault("rank 1 exited with code 1")
 
     monkeypatch.setattr(launcher, "launch", dead)
-    got = calibrate._fused_blocks(2, 5.0, None)
+    got = calibrate._job("--fused-blocks", "fused_blocks", 2, 5.0, None)
     assert got == {"fused_blocks_error": "RuntimeFault: rank 1 exited with code 1"}
     raw = calibration.synthetic_raw(_known(), 1, [], [])
     raw.update(got)
@@ -226,3 +226,40 @@ def test_host_issue_times_each_path_once_per_rank(monkeypatch):
                      ("nccl4py all_reduce", 1), slowest, ("nccl4py recv", 1), slowest]
     assert calibrate_nccl.halves_peer(0, 2) == (1, True)
     assert calibrate_nccl.halves_peer(1, 2) == (0, False)
+
+
+def test_unroll_sweep_times_each_unroll_and_unroll_1_again(monkeypatch, tmp_path):
+    """calibrate_worker --fused-unroll (design note 95): the fused AllReduce lowered at every
+    unroll codegen has, then unroll 1 again, each checked and timed; rank 0 writes the rows.
+    The GPU is faked: what is checked is the sweep and the file."""
+    lowered = []
+
+    class FakeGpu:
+        name, sm_count = "fake", 132
+
+        def __init__(self, rank, P):
+            pass
+
+        def barrier(self):
+            pass
+
+        def close(self):
+            pass
+
+    def fake_allreduce(gpu, P, options):
+        lowered.append(options.unroll)
+        return SimpleNamespace(free=lambda: None), "y", None
+
+    monkeypatch.setenv("WB_RANK", "0")
+    monkeypatch.setenv("WB_WORLD_SIZE", "2")
+    monkeypatch.setattr(calibrate_worker, "Gpu", FakeGpu)
+    monkeypatch.setattr(calibrate_worker, "_fused_allreduce", fake_allreduce)
+    monkeypatch.setattr(calibrate_worker, "_checked_ms",
+                        lambda gpu, run, out, want, what, warmup, reps: 0.8 + len(lowered) / 100)
+    out = tmp_path / "unroll.json"
+    assert calibrate_worker.JOBS["--fused-unroll"](str(out)) == 0
+    data = json.loads(out.read_text())
+    assert lowered == [1, 2, 4, 1]
+    assert [r["unroll"] for r in data["fused_unroll"]] == [1, 2, 4, 1]
+    assert data["fused_unroll"][1]["ms"] == pytest.approx(0.82)
+    assert data["fused_unroll_meta"]["schedule"] == "fused"

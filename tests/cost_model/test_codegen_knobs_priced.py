@@ -1,7 +1,8 @@
 """The codegen knobs the cost model prices (workbench.options.PRICED): a fused collective's
-push/pull mode (its reduce-scatter by peer stores into staging buffers, then a local pass) and
-its blocks per SM (through a calibrated block curve); unroll, vector width and cache hints
-have no modelled effect, which the options' metadata says."""
+push/pull mode (its reduce-scatter by peer stores into staging buffers, then a local pass), its
+blocks per SM (through a calibrated block curve) and its unroll (through a calibrated unroll
+curve, design note 95); vector width and cache hints have no modelled effect, which the
+options' metadata says."""
 
 import dataclasses
 
@@ -80,7 +81,7 @@ def test_a_grid_cap_is_priced_through_a_calibrated_block_curve():
 def test_the_knobs_without_a_modelled_effect_say_so():
     program, bound = _adam("fuse-rs-c-ag")
     cluster = load_hardware("h200x4")
-    for knobs in ({"unroll": 2}, {"vec_bytes": 32}, {"cache": "stream"},
+    for knobs in ({"vec_bytes": 32}, {"cache": "stream"},
                   {"row_min_blocks": 1}, {"row_prefetch": True}):
         name = next(iter(knobs))
         assert PRICED[name].startswith("not priced"), name
@@ -118,3 +119,48 @@ def test_the_overlapped_consumer_grid_is_one_fact_of_the_plan():
     # and the IR-level bound reads the same grid from the options
     assert _time(program, bound, curve, CodegenOptions(overlap_blocks=full // 8)) > \
         _time(program, bound, curve, PULL)
+
+
+def _plan_time(program, bound, cluster, options, P=4):
+    from codegen.lower import lower
+    from cost_model.plan_cost import plan_cost
+
+    return float(plan_cost(lower(program, P, options), cluster, bound).time_s)
+
+
+def test_unroll_is_priced_through_a_calibrated_unroll_curve():
+    """Design note 95: a fused collective generated with U vectors per thread per iteration
+    reaches the curve's factor of its unroll 1 peer bandwidth; no curve (the presets), no
+    effect. The IR-level bound, the plan's price and the simulator agree on the direction."""
+    program, bound = _adam("fuse-rs-c-ag")
+    preset = load_hardware("h200x4")
+    u1, u2, u4 = (CodegenOptions(unroll=u) for u in (1, 2, 4))
+    assert _time(program, bound, preset, u2) == _time(program, bound, preset, u1)
+    assert "unroll curve" in PRICED["unroll"]
+    slower = dataclasses.replace(preset, fused_unroll_bandwidth=(("2", 0.8), ("4", 1.25)))
+    assert coll.fused_unroll_factor(slower, 2) == 0.8
+    assert coll.fused_unroll_factor(slower, 1) == 1.0
+    assert coll.fused_unroll_factor(slower, 3) == (0.8 + 1.25) / 2
+    t1, t2, t4 = (_time(program, bound, slower, o) for o in (u1, u2, u4))
+    assert t2 > t1 > t4
+    # the link-bound kernel's link time L scales by 1 / factor: t2 - t1 = L (1 / 0.8 - 1)
+    # = L / 4 and t1 - t4 = L (1 - 1 / 1.25) = L / 5
+    assert abs((t2 - t1) / (t1 - t4) - 1.25) < 1e-6
+    # the plan's price reads the unroll the kernel was generated with (KernelSpec.unroll)
+    p1, p2, p4 = (_plan_time(program, bound, slower, o) for o in (u1, u2, u4))
+    assert p2 > p1 > p4
+    assert abs(p2 - t2) < 1e-9 * t2 + 1e-12 and abs(p4 - t4) < 1e-9 * t4 + 1e-12
+    sims = [simulate(program, slower, bound, record=False, options=o).time_s for o in (u1, u2)]
+    assert sims[1] > sims[0]
+
+
+def test_unroll_leaves_row_kernels_alone():
+    """A row kernel is generated at unroll 1 whatever the options (codegen.lower_rows), so
+    its price does not move with the unroll curve."""
+    loaded = load(str(ROOT / "studies/allreduce_rmsnorm.py"))
+    program = loaded.schedules["fuse-ar-c"].apply()
+    bound = bind_sizes(program, {**loaded.sizes, "P": 4})
+    curve = dataclasses.replace(load_hardware("h200x4"), fused_unroll_bandwidth=(("2", 0.5),))
+    two = CodegenOptions(unroll=2)
+    assert _time(program, bound, curve, two) == _time(program, bound, curve, PULL)
+    assert _plan_time(program, bound, curve, two) == _plan_time(program, bound, curve, PULL)

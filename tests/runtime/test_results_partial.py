@@ -201,7 +201,8 @@ def test_the_options_and_the_commit_travel_with_the_job_into_the_results(
                           row_min_blocks=3, overlap_blocks=66)
     assert CodegenOptions(**job["options"]) == want
     assert job["provenance"] == {"commit": git_commit(), "codegen": want.metadata()}
-    assert "not priced" in job["provenance"]["codegen"]["priced"]["unroll"]
+    assert "unroll curve" in job["provenance"]["codegen"]["priced"]["unroll"]
+    assert "not priced" in job["provenance"]["codegen"]["priced"]["row_prefetch"]
     meta = job_meta(job)  # what a worker writes into the results' meta
     assert meta["commit"] == git_commit() and meta["codegen"]["options"] == want.as_dict()
     assert "provenance" not in meta["job"] and meta["job"]["options"] == want.as_dict()

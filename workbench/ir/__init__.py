@@ -48,6 +48,7 @@ from workbench.ir.expressions import (  # noqa: F401
 )
 from workbench.ir.ops import (  # noqa: F401
     AXIS_REDUCTIONS,
+    COLLECTIVES,
     COMMUNICATION_OPS,
     ELEMENTWISE_OPS,
     FUSABLE_COMPUTATION,
@@ -58,6 +59,7 @@ from workbench.ir.ops import (  # noqa: F401
     AllReduce,
     AllToAll,
     Broadcast,
+    Collective,
     Compute,
     Fused,
     MatMul,
@@ -71,6 +73,8 @@ from workbench.ir.ops import (  # noqa: F401
     Send,
     Slice,
     Update,
+    collective_named,
+    collective_of,
 )
 from workbench.ir.program import Program, format_program  # noqa: F401
 from workbench.ir.regions import Stmt  # noqa: F401

@@ -236,3 +236,55 @@ class AllToAll:
 
     def __str__(self):
         return f"AllToAll({self.x}" + (f", dim={self.dim})" if self.dim else ")")
+
+
+# ---------------------------------------------------------------- one name table
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """The names and buffer shape of one collective, the one place they are written (design
+    note 96).
+
+    op: the IR class that means it.
+    kind: the workbench's name: a Fused region's kind where one collective names it, the cost
+        model's (`cost_model.collectives`, the NCCL tuning's per-kind latencies) and the
+        calibration tables' columns ("allreduce").
+    nccl: NCCL's function, as nccl-tests, the plan (`codegen.plan.NcclStep.op`, printed in
+        the generated sources) and the runtime's calls name it ("all_reduce").
+    whole_src, whole_dst: the side whose buffer holds every rank's part (P counts of the
+        step's per-rank count; NCCL's convention): a reduce-scatter's source, an
+        all-gather's destination.
+    """
+
+    op: type
+    kind: str
+    nccl: str
+    whole_src: bool = False
+    whole_dst: bool = False
+
+    def counts(self, count, P):
+        """(source, destination) elements of one call on `count` elements per rank."""
+        return count * (P if self.whole_src else 1), count * (P if self.whole_dst else 1)
+
+
+COLLECTIVES: tuple[Collective, ...] = (
+    Collective(AllReduce, "allreduce", "all_reduce"),
+    Collective(ReduceScatter, "reducescatter", "reduce_scatter", whole_src=True),
+    Collective(AllGather, "allgather", "all_gather", whole_dst=True),
+    Collective(Broadcast, "broadcast", "broadcast"),
+    Collective(Reduce, "reduce", "reduce"),
+    Collective(AllToAll, "alltoall", "all_to_all"),
+)
+_BY_OP = {c.op: c for c in COLLECTIVES}
+_BY_NCCL = {c.nccl: c for c in COLLECTIVES}
+
+
+def collective_of(op) -> Collective:
+    """The Collective an IR collective op (or op class) means."""
+    return _BY_OP[op if isinstance(op, type) else type(op)]
+
+
+def collective_named(nccl: str) -> Collective:
+    """The Collective of an NCCL function name (a plan's NcclStep.op); KeyError if none."""
+    return _BY_NCCL[nccl]

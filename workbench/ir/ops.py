@@ -7,13 +7,17 @@ from __future__ import annotations
 import typing
 
 from workbench.ir.communication import (  # noqa: F401
+    COLLECTIVES,
     AllGather,
     AllReduce,
     AllToAll,
     Broadcast,
+    Collective,
     Reduce,
     ReduceScatter,
     Send,
+    collective_named,
+    collective_of,
 )
 from workbench.ir.computation import (  # noqa: F401
     AXIS_REDUCTIONS,

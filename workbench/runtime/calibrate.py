@@ -6,18 +6,19 @@ f32, f16 and bf16, HBM streams in f32 and mixed f16/f32, launch gap, GEMM), then
 workbench's own fused AllReduce kernel with no computation (studies/allreduce.py,
 schedule `fused`) across sizes, for the peer load/store bandwidth, then the same kernel at
 256 MiB on fewer blocks (calibrate_worker --fused-blocks), for its bandwidth against blocks,
-then the generated f16 bias + residual kernel with and without a dropout
-(studies/elementwise_ops.py, 8192 x 12288; GPU run 17's call of the same two
-kernels took 34 s, mostly compiling and the reference check),
-for the dropout hashing cost. No study program runs: calibration never sees the study
-measurements. (Only with P > 1, where pycuda is required; a P = 1 profile keeps the preset's
-dropout cost.)
+then generated at unroll 1, 2 and 4 (--fused-unroll), for its bandwidth against unroll, then
+the generated f16 bias + residual kernel with and without a dropout (studies/elementwise_ops.py,
+8192 x 12288; GPU run 17's call of the same two kernels took 34 s, mostly compiling and the
+reference check), for the dropout hashing cost. No study program runs: calibration never sees
+the study measurements. (Only with P > 1, where pycuda is required; a P = 1 profile keeps the
+preset's dropout cost.)
 
 GPU machine time on 2x H200: 85 s for the whole `workbench calibrate` before the f16/bf16
 collectives, the mixed streams and the block sweep were added. They add an estimated 30 s of
 measuring (two more NCCL sweeps of ~0.5 s of collectives each plus barriers, one nvcc compile
 and six ~0.3 ms kernels, one more launch with its NCCL set-up and seven grids of a 256 MiB
-kernel) and a few seconds of fitting on the host
+kernel; the unroll sweep, design note 95, one more launch and NCCL set-up, three nvcc
+compiles and four 256 MiB kernels: an estimated 15 s) and a few seconds of fitting on the host
 (`cost_model.calibration.nccl.fit_nccl_bandwidth`, 2-4 s per dtype; the f32 NCCL fit before
 them takes ~60 s, as it did).
 """
@@ -67,7 +68,8 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: in
                                      "ms": float(r["median_ms"]), "check": r.get("check")})
         raw["fused_meta"] = {"program": "studies/allreduce.py", "schedule": "fused",
                              "dtype": "f32", **results.get("meta", {})}
-        raw.update(_fused_blocks(P, hang_s, echo))
+        raw.update(_job("--fused-blocks", "fused_blocks", P, hang_s, echo))
+        raw.update(_job("--fused-unroll", "fused_unroll", P, hang_s, echo))
         raw.update(_dropout(P, hang_s, echo))
     raw_path = Path(raw_path)
     raw_path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,19 +77,20 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: in
     return raw
 
 
-def _fused_blocks(P: int, hang_s: float, echo) -> dict:
-    """The fused kernel's block sweep (calibrate_worker --fused-blocks) as raw-file sections;
-    a failure is recorded (fused_blocks_error) and the rest of the calibration kept: the
-    profile then has no block curve, as before the sweep existed."""
-    with tempfile.TemporaryDirectory(prefix="wb-cal-blocks-") as tmp:
-        out = Path(tmp) / "blocks.json"
+def _job(flag: str, section: str, P: int, hang_s: float, echo) -> dict:
+    """One of the fused kernel's sweeps (calibrate_worker `flag`: --fused-blocks, the block
+    sweep; --fused-unroll, the unroll sweep) as raw-file sections; a failure is recorded
+    (`section`_error) and the rest of the calibration kept: the profile then has no block
+    curve (or unroll curve), as before the sweep existed. Each is a job of its own, so that
+    one's failure or hang loses only its own section."""
+    with tempfile.TemporaryDirectory(prefix="wb-cal-sweep-") as tmp:
+        out = Path(tmp) / f"{section}.json"
         try:
-            argv = launcher.python_argv("workbench.runtime.calibrate_worker", "--fused-blocks",
-                                        str(out))
+            argv = launcher.python_argv("workbench.runtime.calibrate_worker", flag, str(out))
             launcher.launch(P, argv, hang_s=hang_s, echo=echo)
             return json.loads(out.read_text())
         except (RuntimeFault, OSError, ValueError) as e:
-            return {"fused_blocks_error": f"{type(e).__name__}: {e}"}
+            return {f"{section}_error": f"{type(e).__name__}: {e}"}
 
 
 DROPOUT_SPEC = ALLREDUCE_SPEC.with_name("elementwise_ops.py")
@@ -119,7 +122,7 @@ def _dropout(P: int, hang_s: float, echo) -> dict:
 def write_csvs(raw: dict, stem: Path) -> list[Path]:
     """The raw collective and fused tables as CSVs beside the profile (for people and for
     `python -m cost_model.calibration.nccl`-style tables): .nccl.csv (f32), .nccl-f16.csv and
-    .nccl-bf16.csv where measured, .fused.csv and .fused-blocks.csv."""
+    .nccl-bf16.csv where measured, .fused.csv, .fused-blocks.csv and .fused-unroll.csv."""
     paths = []
     tables = [("nccl", "f32", raw.get("collectives"))]
     by_dtype = raw.get("collectives_by_dtype") or {}
@@ -141,6 +144,10 @@ def write_csvs(raw: dict, stem: Path) -> list[Path]:
         lines = ["nbytes,blocks,fused_allreduce_ms"]
         lines += [f"{r['nbytes']},{r['blocks']},{r['ms']:.5f}" for r in raw["fused_blocks"]]
         paths.append(_write_lines(stem, "fused-blocks", lines))
+    if raw.get("fused_unroll"):
+        lines = ["nbytes,unroll,fused_allreduce_ms"]
+        lines += [f"{r['nbytes']},{r['unroll']},{r['ms']:.5f}" for r in raw["fused_unroll"]]
+        paths.append(_write_lines(stem, "fused-unroll", lines))
     return paths
 
 

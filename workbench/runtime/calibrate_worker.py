@@ -2,6 +2,7 @@
 
     python -m workbench.runtime.calibrate_worker OUT.json [--passes K]   (P copies, by the launcher)
     python -m workbench.runtime.calibrate_worker --fused-blocks OUT.json
+    python -m workbench.runtime.calibrate_worker --fused-unroll OUT.json
 
 Every rank runs the NCCL collectives (all_reduce, reduce_scatter, all_gather, 64 KiB to 1 GiB)
 in f32, f16 and bf16 (`collectives_by_dtype`), interleaved, and NCCL send/recv from each rank of
@@ -18,7 +19,9 @@ nvcc + pycuda), the same for kernels mixing f16 and f32 arrays as the mixed opti
 `--fused-blocks` is a second job (calibrate.py starts it after the fused-kernel sizes): the
 workbench's fused AllReduce kernel (studies/allreduce.py, schedule fused, f32) at
 256 MiB, launched with grids of sm_count / 32 .. 2 x sm_count blocks, each checked exactly,
-for its bandwidth against blocks (`fused_blocks`). NCCL's own SM sensitivity is not measured:
+for its bandwidth against blocks (`fused_blocks`). `--fused-unroll`, a third job, runs the same
+kernel on its full grid generated at unroll 1, 2 and 4 (then 1 again), for its bandwidth
+against unroll (`fused_unroll`, design note 95). NCCL's own SM sensitivity is not measured:
 its CTA count is a per-communicator setting (NCCL_MIN/MAX_CTAS, read once per process), and
 the cost model gives NCCL its channels' SMs whatever runs beside it.
 
@@ -44,7 +47,7 @@ from cost_model.calibration import (
 from cost_model.collectives import bus_factor
 from workbench.errors import RuntimeFault
 from workbench.loader import load
-from workbench.options import CodegenOptions
+from workbench.options import UNROLLS, CodegenOptions
 from workbench.runtime.calibrate_copy_engines import copy_engines
 from workbench.runtime.calibrate_kernels import device, streams, streams_f16, torch_adam
 from workbench.runtime.calibrate_nccl import collectives, host_issue, p2p, runtime_nccl
@@ -129,65 +132,112 @@ def _with_grid(run, blocks: int | None) -> int:
     return before
 
 
-def fused_blocks(out_path: str, warmup: int = 5, reps: int = 25) -> int:
-    """The fused AllReduce kernel (f32, FUSED_BLOCKS_NBYTES) with grids of fewer blocks than
-    the runtime's full grid (cost_model.calibration.fused_block_counts), each run checked
-    exactly (small integers sum without rounding) and timed; rank 0 writes
-    {"fused_blocks": rows, "fused_blocks_meta": ...} to out_path."""
+def _fused_allreduce(gpu: Gpu, P: int, options: CodegenOptions):
+    """The fused AllReduce kernel (studies/allreduce.py, schedule fused, f32) on
+    FUSED_BLOCKS_NBYTES, lowered with `options`, its input uploaded: (run, output name,
+    expected result). Small integers sum without rounding, so the check is exact."""
     import numpy as np
 
-    from cost_model.calibration import fused_block_counts
-
-    rank, P = int(os.environ["WB_RANK"]), int(os.environ["WB_WORLD_SIZE"])
-    gpu = Gpu(rank, P)
-    log(rank, f"fused blocks: {gpu.name}, {gpu.sm_count} SMs")
     program = load(str(ALLREDUCE_SPEC)).schedules["fused"].apply()
     N = FUSED_BLOCKS_NBYTES // 4
-    run = PlanRun(gpu, lower(program, P, CodegenOptions()),  # the default kernel and grid
-                  {"N": N, "P": P})
+    run = PlanRun(gpu, lower(program, P, options), {"N": N, "P": P})
     base = (np.arange(N) % 7).astype(np.float32)
     run.upload({program.inputs[0].name: np.stack([base + r for r in range(P)])})
-    want = P * base + sum(range(P))
-    out = program.outputs[0].name
-    full = _with_grid(run, None)  # the runtime's grid
-    rows = []
-    for blocks in fused_block_counts(gpu.sm_count, full):
-        _with_grid(run, blocks)
-        run.poison()
-        gpu.barrier()
-        run.run()
-        gpu.drv.Context.synchronize()
-        oks = gpu.all_gather(bool(np.array_equal(run.download([out])[out], want)))
-        if not all(oks):
-            raise RuntimeFault(f"the fused AllReduce kernel must match the reference on "
-                               f"{blocks} blocks, got a mismatch on rank(s) "
-                               f"{[r for r, ok in enumerate(oks) if not ok]}")
-        times = gpu.all_gather(run.time(warmup, reps).times_ms)
-        ms = max(statistics.median(t) for t in times)  # the slowest rank's median
-        rows.append({"nbytes": 4 * N, "blocks": blocks, "ms": ms, "check": "ok (exact)"})
-        log(rank, f"fused blocks {blocks}: {ms:.3f} ms, "
-                  f"{bus_factor('allreduce', P) * 4 * N / (ms * 1e-3) / 1e9:.0f} GB/s bus")
-    run.free()
+    return run, program.outputs[0].name, P * base + sum(range(P))
+
+
+def _checked_ms(gpu: Gpu, run, out: str, want, what: str, warmup: int, reps: int) -> float:
+    """Run the kernel once, check it exactly on every rank, then time it: the slowest rank's
+    median (ms)."""
+    import numpy as np
+
+    run.poison()
+    gpu.barrier()
+    run.run()
+    gpu.drv.Context.synchronize()
+    oks = gpu.all_gather(bool(np.array_equal(run.download([out])[out], want)))
+    if not all(oks):
+        raise RuntimeFault(f"the fused AllReduce kernel must match the reference {what}, got a "
+                           f"mismatch on rank(s) {[r for r, ok in enumerate(oks) if not ok]}")
+    times = gpu.all_gather(run.time(warmup, reps).times_ms)
+    return max(statistics.median(t) for t in times)
+
+
+def _write(rank: int, gpu: Gpu, out_path: str, data: dict) -> int:
     if rank == 0:
-        meta = {"program": "studies/allreduce.py", "schedule": "fused", "dtype": "f32",
-                "full_grid": full, "sm_count": gpu.sm_count, "warmup": warmup, "reps": reps}
         with open(out_path, "w") as f:
-            json.dump({"fused_blocks": rows, "fused_blocks_meta": meta}, f, indent=1)
+            json.dump(data, f, indent=1)
         log(rank, f"wrote {out_path}")
     gpu.barrier()
     gpu.close()
     return 0
 
 
+def fused_blocks(out_path: str, warmup: int = 5, reps: int = 25) -> int:
+    """The fused AllReduce kernel (f32, FUSED_BLOCKS_NBYTES) with grids of fewer blocks than
+    the runtime's full grid (cost_model.calibration.fused_block_counts), each run checked
+    exactly and timed; rank 0 writes {"fused_blocks": rows, "fused_blocks_meta": ...} to
+    out_path."""
+    from cost_model.calibration import fused_block_counts
+
+    rank, P = int(os.environ["WB_RANK"]), int(os.environ["WB_WORLD_SIZE"])
+    gpu = Gpu(rank, P)
+    log(rank, f"fused blocks: {gpu.name}, {gpu.sm_count} SMs")
+    run, out, want = _fused_allreduce(gpu, P, CodegenOptions())  # the default kernel, grid
+    full = _with_grid(run, None)  # the runtime's grid
+    rows = []
+    for blocks in fused_block_counts(gpu.sm_count, full):
+        _with_grid(run, blocks)
+        ms = _checked_ms(gpu, run, out, want, f"on {blocks} blocks", warmup, reps)
+        rows.append({"nbytes": FUSED_BLOCKS_NBYTES, "blocks": blocks, "ms": ms,
+                     "check": "ok (exact)"})
+        log(rank, f"fused blocks {blocks}: {ms:.3f} ms, "
+                  f"{_bus_GBps(P, ms):.0f} GB/s bus")
+    run.free()
+    meta = {"program": "studies/allreduce.py", "schedule": "fused", "dtype": "f32",
+            "full_grid": full, "sm_count": gpu.sm_count, "warmup": warmup, "reps": reps}
+    return _write(rank, gpu, out_path, {"fused_blocks": rows, "fused_blocks_meta": meta})
+
+
+def fused_unroll(out_path: str, warmup: int = 5, reps: int = 25) -> int:
+    """The fused AllReduce kernel (f32, FUSED_BLOCKS_NBYTES, the runtime's full grid)
+    generated with each unroll codegen has (workbench.options.UNROLLS: vectors per thread per
+    loop iteration), each run checked exactly and timed, unroll 1 first and again last (a
+    drift of the machine shows as two unroll 1 rows); rank 0 writes {"fused_unroll": rows,
+    "fused_unroll_meta": ...} to out_path (design note 95)."""
+    rank, P = int(os.environ["WB_RANK"]), int(os.environ["WB_WORLD_SIZE"])
+    gpu = Gpu(rank, P)
+    log(rank, f"fused unroll: {gpu.name}, {gpu.sm_count} SMs")
+    rows = []
+    for unroll in (*UNROLLS, UNROLLS[0]):
+        run, out, want = _fused_allreduce(gpu, P, CodegenOptions(unroll=unroll))
+        ms = _checked_ms(gpu, run, out, want, f"at unroll {unroll}", warmup, reps)
+        run.free()
+        rows.append({"nbytes": FUSED_BLOCKS_NBYTES, "unroll": unroll, "ms": ms,
+                     "check": "ok (exact)"})
+        log(rank, f"fused unroll {unroll}: {ms:.3f} ms, {_bus_GBps(P, ms):.0f} GB/s bus")
+    meta = {"program": "studies/allreduce.py", "schedule": "fused", "dtype": "f32",
+            "sm_count": gpu.sm_count, "warmup": warmup, "reps": reps}
+    return _write(rank, gpu, out_path, {"fused_unroll": rows, "fused_unroll_meta": meta})
+
+
+def _bus_GBps(P: int, ms: float) -> float:
+    return bus_factor("allreduce", P) * FUSED_BLOCKS_NBYTES / (ms * 1e-3) / 1e9
+
+
+# The second jobs (calibrate.py starts each after the fused-kernel sizes), by flag.
+JOBS = {"--fused-blocks": fused_blocks, "--fused-unroll": fused_unroll}
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "--fused-blocks":
+    if sys.argv[1] in JOBS:
         # as the compile-and-measure worker: a failure exits non-zero with its traceback, and
         # interpreter teardown is skipped (CUDA IPC mappings and NCCL are released by process
         # exit; library destructors in arbitrary order can hang a finished rank)
         import traceback
 
         try:
-            code = fused_blocks(sys.argv[2])
+            code = JOBS[sys.argv[1]](sys.argv[2])
         except BaseException:
             traceback.print_exc()
             code = 1

@@ -13,6 +13,7 @@ from codegen.plan import (
     OverlapStep,
 )
 from codegen.spec import THREADS
+from workbench import ir
 from workbench.errors import RuntimeFault
 from workbench.runtime.gpu import ITEMSIZE, Gemm
 from workbench.runtime.launches import RunView
@@ -32,8 +33,7 @@ def nccl_chunk(op: str, src: int, dst: int, count: int, dtype: str, i: int, chun
     reduce_scatter, the destination of all_gather)."""
     part = count // chunks
     size = ITEMSIZE[dtype]
-    src_mul = P if op == "reduce_scatter" else 1
-    dst_mul = P if op == "all_gather" else 1
+    src_mul, dst_mul = ir.collective_named(op).counts(1, P)
     return src + i * part * src_mul * size, dst + i * part * dst_mul * size, part
 
 

@@ -23,6 +23,7 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
+from workbench import ir
 from workbench.errors import RuntimeFault
 from workbench.runtime.launcher import free_port
 
@@ -30,8 +31,9 @@ MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 MPI_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 MPI_LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 NCCL_CHOICES = ("auto", "nccl4py", "torch")
-# all_to_all: an MoE exchange (ir.AllToAll): count elements per rank in, as many out.
-NCCL_OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
+# NCCL's functions a plan calls (codegen.plan.NcclStep.op), from the one name table
+# (ir.COLLECTIVES); all_to_all: an MoE exchange, count elements per rank in, as many out.
+NCCL_OPS = tuple(c.nccl for c in ir.COLLECTIVES)
 UNIQUE_ID_BYTES = 128  # sizeof(ncclUniqueId)
 # The workbench's reduction names (codegen.plan.NcclStep.reduce) -> nccl.core's constants.
 NCCL_REDUCE = {"add": "SUM", "max": "MAX", "min": "MIN", "mul": "PROD"}
@@ -93,10 +95,9 @@ def element_counts(op: str, count: int, P: int) -> tuple[int, int]:
     """Elements of the source and destination of an NCCL op: `count` is per rank (the send
     count of all_gather, the receive count of reduce_scatter)."""
     if op not in NCCL_OPS:
-        raise RuntimeFault(f"NCCL op must be all_reduce, reduce_scatter, all_gather, "
-                           f"broadcast, reduce or all_to_all, got {op!r}")
-    return (count * (P if op == "reduce_scatter" else 1),
-            count * (P if op == "all_gather" else 1))
+        raise RuntimeFault(f"NCCL op must be {', '.join(NCCL_OPS[:-1])} or {NCCL_OPS[-1]}, "
+                           f"got {op!r}")
+    return ir.collective_named(op).counts(count, P)
 
 
 # -- host exchange
