@@ -147,3 +147,21 @@ def test_the_simulator_runs_the_passes_after_the_link_phase(study):
     sim = simulate(ctx.program, ctx.cluster, ctx.bound)
     floor = float(fused_link_s(ctx, two) + work_s(ctx.cluster, two.after))
     assert floor <= sim.time_s == pytest.approx(float(fused_cost(ctx, s).time_s), rel=0.02)
+
+
+def test_the_autotuners_cheapest_candidate_at_p2_and_large_t_is_one_shot(study):
+    """Among the autotuner's candidates (it proposes the other algorithms of every two-shot
+    region), the cost model prices one-shot cheapest at P = 2, T = 8192 on the H100 preset,
+    the form GPU run 35 measured fastest there."""
+    from workbench import autotune
+
+    f = study("studies/allreduce_rmsnorm.py")
+    cluster = preset("h100x8")
+    found = autotune.search(f.program, max_depth=4, max_candidates=40)
+
+    def cost(c):
+        bound = bind_sizes(c.program, {"T": 8192, "H": 16384, "P": 2})
+        return float(program_cost(c.program, cluster, bound).time_s)
+
+    best = min(found.candidates, key=cost)
+    assert best.name.endswith("allreduce-algorithm-one-shot")
