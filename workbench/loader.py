@@ -100,6 +100,14 @@ def load(spec: str) -> ProgramFile:
         got = type(sizes).__name__ if not isinstance(sizes, dict) else f"the entry {bad}"
         raise ProgramFileError(f"`sizes` in {path} must be a dict of size names to positive "
                                f"ints like {{'N': 2**28}}, got {got}")
+    # One `sizes` serves every program of the file (studies/elementwise_ops.py holds [N]
+    # and [T, H] programs): a name must be a size of one of them, never a typo
+    known = {"P"} | {s.name for v in namespace.values() if isinstance(v, ir.Program)
+                     for s in v.symbols()}
+    unknown = sorted(set(sizes) - known)
+    if unknown:
+        raise ProgramFileError(f"`sizes` in {path} must name sizes of its programs, got "
+                               f"{', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return ProgramFile(path, attr, program, schedules, dict(sizes))
 
 

@@ -18,9 +18,15 @@
 #                 full and 32-block grids) (A); the rows form of the row kernels at P = 1 on
 #                 one GPU (note 91), the model-parallel layer at T = 8192, Adam's fused kernel
 #                 in push and pull mode (B)
+#          call4 (not run yet: the next session's first call): what run 35 left unrun. Lane A:
+#                 the pipelined hierarchy on 2 GPUs as 2 "nodes" (split communicators) and the
+#                 overlap tests after note 88; a same-machine calibration; AllReduce + RMSNorm
+#                 in the rows form at P = 2; the sequence-parallel MLP and the MoE layer at P = 2.
+#                 Lane B: training at P = 1 (806M after notes 93-94, GPU 2 alone), then P = 2
+#                 101M with DDP's graph splits off (nosplit) and the 16-block grid
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3}
+CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -100,6 +106,26 @@ lane_b_call3() {  # GPUs 2,3
   done
 }
 
+lane_a_call4() {  # GPUs 0,1
+  step A gpu-tests python3 -m pytest -q -p no:cacheprovider -m gpu -rs \
+    tests/codegen/test_lower_pipeline_hierarchy.py tests/runtime/test_gpu_end_to_end.py \
+    --junitxml="$ROOT_RES/A/gpu-tests.xml"
+  step A calibrate python3 -m workbench.cli.main calibrate --gpus 2 --passes 3 \
+    --out "$ROOT_RES/A/calibrate/profile.json"
+  step A ar-rows python3 -m workbench.cli.main compile-and-measure --gpus 2 --graph \
+    studies/allreduce_rmsnorm.py --schedule fuse-ar-c-oneshot,fuse-ar-c-lamport,fuse-ar-c \
+    --set T=128 --set T=1024 --set T=8192 --set H=4096 --set H=16384 \
+    --codegen row_grid=rows --out "$ROOT_RES/A/ar-rows" --name ar-rmsnorm-rows-f16
+  step A sp-moe python3 -m workbench.cli.main compile-and-measure --gpus 2 --hang-timeout 200 \
+    studies/sequence_parallel.py studies/moe.py --out "$ROOT_RES/A/sp-moe" --name sp-moe-p2
+}
+lane_b_call4() {  # GPUs 2,3
+  CUDA_VISIBLE_DEVICES=2 VARIANTS="plain wb wb-ovls wb-ovlsg" step B train-806m-p1 \
+    bash benchmarks/gpu/run_training.sh 1 806m
+  VARIANTS="ref noise nosplit wb wb-ovlsg16" step B train-101m-p2 \
+    bash benchmarks/gpu/run_training.sh 2 101m
+}
+
 case $CALL in
   call1)
     ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call1 ) &
@@ -113,7 +139,11 @@ case $CALL in
     ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call3 ) &
     ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call3 ) &
     wait ;;
-  *) echo "CALL must be call1, call2 or call3, got $CALL"; exit 2 ;;
+  call4)
+    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call4 ) &
+    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call4 ) &
+    wait ;;
+  *) echo "CALL must be call1, call2, call3 or call4, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done

@@ -93,3 +93,29 @@ def test_console_script_installed():
     proc = subprocess.run(["workbench", "check", str(ROOT / "studies/sgd.py")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+# Every program file shipped in studies/ (the modules that hold no program are helpers)
+HELPERS = {"__init__.py", "optimizer_schedules.py", "sweep.py"}
+SHIPPED = sorted(p.name for p in (ROOT / "studies").glob("*.py") if p.name not in HELPERS)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_check_every_shipped_program_file(capsys, name):
+    """Two of them failed `check` before: the pipelined hierarchy (an overlap of three legs,
+    where check looked for a producer and a consumer) and elementwise_ops (one `sizes` for
+    programs of [N] and of [T, H])."""
+    code, out, err = run_cli(capsys, "check", str(ROOT / "studies" / name))
+    assert code == 0 and " ok" in out, err
+
+
+def test_a_file_size_no_program_has_is_named(capsys, tmp_path):
+    f = tmp_path / "typo.py"
+    f.write_text("from workbench import *\nN = Size('N')\n"
+                 "g = Tensor(float32, [N], Local, 'g')\n"
+                 "program = Program(inputs=[g], outputs=[AllReduce(Sum, g)])\n"
+                 "sizes = {'N': 2**20, 'n': 4}\n")
+    code, _, err = run_cli(capsys, "check", str(f))
+    assert code == 2
+    assert err == (f"error: `sizes` in {f} must name sizes of its programs, got n; known: N, "
+                   "P\n")

@@ -74,15 +74,30 @@ def test_nccl_chunks_the_kernel_and_node_part_agree_on_where_chunk_c_lives(per_n
         assert want[c * E + e] == grads.sum(axis=0)[(c * per_node + rank) * E + e]
 
 
-@pytest.mark.gpu
-def test_every_leg_checks_at_one_gpu():
+def _pipelined_rows(P: int, N: int) -> list:
+    """Both pipelined schedules run on P GPUs, checked against the interpreter."""
     from workbench.runtime.job import run_job
 
-    assert gpu_count() >= 1
-    res = run_job([str(ROOT / "studies/pipeline_hierarchy.py")], 1, [{"N": 3 * 2**16}],
+    res = run_job([str(ROOT / "studies/pipeline_hierarchy.py")], P, [{"N": N}],
                   "pipelined-c4,pipelined-replicated-c4", 20, 2, False, 120.0)
     rows = [r for r in res["records"] if r["kind"] == "workbench"
             and r["schedule"].startswith("pipelined")]
     assert len(rows) == 2
     for r in rows:
         assert r["check"].startswith("ok"), (r["schedule"], r["check"])
+    return rows
+
+
+@pytest.mark.gpu
+def test_every_leg_checks_at_one_gpu():
+    assert gpu_count() >= 1
+    _pipelined_rows(1, 3 * 2**16)
+
+
+@pytest.mark.gpu(2)
+def test_every_leg_checks_on_two_gpus_as_two_nodes():
+    """Two GPUs, each its own "node" (PER_NODE = 1): the node legs run on one-rank node
+    communicators and the cross-node AllReduce on the rail communicator of both, split from
+    the world by ncclCommSplit: the split communicator stands in for the network."""
+    for r in _pipelined_rows(2, 2 * 3 * 2**16):
+        assert r["P"] == 2 and r["median_ms"] > 0
