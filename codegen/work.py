@@ -137,13 +137,35 @@ def _row_allreduce(ar, n, P: int) -> StepWork:
     P - 1 peers' stores land in mine); Lamport stores my rows into every rank's receive
     buffer (P parts land in mine, which I spin-read and re-poison for two launches ahead);
     one-shot's peer loads are the passes' "reduce" load."""
+    phase = _row_allreduce_phase_one(ar, n, P)
+    if ar.algorithm == "lamport":  # the spin-reads and re-poisoning, after phase one
+        whole = n * C_BYTES.get(ar.c_type, 4)
+        return phase + _io(ar.c_type, read=P * whole, write=P * whole)
+    return phase if phase is not None else StepWork()
+
+
+def _row_allreduce_phase_one(ar, n, P: int) -> StepWork | None:
+    """Phase one of a row kernel's whole AllReduce when the passes wait for it (design note
+    97): two-shot's reduce-scatter and peer stores before its barrier (my input served once,
+    the summed rows landing in my buffer), Lamport's stores before the spin-reads (my input
+    read, P parts landing in my receive buffer), with the bytes they move over the links;
+    None for one-shot, whose passes reduce as they load."""
     whole = n * C_BYTES.get(ar.c_type, 4)
     if ar.algorithm == "two-shot":
         return _io(ar.c_type, read=whole, write=whole, link=2 * (P - 1) * whole / P)
     if ar.algorithm == "lamport":
-        return _io(ar.c_type, read=whole + P * whole, write=2 * P * whole,
-                   link=(P - 1) * whole)
-    return StepWork()
+        return _io(ar.c_type, read=whole, write=P * whole, link=(P - 1) * whole)
+    return None
+
+
+def link_phase_work(step, P: int) -> StepWork | None:
+    """The work of a kernel step's phase that its link traffic overlaps, when the rest of the
+    kernel waits for it (a row kernel's two-shot or Lamport AllReduce: design note 97), or
+    None when the whole kernel overlaps its link traffic."""
+    if not isinstance(step, cp.KernelStep) or step.spec.allreduce is None:
+        return None
+    n, _, _ = _kernel_io(step)
+    return _row_allreduce_phase_one(step.spec.allreduce, n, P)
 
 
 def _remote(spec) -> set:

@@ -31,7 +31,15 @@ import sympy
 
 from codegen import plan as cp
 from codegen.spec import ComputedPush
-from codegen.work import DTYPE_BYTES, StepWork, peer_bytes, per_chunk, send_bytes, step_work
+from codegen.work import (
+    DTYPE_BYTES,
+    StepWork,
+    link_phase_work,
+    peer_bytes,
+    per_chunk,
+    send_bytes,
+    step_work,
+)
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
@@ -82,7 +90,10 @@ class PlanContext:
 
     def work(self, step) -> StepWork:
         """The step's StepWork, its sizes bound."""
-        w = step_work(step, self.plan.P, self.numel)
+        return self.bind(step_work(step, self.plan.P, self.numel))
+
+    def bind(self, w: StepWork) -> StepWork:
+        """A StepWork with its sizes bound."""
         return StepWork(*(self.n(getattr(w, f)) for f in w.__dataclass_fields__))
 
 
@@ -120,9 +131,29 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
     # computation before a reduce-scatter pushes its values whatever the collective mode
     pushed = any(isinstance(p, ComputedPush) for p in step.spec.pushes)
     ar = step.spec.allreduce  # a row kernel's whole AllReduce: its algorithm's fixed cost
-    return FusedParts(rs, ag, send, kernel_work(pc, step), group, pushed=pushed,
+    work, after = _link_phases(pc, step)
+    return FusedParts(rs, ag, send, work, group, pushed=pushed,
                       algorithm=ar.algorithm if ar is not None else "two-shot",
-                      unroll=step.spec.unroll)  # as generated (a row kernel's is 1)
+                      unroll=step.spec.unroll,  # as generated (a row kernel's is 1)
+                      after=after)
+
+
+def _link_phases(pc: PlanContext, step: cp.KernelStep) -> tuple[Work, Work | None]:
+    """A kernel's Work split into the phase its link traffic overlaps and the computation
+    that waits for that phase (codegen.work.link_phase_work: a row kernel's passes after a
+    two-shot barrier or Lamport's stores, design note 97; the flops are the passes'), or its
+    whole Work and None."""
+    whole = kernel_work(pc, step)
+    phase = link_phase_work(step, pc.plan.P)
+    if phase is None:
+        return whole, None
+    p = pc.bind(phase)
+    during = Work(p.read_bytes + p.write_bytes, 0.0, whole.dtype, p.write_bytes,
+                  p.f16_read_bytes, p.f16_write_bytes)
+    after = Work(whole.hbm_bytes - during.hbm_bytes, whole.flops, whole.dtype,
+                 whole.write_bytes - p.write_bytes, whole.f16_read_bytes - p.f16_read_bytes,
+                 whole.f16_write_bytes - p.f16_write_bytes, whole.dropout_elements)
+    return during, after
 
 
 def _fused_collective_cost(pc: PlanContext, step: cp.KernelStep, sms=None) -> OpCost:

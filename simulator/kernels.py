@@ -139,7 +139,7 @@ class Kernels:
                      sm_cap: int | None = None):
         """A fused kernel of these FusedParts (of a statement, or of a plan step: `key`
         names it for the price cache): its fixed cost, then its load/compute/store
-        pipeline."""
+        pipeline, then the computation that waits for it (FusedParts.after)."""
         env = self.env
         yield env.timeout(self._priced(("fused_latency", key),
                                        lambda: fused_latency_s(self.ctx, None, parts)))
@@ -189,5 +189,12 @@ class Kernels:
 
         procs = [env.process(loader()), env.process(computer()), env.process(storer())]
         yield env.all_of(procs)
+        if parts.after is not None:
+            # the computation that waits for the link phase (a barrier, Lamport's stores:
+            # design note 97) runs once the pipeline has drained
+            after_s = self._priced(("fused_after", key, scale, frac), lambda: work_s(
+                self.cluster, parts.after.scaled(scale), frac))
+            yield from self._hold(gpu, "hbm", after_s * gpu.compute_factor * self.draw.jitter(),
+                                  op)
         if not copy:
             yield gpu.sms.put(take)

@@ -46,6 +46,10 @@ class FusedParts:
     # (CodegenOptions.unroll; a row kernel is generated at 1): its peer bandwidth by the
     # calibrated unroll curve (`collectives.fused_unroll_factor`, design note 95).
     unroll: int = 1
+    # The computation that waits for the link phase (design note 97): a row kernel's passes
+    # after a two-shot AllReduce's barrier or Lamport's stores, priced after the link time;
+    # `work` is then the link phase's own (None: all of the computation overlaps the link).
+    after: Work | None = None
 
 
 @dataclass
@@ -63,6 +67,8 @@ class _BodySum:
     scalars: list = field(default_factory=list)  # groups of reductions over Sliced inputs
     algorithm: str = "two-shot"  # how a whole AllReduce in the body runs (ir.Fused.algorithm)
     pushed: bool = False  # the ReduceScatter's input computed in the kernel, pushed (note 78)
+    # a whole AllReduce's phase one when the rest of the kernel waits for it (note 97)
+    phase_one: Work | None = None
     exchange_push: bool = False  # a fused AllToAll that pushes (verify.exchange_pushes)
     # values read after the kernel (later statements, the program's outputs): a value the
     # kernel produces and nothing else reads stays in registers (design note 85)
@@ -104,24 +110,26 @@ def _allreduce_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     P = ctx.P(body.group)
     x_bytes = ctx.local_nbytes(op.x)
     if body.algorithm == "two-shot":
-        # NCCL's bytes: a reduce-scatter of S and an all-gather of S (the summed rows); peers
-        # load my input once in total, peers store the summed rows into my buffer, and the
-        # epilogue reads them back from HBM after the barrier
+        # NCCL's bytes: a reduce-scatter of S and an all-gather of S (the summed rows). Phase
+        # one: peers load my input once in total and store the summed rows into my buffer;
+        # after the barrier the passes read them back from HBM (design note 97)
         body.rs = body.rs + x_bytes
         body.ag = body.ag + x_bytes
-        body.extra = body.extra + io_work(ctx, [op.x, out], [out])
+        body.phase_one = io_work(ctx, [op.x], [out])
+        body.extra = body.extra + io_work(ctx, [out], [])
     elif body.algorithm == "one-shot":
         # every rank loads every rank's whole input: P loads of my S bytes, (P - 1) S through
-        # each rank's links, priced as a peer-load reduce-scatter of P S (as a fused Reduce)
+        # each rank's links, priced as a peer-load reduce-scatter of P S (as a fused Reduce);
+        # the passes reduce as they load: no phase of its own
         body.rs = body.rs + P * x_bytes
         body.extra = body.extra + _times(io_work(ctx, [op.x], []), P)
     else:
-        # Lamport: I store my S bytes into every rank's receive buffer (an all-gather of P S
-        # by stores); P S land in my HBM, I spin-read them back and re-poison the buffer of
-        # two launches ahead (P S more writes)
+        # Lamport: phase one stores my S bytes into every rank's receive buffer (an all-gather
+        # of P S by stores; P S land in my HBM); after it the passes spin-read them back, then
+        # re-poison the buffer of two launches ahead (P S more writes)
         body.ag = body.ag + P * x_bytes
-        pushed = _times(io_work(ctx, [out], [out, out]), P)
-        body.extra = body.extra + io_work(ctx, [op.x], []) + pushed
+        body.phase_one = io_work(ctx, [op.x], []) + _times(io_work(ctx, [], [out]), P)
+        body.extra = body.extra + _times(io_work(ctx, [out], [out]), P)
     body.produced.add(out)
 
 
@@ -241,6 +249,9 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     if engine == "sm" and group is not None and (rs or ag):
         check_one_domain(ctx, s, group)
     work = elementwise_work(ctx, body.elementwise, frozenset(body.produced)) + body.extra
+    after = None
+    if body.phase_one is not None:  # the passes wait for phase one (design note 97)
+        work, after = body.phase_one, work
     if engine == "copy" and group is not None:
         # Copy engines stage what the SMs would load from peers: pulled pieces are written to
         # and read back from a local staging buffer, and every peer's copy engine reads this
@@ -255,7 +266,7 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
     # the unroll the generated kernel has: a row kernel's is 1 (codegen.lower_rows)
     unroll = 1 if has_axis_reduction(s) else ctx.options.unroll
     return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks,
-                      body.algorithm, body.pushed, unroll)
+                      body.algorithm, body.pushed, unroll, after)
 
 
 def check_one_domain(ctx: CostContext, s: ir.Stmt, group: Group) -> None:
@@ -391,15 +402,24 @@ def fused_parts_cost(ctx: CostContext, parts: FusedParts, sms: float | None = No
     cost_model.plan_cost) holding `sms` SMs (None: all)."""
     comp = work_s(ctx.cluster, parts.work)
     link = fused_link_s(ctx, parts, sms)
-    # The kernel pipelines chunks: communication of one chunk overlaps computation of another.
-    t = fused_latency_s(ctx, None, parts) + smax(link, comp)
+    # The kernel pipelines chunks: communication of one chunk overlaps computation of another;
+    # computation that waits for the link phase (a barrier, Lamport's stores) runs after it.
+    waits = fused_after_s(ctx, parts)
+    t = fused_latency_s(ctx, None, parts) + smax(link, comp) + waits
     if parts.engine == "copy":
         # Pieces of 1/chunks of the slice, pulls and pushes sharing the link. Link-bound, the
         # last piece's computation hides behind about one piece of pushes (half the link's
         # bytes are pushes) and adds what exceeds it; computation-bound, the first piece's
         # pull and the last one's push (one piece of link time) add up.
         t = t + smin(link, smax(0, comp - link / 2)) / parts.chunks
-    bottleneck = "link" if (ctx.symbolic or float(link) >= float(comp)) else "hbm"
+    bottleneck = "link" if (ctx.symbolic or float(link) >= float(comp + waits)) else "hbm"
     if parts.group is None:
         bottleneck = "hbm"
-    return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp}, bottleneck)
+    return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp + waits}, bottleneck)
+
+
+def fused_after_s(ctx: CostContext, parts: FusedParts):
+    """Seconds of a fused kernel's computation that waits for its link phase (FusedParts.after,
+    design note 97): a two-shot row AllReduce's passes after its barrier, Lamport's after its
+    stores; 0 for a kernel whose computation all overlaps the link."""
+    return 0 if parts.after is None else work_s(ctx.cluster, parts.after)

@@ -129,7 +129,9 @@ def test_a_norm_phase_before_the_collective_is_priced_as_its_own_launch():
 def test_a_row_kernels_whole_allreduce_is_priced_from_the_plan_by_its_algorithm(schedule):
     """The AllReduce at the head of a row kernel (two-shot, one-shot, Lamport): its peer
     bytes and HBM traffic from the kernel's spec (codegen.work), its fixed cost by its
-    algorithm; the same as the IR-level rule (design note 87)."""
+    algorithm; the same as the IR-level rule (design note 87), but for the per-row statistic
+    that the IR writes and the kernel keeps in registers (T x 4 bytes, 32 KiB here), which
+    the passes after a two-shot barrier or Lamport's stores no longer hide (design note 97)."""
     cluster = load_hardware("h200x4")
     pf = load(str(ROOT / "studies/allreduce_rmsnorm.py"))
     program = pf.schedules[schedule].apply()
@@ -137,9 +139,10 @@ def test_a_row_kernels_whole_allreduce_is_priced_from_the_plan_by_its_algorithm(
     bound = bind_sizes(program, sizes)
     plan = lower(program, 4)
     assert any(s.spec.allreduce is not None for s in _kernels(plan.steps))
-    priced = plan_cost(plan, cluster, bound)
-    assert float(priced.time_s) == pytest.approx(
-        float(program_cost(program, cluster, bound).time_s), rel=1e-9)
+    priced = float(plan_cost(plan, cluster, bound).time_s)
+    ir_s = float(program_cost(program, cluster, bound).time_s)
+    statistic_s = sizes["T"] * 4 / cluster.gpu.hbm_bandwidth_Bps
+    assert ir_s - statistic_s * 1.01 <= priced <= ir_s * (1 + 1e-9)
 
 
 def test_an_overlapped_kernel_is_priced_once_per_chunk():
