@@ -1,16 +1,19 @@
 """The simulated training step (`workbench simulate-step`, design note 84) against the steps
-GPU runs measured at P = 1 (examples/train_gpt.py's per-phase CUDA events): one row per
-measured variant, each phase predicted and measured, and the error.
+GPU runs measured (examples/train_gpt.py's per-phase CUDA events, at the P each run's JSON
+names: 1 for runs 30 and 33, 2 for run 35): one row per measured variant, each phase
+predicted and measured, and the error.
 
     python benchmarks/training_step_validation.py \
         --measured studies/results/gpu/h100x1-run30-training:add \
         --measured studies/results/gpu/h100x1-run33-training-p1/call1-806m:lend ... \
+        --measured studies/results/gpu/h100x4-run35-p2/call3/A/train-806m:copy \
         --out studies/results/training-step
 
 Writes validation.md and validation.csv in --out. Each --measured folder names how that run's
 wbtorch moved gradients into buckets (run 30: add into zeroed views; run 33: large ones lent
-in place, `lend`). Which prediction stands for which measured variant is VARIANTS below; the
-measured runs' workbench choice was fuse-rs-c-ag for every bucket. Mixed-precision, --tp and
+in place, `lend`; run 35 at P = 2: copied, `copy`). Which prediction stands for which measured
+variant is VARIANTS below; the measured runs' workbench choice was fuse-rs-c-ag for every
+bucket. A measured file is P_<model>_<variant>.json; P is read from the JSON. Mixed-precision, --tp and
 noise runs are not compared (not modelled, or a second sample of a compared one).
 """
 
@@ -30,41 +33,64 @@ from cost_model import training as ct  # noqa: E402
 from workbench.cli.simulate_step import candidate_programs, simulate_config  # noqa: E402
 
 MODELS = {"101m": ct.GptShape(1024, 8, 8, batch=16), "806m": ct.GptShape(2048, 16, 16, batch=1)}
-# measured file suffix -> (torch mode or workbench mode, what the simulator does not model)
+# measured file suffix -> (torch mode or workbench mode, accumulate (None: the folder's),
+# the fused kernels' grid cap (wbtorch's collective_grid; 0: the full grid), what the
+# simulator does not model)
 BLOCKS = "each block compiled alone: the host's issue time (not modelled)"
+GRID32 = ("the h100x8 preset has no calibrated block curve: the 32-block kernel is priced at "
+          "the full grid's link rate (design note 98)")
 VARIANTS = {
-    "plain": ("plain", None, ""),
-    "plain-b": ("plain", None, BLOCKS),
-    "nosplit": ("ddp", None, ""),
-    "ref": ("ddp", None, "Dynamo's DDPOptimizer splits the compiled graph per bucket (not "
+    "plain": ("plain", None, 0, ""),
+    "plain-b": ("plain", None, 0, BLOCKS),
+    "nosplit": ("ddp", None, 0, ""),
+    "ref": ("ddp", None, 0, "Dynamo's DDPOptimizer splits the compiled graph per bucket (not "
             "modelled)"),
-    "wb": ("after", None, ""),
-    "wb-copy": ("after", "copy", ""),
-    "wb-b": ("after", None, BLOCKS),
-    "wb-ovl": ("in", None, BLOCKS),
-    "wb-ovl1": ("in", None, BLOCKS + "; fused kernels on 1 block per SM"),
+    "wb": ("after", None, 0, ""),
+    "wb-copy": ("after", "copy", 0, ""),
+    "wb-b": ("after", None, 0, BLOCKS),
+    "wb-ovl": ("in", None, 0, BLOCKS),
+    "wb-ovl1": ("in", None, 0, BLOCKS + "; fused kernels on 1 block per SM"),
+    "wb-ovls": ("in", None, 0, ""),  # split compile: the model in one graph, no per-block host
+    "wb-ovlsg": ("in", None, 32, GRID32),
 }
 PHASES = (("forward", "forward_ms"), ("backward", "backward_phase_ms"),
           ("optimizer", "optimizer_phase_ms"), ("step", "step_ms"))
 
 
-def predictions(shape: ct.GptShape, hardware: str, accumulate: str) -> dict:
-    """mode -> the predicted row (P = 1)."""
+def predictions(shape: ct.GptShape, hardware: str, accumulate: str, P: int = 1,
+                grid: int = 0) -> dict:
+    """mode -> the predicted row on P GPUs (torch plain only at P = 1), the workbench's fused
+    kernels' grid capped at `grid` blocks (0: the full grid)."""
     _, cands = candidate_programs("studies/adam.py", "fuse-rs-c-ag")
     out = {}
-    for torch_mode in ("plain", "ddp"):
-        rows, _ = simulate_config(shape, hardware, 1, 1, torch_mode, cands, ct.DDP_BUCKET_BYTES,
-                                  accumulate, None)
+    for torch_mode in ("plain", "ddp") if P == 1 else ("ddp",):
+        rows, _ = simulate_config(shape, hardware, 1, P, torch_mode, cands, ct.DDP_BUCKET_BYTES,
+                                  accumulate, None, collective_grid=grid)
         out[torch_mode] = rows[0]
         out["after"], out["in"] = rows[1], rows[2]
     return out
+
+
+def compare(path: Path, m: dict, model: str, mode: str, key, note: str, pred: dict) -> dict:
+    """One row: the measured JSON `m`'s phases beside the prediction `pred`, and the errors
+    (None for a phase under 0.5 ms, where a percentage means nothing)."""
+    acc, P, grid = key
+    row = {"measured": str(path), "P": P, "model": model, "variant": m["variant"],
+           "predicted_as": f"{mode} ({acc}" + (f", grid {grid}" if grid else "") + ")",
+           "not_modelled": note}
+    for phase, k in PHASES:
+        got, want = pred[k], m["phases_ms"][phase]
+        row[f"{phase}_pred_ms"] = round(got, 3)
+        row[f"{phase}_meas_ms"] = round(want, 3)
+        row[f"{phase}_err_pct"] = round(100 * (got - want) / want, 1) if want > 0.5 else None
+    return row
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--measured", action="append", required=True,
                     help="FOLDER:ACCUMULATE, a results folder of run_training.sh "
-                    "(1_<model>_<variant>.json) and how its wbtorch moved gradients")
+                    "(<P>_<model>_<variant>.json) and how its wbtorch moved gradients")
     ap.add_argument("--hardware", default="h100x8")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
@@ -75,43 +101,34 @@ def main(argv=None) -> int:
         folder, _, accumulate = spec.rpartition(":")
         for model, shape in MODELS.items():
             preds = {}
-            for suffix, (mode, acc, note) in VARIANTS.items():
-                path = Path(folder) / f"1_{model}_{suffix}.json"
-                if not path.is_file():
-                    continue
-                acc = acc or accumulate
-                if acc not in preds:
-                    preds[acc] = predictions(shape, args.hardware, acc)
-                m = json.loads(path.read_text())
-                row = {"measured": str(path), "model": model, "variant": m["variant"],
-                       "predicted_as": f"{mode} ({acc})", "not_modelled": note}
-                for phase, key in PHASES:
-                    got, want = preds[acc][mode][key], m["phases_ms"][phase]
-                    row[f"{phase}_pred_ms"] = round(got, 3)
-                    row[f"{phase}_meas_ms"] = round(want, 3)
-                    row[f"{phase}_err_pct"] = round(100 * (got - want) / want, 1) if want > 0.5 \
-                        else None
-                rows.append(row)
+            for suffix, (mode, acc, grid, note) in VARIANTS.items():
+                for path in sorted(Path(folder).glob(f"*_{model}_{suffix}.json")):
+                    m = json.loads(path.read_text())
+                    key = (acc or accumulate, int(m["P"]), grid)
+                    if key not in preds:
+                        preds[key] = predictions(shape, args.hardware, *key)
+                    rows.append(compare(path, m, model, mode, key, note, preds[key][mode]))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import pandas as pd
 
     pd.DataFrame(rows).to_csv(out / "validation.csv", index=False)
-    lines = [f"Predicted (`workbench simulate-step --hardware {args.hardware} --gpus 1 "
-             f"--schedule fuse-rs-c-ag --accumulate A`, commit {commit}) against measured (CUDA "
+    lines = [f"Predicted (`workbench simulate-step --hardware {args.hardware} --gpus P "
+             f"--schedule fuse-rs-c-ag --accumulate A [--collective-grid G]`, commit {commit}) "
+             "against measured (CUDA "
              "events, medians), ms; error = (predicted - measured) / measured (phases under "
              "0.5 ms: no %).", "",
-             "| measured | model | variant | predicted as | forward | backward | optimizer | "
+             "| measured | P | model | variant | predicted as | forward | backward | optimizer | "
              "step | step error | not modelled |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         cells = []
         for phase, _ in PHASES:
             err = r[f"{phase}_err_pct"]
             cells.append(f"{r[f'{phase}_pred_ms']:.2f} / {r[f'{phase}_meas_ms']:.2f}"
                          + (f" ({err:+.1f} %)" if err is not None else ""))
-        where = Path(r["measured"]).parent.name
-        lines.append(f"| {where} | {r['model']} | {r['variant']} | {r['predicted_as']} | "
+        where = str(Path(r["measured"]).parent).split("results/gpu/", 1)[-1]
+        lines.append(f"| {where} | {r['P']} | {r['model']} | {r['variant']} | {r['predicted_as']} | "
                      + " | ".join(cells)
                      + f" | **{r['step_err_pct']:+.1f} %** | {r['not_modelled']} |")
     (out / "validation.md").write_text("\n".join(lines) + "\n")

@@ -28,6 +28,7 @@ from cost_model.ops import CostContext, collective_plan, fused_parts, stmt_cost,
 from simulator.timeline import Row
 from workbench import ir
 from workbench.errors import WorkbenchError
+from workbench.options import CodegenOptions
 
 SIDES = ("torch", "workbench")
 PHASES = ("forward", "backward", "exposed_comm", "optimizer")
@@ -101,17 +102,30 @@ class StepResult:
         return self.forward_s + self.backward_phase_s + self.optimizer_phase_s
 
 
-def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "time-share"
-                   ) -> tuple[Stage, ...]:
+def capped_sms(cluster: Cluster, options: CodegenOptions) -> int:
+    """SMs a fused collective holds when its grid is capped (`collective_grid`, design note
+    98): one a block, as the block scheduler spreads a grid smaller than the GPU and as NCCL's
+    channels are counted here; 0 where it is not capped below one block per SM (the full
+    grid: it time-shares the SMs, note 16)."""
+    cap = options.collective_grid
+    return cap if 0 < cap < cluster.gpu.sm_count else 0
+
+
+def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "time-share",
+                   options: CodegenOptions = CodegenOptions()) -> tuple[Stage, ...]:
     """A bucket's optimizer program (a schedule of studies/adam.py bound to the bucket's N and
-    P) as stages, statement by statement at the cost model's prices: an NCCL collective over
-    several ranks holds the link (its host cost paid ahead, note 9); everything else (kernels,
-    fused collectives, NCCL's copy over a group of one rank) the GPU, but for a fused
-    collective over several ranks with `fused` 'beside', which holds the link for its time
-    and the SMs for its computation (`cost_model.ops.work_s` of its parts)."""
+    P, generated with `options`) as stages, statement by statement at the cost model's
+    prices: an NCCL collective over several ranks holds the link (its host cost paid ahead,
+    note 9); everything else (kernels, fused collectives, NCCL's copy over a group of one
+    rank) the GPU, but for a fused collective over several ranks with `fused` 'beside', which
+    holds the link for its time and the SMs for its computation (`cost_model.ops.work_s` of
+    its parts), and one whose grid `options.collective_grid` caps below the SMs, which holds
+    the link for its time and that many SMs, as an NCCL call's channels (note 98; its time
+    is the cost model's at that grid: slower only where the cluster has a block curve)."""
     if fused not in FUSED_MODES:
         raise WorkbenchError(f"fused must be one of {', '.join(FUSED_MODES)}, got {fused!r}")
-    ctx = CostContext(program, cluster, bound)
+    ctx = CostContext(program, cluster, bound, options=options)
+    capped = capped_sms(cluster, options)
     out = []
     for s in program.stmts:
         c = stmt_cost(ctx, s)
@@ -128,6 +142,8 @@ def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "t
             comp = cluster.gpu.launch_latency_s + float(work_s(cluster,
                                                                fused_parts(ctx, s).work))
             out.append(Stage(name, "fused", seconds, min(comp, seconds)))
+        elif capped and is_fused_collective(s) and float(c.busy_s.get("link", 0)):
+            out.append(Stage(name, "link", seconds, channels=capped))
         else:
             out.append(Stage(name, "gpu", seconds))
     return tuple(out)

@@ -73,3 +73,21 @@ def test_autotune_adds_the_searched_schedules_across_nodes(capsys, tmp_path):
     names = {r["schedule"] for r in json.loads(js.read_text())["rows"]}
     assert any(n.startswith("auto:hierarchical-split") for n in names)
     assert "fuse-rs-c-ag" not in names  # one NVLink domain only: not across nodes
+
+
+def test_collective_grid_caps_the_fused_kernel(capsys, tmp_path):
+    rows = {}
+    for grid in ("0", "32"):
+        js = tmp_path / f"g{grid}.json"
+        code, out, _ = run(capsys, "--d-model", "1024", "--layers", "4", "--heads", "8",
+                           "--batch", "4", "--gpus", "2", "--schedule", "fuse-rs-c-ag",
+                           "--collective-grid", grid, "--json", str(js))
+        assert code == 0, out
+        rows[grid] = json.loads(js.read_text())["rows"]
+    # torch and the step after backward do not change; in backward the capped kernel leaves
+    # backward the other SMs (design note 98)
+    for key in ("step_ms", "backward_phase_ms", "optimizer_phase_ms"):
+        assert [r[key] for r in rows["0"][:2]] == pytest.approx([r[key] for r in rows["32"][:2]])
+    assert rows["32"][2]["step_ms"] < rows["0"][2]["step_ms"]
+    code, _, err = run(capsys, *SMALL, "--collective-grid", "-1")
+    assert code == 2 and "collective-grid" in err

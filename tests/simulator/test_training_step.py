@@ -194,3 +194,43 @@ def test_the_optimizer_program_at_one_gpu_touches_no_link():
 def test_large_parameters_alone_and_the_small_ones_fill_across_them():
     params = (("a", 10), ("big", 100), ("b", 10), ("c", 5))
     assert ct.fill_buckets(params, 4, 160, alone_bytes=400) == (("big",), ("c", "b", "a"))
+
+
+def test_a_capped_fused_grid_holds_its_blocks_sms_and_backward_runs_on_the_rest():
+    # design note 98: wbtorch's collective_grid = 32 leaves backward 100 of the 132 SMs; the
+    # kernel's own time is the cost model's at that grid (the preset has no block curve: the
+    # full grid's), so the step in backward gets shorter and the link carries the kernel
+    from simulator.training import capped_sms, program_stages
+    from workbench.interpreter import bind_sizes
+    from workbench.loader import load
+    from workbench.options import CodegenOptions
+
+    program = load("studies/adam.py").schedules["fuse-rs-c-ag"].apply()
+    cluster = preset("h100x8")
+    grid32, full = CodegenOptions(collective_grid=32), CodegenOptions()
+    assert capped_sms(cluster, grid32) == 32
+    assert capped_sms(cluster, full) == capped_sms(cluster, CodegenOptions(collective_grid=132))
+    assert capped_sms(cluster, full) == 0
+    bound = bind_sizes(program, {"N": 2**20 * 2, "P": 2})
+    capped = program_stages(program, cluster, bound, options=grid32)
+    shared = program_stages(program, cluster, bound)
+    fused = [s for s in capped if s.resource == "link"]
+    assert fused and all(s.channels == 32 for s in fused)
+    assert [s.seconds for s in capped] == [s.seconds for s in shared]
+    # at P = 1 the kernel moves nothing over the link: it stays on the SMs
+    one = bind_sizes(program, {"N": 2**20, "P": 1})
+    assert {s.resource for s in program_stages(program, cluster, one, options=grid32)} == {"gpu"}
+    shape = ct.GptShape(1024, 4, 8, batch=4)
+    numels = set(workbench_bucket_numels(shape, 2, ct.DDP_BUCKET_BYTES))
+    steps = {}
+    for name, options in (("full", full), ("grid32", grid32)):
+        stages = {n: program_stages(program, cluster, bind_sizes(program, {"N": n, "P": 2}),
+                                    options=options) for n in numels}
+        side = Side("workbench", overlap=True, schedule="fuse-rs-c-ag", stages=stages)
+        steps[name] = simulate_step(shape, cluster, 2, side, 0.75)
+    assert steps["grid32"].step_s < steps["full"].step_s
+    assert steps["grid32"].link_busy_s > 0 == steps["full"].link_busy_s
+    # backward's kernels ran on 100 SMs while the kernel held its 32: slower than alone
+    after = simulate_step(shape, cluster, 2, Side("workbench", schedule="fuse-rs-c-ag",
+                                                  stages=stages), 0.75)
+    assert steps["grid32"].backward_s > after.backward_s

@@ -25,6 +25,7 @@ from workbench.errors import WorkbenchError
 from workbench.files import write_atomic
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
+from workbench.options import CodegenOptions
 
 COLUMNS = ("hardware", "nodes", "P", "params", "tokens_per_gpu", "side", "variant", "schedule",
            "forward_ms", "backward_ms", "exposed_comm_ms", "optimizer_ms", "step_ms",
@@ -65,13 +66,15 @@ def candidate_programs(program_file: str, schedule: str):
     return loaded, out
 
 
-def bucket_stages(program, cluster, P: int, numels, fused: str) -> dict | None:
-    """Per bucket size, the stages of one schedule (None where it cannot run a bucket)."""
+def bucket_stages(program, cluster, P: int, numels, fused: str,
+                  options: CodegenOptions = CodegenOptions()) -> dict | None:
+    """Per bucket size, the stages of one schedule generated with `options` (None where it
+    cannot run a bucket)."""
     stages = {}
     for n in sorted(set(numels)):
         try:
             stages[n] = program_stages(program, cluster, bind_sizes(program, {"N": n, "P": P}),
-                                       fused)
+                                       fused, options)
         except WorkbenchError:
             return None
     return stages
@@ -104,11 +107,12 @@ def searched(program, cluster, P: int, numel: int) -> list[tuple[str, object]]:
 def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | None,
                     torch_mode: str, cands, bucket_bytes: int, accumulate: str,
                     gemm_efficiency: float | None, every: bool = False,
-                    fused: str = "time-share", autotune_from=None
-                    ) -> tuple[list[dict], list[StepResult]]:
+                    fused: str = "time-share", autotune_from=None,
+                    collective_grid: int = 0) -> tuple[list[dict], list[StepResult]]:
     """The rows of one cluster: torch, then the workbench after backward and in backward,
     each with the schedule of its fastest step (`every`: a row per schedule); with
-    `autotune_from` (the optimizer program) also the autotuner's candidates."""
+    `autotune_from` (the optimizer program) also the autotuner's candidates; the fused
+    kernels' grid capped at `collective_grid` blocks (0: the full grid; design note 98)."""
     cluster = load_hardware(hardware, nodes)
     P = cluster.world_size if gpus is None else gpus
     if not (1 <= P <= cluster.world_size):
@@ -121,7 +125,8 @@ def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | N
     numels = workbench_bucket_numels(shape, P, bucket_bytes, accumulate)
     if autotune_from is not None:
         cands = [*cands, *searched(autotune_from, cluster, P, max(numels))]
-    priced = [(name, bucket_stages(program, cluster, P, numels, fused))
+    options = CodegenOptions(collective_grid=collective_grid)
+    priced = [(name, bucket_stages(program, cluster, P, numels, fused, options))
               for name, program in cands]
     for overlap in (False, True):
         mode = []
@@ -195,6 +200,10 @@ def print_table(rows: list[dict]) -> None:
               show_default=True, help="How a fused collective shares the GPU with backward: "
               "time-share (measured, design note 16) or beside (an optimistic bound: only its "
               "computation takes the SMs).")
+@click.option("--collective-grid", type=click.IntRange(min=0), default=0, show_default=True,
+              help="A fused collective's grid in blocks at most (wbtorch's "
+              "CodegenOptions.collective_grid; 0: the full grid): a capped kernel holds that "
+              "many SMs and backward runs on the rest (design note 98).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
@@ -202,8 +211,8 @@ def print_table(rows: list[dict]) -> None:
 def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hardwares,
                           nodes_list, gpus, torch_mode, program_file, schedule, autotune,
                           bucket_mb,
-                          accumulate, gemm_efficiency, fused, csv_path, json_path,
-                          trace_path) -> None:
+                          accumulate, gemm_efficiency, fused, collective_grid, csv_path,
+                          json_path, trace_path) -> None:
     """Predict a training step of the example GPT per phase, for torch (DDP + fused AdamW) and
     the workbench's optimizer (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
@@ -221,7 +230,8 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
             got, last = simulate_config(shape, hw, nodes, gpus, torch_mode, cands,
                                         int(bucket_mb * 2**20), accumulate, gemm_efficiency,
                                         every=schedule == "all", fused=fused,
-                                        autotune_from=loaded.program if autotune else None)
+                                        autotune_from=loaded.program if autotune else None,
+                                        collective_grid=collective_grid)
             rows += got
     click.echo(f"GPT d_model {d_model}, {layers} layers, {heads} heads, vocab {vocab}, "
                f"{batch} x {seq} tokens per GPU, {dtype}: {ct.parameter_count(shape):,} "
