@@ -58,14 +58,14 @@ PHASES = (("forward", "forward_ms"), ("backward", "backward_phase_ms"),
 
 
 def predictions(shape: ct.GptShape, hardware: str, accumulate: str, P: int = 1,
-                grid: int = 0) -> dict:
+                grid: int = 0, gemm_efficiency: float | None = None) -> dict:
     """mode -> the predicted row on P GPUs (torch plain only at P = 1), the workbench's fused
     kernels' grid capped at `grid` blocks (0: the full grid)."""
     _, cands = candidate_programs("studies/adam.py", "fuse-rs-c-ag")
     out = {}
     for torch_mode in ("plain", "ddp") if P == 1 else ("ddp",):
         rows, _ = simulate_config(shape, hardware, 1, P, torch_mode, cands, ct.DDP_BUCKET_BYTES,
-                                  accumulate, None, collective_grid=grid)
+                                  accumulate, gemm_efficiency, collective_grid=grid)
         out[torch_mode] = rows[0]
         out["after"], out["in"] = rows[1], rows[2]
     return out
@@ -93,6 +93,10 @@ def main(argv=None) -> int:
                     "(<P>_<model>_<variant>.json) and how its wbtorch moved gradients")
     ap.add_argument("--hardware", default="h100x8")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--grid-rates", default="",
+                    help="diagnosis, not a calibration: comma-separated rates of a capped "
+                    "grid's fused kernel relative to the full grid's, each tried as the "
+                    "preset's block curve on the capped variants (grid-rates.md)")
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()
@@ -133,7 +137,45 @@ def main(argv=None) -> int:
                      + f" | **{r['step_err_pct']:+.1f} %** | {r['not_modelled']} |")
     (out / "validation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if args.grid_rates:
+        rates = [float(f) for f in args.grid_rates.split(",")]
+        text = grid_rates(rows, args.hardware, rates, out, commit)
+        (out / "grid-rates.md").write_text(text)
+        print(text)
     return 0
+
+
+def grid_rates(rows: list[dict], hardware: str, rates: list[float], tmp: Path,
+               commit: str) -> str:
+    """The capped-grid rows predicted with a block curve {grid: rate, full grid: 1} put on
+    the preset (a profile of it; the GEMM rate stays the preset's calibrated ratio): which
+    rate of the capped kernel the measured phases imply. A diagnosis, not a calibration."""
+    from cost_model.profiles import load_hardware
+
+    sms = load_hardware(hardware).gpu.sm_count
+    lines = [f"Capped-grid rows predicted with a block curve on `{hardware}` (commit {commit};"
+             " diagnosis, not a calibration): rate = the capped kernel's link rate / the full "
+             "grid's. Backward phase and step, predicted / measured ms.", "",
+             "| measured | model | rate | backward | step | step error |", "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        if "grid" not in r["predicted_as"]:
+            continue
+        acc, grid = r["predicted_as"].split("(")[1].split(",")[0], VARIANTS["wb-ovlsg"][2]
+        shape = MODELS[r["model"]]
+        for rate in rates:
+            profile = tmp / "grid-rate-profile.json"
+            profile.write_text(json.dumps({"base": hardware, "fused_block_bandwidth": {
+                str(grid): rate, str(2 * sms): 1.0}}))
+            pred = predictions(shape, str(profile), acc, r["P"], grid,
+                               ct.PRESET_GEMM_EFFICIENCY[shape.dtype])["in"]
+            profile.unlink()
+            b, st = pred["backward_phase_ms"], pred["step_ms"]
+            err = 100 * (st - r["step_meas_ms"]) / r["step_meas_ms"]
+            where = str(Path(r["measured"]).parent).split("results/gpu/", 1)[-1]
+            lines.append(f"| {where} | {r['model']} | {rate:g} | {b:.2f} / "
+                         f"{r['backward_meas_ms']:.2f} | {st:.2f} / {r['step_meas_ms']:.2f} | "
+                         f"{err:+.1f} % |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
