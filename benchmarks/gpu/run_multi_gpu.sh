@@ -127,21 +127,9 @@ lane_b_call4() {  # GPUs 2,3
 }
 
 case $CALL in
-  call1)
-    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call1 ) &
-    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call1 ) &
-    wait ;;
-  call2)
-    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call2 ) &
-    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call2 ) &
-    wait ;;
-  call3)
-    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call3 ) &
-    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call3 ) &
-    wait ;;
-  call4)
-    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call4 ) &
-    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; lane_b_call4 ) &
+  call1|call2|call3|call4)
+    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; "lane_a_$CALL" ) &
+    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; "lane_b_$CALL" ) &
     wait ;;
   *) echo "CALL must be call1, call2, call3 or call4, got $CALL"; exit 2 ;;
 esac

@@ -84,6 +84,15 @@ def fit_fused(rows: list[tuple[int, float]], P: int, cluster: Cluster
     return best[1], best[2]
 
 
+def _check_above_fixed_cost(table: str, knob: str, n: int, k: int, t: float, lat: float):
+    """A row of a fused-kernel sweep must take longer than the kernel's fixed cost, or it
+    gives no bandwidth."""
+    if t <= lat:
+        raise HardwareError(f"calibration raw file {table} rows must take longer than the "
+                            f"fused kernel's fixed cost ({lat * 1e6:.2f} us) to give a "
+                            f"bandwidth, got {t * 1e6:.2f} us at nbytes {n}, {knob} {k}; {FIX}")
+
+
 def fit_fused_blocks(rows: list[tuple[int, int, float]], P: int, cluster: Cluster
                      ) -> list[tuple[int, float]]:
     """(blocks, fraction) per measured block count: the fused AllReduce kernel's peer
@@ -96,11 +105,7 @@ def fit_fused_blocks(rows: list[tuple[int, int, float]], P: int, cluster: Cluste
     lat = float(fused_latency_s(cluster, P))
     by_size: dict[int, dict[int, float]] = {}
     for n, b, t in rows:
-        if t <= lat:
-            raise HardwareError(f"calibration raw file fused_blocks rows must take longer than "
-                                f"the fused kernel's fixed cost ({lat * 1e6:.2f} us) to give a "
-                                f"bandwidth, got {t * 1e6:.2f} us at nbytes {n}, blocks {b}; "
-                                f"{FIX}")
+        _check_above_fixed_cost("fused_blocks", "blocks", n, b, t, lat)
         by_size.setdefault(n, {})[b] = t
     fractions: dict[int, list[float]] = {}
     for times in by_size.values():
@@ -110,12 +115,19 @@ def fit_fused_blocks(rows: list[tuple[int, int, float]], P: int, cluster: Cluste
     return [(b, sum(f) / len(f)) for b, f in sorted(fractions.items())]
 
 
+def _fused_errors(rows: list[tuple[int, int, float]], P: int, cluster: Cluster, knob: str
+                  ) -> list[tuple[int, int, float]]:
+    """(nbytes, knob's value, predicted / measured - 1) of the fused AllReduce kernel, the
+    knob (`blocks` or `unroll` of fused_comm_time) at each row's value."""
+    lat = float(fused_latency_s(cluster, P))
+    return [(n, k, (lat + float(fused_comm_time(n, n, P, cluster, **{knob: k}))) / t - 1)
+            for n, k, t in rows]
+
+
 def fused_block_errors(rows: list[tuple[int, int, float]], P: int, cluster: Cluster
                        ) -> list[tuple[int, int, float]]:
     """(nbytes, blocks, predicted / measured - 1) of the fused kernel on fewer blocks."""
-    lat = float(fused_latency_s(cluster, P))
-    return [(n, b, (lat + float(fused_comm_time(n, n, P, cluster, blocks=b))) / t - 1)
-            for n, b, t in rows]
+    return _fused_errors(rows, P, cluster, "blocks")
 
 
 def fit_fused_unrolls(rows: list[tuple[int, int, float]], P: int, cluster: Cluster
@@ -131,11 +143,7 @@ def fit_fused_unrolls(rows: list[tuple[int, int, float]], P: int, cluster: Clust
     lat = float(fused_latency_s(cluster, P))
     by_size: dict[int, dict[int, list[float]]] = {}
     for n, u, t in rows:
-        if t <= lat:
-            raise HardwareError(f"calibration raw file fused_unroll rows must take longer than "
-                                f"the fused kernel's fixed cost ({lat * 1e6:.2f} us) to give a "
-                                f"bandwidth, got {t * 1e6:.2f} us at nbytes {n}, unroll {u}; "
-                                f"{FIX}")
+        _check_above_fixed_cost("fused_unroll", "unroll", n, u, t, lat)
         by_size.setdefault(n, {}).setdefault(u, []).append(t)
     factors: dict[int, list[float]] = {}
     for n, times in sorted(by_size.items()):
@@ -152,9 +160,7 @@ def fit_fused_unrolls(rows: list[tuple[int, int, float]], P: int, cluster: Clust
 def fused_unroll_errors(rows: list[tuple[int, int, float]], P: int, cluster: Cluster
                         ) -> list[tuple[int, int, float]]:
     """(nbytes, unroll, predicted / measured - 1) of the fused kernel at each unroll."""
-    lat = float(fused_latency_s(cluster, P))
-    return [(n, u, (lat + float(fused_comm_time(n, n, P, cluster, unroll=u))) / t - 1)
-            for n, u, t in rows]
+    return _fused_errors(rows, P, cluster, "unroll")
 
 
 # ---------------------------------------------------------------- HBM streams
