@@ -120,7 +120,7 @@ lane_a_call4() {  # GPUs 0,1
     studies/sequence_parallel.py studies/moe.py --out "$ROOT_RES/A/sp-moe" --name sp-moe-p2
 }
 lane_b_call4() {  # GPUs 2,3
-  CUDA_VISIBLE_DEVICES=2 VARIANTS="plain wb wb-ovls wb-ovlsg" step B train-806m-p1 \
+  CUDA_VISIBLE_DEVICES=2 VARIANTS="plain wb-ovlsg wb-ovlsg16 wb wb-ovls" step B train-806m-p1 \
     bash benchmarks/gpu/run_training.sh 1 806m
   VARIANTS="ref noise nosplit wb wb-ovlsg16" step B train-101m-p2 \
     bash benchmarks/gpu/run_training.sh 2 101m
