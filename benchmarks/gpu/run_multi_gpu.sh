@@ -24,9 +24,13 @@
 #                 in the rows form at P = 2; the sequence-parallel MLP and the MoE layer at P = 2.
 #                 Lane B: training at P = 1 (806M after notes 93-94, GPU 2 alone), then P = 2
 #                 101M with DDP's graph splits off (nosplit) and the 16-block grid
+#          call5: training after call 4: at P = 2 the 806M in-backward grid at 32/48/64 blocks
+#                 and 101M with 100 MB buckets after backward (A, GPUs 0,1); at P = 1 with
+#                 torch's DDP reference and noise runs for the loss check, 806M (B, GPU 2) and
+#                 101M (C, GPU 3)
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4}
+CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -126,12 +130,31 @@ lane_b_call4() {  # GPUs 2,3
     bash benchmarks/gpu/run_training.sh 2 101m
 }
 
+lane_a_call5() {  # GPUs 0,1
+  VARIANTS="ref wb-ovlsg wb-ovlsg48 wb-ovlsg64" step A train-806m-p2 \
+    bash benchmarks/gpu/run_training.sh 2 806m
+  VARIANTS="ref wb wb4" step A train-101m-p2 bash benchmarks/gpu/run_training.sh 2 101m
+}
+lane_b_call5() {  # GPU 2 alone
+  CUDA_VISIBLE_DEVICES=2 VARIANTS="ref noise plain wb-ovlsg wb-ovlsg48 wb-ovlsg64" \
+    step B train-806m-p1 bash benchmarks/gpu/run_training.sh 1 806m
+}
+lane_c_call5() {  # GPU 3 alone
+  CUDA_VISIBLE_DEVICES=3 VARIANTS="ref noise plain wb wb-ovlsg" \
+    step C train-101m-p1 bash benchmarks/gpu/run_training.sh 1 101m
+}
+
 case $CALL in
   call1|call2|call3|call4)
     ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; "lane_a_$CALL" ) &
     ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; "lane_b_$CALL" ) &
     wait ;;
-  *) echo "CALL must be call1, call2, call3 or call4, got $CALL"; exit 2 ;;
+  call5)  # three lanes: P = 2 on GPUs 0,1; P = 1 on GPU 2 and on GPU 3
+    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call5 ) &
+    ( export CUDA_VISIBLE_DEVICES=2 WB_GPUS=1; lane_b_call5 ) &
+    ( export CUDA_VISIBLE_DEVICES=3 WB_GPUS=1; lane_c_call5 ) &
+    wait ;;
+  *) echo "CALL must be call1 to call5, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done

@@ -36,7 +36,8 @@
 #            on every SM while its peer is still in backward, and backward's kernels wait
 #            (run 35, 101M at P = 2: backward +2.8 ms in backward, hiding nothing); NCCL's
 #            few channels leave the SMs to backward, and so does a small grid
-#   wb-ovlsg16  the same on 16 blocks
+#   wb-ovlsg16  the same on 16 blocks (wb-ovlsg48, wb-ovlsg64: on 48, 64 blocks)
+#   wb4      wb with 100 MB buckets: a quarter of the launches after backward
 #   plain-s  torch, no DDP, --compile-scope split                                  [P = 1]
 # Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
 #   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
@@ -134,6 +135,9 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-ovls4 "$slimit" $wb --overlap --compile-scope split --bucket-mb 100 $common
   train "$cfg" wb-ovlsg "$slimit" $wb --overlap --compile-scope split --fused-grid 32 $common
   train "$cfg" wb-ovlsg16 "$slimit" $wb --overlap --compile-scope split --fused-grid 16 $common
+  train "$cfg" wb-ovlsg48 "$slimit" $wb --overlap --compile-scope split --fused-grid 48 $common
+  train "$cfg" wb-ovlsg64 "$slimit" $wb --overlap --compile-scope split --fused-grid 64 $common
+  train "$cfg" wb4 "$limit" $wb --bucket-mb 100 $common
   local np="--optimizer torch --no-ddp"
   train "$cfg" amp "$limit" $np --precision bf16 $common
   train "$cfg" bf16p "$limit" $np --precision bf16-params $common
@@ -144,7 +148,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
   for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
-      wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16; do
+      wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16 wb-ovlsg48 wb-ovlsg64 wb4; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"
