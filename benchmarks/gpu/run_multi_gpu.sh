@@ -27,10 +27,13 @@
 #          call5: training after call 4: at P = 2 the 806M in-backward grid at 32/48/64 blocks
 #                 and 101M with 100 MB buckets after backward (A, GPUs 0,1); at P = 1 with
 #                 torch's DDP reference and noise runs for the loss check, 806M (B, GPU 2) and
-#                 101M (C, GPU 3)
+#                 101M (C, GPU 3). Lanes A and C failed at once: every torchrun took port
+#                 29500 (each lane has its own TRAIN_MASTER_PORT since)
+#          call6: call 5 again with ports apart; at P = 1 the split scope's own host cost
+#                 (plain-s) and the graph cut every 4 blocks (wb-ovlsgp4); the host's CPU noted
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5}
+CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -38,6 +41,8 @@ DEADLINE=$(( t0 + ${DEADLINE_S:-570} ))
 stamp "machine"
 nvidia-smi -L
 nvidia-smi topo -m > "$RES"/topo.txt 2>&1; head -8 "$RES"/topo.txt
+# the host's CPU: steps at 128 tokens are host-bound where the CPU is slow (run 36)
+lscpu > "$RES"/lscpu.txt 2>&1; grep -m3 "Model name\|^CPU(s)\|MHz" "$RES"/lscpu.txt
 install_wheels || exit 1
 ensure_pycuda || exit 1
 export WB_WHEELS_DONE=1
@@ -130,6 +135,18 @@ lane_b_call4() {  # GPUs 2,3
     bash benchmarks/gpu/run_training.sh 2 101m
 }
 
+lane_a_call6() {  # GPUs 0,1
+  VARIANTS="ref wb-ovlsg wb-ovlsg48" step A train-806m-p2 bash benchmarks/gpu/run_training.sh 2 806m
+  VARIANTS="ref wb wb4" step A train-101m-p2 bash benchmarks/gpu/run_training.sh 2 101m
+}
+lane_b_call6() {  # GPU 2 alone
+  CUDA_VISIBLE_DEVICES=2 VARIANTS="plain wb plain-s wb-ovlsg wb-ovlsg48 wb-ovlsgp4" \
+    step B train-806m-p1 bash benchmarks/gpu/run_training.sh 1 806m
+}
+lane_c_call6() {  # GPU 3 alone
+  CUDA_VISIBLE_DEVICES=3 VARIANTS="ref noise plain wb wb-ovlsg" \
+    step C train-101m-p1 bash benchmarks/gpu/run_training.sh 1 101m
+}
 lane_a_call5() {  # GPUs 0,1
   VARIANTS="ref wb-ovlsg wb-ovlsg48 wb-ovlsg64" step A train-806m-p2 \
     bash benchmarks/gpu/run_training.sh 2 806m
@@ -149,12 +166,12 @@ case $CALL in
     ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; "lane_a_$CALL" ) &
     ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; "lane_b_$CALL" ) &
     wait ;;
-  call5)  # three lanes: P = 2 on GPUs 0,1; P = 1 on GPU 2 and on GPU 3
-    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; lane_a_call5 ) &
-    ( export CUDA_VISIBLE_DEVICES=2 WB_GPUS=1; lane_b_call5 ) &
-    ( export CUDA_VISIBLE_DEVICES=3 WB_GPUS=1; lane_c_call5 ) &
+  call5|call6)  # three lanes: P = 2 on GPUs 0,1; P = 1 on GPU 2 and on GPU 3
+    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2 TRAIN_MASTER_PORT=29500; "lane_a_$CALL" ) &
+    ( export CUDA_VISIBLE_DEVICES=2 WB_GPUS=1 TRAIN_MASTER_PORT=29510; "lane_b_$CALL" ) &
+    ( export CUDA_VISIBLE_DEVICES=3 WB_GPUS=1 TRAIN_MASTER_PORT=29520; "lane_c_$CALL" ) &
     wait ;;
-  *) echo "CALL must be call1 to call5, got $CALL"; exit 2 ;;
+  *) echo "CALL must be call1 to call6, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done

@@ -38,6 +38,8 @@
 #            few channels leave the SMs to backward, and so does a small grid
 #   wb-ovlsg16  the same on 16 blocks (wb-ovlsg48, wb-ovlsg64: on 48, 64 blocks)
 #   wb4      wb with 100 MB buckets: a quarter of the launches after backward
+#   wb-ovlsgp4  wb-ovlsg with the graph cut every 4 blocks (a quarter of the pieces' host
+#            wrappers; the update of 4 blocks waits for their whole backward)
 #   plain-s  torch, no DDP, --compile-scope split                                  [P = 1]
 # Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
 #   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
@@ -94,7 +96,9 @@ train() {  # train CFG NAME TIMEOUT ARGS...: one torchrun, its JSON and log unde
   local base="$RES/${P}_${cfg}_${name}" trace=()
   case " $TRACE " in *" $name "*) trace=(--trace "$RES/trace_${P}_${cfg}_${name}.json") ;; esac
   stamp "P=$P $cfg $name: $* ${trace[*]}"
-  timeout "$limit" torchrun --nproc_per_node="$P" examples/train_gpt.py "$@" "${trace[@]}" \
+  # lanes of one machine run side by side: each its own rendezvous port (TRAIN_MASTER_PORT)
+  timeout "$limit" torchrun --nproc_per_node="$P" --master-port "${TRAIN_MASTER_PORT:-29500}" \
+    examples/train_gpt.py "$@" "${trace[@]}" \
     --out "$base.json" > "$base.log" 2>&1
   local rc=$?
   [ ${#trace[@]} -gt 0 ] && [ -f "${trace[1]}" ] && gzip -f "${trace[1]}"
@@ -104,12 +108,12 @@ train() {  # train CFG NAME TIMEOUT ARGS...: one torchrun, its JSON and log unde
 }
 
 run_config() {  # run_config CFG: every variant, then the loss checks
-  local cfg=$1 model steps warm limit
+  local cfg=$1 model steps warm limit block_mb
   case $cfg in
     101m) model="--model-dim 1024 --layers 8 --heads 8 --batch 16 --block 128"
-          steps=60; warm=20; limit=200 ;;
+          steps=60; warm=20; limit=200; block_mb=48 ;;  # 12 d^2 fp32 parameters a block
     806m) model="--model-dim 2048 --layers 16 --heads 16 --batch 1 --block 128"
-          steps=30; warm=10; limit=120 ;;
+          steps=30; warm=10; limit=120; block_mb=192 ;;
     *) echo "CONFIG must be 101m, 806m or both, got $cfg"; exit 2 ;;
   esac
   local common="$model --steps $steps --warmup-steps $warm"
@@ -138,6 +142,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-ovlsg48 "$slimit" $wb --overlap --compile-scope split --fused-grid 48 $common
   train "$cfg" wb-ovlsg64 "$slimit" $wb --overlap --compile-scope split --fused-grid 64 $common
   train "$cfg" wb4 "$limit" $wb --bucket-mb 100 $common
+  train "$cfg" wb-ovlsgp4 "$slimit" $wb --overlap --compile-scope split --fused-grid 32 \
+    --split-mb $((4 * block_mb)) $common
   local np="--optimizer torch --no-ddp"
   train "$cfg" amp "$limit" $np --precision bf16 $common
   train "$cfg" bf16p "$limit" $np --precision bf16-params $common
@@ -148,7 +154,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
   for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
-      wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16 wb-ovlsg48 wb-ovlsg64 wb4; do
+      wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16 wb-ovlsg48 wb-ovlsg64 wb4 \
+      wb-ovlsgp4; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"
