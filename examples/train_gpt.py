@@ -229,6 +229,7 @@ def variant(args) -> str:
         name += f" {args.bucket_mb:g}MB" if args.bucket_mb != 25 else ""
         name += f" grid {args.fused_grid}" if args.fused_grid is not None else ""
     comp = f"compile {args.compile_scope}" if args.compile else "eager"
+    comp += f" {args.split_mb:g}MB" if args.compile and args.split_mb is not None else ""
     prec = "" if args.precision == "fp32" else f", {args.precision}"
     return f"{name}, {comp}{prec}"
 

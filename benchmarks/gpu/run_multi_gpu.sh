@@ -31,9 +31,11 @@
 #                 29500 (each lane has its own TRAIN_MASTER_PORT since)
 #          call6: call 5 again with ports apart; at P = 1 the split scope's own host cost
 #                 (plain-s) and the graph cut every 4 blocks (wb-ovlsgp4); the host's CPU noted
+#          call7 (one GPU is enough: nvidia-h100-x1): 806M at P = 1 alone on its host, the
+#                 in-backward grid at 32/48/64 blocks, then torch and the 48-block grid again
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6}
+CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6|call7}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -147,6 +149,11 @@ lane_c_call6() {  # GPU 3 alone
   CUDA_VISIBLE_DEVICES=3 VARIANTS="ref noise plain wb wb-ovlsg" \
     step C train-101m-p1 bash benchmarks/gpu/run_training.sh 1 101m
 }
+lane_a_call7() {  # one GPU, nothing beside it on the host: P = 1 at 806M, then again
+  VARIANTS="plain wb wb-ovlsg wb-ovlsg48 wb-ovlsg64" step A train-806m-p1 \
+    bash benchmarks/gpu/run_training.sh 1 806m
+  VARIANTS="plain wb-ovlsg48" step A train-806m-p1-again bash benchmarks/gpu/run_training.sh 1 806m
+}
 lane_a_call5() {  # GPUs 0,1
   VARIANTS="ref wb-ovlsg wb-ovlsg48 wb-ovlsg64" step A train-806m-p2 \
     bash benchmarks/gpu/run_training.sh 2 806m
@@ -171,7 +178,8 @@ case $CALL in
     ( export CUDA_VISIBLE_DEVICES=2 WB_GPUS=1 TRAIN_MASTER_PORT=29510; "lane_b_$CALL" ) &
     ( export CUDA_VISIBLE_DEVICES=3 WB_GPUS=1 TRAIN_MASTER_PORT=29520; "lane_c_$CALL" ) &
     wait ;;
-  *) echo "CALL must be call1 to call6, got $CALL"; exit 2 ;;
+  call7) ( export CUDA_VISIBLE_DEVICES=0 WB_GPUS=1; lane_a_call7 ) ;;  # one lane, one GPU
+  *) echo "CALL must be call1 to call7, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done
