@@ -40,6 +40,7 @@
 #   wb4      wb with 100 MB buckets: a quarter of the launches after backward
 #   wb-ovlsgp4  wb-ovlsg with the graph cut every 4 blocks (a quarter of the pieces' host
 #            wrappers; the update of 4 blocks waits for their whole backward)
+#   wb-ovlsg48p2  48 blocks, the graph cut every 2 blocks
 #   plain-s  torch, no DDP, --compile-scope split                                  [P = 1]
 # Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
 #   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
@@ -144,6 +145,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb4 "$limit" $wb --bucket-mb 100 $common
   train "$cfg" wb-ovlsgp4 "$slimit" $wb --overlap --compile-scope split --fused-grid 32 \
     --split-mb $((4 * block_mb)) $common
+  train "$cfg" wb-ovlsg48p2 "$slimit" $wb --overlap --compile-scope split --fused-grid 48 \
+    --split-mb $((2 * block_mb)) $common
   local np="--optimizer torch --no-ddp"
   train "$cfg" amp "$limit" $np --precision bf16 $common
   train "$cfg" bf16p "$limit" $np --precision bf16-params $common
@@ -155,7 +158,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   : > "$out"
   for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
       wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16 wb-ovlsg48 wb-ovlsg64 wb4 \
-      wb-ovlsgp4; do
+      wb-ovlsgp4 wb-ovlsg48p2; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"
