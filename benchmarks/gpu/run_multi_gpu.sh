@@ -35,9 +35,10 @@
 #                 in-backward grid at 32/48/64 blocks, then torch and the 48-block grid again
 #          call8 (nvidia-h100-x1): torch and the 48-block grid twice, with the graph cut every
 #                 block and every 2 blocks (host time of the split's pieces)
+#          call9 (nvidia-h100-x1): the 48-block grid three times, each with a trace of one step
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6|call7|call8}
+CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6|call7|call8|call9}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -161,6 +162,13 @@ lane_a_call8() {  # one GPU: is the 48-block grid's step host-bound run to run? 
   VARIANTS=$v step A train-806m-p1 bash benchmarks/gpu/run_training.sh 1 806m
   VARIANTS=$v step A train-806m-p1-again bash benchmarks/gpu/run_training.sh 1 806m
 }
+lane_a_call9() {  # one GPU: a Perfetto trace of the 48-block grid's step, three runs (fast or slow)
+  local i
+  for i in 1 2 3; do
+    VARIANTS=wb-ovlsg48 TRACE=wb-ovlsg48 step A "train-806m-p1-trace$i" \
+      bash benchmarks/gpu/run_training.sh 1 806m
+  done
+}
 lane_a_call5() {  # GPUs 0,1
   VARIANTS="ref wb-ovlsg wb-ovlsg48 wb-ovlsg64" step A train-806m-p2 \
     bash benchmarks/gpu/run_training.sh 2 806m
@@ -185,8 +193,8 @@ case $CALL in
     ( export CUDA_VISIBLE_DEVICES=2 WB_GPUS=1 TRAIN_MASTER_PORT=29510; "lane_b_$CALL" ) &
     ( export CUDA_VISIBLE_DEVICES=3 WB_GPUS=1 TRAIN_MASTER_PORT=29520; "lane_c_$CALL" ) &
     wait ;;
-  call7|call8) ( export CUDA_VISIBLE_DEVICES=0 WB_GPUS=1; "lane_a_$CALL" ) ;;  # one lane, one GPU
-  *) echo "CALL must be call1 to call8, got $CALL"; exit 2 ;;
+  call7|call8|call9) ( export CUDA_VISIBLE_DEVICES=0 WB_GPUS=1; "lane_a_$CALL" ) ;;  # one lane, one GPU
+  *) echo "CALL must be call1 to call9, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done
