@@ -37,8 +37,8 @@ MODELS = {"101m": ct.GptShape(1024, 8, 8, batch=16), "806m": ct.GptShape(2048, 1
 # the fused kernels' grid cap (wbtorch's collective_grid; 0: the full grid), what the
 # simulator does not model)
 BLOCKS = "each block compiled alone: the host's issue time (not modelled)"
-GRID32 = ("the h100x8 preset has no calibrated block curve: the 32-block kernel is priced at "
-          "the full grid's link rate (design note 98)")
+GRID = ("the h100x8 preset has no calibrated block curve: the {}-block kernel is priced at "
+        "the full grid's link rate (design note 98)")
 VARIANTS = {
     "plain": ("plain", None, 0, ""),
     "plain-b": ("plain", None, 0, BLOCKS),
@@ -51,7 +51,10 @@ VARIANTS = {
     "wb-ovl": ("in", None, 0, BLOCKS),
     "wb-ovl1": ("in", None, 0, BLOCKS + "; fused kernels on 1 block per SM"),
     "wb-ovls": ("in", None, 0, ""),  # split compile: the model in one graph, no per-block host
-    "wb-ovlsg": ("in", None, 32, GRID32),
+    "wb-ovlsg": ("in", None, 32, GRID.format(32)),
+    "wb-ovlsg16": ("in", None, 16, GRID.format(16)),
+    "wb-ovlsg48": ("in", None, 48, GRID.format(48)),
+    "wb-ovlsg64": ("in", None, 64, GRID.format(64)),
 }
 PHASES = (("forward", "forward_ms"), ("backward", "backward_phase_ms"),
           ("optimizer", "optimizer_phase_ms"), ("step", "step_ms"))
