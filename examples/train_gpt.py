@@ -164,6 +164,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-optimize-ddp", dest="optimize_ddp", action="store_false",
                     help="(torch) compile DDP as one graph (torch._dynamo.config.optimize_ddp "
                          "off: no graph split per bucket, AllReduce after backward)")
+    ap.add_argument("--torch-sharding", choices=["zero1", "fsdp2"], default=None,
+                    help="(torch) the optimizer's state sliced over the ranks: zero1 is DDP + "
+                         "torch's ZeroRedundancyOptimizer over AdamW(fused=True) (what the "
+                         "workbench's --zero does); fsdp2 is fully_shard on every block and the "
+                         "model (parameters, gradients and state sliced) + AdamW(fused=True)")
     ap.add_argument("--overlap", action="store_true",
                     help="(workbench) each bucket's step launched from backward")
     ap.add_argument("--zero", action="store_true",
@@ -219,7 +224,9 @@ def parser() -> argparse.ArgumentParser:
 def variant(args) -> str:
     """A short name of what runs, for tables."""
     if args.optimizer == "torch":
-        name = "torch " + (f"ddp {args.bucket_mb:g}MB" if args.ddp else "plain")
+        name = "torch " + ("fsdp2" if args.torch_sharding == "fsdp2" else
+                           f"ddp {args.bucket_mb:g}MB" if args.ddp else "plain")
+        name += " zero1" * (args.torch_sharding == "zero1")
         name += " fp32-master" * (args.precision == "bf16-params")
         name += "" if args.optimize_ddp or not args.ddp else " no-split"
     else:
@@ -245,6 +252,16 @@ def refused(args, world: int | None, cuda: bool) -> str | None:
     if args.fused_grid is not None and (args.optimizer != "workbench" or args.fused_grid < 1):
         return (f"--fused-grid must be a block count >= 1 with --optimizer workbench, got "
                 f"{args.fused_grid} with --optimizer {args.optimizer}")
+    if args.torch_sharding and args.optimizer != "torch":
+        return (f"--torch-sharding must run with --optimizer torch, got --optimizer "
+                f"{args.optimizer}; the workbench slices its state with --zero")
+    if args.torch_sharding and (not args.ddp or args.precision == "bf16-params"
+                                or args.compile_scope == "split"):
+        return (f"--torch-sharding {args.torch_sharding} must run over the group with fp32 or "
+                "bf16 parameters and the model compiled whole or by blocks, got "
+                + ("--no-ddp" if not args.ddp else f"--precision {args.precision}"
+                   if args.precision == "bf16-params" else "--compile-scope split")
+                + "; drop it")
     if (args.overlap or args.zero) and args.optimizer != "workbench":
         return ("--overlap and --zero must run with --optimizer workbench, got --optimizer "
                 "torch; DDP overlaps by itself")
@@ -263,17 +280,8 @@ def build_optimizer(args, model, device):
     """(module to call, optimizer, choices) for the run's optimizer."""
     betas, eps = (0.9, 0.999), 1e-8
     if args.optimizer == "torch":
-        net = model
-        if args.ddp:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            net = DDP(model, device_ids=[device.index], bucket_cap_mb=args.bucket_mb)
-        kw = dict(lr=args.lr, betas=betas, eps=eps, weight_decay=0.0)
-        if args.precision == "bf16-params":
-            return net, _Master(model.parameters(), **kw), [
-                ("ddp + " if args.ddp else "") + "AdamW(fused=True) on an fp32 master"]
-        opt = torch.optim.AdamW(model.parameters(), fused=True, **kw)
-        return net, opt, [("ddp + " if args.ddp else "") + "AdamW(fused=True)"]
+        return torch_side(args, model, device, dict(lr=args.lr, betas=betas, eps=eps,
+                                                    weight_decay=0.0))
     if args.fused_grid is not None:  # read once, where the optimizer reads the WB_* knobs
         os.environ["WB_COLLECTIVE_GRID"] = str(args.fused_grid)
     import wbtorch
@@ -308,6 +316,42 @@ def build_optimizer(args, model, device):
                                               **kw)
         opt = _Both(opt, local)
     return model, opt, choices
+
+
+def torch_side(args, model, device, kw: dict):
+    """(module to call, optimizer, choices) for --optimizer torch: AdamW(fused=True) under
+    DDP (unless --no-ddp), on an fp32 master copy with --precision bf16-params; with
+    --torch-sharding, the state sliced over the ranks as torch does it: zero1 keeps DDP's
+    AllReduce and gives each rank one slice of AdamW's state (ZeroRedundancyOptimizer, which
+    broadcasts every rank's updated slice after the step), fsdp2 shards the parameters,
+    gradients and state of every block and of the model (fully_shard: gradients
+    reduce-scattered, parameters all-gathered before each block runs)."""
+    if args.torch_sharding == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for blk in model.blocks:
+            fully_shard(blk)
+        fully_shard(model)
+        return model, torch.optim.AdamW(model.parameters(), fused=True, **kw), [
+            "fsdp2 + AdamW(fused=True)"]
+    net = model
+    if args.ddp:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        ids = [device.index] if device.type == "cuda" else None
+        net = DDP(model, device_ids=ids, bucket_cap_mb=args.bucket_mb)
+    ddp = "ddp + " if args.ddp else ""
+    if args.precision == "bf16-params":
+        return net, _Master(model.parameters(), **kw), [ddp + "AdamW(fused=True) on an fp32 "
+                                                        "master"]
+    if args.torch_sharding == "zero1":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
+                                      fused=True, **kw)
+        return net, opt, [ddp + "ZeroRedundancyOptimizer(AdamW(fused=True))"]
+    return net, torch.optim.AdamW(model.parameters(), fused=True, **kw), [ddp + "AdamW("
+                                                                          "fused=True)"]
 
 
 def compiled(args, net, model):
@@ -457,7 +501,8 @@ def main(argv=None) -> int:
               "warmup_steps": warm, "model_dim": args.model_dim, "layers": args.layers,
               "batch": args.batch, "block": args.block, "bucket_mb": args.bucket_mb,
               "compile": args.compile, "compile_scope": args.compile_scope,
-              "ddp": args.optimizer == "torch" and args.ddp, "overlap": args.overlap,
+              "ddp": args.optimizer == "torch" and args.ddp and args.torch_sharding != "fsdp2",
+              "torch_sharding": args.torch_sharding, "overlap": args.overlap,
               "zero": args.zero, "precision": args.precision, "choices": choices,
               "losses": losses.cpu().tolist(),
               "phases_ms": phases, "step_ms_median": phases["step"],

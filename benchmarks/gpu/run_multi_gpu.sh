@@ -36,9 +36,12 @@
 #          call8 (nvidia-h100-x1): torch and the 48-block grid twice, with the graph cut every
 #                 block and every 2 blocks (host time of the split's pieces)
 #          call9 (nvidia-h100-x1): the 48-block grid three times, each with a trace of one step
+#          call10 (not run yet: nvidia-h100-x4): torch's sharded baselines at P = 2 (DDP +
+#                 ZeroRedundancyOptimizer, FSDP2) beside DDP and the workbench, 806M (A) and
+#                 101M (B)
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6|call7|call8|call9}
+CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6|call7|call8|call9|call10}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -162,6 +165,13 @@ lane_a_call8() {  # one GPU: is the 48-block grid's step host-bound run to run? 
   VARIANTS=$v step A train-806m-p1 bash benchmarks/gpu/run_training.sh 1 806m
   VARIANTS=$v step A train-806m-p1-again bash benchmarks/gpu/run_training.sh 1 806m
 }
+lane_a_call10() {  # GPUs 0,1: torch's sharded baselines at P = 2 (issue 28 item 7), 806M
+  VARIANTS="ref noise zero1 fsdp2 wb wb-ovlsg" step A train-806m-p2 \
+    bash benchmarks/gpu/run_training.sh 2 806m
+}
+lane_b_call10() {  # GPUs 2,3: the same on the 101M model
+  VARIANTS="ref noise zero1 fsdp2 wb" step B train-101m-p2 bash benchmarks/gpu/run_training.sh 2 101m
+}
 lane_a_call9() {  # one GPU: a Perfetto trace of the 48-block grid's step, three runs (fast or slow)
   local i
   for i in 1 2 3; do
@@ -184,9 +194,9 @@ lane_c_call5() {  # GPU 3 alone
 }
 
 case $CALL in
-  call1|call2|call3|call4)
-    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2; "lane_a_$CALL" ) &
-    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2; "lane_b_$CALL" ) &
+  call1|call2|call3|call4|call10)
+    ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2 TRAIN_MASTER_PORT=29500; "lane_a_$CALL" ) &
+    ( export CUDA_VISIBLE_DEVICES=2,3 WB_GPUS=2 TRAIN_MASTER_PORT=29510; "lane_b_$CALL" ) &
     wait ;;
   call5|call6)  # three lanes: P = 2 on GPUs 0,1; P = 1 on GPU 2 and on GPU 3
     ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2 TRAIN_MASTER_PORT=29500; "lane_a_$CALL" ) &
@@ -194,7 +204,7 @@ case $CALL in
     ( export CUDA_VISIBLE_DEVICES=3 WB_GPUS=1 TRAIN_MASTER_PORT=29520; "lane_c_$CALL" ) &
     wait ;;
   call7|call8|call9) ( export CUDA_VISIBLE_DEVICES=0 WB_GPUS=1; "lane_a_$CALL" ) ;;  # one lane, one GPU
-  *) echo "CALL must be call1 to call9, got $CALL"; exit 2 ;;
+  *) echo "CALL must be call1 to call10, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done

@@ -18,6 +18,9 @@
 #   wb       workbench, --zero, fuse-rs-c-ag, torch.compile(model) (buckets after backward)
 #   noise    torch DDP with 5 MB buckets (else as ref): torch's own run-to-run difference
 #   nosplit  torch DDP, torch._dynamo.config.optimize_ddp off (one graph, no split per bucket)
+#   zero1    torch DDP + ZeroRedundancyOptimizer(AdamW(fused=True)): the state sliced as the
+#            workbench's --zero slices it (issue 28 item 7's ZeRO baseline)
+#   fsdp2    torch fully_shard per block and the model + AdamW(fused=True) (FSDP2)
 #   plain-b  torch, no DDP, blocks compiled one by one (the compile scope of wb-ovl) [P = 1]
 #   wb-copy  wb with every gradient copied into its bucket (--no-lend-grads: before note 82)
 #   wb-b     wb with blocks compiled one by one (wb-ovl's compile scope, buckets after backward)
@@ -125,6 +128,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   [ "$P" = 1 ] && train "$cfg" plain "$limit" --optimizer torch --no-ddp $common
   train "$cfg" wb "$limit" $wb $common
   train "$cfg" noise "$limit" --optimizer torch --bucket-mb 5 $common
+  train "$cfg" zero1 "$limit" --optimizer torch --torch-sharding zero1 $common
+  train "$cfg" fsdp2 "$limit" --optimizer torch --torch-sharding fsdp2 $common
   train "$cfg" nosplit "$limit" --optimizer torch --no-optimize-ddp $common
   [ "$P" = 1 ] && train "$cfg" plain-b "$limit" --optimizer torch --no-ddp \
     --compile-scope blocks $common
@@ -156,7 +161,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-bf16p-a "$limit" $wb --precision bf16-params $common
   local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
   : > "$out"
-  for name in wb-ovl wb plain nosplit plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
+  for name in wb-ovl wb plain nosplit zero1 fsdp2 plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
       wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16 wb-ovlsg48 wb-ovlsg64 wb4 \
       wb-ovlsgp4 wb-ovlsg48p2; do
     local run="$RES/${P}_${cfg}_$name.json"

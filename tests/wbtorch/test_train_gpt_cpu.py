@@ -104,6 +104,73 @@ def test_runs_that_cannot_go_ahead_exit_2_with_the_reason(capsys):
     assert why.startswith("--compile-scope split must run without DDP")
     assert gpt.refused(gpt.parse(["--optimizer", "torch", "--no-ddp", "--compile-scope",
                                   "split"]), 1, True) is None
+    why = gpt.refused(gpt.parse(["--optimizer", "workbench", "--torch-sharding", "zero1"]), 2,
+                      True)
+    assert why == ("--torch-sharding must run with --optimizer torch, got --optimizer "
+                   "workbench; the workbench slices its state with --zero")
+    for extra, got in ((["--no-ddp"], "--no-ddp"),
+                       (["--precision", "bf16-params"], "--precision bf16-params"),
+                       (["--compile-scope", "split"], "--compile-scope split")):
+        why = gpt.refused(gpt.parse(["--optimizer", "torch", "--torch-sharding", "fsdp2",
+                                     *extra]), 1, True)
+        assert why == ("--torch-sharding fsdp2 must run over the group with fp32 or bf16 "
+                       "parameters and the model compiled whole or by blocks, got "
+                       f"{got}; drop it")
+    for kind, name in (("zero1", "torch ddp 25MB zero1"), ("fsdp2", "torch fsdp2")):
+        args = gpt.parse(["--optimizer", "torch", "--torch-sharding", kind])
+        assert gpt.refused(args, 2, True) is None
+        assert gpt.variant(args) == f"{name}, compile model"
+
+
+def test_torchs_sharded_baselines_step_as_plain_adamw_does():
+    """--torch-sharding's two baselines (ZeroRedundancyOptimizer inside DDP; fully_shard per
+    block) on the CPU at world size 1 (gloo): three steps of the small GPT leave the same
+    parameters as AdamW without sharding, so a GPU run times the same optimization."""
+    import copy
+    import os
+    import socket
+
+    import torch.distributed as dist
+
+    gpt = _example("train_gpt")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    fresh = not dist.is_initialized()
+    if fresh:
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        data, vocab = gpt.tokens(ROOT / "examples/data/tiny.txt")
+        torch.manual_seed(0)
+        base = gpt.GPT(vocab, block=16, layers=2, d=32, heads=2)
+        kw = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+        cpu = torch.device("cpu")
+        runs = {}
+        for kind in (None, "zero1", "fsdp2"):
+            args = gpt.parse(["--optimizer", "torch"]
+                             + (["--torch-sharding", kind] if kind else []))
+            model = copy.deepcopy(base)
+            net, opt, choices = gpt.torch_side(args, model, cpu, kw)
+            for step in range(3):
+                x, y = gpt.batch(data, step, 0, 2, 16, 0, cpu)
+                opt.zero_grad()
+                net(x, y).backward()
+                opt.step()
+            with torch.no_grad():
+                runs[kind] = [(p.full_tensor() if hasattr(p, "full_tensor") else p).clone()
+                              for p in model.parameters()]
+            assert len(choices) == 1
+        with torch.no_grad():
+            moved = max(float((a - b).abs().max())
+                        for a, b in zip(runs[None], base.parameters()))
+        assert moved > 1e-3  # the steps changed the weights
+        for kind in ("zero1", "fsdp2"):
+            assert max(float((a - b).abs().max())
+                       for a, b in zip(runs[kind], runs[None])) < 1e-5, kind
+    finally:
+        if fresh:
+            dist.destroy_process_group()
 
 
 # --- the loss check against torch's own noise
