@@ -24,7 +24,14 @@ from codegen.forms import is_fused_collective
 from cost_model import training as ct
 from cost_model.collectives import choose_plan
 from cost_model.hardware import Cluster
-from cost_model.ops import CostContext, collective_plan, fused_parts, stmt_cost, work_s
+from cost_model.ops import (
+    CostContext,
+    capped_fused_cost,
+    collective_plan,
+    fused_parts,
+    stmt_cost,
+    work_s,
+)
 from simulator.timeline import Row
 from workbench import ir
 from workbench.errors import WorkbenchError
@@ -142,8 +149,12 @@ def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "t
             comp = cluster.gpu.launch_latency_s + float(work_s(cluster,
                                                                fused_parts(ctx, s).work))
             out.append(Stage(name, "fused", seconds, min(comp, seconds)))
-        elif capped and is_fused_collective(s) and float(c.busy_s.get("link", 0)):
-            out.append(Stage(name, "link", seconds, channels=capped))
+        elif capped and is_fused_collective(s):
+            # on its own SMs beside backward, at any P (at P = 1 it moves nothing over the
+            # link: the link resource is then only the side stream's order), its computation
+            # at the rate those SMs draw (note 99)
+            c = capped_fused_cost(ctx, s, capped)
+            out.append(Stage(name, "link", float(c.time_s) - float(c.host_s), channels=capped))
         else:
             out.append(Stage(name, "gpu", seconds))
     return tuple(out)
@@ -215,9 +226,11 @@ class _Step:
             self.nccl_sms += channels
             yield self.env.timeout(seconds)
             self.nccl_sms -= channels
-            self.rows.append(Row(start, self.env.now, 0, stream if resource == "gpu" else
-                                 "link", name))
-            if resource == "gpu":
+            # at P = 1 nothing crosses the link: a stage held there (a capped fused kernel,
+            # note 99) is a kernel on SMs of its own, on its stream
+            on_sms = resource == "gpu" or self.P == 1
+            self.rows.append(Row(start, self.env.now, 0, stream if on_sms else "link", name))
+            if on_sms:
                 self.gpu_busy.append((start, self.env.now))
             else:
                 self.link_busy += seconds
