@@ -37,8 +37,14 @@ MODELS = {"101m": ct.GptShape(1024, 8, 8, batch=16), "806m": ct.GptShape(2048, 1
 # the fused kernels' grid cap (wbtorch's collective_grid; 0: the full grid), what the
 # simulator does not model)
 BLOCKS = "each block compiled alone: the host's issue time (not modelled)"
+# a capped grid's note, by P: at P > 1 its link rate (no block curve on the preset), at P = 1
+# nothing (its computation on its SMs is modelled, note 99)
 GRID = ("the h100x8 preset has no calibrated block curve: the {}-block kernel is priced at "
         "the full grid's link rate (design note 98)")
+CUT = "the graph cut every {} blocks (gradients ready per piece: not modelled)"
+# a P = 1 run whose measured forward exceeds its folder's torch plain forward by more than
+# this is host-bound (the forward has no optimizer work: only the host can slow it)
+HOST_BOUND = 1.10
 VARIANTS = {
     "plain": ("plain", None, 0, ""),
     "plain-b": ("plain", None, 0, BLOCKS),
@@ -55,7 +61,20 @@ VARIANTS = {
     "wb-ovlsg16": ("in", None, 16, GRID.format(16)),
     "wb-ovlsg48": ("in", None, 48, GRID.format(48)),
     "wb-ovlsg64": ("in", None, 64, GRID.format(64)),
+    "wb-ovlsgp4": ("in", None, 32, GRID.format(32) + "; " + CUT.format(4)),
+    "wb-ovlsg48p2": ("in", None, 48, GRID.format(48) + "; " + CUT.format(2)),
 }
+
+
+def variant_note(note: str, P: int, forward_ms: float, plain_forward_ms: float | None) -> str:
+    """What the simulator does not model for this row: the variant's note (its block-curve
+    part only at P > 1, where the capped kernel crosses the link), and whether the host
+    fell behind (forward above HOST_BOUND x the folder's torch plain forward, at P = 1)."""
+    parts = [p for p in note.split("; ") if p and not (P == 1 and p.startswith("the h100x8"))]
+    if P == 1 and plain_forward_ms and forward_ms > HOST_BOUND * plain_forward_ms:
+        parts.append(f"host-bound: forward {forward_ms:.2f} ms against torch's "
+                     f"{plain_forward_ms:.2f} (the host is not modelled)")
+    return "; ".join(parts)
 PHASES = (("forward", "forward_ms"), ("backward", "backward_phase_ms"),
           ("optimizer", "optimizer_phase_ms"), ("step", "step_ms"))
 
@@ -114,7 +133,11 @@ def main(argv=None) -> int:
                     key = (acc or accumulate, int(m["P"]), grid)
                     if key not in preds:
                         preds[key] = predictions(shape, args.hardware, *key)
-                    rows.append(compare(path, m, model, mode, key, note, preds[key][mode]))
+                    plain = path.with_name(f"{m['P']}_{model}_plain.json")
+                    ref = (json.loads(plain.read_text())["phases_ms"]["forward"]
+                           if plain.exists() else None)
+                    why = variant_note(note, int(m["P"]), m["phases_ms"]["forward"], ref)
+                    rows.append(compare(path, m, model, mode, key, why, preds[key][mode]))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import pandas as pd
@@ -161,9 +184,10 @@ def grid_rates(rows: list[dict], hardware: str, rates: list[float], tmp: Path,
              "grid's. Backward phase and step, predicted / measured ms.", "",
              "| measured | model | rate | backward | step | step error |", "|---|---|---:|---:|---:|---:|"]
     for r in rows:
-        if "grid" not in r["predicted_as"]:
+        if "grid" not in r["predicted_as"] or r["P"] == 1:  # at P = 1 nothing on the link
             continue
-        acc, grid = r["predicted_as"].split("(")[1].split(",")[0], VARIANTS["wb-ovlsg"][2]
+        acc = r["predicted_as"].split("(")[1].split(",")[0]
+        grid = int(r["predicted_as"].split("grid ")[1].rstrip(")"))
         shape = MODELS[r["model"]]
         for rate in rates:
             profile = tmp / "grid-rate-profile.json"
