@@ -13,8 +13,10 @@ Writes validation.md and validation.csv in --out. Each --measured folder names h
 wbtorch moved gradients into buckets (run 30: add into zeroed views; run 33: large ones lent
 in place, `lend`; run 35 at P = 2: copied, `copy`). Which prediction stands for which measured
 variant is VARIANTS below; the measured runs' workbench choice was fuse-rs-c-ag for every
-bucket. A measured file is P_<model>_<variant>.json; P is read from the JSON. Mixed-precision, --tp and
-noise runs are not compared (not modelled, or a second sample of a compared one).
+bucket. A measured file is P_<model>_<variant>.json; P is read from the JSON. Mixed-precision,
+--tp and noise runs are not compared (not modelled, or a second sample of a compared one). A
+P = 1 row whose measured forward exceeds its folder's torch plain forward by more than 10 % is
+named host-bound (GPU run 36's capped grids, design note 99).
 """
 
 from __future__ import annotations
@@ -158,8 +160,8 @@ def main(argv=None) -> int:
             cells.append(f"{r[f'{phase}_pred_ms']:.2f} / {r[f'{phase}_meas_ms']:.2f}"
                          + (f" ({err:+.1f} %)" if err is not None else ""))
         where = str(Path(r["measured"]).parent).split("results/gpu/", 1)[-1]
-        lines.append(f"| {where} | {r['P']} | {r['model']} | {r['variant']} | {r['predicted_as']} | "
-                     + " | ".join(cells)
+        lines.append(f"| {where} | {r['P']} | {r['model']} | {r['variant']} | "
+                     f"{r['predicted_as']} | " + " | ".join(cells)
                      + f" | **{r['step_err_pct']:+.1f} %** | {r['not_modelled']} |")
     (out / "validation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -182,7 +184,8 @@ def grid_rates(rows: list[dict], hardware: str, rates: list[float], tmp: Path,
     lines = [f"Capped-grid rows predicted with a block curve on `{hardware}` (commit {commit};"
              " diagnosis, not a calibration): rate = the capped kernel's link rate / the full "
              "grid's. Backward phase and step, predicted / measured ms.", "",
-             "| measured | model | rate | backward | step | step error |", "|---|---|---:|---:|---:|---:|"]
+             "| measured | model | rate | backward | step | step error |",
+             "|---|---|---:|---:|---:|---:|"]
     for r in rows:
         if "grid" not in r["predicted_as"] or r["P"] == 1:  # at P = 1 nothing on the link
             continue

@@ -10,7 +10,8 @@ which kernels of every stream take in turn (design note 16: a fused collective b
 time-shares the SMs, measured), and `link`, the communication stream's NCCL calls, one after
 another, which run beside the kernels. Every duration comes from cost_model: kernels from
 `cost_model.training.kernel_s`, a bucket's statements from `cost_model.ops.stmt_cost`, DDP's
-AllReduce from `cost_model.collectives.collective_time`. At P = 1 nothing uses the link.
+AllReduce from `cost_model.collectives.collective_time`. At P = 1 nothing crosses the link: a
+fused kernel capped to a few blocks holds it only as the side stream's order (note 99).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def capped_sms(cluster: Cluster, options: CodegenOptions) -> int:
     """SMs a fused collective holds when its grid is capped (`collective_grid`, design note
     98): one a block, as the block scheduler spreads a grid smaller than the GPU and as NCCL's
     channels are counted here; 0 where it is not capped below one block per SM (the full
-    grid: it time-shares the SMs, note 16)."""
+    grid: it time-shares the SMs, note 16). At P = 1 too (note 99)."""
     cap = options.collective_grid
     return cap if 0 < cap < cluster.gpu.sm_count else 0
 
@@ -126,9 +127,11 @@ def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "t
     note 9); everything else (kernels, fused collectives, NCCL's copy over a group of one
     rank) the GPU, but for a fused collective over several ranks with `fused` 'beside', which
     holds the link for its time and the SMs for its computation (`cost_model.ops.work_s` of
-    its parts), and one whose grid `options.collective_grid` caps below the SMs, which holds
-    the link for its time and that many SMs, as an NCCL call's channels (note 98; its time
-    is the cost model's at that grid: slower only where the cluster has a block curve)."""
+    its parts), and one whose grid `options.collective_grid` caps below the SMs, at any P,
+    which holds the link (at P = 1 only the side stream's order) for its time and that many
+    SMs, as an NCCL call's channels (note 98), its time `cost_model.ops.capped_fused_cost`'s:
+    peer accesses through the block curve, computation on those SMs at their HBM rate
+    (note 99)."""
     if fused not in FUSED_MODES:
         raise WorkbenchError(f"fused must be one of {', '.join(FUSED_MODES)}, got {fused!r}")
     ctx = CostContext(program, cluster, bound, options=options)
