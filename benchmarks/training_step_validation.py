@@ -13,8 +13,10 @@ Writes validation.md and validation.csv in --out. Each --measured folder names h
 wbtorch moved gradients into buckets (run 30: add into zeroed views; run 33: large ones lent
 in place, `lend`; run 35 at P = 2: copied, `copy`). Which prediction stands for which measured
 variant is VARIANTS below; the measured runs' workbench choice was fuse-rs-c-ag for every
-bucket. A measured file is P_<model>_<variant>.json; P is read from the JSON. Mixed-precision, --tp and
-noise runs are not compared (not modelled, or a second sample of a compared one).
+bucket. A measured file is P_<model>_<variant>.json; P is read from the JSON. Mixed-precision,
+--tp and noise runs are not compared (not modelled, or a second sample of a compared one). A
+P = 1 row whose measured forward exceeds its folder's torch plain forward by more than 10 % is
+named host-bound (GPU run 36's capped grids, design note 99).
 """
 
 from __future__ import annotations
@@ -37,8 +39,14 @@ MODELS = {"101m": ct.GptShape(1024, 8, 8, batch=16), "806m": ct.GptShape(2048, 1
 # the fused kernels' grid cap (wbtorch's collective_grid; 0: the full grid), what the
 # simulator does not model)
 BLOCKS = "each block compiled alone: the host's issue time (not modelled)"
+# a capped grid's note, by P: at P > 1 its link rate (no block curve on the preset), at P = 1
+# nothing (its computation on its SMs is modelled, note 99)
 GRID = ("the h100x8 preset has no calibrated block curve: the {}-block kernel is priced at "
         "the full grid's link rate (design note 98)")
+CUT = "the graph cut every {} blocks (gradients ready per piece: not modelled)"
+# a P = 1 run whose measured forward exceeds its folder's torch plain forward by more than
+# this is host-bound (the forward has no optimizer work: only the host can slow it)
+HOST_BOUND = 1.10
 VARIANTS = {
     "plain": ("plain", None, 0, ""),
     "plain-b": ("plain", None, 0, BLOCKS),
@@ -55,7 +63,20 @@ VARIANTS = {
     "wb-ovlsg16": ("in", None, 16, GRID.format(16)),
     "wb-ovlsg48": ("in", None, 48, GRID.format(48)),
     "wb-ovlsg64": ("in", None, 64, GRID.format(64)),
+    "wb-ovlsgp4": ("in", None, 32, GRID.format(32) + "; " + CUT.format(4)),
+    "wb-ovlsg48p2": ("in", None, 48, GRID.format(48) + "; " + CUT.format(2)),
 }
+
+
+def variant_note(note: str, P: int, forward_ms: float, plain_forward_ms: float | None) -> str:
+    """What the simulator does not model for this row: the variant's note (its block-curve
+    part only at P > 1, where the capped kernel crosses the link), and whether the host
+    fell behind (forward above HOST_BOUND x the folder's torch plain forward, at P = 1)."""
+    parts = [p for p in note.split("; ") if p and not (P == 1 and p.startswith("the h100x8"))]
+    if P == 1 and plain_forward_ms and forward_ms > HOST_BOUND * plain_forward_ms:
+        parts.append(f"host-bound: forward {forward_ms:.2f} ms against torch's "
+                     f"{plain_forward_ms:.2f} (the host is not modelled)")
+    return "; ".join(parts)
 PHASES = (("forward", "forward_ms"), ("backward", "backward_phase_ms"),
           ("optimizer", "optimizer_phase_ms"), ("step", "step_ms"))
 
@@ -114,7 +135,11 @@ def main(argv=None) -> int:
                     key = (acc or accumulate, int(m["P"]), grid)
                     if key not in preds:
                         preds[key] = predictions(shape, args.hardware, *key)
-                    rows.append(compare(path, m, model, mode, key, note, preds[key][mode]))
+                    plain = path.with_name(f"{m['P']}_{model}_plain.json")
+                    ref = (json.loads(plain.read_text())["phases_ms"]["forward"]
+                           if plain.exists() else None)
+                    why = variant_note(note, int(m["P"]), m["phases_ms"]["forward"], ref)
+                    rows.append(compare(path, m, model, mode, key, why, preds[key][mode]))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import pandas as pd
@@ -135,8 +160,8 @@ def main(argv=None) -> int:
             cells.append(f"{r[f'{phase}_pred_ms']:.2f} / {r[f'{phase}_meas_ms']:.2f}"
                          + (f" ({err:+.1f} %)" if err is not None else ""))
         where = str(Path(r["measured"]).parent).split("results/gpu/", 1)[-1]
-        lines.append(f"| {where} | {r['P']} | {r['model']} | {r['variant']} | {r['predicted_as']} | "
-                     + " | ".join(cells)
+        lines.append(f"| {where} | {r['P']} | {r['model']} | {r['variant']} | "
+                     f"{r['predicted_as']} | " + " | ".join(cells)
                      + f" | **{r['step_err_pct']:+.1f} %** | {r['not_modelled']} |")
     (out / "validation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -159,11 +184,13 @@ def grid_rates(rows: list[dict], hardware: str, rates: list[float], tmp: Path,
     lines = [f"Capped-grid rows predicted with a block curve on `{hardware}` (commit {commit};"
              " diagnosis, not a calibration): rate = the capped kernel's link rate / the full "
              "grid's. Backward phase and step, predicted / measured ms.", "",
-             "| measured | model | rate | backward | step | step error |", "|---|---|---:|---:|---:|---:|"]
+             "| measured | model | rate | backward | step | step error |",
+             "|---|---|---:|---:|---:|---:|"]
     for r in rows:
-        if "grid" not in r["predicted_as"]:
+        if "grid" not in r["predicted_as"] or r["P"] == 1:  # at P = 1 nothing on the link
             continue
-        acc, grid = r["predicted_as"].split("(")[1].split(",")[0], VARIANTS["wb-ovlsg"][2]
+        acc = r["predicted_as"].split("(")[1].split(",")[0]
+        grid = int(r["predicted_as"].split("grid ")[1].rstrip(")"))
         shape = MODELS[r["model"]]
         for rate in rates:
             profile = tmp / "grid-rate-profile.json"

@@ -10,7 +10,8 @@ which kernels of every stream take in turn (design note 16: a fused collective b
 time-shares the SMs, measured), and `link`, the communication stream's NCCL calls, one after
 another, which run beside the kernels. Every duration comes from cost_model: kernels from
 `cost_model.training.kernel_s`, a bucket's statements from `cost_model.ops.stmt_cost`, DDP's
-AllReduce from `cost_model.collectives.collective_time`. At P = 1 nothing uses the link.
+AllReduce from `cost_model.collectives.collective_time`. At P = 1 nothing crosses the link: a
+fused kernel capped to a few blocks holds it only as the side stream's order (note 99).
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from codegen.forms import is_fused_collective
 from cost_model import training as ct
 from cost_model.collectives import choose_plan
 from cost_model.hardware import Cluster
-from cost_model.ops import CostContext, collective_plan, fused_parts, stmt_cost, work_s
+from cost_model.ops import (
+    CostContext,
+    capped_fused_cost,
+    collective_plan,
+    fused_parts,
+    stmt_cost,
+    work_s,
+)
 from simulator.timeline import Row
 from workbench import ir
 from workbench.errors import WorkbenchError
@@ -106,7 +114,7 @@ def capped_sms(cluster: Cluster, options: CodegenOptions) -> int:
     """SMs a fused collective holds when its grid is capped (`collective_grid`, design note
     98): one a block, as the block scheduler spreads a grid smaller than the GPU and as NCCL's
     channels are counted here; 0 where it is not capped below one block per SM (the full
-    grid: it time-shares the SMs, note 16)."""
+    grid: it time-shares the SMs, note 16). At P = 1 too (note 99)."""
     cap = options.collective_grid
     return cap if 0 < cap < cluster.gpu.sm_count else 0
 
@@ -119,9 +127,11 @@ def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "t
     note 9); everything else (kernels, fused collectives, NCCL's copy over a group of one
     rank) the GPU, but for a fused collective over several ranks with `fused` 'beside', which
     holds the link for its time and the SMs for its computation (`cost_model.ops.work_s` of
-    its parts), and one whose grid `options.collective_grid` caps below the SMs, which holds
-    the link for its time and that many SMs, as an NCCL call's channels (note 98; its time
-    is the cost model's at that grid: slower only where the cluster has a block curve)."""
+    its parts), and one whose grid `options.collective_grid` caps below the SMs, at any P,
+    which holds the link (at P = 1 only the side stream's order) for its time and that many
+    SMs, as an NCCL call's channels (note 98), its time `cost_model.ops.capped_fused_cost`'s:
+    peer accesses through the block curve, computation on those SMs at their HBM rate
+    (note 99)."""
     if fused not in FUSED_MODES:
         raise WorkbenchError(f"fused must be one of {', '.join(FUSED_MODES)}, got {fused!r}")
     ctx = CostContext(program, cluster, bound, options=options)
@@ -142,8 +152,12 @@ def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "t
             comp = cluster.gpu.launch_latency_s + float(work_s(cluster,
                                                                fused_parts(ctx, s).work))
             out.append(Stage(name, "fused", seconds, min(comp, seconds)))
-        elif capped and is_fused_collective(s) and float(c.busy_s.get("link", 0)):
-            out.append(Stage(name, "link", seconds, channels=capped))
+        elif capped and is_fused_collective(s):
+            # on its own SMs beside backward, at any P (at P = 1 it moves nothing over the
+            # link: the link resource is then only the side stream's order), its computation
+            # at the rate those SMs draw (note 99)
+            c = capped_fused_cost(ctx, s, capped)
+            out.append(Stage(name, "link", float(c.time_s) - float(c.host_s), channels=capped))
         else:
             out.append(Stage(name, "gpu", seconds))
     return tuple(out)
@@ -215,9 +229,11 @@ class _Step:
             self.nccl_sms += channels
             yield self.env.timeout(seconds)
             self.nccl_sms -= channels
-            self.rows.append(Row(start, self.env.now, 0, stream if resource == "gpu" else
-                                 "link", name))
-            if resource == "gpu":
+            # at P = 1 nothing crosses the link: a stage held there (a capped fused kernel,
+            # note 99) is a kernel on SMs of its own, on its stream
+            on_sms = resource == "gpu" or self.P == 1
+            self.rows.append(Row(start, self.env.now, 0, stream if on_sms else "link", name))
+            if on_sms:
                 self.gpu_busy.append((start, self.env.now))
             else:
                 self.link_busy += seconds

@@ -61,7 +61,9 @@ PRICED = {
                       "(fused_block_bandwidth): the overlapped consumer's peer bandwidth on "
                       "its grid (codegen.plan.overlap_grid), else no effect",
     "collective_grid": "priced where the profile has a calibrated block curve "
-                       "(fused_block_bandwidth), else no effect",
+                       "(fused_block_bandwidth), else no effect; simulate-step also runs a "
+                       "capped kernel on its blocks' SMs, its computation at their HBM "
+                       "rate (design note 99)",
 }
 
 

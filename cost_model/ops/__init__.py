@@ -48,6 +48,7 @@ from cost_model.ops.context import RESOURCES, CostContext, OpCost, stmt_group
 from cost_model.ops.fused import (
     FUSED_PART_RULES,
     FusedParts,
+    capped_fused_cost,
     fused_cost,
     fused_latency_s,
     fused_link_lower_s,
@@ -76,7 +77,8 @@ __all__ = [
     "collective_cost", "collective_fixed_s", "collective_kind", "collective_nbytes",
     "collective_plan", "explain_collectives",
     "compute_cost", "dropout_s", "elementwise_work", "expr_dropouts", "expr_flops",
-    "fused_cost", "fused_latency_s", "fused_link_lower_s", "fused_link_s", "fused_parts",
+    "capped_fused_cost", "fused_cost", "fused_latency_s", "fused_link_lower_s", "fused_link_s",
+    "fused_parts",
     "fused_send_Bps", "host_overlapped_total", "io_work", "matmul_epilogue_works",
     "matmul_work", "norm_combine_s",
     "overlap_consumer_sms", "peak_link_Bps", "program_cost", "reduction_work", "roofline_s",

@@ -397,14 +397,16 @@ def fused_cost(ctx: CostContext, s: ir.Stmt, sms: float | None = None) -> OpCost
     return fused_parts_cost(ctx, fused_parts(ctx, s), sms)
 
 
-def fused_parts_cost(ctx: CostContext, parts: FusedParts, sms: float | None = None) -> OpCost:
+def fused_parts_cost(ctx: CostContext, parts: FusedParts, sms: float | None = None,
+                     comp_fraction: float = 1.0) -> OpCost:
     """The cost of a fused kernel of these FusedParts (a Fused statement's, or a plan step's:
-    cost_model.plan_cost) holding `sms` SMs (None: all)."""
-    comp = work_s(ctx.cluster, parts.work)
+    cost_model.plan_cost) holding `sms` SMs (None: all) for its peer accesses, its
+    computation on `comp_fraction` of the SMs (1: all; `capped_fused_cost`)."""
+    comp = work_s(ctx.cluster, parts.work, comp_fraction)
     link = fused_link_s(ctx, parts, sms)
     # The kernel pipelines chunks: communication of one chunk overlaps computation of another;
     # computation that waits for the link phase (a barrier, Lamport's stores) runs after it.
-    waits = fused_after_s(ctx, parts)
+    waits = fused_after_s(ctx, parts, comp_fraction)
     t = fused_latency_s(ctx, None, parts) + smax(link, comp) + waits
     if parts.engine == "copy":
         # Pieces of 1/chunks of the slice, pulls and pushes sharing the link. Link-bound, the
@@ -418,8 +420,19 @@ def fused_parts_cost(ctx: CostContext, parts: FusedParts, sms: float | None = No
     return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp + waits}, bottleneck)
 
 
-def fused_after_s(ctx: CostContext, parts: FusedParts):
+def fused_after_s(ctx: CostContext, parts: FusedParts, comp_fraction: float = 1.0):
     """Seconds of a fused kernel's computation that waits for its link phase (FusedParts.after,
     design note 97): a two-shot row AllReduce's passes after its barrier, Lamport's after its
-    stores; 0 for a kernel whose computation all overlaps the link."""
-    return 0 if parts.after is None else work_s(ctx.cluster, parts.after)
+    stores; 0 for a kernel whose computation all overlaps the link. On `comp_fraction` of
+    the SMs."""
+    return 0 if parts.after is None else work_s(ctx.cluster, parts.after, comp_fraction)
+
+
+def capped_fused_cost(ctx: CostContext, s: ir.Stmt, sms: int) -> OpCost:
+    """A fused collective whose grid is capped (`CodegenOptions.collective_grid`) to run on
+    `sms` SMs beside other kernels (design note 99): its peer accesses at the grid's blocks
+    as `fused_cost` prices them (through a calibrated block curve), its computation on those
+    SMs at the roofline's per-SM rates (`roofline_s`: HBM saturates at half the SMs and falls
+    in proportion below, arithmetic in proportion), as a kernel on that share of the GPU."""
+    fraction = min(1.0, sms / ctx.cluster.gpu.sm_count)
+    return fused_parts_cost(ctx, fused_parts(ctx, s), None, fraction)

@@ -6,6 +6,7 @@ options' metadata says."""
 
 import dataclasses
 
+import pytest
 from conftest import ROOT
 
 from cost_model import collectives as coll
@@ -164,3 +165,21 @@ def test_unroll_leaves_row_kernels_alone():
     two = CodegenOptions(unroll=2)
     assert _time(program, bound, curve, two) == _time(program, bound, curve, PULL)
     assert _plan_time(program, bound, curve, two) == _plan_time(program, bound, curve, PULL)
+
+
+def test_a_capped_kernel_beside_others_computes_on_its_own_sms():
+    """capped_fused_cost (design note 99): a fused collective on `sms` SMs beside other
+    kernels streams at the roofline's rate for that share of the SMs (HBM saturates at half
+    of them, falls in proportion below); on every SM it is fused_cost."""
+    from cost_model.ops import CostContext, capped_fused_cost, fused_cost
+
+    program, bound = _adam("fuse-rs-c-ag", P=1, N=2**24)
+    cluster = load_hardware("h100x8")
+    ctx = CostContext(program, cluster, bound)
+    stmt = next(s for s in program.stmts if type(s.op).__name__ == "Fused")
+    full = float(fused_cost(ctx, stmt).time_s)
+    assert float(capped_fused_cost(ctx, stmt, cluster.gpu.sm_count).time_s) == full
+    t = {sms: float(capped_fused_cost(ctx, stmt, sms).time_s) for sms in (16, 48, 66)}
+    launch = cluster.gpu.launch_latency_s
+    assert (t[16] - launch) / (t[48] - launch) == pytest.approx(3.0)
+    assert t[66] == full  # half the SMs saturate HBM
