@@ -206,6 +206,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
     ap.add_argument("--compile-scope", choices=["model", "blocks", "split"], default="model")
+    ap.add_argument("--cudagraphs", action="store_true",
+                    help="CUDA graphs over the compiled graphs (torch.compile's reduce-overhead "
+                         "mode; with --compile-scope split inductor's cudagraphs on every "
+                         "piece): the host launches a graph per piece instead of its kernels")
     ap.add_argument("--split-mb", type=float, default=None,
                     help="(--compile-scope split) parameter MB per graph piece (default: one "
                          "block's)")
@@ -236,6 +240,7 @@ def variant(args) -> str:
         name += f" {args.bucket_mb:g}MB" if args.bucket_mb != 25 else ""
         name += f" grid {args.fused_grid}" if args.fused_grid is not None else ""
     comp = f"compile {args.compile_scope}" if args.compile else "eager"
+    comp += " cudagraphs" * (args.compile and args.cudagraphs)
     comp += f" {args.split_mb:g}MB" if args.compile and args.split_mb is not None else ""
     prec = "" if args.precision == "fp32" else f", {args.precision}"
     return f"{name}, {comp}{prec}"
@@ -247,6 +252,8 @@ def refused(args, world: int | None, cuda: bool) -> str | None:
         return ("a CUDA GPU must be present to train, got torch.cuda.is_available() False; run "
                 "on a GPU machine (torch with CUDA: pip install torch; the workbench side also "
                 "needs pycuda: pip install -e '.[gpu]')")
+    if args.cudagraphs and not args.compile:
+        return "--cudagraphs must run with torch.compile, got --no-compile; drop one"
     if args.tp and args.optimizer != "workbench":
         return "--tp must run with --optimizer workbench, got --optimizer torch; add it"
     if args.fused_grid is not None and (args.optimizer != "workbench" or args.fused_grid < 1):
@@ -359,13 +366,31 @@ def compiled(args, net, model):
     if not args.compile:
         return net
     torch._dynamo.config.optimize_ddp = args.optimize_ddp
+    mode = "reduce-overhead" if args.cudagraphs else None
     if args.compile_scope == "blocks":
         for b in model.blocks:
-            b.compile()
+            b.compile(mode=mode)
         return net
     if args.compile_scope == "split":
-        return torch.compile(net, backend=split_backend(args, model))
-    return torch.compile(net)
+        return torch.compile(net, backend=split_backend(args, model, piece_compiler(args)))
+    return torch.compile(net, mode=mode)
+
+
+def piece_compiler(args):
+    """The compiler of --compile-scope split's pieces: inductor, with --cudagraphs its CUDA
+    graphs on (what torch.compile's reduce-overhead mode sets), so that each piece's forward
+    and backward replay as one graph launch each: the host work per piece that kept the
+    in-backward step host-bound at 128 tokens (GPU run 36) is a launch, not the piece's
+    kernels one by one."""
+    if not args.cudagraphs:
+        return "inductor"
+
+    def inductor_cudagraphs(gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+
+        return compile_fx(gm, example_inputs, config_patches={"triton.cudagraphs": True})
+
+    return inductor_cudagraphs
 
 
 def split_bytes(args, model) -> int:
@@ -375,7 +400,7 @@ def split_bytes(args, model) -> int:
     return sum(p.numel() * p.element_size() for p in model.blocks[0].parameters())
 
 
-def split_backend(args, model, compiler: str = "inductor"):
+def split_backend(args, model, compiler="inductor"):
     """inductor over the pieces of the whole-model graph, split as DDP's compile splits it
     (torch._dynamo's DDPOptimizer: pieces of split_bytes() parameter bytes in backward
     order), without DDP: backward runs one autograd node per piece, so the gradients of a
@@ -404,6 +429,8 @@ def train(args, net, opt, data, device, rank: int):
     timed = warm + 1 if args.trace and warm + 1 < args.steps else warm
     t0 = time.perf_counter()
     for step in range(args.steps):
+        if args.cudagraphs:  # a new step: the graphs' outputs of the last one are consumed
+            torch.compiler.cudagraph_mark_step_begin()
         if args.trace and step == warm:
             trace = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                        torch.profiler.ProfilerActivity.CUDA])
@@ -501,6 +528,7 @@ def main(argv=None) -> int:
               "warmup_steps": warm, "model_dim": args.model_dim, "layers": args.layers,
               "batch": args.batch, "block": args.block, "bucket_mb": args.bucket_mb,
               "compile": args.compile, "compile_scope": args.compile_scope,
+              "cudagraphs": args.cudagraphs,
               "ddp": args.optimizer == "torch" and args.ddp and args.torch_sharding != "fsdp2",
               "torch_sharding": args.torch_sharding, "overlap": args.overlap,
               "zero": args.zero, "precision": args.precision, "choices": choices,

@@ -39,9 +39,11 @@
 #          call10 (not run yet: nvidia-h100-x4): torch's sharded baselines at P = 2 (DDP +
 #                 ZeroRedundancyOptimizer, FSDP2) beside DDP and the workbench, 806M (A) and
 #                 101M (B)
+#          call11 (not run yet: nvidia-h100-x1): 806M at P = 1 with CUDA graphs (--cudagraphs)
+#                 on torch plain, after backward and in backward on 48 blocks, twice
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6|call7|call8|call9|call10}
+CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6|call7|call8|call9|call10|call11}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -165,6 +167,11 @@ lane_a_call8() {  # one GPU: is the 48-block grid's step host-bound run to run? 
   VARIANTS=$v step A train-806m-p1 bash benchmarks/gpu/run_training.sh 1 806m
   VARIANTS=$v step A train-806m-p1-again bash benchmarks/gpu/run_training.sh 1 806m
 }
+lane_a_call11() {  # one GPU: CUDA graphs against run 36's host-bound in-backward mode, twice
+  local v="plain plain-cg wb-cg wb-ovlsg48 wb-ovlsg48-cg"
+  VARIANTS=$v step A train-806m-p1 bash benchmarks/gpu/run_training.sh 1 806m
+  VARIANTS=$v step A train-806m-p1-again bash benchmarks/gpu/run_training.sh 1 806m
+}
 lane_a_call10() {  # GPUs 0,1: torch's sharded baselines at P = 2 (issue 28 item 7), 806M
   VARIANTS="ref noise zero1 fsdp2 wb wb-ovlsg" step A train-806m-p2 \
     bash benchmarks/gpu/run_training.sh 2 806m
@@ -203,8 +210,8 @@ case $CALL in
     ( export CUDA_VISIBLE_DEVICES=2 WB_GPUS=1 TRAIN_MASTER_PORT=29510; "lane_b_$CALL" ) &
     ( export CUDA_VISIBLE_DEVICES=3 WB_GPUS=1 TRAIN_MASTER_PORT=29520; "lane_c_$CALL" ) &
     wait ;;
-  call7|call8|call9) ( export CUDA_VISIBLE_DEVICES=0 WB_GPUS=1; "lane_a_$CALL" ) ;;  # one lane, one GPU
-  *) echo "CALL must be call1 to call10, got $CALL"; exit 2 ;;
+  call7|call8|call9|call11) ( export CUDA_VISIBLE_DEVICES=0 WB_GPUS=1; "lane_a_$CALL" ) ;;  # one lane, one GPU
+  *) echo "CALL must be call1 to call11, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done

@@ -44,6 +44,10 @@
 #   wb-ovlsgp4  wb-ovlsg with the graph cut every 4 blocks (a quarter of the pieces' host
 #            wrappers; the update of 4 blocks waits for their whole backward)
 #   wb-ovlsg48p2  48 blocks, the graph cut every 2 blocks
+# CUDA graphs over the compiled graphs (--cudagraphs: reduce-overhead, or inductor's cudagraphs
+# on every piece of the split), against the host-bound mode of run 36:
+#   plain-cg  plain with --cudagraphs [P = 1]    ref-cg  ref with --cudagraphs
+#   wb-cg     wb with --cudagraphs               wb-ovlsg48-cg  wb-ovlsg48 with --cudagraphs
 #   plain-s  torch, no DDP, --compile-scope split                                  [P = 1]
 # Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
 #   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
@@ -152,6 +156,11 @@ run_config() {  # run_config CFG: every variant, then the loss checks
     --split-mb $((4 * block_mb)) $common
   train "$cfg" wb-ovlsg48p2 "$slimit" $wb --overlap --compile-scope split --fused-grid 48 \
     --split-mb $((2 * block_mb)) $common
+  [ "$P" = 1 ] && train "$cfg" plain-cg "$limit" --optimizer torch --no-ddp --cudagraphs $common
+  train "$cfg" ref-cg "$limit" --optimizer torch --cudagraphs $common
+  train "$cfg" wb-cg "$limit" $wb --cudagraphs $common
+  train "$cfg" wb-ovlsg48-cg "$slimit" $wb --overlap --compile-scope split --fused-grid 48 \
+    --cudagraphs $common
   local np="--optimizer torch --no-ddp"
   train "$cfg" amp "$limit" $np --precision bf16 $common
   train "$cfg" bf16p "$limit" $np --precision bf16-params $common
@@ -163,7 +172,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   : > "$out"
   for name in wb-ovl wb plain nosplit zero1 fsdp2 plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
       wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16 wb-ovlsg48 wb-ovlsg64 wb4 \
-      wb-ovlsgp4 wb-ovlsg48p2; do
+      wb-ovlsgp4 wb-ovlsg48p2 plain-cg ref-cg wb-cg wb-ovlsg48-cg; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"

@@ -294,3 +294,26 @@ def test_split_compile_has_one_backward_node_per_block_and_hands_gradients_over_
     assert sorted(order) == list(range(len(index)))
     assert max(order.index(i) for i in last_block) < min(order.index(i) for i in first_block)
     torch._dynamo.reset()
+
+
+def test_cudagraphs_put_inductors_graphs_on_every_piece_of_the_split(monkeypatch):
+    """--cudagraphs (GPU run 36: the split's pieces kept the host at the GPU's pace): the whole
+    model compiles in reduce-overhead mode, and each piece of --compile-scope split through
+    inductor with its CUDA graphs on; without a compile it is refused."""
+    import torch._inductor.compile_fx as cfx
+
+    gpt = _example("train_gpt")
+    plain = gpt.parse(["--optimizer", "workbench", "--compile-scope", "split"])
+    assert gpt.piece_compiler(plain) == "inductor"
+    args = gpt.parse(["--optimizer", "workbench", "--overlap", "--compile-scope", "split",
+                      "--cudagraphs"])
+    assert gpt.refused(args, 1, True) is None
+    assert gpt.variant(args) == "workbench overlap, compile split cudagraphs"
+    seen = []
+    monkeypatch.setattr(cfx, "compile_fx", lambda gm, ex, **kw: seen.append(kw) or gm)
+    graph = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
+    assert gpt.piece_compiler(args)(graph, [torch.zeros(1, 2)]) is graph
+    assert seen == [{"config_patches": {"triton.cudagraphs": True}}]
+    why = gpt.refused(gpt.parse(["--optimizer", "torch", "--no-compile", "--cudagraphs"]), 1,
+                      True)
+    assert why == "--cudagraphs must run with torch.compile, got --no-compile; drop one"
