@@ -22,6 +22,7 @@ named host-bound (GPU run 36's capped grids, design note 99).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -77,6 +78,14 @@ def variant_note(note: str, P: int, forward_ms: float, plain_forward_ms: float |
         parts.append(f"host-bound: forward {forward_ms:.2f} ms against torch's "
                      f"{plain_forward_ms:.2f} (the host is not modelled)")
     return "; ".join(parts)
+
+
+@functools.cache
+def plain_forward(path: Path) -> float | None:
+    """The forward ms of a folder's torch plain run (read once), None where it has none."""
+    return json.loads(path.read_text())["phases_ms"]["forward"] if path.exists() else None
+
+
 PHASES = (("forward", "forward_ms"), ("backward", "backward_phase_ms"),
           ("optimizer", "optimizer_phase_ms"), ("step", "step_ms"))
 
@@ -135,9 +144,7 @@ def main(argv=None) -> int:
                     key = (acc or accumulate, int(m["P"]), grid)
                     if key not in preds:
                         preds[key] = predictions(shape, args.hardware, *key)
-                    plain = path.with_name(f"{m['P']}_{model}_plain.json")
-                    ref = (json.loads(plain.read_text())["phases_ms"]["forward"]
-                           if plain.exists() else None)
+                    ref = plain_forward(path.with_name(f"{m['P']}_{model}_plain.json"))
                     why = variant_note(note, int(m["P"]), m["phases_ms"]["forward"], ref)
                     rows.append(compare(path, m, model, mode, key, why, preds[key][mode]))
     out = Path(args.out)

@@ -262,13 +262,13 @@ def refused(args, world: int | None, cuda: bool) -> str | None:
     if args.torch_sharding and args.optimizer != "torch":
         return (f"--torch-sharding must run with --optimizer torch, got --optimizer "
                 f"{args.optimizer}; the workbench slices its state with --zero")
-    if args.torch_sharding and (not args.ddp or args.precision == "bf16-params"
-                                or args.compile_scope == "split"):
+    clash = args.torch_sharding and next((option for bad, option in (
+        (not args.ddp, "--no-ddp"), (args.precision == "bf16-params", "--precision bf16-params"),
+        (args.compile_scope == "split", "--compile-scope split")) if bad), None)
+    if clash:
         return (f"--torch-sharding {args.torch_sharding} must run over the group with fp32 or "
                 "bf16 parameters and the model compiled whole or by blocks, got "
-                + ("--no-ddp" if not args.ddp else f"--precision {args.precision}"
-                   if args.precision == "bf16-params" else "--compile-scope split")
-                + "; drop it")
+                f"{clash}; drop it")
     if (args.overlap or args.zero) and args.optimizer != "workbench":
         return ("--overlap and --zero must run with --optimizer workbench, got --optimizer "
                 "torch; DDP overlaps by itself")

@@ -96,6 +96,13 @@ def test_baseline_allreduce_against_coconets_raw_data():
     ({"base": "dgx2-v100", "nccl": {"release": 2.4}},
      "hardware profile field nccl.release must be a string, got 2.4; quote it in the "
      "profile (e.g. \"2.28\")"),
+    ({"base": "dgx-h100", "nccl": {"release": "2.6"}},
+     "nccl.release must be 2.28 for GPU H100 (compute capability 90): NCCL 2.6.4 predates "
+     "Ampere, got release '2.6'; drop nccl.release from the profile"),
+    ({"base": "dgx2-v100", "nccl": {"release": "2.6.4"}},
+     "nccl.release must be one of 2.28, 2.6, 2.4, got '2.6.4'; 2.28 is NCCL 2.28.9's tuning "
+     "model, 2.6 NCCL 2.6.4's (CoCoNet's kernels), 2.4 NCCL 2.4.8's thresholds (no LL128, no "
+     "tuning model)"),
 ])
 def test_bad_release_exits_2_with_one_message(tmp_path, capsys, profile, message):
     p = tmp_path / "bad.json"
