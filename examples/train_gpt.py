@@ -54,6 +54,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from anywhere: the repo's packages first
     sys.path.insert(0, str(ROOT))
 
+from workbench.provenance import git_commit  # noqa: E402  (the repo's, after sys.path)
+
 
 class Block(nn.Module):
     def __init__(self, d: int, heads: int):
@@ -543,7 +545,9 @@ def main(argv=None) -> int:
               "buckets": len(getattr(wb, "runs", ())),
               "torch_max_allocated": torch.cuda.max_memory_allocated(),
               "device_used": total - free,
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+              "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "commit": git_commit(), "command": ["examples/train_gpt.py",
+                                              *(sys.argv[1:] if argv is None else argv)]}
     if rank == 0:
         print(f"{result['variant']}: P={P} params={n_params} loss {result['losses'][0]:.4f} -> "
               f"{result['losses'][-1]:.4f}; " + ", ".join(f"{k} {v:.3f}" for k, v in
