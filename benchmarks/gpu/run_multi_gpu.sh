@@ -36,14 +36,16 @@
 #          call8 (nvidia-h100-x1): torch and the 48-block grid twice, with the graph cut every
 #                 block and every 2 blocks (host time of the split's pieces)
 #          call9 (nvidia-h100-x1): the 48-block grid three times, each with a trace of one step
-#          call10 (not run yet: nvidia-h100-x4): torch's sharded baselines at P = 2 (DDP +
+#          call10 (nvidia-h100-x4): torch's sharded baselines at P = 2 (DDP +
 #                 ZeroRedundancyOptimizer, FSDP2) beside DDP and the workbench, 806M (A) and
-#                 101M (B)
-#          call11 (not run yet: nvidia-h100-x1): 806M at P = 1 with CUDA graphs (--cudagraphs)
+#                 101M (B); the workbench in backward with CUDA graphs (and DDP's with graphs)
+#          call11 (nvidia-h100-x1): 806M at P = 1 with CUDA graphs (--cudagraphs)
 #                 on torch plain, after backward and in backward on 48 blocks, twice
+#          call12 (nvidia-h100-x1): 101M at P = 1 with CUDA graphs (in backward on 32 and 48
+#                 blocks) against torch plain with graphs; 806M again with ref and noise
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|call2|call3|call4|call5|call6|call7|call8|call9|call10|call11}
+CALL=${1:?usage: run_multi_gpu.sh call1|...|call12}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -172,12 +174,19 @@ lane_a_call11() {  # one GPU: CUDA graphs against run 36's host-bound in-backwar
   VARIANTS=$v step A train-806m-p1 bash benchmarks/gpu/run_training.sh 1 806m
   VARIANTS=$v step A train-806m-p1-again bash benchmarks/gpu/run_training.sh 1 806m
 }
+lane_a_call12() {  # one GPU: CUDA graphs at P = 1 on the 101M model, and 806M again with its loss check
+  VARIANTS="ref noise plain plain-cg wb-cg wb-ovlsg wb-ovlsg-cg wb-ovlsg48-cg" step A train-101m-p1 \
+    bash benchmarks/gpu/run_training.sh 1 101m
+  VARIANTS="ref noise plain-cg wb-ovlsg48-cg" step A train-806m-p1 \
+    bash benchmarks/gpu/run_training.sh 1 806m
+}
 lane_a_call10() {  # GPUs 0,1: torch's sharded baselines at P = 2 (issue 28 item 7), 806M
-  VARIANTS="ref noise zero1 fsdp2 wb wb-ovlsg" step A train-806m-p2 \
+  VARIANTS="ref noise zero1 fsdp2 wb wb-ovlsg wb-ovlsg48-cg" step A train-806m-p2 \
     bash benchmarks/gpu/run_training.sh 2 806m
 }
 lane_b_call10() {  # GPUs 2,3: the same on the 101M model
-  VARIANTS="ref noise zero1 fsdp2 wb" step B train-101m-p2 bash benchmarks/gpu/run_training.sh 2 101m
+  VARIANTS="ref noise zero1 fsdp2 wb wb-ovlsg48-cg ref-cg" step B train-101m-p2 \
+    bash benchmarks/gpu/run_training.sh 2 101m
 }
 lane_a_call9() {  # one GPU: a Perfetto trace of the 48-block grid's step, three runs (fast or slow)
   local i
@@ -210,8 +219,8 @@ case $CALL in
     ( export CUDA_VISIBLE_DEVICES=2 WB_GPUS=1 TRAIN_MASTER_PORT=29510; "lane_b_$CALL" ) &
     ( export CUDA_VISIBLE_DEVICES=3 WB_GPUS=1 TRAIN_MASTER_PORT=29520; "lane_c_$CALL" ) &
     wait ;;
-  call7|call8|call9|call11) ( export CUDA_VISIBLE_DEVICES=0 WB_GPUS=1; "lane_a_$CALL" ) ;;  # one lane, one GPU
-  *) echo "CALL must be call1 to call11, got $CALL"; exit 2 ;;
+  call7|call8|call9|call11|call12) ( export CUDA_VISIBLE_DEVICES=0 WB_GPUS=1; "lane_a_$CALL" ) ;;  # one lane, one GPU
+  *) echo "CALL must be call1 to call12, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done

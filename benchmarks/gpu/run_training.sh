@@ -48,6 +48,7 @@
 # on every piece of the split), against the host-bound mode of run 36:
 #   plain-cg  plain with --cudagraphs [P = 1]    ref-cg  ref with --cudagraphs
 #   wb-cg     wb with --cudagraphs               wb-ovlsg48-cg  wb-ovlsg48 with --cudagraphs
+#   wb-ovlsg-cg  wb-ovlsg (32 blocks) with --cudagraphs
 #   plain-s  torch, no DDP, --compile-scope split                                  [P = 1]
 # Mixed precision (bf16), each with --no-ddp at P = 1 (compare_{P}_{CONFIG}_bf16.txt):
 #   amp      torch, autocast bf16 over fp32 parameters + AdamW(fused): torch's AMP
@@ -161,6 +162,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-cg "$limit" $wb --cudagraphs $common
   train "$cfg" wb-ovlsg48-cg "$slimit" $wb --overlap --compile-scope split --fused-grid 48 \
     --cudagraphs $common
+  train "$cfg" wb-ovlsg-cg "$slimit" $wb --overlap --compile-scope split --fused-grid 32 \
+    --cudagraphs $common
   local np="--optimizer torch --no-ddp"
   train "$cfg" amp "$limit" $np --precision bf16 $common
   train "$cfg" bf16p "$limit" $np --precision bf16-params $common
@@ -172,7 +175,7 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   : > "$out"
   for name in wb-ovl wb plain nosplit zero1 fsdp2 plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
       wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16 wb-ovlsg48 wb-ovlsg64 wb4 \
-      wb-ovlsgp4 wb-ovlsg48p2 plain-cg ref-cg wb-cg wb-ovlsg48-cg; do
+      wb-ovlsgp4 wb-ovlsg48p2 plain-cg ref-cg wb-cg wb-ovlsg48-cg wb-ovlsg-cg; do
     local run="$RES/${P}_${cfg}_$name.json"
     [ -f "$run" ] && [ -f "$ref" ] || continue
     echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"
