@@ -43,9 +43,11 @@
 #                 on torch plain, after backward and in backward on 48 blocks, twice
 #          call12 (nvidia-h100-x1): 101M at P = 1 with CUDA graphs (in backward on 32 and 48
 #                 blocks) against torch plain with graphs; 806M again with ref and noise
+#          call13 (nvidia-h100-x2): 101M at P = 2, DDP with graphs against the workbench in
+#                 backward with graphs (32 and 48 blocks), twice
 # Results: $OUT/results.tgz (lane logs, each step's own results folder), pycuda wheel in $OUT.
 set -uo pipefail
-CALL=${1:?usage: run_multi_gpu.sh call1|...|call12}
+CALL=${1:?usage: run_multi_gpu.sh call1|...|call13}
 source "$(dirname "$0")/env.sh"
 pack_results
 ROOT_RES=$RES
@@ -180,6 +182,11 @@ lane_a_call12() {  # one GPU: CUDA graphs at P = 1 on the 101M model, and 806M a
   VARIANTS="ref noise plain-cg wb-ovlsg48-cg" step A train-806m-p1 \
     bash benchmarks/gpu/run_training.sh 1 806m
 }
+lane_a_call13() {  # GPUs 0,1: 101M at P = 2 with CUDA graphs on both sides, twice (call 10: 1.049x)
+  local v="ref noise ref-cg wb-ovlsg-cg wb-ovlsg48-cg"
+  VARIANTS=$v step A train-101m-p2 bash benchmarks/gpu/run_training.sh 2 101m
+  VARIANTS=$v step A train-101m-p2-again bash benchmarks/gpu/run_training.sh 2 101m
+}
 lane_a_call10() {  # GPUs 0,1: torch's sharded baselines at P = 2 (issue 28 item 7), 806M
   VARIANTS="ref noise zero1 fsdp2 wb wb-ovlsg wb-ovlsg48-cg" step A train-806m-p2 \
     bash benchmarks/gpu/run_training.sh 2 806m
@@ -219,8 +226,9 @@ case $CALL in
     ( export CUDA_VISIBLE_DEVICES=2 WB_GPUS=1 TRAIN_MASTER_PORT=29510; "lane_b_$CALL" ) &
     ( export CUDA_VISIBLE_DEVICES=3 WB_GPUS=1 TRAIN_MASTER_PORT=29520; "lane_c_$CALL" ) &
     wait ;;
+  call13) ( export CUDA_VISIBLE_DEVICES=0,1 WB_GPUS=2 TRAIN_MASTER_PORT=29500; lane_a_call13 ) ;;
   call7|call8|call9|call11|call12) ( export CUDA_VISIBLE_DEVICES=0 WB_GPUS=1; "lane_a_$CALL" ) ;;  # one lane, one GPU
-  *) echo "CALL must be call1 to call12, got $CALL"; exit 2 ;;
+  *) echo "CALL must be call1 to call13, got $CALL"; exit 2 ;;
 esac
 stamp "exits"; cat "$ROOT_RES"/exits.txt; cat "$ROOT_RES"/skipped.txt 2>/dev/null
 for f in "$ROOT_RES"/A/ar-check/ar-rmsnorm-check-*.csv; do [ -f "$f" ] && grep -v ",ok" "$f" | head -5; done
