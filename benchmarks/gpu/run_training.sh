@@ -2,9 +2,9 @@
 # Training end to end (issue 28; at P = 2 issue 27 item 4): examples/train_gpt.py with the
 # workbench's optimizer in backward against the fastest torch baseline, per-phase times
 # (forward, backward, optimizer, step: CUDA events on torch's stream), losses judged against
-# torch's own noise (compare_losses.py --noise: two torch DDP runs that differ only in the
-# bucket size). From the repo root with `.whl` carried (the pycuda sdist is built there unless
-# a pycuda wheel is carried; the wheel comes back in $OUT).
+# torch's own noise (check_losses.sh: compare_losses.py --noise with every torch run that
+# differs from ref only in what must not matter). From the repo root with `.whl` carried (the
+# pycuda sdist is built there unless a pycuda wheel is carried; the wheel comes back in $OUT).
 #   usage: [VARIANTS="ref wb-ovl ..."] bash benchmarks/gpu/run_training.sh P CONFIG [tests]
 #     P       processes (GPUs) under torchrun: 1 now, 2 on a multi-GPU machine
 #     CONFIG  101m: d 1024, 8 layers, batch 16 x 128 tokens, 60 steps (the issue's P = 2 row)
@@ -171,30 +171,8 @@ run_config() {  # run_config CFG: every variant, then the loss checks
   train "$cfg" wb-bf16p "$limit" $wb --precision bf16-params --overlap --compile-scope blocks \
     --blocks-per-sm 1 $common
   train "$cfg" wb-bf16p-a "$limit" $wb --precision bf16-params $common
-  local out="$RES/compare_${P}_${cfg}.txt" ref="$RES/${P}_${cfg}_ref.json"
-  : > "$out"
-  for name in wb-ovl wb plain nosplit zero1 fsdp2 plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls \
-      wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16 wb-ovlsg48 wb-ovlsg64 wb4 \
-      wb-ovlsgp4 wb-ovlsg48p2 plain-cg ref-cg wb-cg wb-ovlsg48-cg wb-ovlsg-cg; do
-    local run="$RES/${P}_${cfg}_$name.json"
-    [ -f "$run" ] && [ -f "$ref" ] || continue
-    echo "== $name against ref, noise: ${P}_${cfg}_noise" >> "$out"
-    python3 examples/compare_losses.py "$ref" "$run" --noise "$RES/${P}_${cfg}_noise.json" \
-      >> "$out" 2>&1
-    check $? "P=$P $cfg losses of $name"
-  done
-  local out16="$RES/compare_${P}_${cfg}_bf16.txt" ref16="$RES/${P}_${cfg}_bf16p.json"
-  : > "$out16"
-  for name in wb-bf16p wb-bf16p-a amp; do
-    local run="$RES/${P}_${cfg}_$name.json"
-    [ -f "$run" ] && [ -f "$ref16" ] || continue
-    echo "== $name against bf16p, noise: ${P}_${cfg}_bf16p-n" >> "$out16"
-    python3 examples/compare_losses.py "$ref16" "$run" --noise "$RES/${P}_${cfg}_bf16p-n.json" \
-      >> "$out16" 2>&1
-    local rc=$?  # taken before the test below, whose own status `$?` would be
-    [ "$name" = amp ] || check $rc "P=$P $cfg losses of $name"  # amp: another recipe, reported
-  done
-  grep -A0 "^==\|^MATCH\|^MISMATCH" "$out" "$out16" | cut -c1-240
+  bash benchmarks/gpu/check_losses.sh "$RES" "$P" "$cfg"
+  check $? "P=$P $cfg losses"
 }
 
 case $CONFIG in
