@@ -45,6 +45,9 @@ BLOCKS = "each block compiled alone: the host's issue time (not modelled)"
 GRID = ("the h100x8 preset has no calibrated block curve: the {}-block kernel is priced at "
         "the full grid's link rate (design note 98)")
 CUT = "the graph cut every {} blocks (gradients ready per piece: not modelled)"
+# CUDA graphs (--cudagraphs, GPU run 37) take the host's launches away; the simulator prices
+# no host work, so it predicts such a run as the same step without graphs
+GRAPHS = "CUDA graphs over the compiled graphs (host launches: not modelled, none priced)"
 # a P = 1 run whose measured forward exceeds its folder's torch plain forward by more than
 # this is host-bound (the forward has no optimizer work: only the host can slow it)
 HOST_BOUND = 1.10
@@ -66,6 +69,11 @@ VARIANTS = {
     "wb-ovlsg64": ("in", None, 64, GRID.format(64)),
     "wb-ovlsgp4": ("in", None, 32, GRID.format(32) + "; " + CUT.format(4)),
     "wb-ovlsg48p2": ("in", None, 48, GRID.format(48) + "; " + CUT.format(2)),
+    "plain-cg": ("plain", None, 0, GRAPHS),
+    "ref-cg": ("ddp", None, 0, GRAPHS + "; Dynamo's graph split per bucket (not modelled)"),
+    "wb-cg": ("after", None, 0, GRAPHS),
+    "wb-ovlsg-cg": ("in", None, 32, GRID.format(32) + "; " + GRAPHS),
+    "wb-ovlsg48-cg": ("in", None, 48, GRID.format(48) + "; " + GRAPHS),
 }
 
 
