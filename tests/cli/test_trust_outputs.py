@@ -55,11 +55,17 @@ def test_confined_names_are_distinct_and_stay_in_the_folder(tmp_path):
     (HEADER + "sgd,unscheduled,N=2^20,4,0.001\nsgd,fused,N=2^20\n",
      "row 3 must have every key (study, schedule, size, gpus), got an empty one"),
     (HEADER + "sgd,unscheduled,N=2^20,4,0.001\nsgd,fused,N=2^20,4,\n",
-     "row 3 column predicted_s must be a finite time in seconds > 0, got an empty cell"),
+     "row 3 column predicted_s must be a finite time in seconds > 0 and at most 3.1536e+07 "
+     "(a year), got an empty cell"),
     (HEADER + "sgd,unscheduled,N=2^20,4,fast\n",
-     "row 2 column predicted_s must be a finite time in seconds > 0, got 'fast'"),
+     "row 2 column predicted_s must be a finite time in seconds > 0 and at most 3.1536e+07 "
+     "(a year), got 'fast'"),
     (HEADER + "sgd,unscheduled,N=2^20,4,inf\n",
      "row 2 column predicted_s must be a finite time in seconds > 0"),
+    # hypothesis found it: milliseconds of 1.8e305 s overflow the plot's log axis
+    (HEADER + "sgd,unscheduled,N=2^20,0,1.797693134862316e+305\n",
+     "row 2 column predicted_s must be a finite time in seconds > 0 and at most 3.1536e+07 "
+     "(a year), got 1.797693134862316e+305; regenerate the file"),
     (HEADER + "sgd,,N=2^20,4,0.001\n", "row 2 must have every key (study, schedule, size, gpus)"),
     ("study,schedule\nsgd,x\n", "must have columns ['study', 'schedule', 'size', 'gpus', "
                                 "'predicted_s']"),

@@ -93,11 +93,15 @@ def checked_step_record(path: Path, index: int, record: dict) -> None:
             raise bad(f"steps[{j}].median_ms", "a finite time >= 0 in ms", st.get("median_ms"))
 
 
+MAX_TIME_S = 365 * 24 * 3600.0  # the largest time a results file may hold
+
+
 def read_results_csv(path: Path, columns: list[str], value: str | None = None):
     """The table of results CSV `path` (predicted.csv, measured.csv, steps.csv), whole: it
     must be UTF-8, end with a newline (a file cut short by a full disk does not), have
     `columns`, no row with an empty key, and `value` (if given) numeric: finite and > 0 where
-    the row is predicted (`predicted_s`), finite >= 0 or empty where measured."""
+    the row is predicted (`predicted_s`), finite >= 0 or empty where measured, at most a
+    year (MAX_TIME_S)."""
     import io
 
     import pandas as pd
@@ -133,7 +137,9 @@ def read_results_csv(path: Path, columns: list[str], value: str | None = None):
     if value is not None:
         numbers = pd.to_numeric(df[value], errors="coerce")
         not_a_number = numbers.isna() & df[value].notna()  # text such as "fast"
-        infinite = numbers.isin([float("inf"), float("-inf")])
+        # beyond a year a "time" is no step's: and its milliseconds overflow a float in the
+        # report's plot (a fuzzed 1.8e305 s drew an empty log axis)
+        infinite = numbers.isin([float("inf"), float("-inf")]) | (numbers > MAX_TIME_S)
         out_of_range = ~(numbers > 0) if value == "predicted_s" else numbers < 0
         bad = not_a_number | infinite | out_of_range
         if bad.any():
@@ -143,6 +149,7 @@ def read_results_csv(path: Path, columns: list[str], value: str | None = None):
             raise ResultsFileError(f"results file {path} row {row + 2} column {value} must be "
                                    f"a finite time in seconds"
                                    f"{' > 0' if value == 'predicted_s' else ' >= 0 (or empty)'}"
+                                   f" and at most {MAX_TIME_S:g} (a year)"
                                    f", got {got}; regenerate the file")
         df[value] = numbers
     return df
