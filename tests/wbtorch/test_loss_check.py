@@ -11,8 +11,6 @@ import subprocess
 import pytest
 from conftest import ROOT, load_script
 
-# --- the loss check against torch's own noise
-
 def _curves(steps=60, seed=0, noise=1e-3):
     """A decaying loss curve, and a second run of it whose difference grows like a random
     walk (chaotic divergence of two fp32 trainings)."""
@@ -93,8 +91,6 @@ def test_a_missing_loss_file_is_named_with_exit_2(tmp_path, capsys):
     assert main([str(ref), str(ref), "--noise", str(missing)]) == 2
     err = capsys.readouterr().err
     assert f"loss file {missing} must exist" in err and "run that variant first" in err
-
-
 
 
 def test_more_noise_runs_flag_noise_less_often_and_still_catch_an_offset():
