@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from conftest import ROOT, load_script
 
+
 def _curves(steps=60, seed=0, noise=1e-3):
     """A decaying loss curve, and a second run of it whose difference grows like a random
     walk (chaotic divergence of two fp32 trainings)."""
