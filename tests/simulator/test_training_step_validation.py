@@ -7,7 +7,6 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import load_script
 
 
