@@ -15,9 +15,7 @@ RES=${1:?usage: check_losses.sh RES P CONFIG}
 P=${2:?usage: check_losses.sh RES P CONFIG}
 CFG=${3:?usage: check_losses.sh RES P CONFIG}
 TORCH_NOISE="noise nosplit plain plain-b plain-s plain-cg ref-cg"
-FP32_RUNS="wb-ovl wb plain nosplit zero1 fsdp2 plain-b wb-copy wb-b wb-ovl1 wb-tp plain-s wb-ovls
-  wb-ovls1 wb-s wb-ovls4 wb-ovlsg wb-ovlsg16 wb-ovlsg48 wb-ovlsg64 wb4 wb-ovlsgp4 wb-ovlsg48p2
-  plain-cg ref-cg wb-cg wb-ovlsg48-cg wb-ovlsg-cg"
+BF16_RUNS="wb-bf16p wb-bf16p-a amp"  # judged against bf16p, with bf16p-n as its noise
 [ -d "$RES" ] || { echo "check_losses.sh: results folder $RES does not exist; pass the folder" \
   "run_training.sh wrote (its {P}_{CONFIG}_{variant}.json)"; exit 2; }
 failed=0
@@ -30,8 +28,11 @@ judge() {  # judge OUT REF RUN NOISE...: one compare_losses.py verdict appended 
 }
 out="$RES/compare_${P}_${CFG}.txt" ref="$RES/${P}_${CFG}_ref.json"
 : > "$out"
-for name in $FP32_RUNS; do
-  run="$RES/${P}_${CFG}_$name.json" noise=()
+# every other run of the folder is an fp32 run under test: a variant added to run_training.sh
+# is judged without being listed here
+for run in "$RES/${P}_${CFG}"_*.json; do
+  name=${run##*/${P}_${CFG}_} name=${name%.json} noise=()
+  case " ref noise bf16p bf16p-n $BF16_RUNS " in *" $name "*) continue ;; esac
   [ -f "$run" ] && [ -f "$ref" ] || continue
   for other in $TORCH_NOISE; do
     [ "$other" != "$name" ] && [ -f "$RES/${P}_${CFG}_$other.json" ] && \
@@ -43,7 +44,7 @@ for name in $FP32_RUNS; do
 done
 out16="$RES/compare_${P}_${CFG}_bf16.txt" ref16="$RES/${P}_${CFG}_bf16p.json"
 : > "$out16"
-for name in wb-bf16p wb-bf16p-a amp; do
+for name in $BF16_RUNS; do
   run="$RES/${P}_${CFG}_$name.json"
   [ -f "$run" ] && [ -f "$ref16" ] || continue
   judge "$out16" "$ref16" "$run" "$RES/${P}_${CFG}_bf16p-n.json"

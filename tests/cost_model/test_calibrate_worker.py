@@ -82,20 +82,27 @@ def test_csvs_beside_the_profile(tmp_path):
     assert blocks[0] == "nbytes,blocks,fused_allreduce_ms" and blocks[1].startswith("268435456,4,")
 
 
-def test_failed_block_sweep_is_recorded_and_the_raw_file_still_fits(monkeypatch, tmp_path):
+@pytest.mark.parametrize("flag, key, field, why", [
+    ("--fused-blocks", "fused_blocks", "fused_block_bandwidth", "rank 1 exited with code 1"),
+    ("--fused-unroll", "fused_unroll", "fused_unroll_bandwidth", "rank 0 exited with code 1"),
+])
+def test_failed_sweep_is_recorded_and_the_raw_file_still_fits(monkeypatch, tmp_path, flag, key,
+                                                             field, why):
+    """A block or unroll sweep whose ranks die is recorded as its error; the profile still
+    fits, without that curve."""
     from workbench.runtime import launcher
 
     def dead(*args, **kwargs):
-        raise RuntimeFault("rank 1 exited with code 1")
+        raise RuntimeFault(why)
 
     monkeypatch.setattr(launcher, "launch", dead)
-    got = calibrate._job("--fused-blocks", "fused_blocks", 2, 5.0, None)
-    assert got == {"fused_blocks_error": "RuntimeFault: rank 1 exited with code 1"}
+    got = calibrate._job(flag, key, 2, 5.0, None)
+    assert got == {f"{key}_error": f"RuntimeFault: {why}"}
     raw = calibration.synthetic_raw(_known(), 1, [], [])
     raw.update(got)
     p = tmp_path / "r.raw.json"
     p.write_text(json.dumps(raw))
-    assert calibration.fit(calibration.read_raw(p, 1)).cluster.fused_block_bandwidth == ()
+    assert getattr(calibration.fit(calibration.read_raw(p, 1)).cluster, field) == ()
 
 
 class _FakeTensor:

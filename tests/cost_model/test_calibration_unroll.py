@@ -12,7 +12,7 @@ from test_calibration_dtypes import FUSED, NBYTES, _known, _profile
 
 from cost_model import calibration
 from cost_model.hardware import load_hardware
-from workbench.errors import HardwareError, RuntimeFault
+from workbench.errors import HardwareError
 
 UNROLL = (("2", 0.97), ("4", 1.04))
 
@@ -63,22 +63,6 @@ def test_bad_unroll_row_is_named(tmp_path):
                        r"4 and nbytes and ms as positive numbers, got \{'nbytes': 268435456, "
                        r"'unroll': 3, 'ms': 1.0\}"):
         calibration.read_raw(p, 2)
-
-
-def test_failed_unroll_sweep_is_recorded_and_the_raw_file_still_fits(monkeypatch, tmp_path):
-    from workbench.runtime import calibrate, launcher
-
-    def dead(*args, **kwargs):
-        raise RuntimeFault("rank 0 exited with code 1")
-
-    monkeypatch.setattr(launcher, "launch", dead)
-    got = calibrate._job("--fused-unroll", "fused_unroll", 2, 5.0, None)
-    assert got == {"fused_unroll_error": "RuntimeFault: rank 0 exited with code 1"}
-    raw = calibration.synthetic_raw(_known(), 1, [], [])
-    raw.update(got)
-    p = tmp_path / "r.raw.json"
-    p.write_text(json.dumps(raw))
-    assert calibration.fit(calibration.read_raw(p, 1)).cluster.fused_unroll_bandwidth == ()
 
 
 def test_unroll_csv_beside_the_profile(fitted, tmp_path):
