@@ -38,6 +38,14 @@ def gpu_count() -> int:
     return visible_of(present, os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
+def gpu_params(counts=(1, 2, 4, 8)):
+    """The group sizes P a GPU test runs at, each marked gpu(P) (skipped where fewer GPUs are
+    visible); WORKBENCH_GPU_P="4" (or "2,4") keeps only those, for a run at one P."""
+    only = os.environ.get("WORKBENCH_GPU_P")
+    keep = {int(p) for p in only.split(",")} if only else set(counts)
+    return [pytest.param(p, marks=pytest.mark.gpu(p), id=f"P{p}") for p in counts if p in keep]
+
+
 def pytest_collection_modifyitems(config, items):
     """`@pytest.mark.gpu` needs one GPU, `@pytest.mark.gpu(2)` two: skipped, never failed,
     on a machine with fewer."""

@@ -5,7 +5,7 @@ after graph replays (marked gpu; skipped without one)."""
 from pathlib import Path
 
 import pytest
-from conftest import gpu_count
+from conftest import gpu_params
 
 from codegen.lower import lower
 from codegen.plan import KernelStep, NcclStep
@@ -56,11 +56,10 @@ def test_the_study_has_its_torch_baselines():
     assert _baseline_kind(load(STUDY + ":bf16").program) == ("allreduce_rmsnorm", "bf16")
 
 
-@pytest.mark.gpu
-def test_every_schedule_checks_eagerly_and_graphed_on_gpus():
+@pytest.mark.parametrize("P", gpu_params())
+def test_every_schedule_checks_eagerly_and_graphed_on_gpus(P):
     from workbench.runtime.job import run_job
 
-    P = min(2, gpu_count())
     # H = 1000: the scalar path (rows not 16-byte vectors); H = 4096 the vector path
     res = run_job([STUDY], P, [{"T": 4 * P, "H": 1000}, {"T": 4 * P, "H": 4096}], "all", 20,
                   2, False, 60.0, graph=True)

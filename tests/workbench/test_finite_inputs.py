@@ -106,16 +106,15 @@ def test_fast_random_inputs_scale_alike():
 def test_a_reference_that_overflowed_is_reported_as_such_not_as_a_mismatch():
     program = _mlp_stack()
     inputs = _unscaled(program, SIZES)
-    ref = run(program, inputs, SIZES)
-    problem = checks.reference_problem(program, inputs, ref, SIZES)
-    assert problem.startswith("the reference overflowed f16 at ")
-    gpu = {"y2": np.clip(ref["y2"].astype(np.float32), -65504, 65504).astype(np.float16)}
-    result = checks.compare(gpu, program, program, ref, None, 0, 2, None, problem)
+    ref = checks.reference(program, inputs, SIZES, 2)
+    assert ref.problem.startswith("the reference overflowed f16 at ")
+    gpu = {"y2": np.clip(ref.values["y2"], -65504, 65504).astype(np.float16)}
+    result = checks.compare(gpu, program, program, ref, 0, 2, None)
     assert not result.ok
     assert result.status().startswith("REFERENCE NOT FINITE: the reference overflowed f16 at ")
     assert "MISMATCH" not in result.status()
     finite = random_inputs(program, SIZES)
-    assert checks.reference_problem(program, finite, run(program, finite, SIZES), SIZES) == ""
+    assert checks.reference(program, finite, SIZES, 2).problem == ""
 
 
 def test_nan_from_finite_operands_is_named():

@@ -2,10 +2,21 @@
 oracle for every transform and every generated kernel.
 
 Modules: `sizes` (dtypes, size binding, logical values <-> per-rank arrays), `machine` (the
-interpreter: one rule per op class, INTERPRETER_RULES), `oracle` (random inputs, where a
-reference goes non-finite, tolerances, comparing programs). Every public name is re-exported.
+interpreter: one rule per op class, INTERPRETER_RULES), `bounds` (the exact reference and the
+error bound of a correct implementation, per element: what GPU results are checked against),
+`oracle` (random inputs, where a reference goes non-finite, tolerances, comparing programs).
+Every public name is re-exported.
 """
 
+from workbench.interpreter.bounds import (  # noqa: F401
+    SAFETY,
+    UNIT_ROUNDOFF,
+    BoundedReference,
+    bounded_reference,
+    gamma,
+    kernel_sum_roundings,
+    within_bounds,
+)
 from workbench.interpreter.machine import (  # noqa: F401
     INTERPRETER_RULES,
     InterpreterRule,

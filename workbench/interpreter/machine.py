@@ -61,6 +61,22 @@ def dropout_keep(seed: int, index: np.ndarray, p: float) -> np.ndarray:
 
 # ---------------------------------------------------------------- the interpreter
 
+# The elementwise functions, by name: one table for the f32 interpreter and the f64 error-bound
+# run (workbench.interpreter.bounds). Python-float constants keep the operand's precision.
+UNARY_FNS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "neg": np.negative, "sqrt": np.sqrt, "exp": np.exp, "log": np.log,
+    "abs": np.abs, "rsqrt": lambda v: 1.0 / np.sqrt(v),
+    "tanh": np.tanh, "erf": scipy.special.erf,
+    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+}
+BINARY_FNS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply,
+    "div": np.divide, "pow": np.power, "max": np.maximum,
+    "min": np.minimum, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+    "ne": np.not_equal,
+}
+
 
 @dataclass
 class _Machine:
@@ -97,21 +113,26 @@ class _Machine:
 
     # -- elementwise
 
+    def load(self, name: str, rank: int, result: TensorType) -> np.ndarray:
+        """Rank `rank`'s array of value `name` as an expression producing `result` reads it: a
+        Replicated operand of a Sliced result is cut to the rank's slice."""
+        t = self.types[name]
+        arr = self.env[name][rank]
+        if isinstance(result.layout, (Sliced, NodeSliced)) and isinstance(
+                t.layout, ReplicatedLayout):
+            od = result.layout.dim - (result.rank - t.rank)
+            if od >= 0 and arr.shape[od] != 1:
+                if isinstance(result.layout, NodeSliced):
+                    g = result.layout.per_node  # the rank's slice within its node
+                    arr = self.slice_of(arr, od, rank % g, g)
+                else:
+                    arr = self.slice_of(arr, od, rank, self.P(result))
+        return arr
+
     def eval_expr(self, expr: ir.Expr, rank: int, result: TensorType) -> np.ndarray:
         match expr:
             case ir.Ref(name):
-                t = self.types[name]
-                arr = self.env[name][rank].astype(np.float32)
-                if isinstance(result.layout, (Sliced, NodeSliced)) and isinstance(
-                        t.layout, ReplicatedLayout):
-                    od = result.layout.dim - (result.rank - t.rank)
-                    if od >= 0 and arr.shape[od] != 1:
-                        if isinstance(result.layout, NodeSliced):
-                            g = result.layout.per_node  # the rank's slice within its node
-                            arr = self.slice_of(arr, od, rank % g, g)
-                        else:
-                            arr = self.slice_of(arr, od, rank, self.P(result))
-                return arr
+                return self.load(name, rank, result).astype(np.float32)
             case ir.Const(v):
                 return np.float32(v)
             case ir.SizeValue(e):
@@ -123,22 +144,11 @@ class _Machine:
             case ir.Unary(fn, a):
                 x = self.eval_expr(a, rank, result)
                 with np.errstate(all="ignore"):
-                    return {
-                        "neg": np.negative, "sqrt": np.sqrt, "exp": np.exp, "log": np.log,
-                        "abs": np.abs, "rsqrt": lambda v: np.float32(1) / np.sqrt(v),
-                        "tanh": np.tanh, "erf": scipy.special.erf,
-                        "sigmoid": lambda v: np.float32(1) / (np.float32(1) + np.exp(-v)),
-                    }[fn](x).astype(np.float32)
+                    return UNARY_FNS[fn](x).astype(np.float32)
             case ir.Binary(op, a, b):
                 x, y = self.eval_expr(a, rank, result), self.eval_expr(b, rank, result)
                 with np.errstate(all="ignore"):
-                    return np.asarray({
-                        "add": np.add, "sub": np.subtract, "mul": np.multiply,
-                        "div": np.divide, "pow": np.power, "max": np.maximum,
-                        "min": np.minimum, "lt": np.less, "le": np.less_equal,
-                        "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
-                        "ne": np.not_equal,
-                    }[op](x, y), dtype=np.float32)
+                    return np.asarray(BINARY_FNS[op](x, y), dtype=np.float32)
             case ir.Cast(dtype, a):
                 return self.eval_expr(a, rank, result).astype(numpy_dtype(dtype)).astype(
                     np.float32)

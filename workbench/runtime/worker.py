@@ -100,22 +100,24 @@ def _summary(per_rank_times: list[list[float]]) -> dict:
             "rank_medians_ms": medians, "reps": len(t)}
 
 
-def node_reference(ref: dict, mine, theirs, plan, rank: int) -> dict:
+def node_reference(ref: checks.Reference, mine, theirs, plan, rank: int) -> checks.Reference:
     """The reference as checks.compare reads it for a node's view: each NodeSliced output
-    replaced by this rank's part of it (runtime.pipeline_run.node_part, chunk by chunk where
-    the plan pipelines), which compare then takes whole."""
-    out = dict(ref)
+    (value and bound) replaced by this rank's part of it (runtime.pipeline_run.node_part,
+    chunk by chunk where the plan pipelines), which compare then takes whole."""
+    values, bounds = {}, {}
     for v_s, v_o in zip(mine.outputs, theirs.outputs):
         if isinstance(v_s.type.layout, NodeSliced):
-            out[v_o.name] = node_part(ref[v_o.name], v_s.type, rank, plan.per_node,
-                                      plan.slice_chunks)
-    return out
+            part = functools.partial(node_part, t=v_s.type, rank=rank, per_node=plan.per_node,
+                                     chunks=plan.slice_chunks)
+            values[v_o.name] = part(ref.values[v_o.name])
+            bounds[v_o.name] = part(ref.bounds[v_o.name])
+    return ref.with_outputs(values, bounds)
 
 
-def _check_held(run, mine, theirs, ref, idx, P: int, n_full, problem):
+def _check_held(run, mine, theirs, ref, P: int, n_full):
     """checks.compare of the outputs this rank holds now (after a run or graph replays)."""
     got = run.download([v.name for v in mine.outputs])
-    return checks.compare(got, mine, theirs, ref, idx, run.local, P, n_full, problem)
+    return checks.compare(got, mine, theirs, ref, run.local, P, n_full)
 
 
 def _graphed_record(gpu, rec: dict, timing, result) -> dict:
@@ -268,11 +270,10 @@ def main(job_path: str) -> int:
             log(rank, f"{entry['spec']} {sizes}: inputs and reference")
             with busy(rank, "computing inputs and the reference"):
                 inputs = checks.make_inputs(original, sizes, job.get("seed", 0))
-                ref, idx, small = checks.reference(original, inputs, sizes, P)
-                seen = inputs if idx is None else checks.sampled_inputs(original, inputs, idx)
-                problem = checks.reference_problem(original, seen, ref, small)
-                if problem:
-                    log(rank, f"  {problem}")
+                ref = checks.reference(original, inputs, sizes, P)
+                idx = ref.indices
+                if ref.problem:
+                    log(rank, f"  {ref.problem}")
             n_full = None
             length = checks.pointwise_length(original)
             if length is not None:
@@ -313,8 +314,7 @@ def main(job_path: str) -> int:
                 mine, theirs = held_outputs(run, program, original)
                 got = run.download([v.name for v in mine.outputs])
                 want = node_reference(ref, mine, theirs, plan, rank) if plan.per_node else ref
-                result = checks.compare(got, mine, theirs, want, idx, run.local, P, n_full,
-                                        problem)
+                result = checks.compare(got, mine, theirs, want, run.local, P, n_full)
                 log(rank, f"  {name}: check {result.status()}")
                 results = gpu.all_gather(result)
                 worst = next((r for r in results if not r.ok),
@@ -327,8 +327,7 @@ def main(job_path: str) -> int:
                     rec["steps"] = step_summary(gpu.all_gather(steps), P)
                 graphed = None
                 if job.get("graph"):  # the same steps captured in a CUDA graph, replayed
-                    check = functools.partial(_check_held, run, mine, theirs, want, idx, P,
-                                              n_full, problem)
+                    check = functools.partial(_check_held, run, mine, theirs, want, P, n_full)
                     graphed = graphs.measure(run, check, job.get("warmup", 5),
                                              job.get("reps", 30))
                 run.free()

@@ -1,0 +1,190 @@
+"""The GPU check's bound at P = 2, 4, 8 (issue 35 item 1), on the CPU.
+
+NCCL's own summation orders are reproduced in the interpreter (the AllReduce rule replaced by a
+ring that rounds every partial sum to the element dtype, chunk c starting at rank c + 1, or by
+a chain as NCCL's tree runs inside a node): a correct implementation in any of these orders
+passes `checks.compare` at every P, while planted bugs (one chunk of one rank skipped, a chunk
+read at the wrong peer offset, a missing scale) fail. The fixed per-dtype tolerance this bound
+replaced failed NCCL's ring at P = 4 and 8 (shown below), as on 4x H200 (issue 35's table).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from conftest import load_study
+
+from workbench import interpreter, ir
+from workbench.interpreter import machine
+from workbench.runtime import checks
+
+
+def _ring(arrays, dt, skip=None, wrong_offset=None):
+    """NCCL's ring AllReduce of per-rank arrays: the flat buffer in P chunks, chunk c's sum
+    starting at rank c + 1 and going round to rank c, each partial sum rounded to `dt` (it
+    crosses a link in the element dtype). `skip=(c, r)` leaves rank r out of chunk c;
+    `wrong_offset=(c, r)` has rank r add its chunk c + 1 into chunk c."""
+    P = len(arrays)
+    flat = [np.asarray(a).reshape(-1) for a in arrays]
+    bounds = np.linspace(0, flat[0].size, P + 1).astype(int)
+    out = np.empty(flat[0].size, dtype=dt)
+    for c in range(P):
+        lo, hi = bounds[c], bounds[c + 1]
+        acc = None
+        for step in range(P):
+            r = (c + 1 + step) % P
+            if (c, r) == skip:
+                continue
+            src = c
+            if (c, r) == wrong_offset:
+                src = (c + 1) % P
+            piece = flat[r][bounds[src]:bounds[src] + (hi - lo)].astype(np.float32)
+            acc = piece.astype(dt) if acc is None else (acc.astype(np.float32) + piece).astype(dt)
+        out[lo:hi] = acc
+    return out.reshape(np.shape(arrays[0]))
+
+
+def _chain(arrays, dt):
+    """NCCL's tree inside one node is a chain: the last rank's value, then each rank up to
+    rank 0 adds its own, rounded to `dt` at every hop."""
+    acc = np.asarray(arrays[-1]).astype(dt)
+    for a in reversed(arrays[:-1]):
+        acc = (acc.astype(np.float32) + np.asarray(a, dtype=np.float32)).astype(dt)
+    return acc
+
+
+def _allreduce_rule(order):
+    def rule(m, op, t, P, dt):
+        assert op.op == ir.ReduceOp.Sum and op.sub is None
+        total = order([np.asarray(a) for a in m.env[op.x]], dt)
+        return [total.copy() for _ in range(P)]
+    return rule
+
+
+ORDERS = {"ring": _ring, "chain": _chain}
+
+
+def _emulated(program, inputs, sizes, order, monkeypatch):
+    """The program's outputs as an implementation reducing in `order` computes them."""
+    with monkeypatch.context() as mp:
+        mp.setitem(machine.INTERPRETER_RULES, ir.AllReduce, _allreduce_rule(order))
+        return interpreter.run(program, inputs, sizes)
+
+
+def _check(program, got_logical, ref, P):
+    """checks.compare on every rank (the unscheduled program: every output Replicated)."""
+    results = [checks.compare(got_logical, program, program, ref, r, P, None) for r in range(P)]
+    return next((r for r in results if not r.ok), results[0])
+
+
+CASES = [  # (study spec, sizes): the programs whose P = 4 rows failed the fixed bound
+    ("studies/allreduce_rmsnorm.py", {"T": 64, "H": 512}),
+    ("studies/allreduce_rmsnorm.py:bf16", {"T": 64, "H": 512}),
+    ("studies/adam.py:mixed", {"N": 2**14}),
+    ("studies/adam.py", {"N": 2**14}),
+]
+
+
+@pytest.mark.parametrize("P", [2, 4, 8])
+@pytest.mark.parametrize("order", sorted(ORDERS))
+@pytest.mark.parametrize("spec,sizes", CASES, ids=[c[0].split("/")[1] for c in CASES])
+def test_nccl_orders_pass_at_every_P(spec, sizes, order, P, monkeypatch):
+    program = load_study(spec).program
+    sizes = {**sizes, "P": P}
+    for seed in range(3):
+        inputs = interpreter.random_inputs(program, sizes, seed)
+        ref = checks.reference(program, inputs, sizes, P)
+        got = _emulated(program, inputs, sizes, ORDERS[order], monkeypatch)
+        result = _check(program, got, ref, P)
+        assert result.ok, (spec, order, P, seed, result.status())
+
+
+def test_the_fixed_tolerance_rejected_nccls_ring_at_large_P(monkeypatch):
+    """Why the bound grows with P: NCCL's ring at P = 8 in bf16 lands outside the old fixed
+    tolerance (4e-2) of the in-dtype reference, yet inside the derived bound."""
+    program = load_study("studies/allreduce_rmsnorm.py:bf16").program
+    sizes = {"T": 64, "H": 512, "P": 8}
+    worst = 0.0
+    for seed in range(3):
+        inputs = interpreter.random_inputs(program, sizes, seed)
+        old_ref = interpreter.run(program, inputs, sizes)
+        got = _emulated(program, inputs, sizes, _ring, monkeypatch)
+        worst = max(worst, max(interpreter.max_relative_error(got[k], old_ref[k])
+                               for k in old_ref))
+        assert _check(program, got, checks.reference(program, inputs, sizes, 8), 8).ok
+    assert worst > interpreter.RTOL["bf16"]
+
+
+BUGS = {
+    "chunk skipped": dict(skip=(1, 0)),
+    "wrong peer offset": dict(wrong_offset=(0, 2)),
+}
+
+
+@pytest.mark.parametrize("P", [4, 8])
+@pytest.mark.parametrize("bug", sorted(BUGS))
+@pytest.mark.parametrize("spec,sizes", CASES, ids=[c[0].split("/")[1] for c in CASES])
+def test_planted_collective_bugs_fail(spec, sizes, bug, P, monkeypatch):
+    program = load_study(spec).program
+    sizes = {**sizes, "P": P}
+    inputs = interpreter.random_inputs(program, sizes, 0)
+    ref = checks.reference(program, inputs, sizes, P)
+    got = _emulated(program, inputs, sizes, functools.partial(_ring, **BUGS[bug]), monkeypatch)
+    result = _check(program, got, ref, P)
+    assert not result.ok and result.status().startswith("MISMATCH"), (bug, result.status())
+
+
+@pytest.mark.parametrize("P", [2, 4, 8])
+@pytest.mark.parametrize("spec,sizes,scale", [
+    ("studies/allreduce_rmsnorm.py", {"T": 64, "H": 512}, "g"),  # RMSNorm's weight left out
+    ("studies/allreduce_rmsnorm.py:bf16", {"T": 64, "H": 512}, "g"),
+    ("studies/adam.py:mixed", {"N": 2**14}, "lr"),  # the learning rate left out
+    ("studies/adam.py", {"N": 2**14}, "lr"),
+])
+def test_a_missing_scale_fails(spec, sizes, scale, P, monkeypatch):
+    program = load_study(spec).program
+    sizes = {**sizes, "P": P}
+    inputs = interpreter.random_inputs(program, sizes, 0)
+    ref = checks.reference(program, inputs, sizes, P)
+    unscaled = dict(inputs, **{scale: np.ones_like(inputs[scale])})
+    got = _emulated(program, unscaled, sizes, _ring, monkeypatch)
+    assert not _check(program, got, ref, P).ok
+
+
+def test_the_bound_grows_with_P_and_the_dtype():
+    """gamma(P - 1, u) of the element dtype: the AllReduce's bound at P = 8 is ~7x P = 2's,
+    bf16's 8x f16's; an f32 program's bound stays near f32's unit roundoff."""
+    spec = "studies/allreduce_rmsnorm.py"
+    widths = {}
+    for name in (spec, spec + ":bf16"):
+        program = load_study(name).program
+        for P in (2, 8):
+            sizes = {"T": 8, "H": 256, "P": P}
+            inputs = interpreter.random_inputs(program, sizes, 1)
+            ref = checks.reference(program, inputs, sizes, P)
+            # the residual output h = AllReduce(y) + r: the bound relative to sum |y_p| + |r|
+            mags = np.abs(inputs["y"].astype(np.float64)).sum(axis=0) + np.abs(
+                inputs["r"].astype(np.float64))
+            widths[name, P] = float(np.median(ref.bounds["h"] / mags))
+    assert 5 < widths[spec, 8] / widths[spec, 2] < 9
+    assert 6 < widths[spec + ":bf16", 2] / widths[spec, 2] < 10
+    f32 = load_study("studies/adam.py").program
+    sizes = {"N": 2**10, "P": 8}
+    ref = checks.reference(f32, interpreter.random_inputs(f32, sizes, 0), sizes, 8)
+    rel = ref.bounds["m1"] / np.maximum(np.abs(ref.values["m1"]), 1.0)
+    assert np.median(rel) < 1e-5
+
+
+def test_an_overflowing_reference_is_named():
+    """An exact value beyond the dtype's range is no oracle: the check says where."""
+    program = load_study("studies/allreduce_rmsnorm.py").program
+    sizes = {"T": 8, "H": 64, "P": 4}
+    inputs = interpreter.random_inputs(program, sizes, 0)
+    # finite inputs (|y| <= 60000) whose sum over 4 ranks leaves f16's range (65504)
+    inputs["y"] = (np.clip(inputs["y"].astype(np.float32), -3, 3) * 20000).astype(np.float16)
+    ref = checks.reference(program, inputs, sizes, 4)
+    assert "overflowed f16" in ref.problem or "finite range" in ref.problem
+    assert checks.compare(ref.values, program, program, ref, 0, 4, None).status().startswith(
+        "REFERENCE NOT FINITE")
