@@ -92,7 +92,8 @@ def plan_runs(suites: dict[str, Suite], names: list[str], gpus: int, out: Path,
                         *r["programs"], "--gpus", str(gpus), "--out", str(out),
                         "--name", f"{r['name']}-p{gpus}",
                         *(a for s in sizes for a in ("--set", s)), *r.get("args", []))
-            runs.append(Run(suite, r["name"], argv, tuple(sorted(r.get("env", {}).items())),
+            env = tuple(sorted((k, str(v).format(**fill)) for k, v in r.get("env", {}).items()))
+            runs.append(Run(suite, r["name"], argv, env,
                             int(r.get("timeout_s", 600)), int(r.get("min_gpus", 1))))
     return runs
 

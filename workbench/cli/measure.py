@@ -23,7 +23,7 @@ from workbench.cli.outputs import (
     write_csv,
 )
 from workbench.cli.params import Finite
-from workbench.cli.results_table import format_table, steps_table, table
+from workbench.cli.results_table import format_table, link_rate, steps_table, table
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import check_size_names, load, parse_sets
 from workbench.options import CodegenOptions
@@ -112,17 +112,22 @@ def options_text(options: CodegenOptions) -> str:
 @click.option("--per-step", is_flag=True,
               help="Also time each step (kernel, NCCL call, GEMM, overlap) of every schedule, "
                    "with CUDA events between steps; written to NAME.steps.csv.")
+@click.option("--link-rate", "link_rate_arg", default=None, metavar="GBPS|FILE",
+              help="The link rate x_floor divides by: GB/s per GPU per direction, or the JSON "
+                   "of benchmarks/gpu/link_probe_peers.py at the same P (default: NV18's "
+                   "nominal 478 GB/s).")
 @click.option("--graph", is_flag=True,
               help="Also time every schedule captured once in a CUDA graph and replayed (what "
                    "an engine runs at small sizes): rows 'SCHEDULE (cuda graph)', checked.")
 def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
                         hang_s, quiet, name, unroll, mode, codegen, per_step, graph,
-                        limit_s):
+                        limit_s, link_rate_arg):
     """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
     reference interpreter, time it, and print a table with the baselines."""
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
     check_output_dir(out_dir, "--out")
+    link = link_rate(link_rate_arg, P)
     sweep = job_sizes(program_files, sets)
     echo = None if quiet else (lambda r, line: click.echo(line, err=True))
     if unroll not in (1, 2, 4):
@@ -147,8 +152,9 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
         command = ("workbench compile-and-measure "
                    + " ".join(shlex.quote(a) for a in sys.argv[2:]))
         results["meta"].update(_versions(), command=command,
-                               date=datetime.datetime.now(datetime.UTC).isoformat())
-        df = table(results["records"])
+                               date=datetime.datetime.now(datetime.UTC).isoformat(),
+                               link={"GBps": link.Bps / 1e9, "source": link.source})
+        df = table(results["records"], link)
         if not df.empty:  # the CSV names how its rows were made too (the JSON's meta has all)
             df["commit"] = results["meta"].get("commit", "unknown")
             df["codegen"] = options_text(options)
@@ -159,6 +165,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
             steps = steps_table(results["records"])
             write_csv(steps, out / f"{stem}.steps.csv")
     click.echo(format_table(df))
+    click.echo(f"x_floor: the communicated bytes at the link rate, {link.source}")
     written = ".csv, .json, .command.txt"
     if per_step:
         click.echo(steps.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

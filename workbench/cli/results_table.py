@@ -6,22 +6,77 @@ against the NVLink floor. pandas only; no GPU."""
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
 from workbench.runtime.baselines import REFERENCES
 
-# NVLink per GPU per direction on H200 (NV18: 18 links x 26.562 GB/s), the floor's bandwidth
-# (../shared/device/baselines-h200x4.md, read with nvidia-smi topo on the 4x H200 machine).
+# NVLink per GPU per direction on H200 (NV18: 18 links x 26.562 GB/s): the nominal rate, the
+# floor's bandwidth only when no measured rate is given (../shared/device/baselines-h200x4.md).
 NVLINK_BPS = 478e9
+MAX_PROBE_BYTES = 1 << 20  # a link probe's JSON is a few KiB
 
 
-def table(records: list[dict]):
-    """A DataFrame of the records (see workbench.runtime.worker) with derived columns."""
+@dataclass(frozen=True)
+class LinkRate:
+    """The link rate a schedule's floor divides by (bytes/s per GPU per direction) and where
+    it comes from (`nominal`, a number given, or a P-peer probe of the same call)."""
+
+    Bps: float
+    source: str
+
+
+NOMINAL_LINK = LinkRate(NVLINK_BPS, "nominal NV18, 478 GB/s")
+
+
+def link_rate(value: str | None, P: int) -> LinkRate:
+    """--link-rate: a rate in GB/s, or the JSON of benchmarks/gpu/link_probe_peers.py measured
+    at the same P (its `practical_GBps`: the fastest mechanism to all P - 1 peers at once)."""
+    if value is None:
+        return NOMINAL_LINK
+    try:
+        gbps = float(value)
+    except ValueError:
+        gbps = None
+    if gbps is not None:
+        if not (math.isfinite(gbps) and 0 < gbps < 1e5):
+            raise WorkbenchError(f"--link-rate must be a rate in GB/s in (0, 1e5), got {value}; "
+                                 "give the measured rate per GPU per direction")
+        return LinkRate(gbps * 1e9, f"given, {gbps:g} GB/s")
+    path = Path(value)
+    fix = ("run `python3 benchmarks/gpu/link_probe_peers.py FILE P` on this machine and pass "
+           "FILE")
+    if not path.is_file() or path.stat().st_size > MAX_PROBE_BYTES:
+        raise WorkbenchError(f"--link-rate must be a number (GB/s) or a link probe JSON of at "
+                             f"most {MAX_PROBE_BYTES} bytes, got {value!r}; {fix}")
+    try:
+        probe = json.loads(path.read_text())
+        probe_P, gbps, how = int(probe["P"]), float(probe["practical_GBps"]), probe[
+            "practical_by"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise WorkbenchError(f"--link-rate {value}: must hold P, practical_GBps and "
+                             f"practical_by, got {type(e).__name__}; {fix}") from None
+    if probe_P != P:
+        raise WorkbenchError(f"--link-rate {value} was measured at P = {probe_P}, this run has "
+                             f"--gpus {P}; {fix.replace(' P`', f' {P}`')}")
+    if not (math.isfinite(gbps) and gbps > 0):
+        raise WorkbenchError(f"--link-rate {value}: practical_GBps must be positive, got {gbps}")
+    return LinkRate(gbps * 1e9, f"probe at P = {P}: {gbps:.1f} GB/s by {how}")
+
+
+def table(records: list[dict], link: LinkRate = NOMINAL_LINK):
+    """A DataFrame of the records (see workbench.runtime.worker) with derived columns; the
+    floor is the record's bytes at `link`'s rate."""
     import pandas as pd
 
     rows = []
     for r in records:
         sizes = r.get("sizes", {})
         size_txt = " ".join(f"{k}={v}" for k, v in sizes.items() if k != "P")
-        floor_ms = r.get("comm_bytes", 0) / NVLINK_BPS * 1e3
+        floor_ms = r.get("comm_bytes", 0) / link.Bps * 1e3
         t = r.get("median_ms")
         rows.append({
             "spec": r["spec"], "program": r["program"], "sizes": size_txt, "P": r["P"],
@@ -29,7 +84,7 @@ def table(records: list[dict]):
             "spread_ms": (r["p90_ms"] - r["p10_ms"]) if t is not None else None,
             "min_ms": r.get("min_ms"), "reps": r.get("reps"),
             "check": r.get("check", ""), "max_error": r.get("max_error"),
-            "floor_ms": floor_ms,
+            "floor_ms": floor_ms, "link_GBps": link.Bps / 1e9,
             "x_floor": (t / floor_ms) if t and floor_ms else None,
             # bytes * 1e3 / ms, not bytes / (ms * 1e-3): a subnormal time would underflow to 0
             "nvlink_GBps": (r["comm_bytes"] * 1e3 / t / 1e9) if t and floor_ms else None,
