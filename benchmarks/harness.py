@@ -91,7 +91,8 @@ def plan_runs(suites: dict[str, Suite], names: list[str], gpus: int, out: Path,
                 argv = (sys.executable, "-m", "workbench", "compile-and-measure",
                         *r["programs"], "--gpus", str(gpus), "--out", str(out),
                         "--name", f"{r['name']}-p{gpus}",
-                        *(a for s in sizes for a in ("--set", s)), *r.get("args", []))
+                        *(a for s in sizes for a in ("--set", s)),
+                        *(a.format(**fill) for a in r.get("args", [])))
             env = tuple(sorted((k, str(v).format(**fill)) for k, v in r.get("env", {}).items()))
             runs.append(Run(suite, r["name"], argv, env,
                             int(r.get("timeout_s", 600)), int(r.get("min_gpus", 1))))
