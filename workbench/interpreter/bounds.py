@@ -59,6 +59,10 @@ from workbench.types import OnRoot, Sliced, TensorType
 # Unit roundoff (half an ulp of 1) of each storage dtype; integers are exact.
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8, "i32": 0.0}
 U32 = UNIT_ROUNDOFF["f32"]
+# Half the smallest subnormal: rounding into the format is x (1 + d) + n with |n| <= this
+# (Higham 2.1), which relative error alone misses near zero (GPU run 38: an f16 RMSNorm
+# output of ~1e-8 landed on the subnormal grid, 2.3e-8 from the exact value).
+UNDERFLOW = {"f32": 2.0**-150, "f16": 2.0**-25, "bf16": 2.0**-134, "i32": 0.0}
 
 # Error of CUDA's libm in f32, in ulps (CUDA C Programming Guide, "Mathematical Functions",
 # single precision, without --use_fast_math, which the runtime never passes): sqrtf is
@@ -153,7 +157,7 @@ class _BoundsMachine:
                 return r, e
             case ir.Cast(dtype, a):
                 x, ex = self._eval(a, rank, result)
-                return x, ex + UNIT_ROUNDOFF[dtype.name] * np.abs(x)
+                return x, ex + UNIT_ROUNDOFF[dtype.name] * np.abs(x) + UNDERFLOW[dtype.name]
             case ir.Dropout(p, seed, a):
                 x, ex = self._eval(a, rank, result)
                 t = ir.expr_type(a, self.types, "Dropout")
@@ -254,16 +258,18 @@ def _bounded_elementwise(b: _BoundsMachine, op, t: TensorType, P: int):
         v, e = b.eval(op.expr, r, t)
         v = np.broadcast_to(v, shape).copy()
         vals.append(v)
-        errs.append(np.broadcast_to(e, shape) + u * np.abs(v))  # the store's rounding
+        errs.append(np.broadcast_to(e, shape) + u * np.abs(v)  # the store's rounding
+                    + UNDERFLOW[t.dtype.name])
     return vals, errs
 
 
-def _sum_over_ranks(op, vals_in, errs_in, u: float):
+def _sum_over_ranks(op, vals_in, errs_in, u: float, eta: float = 0.0):
     """Exact value and error bound of reducing per-rank arrays in any order (collectives)."""
     n = len(vals_in)
     if op == ir.ReduceOp.Sum:
         v = np.sum(vals_in, axis=0)
-        return v, np.sum(errs_in, axis=0) + gamma(n - 1, u) * np.sum(np.abs(vals_in), axis=0)
+        return v, (np.sum(errs_in, axis=0) + gamma(n - 1, u) * np.sum(np.abs(vals_in), axis=0)
+                   + (n - 1) * eta)
     if op in (ir.ReduceOp.Max, ir.ReduceOp.Min):
         fn = np.max if op == ir.ReduceOp.Max else np.min
         return fn(vals_in, axis=0), np.max(errs_in, axis=0)
@@ -323,7 +329,7 @@ def _bounded_matmul(b: _BoundsMachine, op: ir.MatMul, t, P: int):
             v = np.matmul(a32, b32).astype(np.float64)
             mags = np.matmul(np.abs(a32), np.abs(b32)).astype(np.float64)
         # the kernel's sum (2K: truncating tensor cores), the reference's own f32 sum, the store
-        e = (gamma(2 * k, U32) + gamma(k, U32)) * mags + u * np.abs(v)
+        e = (gamma(2 * k, U32) + gamma(k, U32)) * mags + u * np.abs(v) + UNDERFLOW[t.dtype.name]
         ea, eb = b.errors.env[op.a][r], b.errors.env[op.b][r]
         if np.any(ea):
             e = e + np.matmul(ea, np.abs(b32).astype(np.float64))
@@ -373,7 +379,7 @@ def _bounded_reduction(b: _BoundsMachine, op, t: TensorType, P: int):
             e = _unary_error("sqrt", v, e, r) + U32 * r
             v = r
         out_v.append(v)
-        out_e.append(e + UNIT_ROUNDOFF[t.dtype.name] * np.abs(v))
+        out_e.append(e + UNIT_ROUNDOFF[t.dtype.name] * np.abs(v) + UNDERFLOW[t.dtype.name])
     return out_v, out_e
 
 
@@ -398,7 +404,8 @@ def _bounded_reduce_axis(b: _BoundsMachine, op: ir.ReduceAxis, t: TensorType, P:
             fn = np.max if op.op == "max" else np.min
             v, e = fn(x, axis=op.axis, keepdims=True), np.max(ex, axis=op.axis, keepdims=True)
         vals.append(v)
-        errs.append(e + (U32 + u) * np.abs(v))  # rounded to f32, then to the dtype
+        # rounded to f32, then to the dtype
+        errs.append(e + (U32 + u) * np.abs(v) + UNDERFLOW[t.dtype.name])
     return vals, errs
 
 
