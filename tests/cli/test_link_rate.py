@@ -53,3 +53,18 @@ def test_a_probe_of_another_P_is_refused_with_the_fix(tmp_path):
     bad.write_text("{\"P\": 4}")
     with pytest.raises(WorkbenchError, match="must hold P, practical_GBps"):
         link_rate(str(bad), 4)
+
+
+def test_a_P8_run_on_four_gpus_is_one_message_with_the_fix(tmp_path, monkeypatch, capsys):
+    """--gpus above the GPUs present: exit 2, the limit and the fix (issue 35's bad input)."""
+    import workbench.runtime.job as runtime_job
+    from workbench.cli.main import main
+
+    monkeypatch.setattr(runtime_job, "gpu_count", lambda: 4)
+    code = main(["compile-and-measure", "studies/adam.py", "--gpus", "8", "--out",
+                 str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert ("--gpus must not exceed the GPUs present, got --gpus 8 on a machine with 4; pass "
+            "--gpus 4 or fewer, or run on a machine with 8 GPUs") in err
+    assert "Traceback" not in err and err.count("\n") == 1

@@ -12,7 +12,7 @@ import numpy as np
 from codegen.plan import GemmStep, ReduceStep
 from codegen.render import include_dir
 from workbench.errors import RuntimeFault
-from workbench.runtime import comm
+from workbench.runtime import comm, launcher
 from workbench.runtime.baselines import stage_groups
 from workbench.runtime.comm import element_counts
 from workbench.runtime.compiler import compile_cubin
@@ -130,10 +130,7 @@ class Gpu:
 
 
         drv = import_pycuda()
-        count = torch.cuda.device_count()
-        if count < P:
-            raise RuntimeFault(f"--gpus must not exceed the GPUs present, got --gpus {P} on a "
-                               f"machine with {count}")
+        launcher.require_gpus(P, torch.cuda.device_count())
         self.rank, self.P = rank, P
         torch.cuda.set_device(rank)
         torch.empty(1, device="cuda")  # creates (and makes current) the primary context

@@ -80,10 +80,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         raise WorkbenchError(f"--schedule must name a schedule of {what}, got "
                              f"{', '.join(map(repr, unknown))}; known: "
                              f"{', '.join(sorted(known)) or 'none'}")
-    present = gpu_count()
-    if present < P:
-        raise RuntimeFault(f"--gpus must not exceed the GPUs present, got --gpus {P} on a "
-                           f"machine with {present}")
+    launcher.require_gpus(P, gpu_count())
     if importlib.util.find_spec("pycuda") is None:
         raise RuntimeFault("pycuda must be installed for compile-and-measure, got none; "
                            "pip install 'coconet-workbench[gpu]' (pycuda builds from source "

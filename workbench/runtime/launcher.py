@@ -493,3 +493,12 @@ def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll
 def python_argv(module: str, *args: str) -> list[str]:
     """argv that runs `python -m module args...` with this interpreter."""
     return [sys.executable, "-m", module, *args]
+
+
+def require_gpus(P: int, present: int) -> None:
+    """A RuntimeFault naming the limit and the fix when --gpus P exceeds the GPUs present."""
+    if present < P:
+        raise RuntimeFault(f"--gpus must not exceed the GPUs present, got --gpus {P} on a "
+                           f"machine with {present}; pass --gpus {present} or fewer, or run "
+                           f"on a machine with {P} GPUs (CUDA_VISIBLE_DEVICES narrows the "
+                           f"count)")
