@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from codegen.plan_file import PLAN_FORMAT_VERSION, load_plan
 from workbench.cli import compile as compile_cli
 from workbench.cli.main import main
 from workbench.options import CodegenOptions
@@ -42,10 +43,11 @@ def test_sources_plans_and_the_manifest(capsys, tmp_path):
     folder = tmp_path / fused["folder"]
     source = (folder / f"{fused['kernels'][0]}.cu").read_text()
     assert 'extern "C" __global__' in source and fused["kernels"][0] in source
-    plan = json.loads((folder / "plan.json").read_text())
-    assert plan["P"] == 2 and plan["options"]["unroll"] == 2
-    assert [s["type"] for s in plan["steps"]] == ["KernelStep"]
-    assert plan["steps"][0]["spec"]["kernel"] == fused["kernels"][0]
+    plan = load_plan(folder / "plan.json")  # the plan itself, loaded back
+    assert plan.P == 2 and plan.options == CodegenOptions(unroll=2)
+    assert [type(s).__name__ for s in plan.steps] == ["KernelStep"]
+    assert plan.steps[0].spec.name == fused["kernels"][0]
+    assert manifest["plan_format_version"] == PLAN_FORMAT_VERSION
     text = (folder / "plan.txt").read_text()
     assert "codegen options: unroll=2" in text and "N/2 (= 524288)" in text
     # the unscheduled program: NCCL and an elementwise kernel, with their buffers and counts
