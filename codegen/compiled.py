@@ -128,6 +128,7 @@ class Compiled:
     gpus: int
     P: int
     entries: tuple[dict, ...]
+    options: CodegenOptions = CodegenOptions()  # what every plan of it was lowered with
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -165,5 +166,7 @@ def read_compiled(folder: str | Path) -> Compiled:
                             f"(this workbench's), got {version!r}; compile the program again "
                             "with this workbench (workbench compile)")
     program, defaults = load_program(folder / PROGRAM_FILE)
+    options = CodegenOptions(**manifest.get("codegen", {}).get("options", {}))
     return Compiled(folder, program, defaults, manifest["spec"], manifest["program_sha256"],
-                    int(manifest["gpus"]), int(manifest["P"]), tuple(manifest["schedules"]))
+                    int(manifest["gpus"]), int(manifest["P"]), tuple(manifest["schedules"]),
+                    options)

@@ -114,6 +114,24 @@ def test_a_folder_compiled_for_other_gpus_is_refused(tmp_path, capsys, jobs,
     assert not jobs
 
 
+def test_a_folder_runs_with_the_options_it_was_compiled_with(tmp_path, capsys, jobs,
+                                                             no_gpu_needed):  # noqa: F811
+    folder = tmp_path / "sgd"
+    assert main(["compile", "studies/sgd.py", "--gpus", "2", "--out", str(folder), "--no-nvcc",
+                 "--codegen", "unroll=2"]) == 0
+    capsys.readouterr()
+    assert main(["compile-and-measure", "--plan", str(folder), "--gpus", "2",
+                 "--out", str(tmp_path / "res")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: the codegen options must be those {folder} was compiled with (unroll=2), got "
+        "the defaults; drop them, or compile it again with them")
+    assert main(["compile-and-measure", "--plan", str(folder), "--gpus", "2", "--unroll", "2",
+                 "--out", str(tmp_path / "res"), "--quiet"]) == 2
+    assert "stopped by the test" in capsys.readouterr().err
+    ((compiled, plans),) = jobs[-1]
+    assert compiled.options.unroll == 2 and plans["unscheduled"].options.unroll == 2
+
+
 def test_neither_a_program_nor_a_plan_is_refused(capsys):
     assert main(["compile-and-measure", "--gpus", "1"]) == 2
     assert "must be given a program file or a --plan folder, got neither" in (

@@ -84,6 +84,11 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         if c.gpus != P:
             raise WorkbenchError(f"--gpus must be the {c.gpus} GPUs {c.folder} was compiled "
                                  f"for, got --gpus {P}; compile it again with --gpus {P}")
+        if c.options != (options or CodegenOptions()):  # the results say how plans were made
+            mine, theirs = (options or CodegenOptions()).changed(), c.options.changed()
+            raise WorkbenchError(f"the codegen options must be those {c.folder} was compiled "
+                                 f"with ({_knobs(theirs)}), got {_knobs(mine)}; drop them, or "
+                                 "compile it again with them")
     unknown = [w for w in wanted if w != "all" and w not in known]
     if unknown:
         what = specs[0] if len(specs) == 1 else "the programs"
@@ -173,6 +178,10 @@ def partial_note(path: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError) as e:
         return f"The partial results at {path} could not be read ({e})."
     return f"{n} record{'s were' if n != 1 else ' was'} written before the fault: {path}"
+
+
+def _knobs(changed: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in changed.items()) or "the defaults"
 
 
 def job_stem(specs, P: int) -> str:
