@@ -77,7 +77,7 @@ def test_without_nvcc_it_says_so_and_exits_0(capsys, tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc (CUDA toolkit) not installed")
-def test_every_kernel_compiles_to_a_cubin_beside_its_source(capsys, tmp_path):
+def test_every_kernel_compiles_to_a_cubin_beside_its_source(capsys, tmp_path, cubin_cache):
     code, out, _ = run(capsys, "studies/sgd.py", "--gpus", "2", "--out", str(tmp_path))
     assert code == 0 and "compiled with " in out.splitlines()[-1]
     manifest = json.loads((tmp_path / "manifest.json").read_text())

@@ -32,9 +32,11 @@ from workbench.provenance import provenance
 
 def compile_all(entries: list[dict], out: Path) -> list[str]:
     """Compile every kernel of the generated schedules with nvcc into NAME.cubin beside its
-    source, each distinct kernel once (copied where schedules share it); the failures."""
+    source, each distinct kernel once (copied where schedules share it) and through the
+    compiled-kernel cache (WB_CACHE_DIR: a kernel compiled before, by this command or a run,
+    is not compiled again); the failures."""
     from codegen.render import include_dir
-    from workbench.runtime.compiler import nvcc_compile
+    from workbench.runtime.compiler import compile_cubin
 
     first: dict[str, Path] = {}
     for e in entries:
@@ -44,7 +46,8 @@ def compile_all(entries: list[dict], out: Path) -> list[str]:
     def one(item):
         kernel, src = item
         try:
-            nvcc_compile(kernel, src, src.with_suffix(".cubin"), include_dir())
+            shutil.copyfile(compile_cubin(kernel, src.read_text(), include_dir()),
+                            src.with_suffix(".cubin"))
         except RuntimeFault as e:
             return kernel, str(e)
         return kernel, ""
