@@ -1,15 +1,46 @@
-"""Shared fixtures: the studies, and golden-file comparison (regenerate with
-WORKBENCH_REGEN_GOLDEN=1, never silently)."""
+"""Shared fixtures: the studies, golden-file comparison (regenerate with
+WORKBENCH_REGEN_GOLDEN=1, never silently), the compiled-kernel cache of the tests, hypothesis
+profiles, and the parallel run of the whole suite.
+
+`python -m pytest` (no paths: the whole suite, as the README and CI run it) runs on every core
+with pytest-xdist (the dev extra) when it is installed, each test file on one worker
+(`--dist loadfile`: a module's fixtures build once); naming paths runs them in this process as
+before, and `-n 0` (or `-n N`) says otherwise."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Examples per property test without a count of its own (a test's @settings(max_examples=...)
+# keeps its count): "ci" sized for the 2-core machine; HYPOTHESIS_PROFILE=thorough for a
+# longer search. No deadline: a shared machine's pauses are no bug.
+settings.register_profile("ci", max_examples=25, deadline=None)
+settings.register_profile("thorough", max_examples=200, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The whole suite (no paths given: pytest runs `testpaths`) on every core, test files
+    spread over pytest-xdist's workers; nothing changes where xdist is absent, where -n, -p
+    no:xdist, --pdb or --collect-only is given, or inside a worker."""
+    whole_suite = config.args_source is pytest.Config.ArgsSource.TESTPATHS
+    if (not whole_suite or hasattr(config, "workerinput")
+            or not config.pluginmanager.has_plugin("xdist")
+            or getattr(config.option, "numprocesses", 0) is not None
+            or config.getoption("usepdb") or config.getoption("collectonly")):
+        return
+    config.option.numprocesses = "auto"
+    if config.option.dist == "no":
+        config.option.dist = "loadfile"
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -96,3 +127,34 @@ def load_study(spec: str):
 @pytest.fixture(scope="session")
 def study():
     return load_study
+
+
+def _nvcc_version() -> str:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    try:
+        return subprocess.run([nvcc, "--version"], capture_output=True, text=True,
+                              timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "no nvcc"
+
+
+@pytest.fixture(scope="session")
+def _cubin_cache_dir(request, tmp_path_factory) -> Path:
+    """One compiled-kernel cache for every test that compiles, kept between runs in pytest's
+    cache folder (`.pytest_cache`, per nvcc version: a cubin of another nvcc proves nothing
+    about this one): a kernel is compiled by nvcc once, not once per test and run. The cache
+    is keyed by the kernel's source, nvcc's flags and the headers (runtime.compiler), and
+    written atomically, so xdist's workers share it safely."""
+    version = hashlib.sha256(_nvcc_version().encode()).hexdigest()[:12]
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    if cache is None:
+        return tmp_path_factory.mktemp("cubin")
+    return Path(cache.mkdir(f"cubin-nvcc-{version}"))
+
+
+@pytest.fixture
+def cubin_cache(_cubin_cache_dir, monkeypatch) -> Path:
+    """WB_CACHE_DIR set to the tests' shared cubin cache (`_cubin_cache_dir`) for one test;
+    a test of the cache itself uses a folder of its own."""
+    monkeypatch.setenv("WB_CACHE_DIR", str(_cubin_cache_dir))
+    return _cubin_cache_dir

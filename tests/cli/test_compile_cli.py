@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from codegen.plan_file import PLAN_FORMAT_VERSION, load_plan
 from workbench.cli import compile as compile_cli
 from workbench.cli.main import main
 from workbench.options import CodegenOptions
@@ -42,10 +43,11 @@ def test_sources_plans_and_the_manifest(capsys, tmp_path):
     folder = tmp_path / fused["folder"]
     source = (folder / f"{fused['kernels'][0]}.cu").read_text()
     assert 'extern "C" __global__' in source and fused["kernels"][0] in source
-    plan = json.loads((folder / "plan.json").read_text())
-    assert plan["P"] == 2 and plan["options"]["unroll"] == 2
-    assert [s["type"] for s in plan["steps"]] == ["KernelStep"]
-    assert plan["steps"][0]["spec"]["kernel"] == fused["kernels"][0]
+    plan = load_plan(folder / "plan.json")  # the plan itself, loaded back
+    assert plan.P == 2 and plan.options == CodegenOptions(unroll=2)
+    assert [type(s).__name__ for s in plan.steps] == ["KernelStep"]
+    assert plan.steps[0].spec.name == fused["kernels"][0]
+    assert manifest["plan_format_version"] == PLAN_FORMAT_VERSION
     text = (folder / "plan.txt").read_text()
     assert "codegen options: unroll=2" in text and "N/2 (= 524288)" in text
     # the unscheduled program: NCCL and an elementwise kernel, with their buffers and counts
@@ -75,7 +77,7 @@ def test_without_nvcc_it_says_so_and_exits_0(capsys, tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc (CUDA toolkit) not installed")
-def test_every_kernel_compiles_to_a_cubin_beside_its_source(capsys, tmp_path):
+def test_every_kernel_compiles_to_a_cubin_beside_its_source(capsys, tmp_path, cubin_cache):
     code, out, _ = run(capsys, "studies/sgd.py", "--gpus", "2", "--out", str(tmp_path))
     assert code == 0 and "compiled with " in out.splitlines()[-1]
     manifest = json.loads((tmp_path / "manifest.json").read_text())

@@ -51,9 +51,10 @@ def test_the_best_row_is_the_fastest_one_the_backend_generates(monkeypatch, caps
     preds = sim.predict(loaded, sim.load_hardware("h200x4", 1), {})
     order = sorted((p for p in preds if p.ranked), key=lambda p: p.time_s)  # generated ones
     first, second = order[0].name, order[1].name
-    real = sim.not_generated
-    monkeypatch.setattr(sim, "not_generated", lambda program, P, options=None: (
-        "refused for the test" if program == order[0].program else real(program, P, options)))
+    real = sim.lowered
+    monkeypatch.setattr(sim, "lowered", lambda program, P, options=None: (
+        (None, "refused for the test") if program == order[0].program
+        else real(program, P, options)))
     js, trace = tmp_path / "t.json", tmp_path / "trace.json"
     assert main(["simulate", "studies/adam.py", "--json", str(js), "--trace", str(trace)]) == 0
     rows = {r["schedule"]: r for r in json.loads(js.read_text())}

@@ -16,10 +16,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_rendered_kernels_compile(case, tmp_path, monkeypatch):
+def test_rendered_kernels_compile(case, cubin_cache):
     from workbench.runtime.compiler import compile_cubin
 
-    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     plan = lower(case_program(case), case[3], case_options(case),
                  collective_mode=case_mode(case))
     kernels = plan.kernels()

@@ -66,10 +66,9 @@ def test_the_knobs_on_render_loads_first_and_row_groups(study, monkeypatch):
 
 @pytest.mark.skipif(not NVCC, reason="nvcc (CUDA toolkit) not installed")
 @pytest.mark.parametrize("P", [1, 2])
-def test_the_knob_variants_compile(study, monkeypatch, tmp_path, P):
+def test_the_knob_variants_compile(study, monkeypatch, cubin_cache, P):
     from workbench.runtime.compiler import compile_cubin
 
-    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(lr, "ROW_LOADS_IN_FLIGHT", 8)
     monkeypatch.setattr(lr, "ROW_GROUPS", True)
     f = study("studies/allreduce_rmsnorm.py:bf16")

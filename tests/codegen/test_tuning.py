@@ -99,10 +99,9 @@ def test_bad_knob_values_are_refused_with_the_choices():
 
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc (CUDA toolkit) not installed")
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_tuned_kernels_compile(case, tmp_path, monkeypatch):
+def test_tuned_kernels_compile(case, cubin_cache):
     from workbench.runtime.compiler import compile_cubin
 
-    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     for vec_bytes, cache in KNOBS:
         for spec in _plan(case, vec_bytes, cache).kernels():
             if spec.template != "fused_collective.cu.j2":

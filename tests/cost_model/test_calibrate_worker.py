@@ -29,11 +29,10 @@ def test_f16_stream_source_has_a_kernel_per_shape():
 
 
 @pytest.mark.skipif(not NVCC, reason="nvcc (CUDA toolkit) not installed")
-def test_stream_kernels_compile(tmp_path, monkeypatch):
+def test_stream_kernels_compile(cubin_cache):
     from codegen.render import include_dir
     from workbench.runtime.compiler import compile_cubin
 
-    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     src, names = calibrate_kernels.streams_f16_source(calibration.F16_STREAM_SHAPES)
     cubin = compile_cubin("wb_cal_streams_f16", src, include_dir()).read_bytes()
     assert all(n.encode() in cubin for n in names.values())

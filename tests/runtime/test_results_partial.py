@@ -90,7 +90,7 @@ def _stub_launch(monkeypatch, records: int | None, fault: bool, complete: bool =
         if records is not None:
             log = ResultsLog(job["out"], {"P": P}, writing=True)
             for i in range(records):
-                log.append({"spec": job["programs"][0]["spec"], "program": "adam",
+                log.append({"spec": "studies/adam.py", "program": "adam",
                             "sizes": {"N": 1024}, "P": P, "comm_bytes": 4096,
                             "schedule": f"s{i}", "kind": "workbench", "check": "ok",
                             "median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1})

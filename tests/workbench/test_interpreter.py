@@ -4,7 +4,7 @@ sizes and group sizes 1..8, plus the semantics of each collective."""
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from workbench import *
@@ -12,8 +12,6 @@ from workbench.errors import SizeError
 from workbench.interpreter import dropout_keep, max_relative_error, random_inputs, run
 
 group_sizes = st.integers(1, 8)
-settings.register_profile("ci", max_examples=25, deadline=None)
-settings.load_profile("ci")
 
 
 def _check(got, want, rtol):

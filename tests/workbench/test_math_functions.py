@@ -54,12 +54,11 @@ def test_the_interpreter_computes_the_closed_form(name):
 @pytest.mark.skipif(shutil.which("nvcc") is None
                     and not Path("/usr/local/cuda/bin/nvcc").exists(),
                     reason="nvcc (CUDA toolkit) not installed")
-def test_the_kernel_of_every_function_compiles(tmp_path, monkeypatch):
+def test_the_kernel_of_every_function_compiles(cubin_cache):
     from codegen.lower import lower
     from codegen.render import include_dir, render
     from workbench.runtime.compiler import compile_cubin
 
-    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     N = Size("N", multiple_of=P)
     x = Tensor(float32, [N], Replicated, "x")
     y = Compute(gelu(x) + gelu_tanh(x) + silu(x) + tanh(x), name="y")

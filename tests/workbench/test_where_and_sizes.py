@@ -120,12 +120,11 @@ def test_fusing_where_and_size_arithmetic_keeps_the_meaning(n, h, seed):
 
 
 @pytest.mark.skipif(not NVCC, reason="nvcc (CUDA toolkit) not installed")
-def test_the_kernel_of_where_and_sizes_compiles(tmp_path, monkeypatch):
+def test_the_kernel_of_where_and_sizes_compiles(cubin_cache):
     from codegen.lower import lower
     from codegen.render import include_dir, render
     from workbench.runtime.compiler import compile_cubin
 
-    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path))
     program = Fuse(("y", "z")).apply(_masked(float16))
     (spec,) = lower(program, 2).kernels()
     source = render(spec)

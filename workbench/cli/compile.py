@@ -7,13 +7,16 @@ commit it was made with, and every kernel is compiled with nvcc when nvcc is pre
 OUT/manifest.json says, per schedule, whether the backend generates it (and why not), its
 kernels and their cubins; OUT/SCHEDULE/ holds plan.txt, plan.json and NAME.cu (+ NAME.cubin).
 A schedule the backend refuses is listed with its reason, as `simulate` shows it.
+
+The folder is what `compile-and-measure` runs (`--plan OUT`): each plan.json loads back into
+the plan lowered here (codegen.plan_file, versioned), and OUT/program.json holds the program
+as written and its default sizes, which the ranks draw inputs for and check against, so no
+rank loads the program file or lowers again.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,68 +29,14 @@ from workbench.loader import check_size_names, load, parse_sets
 from workbench.options import CodegenOptions
 from workbench.provenance import provenance
 
-UNSCHEDULED = "unscheduled"
-
-
-def folder_name(schedule: str) -> str:
-    """A schedule's folder: its name with what a path should not hold replaced
-    (auto:split+fuse#2 -> auto_split+fuse_2)."""
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", schedule)
-
-
-def schedules(loaded, wanted: str, autotune: bool) -> list[tuple[str, object]]:
-    """(name, program or the WorkbenchError that made it illegal) of the unscheduled program,
-    the named schedules `wanted` picks ("all" or comma-separated names), and with `autotune`
-    the autotuner's candidates."""
-    names = [w.strip() for w in wanted.split(",") if w.strip()] or ["all"]
-    known = {UNSCHEDULED, *loaded.schedules}
-    unknown = [n for n in names if n != "all" and n not in known]
-    if unknown:
-        raise WorkbenchError(f"--schedule must name a schedule of {loaded.path}, got "
-                             f"{', '.join(map(repr, unknown))}; known: "
-                             f"{', '.join(sorted(known))}")
-    out: list[tuple[str, object]] = [(UNSCHEDULED, loaded.program)]
-    for name, sched in loaded.schedules.items():
-        if "all" in names or name in names:
-            try:
-                out.append((name, sched.apply()))
-            except WorkbenchError as e:
-                out.append((name, e))
-    if autotune:
-        from workbench import autotune as tuner
-
-        found = tuner.search(loaded.program).candidates
-        out += [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
-    return out
-
-
-def emit(name: str, program, P: int, options: CodegenOptions, sizes: dict, out: Path) -> dict:
-    """Lower one schedule and write its folder; its manifest entry (status, reason, files)."""
-    from codegen.emit import plan_record, plan_text, sources
-    from codegen.lower import lower
-
-    entry = {"schedule": name, "folder": folder_name(name)}
-    if isinstance(program, WorkbenchError):
-        return {**entry, "status": "illegal", "reason": str(program).split("\n\nin program:")[0]}
-    try:
-        plan = lower(program, P, options)
-    except WorkbenchError as e:  # RuntimeFault: what the backend does not generate
-        return {**entry, "status": "not generated", "reason": str(e)}
-    folder = out / entry["folder"]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "plan.txt").write_text(plan_text(plan, sizes))
-    (folder / "plan.json").write_text(json.dumps(plan_record(plan), indent=1))
-    files = sources(plan)
-    for file, text in files.items():
-        (folder / file).write_text(text)
-    return {**entry, "status": "generated", "kernels": [f.removesuffix(".cu") for f in files]}
-
 
 def compile_all(entries: list[dict], out: Path) -> list[str]:
     """Compile every kernel of the generated schedules with nvcc into NAME.cubin beside its
-    source, each distinct kernel once (copied where schedules share it); the failures."""
+    source, each distinct kernel once (copied where schedules share it) and through the
+    compiled-kernel cache (WB_CACHE_DIR: a kernel compiled before, by this command or a run,
+    is not compiled again); the failures."""
     from codegen.render import include_dir
-    from workbench.runtime.compiler import nvcc_compile
+    from workbench.runtime.compiler import compile_cubin
 
     first: dict[str, Path] = {}
     for e in entries:
@@ -97,7 +46,8 @@ def compile_all(entries: list[dict], out: Path) -> list[str]:
     def one(item):
         kernel, src = item
         try:
-            nvcc_compile(kernel, src, src.with_suffix(".cubin"), include_dir())
+            shutil.copyfile(compile_cubin(kernel, src.read_text(), include_dir()),
+                            src.with_suffix(".cubin"))
         except RuntimeFault as e:
             return kernel, str(e)
         return kernel, ""
@@ -140,6 +90,7 @@ def find_nvcc() -> str | None:
 @click.option("--no-nvcc", is_flag=True, help="Write sources and plans only.")
 def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codegen, no_nvcc):
     """Write each schedule's CUDA sources and plan, and compile them with nvcc (no GPU needed)."""
+    from codegen.compiled import compile_folder, write_manifest
     from codegen.lower import stage_order
     from workbench.runtime.worker import stage_split
 
@@ -153,15 +104,12 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
     check_size_names(loaded.program, size_values)
     sizes = {**loaded.sizes, **size_values, "P": P}
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    entries = [emit(n, prog, P, options, sizes, out)
-               for n, prog in schedules(loaded, schedule, autotune)]
+    manifest = compile_folder(out, loaded, program_file, gpus, P, options, sizes, schedule,
+                              autotune, provenance(options))
+    entries = manifest["schedules"]
     nvcc = None if no_nvcc else find_nvcc()
     failed = compile_all(entries, out) if nvcc else []
-    manifest = {"program": loaded.program.name, "spec": program_file, "gpus": gpus, "P": P,
-                "sizes": sizes, **provenance(options), "nvcc": nvcc or "not run",
-                "schedules": entries}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    write_manifest(out, {**manifest, "nvcc": nvcc or "not run"})
     for e in entries:
         what = (f"{len(e['kernels'])} kernel(s)" + (f", {len(e['cubins'])} cubin(s)"
                                                     if "cubins" in e else "")

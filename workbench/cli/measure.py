@@ -47,16 +47,27 @@ def _size_sweep(items: tuple[str, ...]) -> list[dict[str, int]]:
     return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
 
 
-def job_sizes(program_files, sets: tuple[str, ...]) -> list[dict[str, int]]:
+def job_sizes(program_files, sets: tuple[str, ...], plans=()) -> list[dict[str, int]]:
     """The size sets a compile-and-measure job runs (every combination of the --set values),
     after checking that every --set names a size of every program: a misspelt or foreign size
     fails here, before any GPU work. One job's programs must share their sizes; programs of
     different sizes are measured by separate commands (benchmarks/gpu/run_kernel_ops.sh's groups).
     Also called by the CPU-only dry runs, so they validate what the GPU run will."""
+    from codegen.compiled import read_compiled
+
     sweep = _size_sweep(sets)
     for spec in program_files:
         check_size_names(load(spec).program, sweep[0])
+    for folder in plans:
+        check_size_names(read_compiled(folder).program, sweep[0])
     return sweep
+
+
+def _plan_spec(folder: str) -> str:
+    """The program file a compiled folder was compiled from (what names the results)."""
+    from codegen.compiled import read_compiled
+
+    return read_compiled(folder).spec
 
 
 def _versions() -> dict:
@@ -78,7 +89,10 @@ def options_text(options: CodegenOptions) -> str:
 
 
 @click.command("compile-and-measure")
-@click.argument("program_files", nargs=-1, required=True, metavar="PROGRAM.py[:NAME]...")
+@click.argument("program_files", nargs=-1, metavar="PROGRAM.py[:NAME]...")
+@click.option("--plan", "plans", multiple=True, metavar="DIR",
+              help="A folder written by `workbench compile --out DIR` to run as compiled (its "
+              "plans, not the program file); repeatable, with or without program files.")
 @click.option("--gpus", "P", type=int, required=True,
               help="Ranks, one per GPU (all stages of a pipeline together).")
 @click.option("--set", "sets", multiple=True,
@@ -119,22 +133,28 @@ def options_text(options: CodegenOptions) -> str:
 @click.option("--graph", is_flag=True,
               help="Also time every schedule captured once in a CUDA graph and replayed (what "
                    "an engine runs at small sizes): rows 'SCHEDULE (cuda graph)', checked.")
-def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_baselines, out_dir,
-                        hang_s, quiet, name, unroll, mode, codegen, per_step, graph,
+def compile_and_measure(program_files, plans, P, sets, schedule, reps, warmup, no_baselines,
+                        out_dir, hang_s, quiet, name, unroll, mode, codegen, per_step, graph,
                         limit_s, link_rate_arg):
-    """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
-    reference interpreter, time it, and print a table with the baselines."""
+    """Compile every schedule of the programs to CUDA (or take the plans of --plan folders),
+    run it on P GPUs, check it against the reference interpreter, time it, and print a table
+    with the baselines. Each schedule is lowered once, here or by `workbench compile`; the
+    ranks run its plan as written."""
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
+    if not program_files and not plans:
+        raise WorkbenchError("compile-and-measure must be given a program file or a --plan "
+                             "folder, got neither; e.g. compile-and-measure studies/adam.py "
+                             "--gpus 2, or --plan build/adam after workbench compile")
     check_output_dir(out_dir, "--out")
     link = link_rate(link_rate_arg, P)
-    sweep = job_sizes(program_files, sets)
+    sweep = job_sizes(program_files, sets, plans)
     echo = None if quiet else (lambda r, line: click.echo(line, err=True))
     if unroll not in (1, 2, 4):
         raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")
     # The environment's knobs are read here, once; the workers get the options in the job.
     options = CodegenOptions.from_env(unroll=unroll, collective_mode=mode).with_settings(codegen)
-    stem = name or job_stem(program_files, P)
+    stem = name or job_stem([*program_files, *(_plan_spec(f) for f in plans)], P)
     out = Path(out_dir)
     # Rank 0 rewrites its records as it goes beside the final results, so a run cut off from
     # outside leaves them where the user looks.
@@ -144,7 +164,7 @@ def compile_and_measure(program_files, P, sets, schedule, reps, warmup, no_basel
             results = run_job(list(program_files), P, sweep, schedule, reps, warmup,
                               not no_baselines, hang_s, echo, options,
                               partial=partial, per_step=per_step, graph=graph,
-                              limit_s=limit_s)
+                              limit_s=limit_s, plans=plans)
         except KeyboardInterrupt:
             click.echo(f"interrupted: the records measured so far are in {partial} (workbench "
                        f"sweep measured {partial} reads them)", err=True)

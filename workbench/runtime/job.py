@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from codegen.compiled import compile_folder, read_compiled, write_manifest
 from codegen.lower import stage_order
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import load
@@ -51,7 +52,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
             baselines: bool, hang_s: float, echo=None,
             options: CodegenOptions | None = None, partial: str | Path | None = None,
             per_step: bool = False, graph: bool = False,
-            limit_s: float | None = None) -> dict:
+            limit_s: float | None = None, plans=()) -> dict:
     """Launch P workers on this machine for the job (P: every GPU; a pipeline of S stages
     runs P / S ranks per stage); return the results JSON of rank 0.
 
@@ -63,17 +64,31 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     time every schedule captured in a CUDA graph and replayed (records "NAME (cuda graph)",
     workbench.runtime.graphs). `options`: how every schedule is generated and launched (None:
     the defaults); the results' meta records them with the git commit (`codegen`, `commit`).
-    `limit_s`: a wall-clock limit on the whole run (None: none).
+    `limit_s`: a wall-clock limit on the whole run (None: none). `plans`: compiled folders
+    (`workbench compile --out`) to run besides the program files `specs`, which are lowered
+    here once each into folders of their own: the ranks run plans, never a program file.
     """
     if reps < 20:
         raise WorkbenchError(f"--reps must be at least 20 for a stable median, got {reps}")
     wanted = [w.strip() for w in schedule.split(",") if w.strip()] or ["all"]
     known = {"unscheduled"}  # names only the unscheduled program, which always runs
+    loaded = []
     for spec in specs:
         pf = load(spec)  # a broken program file fails here, before GPUs
         known |= set(pf.schedules)
         # A pipeline runs P = --gpus / stages ranks per stage.
-        stage_split(P, len(stage_order(pf.program)), spec)
+        loaded.append((spec, pf, stage_split(P, len(stage_order(pf.program)), spec)))
+    compiled = [read_compiled(folder) for folder in plans]
+    for c in compiled:
+        known |= set(c.names)
+        if c.gpus != P:
+            raise WorkbenchError(f"--gpus must be the {c.gpus} GPUs {c.folder} was compiled "
+                                 f"for, got --gpus {P}; compile it again with --gpus {P}")
+        if c.options != (options or CodegenOptions()):  # the results say how plans were made
+            mine, theirs = (options or CodegenOptions()).changed(), c.options.changed()
+            raise WorkbenchError(f"the codegen options must be those {c.folder} was compiled "
+                                 f"with ({_knobs(theirs)}), got {_knobs(mine)}; drop them, or "
+                                 "compile it again with them")
     unknown = [w for w in wanted if w != "all" and w not in known]
     if unknown:
         what = specs[0] if len(specs) == 1 else "the programs"
@@ -90,12 +105,22 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     private = None
     if partial is None:  # a folder of its own (mode 0700), never a fixed name in shared /tmp
         private = Path(tempfile.mkdtemp(prefix="wb-partial-"))
-        partial = private / f"{job_stem(specs, P)}.partial.json"
+        partial = private / f"{job_stem([*specs, *(c.spec for c in compiled)], P)}.partial.json"
     out = Path(partial)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)  # an earlier run's leftover: this run rewrites it
     with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
-        job = {"programs": [{"spec": s, "schedules": wanted} for s in specs],
+        # Each program is lowered once, here, into a compiled folder (codegen.compiled):
+        # the ranks run its plans as they are, as they run a folder of `workbench compile`.
+        folders = [str(f) for f in plans]
+        for k, (spec, pf, stage_P) in enumerate(loaded):
+            folder = Path(tmp) / f"program{k}"
+            mine = ["unscheduled"] + [w for w in wanted if w == "all" or w in pf.schedules]
+            write_manifest(folder, compile_folder(folder, pf, spec, P, stage_P, opts,
+                                                  {**pf.sizes, "P": stage_P}, mine,
+                                                  provenance=provenance(opts)))
+            folders.append(str(folder))
+        job = {"programs": [{"folder": f, "schedules": wanted} for f in folders],
                "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
                "baselines": baselines, "out": str(out), "seed": 0,
                "options": opts.as_dict(), "provenance": provenance(opts), "per_step": per_step,
@@ -150,6 +175,10 @@ def partial_note(path: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError) as e:
         return f"The partial results at {path} could not be read ({e})."
     return f"{n} record{'s were' if n != 1 else ' was'} written before the fault: {path}"
+
+
+def _knobs(changed: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in changed.items()) or "the defaults"
 
 
 def job_stem(specs, P: int) -> str:

@@ -2,9 +2,12 @@
 by the launcher (WB_RANK, WB_WORLD_SIZE, MASTER_ADDR/PORT set), or by a bare
 `mpirun -np P python -m workbench.runtime.worker JOB` (rank and size from mpirun's variables).
 
-For each program, size and schedule: lower, compile (cache), upload the same random inputs on
-every rank, poison what the run must write, run once and check against the reference
-interpreter, then time (warm-up, reps, CUDA events); then the PyTorch/NCCL baselines. Every
+For each compiled folder of the job (codegen.compiled: the CLI lowered every schedule once, or
+`workbench compile` did), size and schedule: load its plan as written (no program file is
+loaded, nothing is lowered again), compile its kernels (cache), upload the same random inputs
+on every rank, poison what the run must write, run once and check against the reference
+interpreter on the folder's program, then time (warm-up, reps, CUDA events); then the
+PyTorch/NCCL baselines. Every
 rank checks its own part; rank 0 gathers the checks and times and rewrites the JSON results
 after every record (`meta.complete` false until the end), so a run cut off keeps what it
 measured. Progress lines keep the launcher's hang detector quiet while work is being done.
@@ -23,26 +26,18 @@ import traceback
 
 import numpy as np
 
+from codegen.compiled import read_compiled
 from codegen.lower import lower, stage_order
+from codegen.plan import Plan
 from cost_model.plan_cost import plan_link_bytes
 from workbench import interpreter
-from workbench.errors import RuntimeFault, WorkbenchError
-from workbench.loader import file_digest, load
-from workbench.options import CodegenOptions
+from workbench.errors import RuntimeFault
 from workbench.runtime import baselines, baselines_rows, checks, graphs
 from workbench.runtime.comm import rank_env
 from workbench.runtime.executor import PlanRun
 from workbench.runtime.gpu import Gpu
 from workbench.runtime.pipeline_run import node_part
 from workbench.types import NodeSliced
-
-
-def _applied(schedule):
-    """The scheduled program, or the WorkbenchError that says why the schedule is illegal."""
-    try:
-        return schedule.apply()
-    except WorkbenchError as e:
-        return e
 
 
 def log(rank: int, msg: str) -> None:
@@ -80,6 +75,19 @@ def busy(rank: int, what: str, every_s: float = 20.0, max_s: float = BUSY_MAX_S)
     finally:
         done.set()
         thread.join()
+
+
+def plan_comm_bytes(plan: Plan, sizes: dict) -> int:
+    """`comm_bytes` of a lowered plan (the unscheduled program's)."""
+    return int(plan_link_bytes(plan, interpreter.bind_sizes(plan.program, sizes)))
+
+
+def check_compiled_for(compiled, world: int) -> None:
+    """Refuse a compiled folder lowered for another number of GPUs than the job's: its
+    kernels and buffers are the lowering of its own P."""
+    if compiled.gpus != world:
+        raise RuntimeFault(f"--gpus must be the {compiled.gpus} GPUs {compiled.folder} was "
+                           f"compiled for, got {world}; compile it again with --gpus {world}")
 
 
 def comm_bytes(program, sizes: dict, P: int) -> int:
@@ -241,30 +249,31 @@ def main(job_path: str) -> int:
     gpu = Gpu(rank, world)
     log(rank, f"device {gpu.name}, {gpu.sm_count} SMs; {gpu.comm.summary()}")
     records = ResultsLog(job["out"], _meta(gpu, world, job), writing=rank == 0)
-    options = CodegenOptions(**job.get("options", {}))  # read from the environment by the CLI
     if os.environ.get("WB_TEST_DIE_RANK") == str(rank):
         log(rank, "dying on purpose (WB_TEST_DIE_RANK)")
         os._exit(7)
     for entry in job["programs"]:
-        pf = load(entry["spec"])
-        digest = file_digest(entry["spec"])  # results name their program by content too
-        original = pf.program
-        wanted = entry.get("schedules", ["all"])
-        scheds = [(n, s) for n, s in pf.schedules.items() if "all" in wanted or n in wanted]
-        programs = [("unscheduled", original)] + [(n, _applied(s)) for n, s in scheds]
+        # the compiled folder (codegen.compiled): the plans run as they were lowered, the
+        # program as written for the inputs and the reference; no program file is loaded
+        compiled = read_compiled(entry["folder"])
+        original = compiled.program
+        programs = compiled.plans(entry.get("schedules", ["all"]))
         # A pipeline's stages split the world: P ranks per stage, stage-major.
         stages = len(stage_order(original))
-        P = stage_split(world, stages, entry["spec"])
+        P = stage_split(world, stages, compiled.spec)
+        check_compiled_for(compiled, world)
         gpu.use_stages(stages)
+        unscheduled = dict(programs).get("unscheduled")
         for size_set in job["sizes"]:
-            sizes = {**pf.sizes, **size_set}
+            sizes = {**compiled.defaults, **size_set}
             sizes = {k: v for k, v in sizes.items()
                      if k in {s.name for s in original.symbols()}}
             sizes.setdefault("P", P)
             sizes["P"] = P
-            base = {"spec": entry["spec"], "program": original.name, "sizes": sizes, "P": P,
-                    "program_sha256": digest,
-                    "comm_bytes": comm_bytes(original, sizes, P)}
+            base = {"spec": compiled.spec, "program": original.name, "sizes": sizes, "P": P,
+                    "program_sha256": compiled.sha256,  # results name it by content too
+                    "comm_bytes": (plan_comm_bytes(unscheduled, sizes)
+                                   if isinstance(unscheduled, Plan) else None)}
             if stages > 1:
                 base["stages"] = stages
             log(rank, f"{entry['spec']} {sizes}: inputs and reference")
@@ -279,25 +288,19 @@ def main(job_path: str) -> int:
             if length is not None:
 
                 n_full = interpreter.concrete(length, interpreter.bind_sizes(original, sizes))
-            for name, program in programs:
+            for name, plan in programs:
                 rec = dict(base, schedule=name, kind="workbench")
-                if isinstance(program, WorkbenchError):  # an illegal schedule: its row, as
+                if isinstance(plan, Plan) and plan.per_node and idx is not None:
+                    plan = (f"not generated: a node's view (hierarchical split) checks every "
+                            f"element, got sizes {sizes} beyond the full check; measure it at "
+                            "smaller sizes")
+                if not isinstance(plan, Plan):  # illegal or not generated: its row, as
                     # simulate shows it; the other schedules go on
-                    rec.update(check=f"illegal: {program}", median_ms=None)
+                    rec.update(check=plan, median_ms=None)
                     records.append(rec)
-                    log(rank, f"  {name}: illegal ({program})")
+                    log(rank, f"  {name}: {plan}")
                     continue
-                try:
-                    plan = lower(program, P, options)
-                    if plan.per_node and idx is not None:
-                        raise RuntimeFault(
-                            f"a node's view (hierarchical split) checks every element, got "
-                            f"sizes {sizes} beyond the full check; measure it at smaller sizes")
-                except RuntimeFault as e:
-                    rec.update(check=f"not generated: {e}", median_ms=None)
-                    records.append(rec)
-                    log(rank, f"  {name}: not generated ({e})")
-                    continue
+                program = plan.program  # the scheduled program the plan was lowered from
                 log(rank, f"  {name}: compile and allocate")
                 if plan.per_node:
                     # a node's view (hierarchical split, design notes 36 and 73): the node's

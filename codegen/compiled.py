@@ -1,0 +1,172 @@
+"""A compiled folder: what `workbench compile` writes and `compile-and-measure` runs.
+
+    OUT/manifest.json        per schedule: generated (its folder, kernels) or why not
+    OUT/program.json         the program as written and its file's default sizes
+    OUT/SCHEDULE/plan.json   the plan lowered for it (codegen.plan_file: loads back as is)
+    OUT/SCHEDULE/plan.txt    the plan as text, NAME.cu each kernel's source (+ NAME.cubin)
+
+A schedule is lowered once, here; the ranks of `compile-and-measure` load its plan.json and
+run it, and draw inputs for and check against program.json's program, so none of them loads
+the program file or lowers again (issue 38).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from codegen.plan import Plan
+from codegen.plan_file import (
+    PLAN_FORMAT_VERSION,
+    PlanFileError,
+    load_plan,
+    load_program,
+    plan_json,
+    program_json,
+)
+from workbench import ir
+from workbench.errors import WorkbenchError
+from workbench.files import write_atomic
+from workbench.options import CodegenOptions
+
+MANIFEST, PROGRAM_FILE, PLAN_FILE = "manifest.json", "program.json", "plan.json"
+UNSCHEDULED = "unscheduled"
+
+
+def folder_name(schedule: str) -> str:
+    """A schedule's folder: its name with what a path should not hold replaced
+    (auto:split+fuse#2 -> auto_split+fuse_2)."""
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", schedule)
+
+
+def schedules(loaded, wanted: str | list[str], autotune: bool = False) -> list[tuple[str, object]]:
+    """(name, program or the WorkbenchError that made it illegal) of the unscheduled program,
+    the named schedules `wanted` picks ("all" or comma-separated names, or a list of them), and
+    with `autotune` the autotuner's candidates."""
+    if isinstance(wanted, str):
+        wanted = wanted.split(",")
+    names = [w.strip() for w in wanted if w.strip()] or ["all"]
+    known = {UNSCHEDULED, *loaded.schedules}
+    unknown = [n for n in names if n != "all" and n not in known]
+    if unknown:
+        raise WorkbenchError(f"--schedule must name a schedule of {loaded.path}, got "
+                             f"{', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(sorted(known))}")
+    out: list[tuple[str, object]] = [(UNSCHEDULED, loaded.program)]
+    for name, sched in loaded.schedules.items():
+        if "all" in names or name in names:
+            try:
+                out.append((name, sched.apply()))
+            except WorkbenchError as e:
+                out.append((name, e))
+    if autotune:
+        from workbench import autotune as tuner
+
+        found = tuner.search(loaded.program).candidates
+        out += [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
+    return out
+
+
+def emit(name: str, program, P: int, options: CodegenOptions, sizes: dict, out: Path) -> dict:
+    """Lower one schedule and write its folder; its manifest entry (status, reason, files)."""
+    from codegen.emit import plan_text, sources
+    from codegen.lower import lower
+
+    entry = {"schedule": name, "folder": folder_name(name)}
+    if isinstance(program, WorkbenchError):
+        return {**entry, "status": "illegal", "reason": str(program).split("\n\nin program:")[0]}
+    try:
+        plan = lower(program, P, options)
+    except WorkbenchError as e:  # RuntimeFault: what the backend does not generate
+        return {**entry, "status": "not generated", "reason": str(e)}
+    folder = out / entry["folder"]
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / "plan.txt", plan_text(plan, sizes))
+    write_atomic(folder / PLAN_FILE, plan_json(plan))
+    files = sources(plan)
+    for file, text in files.items():
+        write_atomic(folder / file, text)
+    return {**entry, "status": "generated", "kernels": [f.removesuffix(".cu") for f in files]}
+
+
+def compile_folder(out: Path, loaded, spec: str, gpus: int, P: int, options: CodegenOptions,
+                   sizes: dict, wanted: str | list[str] = "all", autotune: bool = False,
+                   provenance: dict | None = None) -> dict:
+    """Lower every schedule `wanted` picks of a loaded program file for P ranks per stage
+    (`gpus` in all) with `options` and write the folder (program.json and each schedule's
+    folder); return its manifest, which the caller completes (nvcc) and writes
+    (`write_manifest`). `sizes`: shown beside the plans' expressions."""
+    from workbench.loader import file_digest
+
+    out.mkdir(parents=True, exist_ok=True)
+    entries = [emit(n, prog, P, options, sizes, out)
+               for n, prog in schedules(loaded, wanted, autotune)]
+    write_atomic(out / PROGRAM_FILE, program_json(loaded.program, loaded.sizes))
+    return {"program": loaded.program.name, "spec": spec,
+            "program_sha256": file_digest(spec), "gpus": gpus, "P": P, "sizes": sizes,
+            "plan_format_version": PLAN_FORMAT_VERSION, **(provenance or {}),
+            "schedules": entries}
+
+
+def write_manifest(out: Path, manifest: dict) -> None:
+    write_atomic(out / MANIFEST, json.dumps(manifest, indent=1, default=str))
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled folder read back: the program as written, its file's default sizes, the
+    program file it came from (spec, sha256: what results name), the GPUs and ranks per stage
+    it was lowered for, and per schedule its manifest entry."""
+
+    folder: Path
+    program: ir.Program
+    defaults: dict
+    spec: str
+    sha256: str
+    gpus: int
+    P: int
+    entries: tuple[dict, ...]
+    options: CodegenOptions = CodegenOptions()  # what every plan of it was lowered with
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(e["schedule"] for e in self.entries)
+
+    def plans(self, wanted: list[str]) -> list[tuple[str, Plan | str]]:
+        """(name, its loaded Plan, or why it does not run: "illegal: ..." or "not generated:
+        ...") of each schedule `wanted` picks ("all", or names; the unscheduled program
+        always), in the folder's order."""
+        out = []
+        for e in self.entries:
+            name = e["schedule"]
+            if not ("all" in wanted or name in wanted or name == UNSCHEDULED):
+                continue
+            if e["status"] == "generated":
+                out.append((name, load_plan(self.folder / e["folder"] / PLAN_FILE)))
+            else:
+                out.append((name, f"{e['status']}: {e['reason']}"))
+        return out
+
+
+def read_compiled(folder: str | Path) -> Compiled:
+    """The compiled folder at `folder` (`workbench compile --out FOLDER`); refused, naming
+    the folder, when it is not one or was written by another plan format version."""
+    folder = Path(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError) as e:
+        raise PlanFileError(f"--plan must name a folder written by workbench compile, got "
+                            f"{folder} without a readable {MANIFEST} ({e}); run workbench "
+                            f"compile PROGRAM.py --gpus P --out {folder}") from None
+    version = manifest.get("plan_format_version")
+    if version != PLAN_FORMAT_VERSION:
+        raise PlanFileError(f"{folder} must hold plans of format version {PLAN_FORMAT_VERSION} "
+                            f"(this workbench's), got {version!r}; compile the program again "
+                            "with this workbench (workbench compile)")
+    program, defaults = load_program(folder / PROGRAM_FILE)
+    options = CodegenOptions(**manifest.get("codegen", {}).get("options", {}))
+    return Compiled(folder, program, defaults, manifest["spec"], manifest["program_sha256"],
+                    int(manifest["gpus"]), int(manifest["P"]), tuple(manifest["schedules"]),
+                    options)
