@@ -41,6 +41,7 @@ import numpy as np
 import sympy
 
 from workbench import ir
+from workbench.errors import VerifyError
 from workbench.interpreter.machine import (
     BINARY_FNS,
     INTERPRETER_RULES,
@@ -186,8 +187,8 @@ class _BoundsMachine:
             vals = INTERPRETER_RULES[type(op)](self.values, op, t, P, np.float64)
             errs = INTERPRETER_RULES[type(op)](self.errors, op, t, P, np.float64)
         else:
-            raise TypeError(f"the error-bound run must have a rule for {type(op).__name__}, "
-                            "got none; add one to workbench.interpreter.bounds.BOUND_RULES")
+            raise VerifyError(f"the error-bound run must have a rule for {type(op).__name__}, "
+                              "got none; add one to workbench.interpreter.bounds.BOUND_RULES")
         self.values.env[out.name] = vals
         self.errors.env[out.name] = errs
         if not self.overflow:
