@@ -24,6 +24,7 @@ from pathlib import Path
 
 from workbench import ir
 from workbench.errors import IllegalTransform, WorkbenchError
+from workbench.files import check_name
 from workbench.transforms import (
     AllReduceAlgorithm,
     AsSlice,
@@ -210,7 +211,12 @@ def collecting() -> Iterator[list[Schedule]]:
 
 
 def schedule(program: ir.Program, name: str | None = None):
-    """Decorator: register a function of a Scheduler as a named schedule of `program`."""
+    """Decorator: register a function of a Scheduler as a named schedule of `program`. The
+    name must be a plain name (files.check_name): `compile` and `compile-and-measure` name
+    folders and files after it."""
+    if name is not None:
+        check_name(name, "a schedule's name (@schedule(program, name=...))",
+                   "pick a name such as 'fused-rs-ag'")
 
     def wrap(fn: Callable) -> Schedule:
         made = Schedule(name or fn.__name__.replace("_", "-"), program, fn,

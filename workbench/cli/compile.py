@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
 
-from workbench.cli.outputs import check_output_dir
+from workbench.cli.outputs import check_output_dir, output_lock
 from workbench.errors import RuntimeFault, WorkbenchError
+from workbench.files import check_target, write_atomic
 from workbench.loader import check_size_names, load, parse_sets
 from workbench.options import CodegenOptions
 from workbench.provenance import provenance
@@ -31,8 +31,10 @@ UNSCHEDULED = "unscheduled"
 
 def folder_name(schedule: str) -> str:
     """A schedule's folder: its name with what a path should not hold replaced
-    (auto:split+fuse#2 -> auto_split+fuse_2)."""
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", schedule)
+    (auto:split+fuse#2 -> auto_split+fuse_2), never a leading dot ('..' would leave --out;
+    @schedule refuses such names already, this holds for any name)."""
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", schedule)
+    return "_" + name[1:] if name.startswith(".") else name
 
 
 def schedules(loaded, wanted: str, autotune: bool) -> list[tuple[str, object]]:
@@ -74,12 +76,13 @@ def emit(name: str, program, P: int, options: CodegenOptions, sizes: dict, out: 
     except WorkbenchError as e:  # RuntimeFault: what the backend does not generate
         return {**entry, "status": "not generated", "reason": str(e)}
     folder = out / entry["folder"]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "plan.txt").write_text(plan_text(plan, sizes))
-    (folder / "plan.json").write_text(json.dumps(plan_record(plan), indent=1))
+    check_target(folder / "plan.txt", out)  # a planted link: refused before mkdir goes through
+    folder.mkdir(exist_ok=True)
+    write_atomic(folder / "plan.txt", plan_text(plan, sizes), out)
+    write_atomic(folder / "plan.json", json.dumps(plan_record(plan), indent=1), out)
     files = sources(plan)
     for file, text in files.items():
-        (folder / file).write_text(text)
+        write_atomic(folder / file, text, out)
     return {**entry, "status": "generated", "kernels": [f.removesuffix(".cu") for f in files]}
 
 
@@ -96,6 +99,7 @@ def compile_all(entries: list[dict], out: Path) -> list[str]:
 
     def one(item):
         kernel, src = item
+        check_target(src.with_suffix(".cubin"), out)  # nvcc renames its cubin over it
         try:
             nvcc_compile(kernel, src, src.with_suffix(".cubin"), include_dir())
         except RuntimeFault as e:
@@ -107,8 +111,8 @@ def compile_all(entries: list[dict], out: Path) -> list[str]:
     for e in entries:
         for k in e.get("kernels", []):
             cubin = out / e["folder"] / f"{k}.cubin"
-            if k not in failed and not cubin.exists():
-                shutil.copyfile(first[k].with_suffix(".cubin"), cubin)
+            if k not in failed and cubin != first[k].with_suffix(".cubin"):
+                write_atomic(cubin, first[k].with_suffix(".cubin").read_bytes(), out)
         if e.get("kernels"):
             e["cubins"] = [f"{k}.cubin" for k in e["kernels"] if k not in failed]
     return [f"{k}: {why}" for k, why in failed.items()]
@@ -153,15 +157,17 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
     check_size_names(loaded.program, size_values)
     sizes = {**loaded.sizes, **size_values, "P": P}
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    entries = [emit(n, prog, P, options, sizes, out)
-               for n, prog in schedules(loaded, schedule, autotune)]
-    nvcc = None if no_nvcc else find_nvcc()
-    failed = compile_all(entries, out) if nvcc else []
-    manifest = {"program": loaded.program.name, "spec": program_file, "gpus": gpus, "P": P,
-                "sizes": sizes, **provenance(options), "nvcc": nvcc or "not run",
-                "schedules": entries}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    # The whole run holds --out: two compiles into one folder would mix one program's kernels
+    # with the other's plans and manifest
+    with output_lock(out, "--out"):
+        entries = [emit(n, prog, P, options, sizes, out)
+                   for n, prog in schedules(loaded, schedule, autotune)]
+        nvcc = None if no_nvcc else find_nvcc()
+        failed = compile_all(entries, out) if nvcc else []
+        manifest = {"program": loaded.program.name, "spec": program_file, "gpus": gpus,
+                    "P": P, "sizes": sizes, **provenance(options), "nvcc": nvcc or "not run",
+                    "schedules": entries}
+        write_atomic(out / "manifest.json", json.dumps(manifest, indent=1, default=str), out)
     for e in entries:
         what = (f"{len(e['kernels'])} kernel(s)" + (f", {len(e['cubins'])} cubin(s)"
                                                     if "cubins" in e else "")

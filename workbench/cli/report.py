@@ -17,7 +17,7 @@ import pandas as pd
 
 from studies.sweep import size_values
 from workbench.cli.compare import sort_rows
-from workbench.cli.outputs import confined, progress, save_figure, write_atomic
+from workbench.cli.outputs import confined, output_lock, progress, save_figure, write_atomic
 from workbench.cli.results_files import read_results_csv
 from workbench.errors import ProgramFileError
 
@@ -160,7 +160,7 @@ def _figure(study: str, predicted, measured, out_dir: Path) -> list[Path]:
     for p in paths:
         # No creation date in the PDF: regenerating a report from the same CSVs gives the same
         # files, so git shows only real changes.
-        save_figure(fig, p, dpi=120,
+        save_figure(fig, p, out_dir, dpi=120,
                     metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
     plt.close(fig)
     return paths
@@ -216,7 +216,7 @@ def build_report(results_dir: Path) -> str:
                 alt = " ".join(str(study).split()).replace("[", "(").replace("]", ")")
                 parts += [f"![{alt}]({p.name})", ""]
     text = "\n".join(parts)
-    write_atomic(results_dir / "report.md", text)
+    write_atomic(results_dir / "report.md", text, results_dir)
     return text
 
 
@@ -250,7 +250,8 @@ def report(results_dir: Path) -> None:
     if not results_dir.is_dir():
         raise ProgramFileError(f"results directory must exist, got no directory at "
                                f"{results_dir}")
-    text = build_report(results_dir)
+    with output_lock(results_dir, "RESULTS_DIR"):  # a sweep writing there meanwhile: refused
+        text = build_report(results_dir)
     figures = [line[line.index("(") + 1:-1] for line in text.splitlines()
                if line.startswith("![")]
     click.echo(f"wrote {results_dir / 'report.md'} ({len(text.splitlines())} lines) and "

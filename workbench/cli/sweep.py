@@ -26,7 +26,6 @@ from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label
 from workbench.cli.outputs import (
-    check_output_dir,
     check_output_file,
     output_lock,
     progress,
@@ -279,10 +278,11 @@ def main() -> None:
 def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int | None,
                 out_dir: Path) -> None:
     """Simulate every study's schedules over its sizes; write OUT/predicted.csv."""
-    check_output_dir(out_dir, "--out")
-    df = predict_rows(hardware, nodes, list(studies) or None, gpus)
+    # --out is held for the whole run, not only the write: a second sweep into it is refused
+    # at its start instead of both exiting 0 with one's rows lost
     with output_lock(out_dir, "--out"):
-        write_csv(df, out_dir / "predicted.csv")
+        df = predict_rows(hardware, nodes, list(studies) or None, gpus)
+        write_csv(df, out_dir / "predicted.csv", out_dir)
     click.echo(f"wrote {out_dir / 'predicted.csv'} ({len(df)} rows); "
                f"{priced_with(hardware, nodes)}")
 
@@ -294,10 +294,9 @@ def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int |
               help="Folder for measured.csv (created if missing; the file is replaced).")
 def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
     """Fold compile-and-measure results into OUT/measured.csv."""
-    check_output_dir(out_dir, "--out")
-    df = measured_rows(list(csv_paths))
-    with output_lock(out_dir, "--out"):
-        write_csv(df, out_dir / "measured.csv")
+    with output_lock(out_dir, "--out"):  # the whole run, as predict
+        df = measured_rows(list(csv_paths))
+        write_csv(df, out_dir / "measured.csv", out_dir)
     click.echo(f"wrote {out_dir / 'measured.csv'} ({len(df)} rows)")
 
 
