@@ -122,17 +122,20 @@ def _umask() -> int:
 READ_MAX_BYTES = 64 << 20  # a results table or JSON of the workbench is at most megabytes
 
 
-def read_bounded(path: str | Path, what: str, fix: str, limit: int = READ_MAX_BYTES) -> bytes:
+def read_bounded(path: str | Path, what: str, fix: str, limit: int = READ_MAX_BYTES,
+                 follow: bool = False) -> bytes:
     """The bytes of input file `path`, read only if it is a regular file (not a link, a FIFO
     that would block the read forever, a device or a folder) of at most `limit` bytes: the
     size is checked before anything is read, so a 1 GB file is refused at once instead of
     parsed into gigabytes of memory. `what` names the input in the error ("results file"),
-    `fix` says what to pass instead; the error never quotes the file's content."""
+    `fix` says what to pass instead; the error never quotes the file's content. `follow`: a
+    file the user named on the command line may be a link (to a regular file); one found in
+    a folder (a report's inputs) may not."""
     path = Path(path)
     try:
         # O_NOFOLLOW: a link is refused, not followed out of a results folder to any file the
         # user may read (which a report would then quote); O_NONBLOCK: a FIFO does not block
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
     except OSError as e:
         kind = "a symlink" if os.path.islink(path) else e.strerror
         raise WorkbenchError(f"{what} {path} must be a regular file that can be read, got "

@@ -106,3 +106,30 @@ def test_read_bounded_refuses_past_its_limit_and_quotes_nothing(tmp_path):
         read_bounded(path, "results file", "pass another", limit=10)
     assert "SECRET" not in str(e.value)
     assert read_bounded(path, "results file", "pass another", limit=60) == b"SECRET" * 10
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv"])
+@pytest.mark.parametrize("kind", ["fifo", "huge"])
+def test_sweep_measured_reads_no_fifo_and_no_huge_file(tmp_path, capsys, suffix, kind):
+    """A 1 GB results JSON made sweep measured allocate terabytes; a FIFO would block it."""
+    path = tmp_path / f"r{suffix}"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text("{}")
+        os.truncate(path, 100 << 20)
+    code = main(["sweep", "measured", str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    got = "must be a regular file, got a FIFO" if kind == "fifo" else \
+        "must be at most 67108864 bytes, got 104857600"
+    assert code == 2 and f"results file {path} {got}" in err and "Traceback" not in err
+
+
+def test_sweep_measured_follows_a_link_the_user_names(tmp_path, capsys):
+    real = tmp_path / "r.csv"
+    real.write_bytes(b"\xff\xfe\x00binary")
+    (tmp_path / "latest.csv").symlink_to(real)
+    code = main(["sweep", "measured", str(tmp_path / "latest.csv"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "must be a CSV table of compile-and-measure, got UnicodeDecodeError" \
+        in err and "Traceback" not in err

@@ -13,6 +13,7 @@ measured.csv (same keys). `workbench report` then compares them and draws the fi
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -40,6 +41,7 @@ from workbench.cli.results_files import (
 from workbench.cli.results_table import table
 from workbench.cli.simulate import predict
 from workbench.errors import WorkbenchError
+from workbench.files import read_bounded
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
@@ -97,8 +99,10 @@ def _parse_sizes(text: str) -> dict:
 def _records(path: Path) -> list[dict]:
     """The records of a compile-and-measure JSON (NAME.json, or NAME.partial.json that a run
     cut off left behind)."""
+    raw = read_bounded(path, "results file", "pass the CSV or JSON compile-and-measure wrote",
+                       follow=True)
     try:
-        records = json.loads(Path(path).read_text())["records"]
+        records = json.loads(raw)["records"]
         if not isinstance(records, list):
             raise TypeError(f"'records' is a {type(records).__name__}, not a list")
         return records
@@ -111,7 +115,14 @@ def _records(path: Path) -> list[dict]:
 def _read_results(path: Path) -> pd.DataFrame:
     """A compile-and-measure CSV, or its JSON (see _records) as the same table."""
     if path.suffix != ".json":
-        return pd.read_csv(path)
+        raw = read_bounded(path, "results file", "pass the CSV compile-and-measure wrote",
+                           follow=True)
+        try:
+            return pd.read_csv(io.BytesIO(raw))
+        except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+            raise ResultsFileError(f"results file {path} must be a CSV table of "
+                                   f"compile-and-measure, got {type(e).__name__}; pass the "
+                                   "CSV the run wrote") from None
     records = _records(path)
     for i, r in enumerate(records):
         checked_measure_record(path, i, r)
