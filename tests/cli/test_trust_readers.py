@@ -131,5 +131,5 @@ def test_sweep_measured_follows_a_link_the_user_names(tmp_path, capsys):
     (tmp_path / "latest.csv").symlink_to(real)
     code = main(["sweep", "measured", str(tmp_path / "latest.csv"), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
-    assert code == 2 and "must be a CSV table of compile-and-measure, got UnicodeDecodeError" \
-        in err and "Traceback" not in err
+    assert code == 2 and "latest.csv must be a results table of workbench compile-and-measure " \
+        "(CSV or JSON), got UnicodeDecodeError" in err and "Traceback" not in err
