@@ -46,8 +46,8 @@ def load_profile(path: Path) -> Cluster:
             data = yaml.safe_load(text)
     except Exception as e:  # json and yaml raise different error types; both mean malformed
         raise HardwareError(f"hardware profile {path} must be valid "
-                            f"{path.suffix.lstrip('.').upper()}, got {type(e).__name__}: {e}"
-                            ) from None
+                            f"{path.suffix.lstrip('.').upper()}, got {type(e).__name__}"
+                            f"{_where(e)}; fix the file there") from None
     if not isinstance(data, dict):
         raise HardwareError(f"hardware profile {path} must hold a mapping of fields, got "
                             f"{type(data).__name__}")
@@ -59,6 +59,17 @@ def load_profile(path: Path) -> Cluster:
     base = data.pop("base", "h200x4")
     cluster = preset(str(base))
     return override(cluster, data, prefix="")
+
+
+def _where(e: Exception) -> str:
+    """Where a JSON or YAML parse error is, by line and column only: YAML's own message
+    quotes the offending lines, and a profile path may be a link to a file of secrets."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    if mark is not None:
+        return f" at line {mark.line + 1} column {mark.column + 1}"
+    if getattr(e, "lineno", None) is not None:  # json.JSONDecodeError
+        return f" at line {e.lineno} column {e.colno}"
+    return ""
 
 
 def override(obj: Any, changes: dict, prefix: str) -> Any:
