@@ -229,7 +229,10 @@ def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1,
                              "stmts": st["stmts"], "steps": st["steps"],
                              "measured_ms": st["median_ms"],
                              "predicted_ms": t, "predicted_gpu_ms": gpu,
-                             "error": (gpu / st["median_ms"] - 1) if gpu else None})
+                             # a step measured at 0 ms has no relative error (it was a
+                             # ZeroDivisionError): its row stands, its error is empty
+                             "error": (gpu / st["median_ms"] - 1)
+                             if gpu and st["median_ms"] > 0 else None})
     return pd.DataFrame(rows)
 
 
