@@ -133,3 +133,15 @@ def test_sweep_measured_follows_a_link_the_user_names(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "latest.csv must be a results table of workbench compile-and-measure " \
         "(CSV or JSON), got UnicodeDecodeError" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["--set", "N=2**80"], "--set N must be at most 2**62, got '2**80' = 2**80 or more"),
+    (["--set", "N=4", "--set", "N=8"], "--set N must be given once, got 4 and 8; pass one value"),
+])
+@pytest.mark.parametrize("command", ["check", "simulate"])
+def test_set_is_bounded_and_given_once(capsys, command, sets, message):
+    """`--set N=4 --set N=8` kept the last without a word; N=2**80 passed check (issue 40)."""
+    code = main([command, "studies/sgd.py", *sets])
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: {message}" in err and "Traceback" not in err
