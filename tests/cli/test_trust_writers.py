@@ -210,3 +210,15 @@ def test_compile_and_measure_name_must_be_a_plain_name(tmp_path, capsys):
 def test_check_name_passes_plain_names():
     for name in ["fused", "fuse-rs-c-ag", "auto:split+fuse#2", "a.b", "..x"]:
         assert check_name(name, "x", "y") == name
+
+
+@pytest.mark.parametrize("command", [["simulate", "studies/sgd.py"],
+                                     ["simulate-step", "--d-model", "64", "--layers", "1"]])
+def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys, command):
+    """`--csv X --json X` kept one of the two without a word (issue 40)."""
+    x = tmp_path / "x"
+    code = main([*command, "--csv", str(x), "--json", str(x)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--json must name a file of its own, got {x}, which --csv names " \
+                         "too" in err
+    assert not x.exists()

@@ -33,6 +33,22 @@ def check_output_file(path: str | Path | None, option: str) -> None:
     check_target(path)
 
 
+def check_output_files(paths: dict[str, str | Path | None]) -> None:
+    """check_output_file for each option -> path given, and no two options naming one file
+    (`--csv X --json X` kept only the last written, without a word)."""
+    seen: dict[str, str] = {}
+    for option, path in paths.items():
+        check_output_file(path, option)
+        if path is None:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise WorkbenchError(f"{option} must name a file of its own, got {path}, which "
+                                 f"{seen[key]} names too; one would replace the other: pick "
+                                 "two file names")
+        seen[key] = option
+
+
 def check_output_dir(path: str | Path | None, option: str) -> None:
     """`option`'s folder must exist or be creatable: not a file, and its nearest existing
     ancestor a writable folder; never a symlink (the command would write through it)."""
