@@ -135,7 +135,8 @@ class Schedule:
         except WorkbenchError as e:
             raise type(e)(f"schedule {self.name} ({self.where(sys.exc_info()[2])}): {e}"
                           ) from None
-        except (Exception, SystemExit) as e:  # user code may raise anything, or exit
+        except BaseException as e:  # user code may raise anything (KeyboardInterrupt,
+            # GeneratorExit, a BaseException of its own: a traceback or exit 1), or exit
             what = (e.code if isinstance(e, HardExit) else f"exit({e.code})"
                     if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}")
             raise IllegalTransform(
