@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import RuntimeFault
-from workbench.runtime.watchdog import Watchdog
+from workbench.runtime.watchdog import Watchdog, reaper_argv
 
 # NVLink multicast must stay off on the shared GPU machines (a program that uses it can take the
 # host's GPUs out of service); every process we start carries these.
@@ -435,6 +435,7 @@ def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll
     # Started before the ranks: whatever ends this process (SIGKILL included), the watchdog
     # ends the ranks and what they started (workbench.runtime.watchdog).
     dog = Watchdog()
+    argv = reaper_argv(argv)  # each rank under a subreaper: no daemon of it escapes
     try:
         if kind == "mpirun":
             mpirun = find_mpirun()
