@@ -187,3 +187,23 @@ def test_a_rank_killed_by_a_signal_is_reported_as_such():
     with pytest.raises(RuntimeFault, match=r"^rank 0 must exit 0, got exit code -9"):
         launch(1, [sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], hang_s=30,
                launcher="spawn")
+
+
+def test_mpirun_output_of_a_line_without_newlines_counts_for_its_rank():
+    """mpirun tags a line once, at its start: a rank printing 400 MB without a newline was
+    read _LINE_BYTES at a time, every piece after the first taken for mpirun's own, and the
+    rank ended as hung while it printed (issue 40). Each piece is now its rank's output."""
+    import io
+    import itertools
+    import threading
+
+    from workbench.runtime import launcher as L
+
+    run = L._Mpirun.__new__(L._Mpirun)
+    start = time.monotonic() - 100
+    run.ranks, run.own, run.echo = [L._Rank(0, start), L._Rank(1, start)], L._Rank(-1, start), None
+    run.seq, run.lock = itertools.count(1), threading.Lock()
+    long = b"[1,1]<stdout>:" + b"x" * (3 * L._LINE_BYTES) + b"\n"
+    run._read(io.BytesIO(long + b"[1,0]<stdout>:hi\nmpirun says\n"), L._TagParser(False))
+    assert run.ranks[1].last_output_s > start + 50 and len(run.ranks[1].tail) == 4
+    assert list(run.ranks[0].tail) == ["hi"] and list(run.own.tail) == ["mpirun says"]
