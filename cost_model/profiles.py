@@ -16,6 +16,7 @@ from cost_model.presets import PRESETS, preset
 from cost_model.specs import Cluster
 from cost_model.validate import profile_text, profile_value
 from workbench.errors import HardwareError
+from workbench.ir import COLLECTIVES
 
 
 def load_hardware(spec: str, nodes: int = 1, nvls: bool | None = None) -> Cluster:
@@ -129,6 +130,11 @@ def _override_variants(old: tuple, value: Any, where: str, base: Any) -> tuple:
     return tuple(table.items())
 
 
+# The names a (name, number) table of a profile may hold, where they are a closed set: a
+# misspelt collective in collective_latency_s was kept and never read (its latency 0).
+_TABLE_KEYS = {"collective_latency_s": tuple(c.kind for c in COLLECTIVES)}
+
+
 def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
     """Tuples in specs are (name, number) tables or tuples of named dataclasses; a profile
     gives a mapping name -> number or name -> {field: value}."""
@@ -147,6 +153,10 @@ def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
             by_name[name] = override(by_name[name], sub, f"{where}.{name}.")
         return tuple(by_name.values())
     table = dict(old)
+    known = _TABLE_KEYS.get(where.rsplit(".", 1)[-1])
     for name, number in value.items():
+        if known is not None and str(name) not in known:  # was priced as 0 without a word
+            raise HardwareError(f"hardware profile field {where}.{name} must name one of "
+                                f"{', '.join(known)}, got {name!r}; fix the profile")
         table[str(name)] = profile_value(f"{where}.{name}", where.rsplit(".", 1)[-1], number)
     return tuple(table.items())

@@ -207,3 +207,13 @@ def test_a_profile_parse_error_quotes_no_content(tmp_path, suffix, text, where):
         load_hardware(str(path))
     assert "SECRET" not in str(e.value) and where in str(e.value)
     assert str(e.value).startswith(f"hardware profile {path} must be valid ")
+
+
+def test_an_unknown_collective_in_the_latency_table_is_refused(tmp_path):
+    """A misspelt collective in collective_latency_s was kept and never read (issue 40)."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"nccl": {"collective_latency_s": {"allreduse": 1e-5}}}))
+    with pytest.raises(HardwareError, match=r"hardware profile field "
+                       r"nccl.collective_latency_s.allreduse must name one of allreduce, "
+                       r"reducescatter, allgather, broadcast, reduce, alltoall, got 'allreduse'"):
+        load_hardware(str(path))
