@@ -86,7 +86,9 @@ def test_write_atomic_refuses_a_symlinked_out_folder(tmp_path):
 @pytest.mark.parametrize("option", [["simulate", "studies/sgd.py", "--json"],
                                     ["simulate", "studies/sgd.py", "--csv"],
                                     ["simulate", "studies/sgd.py", "--trace"],
-                                    ["schedules", "studies/sgd.py", "--json"]])
+                                    ["schedules", "studies/sgd.py", "--json"],
+                                    ["simulate-step", "--json"],
+                                    ["sweep", "steps", "README.md", "--out"]])
 def test_a_device_node_as_an_output_is_refused_before_any_work(tmp_path, capsys, option):
     """`--json /dev/null` as root replaced the system's /dev/null; now exit 2, one message,
     and the node stays a character device."""
