@@ -8,6 +8,8 @@ refused before it is parsed."""
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from workbench.cli.main import main
 from workbench.errors import WorkbenchError
@@ -154,3 +156,53 @@ def test_check_refuses_sizes_no_schedule_fits(capsys):
     assert code == 2 and "error: sizes N=34359738368, P=4 must fit a GPU of h200x4 with at " \
                          "least one schedule, got none that fits (unscheduled: peak memory " \
                          "per rank must fit the GPU's 131.3 GiB, got 640.3 GiB" in err
+
+
+_CELLS = st.one_of(st.text(max_size=8), st.integers(-2, 2**70), st.floats(),
+                   st.sampled_from(["N=2^20", "N=2^99999", "H=4096,T=2^10", "x", "", "4",
+                                    "four", "unscheduled", "inf", "1e308", "nan"]))
+_GOOD = {"study": st.sampled_from(["sgd", "adam"]),
+         "schedule": st.sampled_from(["unscheduled", "fused", "ar-opt"]),
+         "size": st.sampled_from(["N=2^20", "N=2^22", "H=4096,T=2^10", "H=8192,T=2^10"]),
+         "gpus": st.sampled_from([2, 4]), "stage": st.sampled_from([0, 1]),
+         "stmts": st.sampled_from(["g1", "w1"]), "check": st.sampled_from(["ok", "MISMATCH"]),
+         "fastest_baseline": st.sampled_from(["nccl", "torch"])}
+
+
+def _cell(column: str):
+    """Mostly what the column should hold (times: any float), now and then anything."""
+    good = _GOOD.get(column, st.floats(1e-6, 10))
+    return st.one_of(*[good] * 30, _CELLS)
+
+
+def _rows(name: str):
+    columns = _FILES[name]
+    well_formed = st.lists(st.tuples(*(_cell(c) for c in columns)).map(list), max_size=8,
+                           unique_by=lambda row: tuple(map(str, row[:4])))
+    ragged = st.lists(st.lists(_CELLS, min_size=3, max_size=9), max_size=5)
+    return st.one_of(well_formed, well_formed, well_formed, ragged)
+_FILES = {"predicted.csv": ["study", "schedule", "size", "gpus", "predicted_s"],
+          "measured.csv": ["study", "schedule", "size", "gpus", "measured_s", "check",
+                           "fastest_baseline", "fastest_baseline_s"],
+          "steps.csv": ["study", "schedule", "size", "stage", "stmts", "measured_ms",
+                        "predicted_gpu_ms", "error"]}
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.fixed_dictionaries({}, optional={n: _rows(n) for n in _FILES}))
+def test_fuzz_report_on_ragged_rows_and_any_cells(tmp_path_factory, files):
+    """Whatever the three CSVs hold (ragged rows, sizes that are not sizes, text for numbers,
+    absurd numbers, nothing to plot): exit 0, or 2 with one message, never a traceback."""
+    import csv
+    import io
+
+    results = tmp_path_factory.mktemp("fuzz")
+    for name, rows in files.items():
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(_FILES[name])
+        w.writerows(rows)
+        (results / name).write_text(buf.getvalue())
+    code = main(["report", str(results)])
+    assert code in (0, 2)
