@@ -23,6 +23,7 @@ import platform
 import re
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -190,6 +191,28 @@ def install_wheels(folder: Path) -> None:
                     str(folder), "coconet-workbench[gpu]"], check=True)
 
 
+def _check_output(path: Path) -> None:
+    """A SuiteError unless `path` is absent or a regular file: a link, a device or a FIFO
+    planted under a log's or the manifest's name is never written through (the harness runs
+    as root on the GPU machines)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise SuiteError(f"the output {path} must be a regular file or not exist yet, got "
+                         f"{'a symlink' if stat.S_ISLNK(mode) else 'a special file'}; remove "
+                         "it or pick another --out")
+
+
+def _open_output(path: Path):
+    """`path` opened for writing (binary, truncated), refusing what _check_output refuses;
+    O_NOFOLLOW closes the window between the check and the open for a link."""
+    _check_output(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    return os.fdopen(fd, "wb")
+
+
 def execute(runs: list[Run], gpus: int, out: Path) -> list[dict]:
     """Run each in turn (logs in out/NAME.log); a failure is recorded and the rest go on."""
     records = []
@@ -203,7 +226,14 @@ def execute(runs: list[Run], gpus: int, out: Path) -> list[dict]:
             continue
         print(f"[{run.suite}/{run.name}] {record['command']}", flush=True)
         t0 = time.monotonic()
-        with open(out / f"{run.name}.log", "w") as log:
+        try:
+            log_file = _open_output(out / f"{run.name}.log")
+        except SuiteError as e:  # recorded, and the rest go on
+            record.update(status=f"not run: {e}", wall_s=0.0)
+            print(f"[{run.suite}/{run.name}] {record['status']}", flush=True)
+            records.append(record)
+            continue
+        with log_file as log:
             # Its own session, so a timeout ends everything it started (torchrun's ranks, the
             # workbench's launcher and workers), not only the direct child.
             proc = subprocess.Popen(run.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -261,7 +291,14 @@ def main(argv: list[str] | None = None) -> int:
                 "command": shlex.join([sys.executable, *sys.argv]), "gpus": args.gpus,
                 "versions": versions()}
     manifest["runs"] = execute(runs, args.gpus, out)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    try:
+        with _open_output(out / ".manifest.json.tmp") as f:  # whole or not at all
+            f.write((json.dumps(manifest, indent=1) + "\n").encode())
+        _check_output(out / "manifest.json")
+        os.replace(out / ".manifest.json.tmp", out / "manifest.json")
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     failed = [r for r in manifest["runs"] if r["status"] not in ("ok",)
               and not r["status"].startswith("skipped")]
     print(f"{len(manifest['runs']) - len(failed)} of {len(manifest['runs'])} runs ok or skipped; "

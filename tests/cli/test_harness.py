@@ -126,3 +126,17 @@ def test_a_binary_suites_file_exits_2(tmp_path, monkeypatch, capsys, raw):
     monkeypatch.setattr(harness, "SUITES_FILE", path)
     assert harness.main(["--list"]) == 2
     assert f"{path} must be a readable TOML file of suites" in capsys.readouterr().err
+
+
+def test_a_log_that_is_a_link_is_not_written_through(tmp_path):
+    """A link planted under a run's log name was written through (issue 40): the run is
+    recorded as not run, with the reason, and the rest go on."""
+    target = tmp_path / "victim"
+    target.write_text("keep")
+    (tmp_path / "linked.log").symlink_to(target)
+    runs = [harness.Run("x", "linked", (sys.executable, "-c", "print('x')")),
+            harness.Run("x", "plain", (sys.executable, "-c", "print('y')"))]
+    first, second = harness.execute(runs, 1, tmp_path)
+    assert first["status"].startswith(f"not run: the output {tmp_path / 'linked.log'} must be "
+                                      "a regular file or not exist yet, got a symlink")
+    assert second["status"] == "ok" and target.read_text() == "keep"
