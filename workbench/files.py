@@ -55,10 +55,11 @@ def check_target(path: str | Path, inside: str | Path | None = None) -> None:
         except FileNotFoundError:
             return  # made by the command itself, after this check
         if not stat.S_ISDIR(st.st_mode):
+            fix = (f"the workbench never writes through a link: pass the folder it points to "
+                   f"({os.path.realpath(folder)}) or remove it" if stat.S_ISLNK(st.st_mode)
+                   else "remove it or pick another --out")
             raise WorkbenchError(f"the output folder {folder} must be a real folder, got "
-                                 f"{_kind(st.st_mode)}; the workbench never writes through a "
-                                 f"link: pass the folder it points to ({os.path.realpath(folder)})"
-                                 " or remove it")
+                                 f"{_kind(st.st_mode)}; {fix}")
 
 
 NAME_MAX = 100  # characters of a name that becomes a file or folder name
