@@ -224,3 +224,31 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys, command):
     assert code == 2 and f"--json must name a file of its own, got {x}, which --csv names " \
                          "too" in err
     assert not x.exists()
+
+
+def test_sweep_measured_and_report_hold_their_folder_for_the_whole_run(tmp_path, capsys,
+                                                                        monkeypatch):
+    """While one run reads and computes, a second into the same folder is refused."""
+    from workbench.cli import report as report_cli
+
+    seen = []
+    real_rows, real_build = sweep_cli.measured_rows, report_cli.build_report
+
+    def measured_rows(paths):
+        seen.append(main(["report", str(tmp_path)]))
+        return real_rows(paths)
+
+    def build_report(folder):
+        seen.append(main(["sweep", "predict", "--study", "sgd", "--out", str(tmp_path)]))
+        return real_build(folder)
+
+    monkeypatch.setattr(sweep_cli, "measured_rows", measured_rows)
+    monkeypatch.setattr(report_cli, "build_report", build_report)
+    results = tmp_path / "r.csv"
+    results.write_text("program,schedule\n")
+    main(["sweep", "measured", str(results), "--out", str(tmp_path)])
+    (tmp_path / "predicted.csv").write_text("study,schedule,size,gpus,predicted_s\n"
+                                            "sgd,unscheduled,N=2^20,4,0.001\n")
+    assert main(["report", str(tmp_path)]) == 0
+    assert seen == [2, 2]
+    assert capsys.readouterr().err.count("which another workbench run holds") == 2
