@@ -20,8 +20,10 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -58,17 +60,81 @@ class SuiteError(ValueError):
     """A suite file or a suite name that is not as expected (exit 2)."""
 
 
+# What a run of suites.toml may hold: field -> (what it must be, its check). The harness runs
+# before the workbench is installed (--wheels), so the checks are the standard library's.
+def _strings(v) -> bool:
+    return isinstance(v, list) and all(isinstance(a, str) and "\x00" not in a for a in v)
+
+
+_RUN_FIELDS = {
+    "name": ("a plain name (1 to 100 letters, digits, '.', '_', '-'; it names NAME.log)",
+             lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v)
+             is not None),
+    "programs": ("a non-empty list of program files", lambda v: _strings(v) and len(v) > 0),
+    "command": ("a non-empty argv list of strings", lambda v: _strings(v) and len(v) > 0),
+    "sizes": ("a list of NAME=VALUE strings", _strings),
+    "quick_sizes": ("a list of NAME=VALUE strings", _strings),
+    "args": ("a list of strings", _strings),
+    "env": ("a table of strings", lambda v: isinstance(v, dict) and all(
+        isinstance(x, str) for x in v.values())),
+    "timeout_s": ("a whole number of seconds from 1 to 86400",
+                  lambda v: type(v) is int and 1 <= v <= 86_400),
+    "min_gpus": ("a whole number from 1 to 1024", lambda v: type(v) is int and 1 <= v <= 1024),
+}
+_PLACEHOLDERS = {"gpus", "out", "python"}  # what a command's strings may name in {...}
+SUITES_MAX_BYTES = 1 << 20  # a suites file is a page of text; a larger one is not one
+
+
 def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:
-    """The suites of `path`, each run checked for the fields it must have."""
-    data = tomllib.loads(path.read_text())
-    suites = {}
-    for name, body in data.get("suites", {}).items():
-        runs = tuple(body.get("runs", ()))
-        for run in runs:
+    """The suites of `path`, each run checked for the fields it must have: a file that is not
+    what suites.toml should be (not TOML, a field of the wrong type, an unknown field, a run
+    name that is not a plain name) is a SuiteError naming the file, the run and the field."""
+    try:
+        if path.stat().st_size > SUITES_MAX_BYTES:
+            raise SuiteError(f"{path} must be at most {SUITES_MAX_BYTES} bytes, got "
+                             f"{path.stat().st_size}; is it the suites file?")
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        why = (e.strerror if isinstance(e, OSError) else "not UTF-8" if isinstance(
+            e, UnicodeDecodeError) else str(e))
+        raise SuiteError(f"{path} must be a readable TOML file of suites, got: {why}; fix the "
+                         "suite file") from None
+    body_of = data.get("suites", {})
+    if not isinstance(body_of, dict):
+        raise SuiteError(f"{path}: `suites` must be a table of [suites.NAME], got "
+                         f"{type(body_of).__name__}; fix the suite file")
+    suites, names = {}, set()  # run names are unique across suites: each names DIR/NAME.log
+    for name, body in body_of.items():
+        runs = body.get("runs", []) if isinstance(body, dict) else None
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            raise SuiteError(f"suite {name} in {path} must be a table with [[suites.{name}.runs]]"
+                             " tables; fix the suite file")
+        for i, run in enumerate(runs, 1):
+            where = f"run {name}/{run.get('name', i)!s:.60} in {path}"
+            unknown = sorted(set(run) - set(_RUN_FIELDS))
+            if unknown:
+                raise SuiteError(f"{where} must have only the fields {', '.join(_RUN_FIELDS)}, "
+                                 f"got {', '.join(unknown)}; fix the suite file")
+            for field_name, value in run.items():
+                what, ok = _RUN_FIELDS[field_name]
+                if not ok(value):
+                    raise SuiteError(f"{where}: {field_name} must be {what}, got "
+                                     f"{value!r:.60}; fix the suite file")
+            if "name" not in run or run["name"] in names:
+                raise SuiteError(f"{where} must have a name of its own (it names the run's "
+                                 "log); fix the suite file")
+            names.add(run["name"])
             if ("programs" in run) == ("command" in run):
-                raise SuiteError(f"run {name}/{run.get('name', '?')} in {path} must have exactly "
-                                 "one of `programs` or `command`; fix the suite file")
-        suites[name] = Suite(name, body.get("about", ""), runs)
+                raise SuiteError(f"{where} must have exactly one of `programs` or `command`; "
+                                 "fix the suite file")
+            for arg in run.get("command", []):
+                try:
+                    arg.format(**{k: "" for k in _PLACEHOLDERS})
+                except (KeyError, IndexError, ValueError):
+                    raise SuiteError(f"{where}: command may fill in only "
+                                     f"{{{'}, {'.join(sorted(_PLACEHOLDERS))}}}, got {arg!r:.60}"
+                                     "; double a brace to keep it ({{ }})") from None
+        suites[name] = Suite(name, str(body.get("about", "")), tuple(runs))
     return suites
 
 
@@ -127,6 +193,28 @@ def install_wheels(folder: Path) -> None:
                     str(folder), "coconet-workbench[gpu]"], check=True)
 
 
+def _check_output(path: Path) -> None:
+    """A SuiteError unless `path` is absent or a regular file: a link, a device or a FIFO
+    planted under a log's or the manifest's name is never written through (the harness runs
+    as root on the GPU machines)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise SuiteError(f"the output {path} must be a regular file or not exist yet, got "
+                         f"{'a symlink' if stat.S_ISLNK(mode) else 'a special file'}; remove "
+                         "it or pick another --out")
+
+
+def _open_output(path: Path):
+    """`path` opened for writing (binary, truncated), refusing what _check_output refuses;
+    O_NOFOLLOW closes the window between the check and the open for a link."""
+    _check_output(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    return os.fdopen(fd, "wb")
+
+
 def execute(runs: list[Run], gpus: int, out: Path) -> list[dict]:
     """Run each in turn (logs in out/NAME.log); a failure is recorded and the rest go on."""
     records = []
@@ -140,7 +228,14 @@ def execute(runs: list[Run], gpus: int, out: Path) -> list[dict]:
             continue
         print(f"[{run.suite}/{run.name}] {record['command']}", flush=True)
         t0 = time.monotonic()
-        with open(out / f"{run.name}.log", "w") as log:
+        try:
+            log_file = _open_output(out / f"{run.name}.log")
+        except SuiteError as e:  # recorded, and the rest go on
+            record.update(status=f"not run: {e}", wall_s=0.0)
+            print(f"[{run.suite}/{run.name}] {record['status']}", flush=True)
+            records.append(record)
+            continue
+        with log_file as log:
             # Its own session, so a timeout ends everything it started (torchrun's ranks, the
             # workbench's launcher and workers), not only the direct child.
             proc = subprocess.Popen(run.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -173,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="install the workbench[gpu] offline from this folder of wheels first")
     args = ap.parse_args(argv)
     try:
-        suites = load_suites()
+        suites = load_suites(SUITES_FILE)
         if args.list or not args.suites:
             for s in suites.values():
                 print(f"{s.name:16} {s.about}")
@@ -198,7 +293,14 @@ def main(argv: list[str] | None = None) -> int:
                 "command": shlex.join([sys.executable, *sys.argv]), "gpus": args.gpus,
                 "versions": versions()}
     manifest["runs"] = execute(runs, args.gpus, out)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    try:
+        with _open_output(out / ".manifest.json.tmp") as f:  # whole or not at all
+            f.write((json.dumps(manifest, indent=1) + "\n").encode())
+        _check_output(out / "manifest.json")
+        os.replace(out / ".manifest.json.tmp", out / "manifest.json")
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     failed = [r for r in manifest["runs"] if r["status"] not in ("ok",)
               and not r["status"].startswith("skipped")]
     print(f"{len(manifest['runs']) - len(failed)} of {len(manifest['runs'])} runs ok or skipped; "

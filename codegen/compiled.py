@@ -28,7 +28,7 @@ from codegen.plan_file import (
 )
 from workbench import ir
 from workbench.errors import WorkbenchError
-from workbench.files import write_atomic
+from workbench.files import check_target, write_atomic
 from workbench.options import CodegenOptions
 
 MANIFEST, PROGRAM_FILE, PLAN_FILE = "manifest.json", "program.json", "plan.json"
@@ -37,8 +37,10 @@ UNSCHEDULED = "unscheduled"
 
 def folder_name(schedule: str) -> str:
     """A schedule's folder: its name with what a path should not hold replaced
-    (auto:split+fuse#2 -> auto_split+fuse_2)."""
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", schedule)
+    (auto:split+fuse#2 -> auto_split+fuse_2), never a leading dot ('..' would leave --out;
+    @schedule refuses such names already, this holds for any name)."""
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", schedule)
+    return "_" + name[1:] if name.startswith(".") else name
 
 
 def schedules(loaded, wanted: str | list[str], autotune: bool = False) -> list[tuple[str, object]]:
@@ -82,12 +84,13 @@ def emit(name: str, program, P: int, options: CodegenOptions, sizes: dict, out: 
     except WorkbenchError as e:  # RuntimeFault: what the backend does not generate
         return {**entry, "status": "not generated", "reason": str(e)}
     folder = out / entry["folder"]
+    check_target(folder / "plan.txt", out)  # a planted link: refused before mkdir goes through
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / "plan.txt", plan_text(plan, sizes))
-    write_atomic(folder / PLAN_FILE, plan_json(plan))
+    write_atomic(folder / "plan.txt", plan_text(plan, sizes), out)
+    write_atomic(folder / PLAN_FILE, plan_json(plan), out)
     files = sources(plan)
     for file, text in files.items():
-        write_atomic(folder / file, text)
+        write_atomic(folder / file, text, out)
     return {**entry, "status": "generated", "kernels": [f.removesuffix(".cu") for f in files]}
 
 
@@ -103,7 +106,7 @@ def compile_folder(out: Path, loaded, spec: str, gpus: int, P: int, options: Cod
     out.mkdir(parents=True, exist_ok=True)
     entries = [emit(n, prog, P, options, sizes, out)
                for n, prog in schedules(loaded, wanted, autotune)]
-    write_atomic(out / PROGRAM_FILE, program_json(loaded.program, loaded.sizes))
+    write_atomic(out / PROGRAM_FILE, program_json(loaded.program, loaded.sizes), out)
     return {"program": loaded.program.name, "spec": spec,
             "program_sha256": file_digest(spec), "gpus": gpus, "P": P, "sizes": sizes,
             "plan_format_version": PLAN_FORMAT_VERSION, **(provenance or {}),
@@ -111,7 +114,7 @@ def compile_folder(out: Path, loaded, spec: str, gpus: int, P: int, options: Cod
 
 
 def write_manifest(out: Path, manifest: dict) -> None:
-    write_atomic(out / MANIFEST, json.dumps(manifest, indent=1, default=str))
+    write_atomic(out / MANIFEST, json.dumps(manifest, indent=1, default=str), out)
 
 
 @dataclass(frozen=True)

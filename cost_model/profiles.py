@@ -16,6 +16,7 @@ from cost_model.presets import PRESETS, preset
 from cost_model.specs import Cluster
 from cost_model.validate import profile_text, profile_value
 from workbench.errors import HardwareError
+from workbench.ir import COLLECTIVES
 
 
 def load_hardware(spec: str, nodes: int = 1, nvls: bool | None = None) -> Cluster:
@@ -46,8 +47,8 @@ def load_profile(path: Path) -> Cluster:
             data = yaml.safe_load(text)
     except Exception as e:  # json and yaml raise different error types; both mean malformed
         raise HardwareError(f"hardware profile {path} must be valid "
-                            f"{path.suffix.lstrip('.').upper()}, got {type(e).__name__}: {e}"
-                            ) from None
+                            f"{path.suffix.lstrip('.').upper()}, got {type(e).__name__}"
+                            f"{_where(e)}; fix the file there") from None
     if not isinstance(data, dict):
         raise HardwareError(f"hardware profile {path} must hold a mapping of fields, got "
                             f"{type(data).__name__}")
@@ -59,6 +60,17 @@ def load_profile(path: Path) -> Cluster:
     base = data.pop("base", "h200x4")
     cluster = preset(str(base))
     return override(cluster, data, prefix="")
+
+
+def _where(e: Exception) -> str:
+    """Where a JSON or YAML parse error is, by line and column only: YAML's own message
+    quotes the offending lines, and a profile path may be a link to a file of secrets."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    if mark is not None:
+        return f" at line {mark.line + 1} column {mark.column + 1}"
+    if getattr(e, "lineno", None) is not None:  # json.JSONDecodeError
+        return f" at line {e.lineno} column {e.colno}"
+    return ""
 
 
 def override(obj: Any, changes: dict, prefix: str) -> Any:
@@ -118,6 +130,11 @@ def _override_variants(old: tuple, value: Any, where: str, base: Any) -> tuple:
     return tuple(table.items())
 
 
+# The names a (name, number) table of a profile may hold, where they are a closed set: a
+# misspelt collective in collective_latency_s was kept and never read (its latency 0).
+_TABLE_KEYS = {"collective_latency_s": tuple(c.kind for c in COLLECTIVES)}
+
+
 def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
     """Tuples in specs are (name, number) tables or tuples of named dataclasses; a profile
     gives a mapping name -> number or name -> {field: value}."""
@@ -136,6 +153,10 @@ def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
             by_name[name] = override(by_name[name], sub, f"{where}.{name}.")
         return tuple(by_name.values())
     table = dict(old)
+    known = _TABLE_KEYS.get(where.rsplit(".", 1)[-1])
     for name, number in value.items():
+        if known is not None and str(name) not in known:  # was priced as 0 without a word
+            raise HardwareError(f"hardware profile field {where}.{name} must name one of "
+                                f"{', '.join(known)}, got {name!r}; fix the profile")
         table[str(name)] = profile_value(f"{where}.{name}", where.rsplit(".", 1)[-1], number)
     return tuple(table.items())

@@ -56,6 +56,13 @@ class TrainingShapeError(WorkbenchError):
     """A model description the training step cannot be priced for."""
 
 
+# Bounds of a shape (issue 40): --layers 1000000 ran for minutes and --batch 2**62 priced
+# steps of 10^18 ms. Each is far past any model trained (GPT-3: 96 layers, d_model 12288).
+SHAPE_MAX = {"d_model": 1 << 17, "layers": 1024, "heads": 1024, "vocab": 1 << 22,
+             "seq": 1 << 20, "batch": 1 << 16}
+TOKENS_MAX = 1 << 22  # batch x seq per GPU
+
+
 @dataclass(frozen=True, slots=True)
 class GptShape:
     """The example GPT's shape (examples/train_gpt.py's options): width, blocks, heads,
@@ -76,6 +83,14 @@ class GptShape:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise TrainingShapeError(f"{name} must be a positive integer, got {value!r}; "
                                          f"e.g. --{name.replace('_', '-')} 8")
+            if value > SHAPE_MAX[name]:
+                raise TrainingShapeError(f"{name} must be at most {SHAPE_MAX[name]} (far past "
+                                         f"any trained model's), got "
+                                         f"{value}; e.g. --{name.replace('_', '-')} 8")
+        if self.batch * self.seq > TOKENS_MAX:
+            raise TrainingShapeError(f"batch x seq must be at most {TOKENS_MAX} tokens per GPU, "
+                                     f"got {self.batch} x {self.seq} = {self.batch * self.seq}"
+                                     "; e.g. --batch 16 --seq 1024")
         if self.d_model % self.heads:
             raise TrainingShapeError(f"d_model must be a multiple of heads, got d_model "
                                      f"{self.d_model} and heads {self.heads}; pick heads that "

@@ -23,7 +23,7 @@ import sympy
 
 from workbench import ir
 from workbench.errors import ProgramFileError, WorkbenchError
-from workbench.files import write_atomic
+from workbench.files import read_bounded, write_atomic
 from workbench.placement import Placement
 from workbench.transforms import (
     AllReduceAlgorithm,
@@ -358,11 +358,13 @@ def save(result: SearchResult, program: ir.Program, path: Path) -> None:
 def load_candidates(path: Path) -> dict:
     """Read a candidates file written by `save`; errors name the file and the field."""
     path = Path(path)
-    if not path.is_file():
-        raise ProgramFileError(f"candidates file must exist, got no file at {path}; write one "
-                               "with `workbench schedules PROGRAM --autotune --json FILE`")
-    try:
-        record = json.loads(path.read_text())
+    fix = "write one with `workbench schedules PROGRAM --autotune --json FILE`"
+    if not path.exists():
+        raise ProgramFileError(f"candidates file must exist, got no file at {path}; {fix}")
+    try:  # a regular file of at most 64 MiB (a FIFO blocked, a 1 GB file was parsed whole)
+        record = json.loads(read_bounded(path, "candidates file", fix, follow=True))
+    except WorkbenchError as e:
+        raise ProgramFileError(str(e)) from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ProgramFileError(f"candidates file {path} must be JSON, got "
                                f"{type(e).__name__}: {e}"[:300]) from None

@@ -17,9 +17,10 @@ import numpy as np
 import sympy
 
 from workbench import ir
+from workbench.errors import WorkbenchError
 from workbench.interpreter.machine import _Machine
 from workbench.interpreter.oracle import max_relative_error, output_tolerance, random_inputs
-from workbench.interpreter.sizes import bind_sizes, from_ranks, to_ranks
+from workbench.interpreter.sizes import bind_sizes, concrete, from_ranks, to_ranks
 from workbench.types import OnRoot
 
 
@@ -109,6 +110,30 @@ def compare_schedule(name: str, original: ir.Program, scheduled: ir.Program,
     return None
 
 
+RANKS_MAX = 1024
+# The interpreter holds every value of the program on every virtual rank: past this many
+# elements in all (about 2 GiB of float64) a run is refused before numpy runs out of memory
+# (--ranks 1000000 and --set N=2**62 ended in numpy MemoryErrors).
+ELEMENTS_MAX = 1 << 28
+
+
+def _check_elements(program: ir.Program, bound, ranks: int, sizes: Mapping[str, int]) -> None:
+    """Refuse a run whose values would hold more than ELEMENTS_MAX elements on all ranks."""
+    total = 0
+    for v in [*program.inputs, *(leaf.out for leaf in program.leaves())]:
+        numel = 1
+        for d in v.type.shape:
+            numel *= concrete(d, bound)
+        total += numel * ranks
+        if total > ELEMENTS_MAX:
+            shown = ", ".join(f"{k}={n}" for k, n in sorted(sizes.items()))
+            raise WorkbenchError(
+                f"--equivalence must hold at most {ELEMENTS_MAX} elements in the interpreter "
+                f"(every value on each of {ranks} virtual ranks), got more than that at "
+                f"{shown} ({v.name} alone: {numel} per rank); check small sizes: lower --set "
+                "or --ranks")
+
+
 def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None) -> str:
     """`workbench check --equivalence`: every named schedule of a loaded program file and every
     autotuner candidate against the unscheduled program; the summary line, or a VerifyError
@@ -116,11 +141,14 @@ def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None
     from workbench import autotune
     from workbench.errors import VerifyError, WorkbenchError
 
-    if ranks < 1:
-        raise WorkbenchError(f"--ranks must be at least 1, got {ranks}")
+    if not 1 <= ranks <= RANKS_MAX:
+        raise WorkbenchError(f"--ranks must be from 1 to {RANKS_MAX} (virtual ranks of the "
+                             f"interpreter, each a copy of its values), got {ranks}; e.g. "
+                             "--ranks 4")
     program = loaded.program
     run_sizes = {**small_sizes(program, ranks), **dict(sizes or {}), "P": ranks}
-    bind_sizes(program, run_sizes)  # a --set that breaks a declared multiple fails here
+    bound = bind_sizes(program, run_sizes)  # a --set that breaks a declared multiple fails here
+    _check_elements(program, bound, ranks, run_sizes)
     items = [(name, s.apply()) for name, s in loaded.schedules.items()]
     found = autotune.search(program)
     items += [(f"candidate {c.name}", c.program) for c in found.candidates[1:]]

@@ -1,35 +1,115 @@
-"""Files written whole or not at all (issue 26): every output of the workbench (CSV, JSON,
-figures, reports, hardware profiles, replay files) goes through `write_atomic`, so a full
-disk, a size limit or a kill leaves the previous file as it was, never half a file that a
-later command reads as fewer rows."""
+"""Files written whole or not at all, and only where they were meant to go (issues 26, 40):
+every output of the workbench (CSV, JSON, figures, reports, plans, kernel sources, hardware
+profiles, replay files) goes through `write_atomic`, so a full disk, a size limit or a kill
+leaves the previous file as it was, never half a file that a later command reads as fewer
+rows; and a target that is not a regular file (a device such as /dev/null, a FIFO, a socket,
+a folder) or is a symlink is refused, never replaced or written through (the workbench runs as
+root on CI and the GPU machines, where replacing /dev/null breaks the system)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
+from workbench.errors import WorkbenchError
 
-def write_atomic(path: str | Path, data: str | bytes) -> None:
+_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder",
+          stat.S_IFLNK: "a symlink", stat.S_IFREG: "a file"}
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def check_target(path: str | Path, inside: str | Path | None = None) -> None:
+    """Raise a WorkbenchError unless `path` can be written as an output: absent, or a regular
+    file that is not a symlink. With `inside` (an --out folder the command owns), `inside`
+    itself and every folder between it and `path` must be a real folder, not a symlink, so
+    that a planted link cannot send the command's files elsewhere."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        fix = ("remove the link or name another file" if stat.S_ISLNK(st.st_mode)
+               else "name a regular file (leave the option out to write no file)")
+        raise WorkbenchError(f"the output {path} must be a regular file or not exist yet, got "
+                             f"{_kind(st.st_mode)}, which the workbench never replaces or "
+                             f"writes through; {fix}")
+    if inside is None:
+        return
+    inside = Path(inside)
+    try:
+        rel = path.parent.relative_to(inside)
+    except ValueError:
+        raise WorkbenchError(f"the output {path} must be inside {inside}") from None
+    for i in range(len(rel.parts) + 1):
+        folder = inside.joinpath(*rel.parts[:i])
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            return  # made by the command itself, after this check
+        if not stat.S_ISDIR(st.st_mode):
+            fix = (f"the workbench never writes through a link: pass the folder it points to "
+                   f"({os.path.realpath(folder)}) or remove it" if stat.S_ISLNK(st.st_mode)
+                   else "remove it or pick another --out")
+            raise WorkbenchError(f"the output folder {folder} must be a real folder, got "
+                                 f"{_kind(st.st_mode)}; {fix}")
+
+
+NAME_MAX = 100  # characters of a name that becomes a file or folder name
+
+
+def check_name(name: object, what: str, fix: str) -> str:
+    """`name` (a schedule's name, a run's or a result's stem) if it can be one path component:
+    a non-empty string of at most NAME_MAX characters, without a path separator or a control
+    character, and not '.' or '..'; else a WorkbenchError naming `what` and `fix`. Checked
+    where the name is given (a program file, an option, suites.toml), so a bad one fails at
+    load, not as a file written outside --out minutes later."""
+    shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+    why = ("not a string" if not isinstance(name, str) else
+           "empty" if not name else
+           f"{len(name)} characters" if len(name) > NAME_MAX else
+           "a path separator" if "/" in name or "\\" in name else
+           "a control character" if any(ord(c) < 32 or ord(c) == 127 for c in name) else
+           "a path of its own" if name in (".", "..") else "")
+    if why:
+        raise WorkbenchError(f"{what} must be a plain name (1 to {NAME_MAX} characters, no "
+                             f"'/' or '\\', no control characters, not '.' or '..'): it names "
+                             f"files and folders, got {shown} ({why}); {fix}")
+    return name
+
+
+def write_atomic(path: str | Path, data: str | bytes, inside: str | Path | None = None) -> None:
     """Write `data` to `path` whole or not at all: into a temporary file in the same folder,
     flushed to disk, then renamed over `path`. A full disk, a size limit or a kill leaves the
-    previous file as it was (never a truncated CSV that a report reads as fewer rows), and a
-    symlink at `path` is replaced, never written through."""
+    previous file as it was (never a truncated CSV that a report reads as fewer rows), and the
+    error names the file. A target that is a symlink, a device, a FIFO, a socket or a folder is
+    refused (check_target); `inside`: the --out folder the file must stay in, through no link."""
     path = Path(path)
+    check_target(path, inside)
     folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name[:64]}.", suffix=".tmp")
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
+        check_target(path, inside)  # again just before the rename: the check is not a lock
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename is None:  # a full disk: say which file
+        if isinstance(e, OSError) and e.filename != str(path):  # a full disk: say which file
             raise OSError(e.errno, e.strerror, str(path)) from None
         raise
 
@@ -38,3 +118,41 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+READ_MAX_BYTES = 64 << 20  # a results table or JSON of the workbench is at most megabytes
+
+
+def read_bounded(path: str | Path, what: str, fix: str, limit: int = READ_MAX_BYTES,
+                 follow: bool = False) -> bytes:
+    """The bytes of input file `path`, read only if it is a regular file (not a link, a FIFO
+    that would block the read forever, a device or a folder) of at most `limit` bytes: the
+    size is checked before anything is read, so a 1 GB file is refused at once instead of
+    parsed into gigabytes of memory. `what` names the input in the error ("results file"),
+    `fix` says what to pass instead; the error never quotes the file's content. `follow`: a
+    file the user named on the command line may be a link (to a regular file); one found in
+    a folder (a report's inputs) may not."""
+    path = Path(path)
+    try:
+        # O_NOFOLLOW: a link is refused, not followed out of a results folder to any file the
+        # user may read (which a report would then quote); O_NONBLOCK: a FIFO does not block
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
+    except OSError as e:
+        kind = "a symlink" if os.path.islink(path) else e.strerror
+        raise WorkbenchError(f"{what} {path} must be a regular file that can be read, got "
+                             f"{kind}; {fix}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise WorkbenchError(f"{what} {path} must be a regular file, got "
+                                 f"{_kind(st.st_mode)}; {fix}")
+        if st.st_size > limit:
+            raise WorkbenchError(f"{what} {path} must be at most {limit} bytes, got "
+                                 f"{st.st_size}; {fix}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while being read
+        raise WorkbenchError(f"{what} {path} must be at most {limit} bytes, got more; {fix}")
+    return data

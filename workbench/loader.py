@@ -127,6 +127,7 @@ _SIZE_OPERATORS = {
 }
 # 2**4096 is far beyond any tensor; the cap keeps `9**9**9` from hanging the parser.
 _MAX_SIZE_BITS = 4096
+SET_MAX = 2**62  # the largest value --set gives a size
 MAX_SIZE_TEXT = 200
 
 
@@ -214,6 +215,14 @@ def parse_sets(items: tuple[str, ...]) -> dict[str, int]:
         if value <= 0:
             raise WorkbenchError(f"--set {name} must be a positive integer, got {text!r} = "
                                  f"{value}")
+        if value > SET_MAX:  # a count of elements or ranks past 2**62 is no run's (issue 40)
+            raise WorkbenchError(f"--set {name} must be at most 2**62, got {text.strip()[:60]!r}"
+                                 f" = 2**{value.bit_length() - 1} or more; pass a size a GPU "
+                                 "can hold, e.g. --set N=2**28")
+        if name in out:  # the last one was kept without a word
+            raise WorkbenchError(f"--set {name} must be given once, got {out[name]} and {value}"
+                                 "; pass one value (compile-and-measure measures each of "
+                                 "repeated values)")
         out[name] = value
     return out
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from workbench import ir
 from workbench.errors import IllegalTransform, WorkbenchError
+from workbench.files import check_name
 from workbench.transforms import (
     AllReduceAlgorithm,
     AsSlice,
@@ -134,7 +135,8 @@ class Schedule:
         except WorkbenchError as e:
             raise type(e)(f"schedule {self.name} ({self.where(sys.exc_info()[2])}): {e}"
                           ) from None
-        except (Exception, SystemExit) as e:  # user code may raise anything, or exit
+        except BaseException as e:  # user code may raise anything (KeyboardInterrupt,
+            # GeneratorExit, a BaseException of its own: a traceback or exit 1), or exit
             what = (e.code if isinstance(e, HardExit) else f"exit({e.code})"
                     if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}")
             raise IllegalTransform(
@@ -210,7 +212,12 @@ def collecting() -> Iterator[list[Schedule]]:
 
 
 def schedule(program: ir.Program, name: str | None = None):
-    """Decorator: register a function of a Scheduler as a named schedule of `program`."""
+    """Decorator: register a function of a Scheduler as a named schedule of `program`. The
+    name must be a plain name (files.check_name): `compile` and `compile-and-measure` name
+    folders and files after it."""
+    if name is not None:
+        check_name(name, "a schedule's name (@schedule(program, name=...))",
+                   "pick a name such as 'fused-rs-ag'")
 
     def wrap(fn: Callable) -> Schedule:
         made = Schedule(name or fn.__name__.replace("_", "-"), program, fn,

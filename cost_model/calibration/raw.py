@@ -15,7 +15,8 @@ from pathlib import Path
 
 from cost_model.calibration.nccl import KINDS, Table
 from cost_model.hardware import NCCL_DTYPES
-from workbench.errors import HardwareError
+from workbench.errors import HardwareError, WorkbenchError
+from workbench.files import read_bounded
 from workbench.options import UNROLLS
 
 FIX = "run `workbench calibrate --gpus P` on the GPU machine to measure it again"
@@ -63,13 +64,22 @@ def fused_block_counts(sm_count: int, full_grid: int) -> list[int]:
 def read_raw(path: Path, gpus: int) -> dict:
     """Read and check a raw calibration file (JSON, as written by `workbench calibrate`)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():  # a FIFO or a folder: refused by read_bounded, saying what it is
         raise HardwareError(f"calibration raw file must be an existing file, got {path}; {FIX}")
     try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise HardwareError(f"calibration raw file {path} must be valid JSON, got "
-                            f"JSONDecodeError: {e}; {FIX}") from None
+        # bounded (a raw file is kilobytes), decoded as UTF-8, nested no deeper than JSON's
+        # recursion allows: each was a traceback (issue 40); the message quotes no content
+        raw = json.loads(read_bounded(path, "calibration raw file", FIX, follow=True)
+                         .decode("utf-8"))
+    except WorkbenchError as e:
+        raise HardwareError(str(e)) from None
+    except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError
+        why = ("bytes that are not UTF-8" if isinstance(e, UnicodeDecodeError) else
+               "nesting too deep" if isinstance(e, RecursionError) else
+               f"JSONDecodeError at line {e.lineno} column {e.colno}"
+               if isinstance(e, json.JSONDecodeError) else type(e).__name__)
+        raise HardwareError(f"calibration raw file {path} must be valid JSON, got {why}; "
+                            f"{FIX}") from None
     if not isinstance(raw, dict):
         raise HardwareError(f"calibration raw file {path} must hold a JSON object, got "
                             f"{type(raw).__name__}; {FIX}")
@@ -141,8 +151,15 @@ def read_raw(path: Path, gpus: int) -> dict:
     return raw
 
 
+# The largest number a raw file's measurement may be (bytes, milliseconds, bytes per second):
+# 1e308 ms passed and fitted to a profile of absurd times (issue 40). "Positive numbers" in
+# the messages below are numbers > 0 and at most this.
+RAW_MAX = 1e15
+
+
 def _positive(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 and math.isfinite(x)
+    return (isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= RAW_MAX
+            and math.isfinite(x))
 
 
 def _count(x, least: int = 0) -> bool:
@@ -155,9 +172,10 @@ def _check_collective_rows(rows: list, path: Path, where: str) -> None:
     for row in rows:
         if not isinstance(row, dict) or any(not _positive(row.get(f"{k}_ms"))
                                             for k in KINDS) or not _positive(row.get("nbytes")):
+            times = ", ".join(f"{k}_ms" for k in KINDS)
             raise HardwareError(f"calibration raw file {path} {where} must give nbytes and "
-                                f"{', '.join(f'{k}_ms' for k in KINDS)} as positive numbers, "
-                                f"got {row!r}; {FIX}")
+                                f"{times} as positive numbers (at most {RAW_MAX:g}), got "
+                                f"{row!r:.200}; {FIX}")
 
 
 def _stream_f16_ok(row: dict) -> bool:

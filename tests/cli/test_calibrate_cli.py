@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from cost_model import calibration
 from cost_model.hardware import load_hardware, preset
 from workbench.cli.measure import calibrate
+from workbench.errors import HardwareError
 
 
 def _run(args):
@@ -108,3 +109,40 @@ def test_calibration_programs_exist():
     from workbench.runtime.calibrate_worker import ALLREDUCE_SPEC
 
     assert ALLREDUCE_SPEC.is_file() and DROPOUT_SPEC.is_file()
+
+
+def _big(obj):
+    """Every float of a raw file as 1e308."""
+    if isinstance(obj, dict):
+        return {k: _big(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_big(v) for v in obj]
+    return 1e308 if isinstance(obj, float) else obj
+
+
+@pytest.mark.parametrize("case, message", [
+    ("binary", "must be valid JSON, got bytes that are not UTF-8"),
+    ("utf16", "must be valid JSON, got bytes that are not UTF-8"),
+    ("deep", "must be valid JSON, got nesting too deep"),
+    ("1e308", "collective rows must give nbytes and allreduce_ms, reducescatter_ms, "
+              "allgather_ms as positive numbers (at most 1e+15), got {'nbytes': 1048576, "
+              "'allreduce_ms': 1e+308"),
+    ("fifo", "must be a regular file, got a FIFO"),
+])
+def test_from_raw_of_a_file_that_is_not_a_raw_file(tmp_path, case, message):
+    """Binary, UTF-16, 100,000-deep and 1e308 raw files were 4 tracebacks (issue 40)."""
+    import os
+
+    good = calibration.synthetic_raw(preset("h200x4"), 2, [2**20], [])
+    raw = tmp_path / "r.json"
+    if case == "fifo":
+        os.mkfifo(raw)
+    else:
+        raw.write_bytes({"binary": b"\x89PNG\r\n\x1a\n\x00\xff",
+                         "utf16": json.dumps(good).encode("utf-16"),
+                         "deep": b"[" * 100_000 + b"]" * 100_000}.get(case)
+                        or json.dumps({**good, "collectives": _big(good["collectives"])}).encode())
+    r = _run(["--gpus", "2", "--from-raw", str(raw), "--out", str(tmp_path / "p.json")])
+    assert isinstance(r.exception, HardwareError), r.exception
+    assert f"calibration raw file {raw} {message}" in str(r.exception)
+    assert not (tmp_path / "p.json").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import ROOT
 
 from workbench.cli.main import main
@@ -33,9 +34,22 @@ def test_a_schedule_that_changes_the_meaning_is_named_with_its_statement(capsys)
     assert "schedule right" not in err
 
 
-def test_ranks_must_be_positive(capsys):
-    assert main(["check", str(ROOT / "studies/sgd.py"), "--equivalence", "--ranks", "0"]) == 2
-    assert "error: --ranks must be at least 1, got 0" in capsys.readouterr().err
+@pytest.mark.parametrize("ranks", ["0", "1000000"])
+def test_ranks_must_be_in_range(capsys, ranks):
+    assert main(["check", str(ROOT / "studies/sgd.py"), "--equivalence", "--ranks", ranks]) == 2
+    assert f"error: --ranks must be from 1 to 1024 (virtual ranks of the interpreter, each a " \
+           f"copy of its values), got {ranks}; e.g. --ranks 4" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["--set", "N=2**28"], ["--set", "N=2**26", "--ranks", "8"]])
+def test_equivalence_refuses_what_would_not_fit_in_memory(capsys, args):
+    """--ranks 1000000 or --set N=2**62 ended in numpy memory errors (issue 40); sizes a GPU
+    holds may still be past what the interpreter should hold."""
+    code = main(["check", str(ROOT / "studies/sgd.py"), "--equivalence", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "--equivalence must hold at most 268435456 elements in the interpreter" in err
+    assert "lower --set or --ranks" in err
 
 
 def test_check_says_which_schedules_the_cluster_cannot_run(capsys):

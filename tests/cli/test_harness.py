@@ -86,3 +86,57 @@ def test_a_run_that_times_out_leaves_nothing_running(tmp_path):
         time.sleep(0.1)
     else:
         raise AssertionError(f"process {child} outlived the run")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[suites.a\n", "must be a readable TOML file of suites, got: "),
+    ("suites = 3\n", "`suites` must be a table of [suites.NAME], got int"),
+    ("[suites.a]\nruns = 3\n", "suite a in {path} must be a table with [[suites.a.runs]]"),
+    ("[[suites.a.runs]]\nname = '../../x'\nprograms = ['studies/sgd.py']\n",
+     "run a/../../x in {path}: name must be a plain name"),
+    ("[[suites.a.runs]]\nprograms = ['studies/sgd.py']\n", "must have a name of its own"),
+    ("[[suites.a.runs]]\nname = 'x'\nprograms = 'studies/sgd.py'\n",
+     "programs must be a non-empty list of program files, got 'studies/sgd.py'"),
+    ("[[suites.a.runs]]\nname = 'x'\nprograms = ['p.py']\ntimeout_s = 'ten'\n",
+     "timeout_s must be a whole number of seconds from 1 to 86400, got 'ten'"),
+    ("[[suites.a.runs]]\nname = 'x'\nprograms = ['p.py']\ntimeot_s = 10\n",
+     "must have only the fields name, programs, command"),
+    ("[[suites.a.runs]]\nname = 'x'\ncommand = ['{home}/x']\n",
+     "command may fill in only {{gpus}}, {{out}}, {{python}}, got '{{home}}/x'"),
+    ("[[suites.a.runs]]\nname = 'x'\ncommand = ['a']\n[[suites.b.runs]]\nname = 'x'\n"
+     "command = ['b']\n", "run b/x in {path} must have a name of its own"),
+])
+def test_a_malformed_suites_file_exits_2_with_one_message(tmp_path, monkeypatch, capsys, text,
+                                                          message):
+    """A suites.toml that is not what it should be was 5 tracebacks (issue 40); a run named
+    ../../x wrote its log outside --out."""
+    path = tmp_path / "suites.toml"
+    path.write_text(text)
+    monkeypatch.setattr(harness, "SUITES_FILE", path)
+    assert harness.main(["all", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert message.format(path=path) in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("raw", [b"\xff\xfe[\x00s\x00", b"\x00" * 64])
+def test_a_binary_suites_file_exits_2(tmp_path, monkeypatch, capsys, raw):
+    path = tmp_path / "suites.toml"
+    path.write_bytes(raw)
+    monkeypatch.setattr(harness, "SUITES_FILE", path)
+    assert harness.main(["--list"]) == 2
+    assert f"{path} must be a readable TOML file of suites" in capsys.readouterr().err
+
+
+def test_a_log_that_is_a_link_is_not_written_through(tmp_path):
+    """A link planted under a run's log name was written through (issue 40): the run is
+    recorded as not run, with the reason, and the rest go on."""
+    target = tmp_path / "victim"
+    target.write_text("keep")
+    (tmp_path / "linked.log").symlink_to(target)
+    runs = [harness.Run("x", "linked", (sys.executable, "-c", "print('x')")),
+            harness.Run("x", "plain", (sys.executable, "-c", "print('y')"))]
+    first, second = harness.execute(runs, 1, tmp_path)
+    assert first["status"].startswith(f"not run: the output {tmp_path / 'linked.log'} must be "
+                                      "a regular file or not exist yet, got a symlink")
+    assert second["status"] == "ok" and target.read_text() == "keep"

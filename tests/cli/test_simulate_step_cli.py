@@ -52,6 +52,13 @@ def test_one_gpu_is_plain_torch_without_communication(capsys, tmp_path):
     (["--d-model", "100", "--heads", "3"],
      "d_model must be a multiple of heads, got d_model 100 and heads 3"),
     (["--layers", "0"], "layers must be a positive integer, got 0"),
+    # issue 40: ran for minutes, and priced steps of 10^18 ms
+    (["--layers", "1000000"], "layers must be at most 1024 (far past any trained model's), "
+                              "got 1000000"),
+    (["--batch", str(2**62)], f"batch must be at most 65536 (far past any trained model's), "
+                              f"got {2**62}"),
+    (["--batch", "4096", "--seq", "4096"], "batch x seq must be at most 4194304 tokens per "
+                                           "GPU, got 4096 x 4096 = 16777216"),
     (["--gpus", "9"], "--gpus must be 1..8 (the GPUs of 1 node(s) of h100x8), got 9"),
     (["--bucket-mb", "0"], "--bucket-mb must be a number > 0, got 0.0"),
     (["--nodes", "0"], "--nodes must be a positive integer, got 0"),

@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from workbench.cli.main import main
@@ -101,3 +102,14 @@ def test_records_that_are_not_a_list(tmp_path, capsys):
     path.write_text('{"records": 7}')
     code, err = _steps(capsys, path)
     assert code == 2 and "'records' is a int, not a list" in err
+
+
+def test_a_step_measured_at_0_ms_has_an_empty_error(tmp_path, capsys):
+    """A 0 ms step was a ZeroDivisionError traceback (issue 40)."""
+    record = _record(str(REPO / "studies" / "sgd.py"),
+                     steps=[{"stage": 0, "stmts": "g1", "median_ms": 0.0, "spread_ms": 0.0}])
+    out = tmp_path / "steps.csv"
+    code, err = _steps(capsys, _results(tmp_path, record), "--out", out)
+    assert code == 0, err
+    row = pd.read_csv(out).iloc[0]
+    assert row["measured_ms"] == 0 and row["predicted_gpu_ms"] > 0 and pd.isna(row["error"])

@@ -62,6 +62,13 @@ SCHEDULES = {
     "chunks": ("def bad(s):\n    s.overlap(g1, w1, chunks='x')\n",
                "schedule bad (prog.py:12): overlap(g1, w1, chunks=x): chunks must be an "
                "integer >= 2 and <= 1024, got 'x'; e.g. chunks=4"),
+    # issue 40: a traceback or exit 1
+    "interrupt": ("def bad(s):\n    raise KeyboardInterrupt\n",
+                  "schedule bad (prog.py:12) must run without errors, got KeyboardInterrupt: "),
+    "generator_exit": ("def bad(s):\n    raise GeneratorExit('x')\n",
+                       "schedule bad (prog.py:12) must run without errors, got GeneratorExit: x"),
+    "base": ("def bad(s):\n    class Mine(BaseException):\n        pass\n    raise Mine('y')\n",
+             "schedule bad (prog.py:14) must run without errors, got Mine: y"),
     "program": ("def bad(s):\n    s.program = 5\n",
                 "schedule bad (prog.py:10) must leave a Program in s.program, got int; change "
                 "the program through s's transforms only"),

@@ -191,3 +191,29 @@ def test_an_allreduce_factor_near_zero_is_refused(tmp_path):
                        r"number >= 0.001 and <= 4 \(AllReduce vs RS/AG bus bandwidth\), got "
                        r"5e-324; fix the profile \(e.g. 0.95\)"):
         load_hardware(str(path))
+
+
+@pytest.mark.parametrize("suffix, text, where", [
+    (".yaml", "gpu:\n  hbm: 1\n password: hunter2-SECRET\n", "at line 3 column 2"),
+    (".yml", "key: [SECRET-TOKEN\n", "at line 2 column 1"),
+    (".json", '{"base": "SECRET-TOKEN",\n', "at line 2 column 1"),
+])
+def test_a_profile_parse_error_quotes_no_content(tmp_path, suffix, text, where):
+    """A YAML parse error quoted the offending line: with the profile a link to a file of
+    secrets, the secret (issue 40). Now the error says where, not what."""
+    path = tmp_path / f"p{suffix}"
+    path.write_text(text)
+    with pytest.raises(HardwareError) as e:
+        load_hardware(str(path))
+    assert "SECRET" not in str(e.value) and where in str(e.value)
+    assert str(e.value).startswith(f"hardware profile {path} must be valid ")
+
+
+def test_an_unknown_collective_in_the_latency_table_is_refused(tmp_path):
+    """A misspelt collective in collective_latency_s was kept and never read (issue 40)."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"nccl": {"collective_latency_s": {"allreduse": 1e-5}}}))
+    with pytest.raises(HardwareError, match=r"hardware profile field "
+                       r"nccl.collective_latency_s.allreduse must name one of allreduce, "
+                       r"reducescatter, allgather, broadcast, reduce, alltoall, got 'allreduse'"):
+        load_hardware(str(path))

@@ -138,3 +138,23 @@ def test_a_job_without_an_out_folder_keeps_its_partial_file_private(monkeypatch)
     (first, mode), (second, _) = seen
     assert mode == 0o700 and first.parent != second.parent
     assert first.parent.name.startswith("wb-partial-") and not first.parent.exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_cache_entry_that_is_a_folder_or_a_fifo_neither_hangs_nor_is_loaded(cache, kind):
+    """A FIFO under a cubin's name hung the open forever, a folder was a traceback (issue 40):
+    now the entry is passed over, and renaming the fresh cubin onto it says what to remove."""
+    first = cache()
+    first.unlink()
+    os.mkfifo(first) if kind == "fifo" else first.mkdir()
+    with pytest.raises(RuntimeFault, match=f"the cubin cache entry {first} must be a file, got "
+                       f"{'a folder' if kind == 'folder' else 'a special file'}; remove it"):
+        cache()
+    assert _ncalls(cache) == 2
+    assert not [p for p in cache.root.iterdir() if p.name.startswith(".")]  # no work folder
+
+
+def test_a_fifo_among_the_cached_cubins_is_not_opened_blocking(cache):
+    first = cache()
+    os.mkfifo(first.with_name(f"wb_k-{first.stem.split('-')[1]}-0000000000000000.cubin"))
+    assert cache() == first and _ncalls(cache) == 1  # the FIFO sorts first, and is passed over

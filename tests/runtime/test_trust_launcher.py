@@ -146,3 +146,64 @@ def test_time_limit_option_is_checked(capsys):
     code = main(["compile-and-measure", "studies/sgd.py", "--gpus", "1", "--time-limit", "nan"])
     assert code == 2 and "Invalid value for '--time-limit': must be a finite number > 0" in (
         capsys.readouterr().err)
+
+
+# A rank that starts a daemon the classic way: a child that leaves the session and forks the
+# daemon, then exits at once, so the daemon is an orphan in a session of its own.
+DOUBLE_FORK = """
+import os, sys, time
+r = os.environ['WB_RANK']
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        open(sys.argv[1] + '.' + r, 'w').write(str(os.getpid()))
+        time.sleep(600)
+        os._exit(0)
+    os._exit(0)
+while not os.path.exists(sys.argv[1] + '.' + r):
+    time.sleep(0.01)
+print('up', flush=True)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("exit_code", [0, 3])
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_double_forked_daemon_is_ended_with_its_rank(tmp_path, kind, exit_code):
+    """The watchdog records descendants by parent pid every tick and missed a daemon whose
+    parent exited within one (issue 40); each rank now runs under a subreaper, which inherits
+    the orphan and ends it with the rank."""
+    argv = [sys.executable, "-c", DOUBLE_FORK, str(tmp_path / "pids"), str(exit_code)]
+    if exit_code:
+        with pytest.raises(RuntimeFault, match=r"^rank \d must exit 0, got exit code 3"):
+            launch(2, argv, hang_s=30, launcher=kind)
+    else:
+        launch(2, argv, hang_s=30, launcher=kind)
+    assert _nothing_left(tmp_path, 2), _pids(tmp_path, 2)
+
+
+def test_a_rank_killed_by_a_signal_is_reported_as_such():
+    """The reaper dies of its rank's signal, so the launcher reports what it reported."""
+    with pytest.raises(RuntimeFault, match=r"^rank 0 must exit 0, got exit code -9"):
+        launch(1, [sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], hang_s=30,
+               launcher="spawn")
+
+
+def test_mpirun_output_of_a_line_without_newlines_counts_for_its_rank():
+    """mpirun tags a line once, at its start: a rank printing 400 MB without a newline was
+    read _LINE_BYTES at a time, every piece after the first taken for mpirun's own, and the
+    rank ended as hung while it printed (issue 40). Each piece is now its rank's output."""
+    import io
+    import itertools
+    import threading
+
+    from workbench.runtime import launcher as L
+
+    run = L._Mpirun.__new__(L._Mpirun)
+    start = time.monotonic() - 100
+    run.ranks, run.own, run.echo = [L._Rank(0, start), L._Rank(1, start)], L._Rank(-1, start), None
+    run.seq, run.lock = itertools.count(1), threading.Lock()
+    long = b"[1,1]<stdout>:" + b"x" * (3 * L._LINE_BYTES) + b"\n"
+    run._read(io.BytesIO(long + b"[1,0]<stdout>:hi\nmpirun says\n"), L._TagParser(False))
+    assert run.ranks[1].last_output_s > start + 50 and len(run.ranks[1].tail) == 4
+    assert list(run.ranks[0].tail) == ["hi"] and list(run.own.tail) == ["mpirun says"]

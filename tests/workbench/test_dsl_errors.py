@@ -137,3 +137,20 @@ def test_dropout_probability():
 def test_tensor_range():
     with pytest.raises(WorkbenchError, match="range must be \\(low, high\\) with low < high"):
         Tensor(float32, [N], Replicated, "v", range=(1.0, 0.0))
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 1e300, 10**400])
+def test_a_constant_float32_cannot_hold_is_refused_with_its_line(value):
+    """inf, nan and 1e300 passed check and simulate, then failed in nvcc (issue 40)."""
+    x = Tensor(float32, [N], Local, "x")
+    with pytest.raises(DTypeError) as e:
+        x * value  # bad-constant
+    assert str(e.value).startswith("a constant must be a finite number of at most 3.403e+38 "
+                                   "in magnitude (float32's largest), got ")
+    assert f"at {_line_of('# bad-constant')}; write the number a float32 holds" in str(e.value)
+
+
+def test_a_large_finite_constant_passes():
+    x = Tensor(float32, [N], Local, "x")
+    where(x > 0, x, -1e30)
+    maximum(x, 3.4e38)

@@ -4,12 +4,15 @@ null, nested lists, a string where a list of names goes, deep nesting), `workben
 never split into characters."""
 
 import json
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from workbench.autotune import load_candidates
 from workbench.cli.main import main
+from workbench.errors import ProgramFileError
 from workbench.transforms import TRANSFORMS
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats()
@@ -65,3 +68,19 @@ def test_a_valid_record_replays(tmp_path, capsys):
     code, err = _replay(tmp_path, capsys, [{"name": "c", "transforms": [
         {"transform": "split", "allreduce": "g1"}]}])
     assert code == 0, err
+
+
+def test_a_replay_file_that_is_a_fifo_or_huge_is_refused_before_reading(tmp_path):
+    """The candidates file is read by the bounded reader (issue 40): a FIFO blocked the read
+    forever, a huge file was parsed whole."""
+    fifo = tmp_path / "c.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ProgramFileError, match=f"candidates file {fifo} must be a regular file, "
+                       "got a FIFO; write one with"):
+        load_candidates(fifo)
+    huge = tmp_path / "h.json"
+    huge.write_text("{}")
+    os.truncate(huge, 100 << 20)
+    with pytest.raises(ProgramFileError, match=f"candidates file {huge} must be at most 67108864 "
+                       "bytes, got 104857600"):
+        load_candidates(huge)

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.outputs import check_output_dir
+from workbench.cli.outputs import check_output_dir, output_lock
 from workbench.errors import RuntimeFault, WorkbenchError
+from workbench.files import check_target, write_atomic
 from workbench.loader import check_size_names, load, parse_sets
 from workbench.options import CodegenOptions
 from workbench.provenance import provenance
@@ -45,6 +46,7 @@ def compile_all(entries: list[dict], out: Path) -> list[str]:
 
     def one(item):
         kernel, src = item
+        check_target(src.with_suffix(".cubin"), out)  # nvcc renames its cubin over it
         try:
             shutil.copyfile(compile_cubin(kernel, src.read_text(), include_dir()),
                             src.with_suffix(".cubin"))
@@ -57,8 +59,8 @@ def compile_all(entries: list[dict], out: Path) -> list[str]:
     for e in entries:
         for k in e.get("kernels", []):
             cubin = out / e["folder"] / f"{k}.cubin"
-            if k not in failed and not cubin.exists():
-                shutil.copyfile(first[k].with_suffix(".cubin"), cubin)
+            if k not in failed and cubin != first[k].with_suffix(".cubin"):
+                write_atomic(cubin, first[k].with_suffix(".cubin").read_bytes(), out)
         if e.get("kernels"):
             e["cubins"] = [f"{k}.cubin" for k in e["kernels"] if k not in failed]
     return [f"{k}: {why}" for k, why in failed.items()]
@@ -104,12 +106,15 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
     check_size_names(loaded.program, size_values)
     sizes = {**loaded.sizes, **size_values, "P": P}
     out = Path(out_dir)
-    manifest = compile_folder(out, loaded, program_file, gpus, P, options, sizes, schedule,
-                              autotune, provenance(options))
-    entries = manifest["schedules"]
-    nvcc = None if no_nvcc else find_nvcc()
-    failed = compile_all(entries, out) if nvcc else []
-    write_manifest(out, {**manifest, "nvcc": nvcc or "not run"})
+    # The whole run holds --out: two compiles into one folder would mix one program's kernels
+    # with the other's plans and manifest
+    with output_lock(out, "--out"):
+        manifest = compile_folder(out, loaded, program_file, gpus, P, options, sizes, schedule,
+                                  autotune, provenance(options))
+        entries = manifest["schedules"]
+        nvcc = None if no_nvcc else find_nvcc()
+        failed = compile_all(entries, out) if nvcc else []
+        write_manifest(out, {**manifest, "nvcc": nvcc or "not run"})
     for e in entries:
         what = (f"{len(e['kernels'])} kernel(s)" + (f", {len(e['cubins'])} cubin(s)"
                                                     if "cubins" in e else "")

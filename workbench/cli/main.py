@@ -128,7 +128,7 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
     programs = {name: sched.apply() for name, sched in loaded.schedules.items()}
     _lowers([("unscheduled", loaded.program), *programs.items()],
             resolve_sizes(loaded.program, loaded.sizes, size_values, cluster))
-    verdict = _sizes_verdict(loaded, size_values, cluster)
+    verdict = _sizes_verdict(loaded, size_values, cluster, programs)
     _check_chunks(loaded, programs, size_values, cluster)
     elsewhere = _not_on_cluster(loaded, programs, size_values, cluster)
     n = len(programs) - len(elsewhere)
@@ -159,9 +159,12 @@ def _lowers(programs, sizes: dict) -> None:
             raise type(e)(f"schedule {name} must lower to kernels, got: {e}") from None
 
 
-def _sizes_verdict(loaded, size_values: dict, cluster) -> str:
+def _sizes_verdict(loaded, size_values: dict, cluster, programs: dict) -> str:
     """Bind the default sizes (and --set) as simulate would on `cluster`: a size that must
-    divide by P and does not is an error here, not minutes into a sweep."""
+    divide by P and does not is an error here, not minutes into a sweep; so are sizes at
+    which no schedule fits in a GPU's memory (check said `N=2^80 ok` where simulate left
+    every schedule out), and the schedules that do not fit are named."""
+    from cost_model.ops import CostContext, peak_memory
     from workbench.cli.simulate import resolve_sizes
     from workbench.interpreter import bind_sizes
 
@@ -170,8 +173,21 @@ def _sizes_verdict(loaded, size_values: dict, cluster) -> str:
     if missing:
         return (f"; sizes {', '.join(missing)} have no default (pass --set "
                 f"{missing[0]}=... to simulate)")
-    bind_sizes(loaded.program, sizes)
+    bound = bind_sizes(loaded.program, sizes)
     shown = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items()))
+    too_big = {}
+    for name, program in [("unscheduled", loaded.program), *programs.items()]:
+        memory = peak_memory(CostContext(program, cluster, bound))
+        if not memory.fits:
+            too_big[name] = memory.why_not()
+    if len(too_big) == 1 + len(programs):
+        raise WorkbenchError(f"sizes {shown} must fit a GPU of {cluster.name} with at least one "
+                             f"schedule, got none that fits (unscheduled: "
+                             f"{too_big['unscheduled']}); simulate would leave every schedule "
+                             "out")
+    if too_big:
+        return (f"; sizes {shown} ok on {cluster.name}, where {', '.join(too_big)} "
+                "do not fit in a GPU's memory (simulate leaves them out)")
     return f"; sizes {shown} ok on {cluster.name}"
 
 

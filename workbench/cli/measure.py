@@ -25,6 +25,7 @@ from workbench.cli.outputs import (
 from workbench.cli.params import Finite
 from workbench.cli.results_table import format_table, link_rate, steps_table, table
 from workbench.errors import RuntimeFault, WorkbenchError
+from workbench.files import check_name
 from workbench.loader import check_size_names, load, parse_sets
 from workbench.options import CodegenOptions
 from workbench.runtime.calibrate import measure, write_csvs
@@ -154,6 +155,8 @@ def compile_and_measure(program_files, plans, P, sets, schedule, reps, warmup, n
         raise WorkbenchError(f"--unroll must be 1, 2 or 4, got {unroll}")
     # The environment's knobs are read here, once; the workers get the options in the job.
     options = CodegenOptions.from_env(unroll=unroll, collective_mode=mode).with_settings(codegen)
+    if name is not None:  # the stem of files written into --out: never a path of its own
+        check_name(name, "--name", "pass a plain stem, e.g. --name adam-h200")
     stem = name or job_stem([*program_files, *(_plan_spec(f) for f in plans)], P)
     out = Path(out_dir)
     # Rank 0 rewrites its records as it goes beside the final results, so a run cut off from
@@ -178,12 +181,12 @@ def compile_and_measure(program_files, plans, P, sets, schedule, reps, warmup, n
         if not df.empty:  # the CSV names how its rows were made too (the JSON's meta has all)
             df["commit"] = results["meta"].get("commit", "unknown")
             df["codegen"] = options_text(options)
-        write_csv(df, out / f"{stem}.csv")
-        write_atomic(out / f"{stem}.json", json.dumps(results, indent=1, default=str))
-        write_atomic(out / f"{stem}.command.txt", command + "\n")
+        write_csv(df, out / f"{stem}.csv", out)
+        write_atomic(out / f"{stem}.json", json.dumps(results, indent=1, default=str), out)
+        write_atomic(out / f"{stem}.command.txt", command + "\n", out)
         if per_step:
             steps = steps_table(results["records"])
-            write_csv(steps, out / f"{stem}.steps.csv")
+            write_csv(steps, out / f"{stem}.steps.csv", out)
     click.echo(format_table(df))
     click.echo(f"x_floor: the communicated bytes at the link rate, {link.source}")
     written = ".csv, .json, .command.txt"

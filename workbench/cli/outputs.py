@@ -11,16 +11,16 @@ import re
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.files import write_atomic
+from workbench.files import check_target, write_atomic
 
 
 def check_output_file(path: str | Path | None, option: str) -> None:
     """`option`'s file must be writable: its folder exists and can be written, and the path is
-    not a folder. None (the option not given) passes."""
+    not a folder, a device, a FIFO, a socket or a symlink. None (the option not given) passes."""
     if path is None:
         return
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise WorkbenchError(f"{option} must name a file, got the folder {path}; add a file "
                              f"name, e.g. {path / 'out'}{path.suffix or ''}")
     folder = path.parent if str(path.parent) else Path(".")
@@ -30,14 +30,35 @@ def check_output_file(path: str | Path | None, option: str) -> None:
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise WorkbenchError(f"{option} must be writable, got {path} (permission denied); "
                              "pick another path")
+    check_target(path)
+
+
+def check_output_files(paths: dict[str, str | Path | None]) -> None:
+    """check_output_file for each option -> path given, and no two options naming one file
+    (`--csv X --json X` kept only the last written, without a word)."""
+    seen: dict[str, str] = {}
+    for option, path in paths.items():
+        check_output_file(path, option)
+        if path is None:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise WorkbenchError(f"{option} must name a file of its own, got {path}, which "
+                                 f"{seen[key]} names too; one would replace the other: pick "
+                                 "two file names")
+        seen[key] = option
 
 
 def check_output_dir(path: str | Path | None, option: str) -> None:
     """`option`'s folder must exist or be creatable: not a file, and its nearest existing
-    ancestor a writable folder."""
+    ancestor a writable folder; never a symlink (the command would write through it)."""
     if path is None:
         return
     path = Path(path)
+    if path.is_symlink():
+        raise WorkbenchError(f"{option} must be a real folder, got {path}, a symlink (to "
+                             f"{os.path.realpath(path)}); the workbench never writes through a "
+                             "link: pass the folder it points to")
     if path.exists() and not path.is_dir():
         raise WorkbenchError(f"{option} must name a folder, got the file {path}; pick a folder")
     ancestor = path
@@ -48,16 +69,16 @@ def check_output_dir(path: str | Path | None, option: str) -> None:
                              f"{path} ({ancestor} is not a writable folder); pick another path")
 
 
-def write_csv(df, path: str | Path) -> None:
-    """A pandas table as CSV at `path`, atomically (write_atomic)."""
-    write_atomic(path, df.to_csv(index=False))
+def write_csv(df, path: str | Path, inside: str | Path | None = None) -> None:
+    """A pandas table as CSV at `path`, atomically (write_atomic; `inside`: its --out)."""
+    write_atomic(path, df.to_csv(index=False), inside)
 
 
-def save_figure(fig, path: str | Path, **kwargs) -> None:
+def save_figure(fig, path: str | Path, inside: str | Path | None = None, **kwargs) -> None:
     """A matplotlib figure at `path` (its suffix names the format), atomically."""
     buf = io.BytesIO()
     fig.savefig(buf, format=Path(path).suffix.lstrip("."), **kwargs)
-    write_atomic(path, buf.getvalue())
+    write_atomic(path, buf.getvalue(), inside)
 
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]*")
@@ -84,14 +105,17 @@ def confined(folder: str | Path, name: str, suffix: str = "") -> Path:
 def output_lock(folder: str | Path, option: str):
     """Hold `folder`'s lock while a run writes into it: a second run into the same folder is
     refused at its start (it would keep only the last writer's rows, or delete the other's
-    partial file) instead of mixing the two."""
+    partial file) instead of mixing the two. Every command that writes into an --out folder
+    holds it from before its first result to after its last write (issue 40: a lock taken
+    only around the final write let two sweeps both exit 0 with one's rows lost)."""
     import fcntl
 
     folder = Path(folder)
+    check_output_dir(folder, option)
     folder.mkdir(parents=True, exist_ok=True)
     # The lock is on the folder itself (flock works on a directory's descriptor on Linux and
     # the BSDs): no lock file is left among the results.
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -10,6 +10,7 @@ per-step table and the steps the cost model misses. No GPU.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -17,7 +18,7 @@ import pandas as pd
 
 from studies.sweep import size_values
 from workbench.cli.compare import sort_rows
-from workbench.cli.outputs import confined, progress, save_figure, write_atomic
+from workbench.cli.outputs import confined, output_lock, progress, save_figure, write_atomic
 from workbench.cli.results_files import read_results_csv
 from workbench.errors import ProgramFileError
 
@@ -26,7 +27,9 @@ AR_OPT = "ar-opt"  # CoCoNet's baseline of the optimizer studies (studies/optimi
 
 
 def _read(path: Path, value: str) -> pd.DataFrame | None:
-    if not path.is_file():
+    """The results table at `path`, or None where there is none; anything at that name
+    that is not a regular file (a link, a FIFO) is refused by the reader, not skipped."""
+    if not os.path.lexists(path):
         return None
     from workbench.cli.compare import KEYS
 
@@ -46,6 +49,16 @@ def speedups(df: pd.DataFrame, value: str, baseline: str = BASELINE) -> pd.DataF
     wide = wide[sorted(wide.columns, key=lambda c: (c != baseline, c))]
     wide.columns.name = None
     return sort_rows(wide.reset_index(), ["study", "size", "gpus"])
+
+
+def _speedup_table(table: pd.DataFrame, baseline: str) -> str:
+    """The speedup table as markdown, or the sentence saying why there is none: a speedup
+    needs the baseline's time at the same size (an empty table was written without a word)."""
+    speeds = table.drop(columns=["size", "gpus"])
+    if speeds.empty or speeds.isna().all().all():
+        return (f"No speedups: no row of the {baseline} schedule with a time at the sizes "
+                "measured; its time is what a speedup divides.")
+    return table.to_markdown(index=False)
 
 
 def against_fastest_baseline(measured: pd.DataFrame) -> pd.DataFrame:
@@ -160,10 +173,17 @@ def _figure(study: str, predicted, measured, out_dir: Path) -> list[Path]:
     for p in paths:
         # No creation date in the PDF: regenerating a report from the same CSVs gives the same
         # files, so git shows only real changes.
-        save_figure(fig, p, dpi=120,
+        save_figure(fig, p, out_dir, dpi=120,
                     metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
     plt.close(fig)
     return paths
+
+
+def _has_times(study, predicted, measured) -> bool:
+    """Whether `study` has a row with a time to plot (measured rows may all be empty: a run
+    whose every schedule failed its check)."""
+    return any(df is not None and df.loc[df["study"] == study, value].notna().any()
+               for df, value in ((predicted, "predicted_s"), (measured, "measured_s")))
 
 
 def build_report(results_dir: Path) -> str:
@@ -183,14 +203,14 @@ def build_report(results_dir: Path) -> str:
         parts += [f"## {title} speedup over the unscheduled program", ""]
         for study, g in df.groupby("study", sort=True):
             table = speedups(g, value).drop(columns="study")
-            parts += [f"### {study}", "", table.to_markdown(index=False), ""]
+            parts += [f"### {study}", "", _speedup_table(table, BASELINE), ""]
         with_ar_opt = df[df["study"].isin(df.loc[df["schedule"] == AR_OPT, "study"])]
         if len(with_ar_opt):
             parts += [f"## {title} speedup over ar-opt (NCCL AllReduce + one fused update "
                       "kernel, CoCoNet's baseline)", ""]
             for study, g in with_ar_opt.groupby("study", sort=True):
                 table = speedups(g, value, AR_OPT).drop(columns="study")
-                parts += [f"### {study}", "", table.to_markdown(index=False), ""]
+                parts += [f"### {study}", "", _speedup_table(table, AR_OPT), ""]
     if measured is not None and "fastest_baseline_s" in measured.columns:
         parts += ["## Measured speedup over the fastest baseline", "",
                   against_fastest_baseline(measured).to_markdown(index=False), ""]
@@ -205,18 +225,21 @@ def build_report(results_dir: Path) -> str:
                   per_case(joined).to_markdown(index=False), "",
                   "## Summary", "", summarize(joined).round(3).to_markdown(index=False), ""]
     steps_csv = results_dir / "steps.csv"
-    if steps_csv.is_file():
+    if os.path.lexists(steps_csv):
         parts += _steps_section(read_results_csv(steps_csv, []))
     studies = sorted(set().union(*[set(df["study"]) for df in (predicted, measured)
                                    if df is not None]))
-    for study in progress(studies, "report: drawing", str):
+    plotted = [s for s in studies if _has_times(s, predicted, measured)]
+    for study in sorted(set(studies) - set(plotted), key=str):  # nothing to draw: said so
+        parts += [f"No figure for {' '.join(str(study).split())}: no row with a time.", ""]
+    for study in progress(plotted, "report: drawing", str):
         for p in _figure(study, predicted, measured, results_dir):
             if p.suffix == ".png":
                 # the name is data: one line, no markdown of its own
                 alt = " ".join(str(study).split()).replace("[", "(").replace("]", ")")
                 parts += [f"![{alt}]({p.name})", ""]
     text = "\n".join(parts)
-    write_atomic(results_dir / "report.md", text)
+    write_atomic(results_dir / "report.md", text, results_dir)
     return text
 
 
@@ -250,7 +273,8 @@ def report(results_dir: Path) -> None:
     if not results_dir.is_dir():
         raise ProgramFileError(f"results directory must exist, got no directory at "
                                f"{results_dir}")
-    text = build_report(results_dir)
+    with output_lock(results_dir, "RESULTS_DIR"):  # a sweep writing there meanwhile: refused
+        text = build_report(results_dir)
     figures = [line[line.index("(") + 1:-1] for line in text.splitlines()
                if line.startswith("![")]
     click.echo(f"wrote {results_dir / 'report.md'} ({len(text.splitlines())} lines) and "

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.files import read_bounded
 from workbench.loader import file_digest, split_spec
 
 
@@ -102,11 +103,12 @@ def read_results_csv(path: Path, columns: list[str], value: str | None = None):
     `columns`, no row with an empty key, and `value` (if given) numeric: finite and > 0 where
     the row is predicted (`predicted_s`), finite >= 0 or empty where measured, at most a
     year (MAX_TIME_S)."""
+    import csv
     import io
 
     import pandas as pd
 
-    raw = Path(path).read_bytes()
+    raw = read_bounded(path, "results file", "regenerate it with workbench sweep")
     try:
         text = raw.decode("utf-8")
         if "\x00" in text:
@@ -118,6 +120,7 @@ def read_results_csv(path: Path, columns: list[str], value: str | None = None):
         raise ResultsFileError(f"results file {path} must end with a newline, got a last line "
                                f"cut short ({text.splitlines()[-1][:60]!r}); the file was not "
                                "written whole: regenerate it with workbench sweep")
+    _check_ragged(path, text, csv)
     try:
         df = pd.read_csv(io.StringIO(text))
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
@@ -152,7 +155,91 @@ def read_results_csv(path: Path, columns: list[str], value: str | None = None):
                                    f" and at most {MAX_TIME_S:g} (a year)"
                                    f", got {got}; regenerate the file")
         df[value] = numbers
+    _check_columns(path, df, columns)
     return df
+
+
+def _check_ragged(path: Path, text: str, csv) -> None:
+    """Every row of CSV `text` has the header's number of fields: pandas would make the extra
+    fields of a longer row an index and shift every column (a traceback further on)."""
+    reader = csv.reader(text.splitlines(keepends=True))
+    try:
+        header = next(reader, [])
+        for row in reader:
+            if row and len(row) != len(header):
+                raise ResultsFileError(
+                    f"results file {path} row {reader.line_num} must have {len(header)} "
+                    f"fields, as the header, got {len(row)}; the file was not written by the "
+                    "workbench: regenerate it with workbench sweep")
+    except csv.Error as e:
+        raise ResultsFileError(f"results file {path} must be a CSV table, got {e} at row "
+                               f"{reader.line_num}; regenerate it with workbench sweep") from None
+
+
+# Columns a results CSV may hold whose cells must be finite numbers (or empty): the report
+# computes with them (steps.csv's error, a measured table's fastest baseline).
+NUMERIC_COLUMNS = ("fastest_baseline_s", "model_s", "lower_bound_s", "measured_ms",
+                   "predicted_ms", "predicted_gpu_ms", "error", "stage", "steps")
+SIZE_MAX = 2**62  # a size or a GPU count beyond this is no run's
+_SIZE_ITEM = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,63})=([0-9]{1,19})(?:\^([0-9]{1,2}))?")
+
+
+def size_label_ok(label) -> bool:
+    """Whether `label` is a size label of the sweeps ('N=2^28', 'H=12288,T=2^13'): names and
+    whole numbers (a power at most 2^62), so studies.sweep.size_values can read it without
+    an error or an unbounded power (2^99999 took the report down)."""
+    for item in str(label).split(","):
+        m = _SIZE_ITEM.fullmatch(item)
+        if m is None:
+            return False
+        base, exp = int(m[2]), int(m[3]) if m[3] else 1
+        if base > SIZE_MAX or (exp > 1 and base > 1 and exp * math.log2(base) > 62):
+            return False
+    return True
+
+
+def _check_columns(path: Path, df, columns: list[str]) -> None:
+    """The cells every report reads: the size a label the sweeps write, gpus a whole number
+    from 1 to SIZE_MAX, the NUMERIC_COLUMNS numbers (or empty); each (study, schedule, size,
+    gpus) once (a repeated row was averaged without a word)."""
+    import pandas as pd
+
+    def bad(row: int, column: str, what: str) -> ResultsFileError:
+        got = df[column].iloc[row]
+        return ResultsFileError(f"results file {path} row {row + 2} column {column} must be "
+                                f"{what}, got {str(got)[:40]!r}; regenerate it with "
+                                "workbench sweep")
+
+    if "size" in columns:
+        for i, label in enumerate(df["size"]):
+            if not size_label_ok(label):
+                raise bad(i, "size", "sizes as NAME=VALUE[,NAME=VALUE] (VALUE a whole number "
+                                     "or 2^K, at most 2^62), e.g. N=2^28")
+    if "gpus" in columns:
+        gpus = pd.to_numeric(df["gpus"], errors="coerce")
+        wrong = ~((gpus >= 1) & (gpus <= SIZE_MAX) & (gpus == gpus.round()))
+        if wrong.any():
+            raise bad(int(wrong.to_numpy().argmax()), "gpus", f"a whole number from 1 to "
+                                                             f"{SIZE_MAX}")
+        df["gpus"] = gpus.astype("int64")
+    for column in NUMERIC_COLUMNS:
+        if column not in df.columns:
+            continue
+        numbers = pd.to_numeric(df[column], errors="coerce")
+        wrong = (numbers.isna() & df[column].notna()) | numbers.isin([math.inf, -math.inf])
+        if wrong.any():
+            raise bad(int(wrong.to_numpy().argmax()), column, "a finite number (or empty)")
+        df[column] = numbers
+    keys = [c for c in ("study", "schedule", "size", "gpus") if c in columns]
+    if len(keys) == 4:
+        repeated = df.duplicated(keys, keep="first")
+        if repeated.any():
+            row = int(repeated.to_numpy().argmax())
+            first = int((df[keys] == df[keys].iloc[row]).all(axis=1).to_numpy().argmax())
+            raise ResultsFileError(f"results file {path} row {row + 2} must be the only row of "
+                                   f"its {', '.join(keys)}, got a repeat of row {first + 2}; "
+                                   "keep one row per case (workbench sweep measured keeps the "
+                                   "last run's)")
 
 
 def checked_measure_record(path: Path, index: int, record) -> None:

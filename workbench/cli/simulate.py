@@ -28,7 +28,7 @@ from simulator import simulate as simulate_program
 from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import autotune as tuner
 from workbench import ir
-from workbench.cli.outputs import check_output_file, write_atomic, write_csv
+from workbench.cli.outputs import check_output_files, write_atomic, write_csv
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import check_size_names, load, parse_sets
@@ -473,8 +473,7 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
              trace_path,
              trace_all) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
-    for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
-        check_output_file(path, option)
+    check_output_files({"--csv": csv_path, "--json": json_path, "--trace": trace_path})
     if trace_all and not trace_path:
         raise WorkbenchError("--trace-all must come with --trace FILE, got it alone; e.g. "
                              "--trace timeline.json --trace-all")

@@ -20,7 +20,7 @@ from simulator.training import (
     simulate_step,
     workbench_bucket_numels,
 )
-from workbench.cli.outputs import check_output_file, write_csv
+from workbench.cli.outputs import check_output_files, write_csv
 from workbench.errors import WorkbenchError
 from workbench.files import write_atomic
 from workbench.interpreter import bind_sizes
@@ -215,8 +215,7 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
                           json_path, trace_path) -> None:
     """Predict a training step of the example GPT per phase, for torch (DDP + fused AdamW) and
     the workbench's optimizer (no GPU needed)."""
-    for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
-        check_output_file(path, option)
+    check_output_files({"--csv": csv_path, "--json": json_path, "--trace": trace_path})
     shape = ct.GptShape(d_model, layers, heads, vocab, seq, batch, dtype)
     if not (math.isfinite(bucket_mb) and bucket_mb > 0):
         raise WorkbenchError(f"--bucket-mb must be a number > 0, got {bucket_mb}; e.g. 25")

@@ -13,6 +13,7 @@ measured.csv (same keys). `workbench report` then compares them and draws the fi
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -26,7 +27,6 @@ from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label
 from workbench.cli.outputs import (
-    check_output_dir,
     check_output_file,
     output_lock,
     progress,
@@ -41,6 +41,7 @@ from workbench.cli.results_files import (
 from workbench.cli.results_table import table
 from workbench.cli.simulate import predict
 from workbench.errors import WorkbenchError
+from workbench.files import read_bounded
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
@@ -98,8 +99,10 @@ def _parse_sizes(text: str) -> dict:
 def _records(path: Path) -> list[dict]:
     """The records of a compile-and-measure JSON (NAME.json, or NAME.partial.json that a run
     cut off left behind)."""
+    raw = read_bounded(path, "results file", "pass the CSV or JSON compile-and-measure wrote",
+                       follow=True)
     try:
-        records = json.loads(Path(path).read_text())["records"]
+        records = json.loads(raw)["records"]
         if not isinstance(records, list):
             raise TypeError(f"'records' is a {type(records).__name__}, not a list")
         return records
@@ -112,7 +115,9 @@ def _records(path: Path) -> list[dict]:
 def _read_results(path: Path) -> pd.DataFrame:
     """A compile-and-measure CSV, or its JSON (see _records) as the same table."""
     if path.suffix != ".json":
-        return pd.read_csv(path)
+        raw = read_bounded(path, "results file", "pass the CSV compile-and-measure wrote",
+                           follow=True)
+        return pd.read_csv(io.BytesIO(raw))  # a ValueError: measured_rows names the file
     records = _records(path)
     for i, r in enumerate(records):
         checked_measure_record(path, i, r)
@@ -224,7 +229,10 @@ def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1,
                              "stmts": st["stmts"], "steps": st["steps"],
                              "measured_ms": st["median_ms"],
                              "predicted_ms": t, "predicted_gpu_ms": gpu,
-                             "error": (gpu / st["median_ms"] - 1) if gpu else None})
+                             # a step measured at 0 ms has no relative error (it was a
+                             # ZeroDivisionError): its row stands, its error is empty
+                             "error": (gpu / st["median_ms"] - 1)
+                             if gpu and st["median_ms"] > 0 else None})
     return pd.DataFrame(rows)
 
 
@@ -279,10 +287,11 @@ def main() -> None:
 def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int | None,
                 out_dir: Path) -> None:
     """Simulate every study's schedules over its sizes; write OUT/predicted.csv."""
-    check_output_dir(out_dir, "--out")
-    df = predict_rows(hardware, nodes, list(studies) or None, gpus)
+    # --out is held for the whole run, not only the write: a second sweep into it is refused
+    # at its start instead of both exiting 0 with one's rows lost
     with output_lock(out_dir, "--out"):
-        write_csv(df, out_dir / "predicted.csv")
+        df = predict_rows(hardware, nodes, list(studies) or None, gpus)
+        write_csv(df, out_dir / "predicted.csv", out_dir)
     click.echo(f"wrote {out_dir / 'predicted.csv'} ({len(df)} rows); "
                f"{priced_with(hardware, nodes)}")
 
@@ -294,10 +303,9 @@ def predict_cmd(hardware: str, nodes: int, studies: tuple[str, ...], gpus: int |
               help="Folder for measured.csv (created if missing; the file is replaced).")
 def measured_cmd(csv_paths: tuple[Path, ...], out_dir: Path) -> None:
     """Fold compile-and-measure results into OUT/measured.csv."""
-    check_output_dir(out_dir, "--out")
-    df = measured_rows(list(csv_paths))
-    with output_lock(out_dir, "--out"):
-        write_csv(df, out_dir / "measured.csv")
+    with output_lock(out_dir, "--out"):  # the whole run, as predict
+        df = measured_rows(list(csv_paths))
+        write_csv(df, out_dir / "measured.csv", out_dir)
     click.echo(f"wrote {out_dir / 'measured.csv'} ({len(df)} rows)")
 
 

@@ -5,6 +5,7 @@ tracer (workbench.dsl.program) turns these nodes into an ir.Program."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import sys
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from pathlib import Path
 import sympy
 
 from workbench import ir
-from workbench.errors import WorkbenchError
+from workbench.errors import DTypeError, WorkbenchError
 from workbench.types import TensorType, size_symbol
 
 # The workbench package: frames inside it are ours, the first one outside is the user's.
@@ -163,14 +164,33 @@ class StmtNode(Node):
     name: str | None = None
 
 
+# The largest constant a program may hold: float32's largest finite number. A literal past
+# it (1e300), inf or nan passed check and simulate and then failed in nvcc (`inff`
+# undefined) or computed inf in every kernel (issue 40): refused where it is written.
+CONST_MAX = 3.4028234663852886e38
+
+
+def _const(value: float) -> ConstNode:
+    if not (math.isfinite(value) and abs(value) <= CONST_MAX):
+        loc = _user_location()
+        raise DTypeError(f"a constant must be a finite number of at most {CONST_MAX:.4g} in "
+                         f"magnitude (float32's largest), got {value!r}"
+                         + (f" at {loc}" if loc else "") + "; write the number a float32 "
+                         "holds (a mask: a large finite value such as -1e30)")
+    return ConstNode(value)
+
+
 def _node(x) -> Node:
     if isinstance(x, Node):
         return x
     if isinstance(x, (int, float)) and not isinstance(x, bool):
-        return ConstNode(float(x))
+        try:
+            return _const(float(x))
+        except OverflowError:  # an int past a float's range
+            return _const(math.inf)
     if isinstance(x, sympy.Expr):
         if not x.free_symbols:
-            return ConstNode(float(x))
+            return _const(float(x))
         if not x.is_real:
             raise WorkbenchError(f"a size used as a number must be a real expression of sizes, "
                                  f"got {x}")

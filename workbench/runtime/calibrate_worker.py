@@ -46,6 +46,7 @@ from cost_model.calibration import (
 )
 from cost_model.collectives import bus_factor
 from workbench.errors import RuntimeFault
+from workbench.files import write_atomic
 from workbench.loader import load
 from workbench.options import UNROLLS, CodegenOptions
 from workbench.runtime.calibrate_copy_engines import copy_engines
@@ -108,8 +109,7 @@ def main(out_path: str, warmup: int = 5, reps: int = 25, passes: int = 1) -> int
             except Exception as e:  # noqa: BLE001 - recorded in the raw file and logged
                 raw["device"][f"{key}_error"] = f"{type(e).__name__}: {e}"
                 log(rank, f"{key} failed: {type(e).__name__}: {e}")
-        with open(out_path, "w") as f:
-            json.dump(raw, f, indent=1)
+        write_atomic(out_path, json.dumps(raw, indent=1))  # whole or not at all, no link
         log(rank, f"wrote {out_path}")
     if P > 1:
         dist.barrier()
@@ -165,8 +165,7 @@ def _checked_ms(gpu: Gpu, run, out: str, want, what: str, warmup: int, reps: int
 
 def _write(rank: int, gpu: Gpu, out_path: str, data: dict) -> int:
     if rank == 0:
-        with open(out_path, "w") as f:
-            json.dump(data, f, indent=1)
+        write_atomic(out_path, json.dumps(data, indent=1))
         log(rank, f"wrote {out_path}")
     gpu.barrier()
     gpu.close()

@@ -57,6 +57,7 @@ def cache_dir() -> Path:
     return root
 
 
+CUBIN_MAX_BYTES = 256 << 20  # a kernel's cubin is kilobytes; a larger cached file is not one
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 
 
@@ -64,14 +65,20 @@ def _trusted_cubin(path: Path) -> bool:
     """Whether `path` may be loaded: a regular file (not a link) of this user that nobody
     else may write, whose content's sha256 starts with the digest its name ends with."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: a FIFO planted under a cubin's name must not block the open forever;
+        # the file's type is checked on the descriptor before anything is read from it
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022 \
+                or st.st_size > CUBIN_MAX_BYTES:
             return False
-        content = f.read()
+        with os.fdopen(os.dup(fd), "rb") as f:
+            content = f.read(CUBIN_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
     return hashlib.sha256(content).hexdigest()[:16] == path.stem.rsplit("-", 1)[-1]
 
 
@@ -90,14 +97,31 @@ def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
     work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))  # mode 0700, ours alone
     src = work / f"{name}-{digest}.cu"
     src.write_text(source)
-    out = nvcc_compile(name, src, work / f"{name}.cubin", include_dir)
-    content = out.read_bytes()
-    os.chmod(out, 0o600)
-    cubin = root / f"{name}-{digest}-{hashlib.sha256(content).hexdigest()[:16]}.cubin"
-    os.replace(out, cubin)  # atomic: ranks compiling the same kernel never see half a file
-    os.replace(src, root / src.name)  # kept beside it for reading; a link there is replaced
-    os.rmdir(work)
+    out = nvcc_compile(name, src, work / f"{name}.cubin", include_dir)  # a failure keeps src
+    try:
+        content = out.read_bytes()
+        os.chmod(out, 0o600)
+        cubin = root / f"{name}-{digest}-{hashlib.sha256(content).hexdigest()[:16]}.cubin"
+        _replace_into(out, cubin)  # atomic: ranks compiling one kernel never see half a file
+        _replace_into(src, root / src.name)  # kept beside it for reading; a link is replaced
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return cubin
+
+
+def _replace_into(tmp: Path, entry: Path) -> None:
+    """Rename `tmp` to the cache entry `entry`: a file or a link there is replaced, anything
+    else (a folder, a FIFO planted under the name) is a RuntimeFault saying what to remove."""
+    try:
+        mode = os.lstat(entry).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        os.unlink(tmp)
+        raise RuntimeFault(f"the cubin cache entry {entry} must be a file, got "
+                           f"{'a folder' if stat.S_ISDIR(mode) else 'a special file'}; remove "
+                           f"it (rm -r '{entry}') or set WB_CACHE_DIR to another folder")
+    os.replace(tmp, entry)
 
 
 def nvcc_compile(name: str, src: Path, cubin: Path, include_dir: Path) -> Path:

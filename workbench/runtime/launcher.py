@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import RuntimeFault
-from workbench.runtime.watchdog import Watchdog
+from workbench.runtime.watchdog import Watchdog, reaper_argv
 
 # NVLink multicast must stay off on the shared GPU machines (a program that uses it can take the
 # host's GPUs out of service); every process we start carries these.
@@ -197,13 +197,22 @@ class _TagParser:
     def __init__(self, tag_space: bool):
         self.tag_space = tag_space  # Open MPI 5 writes one space after the tag
         self.partial: dict[tuple[int, str], str] = {}
+        self.rest_of: int | None = None  # the rank whose line the next piece continues
 
-    def feed(self, line: str) -> list[tuple[int | None, str]]:
+    def feed(self, line: str, complete: bool = True) -> list[tuple[int | None, str]]:
         """One line of mpirun's output (no newline) -> the rank lines it completes. Every tagged
-        piece but the line's last is a fragment that a later piece continues."""
+        piece but the line's last is a fragment that a later piece continues. `complete`
+        False: a piece of a longer line (read _LINE_BYTES at a time), which the next piece
+        continues: that piece has no tag and is the same rank's output (a rank printing 400
+        MB without a newline was taken for silent, and ended as hung, while it printed)."""
+        if self.rest_of is not None:
+            rank, self.rest_of = self.rest_of, (self.rest_of if not complete else None)
+            return [(rank, line)]
         pieces = _TAG_RE.split(line)
         if len(pieces) == 1:
             return [(None, line)]
+        if not complete:
+            self.rest_of = int(pieces[-3])
         out: list[tuple[int | None, str]] = [(None, pieces[0])] if pieces[0].strip() else []
         tagged = [(int(pieces[i + 1]), pieces[i + 2], pieces[i + 3])
                   for i in range(1, len(pieces), 4)]
@@ -246,8 +255,9 @@ class _Mpirun:
 
     def _read(self, pipe, parser: _TagParser) -> None:
         for raw in iter(lambda: pipe.readline(_LINE_BYTES), b""):
-            for rank, text in parser.feed(raw.decode(errors="replace").rstrip("\n")):
-                self._line(rank, text)
+            text = raw.decode(errors="replace")
+            for rank, piece in parser.feed(text.rstrip("\n"), text.endswith("\n")):
+                self._line(rank, piece)
         for rank, text in parser.flush():
             self._line(rank, text)
 
@@ -435,6 +445,7 @@ def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll
     # Started before the ranks: whatever ends this process (SIGKILL included), the watchdog
     # ends the ranks and what they started (workbench.runtime.watchdog).
     dog = Watchdog()
+    argv = reaper_argv(argv)  # each rank under a subreaper: no daemon of it escapes
     try:
         if kind == "mpirun":
             mpirun = find_mpirun()

@@ -14,6 +14,14 @@ session, so a signal to the launcher's group does not reach it) that
 
 A process is recorded with its start time, so a pid the system reused is never killed.
 Linux only (/proc), as the launcher's own session scan is.
+
+Recording by parent pid misses a double-forking daemon (issue 40): a rank's child that calls
+setsid(), forks the daemon and exits within one tick leaves the daemon a child of init, in a
+session of its own. So every rank runs under a reaper (`python -I watchdog.py --reap ARGV`,
+`reaper_argv`): a process in the rank's session that makes itself the child subreaper of its
+descendants (prctl PR_SET_CHILD_SUBREAPER), so an orphan below the rank becomes the reaper's
+child, never init's: the watchdog records it by parent pid at its leisure, and when the rank
+ends the reaper kills every descendant left and exits with the rank's status.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 TICK_S = 0.1
@@ -98,6 +107,72 @@ def main() -> None:
         _record(sids, seen)
 
 
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below `root` (by parent pid)."""
+    table = _table()
+    out, frontier = [], {root}
+    while frontier:
+        below = [pid for pid, (ppid, _, _) in table.items() if ppid in frontier]
+        out += below
+        frontier = set(below)
+    return out
+
+
+def reap(argv: list[str]) -> int:
+    """Run `argv` as the rank, as the subreaper of everything it starts; when it ends, kill
+    what it left (descendants, daemons included) and return its exit status as a shell
+    would (a signal N as 128 + N, after the caller re-raises it: see `main`)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:  # not Linux >= 3.4: run as before
+        os.execvp(argv[0], argv)
+    try:
+        rank = os.posix_spawnp(argv[0], argv, os.environ)
+    except OSError as e:
+        print(f"the rank's command {argv[0]} must run, got {e.strerror}", file=sys.stderr)
+        return 127 << 8  # a wait status: exit code 127, as a shell says "not found"
+    status = None
+
+    def forward(signum, frame):  # the launcher's SIGTERM: the rank's to handle
+        try:
+            if status is None:
+                os.kill(rank, signum)
+        except ProcessLookupError:  # reaped a moment ago
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    while status is None:
+        pid, code = os.wait()  # the rank, or an orphan the subreaper inherited
+        if pid == rank:
+            status = code
+    for _ in range(100):  # what the rank left: killed, their orphans inherited, and so on
+        left = _descendants(os.getpid())
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        time.sleep(0.01)
+    return status
+
+
+def reaper_argv(argv: list[str]) -> list[str]:
+    """`argv` run under the reaper (see the module docstring)."""
+    return [sys.executable, "-I", __file__, "--reap", *argv]
+
+
 class Watchdog:
     """The launcher's handle on its watchdog process."""
 
@@ -125,4 +200,12 @@ class Watchdog:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--reap"]:
+        status = reap(sys.argv[2:])
+        if os.WIFSIGNALED(status):  # die of the rank's signal, so the launcher sees it
+            sig = os.WTERMSIG(status)
+            if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler
+                signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+        sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
     main()

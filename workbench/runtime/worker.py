@@ -32,6 +32,7 @@ from codegen.plan import Plan
 from cost_model.plan_cost import plan_link_bytes
 from workbench import interpreter
 from workbench.errors import RuntimeFault
+from workbench.files import write_atomic
 from workbench.runtime import baselines, baselines_rows, checks, graphs
 from workbench.runtime.comm import rank_env
 from workbench.runtime.executor import PlanRun
@@ -159,16 +160,8 @@ def step_summary(per_rank: list[list[tuple[str, list[float]]]], P: int) -> list[
 
 def write_json_atomic(path: str, obj) -> None:
     """Write `obj` as JSON to `path` so that a reader sees the old file or the new one, never
-    half of one (a temporary file beside it, then os.replace)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=1, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    half of one, and never through a link or over a device (files.write_atomic)."""
+    write_atomic(path, json.dumps(obj, indent=1, default=str))
 
 
 class ResultsLog(list):
