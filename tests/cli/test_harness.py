@@ -43,7 +43,10 @@ def test_every_command_names_a_file_that_exists():
         if "compile-and-measure" in run.argv:
             continue
         scripts = [a for a in run.argv if a.endswith(".py")]
-        assert scripts and all((ROOT / s).is_file() for s in scripts), run.name
+        modules = [run.argv[i + 1] for i, a in enumerate(run.argv[:-1]) if a == "-m"]
+        assert scripts or modules, run.name
+        assert all((ROOT / s).is_file() for s in scripts), run.name
+        assert all(importlib.util.find_spec(m) is not None for m in modules), run.name
 
 
 def test_dry_run_prints_every_run(capsys):
