@@ -23,6 +23,7 @@ import sympy
 from cost_model.hardware import load_hardware
 from cost_model.ops import CostContext, explain_collectives, peak_memory, program_cost
 from cost_model.plan_cost import plan_cost
+from cost_model.plan_explain import plan_collectives
 from cost_model.plan_memory import plan_memory
 from simulator import Variability
 from simulator import simulate as simulate_program
@@ -57,7 +58,8 @@ class Prediction:
     result: object  # simulator.SimResult, None when not predicted
     formula: object = None
     note: str = ""
-    # NCCL's pick per collective (cost_model.ops.explain_collectives): for --explain
+    # NCCL's pick per collective (cost_model.plan_explain, or the IR's for a schedule the
+    # backend refuses): for --explain
     collectives: tuple = ()
     # peak memory per rank (cost_model.ops.peak_memory), None when not computed
     memory: object = None
@@ -259,7 +261,9 @@ def predict(loaded, cluster, sets: dict | None = None,
         times = tuple(r.time_s for r in runs)
         formula = (program_cost(program, cluster, bound, symbolic=True, options=options).time_s
                    if symbolic else None)
-        picks = tuple(explain_collectives(CostContext(program, cluster, bound)))
+        # NCCL's picks for --explain: of the plan's NCCL steps (the IR's, refused schedules)
+        picks = tuple(plan_collectives(plan, cluster, bound) if plan is not None
+                      else explain_collectives(CostContext(program, cluster, bound)))
         out.append(Prediction(name, program, float(np.median(times)), float(cost.time_s),
                               float(cost.lower_bound_s), result.bottleneck(link), result,
                               formula, collectives=picks, memory=memory,
