@@ -31,6 +31,11 @@ CHUNK = sympy.Symbol("chunk", integer=True, nonnegative=True)
 PEER = sympy.Symbol("peer", integer=True, nonnegative=True)
 
 
+# Bytes of an element of each buffer dtype (the values' dtypes, f64 partial sums, u32 flags):
+# what the runtime allocates and the cost model counts.
+ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "u32": 4, "i32": 4, "f64": 8}
+
+
 @dataclass(frozen=True)
 class BufferSpec:
     """A device buffer on every rank of group `group`: `numel` elements of `dtype` (sympy,

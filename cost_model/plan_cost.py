@@ -74,7 +74,7 @@ class PlanContext:
         leaves = {leaf.name: leaf for s in plan.program.stmts for leaf in s.leaves()}
         chunks = {id(part): s.chunks for s in plan.steps
                   if isinstance(s, (cp.OverlapStep, cp.ChunkedStep, cp.PipelineStep))
-                  for part in _leaf_steps(s) if per_chunk(part)}
+                  for part in leaf_steps(s) if per_chunk(part)}
         return PlanContext(plan, ctx, {b.name: b.numel for b in plan.buffers}, leaves, chunks)
 
     def n(self, expr) -> float:
@@ -526,7 +526,7 @@ def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]
     return PlanCost(total, tuple(costs), busy, tuple(names))
 
 
-def _leaf_steps(step):
+def leaf_steps(step):
     """The steps inside a composite step (overlap, chunked, pipeline), or the step itself."""
     if isinstance(step, cp.OverlapStep):
         return [step.producer, step.consumer]
@@ -546,7 +546,7 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
     bandwidth, the link floor of the step (the runtime's `comm_bytes`)."""
     pc = PlanContext.of(plan, None, bound)
     total = 0.0
-    for step in (leaf for s in plan.steps for leaf in _leaf_steps(s)):
+    for step in (leaf for s in plan.steps for leaf in leaf_steps(s)):
         if isinstance(step, cp.NcclStep) and not _exchanges(step):
             kind, nbytes, P, _ = nccl_buffer(pc, step)
             total += float(coll.collective_bus_bytes(kind, nbytes, P))
@@ -560,5 +560,6 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
 
 __all__ = ["PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
            "alltoall_of", "consumer_sms", "copies", "copy_engine_parts", "copy_work",
-           "fused_parts_of", "gemm_work", "kernel_work", "nccl_buffer", "nccl_call", "plan_cost",
+           "fused_parts_of", "gemm_work", "kernel_work", "leaf_steps", "nccl_buffer", "nccl_call",
+           "plan_cost",
            "plan_link_bytes", "receives", "shares_sms_step", "step_cost", "step_fixed_s"]

@@ -1,5 +1,6 @@
-"""Peak memory per rank (cost_model.ops.peak_memory) and what simulate does with a schedule
-that does not fit."""
+"""Peak memory per rank: what a generated schedule's plan allocates (cost_model.plan_memory),
+the IR's liveness bound for one the backend refuses (cost_model.ops.peak_memory), and what
+simulate does with a schedule that does not fit."""
 
 import pytest
 from click.testing import CliRunner
@@ -39,9 +40,33 @@ def test_a_schedule_that_does_not_fit_is_said_and_never_best():
     assert "no schedule predicted (see the notes)" in out.output
     # the table cuts the note; the whole message is on stderr (CliRunner mixes the two)
     assert "m1_s,v1_s does not fit: peak memory per rank must fit" in out.output
+    # the unscheduled plan: its four inputs (g reduced in place, the updates in their targets)
     assert "left out on h200x4: peak memory per rank must fit the GPU's 131.3 GiB, got " \
-        "8.59e+10 GiB" in out.output
+        "6.872e+10 GiB" in out.output
     assert " * " not in out.output
+
+
+def test_a_generated_schedule_holds_what_its_plan_allocates():
+    from codegen.lower import lower
+    from cost_model.plan_memory import plan_memory
+
+    loaded = load("studies/adam.py")
+    got = {}
+    for name in ("rs-c-ag", "rs-c-ag-sliced-state", "fuse-rs-c-ag"):
+        program = loaded.schedules[name].apply()
+        bound = bind_sizes(program, {"N": 2**28, "P": 4})
+        got[name] = plan_memory(lower(program, 4), preset("h200x4"), bound)
+    # rs-c-ag: g, w, m, v (4 GiB) and the reduce-scattered slice g1_rs (0.25 GiB: the updates
+    # write their targets, the AllGather gathers in place), plus NCCL's buffers; liveness
+    # counted 7.25 GiB
+    m = got["rs-c-ag"]
+    assert m.inputs_bytes == pytest.approx(4 * GIB, rel=1e-6)
+    assert m.comm_buffers_bytes == 2 * 32 * 4 * 2**20
+    assert m.peak_bytes / GIB == pytest.approx(4.5, rel=1e-6)
+    assert _memory("rs-c-ag").peak_bytes / GIB == pytest.approx(7.25, rel=1e-6)
+    assert got["rs-c-ag-sliced-state"].peak_bytes / GIB == pytest.approx(3.0, rel=1e-6)
+    fused = got["fuse-rs-c-ag"]  # one kernel, no NCCL: its flags beside the inputs
+    assert fused.comm_buffers_bytes == 0 and 2.5 < fused.peak_bytes / GIB < 2.5001
 
 
 def test_memory_column():

@@ -137,10 +137,11 @@ def options_text(options: CodegenOptions) -> str:
 def compile_and_measure(program_files, plans, P, sets, schedule, reps, warmup, no_baselines,
                         out_dir, hang_s, quiet, name, unroll, mode, codegen, per_step, graph,
                         limit_s, link_rate_arg):
-    """Compile every schedule of the programs to CUDA (or take the plans of --plan folders),
-    run it on P GPUs, check it against the reference interpreter, time it, and print a table
-    with the baselines. Each schedule is lowered once, here or by `workbench compile`; the
-    ranks run its plan as written."""
+    """Compile every schedule of the programs to CUDA, run it on P GPUs, check it against the
+    reference interpreter, time it, and print a table with the baselines.
+
+    Each schedule is lowered once, here or by `workbench compile` (--plan DIR runs its
+    folder); the ranks run its plan as written."""
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
     if not program_files and not plans:

@@ -23,6 +23,8 @@ import sympy
 from cost_model.hardware import load_hardware
 from cost_model.ops import CostContext, explain_collectives, peak_memory, program_cost
 from cost_model.plan_cost import plan_cost
+from cost_model.plan_explain import plan_collectives
+from cost_model.plan_memory import plan_memory
 from simulator import Variability
 from simulator import simulate as simulate_program
 from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
@@ -56,7 +58,8 @@ class Prediction:
     result: object  # simulator.SimResult, None when not predicted
     formula: object = None
     note: str = ""
-    # NCCL's pick per collective (cost_model.ops.explain_collectives): for --explain
+    # NCCL's pick per collective (cost_model.plan_explain, or the IR's for a schedule the
+    # backend refuses): for --explain
     collectives: tuple = ()
     # peak memory per rank (cost_model.ops.peak_memory), None when not computed
     memory: object = None
@@ -218,7 +221,11 @@ def predict(loaded, cluster, sets: dict | None = None,
             out.append(Prediction.left_out(name, program, f"not on {cluster.name}: {why}"))
             continue
         bound = bind_sizes(program, sizes)
-        memory = peak_memory(CostContext(program, cluster, bound))
+        P = sizes.get("P", cluster.world_size)
+        plan, refused = lowered(program, P, options)  # lowered once (design notes 74, 75)
+        # what the plan allocates; a schedule the backend refuses: the IR's liveness bound
+        memory = (plan_memory(plan, cluster, bound) if plan is not None
+                  else peak_memory(CostContext(program, cluster, bound)))
         if not memory.fits:
             # a schedule that does not fit in the GPU's memory cannot run: said, never best
             click.echo(f"schedule {name} left out on {cluster.name}: {memory.why_not()}",
@@ -227,8 +234,6 @@ def predict(loaded, cluster, sets: dict | None = None,
             left.memory = memory
             out.append(left)
             continue
-        P = sizes.get("P", cluster.world_size)
-        plan, refused = lowered(program, P, options)  # lowered once (design notes 74, 75)
         try:
             # the model prices, and the simulator runs, the plan the backend runs; a schedule
             # it does not generate keeps the IR-level price
@@ -256,7 +261,9 @@ def predict(loaded, cluster, sets: dict | None = None,
         times = tuple(r.time_s for r in runs)
         formula = (program_cost(program, cluster, bound, symbolic=True, options=options).time_s
                    if symbolic else None)
-        picks = tuple(explain_collectives(CostContext(program, cluster, bound)))
+        # NCCL's picks for --explain: of the plan's NCCL steps (the IR's, refused schedules)
+        picks = tuple(plan_collectives(plan, cluster, bound) if plan is not None
+                      else explain_collectives(CostContext(program, cluster, bound)))
         out.append(Prediction(name, program, float(np.median(times)), float(cost.time_s),
                               float(cost.lower_bound_s), result.bottleneck(link), result,
                               formula, collectives=picks, memory=memory,

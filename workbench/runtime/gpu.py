@@ -9,7 +9,7 @@ from contextlib import nullcontext as _nullcontext
 
 import numpy as np
 
-from codegen.plan import GemmStep, ReduceStep
+from codegen.plan import ELEMENT_BYTES, GemmStep, ReduceStep
 from codegen.render import include_dir
 from workbench.errors import RuntimeFault
 from workbench.runtime import comm, launcher
@@ -19,7 +19,7 @@ from workbench.runtime.compiler import compile_cubin
 from workbench.runtime.launches import RunView
 from workbench.types import LocalLayout, Sliced
 
-ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "u32": 4, "i32": 4, "f64": 8}
+ITEMSIZE = ELEMENT_BYTES  # (codegen.plan: one table of a buffer's element bytes)
 
 
 
