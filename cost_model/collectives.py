@@ -208,7 +208,7 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
     gen = cluster.gpu.generation
     numeric = is_number(nbytes)
     lat = nccl_model.latency_s(kind, algorithm, protocol, ranks, nodes,
-                               fabric_hop_s(cluster, nodes))
+                               fabric_hop_s(cluster, nodes), cluster.fabric.message_s)
     bw, link = _network_bandwidth(kind, algorithm, proto, P, cluster, path, one_per_node)
     if algorithm == "tree":
         if numeric:
@@ -404,7 +404,8 @@ def _nvls_tree_plan(nbytes, P: int, cluster: Cluster, path: Path_) -> Plan:
     delivered_Bps = cluster.node_injection_Bps(path.nodes) / heads
     bus = nccl_model.nvls_tree_bus_Bps(heads, path.nodes, line_Bps, gen, delivered_Bps)
     alg_Bps = bus * P / (2 * (P - 1))
-    lat = nccl_model.nvls_tree_latency_s(path.nodes, fabric_hop_s(cluster, path.nodes))
+    lat = nccl_model.nvls_tree_latency_s(path.nodes, fabric_hop_s(cluster, path.nodes),
+                                         cluster.fabric.message_s)
     return Plan("allreduce", "nvlstree", "Simple", heads, 1, nbytes, nbytes / alg_Bps,
                 nccl.host_overhead_s + lat, "nic", 2 * (P - 1) * nbytes / P)
 
@@ -416,7 +417,8 @@ def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node:
     nccl = cluster.nccl
     injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(path.nodes)
     bw = nccl_model.pat_bandwidth_Bps(injection)
-    lat = nccl_model.pat_latency_s(P, path.nodes, fabric_hop_s(cluster, path.nodes))
+    lat = nccl_model.pat_latency_s(P, path.nodes, fabric_hop_s(cluster, path.nodes),
+                                   cluster.fabric.message_s)
     channels = smax(1, smin(nccl.max_channels, sceil(nbytes / nccl.min_channel_bytes)))
     fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + lat
     return Plan(kind, "pat", "Simple", channels, 1, nbytes, nbytes / bw, fixed_s, "nic",

@@ -138,16 +138,18 @@ def ring_steps(kind: str, ranks: int, nodes: int) -> tuple[int, int]:
 
 
 def latency_s(kind: str, algorithm: str, protocol: str, ranks: int, nodes: int,
-              fabric_s: float = 0.0) -> float:
+              fabric_s: float = 0.0, message_s: float = 0.0) -> float:
     """NCCL's modelled latency of a collective over `ranks` ranks on `nodes` > 1 nodes, with
     `fabric_s` added to every network hop (switch hops beyond NCCL's table; twice for
-    Simple, which also waits for its flush: tuning.cc adds the graph's latencyInter twice),
-    before the ring plateau factor."""
+    Simple, which also waits for its flush: tuning.cc adds the graph's latencyInter twice)
+    and the transport's per-message cost `message_s` (Fabric.message_s) once per network
+    hop, before the ring plateau factor."""
     key = (algorithm, protocol)
     ppn = ranks // nodes
     # with one rank per node every latency is exposed: NCCL takes the tree's network latency
     net_key = ("tree", protocol) if ppn == 1 else key
-    net = NET_HOP_US[net_key] * 1e-6 + fabric_s * (2 if protocol == "Simple" else 1)
+    net = (NET_HOP_US[net_key] * 1e-6 + fabric_s * (2 if protocol == "Simple" else 1)
+           + message_s)
     intra = NVLINK_HOP_US[key] * 1e-6
     base = BASE_LATENCY_US[key] * 1e-6
     if algorithm == "tree":
@@ -156,7 +158,8 @@ def latency_s(kind: str, algorithm: str, protocol: str, ranks: int, nodes: int,
     if kind in ("broadcast", "reduce"):
         # a chain whose channels differ (NCCL's graph.sameChannels 0): every step pays a
         # network hop (Simple: the tree's, "some chunk latency")
-        hop = NET_HOP_US[("tree", "Simple")] * 1e-6 if protocol == "Simple" else net
+        hop = (NET_HOP_US[("tree", "Simple")] * 1e-6 + message_s if protocol == "Simple"
+               else net)
         return base + steps * hop
     overhead = NET_OVERHEAD_US * 1e-6 * (SIMPLE_NET_OVERHEAD_FACTOR if protocol == "Simple"
                                          else 1.0)
@@ -295,10 +298,12 @@ PAT_PER_RANK_US = 2.8
 PAT_BANDWIDTH_FACTOR = 0.75
 
 
-def pat_latency_s(ranks: int, nodes: int, fabric_s: float = 0.0) -> float:
+def pat_latency_s(ranks: int, nodes: int, fabric_s: float = 0.0,
+                  message_s: float = 0.0) -> float:
     """PAT's modelled latency over `ranks` ranks, one per node (`fabric_s`: switch hops
-    beyond NCCL's table, counted like the graph's inter-node latency: twice for Simple)."""
-    inter = NET_HOP_US[("tree", "Simple")] * 1e-6 + 2 * fabric_s
+    beyond NCCL's table, counted like the graph's inter-node latency: twice for Simple;
+    `message_s`: the transport's per-message cost, once)."""
+    inter = NET_HOP_US[("tree", "Simple")] * 1e-6 + 2 * fabric_s + message_s
     return (BASE_LATENCY_US[("pat", "Simple")] * 1e-6 + (nodes.bit_length() - 1) * inter / 3.5
             + ranks * PAT_PER_RANK_US * 1e-6)
 
@@ -341,10 +346,10 @@ def nvls_tree_bus_Bps(heads: int, nodes: int, nic_Bps: float, gen: str,
     return heads * min(intra, inter, cap) * 1e9
 
 
-def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0) -> float:
+def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0, message_s: float = 0.0) -> float:
     """NCCL's NVLSTree latency over `nodes` nodes (`fabric_s` per network hop beyond NCCL's
-    table, twice: the Simple flush)."""
-    net = NET_HOP_US[("nvlstree", "Simple")] * 1e-6 + 2 * fabric_s
+    table, twice: the Simple flush; `message_s`, the transport's per-message cost, once)."""
+    net = NET_HOP_US[("nvlstree", "Simple")] * 1e-6 + 2 * fabric_s + message_s
     return NVLS_LATENCY_US * 1e-6 + 2 * (nodes.bit_length() - 1) * net
 
 
