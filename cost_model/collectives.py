@@ -403,6 +403,9 @@ def _nvls_tree_plan(nbytes, P: int, cluster: Cluster, path: Path_) -> Plan:
     line_Bps = cluster.gpus_per_node * cluster.nic_per_gpu_Bps / heads
     delivered_Bps = cluster.node_injection_Bps(path.nodes) / heads
     bus = nccl_model.nvls_tree_bus_Bps(heads, path.nodes, line_Bps, gen, delivered_Bps)
+    if is_number(nbytes):
+        # mid sizes: NCCL's static tree correction (nccl_model.nvls_tree_correction)
+        bus *= nccl_model.nvls_tree_correction(float(nbytes))
     alg_Bps = bus * P / (2 * (P - 1))
     lat = nccl_model.nvls_tree_latency_s(path.nodes, fabric_hop_s(cluster, path.nodes),
                                          cluster.fabric.message_s)

@@ -346,6 +346,25 @@ def nvls_tree_bus_Bps(heads: int, nodes: int, nic_Bps: float, gen: str,
     return heads * min(intra, inter, cap) * 1e9
 
 
+# NVLSTree's mid-size correction: NCCL 2.28.9 prices NVLSTree as latency plus the buffer at
+# its peak bandwidth, which measured 2-node AllReduce tables contradict (2x p5.48xlarge:
+# 105.5 GB/s busbw at 16 MiB and 209 at 64 MiB against 182 and 334 modelled; issue 37).
+# NCCL's own later tuning.cc (NVIDIA/nccl master after v2.28.9, ncclTopoGetAlgoTime)
+# multiplies NVLSTree's AllReduce bandwidth by the tree's correction factor for 64 B ..
+# 512 MiB ("Trees are not perfectly sticking to the model for medium sizes"), there on
+# Blackwell x86 only; the workbench follows the measurements and applies it to NVLSTree of
+# every generation (docs/design/cost_model.md, "Where the model leaves NCCL's"). The table's
+# 24th entry (256-512 MiB) is that release's: 0.9.
+NVLS_TREE_CORRECTION = TREE_CORRECTION["Simple"] + (.9,)
+
+
+def nvls_tree_correction(nbytes: float) -> float:
+    """NVLSTree's bandwidth correction for an AllReduce of `nbytes` (1 from 512 MiB)."""
+    k = int(nbytes) >> 6
+    k = k.bit_length() - 1 if k > 0 else 0
+    return NVLS_TREE_CORRECTION[k] if k < len(NVLS_TREE_CORRECTION) else 1.0
+
+
 def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0, message_s: float = 0.0) -> float:
     """NCCL's NVLSTree latency over `nodes` nodes (`fabric_s` per network hop beyond NCCL's
     table, twice: the Simple flush; `message_s`, the transport's per-message cost, once)."""

@@ -207,13 +207,15 @@ def _v100x16() -> Cluster:
 #   2-node tree, which the model gives at 0.91 of line rate. The 0.61 of NVIDIA/nccl#527
 #   (p4dn, NCCL 2.9.9 in 2022, a thread titled "Slow bus bandwidth") is an older stack; its
 #   rows stay in the validation, held out, and now read 35-41 % fast (benchmarks/README.md).
-#   Per doubling as InfiniBand (no EFA series over node counts found).
+#   Per doubling as InfiniBand (no EFA series over node counts found). That row is EFA v1
+#   (p4de); the later EFA of p5 and p6 takes the same efficiency: its large-buffer rows
+#   (2x p5, 1 and 16 GiB) sit at NCCL's NVLSTree cap and do not constrain it.
 # - TCPXO (GCP A3 Mega): fitted on the 8 GiB row of a 2-node A3 Mega all_reduce_perf
 #   (lessizzmore/create-a3mega-ztan-fork, ztan-NCCL-test-result: 338.82 GB/s): from 0.9 the
 #   model reaches NCCL's per-channel tree cap (309 GB/s, -8.7 %), so 0.9, the smallest value
 #   that does. TCPX (A3): no public figure found; not in this table (a profile gives it).
 NETWORK_EFFICIENCY = {"infiniband": (0.96, 0.06), "roce": (0.825, 0.06), "efa": (0.91, 0.06),
-                      "tcpxo": (0.9, 0.06)}
+                      "efa-v1": (0.91, 0.06), "tcpxo": (0.9, 0.06)}
 # One switch hop (port to port, cut-through). Quantum-2 NDR: vendor and reseller figures
 # range 150-400 ns (router-switch.com "under 150 nanoseconds", yobitel.com "~330 ns"):
 # 300 ns. Quantum HDR (QM8790): 130 ns (NVIDIA QM8700/QM8790 datasheet). Switch-IB 2 EDR
@@ -369,8 +371,8 @@ def _aws_p4d() -> Cluster:
     base = _a100x8()
     gpu = dataclasses.replace(base.gpu, hbm_capacity_bytes=40e9, hbm_bandwidth_Bps=1.555e12 * 0.72)
     nic = Link("efa-100G", bandwidth_Bps=12.5e9, latency_s=NIC_400G.latency_s)
-    fabric = _fabric("efa", "efa", kind="fat-tree", tiers=3, switch_radix=64, nodes_per_leaf=16,
-                     oversubscription=1.0)
+    fabric = _fabric("efa-v1", "efa", kind="fat-tree", tiers=3, switch_radix=64,
+                     nodes_per_leaf=16, oversubscription=1.0)
     return _nvswitch_node(base, name="aws-p4d", gpu=gpu, nic=nic, nics_per_node=4,
                           fabric=fabric)
 

@@ -325,19 +325,22 @@ class Fabric:
 
 FABRIC_KINDS = ("rail-optimized", "fat-tree")
 # How the NICs carry NCCL's traffic: InfiniBand verbs, RoCE (RDMA over Ethernet), AWS EFA
-# (SRD through the aws-ofi-nccl plugin), GCP's GPUDirect-TCPX (A3, TCP with header split
-# into GPU memory) and TCPXO (A3 Mega, the FasTrak net plugin's offloaded TCP).
-TRANSPORTS = ("infiniband", "roce", "efa", "tcpx", "tcpxo")
+# (SRD through the aws-ofi-nccl plugin: "efa" the EFAv2 and later of p5 and p6 instances,
+# "efa-v1" the first generation of p4d/p4de, whose small messages measure twice as slow),
+# GCP's GPUDirect-TCPX (A3, TCP with header split into GPU memory) and TCPXO (A3 Mega, the
+# FasTrak net plugin's offloaded TCP).
+TRANSPORTS = ("infiniband", "roce", "efa", "efa-v1", "tcpx", "tcpxo")
 # Seconds a transport adds to every network message beyond NCCL's hop latency (its table is
 # InfiniBand's, and RoCE runs the same verbs on the same ConnectX NICs: 0 for both).
-# EFA and TCPXO: fitted, one row each, on a 2-node small-buffer AllReduce of
+# EFA, EFA v1 and TCPXO: fitted, one row each, on a 2-node small-buffer AllReduce of
 # benchmarks/validation_nccl.py (the rows marked train there; every other row of those
-# transports is held out): NCCL's tree LL latency on 2 nodes of 8 GPUs is 25.2 us + 2
-# messages, and the measured floors are 69.1 us (2x p5.48xlarge, EFAv2, 8 B) and 123.2 us
-# (2x a3-megagpu-8g, TCPXO, 16 B) against a modelled 31.7 us without messages, so 18.7 and
-# 45.7 us per message. TCPX: no public figure
-# found, so a TCPX fabric must give fabric.message_cost_s itself.
-MESSAGE_COST_S = {"infiniband": 0.0, "roce": 0.0, "efa": 18.7e-6, "tcpxo": 45.7e-6}
+# transports is held out). NCCL picks the tree LL there, whose latency on 2 nodes has 2
+# network hops: 31.7 us modelled without messages against measured floors of 69.1 us
+# (2x p5.48xlarge, EFAv2, 8 B), 164.3 us (2x p4de.24xlarge, EFA v1, 8 B) and 123.2 us
+# (2x a3-megagpu-8g, TCPXO, 16 B): 18.7, 66.3 and 45.7 us per message. TCPX: no public
+# figure found, so a TCPX fabric must give fabric.message_cost_s itself.
+MESSAGE_COST_S = {"infiniband": 0.0, "roce": 0.0, "efa": 18.7e-6, "efa-v1": 66.3e-6,
+                  "tcpxo": 45.7e-6}
 
 
 # Dtypes that may have NCCL constants of their own (Cluster.nccl_dtypes); f32 uses Cluster.nccl.

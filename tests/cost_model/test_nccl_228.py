@@ -101,12 +101,12 @@ def test_nvls_false_in_a_profile_and_on_the_cli(tmp_path, capsys):
      "fabric.loss_per_doubling must be in [0, 1) (the fraction of the efficiency lost per "
      "doubling of nodes), got 1.0; use 0 for no loss with scale"),
     ({"base": "dgx-h100", "fabric": {"transport": "myrinet"}},
-     "fabric.transport must be one of infiniband, roce, efa, tcpx, tcpxo, got 'myrinet'; fix "
-     "the profile's fabric section"),
+     "fabric.transport must be one of infiniband, roce, efa, efa-v1, tcpx, tcpxo, got "
+     "'myrinet'; fix the profile's fabric section"),
     # issue 37: a transport without a cited message cost needs one in the profile
     ({"base": "dgx-h100", "fabric": {"transport": "tcpx"}},
      "fabric.message_cost_s must be given for transport 'tcpx': it has no cited per-message "
-     "cost (known for infiniband, roce, efa, tcpxo), got none; add \"message_cost_s\" (seconds "
+     "cost (known for infiniband, roce, efa, efa-v1, tcpxo), got none; add \"message_cost_s\" (seconds "
      "per network message, e.g. 2e-5) to the profile's fabric section"),
     ({"base": "dgx-h100", "fabric": {"message_cost_s": -1}},
      "hardware profile field fabric.message_cost_s must be a finite number >= 0 and <= 3600 "
@@ -173,7 +173,8 @@ def test_fabric_efficiency_falls_with_node_count():
 def test_preset_fabrics_have_switch_latency_and_an_efficiency(name):
     fabric = preset(name).fabric
     assert fabric.switch_latency_s > 0
-    assert 0 < fabric.efficiency < 1 and fabric.transport in ("infiniband", "roce", "efa")
+    assert 0 < fabric.efficiency < 1 and fabric.transport in ("infiniband", "roce", "efa",
+                                                               "efa-v1")
     assert fabric.message_s >= 0  # every preset transport has a message cost (issue 37)
 
 
@@ -192,7 +193,7 @@ def test_tcpx_with_its_message_cost_loads_and_prices_it(tmp_path):
 
 def test_new_presets():
     p4d, p5 = preset("aws-p4d"), preset("aws-p5")
-    assert p4d.fabric.transport == p5.fabric.transport == "efa"
+    assert (p4d.fabric.transport, p5.fabric.transport) == ("efa-v1", "efa")
     assert p4d.gpus_per_node * p4d.nic_per_gpu_Bps == pytest.approx(50e9)  # 400 Gb/s a node
     assert p5.gpus_per_node * p5.nic_per_gpu_Bps == pytest.approx(400e9)  # 3200 Gb/s a node
     assert not p4d.nvls and p5.nvls

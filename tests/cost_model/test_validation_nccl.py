@@ -69,7 +69,7 @@ def test_measured_table_meets_its_targets():
     covered = {(r["gpu"], r["fabric"]) for r in rows}
     for gpu in ("A100", "H100", "H200", "H800", "B200", "GB200"):
         assert any(g == gpu for g, _ in covered), gpu
-    for fabric in ("infiniband", "roce", "efa"):
+    for fabric in ("infiniband", "roce", "efa", "efa-v1", "tcpxo"):
         assert any(f == fabric for _, f in covered), fabric
 
 
@@ -151,7 +151,7 @@ def test_issue_37_size_classes():
     summary = {c["class"]: c for c in validation.class_summary(rows)}
     assert set(summary) == {"< 1 MiB", "1-256 MiB", ">= 256 MiB"}
     assert summary[">= 256 MiB"]["median_%"] <= 5
-    for fabric in ("efa", "tcpxo"):
+    for fabric in ("efa", "efa-v1", "tcpxo"):
         assert any(r["train"] for r in rows if r["fabric"] == fabric)
         assert sum(not r["train"] for r in rows if r["fabric"] == fabric) >= 5
     trained = [r for r in rows if r["train"]]
