@@ -106,8 +106,9 @@ def test_nvls_false_in_a_profile_and_on_the_cli(tmp_path, capsys):
     # issue 37: a transport without a cited message cost needs one in the profile
     ({"base": "dgx-h100", "fabric": {"transport": "tcpx"}},
      "fabric.message_cost_s must be given for transport 'tcpx': it has no cited per-message "
-     "cost (known for infiniband, roce, efa, efa-v1, tcpxo), got none; add \"message_cost_s\" (seconds "
-     "per network message, e.g. 2e-5) to the profile's fabric section"),
+     "cost (known for infiniband, roce, efa, efa-v1, tcpxo), got none; add "
+     "\"message_cost_s\" (seconds per network message, e.g. 2e-5) to the profile's fabric "
+     "section"),
     ({"base": "dgx-h100", "fabric": {"message_cost_s": -1}},
      "hardware profile field fabric.message_cost_s must be a finite number >= 0 and <= 3600 "
      "(seconds), got -1; fix the profile (e.g. 2e-6 for 2 us)"),
