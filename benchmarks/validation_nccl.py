@@ -139,7 +139,8 @@ def model_busbw_GBps(kind: str, nbytes: float, cluster: Cluster,
     forces one (NCCL_ALGO)."""
     plans = [p for p in model_plans(kind, nbytes, cluster)
              if algorithm is None or p.algorithm == algorithm]
-    best = min(plans, key=lambda p: gpu_time_s(p, cluster))
+    # NCCL's choice: least time by its own estimate (what it does not model left out)
+    best = min(plans, key=lambda p: float(p.nccl_estimate_s))
     t = gpu_time_s(best, cluster)
     return nbytes / t * bus_factor(kind, cluster.world_size) / 1e9, \
         f"{best.algorithm}/{best.protocol}"
@@ -539,11 +540,11 @@ def nccl_model_rows() -> list[dict]:
                         continue
                     if algorithm == "nvlstree":
                         # where the workbench leaves NCCL 2.28.9's model on purpose (issue 37:
-                        # measured mid sizes; nccl_model.NVLS_TREE_CORRECTION), NCCL's is
-                        # compared with that correction applied
-                        ref = 25e-6 + 2 * int(math.log2(cluster.nodes)) * 20.9e-6 + (
-                            ref - 25e-6 - 2 * int(math.log2(cluster.nodes)) * 20.9e-6
-                        ) / nccl_model.nvls_tree_correction(nbytes)
+                        # measured mid sizes), NCCL's is compared with the pipeline's fill
+                        # added (nccl_model.nvls_tree_fill_s: 8 heads, Hopper)
+                        alg = nbytes / (ref - 25e-6 - 2 * int(math.log2(cluster.nodes)) * 20.9e-6)
+                        ref += nccl_model.nvls_tree_fill_s(nbytes, alg, 8, cluster.nodes,
+                                                           "hopper")
                     err = (t - ref) / ref
                     rows.append({"cluster": name, "kind": kind, "algo": algorithm,
                                  "proto": protocol, "size": _size(nbytes),

@@ -148,10 +148,18 @@ class Plan:
     fixed_s: object
     link: str
     bus_bytes: object
+    # The part of time_s that NCCL's own estimate does not see (NVLSTree's pipeline fill,
+    # nccl_model.nvls_tree_fill_s): NCCL chooses its algorithm without it, and then runs it.
+    unseen_s: object = 0.0
 
     @property
     def time_s(self):
         return self.fixed_s + self.steps * self.step_s
+
+    @property
+    def nccl_estimate_s(self):
+        """The time NCCL's tuning model gives this plan, by which it chooses."""
+        return self.time_s - self.unseen_s
 
 
 def _ring_shape(kind: str, nbytes, P):
@@ -403,14 +411,14 @@ def _nvls_tree_plan(nbytes, P: int, cluster: Cluster, path: Path_) -> Plan:
     line_Bps = cluster.gpus_per_node * cluster.nic_per_gpu_Bps / heads
     delivered_Bps = cluster.node_injection_Bps(path.nodes) / heads
     bus = nccl_model.nvls_tree_bus_Bps(heads, path.nodes, line_Bps, gen, delivered_Bps)
-    if is_number(nbytes):
-        # mid sizes: NCCL's static tree correction (nccl_model.nvls_tree_correction)
-        bus *= nccl_model.nvls_tree_correction(float(nbytes))
     alg_Bps = bus * P / (2 * (P - 1))
     lat = nccl_model.nvls_tree_latency_s(path.nodes, fabric_hop_s(cluster, path.nodes),
                                          cluster.fabric.message_s)
+    # the pipeline's fill (nccl_model.nvls_tree_fill_s; symbolic sizes: a full chunk each)
+    fill = nccl_model.nvls_tree_fill_s(float(nbytes) if is_number(nbytes) else math.inf,
+                                       alg_Bps, heads, path.nodes, gen)
     return Plan("allreduce", "nvlstree", "Simple", heads, 1, nbytes, nbytes / alg_Bps,
-                nccl.host_overhead_s + lat, "nic", 2 * (P - 1) * nbytes / P)
+                nccl.host_overhead_s + lat + fill, "nic", 2 * (P - 1) * nbytes / P, fill)
 
 
 def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node: bool) -> Plan:
@@ -430,7 +438,8 @@ def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node:
 
 def choose_plan(kind: str, nbytes: float, P: int, cluster: Cluster,
                 group_size: int | None = None, one_per_node: bool = False) -> Plan:
-    """The plan NCCL picks (least modelled time) for numeric sizes."""
+    """The plan NCCL picks (least time by NCCL's own estimate, `Plan.nccl_estimate_s`) for
+    numeric sizes."""
     if P == 1:
         nccl = cluster.nccl
         return Plan(kind, "none", "none", 0, 0, 0.0, 0.0, nccl.host_overhead_s, "nvlink", 0.0)
@@ -439,7 +448,8 @@ def choose_plan(kind: str, nbytes: float, P: int, cluster: Cluster,
         nodes = _group_path(P, cluster, group_size, one_per_node).nodes
         chosen = nccl_model.v24_choice(kind, nbytes, int(P), nodes)
         return next(p for p in options if (p.algorithm, p.protocol) == chosen)
-    return min(options, key=lambda p: float(p.time_s))
+    # NCCL picks by its own estimate (least modelled time, without what it does not model)
+    return min(options, key=lambda p: float(p.nccl_estimate_s))
 
 
 def collective_time(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,

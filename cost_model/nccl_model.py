@@ -346,23 +346,42 @@ def nvls_tree_bus_Bps(heads: int, nodes: int, nic_Bps: float, gen: str,
     return heads * min(intra, inter, cap) * 1e9
 
 
-# NVLSTree's mid-size correction: NCCL 2.28.9 prices NVLSTree as latency plus the buffer at
-# its peak bandwidth, which measured 2-node AllReduce tables contradict (2x p5.48xlarge:
-# 105.5 GB/s busbw at 16 MiB and 209 at 64 MiB against 182 and 334 modelled; issue 37).
-# NCCL's own later tuning.cc (NVIDIA/nccl master after v2.28.9, ncclTopoGetAlgoTime)
-# multiplies NVLSTree's AllReduce bandwidth by the tree's correction factor for 64 B ..
-# 512 MiB ("Trees are not perfectly sticking to the model for medium sizes"), there on
-# Blackwell x86 only; the workbench follows the measurements and applies it to NVLSTree of
-# every generation (docs/design/cost_model.md, "Where the model leaves NCCL's"). The table's
-# 24th entry (256-512 MiB) is that release's: 0.9.
-NVLS_TREE_CORRECTION = TREE_CORRECTION["Simple"] + (.9,)
+# NVLSTree's pipeline fill. NCCL 2.28.9's tuning model prices NVLSTree as its latency plus
+# the buffer at its peak rate, which measured 2-node tables contradict at every mid size
+# (2x p5.48xlarge: 105.5 GB/s busbw at 16 MiB where that gives 182; issue 37). The kernel
+# NCCL runs moves the buffer in chunks through a pipeline: nvlsChannels channels (transport/
+# nvls.cc: NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100 32 across nodes) times the NIC heads
+# run as concurrent operations, each on chunks of NCCL_NVLS_CHUNKSIZE (128 KiB), which
+# enqueue.cc (calcCollChunking, NCCL_ALGO_NVLS_TREE) halves for small buffers and caps at
+# 64 KiB from 4 nodes. Each operation's chunks pass the pipeline's stages one after the
+# other: the in-switch reduction inside the node, up the tree, down it, the multicast:
+# 2 + 2 log2(nodes) stages (the workbench's reading of the algorithm, not a table of NCCL's),
+# so the pipeline fills for (stages - 1) chunks of every operation before the first leaves.
+# The workbench adds that fill (docs/design/cost_model.md note 101: where the model leaves
+# NCCL's, following measurements).
+NVLS_TREE_CHANNELS = {"hopper": 16, "blackwell": 32}
+NVLS_CHUNK_BYTES = 128 * 1024
 
 
-def nvls_tree_correction(nbytes: float) -> float:
-    """NVLSTree's bandwidth correction for an AllReduce of `nbytes` (1 from 512 MiB)."""
-    k = int(nbytes) >> 6
-    k = k.bit_length() - 1 if k > 0 else 0
-    return NVLS_TREE_CORRECTION[k] if k < len(NVLS_TREE_CORRECTION) else 1.0
+def nvls_tree_chunk_bytes(nbytes: float, ops: int, nodes: int) -> int:
+    """The chunk NCCL 2.28.9 gives an NVLSTree AllReduce of `nbytes` run as `ops` concurrent
+    operations (nvlsChannels x NIC heads) over `nodes` nodes (enqueue.cc)."""
+    chunk = NVLS_CHUNK_BYTES if nodes < 4 else min(NVLS_CHUNK_BYTES, 65536)
+    for factor, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
+        if nbytes < factor * ops * chunk and chunk > floor:
+            chunk = floor
+    return chunk
+
+
+def nvls_tree_fill_s(nbytes: float, alg_Bps: float, heads: int, nodes: int, gen: str) -> float:
+    """The time NVLSTree's pipeline takes to fill, beyond its latency and the buffer at the
+    algorithm bandwidth `alg_Bps`: (stages - 1) chunks of every concurrent operation, each
+    at its share of the bandwidth (an operation with less than a chunk fills with what it
+    has)."""
+    ops = NVLS_TREE_CHANNELS[gen] * heads
+    chunk = nvls_tree_chunk_bytes(nbytes, ops, nodes)
+    stages = 2 + 2 * (nodes.bit_length() - 1)
+    return (stages - 1) * min(chunk, nbytes / ops) * ops / alg_Bps
 
 
 def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0, message_s: float = 0.0) -> float:
