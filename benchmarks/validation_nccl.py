@@ -570,11 +570,13 @@ def main(argv=None) -> int:
     summary = measured_summary(rows)
     measured = pd.DataFrame(rows)
     if args.markdown:
-        print("| class | rows | median abs. error | max | above 15 % |")
-        print("|---|---:|---:|---:|---:|")
-        for c in class_summary(rows):
+        print("| class | rows | median abs. error | max | above 15 % | held-out rows | "
+              "median | max | above 15 % |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for c, h in zip(class_summary(rows), class_summary(rows, held_out=True)):
             print(f"| {c['class']} | {c['rows']} | {c['median_%']} % | {c['max_%']} % | "
-                  f"{c['above_15']} |")
+                  f"{c['above_15']} | {h['rows']} | {h['median_%']} % | {h['max_%']} % | "
+                  f"{h['above_15']} |")
         print()
         print("| cluster, collective | GPU | fabric | size | measured | model | plan | error "
               "| source |")
