@@ -352,6 +352,36 @@ MEASURED = [
          "https://github.com/dstackai/dstack/pull/3961", nbytes=n, time_us=t, gpu="B200")
       for n, t, row in ((8, 50.58, "8 2 float sum -1 50.58 0.00 0.00"),
                         (8192, 67.63, "8192 2048 float sum -1 67.63 0.12 0.23"))],
+    # NVIDIA/nccl-tests#309, gj-aion 2025-06-18: 8 H100 nodes on 400 Gb/s InfiniBand
+    # ("yes, we are"), all_reduce_perf -b 1M -e 8G, run on 2, 4 and 8 of the nodes; the
+    # out-of-place row of each size quoted (sizes 1, 4, 16, 64, 256 MiB, 1 and 8 GiB of every
+    # table, taken whatever they show)
+    *[_m(f"{nodes} nodes x 8 H100, IB, AllReduce {_size(n)} (nccl-tests#309 tables)",
+         dgx_h100(nodes), "allreduce", bw,
+         f"NVIDIA/nccl-tests#309 (gj-aion, {nodes} of 8 nodes, row '{row}') {TESTS}309",
+         nbytes=n, train=nodes > 2 and n in (16 * MIB, 64 * MIB))  # chose NVLSTree's stages
+      for nodes, n, bw, row in (
+          (2, MIB, 21.08, "1048576 262144 float sum -1 93.25 11.24 21.08"),
+          (2, 4 * MIB, 70.91, "4194304 1048576 float sum -1 110.9 37.82 70.91"),
+          (2, 16 * MIB, 156.07, "16777216 4194304 float sum -1 201.6 83.24 156.07"),
+          (2, 64 * MIB, 263.66, "67108864 16777216 float sum -1 477.2 140.62 263.66"),
+          (2, 256 * MIB, 388.31, "268435456 67108864 float sum -1 1296.2 207.10 388.31"),
+          (2, GIB, 447.65, "1073741824 268435456 float sum -1 4497.4 238.75 447.65"),
+          (2, 8 * GIB, 466.73, "8589934592 2147483648 float sum -1 34508 248.92 466.73"),
+          (4, MIB, 6.41, "1048576 262144 float sum -1 317.0 3.31 6.41"),
+          (4, 4 * MIB, 35.13, "4194304 1048576 float sum -1 231.3 18.13 35.13"),
+          (4, 16 * MIB, 106.75, "16777216 4194304 float sum -1 304.5 55.10 106.75"),
+          (4, 64 * MIB, 208.34, "67108864 16777216 float sum -1 624.1 107.53 208.34"),
+          (4, 256 * MIB, 234.35, "268435456 67108864 float sum -1 2219.3 120.96 234.35"),
+          (4, GIB, 322.02, "1073741824 268435456 float sum -1 6460.4 166.20 322.02"),
+          (4, 8 * GIB, 324.52, "8589934592 2147483648 float sum -1 51285 167.49 324.52"),
+          (8, MIB, 17.64, "1048576 262144 float sum -1 117.0 8.96 17.64"),
+          (8, 4 * MIB, 40.52, "4194304 1048576 float sum -1 203.8 20.58 40.52"),
+          (8, 16 * MIB, 87.36, "16777216 4194304 float sum -1 378.1 44.37 87.36"),
+          (8, 64 * MIB, 184.00, "67108864 16777216 float sum -1 718.1 93.46 184.00"),
+          (8, 256 * MIB, 270.31, "268435456 67108864 float sum -1 1955.1 137.30 270.31"),
+          (8, GIB, 286.81, "1073741824 268435456 float sum -1 7370.5 145.68 286.81"),
+          (8, 8 * GIB, 320.70, "8589934592 2147483648 float sum -1 52733 162.90 320.70"))],
     # 2x p5.48xlarge on EKS: aws/aws-k8s-tester#585 (results of --nodes=2, EFA)
     _m("2 x p5 (EKS, EFAv2), AllReduce 128 B", preset("aws-p5", 2), "allreduce", 0.0,
        "aws/aws-k8s-tester#585 (p5.48xlarge, --nodes=2 --efa, row '128 32 float sum -1 68.37 "

@@ -354,13 +354,17 @@ def nvls_tree_bus_Bps(heads: int, nodes: int, nic_Bps: float, gen: str,
 # run as concurrent operations, each on chunks of NCCL_NVLS_CHUNKSIZE (128 KiB), which
 # enqueue.cc (calcCollChunking, NCCL_ALGO_NVLS_TREE) halves for small buffers and caps at
 # 64 KiB from 4 nodes. Each operation's chunks pass the pipeline's stages one after the
-# other: the in-switch reduction inside the node, up the tree, down it, the multicast:
-# 2 + 2 log2(nodes) stages (the workbench's reading of the algorithm, not a table of NCCL's),
-# so the pipeline fills for (stages - 1) chunks of every operation before the first leaves.
+# other: the in-switch reduction inside the node, up the tree, down it, the multicast: 4
+# stages at any node count (the workbench's reading of the algorithm, not a table of
+# NCCL's), so the pipeline fills for 3 chunks of every operation before the first leaves.
+# The other reading, a stage per tree level (2 + 2 log2(nodes)), was tried against
+# NVIDIA/nccl-tests#309's 4- and 8-node InfiniBand tables and missed them by -28 and -36 %
+# at 16 MiB (4 stages: -8.8 and -4.0 %), so those rows chose between the two readings.
 # The workbench adds that fill (docs/design/cost_model.md note 101: where the model leaves
 # NCCL's, following measurements).
 NVLS_TREE_CHANNELS = {"hopper": 16, "blackwell": 32}
 NVLS_CHUNK_BYTES = 128 * 1024
+NVLS_TREE_STAGES = 4
 
 
 def nvls_tree_chunk_bytes(nbytes: float, ops: int, nodes: int) -> int:
@@ -380,8 +384,7 @@ def nvls_tree_fill_s(nbytes: float, alg_Bps: float, heads: int, nodes: int, gen:
     has)."""
     ops = NVLS_TREE_CHANNELS[gen] * heads
     chunk = nvls_tree_chunk_bytes(nbytes, ops, nodes)
-    stages = 2 + 2 * (nodes.bit_length() - 1)
-    return (stages - 1) * min(chunk, nbytes / ops) * ops / alg_Bps
+    return (NVLS_TREE_STAGES - 1) * min(chunk, nbytes / ops) * ops / alg_Bps
 
 
 def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0, message_s: float = 0.0) -> float:
