@@ -22,8 +22,8 @@ Two tables, printed by `python benchmarks/validation_nccl.py` (no GPU needed):
 
 Model times are GPU times: nccl-tests issues its calls back to back, so NCCL's per-call host
 cost (`NcclTuning.host_overhead_s`) is hidden, as in `cost_model.ops.host_overlapped_total`.
-`--check` exits 1 when a target is missed (tests/cost_model/test_validation_nccl.py pins
-rows and the summary).
+`--check` exits 1 when a target is missed: issue 37's per size class of the held-out rows,
+table 2's from 256 MiB (tests/cost_model/test_validation_nccl.py pins rows and the summary).
 """
 
 from __future__ import annotations
@@ -644,7 +644,9 @@ def main(argv=None) -> int:
     print(summary_2.to_string())
     if args.all:
         print(model.to_string(index=False))
-    missed = (summary["median_%"] > 10 or summary["max_%"] > 20
+    # issue 37's targets, per size class of the held-out rows, and table 2's from 256 MiB
+    missed = (any(c["median_%"] > 10 or c["max_%"] > 25
+                  for c in class_summary(rows, held_out=True))
               or not model[model["size"] != "16 MiB"].ok.all())
     return 1 if args.check and missed else 0
 
