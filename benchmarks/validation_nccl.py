@@ -3,12 +3,17 @@
 Two tables, printed by `python benchmarks/validation_nccl.py` (no GPU needed):
 
 1. **Measured.** nccl-tests bus bandwidth that users, NCCL's maintainers and vendors posted in
-   public threads (AllReduce, ReduceScatter, AllGather; A100, H100, H200, H800, B200, GB200;
-   one node and 2 to 128 nodes; InfiniBand, RoCE, EFA), against the workbench's cost model
-   on the matching cluster preset. Each figure names its thread. A post that gives a table
-   is read at its size; one that gives a peak is read at 8 GiB (large-buffer bandwidth,
-   where nccl-tests reports its peak). Targets (issue 23): median |error| <= 10 %, max <= 20 %
-   from 256 MiB; every miss above 15 % is explained in benchmarks/README.md.
+   public threads and guides (AllReduce, ReduceScatter, AllGather; A100, H100, H200, H800,
+   B200, GB200; one node and 2 to 128 nodes; InfiniBand, RoCE, EFA, GCP TCPXO; 8 B to
+   16 GiB), against the workbench's cost model on the matching cluster. Each figure names
+   its source and quotes its row. A post that gives a table is read at its size; one that
+   gives a peak is read at 8 GiB (large-buffer bandwidth, where nccl-tests reports its
+   peak); where busbw rounds to 0.00 (small buffers) the figure is nccl-tests' time. A row
+   marked train had a parameter fitted on it (one per fitted parameter: the EFA and TCPXO
+   message costs and efficiencies); the summary is printed per size class (< 1 MiB,
+   1-256 MiB, >= 256 MiB), over every row and over the held-out rows. Targets (issue 37):
+   median |error| <= 10 %, max <= 25 % per class; every miss above 15 % is explained in
+   benchmarks/README.md.
 2. **NCCL's model.** The time of each (algorithm, protocol) at 16 MiB .. 8 GiB and 1 .. 16
    nodes, against NCCL's own tuning model computed here independently from its source
    (NVIDIA/nccl v2.28.9-1, dbc86fd0: src/graph/tuning.cc, search.cc, topo.h), fed with the
@@ -17,8 +22,8 @@ Two tables, printed by `python benchmarks/validation_nccl.py` (no GPU needed):
 
 Model times are GPU times: nccl-tests issues its calls back to back, so NCCL's per-call host
 cost (`NcclTuning.host_overhead_s`) is hidden, as in `cost_model.ops.host_overlapped_total`.
-`--check` exits 1 when a target is missed (tests/cost_model/test_validation_nccl.py pins
-rows and the summary).
+`--check` exits 1 when a target is missed: issue 37's per size class of the held-out rows,
+table 2's from 256 MiB (tests/cost_model/test_validation_nccl.py pins rows and the summary).
 """
 
 from __future__ import annotations
@@ -72,6 +77,30 @@ def h800_100g(nodes: int) -> Cluster:
                                            latency_s=c.nic.latency_s))
 
 
+def _on_transport(c: Cluster, transport: str) -> Cluster:
+    """`c` on a fabric of `transport`: its efficiency and loss per doubling (cost_model.
+    presets NETWORK_EFFICIENCY) and message cost (cost_model.specs MESSAGE_COST_S)."""
+    efficiency, loss = NETWORK_EFFICIENCY[transport]
+    fabric = dataclasses.replace(c.fabric, transport=transport, efficiency=efficiency,
+                                 loss_per_doubling=loss)
+    return dataclasses.replace(c, fabric=fabric)
+
+
+def a3_mega(nodes: int) -> Cluster:
+    """GCP a3-megagpu-8g: 8 H100 on NVSwitch (NVLS) and 8x 200 Gb/s NICs for GPU traffic on
+    GPUDirect-TCPXO (GCP's A3 Mega documentation: 1,600 Gbps of GPU-to-GPU networking)."""
+    c = preset("dgx-h100", nodes)
+    c = dataclasses.replace(c, name="a3-mega", nic=Link("nic-200G", bandwidth_Bps=25e9,
+                                                        latency_s=c.nic.latency_s))
+    return _on_transport(c, "tcpxo")
+
+
+def p6_b200(nodes: int) -> Cluster:
+    """AWS p6-b200.48xlarge: 8 B200 on NVSwitch and 3,200 Gb/s of EFA (8x 400 Gb/s, EC2
+    accelerated computing instance specs)."""
+    return _on_transport(dataclasses.replace(preset("dgx-b200", nodes), name="p6-b200"), "efa")
+
+
 def no_nvls(c: Cluster) -> Cluster:
     """NCCL_NVLS_ENABLE=0 (`simulate --no-nvls`)."""
     return dataclasses.replace(c, nvls=False)
@@ -110,10 +139,30 @@ def model_busbw_GBps(kind: str, nbytes: float, cluster: Cluster,
     forces one (NCCL_ALGO)."""
     plans = [p for p in model_plans(kind, nbytes, cluster)
              if algorithm is None or p.algorithm == algorithm]
-    best = min(plans, key=lambda p: gpu_time_s(p, cluster))
+    # NCCL's choice: least time by its own estimate (what it does not model left out)
+    best = min(plans, key=lambda p: float(p.nccl_estimate_s))
     t = gpu_time_s(best, cluster)
     return nbytes / t * bus_factor(kind, cluster.world_size) / 1e9, \
         f"{best.algorithm}/{best.protocol}"
+
+
+def _size(nbytes: float) -> str:
+    """A buffer size as nccl-tests' users write it: 8 B, 64 KiB, 16 MiB, 8 GiB."""
+    for unit, name in ((GIB, "GiB"), (MIB, "MiB"), (2**10, "KiB")):
+        if nbytes >= unit:
+            return f"{nbytes / unit:g} {name}"
+    return f"{nbytes:g} B"
+
+
+# The size classes of the summary (issue 37): below 1 MiB latency rules, from 256 MiB the
+# bandwidth, between them the ramp.
+SIZE_CLASSES = (("< 1 MiB", 0, MIB), ("1-256 MiB", MIB, 256 * MIB),
+                (">= 256 MiB", 256 * MIB, math.inf))
+
+
+def size_class(nbytes: float) -> str:
+    """The size class (SIZE_CLASSES) of a buffer of `nbytes`."""
+    return next(name for name, lo, hi in SIZE_CLASSES if lo <= nbytes < hi)
 
 
 # ---------------------------------------------------------------- measured points
@@ -131,7 +180,13 @@ class Measured:
     algorithm: str | None = None  # NCCL_ALGO the post forced (None: NCCL's choice)
     nbytes: float = 8 * GIB
     gpu: str = "H100"
-    fabric: str = "-"  # the network of a multi-node figure: infiniband, roce, efa
+    fabric: str = "-"  # the network of a multi-node figure: infiniband, roce, efa, tcpxo
+    # The figure as nccl-tests' time (us) where its busbw rounds to 0.00 (small buffers): the
+    # error is then that of the busbw the time implies (measured time / model time - 1).
+    time_us: float | None = None
+    # A figure a parameter was fitted on (the transports' message costs): reported apart from
+    # the held-out rows (design note in docs/design/cost_model.md, "message costs").
+    train: bool = False
 
 
 def _m(what, cluster, kind, busbw, source, **kw) -> Measured:
@@ -140,6 +195,13 @@ def _m(what, cluster, kind, busbw, source, **kw) -> Measured:
 
 
 NCCL = "https://github.com/NVIDIA/nccl/issues/"
+AWS_README = "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md"
+AWS_URL = ("https://github.com/aws-samples/awsome-distributed-training/blob/0162aacd5da07d424e1"
+           "3f44bef8dd2c4cfcc66e4/micro-benchmarks/nccl-tests/README.md")
+A3_URL = ("https://github.com/lessizzmore/create-a3mega-ztan-fork/blob/02dd8f455c43ced1cf442ef2"
+          "9334bda97149264b/ztan-NCCL-test-result")
+OCI_URL = ("https://github.com/oracle-japan/ocitutorials/blob/eaed073535c4f1717edd7798e73b6b14"
+           "1283ca6c/tutorials/_hpc/benchmark/run-nccltests-h100.md")
 TESTS = "https://github.com/NVIDIA/nccl-tests/issues/"
 
 MEASURED = [
@@ -225,6 +287,106 @@ MEASURED = [
          "allreduce", bw, "NVIDIA/nccl#527 (1,2,3,4 p4dn.24xlarge at 1 GiB: 230.77, 57.17, "
          f"31.77, 29.61; NCCL 2.9.9) {NCCL}527", nbytes=GIB, gpu="A100")
       for n, bw in ((2, 57.17), (3, 31.77), (4, 29.61))],
+
+    # ------------------------------------------------ every size: 2-node tables (issue 37)
+    # aws-samples/awsome-distributed-training, micro-benchmarks/nccl-tests/README.md at
+    # commit 0162aacd ("Results": 2x p5.48xlarge, all_reduce_perf 8 B .. 16 GiB; the
+    # out-of-place row of each figure quoted: size count type redop root time algbw busbw).
+    *[_m(f"2 x p5 (8x H100, EFAv2), AllReduce {_size(n)}", preset("aws-p5", 2), "allreduce",
+         bw, f"{AWS_README} 2x p5.48xlarge row '{row}' {AWS_URL}", nbytes=n, time_us=t,
+         train=train)
+      for n, bw, t, row, train in (
+          (8, 0.0, 69.12, "8 2 float sum -1 69.12 0.00 0.00", True),
+          (1024, 0.0, 69.24, "1024 256 float sum -1 69.24 0.01 0.03", False),
+          (65536, 0.0, 135.1, "65536 16384 float sum -1 135.1 0.48 0.91", False),
+          (MIB, 15.95, None, "1048576 262144 float sum -1 123.2 8.51 15.95", False),
+          (4 * MIB, 46.64, None, "4194304 1048576 float sum -1 168.6 24.87 46.64", False),
+          (16 * MIB, 105.52, None, "16777216 4194304 float sum -1 298.1 56.28 105.52", False),
+          (64 * MIB, 209.19, None, "67108864 16777216 float sum -1 601.5 111.57 209.19",
+           False),
+          (256 * MIB, 342.81, None, "268435456 67108864 float sum -1 1468.2 182.83 342.81",
+           False),
+          (GIB, 436.95, None, "1073741824 268435456 float sum -1 4607.6 233.04 436.95",
+           False),
+          (16 * GIB, 487.09, None, "17179869184 4294967296 float sum -1 66132 259.78 487.09",
+           False))],
+    # the same README, 2x p4de.24xlarge (8x A100 80 GB, 4x 100 Gb/s EFA), 8 B .. 2 GiB
+    *[_m(f"2 x p4de (8x A100, 4x 100 Gb/s EFA), AllReduce {_size(n)}", preset("aws-p4d", 2),
+         "allreduce", bw, f"{AWS_README} 2x p4de.24xlarge row '{row}' {AWS_URL}", nbytes=n,
+         time_us=t, gpu="A100", train=n in (8, 2 * GIB))
+      for n, bw, t, row in (
+          (8, 0.0, 164.3, "8 2 float sum -1 164.3 0.00 0.00"),
+          (65536, 0.0, 227.4, "65536 16384 float sum -1 227.4 0.29 0.54"),
+          (MIB, 6.35, None, "1048576 262144 float sum -1 309.4 3.39 6.35"),
+          (16 * MIB, 26.39, None, "16777216 4194304 float sum -1 1191.8 14.08 26.39"),
+          (256 * MIB, 69.89, None, "268435456 67108864 float sum -1 7201.7 37.27 69.89"),
+          (2 * GIB, 78.33, None, "2147483648 536870912 float sum -1 51406 41.78 78.33"))],
+    # GCP A3 Mega (TCPXO), 2 nodes x 8 H100, all_reduce_perf -b 8 -e 8G:
+    # lessizzmore/create-a3mega-ztan-fork, file ztan-NCCL-test-result (commit 02dd8f45)
+    *[_m(f"2 x a3-megagpu-8g (8x H100, TCPXO), AllReduce {_size(n)}", a3_mega(2),
+         "allreduce", bw, "lessizzmore/create-a3mega-ztan-fork ztan-NCCL-test-result "
+         f"(commit 02dd8f45) row '{row}' {A3_URL}", nbytes=n, time_us=t, train=train)
+      for n, bw, t, row, train in (
+          (16, 0.0, 123.2, "16 4 float sum -1 123.2 0.00 0.00", True),
+          (65536, 0.0, 159.4, "65536 16384 float sum -1 159.4 0.41 0.77", False),
+          (MIB, 9.68, None, "1048576 262144 float sum -1 203.2 5.16 9.68", False),
+          (4 * MIB, 21.57, None, "4194304 1048576 float sum -1 364.6 11.50 21.57", False),
+          (16 * MIB, 32.18, None, "16777216 4194304 float sum -1 977.6 17.16 32.18", False),
+          (64 * MIB, 99.74, None, "67108864 16777216 float sum -1 1261.6 53.20 99.74", False),
+          (256 * MIB, 213.19, None, "268435456 67108864 float sum -1 2360.9 113.70 213.19",
+           False),
+          (GIB, 297.86, None, "1073741824 268435456 float sum -1 6759.0 158.86 297.86", False),
+          (8 * GIB, 338.82, None, "8589934592 2147483648 float sum -1 47535 180.71 338.82",
+           True))],
+    # OCI BM.GPU.H100.8 (16x 200 Gb/s RoCEv2 cluster network), 2 nodes, NCCL 2.21.5:
+    # oracle-japan/ocitutorials tutorials/_hpc/benchmark/run-nccltests-h100.md (eaed0735)
+    *[_m(f"2 x OCI BM.GPU.H100.8 (RoCE), AllReduce {_size(n)}", dgx_h100(2, "roce"),
+         "allreduce", bw, "oracle-japan/ocitutorials run-nccltests-h100.md (commit eaed0735) "
+         f"row '{row}' {OCI_URL}", nbytes=n)
+      for n, bw, row in (
+          (GIB, 446.28, "1073741824 268435456 float sum -1 4511.2 238.02 446.28"),
+          (16 * GIB, 464.57, "17179869184 4294967296 float sum -1 69338 247.77 464.57"))],
+    # 2x p6-b200 (8x B200, EFA), all_reduce_perf small sizes: dstackai/dstack#3961
+    *[_m(f"2 x p6-b200 (8x B200, EFA), AllReduce {_size(n)}", p6_b200(2), "allreduce", 0.0,
+         f"dstackai/dstack#3961 ('NCCL tests on 2x p6-200' row '{row}') "
+         "https://github.com/dstackai/dstack/pull/3961", nbytes=n, time_us=t, gpu="B200")
+      for n, t, row in ((8, 50.58, "8 2 float sum -1 50.58 0.00 0.00"),
+                        (8192, 67.63, "8192 2048 float sum -1 67.63 0.12 0.23"))],
+    # NVIDIA/nccl-tests#309, gj-aion 2025-06-18: 8 H100 nodes on 400 Gb/s InfiniBand
+    # ("yes, we are"), all_reduce_perf -b 1M -e 8G, run on 2, 4 and 8 of the nodes; the
+    # out-of-place row of each size quoted (sizes 1, 4, 16, 64, 256 MiB, 1 and 8 GiB of every
+    # table, taken whatever they show)
+    *[_m(f"{nodes} nodes x 8 H100, IB, AllReduce {_size(n)} (nccl-tests#309 tables)",
+         dgx_h100(nodes), "allreduce", bw,
+         f"NVIDIA/nccl-tests#309 (gj-aion, {nodes} of 8 nodes, row '{row}') {TESTS}309",
+         nbytes=n, train=nodes > 2 and n in (16 * MIB, 64 * MIB))  # chose NVLSTree's stages
+      for nodes, n, bw, row in (
+          (2, MIB, 21.08, "1048576 262144 float sum -1 93.25 11.24 21.08"),
+          (2, 4 * MIB, 70.91, "4194304 1048576 float sum -1 110.9 37.82 70.91"),
+          (2, 16 * MIB, 156.07, "16777216 4194304 float sum -1 201.6 83.24 156.07"),
+          (2, 64 * MIB, 263.66, "67108864 16777216 float sum -1 477.2 140.62 263.66"),
+          (2, 256 * MIB, 388.31, "268435456 67108864 float sum -1 1296.2 207.10 388.31"),
+          (2, GIB, 447.65, "1073741824 268435456 float sum -1 4497.4 238.75 447.65"),
+          (2, 8 * GIB, 466.73, "8589934592 2147483648 float sum -1 34508 248.92 466.73"),
+          (4, MIB, 6.41, "1048576 262144 float sum -1 317.0 3.31 6.41"),
+          (4, 4 * MIB, 35.13, "4194304 1048576 float sum -1 231.3 18.13 35.13"),
+          (4, 16 * MIB, 106.75, "16777216 4194304 float sum -1 304.5 55.10 106.75"),
+          (4, 64 * MIB, 208.34, "67108864 16777216 float sum -1 624.1 107.53 208.34"),
+          (4, 256 * MIB, 234.35, "268435456 67108864 float sum -1 2219.3 120.96 234.35"),
+          (4, GIB, 322.02, "1073741824 268435456 float sum -1 6460.4 166.20 322.02"),
+          (4, 8 * GIB, 324.52, "8589934592 2147483648 float sum -1 51285 167.49 324.52"),
+          (8, MIB, 17.64, "1048576 262144 float sum -1 117.0 8.96 17.64"),
+          (8, 4 * MIB, 40.52, "4194304 1048576 float sum -1 203.8 20.58 40.52"),
+          (8, 16 * MIB, 87.36, "16777216 4194304 float sum -1 378.1 44.37 87.36"),
+          (8, 64 * MIB, 184.00, "67108864 16777216 float sum -1 718.1 93.46 184.00"),
+          (8, 256 * MIB, 270.31, "268435456 67108864 float sum -1 1955.1 137.30 270.31"),
+          (8, GIB, 286.81, "1073741824 268435456 float sum -1 7370.5 145.68 286.81"),
+          (8, 8 * GIB, 320.70, "8589934592 2147483648 float sum -1 52733 162.90 320.70"))],
+    # 2x p5.48xlarge on EKS: aws/aws-k8s-tester#585 (results of --nodes=2, EFA)
+    _m("2 x p5 (EKS, EFAv2), AllReduce 128 B", preset("aws-p5", 2), "allreduce", 0.0,
+       "aws/aws-k8s-tester#585 (p5.48xlarge, --nodes=2 --efa, row '128 32 float sum -1 68.37 "
+       "0.00 0.00') https://github.com/aws/aws-k8s-tester/pull/585", nbytes=128,
+       time_us=68.37),
 ]
 
 
@@ -233,13 +395,20 @@ def measured_rows() -> list[dict]:
     rows = []
     for m in MEASURED:
         got, plan = model_busbw_GBps(m.kind, m.nbytes, m.cluster, m.algorithm)
-        err = (got - m.busbw_GBps) / m.busbw_GBps
+        if m.time_us is not None:  # busbw rounds to 0.00: the time's error, as busbw
+            model_us = m.nbytes * bus_factor(m.kind, m.cluster.world_size) / got / 1e3
+            err = m.time_us / model_us - 1
+        else:
+            err = (got - m.busbw_GBps) / m.busbw_GBps
         rows.append({"what": m.what, "gpu": m.gpu, "fabric": m.fabric,
                      "GPUs": m.cluster.world_size, "nodes": m.cluster.nodes,
                      "size": _size(m.nbytes), "nbytes": m.nbytes,
+                     "class": size_class(m.nbytes),
+                     "measured": (f"{m.time_us:g} us" if m.time_us is not None
+                                  else f"{m.busbw_GBps:g}"),
                      "measured_GBps": m.busbw_GBps, "model_GBps": round(got, 1), "plan": plan,
                      "error_%": round(100 * err, 1), "ok": abs(err) <= 0.15,
-                     "source": m.source})
+                     "train": m.train, "source": m.source})
     return rows
 
 
@@ -248,6 +417,23 @@ def measured_summary(rows: list[dict]) -> dict:
     big = [abs(r["error_%"]) for r in rows if r["nbytes"] >= 256 * MIB]
     return {"rows": len(big), "median_%": round(statistics.median(big), 1),
             "max_%": round(max(big), 1), "above_15_%": sum(e > 15 for e in big)}
+
+
+def class_summary(rows: list[dict], held_out: bool = False) -> list[dict]:
+    """Per size class (SIZE_CLASSES): rows, median and max |error| (%), rows above 15 %;
+    `held_out`: only the rows no parameter was fitted on. A class without rows is an error
+    (it would print a median of nothing)."""
+    out = []
+    for name, _, _ in SIZE_CLASSES:
+        errs = [abs(r["error_%"]) for r in rows
+                if r["class"] == name and not (held_out and r["train"])]
+        if not errs:
+            raise ValueError(f"size class {name!r} must have validation rows, got none; add "
+                             "a cited figure of that size to MEASURED")
+        out.append({"class": name, "rows": len(errs),
+                    "median_%": round(statistics.median(errs), 1),
+                    "max_%": round(max(errs), 1), "above_15": sum(e > 15 for e in errs)})
+    return out
 
 
 # ---------------------------------------------------------------- NCCL's model, independently
@@ -382,16 +568,19 @@ def nccl_model_rows() -> list[dict]:
                     ref = nccl_time_s(kind, algorithm, protocol, nbytes, cluster)
                     if ref is None:
                         continue
+                    if algorithm == "nvlstree":
+                        # where the workbench leaves NCCL 2.28.9's model on purpose (issue 37:
+                        # measured mid sizes), NCCL's is compared with the pipeline's fill
+                        # added (nccl_model.nvls_tree_fill_s: 8 heads, Hopper)
+                        alg = nbytes / (ref - 25e-6 - 2 * int(math.log2(cluster.nodes)) * 20.9e-6)
+                        ref += nccl_model.nvls_tree_fill_s(nbytes, alg, 8, cluster.nodes,
+                                                           "hopper")
                     err = (t - ref) / ref
                     rows.append({"cluster": name, "kind": kind, "algo": algorithm,
                                  "proto": protocol, "size": _size(nbytes),
                                  "nccl_ms": round(ref * 1e3, 4), "model_ms": round(t * 1e3, 4),
                                  "error_%": round(100 * err, 1), "ok": abs(err) <= 0.05})
     return rows
-
-
-def _size(nbytes: float) -> str:
-    return f"{nbytes / GIB:g} GiB" if nbytes >= GIB else f"{nbytes / MIB:g} MiB"
 
 
 def main(argv=None) -> int:
@@ -411,6 +600,14 @@ def main(argv=None) -> int:
     summary = measured_summary(rows)
     measured = pd.DataFrame(rows)
     if args.markdown:
+        print("| class | rows | median abs. error | max | above 15 % | held-out rows | "
+              "median | max | above 15 % |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for c, h in zip(class_summary(rows), class_summary(rows, held_out=True)):
+            print(f"| {c['class']} | {c['rows']} | {c['median_%']} % | {c['max_%']} % | "
+                  f"{c['above_15']} | {h['rows']} | {h['median_%']} % | {h['max_%']} % | "
+                  f"{h['above_15']} |")
+        print()
         print("| cluster, collective | GPU | fabric | size | measured | model | plan | error "
               "| source |")
         print("|---|---|---|---|---:|---:|---|---:|---|")
@@ -420,15 +617,21 @@ def main(argv=None) -> int:
                 err = f"**{err}**"
             url = r["source"].split()[-1]
             ref = r["source"].split()[0]
-            print(f"| {r['what']} | {r['gpu']} | {r['fabric']} | {r['size']} | "
-                  f"{r['measured_GBps']:g} | {r['model_GBps']:.1f} | {r['plan']} | {err} | "
+            train = " (train)" if r["train"] else ""
+            print(f"| {r['what']}{train} | {r['gpu']} | {r['fabric']} | {r['size']} | "
+                  f"{r['measured']} | {r['model_GBps']:.1f} | {r['plan']} | {err} | "
                   f"[{ref}]({url}) |")
         return 0
-    print("1. nccl-tests busbw (GB/s), public figures vs the cost model")
-    print(measured.drop(columns=["source", "nbytes"]).to_string(index=False))
+    print("1. nccl-tests busbw (GB/s; a time in us where busbw rounds to 0), public figures "
+          "vs the cost model (train: a parameter was fitted on the row)")
+    print(measured.drop(columns=["source", "nbytes", "measured_GBps"]).to_string(index=False))
     print(f"\nfrom 256 MiB: {summary['rows']} rows, median |error| {summary['median_%']} %, "
           f"max {summary['max_%']} %, {summary['above_15_%']} above 15 % "
-          "(targets: median <= 10 %, max <= 20 %)")
+          "(issue 23's targets: median <= 10 %, max <= 20 %)")
+    print("\nper size class, every row (issue 37's targets: median <= 10 %, max <= 25 %):")
+    print(pd.DataFrame(class_summary(rows)).to_string(index=False))
+    print("\nper size class, held-out rows only (no parameter fitted on them):")
+    print(pd.DataFrame(class_summary(rows, held_out=True)).to_string(index=False))
     print("\nsources:")
     for r in measured.itertuples():
         print(f"  {r.what}: {r.source}")
@@ -441,7 +644,9 @@ def main(argv=None) -> int:
     print(summary_2.to_string())
     if args.all:
         print(model.to_string(index=False))
-    missed = (summary["median_%"] > 10 or summary["max_%"] > 20
+    # issue 37's targets, per size class of the held-out rows, and table 2's from 256 MiB
+    missed = (any(c["median_%"] > 10 or c["max_%"] > 25
+                  for c in class_summary(rows, held_out=True))
               or not model[model["size"] != "16 MiB"].ok.all())
     return 1 if args.check and missed else 0
 

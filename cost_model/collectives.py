@@ -148,10 +148,18 @@ class Plan:
     fixed_s: object
     link: str
     bus_bytes: object
+    # The part of time_s that NCCL's own estimate does not see (NVLSTree's pipeline fill,
+    # nccl_model.nvls_tree_fill_s): NCCL chooses its algorithm without it, and then runs it.
+    unseen_s: object = 0.0
 
     @property
     def time_s(self):
         return self.fixed_s + self.steps * self.step_s
+
+    @property
+    def nccl_estimate_s(self):
+        """The time NCCL's tuning model gives this plan, by which it chooses."""
+        return self.time_s - self.unseen_s
 
 
 def _ring_shape(kind: str, nbytes, P):
@@ -208,7 +216,7 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
     gen = cluster.gpu.generation
     numeric = is_number(nbytes)
     lat = nccl_model.latency_s(kind, algorithm, protocol, ranks, nodes,
-                               fabric_hop_s(cluster, nodes))
+                               fabric_hop_s(cluster, nodes), cluster.fabric.message_s)
     bw, link = _network_bandwidth(kind, algorithm, proto, P, cluster, path, one_per_node)
     if algorithm == "tree":
         if numeric:
@@ -404,9 +412,13 @@ def _nvls_tree_plan(nbytes, P: int, cluster: Cluster, path: Path_) -> Plan:
     delivered_Bps = cluster.node_injection_Bps(path.nodes) / heads
     bus = nccl_model.nvls_tree_bus_Bps(heads, path.nodes, line_Bps, gen, delivered_Bps)
     alg_Bps = bus * P / (2 * (P - 1))
-    lat = nccl_model.nvls_tree_latency_s(path.nodes, fabric_hop_s(cluster, path.nodes))
+    lat = nccl_model.nvls_tree_latency_s(path.nodes, fabric_hop_s(cluster, path.nodes),
+                                         cluster.fabric.message_s)
+    # the pipeline's fill (nccl_model.nvls_tree_fill_s; symbolic sizes: a full chunk each)
+    fill = nccl_model.nvls_tree_fill_s(float(nbytes) if is_number(nbytes) else math.inf,
+                                       alg_Bps, heads, path.nodes, gen)
     return Plan("allreduce", "nvlstree", "Simple", heads, 1, nbytes, nbytes / alg_Bps,
-                nccl.host_overhead_s + lat, "nic", 2 * (P - 1) * nbytes / P)
+                nccl.host_overhead_s + lat + fill, "nic", 2 * (P - 1) * nbytes / P, fill)
 
 
 def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node: bool) -> Plan:
@@ -416,7 +428,8 @@ def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node:
     nccl = cluster.nccl
     injection = path.bandwidth_Bps if one_per_node else cluster.node_injection_Bps(path.nodes)
     bw = nccl_model.pat_bandwidth_Bps(injection)
-    lat = nccl_model.pat_latency_s(P, path.nodes, fabric_hop_s(cluster, path.nodes))
+    lat = nccl_model.pat_latency_s(P, path.nodes, fabric_hop_s(cluster, path.nodes),
+                                   cluster.fabric.message_s)
     channels = smax(1, smin(nccl.max_channels, sceil(nbytes / nccl.min_channel_bytes)))
     fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + lat
     return Plan(kind, "pat", "Simple", channels, 1, nbytes, nbytes / bw, fixed_s, "nic",
@@ -425,7 +438,8 @@ def _pat_plan(kind, nbytes, P: int, cluster: Cluster, path: Path_, one_per_node:
 
 def choose_plan(kind: str, nbytes: float, P: int, cluster: Cluster,
                 group_size: int | None = None, one_per_node: bool = False) -> Plan:
-    """The plan NCCL picks (least modelled time) for numeric sizes."""
+    """The plan NCCL picks (least time by NCCL's own estimate, `Plan.nccl_estimate_s`) for
+    numeric sizes."""
     if P == 1:
         nccl = cluster.nccl
         return Plan(kind, "none", "none", 0, 0, 0.0, 0.0, nccl.host_overhead_s, "nvlink", 0.0)
@@ -434,7 +448,8 @@ def choose_plan(kind: str, nbytes: float, P: int, cluster: Cluster,
         nodes = _group_path(P, cluster, group_size, one_per_node).nodes
         chosen = nccl_model.v24_choice(kind, nbytes, int(P), nodes)
         return next(p for p in options if (p.algorithm, p.protocol) == chosen)
-    return min(options, key=lambda p: float(p.time_s))
+    # NCCL picks by its own estimate (least modelled time, without what it does not model)
+    return min(options, key=lambda p: float(p.nccl_estimate_s))
 
 
 def collective_time(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,

@@ -138,16 +138,18 @@ def ring_steps(kind: str, ranks: int, nodes: int) -> tuple[int, int]:
 
 
 def latency_s(kind: str, algorithm: str, protocol: str, ranks: int, nodes: int,
-              fabric_s: float = 0.0) -> float:
+              fabric_s: float = 0.0, message_s: float = 0.0) -> float:
     """NCCL's modelled latency of a collective over `ranks` ranks on `nodes` > 1 nodes, with
     `fabric_s` added to every network hop (switch hops beyond NCCL's table; twice for
-    Simple, which also waits for its flush: tuning.cc adds the graph's latencyInter twice),
-    before the ring plateau factor."""
+    Simple, which also waits for its flush: tuning.cc adds the graph's latencyInter twice)
+    and the transport's per-message cost `message_s` (Fabric.message_s) once per network
+    hop, before the ring plateau factor."""
     key = (algorithm, protocol)
     ppn = ranks // nodes
     # with one rank per node every latency is exposed: NCCL takes the tree's network latency
     net_key = ("tree", protocol) if ppn == 1 else key
-    net = NET_HOP_US[net_key] * 1e-6 + fabric_s * (2 if protocol == "Simple" else 1)
+    net = (NET_HOP_US[net_key] * 1e-6 + fabric_s * (2 if protocol == "Simple" else 1)
+           + message_s)
     intra = NVLINK_HOP_US[key] * 1e-6
     base = BASE_LATENCY_US[key] * 1e-6
     if algorithm == "tree":
@@ -156,7 +158,8 @@ def latency_s(kind: str, algorithm: str, protocol: str, ranks: int, nodes: int,
     if kind in ("broadcast", "reduce"):
         # a chain whose channels differ (NCCL's graph.sameChannels 0): every step pays a
         # network hop (Simple: the tree's, "some chunk latency")
-        hop = NET_HOP_US[("tree", "Simple")] * 1e-6 if protocol == "Simple" else net
+        hop = (NET_HOP_US[("tree", "Simple")] * 1e-6 + message_s if protocol == "Simple"
+               else net)
         return base + steps * hop
     overhead = NET_OVERHEAD_US * 1e-6 * (SIMPLE_NET_OVERHEAD_FACTOR if protocol == "Simple"
                                          else 1.0)
@@ -295,10 +298,12 @@ PAT_PER_RANK_US = 2.8
 PAT_BANDWIDTH_FACTOR = 0.75
 
 
-def pat_latency_s(ranks: int, nodes: int, fabric_s: float = 0.0) -> float:
+def pat_latency_s(ranks: int, nodes: int, fabric_s: float = 0.0,
+                  message_s: float = 0.0) -> float:
     """PAT's modelled latency over `ranks` ranks, one per node (`fabric_s`: switch hops
-    beyond NCCL's table, counted like the graph's inter-node latency: twice for Simple)."""
-    inter = NET_HOP_US[("tree", "Simple")] * 1e-6 + 2 * fabric_s
+    beyond NCCL's table, counted like the graph's inter-node latency: twice for Simple;
+    `message_s`: the transport's per-message cost, once)."""
+    inter = NET_HOP_US[("tree", "Simple")] * 1e-6 + 2 * fabric_s + message_s
     return (BASE_LATENCY_US[("pat", "Simple")] * 1e-6 + (nodes.bit_length() - 1) * inter / 3.5
             + ranks * PAT_PER_RANK_US * 1e-6)
 
@@ -341,10 +346,51 @@ def nvls_tree_bus_Bps(heads: int, nodes: int, nic_Bps: float, gen: str,
     return heads * min(intra, inter, cap) * 1e9
 
 
-def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0) -> float:
+# NVLSTree's pipeline fill. NCCL 2.28.9's tuning model prices NVLSTree as its latency plus
+# the buffer at its peak rate, which measured 2-node tables contradict at every mid size
+# (2x p5.48xlarge: 105.5 GB/s busbw at 16 MiB where that gives 182; issue 37). The kernel
+# NCCL runs moves the buffer in chunks through a pipeline: nvlsChannels channels (transport/
+# nvls.cc: NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100 32 across nodes) times the NIC heads
+# run as concurrent operations, each on chunks of NCCL_NVLS_CHUNKSIZE (128 KiB), which
+# enqueue.cc (calcCollChunking, NCCL_ALGO_NVLS_TREE) halves for small buffers and caps at
+# 64 KiB from 4 nodes. Each operation's chunks pass the pipeline's stages one after the
+# other: the in-switch reduction inside the node, up the tree, down it, the multicast: 4
+# stages at any node count (the workbench's reading of the algorithm, not a table of
+# NCCL's), so the pipeline fills for 3 chunks of every operation before the first leaves.
+# The other reading, a stage per tree level (2 + 2 log2(nodes)), was tried against
+# NVIDIA/nccl-tests#309's 4- and 8-node InfiniBand tables and missed them by -28 and -36 %
+# at 16 MiB (4 stages: -8.8 and -4.0 %), so those rows chose between the two readings.
+# The workbench adds that fill (docs/design/cost_model.md note 102: where the model leaves
+# NCCL's, following measurements).
+NVLS_TREE_CHANNELS = {"hopper": 16, "blackwell": 32}
+NVLS_CHUNK_BYTES = 128 * 1024
+NVLS_TREE_STAGES = 4
+
+
+def nvls_tree_chunk_bytes(nbytes: float, ops: int, nodes: int) -> int:
+    """The chunk NCCL 2.28.9 gives an NVLSTree AllReduce of `nbytes` run as `ops` concurrent
+    operations (nvlsChannels x NIC heads) over `nodes` nodes (enqueue.cc)."""
+    chunk = NVLS_CHUNK_BYTES if nodes < 4 else min(NVLS_CHUNK_BYTES, 65536)
+    for factor, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
+        if nbytes < factor * ops * chunk and chunk > floor:
+            chunk = floor
+    return chunk
+
+
+def nvls_tree_fill_s(nbytes: float, alg_Bps: float, heads: int, nodes: int, gen: str) -> float:
+    """The time NVLSTree's pipeline takes to fill, beyond its latency and the buffer at the
+    algorithm bandwidth `alg_Bps`: (stages - 1) chunks of every concurrent operation, each
+    at its share of the bandwidth (an operation with less than a chunk fills with what it
+    has)."""
+    ops = NVLS_TREE_CHANNELS[gen] * heads
+    chunk = nvls_tree_chunk_bytes(nbytes, ops, nodes)
+    return (NVLS_TREE_STAGES - 1) * min(chunk, nbytes / ops) * ops / alg_Bps
+
+
+def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0, message_s: float = 0.0) -> float:
     """NCCL's NVLSTree latency over `nodes` nodes (`fabric_s` per network hop beyond NCCL's
-    table, twice: the Simple flush)."""
-    net = NET_HOP_US[("nvlstree", "Simple")] * 1e-6 + 2 * fabric_s
+    table, twice: the Simple flush; `message_s`, the transport's per-message cost, once)."""
+    net = NET_HOP_US[("nvlstree", "Simple")] * 1e-6 + 2 * fabric_s + message_s
     return NVLS_LATENCY_US * 1e-6 + 2 * (nodes.bit_length() - 1) * net
 
 

@@ -236,7 +236,7 @@ class Fabric:
     nodes (adaptive-routing collisions, congestion at the spine): a collective's network leg
     runs at `efficiency(nodes)` of the NICs' line rate, `efficiency` over 2 nodes, less
     `loss_per_doubling` of it for each doubling of the node count beyond 2. The presets take
-    both per `transport` (infiniband, roce, efa) from public figures (cost_model.presets)."""
+    both per `transport` (infiniband, roce, efa, tcpxo) from public figures (cost_model.presets)."""
 
     kind: str = "rail-optimized"
     tiers: int = 3  # the default holds 65536 nodes of 64-port switches: no limit in practice
@@ -247,6 +247,11 @@ class Fabric:
     transport: str = "infiniband"
     efficiency: float = 1.0
     loss_per_doubling: float = 0.0
+    # The transport's own cost per network message beyond NCCL's network hop latency
+    # (tuning.cc hwLatencies[NET], built on InfiniBand): added to every network hop of a
+    # collective's latency. None: the transport's cited or fitted figure (MESSAGE_COST_S);
+    # a transport without one (tcpx) needs it in the profile.
+    message_cost_s: float | None = None
 
     def __post_init__(self):
         if self.kind not in FABRIC_KINDS:
@@ -273,10 +278,28 @@ class Fabric:
                                 f"line rate a collective reaches over 2 nodes), got "
                                 f"{self.efficiency!r}; e.g. 0.96 for InfiniBand NDR, 1 for line "
                                 "rate")
+        if self.message_cost_s is None and self.transport not in MESSAGE_COST_S:
+            raise HardwareError(f"fabric.message_cost_s must be given for transport "
+                                f"{self.transport!r}: it has no cited per-message cost "
+                                f"(known for {', '.join(MESSAGE_COST_S)}), got none; add "
+                                "\"message_cost_s\" (seconds per network message, e.g. 2e-5) "
+                                "to the profile's fabric section")
+        if self.message_cost_s is not None and not (_finite(self.message_cost_s)
+                                                    and self.message_cost_s >= 0):
+            raise HardwareError(f"fabric.message_cost_s must be a time >= 0 (seconds per "
+                                f"network message), got {self.message_cost_s!r}; use 0 for "
+                                "InfiniBand-like transports")
         if not (_finite(self.loss_per_doubling) and 0 <= self.loss_per_doubling < 1):
             raise HardwareError(f"fabric.loss_per_doubling must be in [0, 1) (the fraction of "
                                 f"the efficiency lost per doubling of nodes), got "
                                 f"{self.loss_per_doubling!r}; use 0 for no loss with scale")
+
+    @property
+    def message_s(self) -> float:
+        """The per-message cost of the transport (`message_cost_s`, else MESSAGE_COST_S)."""
+        if self.message_cost_s is not None:
+            return self.message_cost_s
+        return MESSAGE_COST_S[self.transport]
 
     def efficiency_at(self, nodes: int) -> float:
         """The fraction of line rate a collective over `nodes` nodes reaches (class
@@ -302,8 +325,22 @@ class Fabric:
 
 FABRIC_KINDS = ("rail-optimized", "fat-tree")
 # How the NICs carry NCCL's traffic: InfiniBand verbs, RoCE (RDMA over Ethernet), AWS EFA
-# (SRD through the aws-ofi-nccl plugin).
-TRANSPORTS = ("infiniband", "roce", "efa")
+# (SRD through the aws-ofi-nccl plugin: "efa" the EFAv2 and later of p5 and p6 instances,
+# "efa-v1" the first generation of p4d/p4de, whose small messages measure twice as slow),
+# GCP's GPUDirect-TCPX (A3, TCP with header split into GPU memory) and TCPXO (A3 Mega, the
+# FasTrak net plugin's offloaded TCP).
+TRANSPORTS = ("infiniband", "roce", "efa", "efa-v1", "tcpx", "tcpxo")
+# Seconds a transport adds to every network message beyond NCCL's hop latency (its table is
+# InfiniBand's, and RoCE runs the same verbs on the same ConnectX NICs: 0 for both).
+# EFA, EFA v1 and TCPXO: fitted, one row each, on a 2-node small-buffer AllReduce of
+# benchmarks/validation_nccl.py (the rows marked train there; every other row of those
+# transports is held out). NCCL picks the tree LL there, whose latency on 2 nodes has 2
+# network hops: 31.7 us modelled without messages against measured floors of 69.1 us
+# (2x p5.48xlarge, EFAv2, 8 B), 164.3 us (2x p4de.24xlarge, EFA v1, 8 B) and 123.2 us
+# (2x a3-megagpu-8g, TCPXO, 16 B): 18.7, 66.3 and 45.7 us per message. TCPX: no public
+# figure found, so a TCPX fabric must give fabric.message_cost_s itself.
+MESSAGE_COST_S = {"infiniband": 0.0, "roce": 0.0, "efa": 18.7e-6, "efa-v1": 66.3e-6,
+                  "tcpxo": 45.7e-6}
 
 
 # Dtypes that may have NCCL constants of their own (Cluster.nccl_dtypes); f32 uses Cluster.nccl.

@@ -81,9 +81,12 @@ def test_allreduce_matches_the_closed_form_ring_and_tree(P):
         want[("ring", protocol)] = ring_closed_form_s(c, protocol, P)
         want[("tree", protocol)] = tree_closed_form_s(c, protocol, P)
     assert got == pytest.approx(want, rel=1e-9)
+    # NCCL chooses by its own estimate (issue 37: NVLSTree's pipeline fill, which NCCL does
+    # not model, is in its time but not in its estimate)
     chosen = choose_plan("allreduce", GIB, P, c, P)
-    assert float(chosen.time_s) == pytest.approx(min(float(p.time_s) for p in every), rel=1e-9)
-    assert float(chosen.time_s) <= min(want.values()) * (1 + 1e-12)
+    assert float(chosen.nccl_estimate_s) == pytest.approx(
+        min(float(p.nccl_estimate_s) for p in every), rel=1e-9)
+    assert float(chosen.nccl_estimate_s) <= min(want.values()) * (1 + 1e-12)
 
 
 def test_1024_and_16384_gpus_as_the_formulas_say():

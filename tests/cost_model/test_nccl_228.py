@@ -101,8 +101,20 @@ def test_nvls_false_in_a_profile_and_on_the_cli(tmp_path, capsys):
      "fabric.loss_per_doubling must be in [0, 1) (the fraction of the efficiency lost per "
      "doubling of nodes), got 1.0; use 0 for no loss with scale"),
     ({"base": "dgx-h100", "fabric": {"transport": "myrinet"}},
-     "fabric.transport must be one of infiniband, roce, efa, got 'myrinet'; fix the "
-     "profile's fabric section"),
+     "fabric.transport must be one of infiniband, roce, efa, efa-v1, tcpx, tcpxo, got "
+     "'myrinet'; fix the profile's fabric section"),
+    # issue 37: a transport without a cited message cost needs one in the profile
+    ({"base": "dgx-h100", "fabric": {"transport": "tcpx"}},
+     "fabric.message_cost_s must be given for transport 'tcpx': it has no cited per-message "
+     "cost (known for infiniband, roce, efa, efa-v1, tcpxo), got none; add "
+     "\"message_cost_s\" (seconds per network message, e.g. 2e-5) to the profile's fabric "
+     "section"),
+    ({"base": "dgx-h100", "fabric": {"message_cost_s": -1}},
+     "hardware profile field fabric.message_cost_s must be a finite number >= 0 and <= 3600 "
+     "(seconds), got -1; fix the profile (e.g. 2e-6 for 2 us)"),
+    ({"base": "dgx-h100", "nccl": {"protocols": {"LL": {"efficiency": 1.5}}}},
+     "hardware profile field nccl.protocols.LL.efficiency must be a finite number >= 0.001 and "
+     "<= 1 (a share of the peak), got 1.5; fix the profile (e.g. 0.85)"),
     ({"base": "dgx-h100", "gpu": {"compute_capability": 60}},
      "gpu.compute_capability must be a GPU generation NCCL 2.28's tuning tables know (volta "
      "70, ampere 80, hopper 90, blackwell 100 and newer), got 60; set gpu.compute_capability "
@@ -162,12 +174,27 @@ def test_fabric_efficiency_falls_with_node_count():
 def test_preset_fabrics_have_switch_latency_and_an_efficiency(name):
     fabric = preset(name).fabric
     assert fabric.switch_latency_s > 0
-    assert 0 < fabric.efficiency < 1 and fabric.transport in ("infiniband", "roce", "efa")
+    assert 0 < fabric.efficiency < 1 and fabric.transport in ("infiniband", "roce", "efa",
+                                                               "efa-v1")
+    assert fabric.message_s >= 0  # every preset transport has a message cost (issue 37)
+
+
+def test_tcpx_with_its_message_cost_loads_and_prices_it(tmp_path):
+    """A TCPX fabric that gives its message cost is accepted, and the cost lands on every
+    network hop of a small AllReduce (2 nodes: the tree's 2 hops)."""
+    p = tmp_path / "tcpx.json"
+    p.write_text(json.dumps({"base": "dgx-h100", "fabric": {"transport": "tcpx",
+                                                            "message_cost_s": 3e-5}}))
+    c = load_hardware(str(p)).with_nodes(2)
+    ib = preset("dgx-h100", 2)
+    extra = (coll.choose_plan("allreduce", 8, 16, c, 16).time_s
+             - coll.choose_plan("allreduce", 8, 16, ib, 16).time_s)
+    assert extra == pytest.approx(2 * 3e-5)
 
 
 def test_new_presets():
     p4d, p5 = preset("aws-p4d"), preset("aws-p5")
-    assert p4d.fabric.transport == p5.fabric.transport == "efa"
+    assert (p4d.fabric.transport, p5.fabric.transport) == ("efa-v1", "efa")
     assert p4d.gpus_per_node * p4d.nic_per_gpu_Bps == pytest.approx(50e9)  # 400 Gb/s a node
     assert p5.gpus_per_node * p5.nic_per_gpu_Bps == pytest.approx(400e9)  # 3200 Gb/s a node
     assert not p4d.nvls and p5.nvls
