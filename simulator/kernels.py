@@ -118,11 +118,11 @@ class Kernels:
         # Alone on its links the rank is done at its finish; flows sharing them (another
         # group's collective, a Send) slow it by the max-min share (simulator.network).
         route = uses or self._uses(gpu, g)
-        yield from self.network.transfer(route, float(meeting.finish[r]) - start)
+        alone = yield from self.network.transfer(route, float(meeting.finish[r]) - start)
         gpu.busy[resource] = gpu.busy.get(resource, 0.0) + steps * step_s
         if not self.record:
             return
-        if meeting.starts is not None and self.env.now == float(meeting.finish[r]):
+        if meeting.starts is not None and alone:
             for k in range(steps):  # not slowed by a shared link: each step as solved
                 t = float(meeting.starts[k, r])
                 self.rows.append(Row(t, t + step_s, gpu.id, resource, op))
