@@ -64,6 +64,7 @@ from simulator.resources import (  # noqa: F401  (re-exported: simulator.engine'
     _Gpu,
     _Meeting,
     _Run,
+    collector_paused,
 )
 from simulator.routing import Routing
 from simulator.rules import RUN_RULES, Rules
@@ -231,9 +232,10 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
 
     def run(self) -> SimResult:
         """Simulate the program; returns the time of the slowest rank and the timeline."""
-        procs = [self.env.process(self._rank(g, r))
-                 for g in self.groups for r in range(self.ranks[g])]
-        self.env.run(self.env.all_of(procs))
+        with collector_paused():
+            procs = [self.env.process(self._rank(g, r))
+                     for g in self.groups for r in range(self.ranks[g])]
+            self.env.run(self.env.all_of(procs))
         busiest = max(self.gpus.values(), key=lambda x: max(x.busy.values()))
         return SimResult(float(self.env.now), self.rows,
                          sum(self.ranks.values()), self.ranks_total, self.reduced,

@@ -25,7 +25,7 @@ import simpy
 import sympy
 
 from cost_model.hardware import Cluster
-from simulator.engine import Shared, SimResult, Simulation
+from simulator.engine import Shared, SimResult, Simulation, collector_paused
 from simulator.network import Network
 from simulator.variability import Variability
 from workbench import ir
@@ -183,7 +183,8 @@ def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent:
             for sim, g, r in parts:
                 yield from sim._rank(g, r)
 
-    env.run(env.all_of([env.process(rank(parts)) for parts in per_rank.values()]))
+    with collector_paused():
+        env.run(env.all_of([env.process(rank(parts)) for parts in per_rank.values()]))
     gpus = base.gpus.values()
     busiest = max(gpus, key=lambda x: max(x.busy.values()))
     return SimResult(float(env.now), base.rows, len(base.gpus), cluster.world_size, False,

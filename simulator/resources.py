@@ -5,8 +5,10 @@ simulations on one cluster share (`Shared`), a collective's meeting of ranks in 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +32,27 @@ FUSED_CHUNKS = 8
 # Up to this many simulated ranks the timeline has a row per computation chunk and ring
 # step; above it one row per kernel and collective (the timeline would outgrow the run).
 DETAIL_RANKS = 64
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Run a simulation without Python's cyclic garbage collector, after one collection.
+
+    A full run keeps every rank's process, GPU and pending events alive and allocates
+    millions of short-lived ones; the collector's generational passes kept re-scanning
+    them, about 60 % of the CPU time at 4096 GPUs (`benchmarks/simulate_scale.py`, design
+    note 101). A run makes no cyclic garbage (reference counting frees its consumed events
+    and finished generators), so nothing accumulates while the collector waits; the
+    collection before the run frees the previous run's cycles (a simulation and its
+    processes refer to each other), which keeps the peak to one run's."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class _Gpu:
