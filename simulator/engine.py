@@ -128,6 +128,12 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         # Top-level kernels run alone on their GPU unless the program overlaps statements:
         # then a kernel's chunks need not be separate events (`_compute`).
         self.overlaps = any(isinstance(s.op, ir.Overlapped) for s in program.stmts)
+        # Solo: one kernel at a time on each GPU (one stream, one group, no other program on
+        # the cluster), so every kernel finds all its GPU's SMs and its HBM free: computation
+        # kernels and NCCL calls take them without a SimPy event each (simulator.kernels).
+        # Not with jitter: its draws come in the order the events run, which this changes.
+        self.solo = (shared is None and not self.overlaps and len(self.groups) == 1
+                     and not self.variability.jitter)
         self.events: dict = {}
         self.meetings: dict = {}
         self.prices: dict = {}
