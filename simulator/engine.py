@@ -42,7 +42,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import simpy
 import sympy
 
 from codegen.plan import Plan
@@ -59,6 +58,7 @@ from simulator.resources import (  # noqa: F401  (re-exported: simulator.engine'
     FULL_RANK_LIMIT,
     FUSED_CHUNKS,
     MAX_STEP_EVENTS,
+    Environment,
     FusedCopy,
     Shared,
     _Gpu,
@@ -90,7 +90,7 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         self.program = program
         self.cluster = cluster
         self.ctx = CostContext(program, cluster, bound, options=options or CodegenOptions())
-        self.env = shared.env if shared else simpy.Environment()
+        self.env = shared.env if shared else Environment()
         self.network = shared.network if shared else Network(self.env)
         self.physical = shared.cluster if shared else cluster
         self.record = record
@@ -245,7 +245,7 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         busiest = max(self.gpus.values(), key=lambda x: max(x.busy.values()))
         return SimResult(float(self.env.now), self.rows,
                          sum(self.ranks.values()), self.ranks_total, self.reduced,
-                         dict(busiest.busy))
+                         dict(busiest.busy), getattr(self.env, "events", 0))
 
 
 def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],

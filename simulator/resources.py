@@ -34,6 +34,20 @@ FUSED_CHUNKS = 8
 DETAIL_RANKS = 64
 
 
+class Environment(simpy.Environment):
+    """SimPy's environment, counting the events it processes (`events`: the simulator's
+    unit of work, which benchmarks/simulate_scale.py reports)."""
+
+    def __init__(self):
+        super().__init__()
+        self.events = 0
+
+    def step(self) -> None:
+        """Process the next event (SimPy's step), counted."""
+        self.events += 1
+        super().step()
+
+
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Run a simulation without Python's cyclic garbage collector, after one collection.
