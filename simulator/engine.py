@@ -53,6 +53,7 @@ from simulator.network import Network
 from simulator.pipeline import Pipelines
 from simulator.plan_steps import PlanSteps, runs_from_plan
 from simulator.resources import (  # noqa: F401  (re-exported: simulator.engine's names)
+    COLLECT_RANKS,
     COMPUTE_CHUNKS,
     DETAIL_RANKS,
     FULL_RANK_LIMIT,
@@ -238,7 +239,7 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
 
     def run(self) -> SimResult:
         """Simulate the program; returns the time of the slowest rank and the timeline."""
-        with collector_paused():
+        with collector_paused(collect=sum(self.ranks.values()) > COLLECT_RANKS):
             procs = [self.env.process(self._rank(g, r))
                      for g in self.groups for r in range(self.ranks[g])]
             self.env.run(self.env.all_of(procs))

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 import sympy
 
 from cost_model.hardware import Cluster
-from simulator.engine import Environment, Shared, SimResult, Simulation, collector_paused
+from simulator.engine import (
+    COLLECT_RANKS,
+    Environment,
+    Shared,
+    SimResult,
+    Simulation,
+    collector_paused,
+)
 from simulator.network import Network
 from simulator.variability import Variability
 from workbench import ir
@@ -182,7 +189,7 @@ def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent:
             for sim, g, r in parts:
                 yield from sim._rank(g, r)
 
-    with collector_paused():
+    with collector_paused(collect=cluster.world_size > COLLECT_RANKS):
         env.run(env.all_of([env.process(rank(parts)) for parts in per_rank.values()]))
     gpus = base.gpus.values()
     busiest = max(gpus, key=lambda x: max(x.busy.values()))

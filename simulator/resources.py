@@ -29,6 +29,9 @@ COMPUTE_CHUNKS = 8
 MAX_STEP_EVENTS = 64
 # Chunks of a fused collective kernel's pipeline (load -> compute -> store).
 FUSED_CHUNKS = 8
+# Above this many simulated ranks a run first collects the garbage of the runs before it
+# (collector_paused): below, the collection would cost more than the run.
+COLLECT_RANKS = 1024
 # Up to this many simulated ranks the timeline has a row per computation chunk and ring
 # step; above it one row per kernel and collective (the timeline would outgrow the run).
 DETAIL_RANKS = 64
@@ -49,8 +52,9 @@ class Environment(simpy.Environment):
 
 
 @contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Run a simulation without Python's cyclic garbage collector, after one collection.
+def collector_paused(collect: bool = True) -> Iterator[None]:
+    """Run a simulation without Python's cyclic garbage collector, after one collection
+    (`collect`; a large run's: COLLECT_RANKS).
 
     A full run keeps every rank's process, GPU and pending events alive and allocates
     millions of short-lived ones; the collector's generational passes kept re-scanning
@@ -58,9 +62,12 @@ def collector_paused() -> Iterator[None]:
     note 101). A run makes no cyclic garbage (reference counting frees its consumed events
     and finished generators), so nothing accumulates while the collector waits; the
     collection before the run frees the previous run's cycles (a simulation and its
-    processes refer to each other), which keeps the peak to one run's."""
+    processes refer to each other), which keeps the peak to one run's. It walks every live
+    object (tens of ms in a bare process), so a small run, whose predecessor's garbage is
+    small too, skips it."""
     enabled = gc.isenabled()
-    gc.collect()
+    if collect:
+        gc.collect()
     gc.disable()
     try:
         yield

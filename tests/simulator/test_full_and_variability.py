@@ -216,6 +216,7 @@ def test_a_run_leaves_no_cyclic_garbage_and_the_collector_as_it_was():
     program, cluster, bound, plan = adam_64("rs-c-ag-sliced-state")
     sim = Simulation(program, cluster, bound, reduced=False, plan=plan)
     assert gc.isenabled()
+    gc.collect()  # what came before (a run this small does not collect first)
     sim.run()
     assert gc.isenabled()
     gc.set_debug(gc.DEBUG_SAVEALL)
