@@ -42,7 +42,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import simpy
 import sympy
 
 from codegen.plan import Plan
@@ -54,16 +53,19 @@ from simulator.network import Network
 from simulator.pipeline import Pipelines
 from simulator.plan_steps import PlanSteps, runs_from_plan
 from simulator.resources import (  # noqa: F401  (re-exported: simulator.engine's names)
+    COLLECT_RANKS,
     COMPUTE_CHUNKS,
     DETAIL_RANKS,
     FULL_RANK_LIMIT,
     FUSED_CHUNKS,
     MAX_STEP_EVENTS,
+    Environment,
     FusedCopy,
     Shared,
     _Gpu,
     _Meeting,
     _Run,
+    collector_paused,
 )
 from simulator.routing import Routing
 from simulator.rules import RUN_RULES, Rules
@@ -89,7 +91,7 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         self.program = program
         self.cluster = cluster
         self.ctx = CostContext(program, cluster, bound, options=options or CodegenOptions())
-        self.env = shared.env if shared else simpy.Environment()
+        self.env = shared.env if shared else Environment()
         self.network = shared.network if shared else Network(self.env)
         self.physical = shared.cluster if shared else cluster
         self.record = record
@@ -127,6 +129,12 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         # Top-level kernels run alone on their GPU unless the program overlaps statements:
         # then a kernel's chunks need not be separate events (`_compute`).
         self.overlaps = any(isinstance(s.op, ir.Overlapped) for s in program.stmts)
+        # Solo: one kernel at a time on each GPU (one stream, one group, no other program on
+        # the cluster), so every kernel finds all its GPU's SMs and its HBM free: computation
+        # kernels and NCCL calls take them without a SimPy event each (simulator.kernels).
+        # Not with jitter: its draws come in the order the events run, which this changes.
+        self.solo = (shared is None and not self.overlaps and len(self.groups) == 1
+                     and not self.variability.jitter)
         self.events: dict = {}
         self.meetings: dict = {}
         self.prices: dict = {}
@@ -231,13 +239,14 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
 
     def run(self) -> SimResult:
         """Simulate the program; returns the time of the slowest rank and the timeline."""
-        procs = [self.env.process(self._rank(g, r))
-                 for g in self.groups for r in range(self.ranks[g])]
-        self.env.run(self.env.all_of(procs))
+        with collector_paused(collect=sum(self.ranks.values()) > COLLECT_RANKS):
+            procs = [self.env.process(self._rank(g, r))
+                     for g in self.groups for r in range(self.ranks[g])]
+            self.env.run(self.env.all_of(procs))
         busiest = max(self.gpus.values(), key=lambda x: max(x.busy.values()))
         return SimResult(float(self.env.now), self.rows,
                          sum(self.ranks.values()), self.ranks_total, self.reduced,
-                         dict(busiest.busy))
+                         dict(busiest.busy), getattr(self.env, "events", 0))
 
 
 def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],

@@ -40,7 +40,11 @@ class Kernels:
                  leave_sms: int = 0):
         cluster = self.cluster
         yield self.env.timeout(cluster.gpu.launch_latency_s)
-        take = yield from self._take_sms(gpu, cluster.gpu.sm_count - leave_sms)
+        wanted = cluster.gpu.sm_count - leave_sms
+        if self.solo:  # every SM is free (engine.solo): _take_sms's take, without its event
+            take = max(1, min(wanted, cluster.gpu.sm_count))
+        else:
+            take = yield from self._take_sms(gpu, wanted)
         frac = take / cluster.gpu.sm_count
         per_chunk = self._priced(("work", id(work), scale, frac), lambda: work_s(
             cluster, work.scaled(scale / COMPUTE_CHUNKS), frac))
@@ -48,20 +52,28 @@ class Kernels:
         if self.overlaps:
             for _ in range(COMPUTE_CHUNKS):
                 yield from self._hold(gpu, "hbm", per_chunk, op)
+        elif self.solo:
+            yield from self._chunks_back_to_back(gpu, per_chunk, op)
+            return
         else:
             # nothing else runs on this GPU: the chunks back to back, one event
             with gpu.hbm.request() as req:
                 yield req
-                start = t = self.env.now
-                for _ in range(COMPUTE_CHUNKS):
-                    if self.record and self.detail:
-                        self.rows.append(Row(t, t + per_chunk, gpu.id, "hbm", op))
-                    t += per_chunk
-                yield self.env.timeout(t - start)
-                gpu.busy["hbm"] += COMPUTE_CHUNKS * per_chunk
-                if self.record and not self.detail:
-                    self.rows.append(Row(start, self.env.now, gpu.id, "hbm", op))
+                yield from self._chunks_back_to_back(gpu, per_chunk, op)
         yield gpu.sms.put(take)
+
+    def _chunks_back_to_back(self, gpu: _Gpu, per_chunk: float, op: str):
+        """A computation kernel's chunks one after another on a GPU where nothing else runs:
+        the times, rows and busy seconds of the HBM path of `_compute`, in one event."""
+        start = t = self.env.now
+        for _ in range(COMPUTE_CHUNKS):
+            if self.record and self.detail:
+                self.rows.append(Row(t, t + per_chunk, gpu.id, "hbm", op))
+            t += per_chunk
+        yield self.env.timeout(t - start)
+        gpu.busy["hbm"] += COMPUTE_CHUNKS * per_chunk
+        if self.record and not self.detail:
+            self.rows.append(Row(start, self.env.now, gpu.id, "hbm", op))
 
     def _collective(self, g, r: int, gpu: _Gpu, kind: str, nbytes: float, op: str, key,
                     host_paid: bool = False, cluster: Cluster | None = None):
@@ -71,7 +83,8 @@ class Kernels:
         P = self._priced(("group_size", g), lambda: self.ctx.group_size(g))
         plan = self._priced(("plan", kind, nbytes, P, id(cluster)),
                             lambda: coll.choose_plan(kind, nbytes, P, cluster, P))
-        take = yield from self._take_sms(gpu, int(plan.channels) or 1)
+        # solo: its channels' SMs are free, and nobody else asks for them (engine.solo)
+        take = None if self.solo else (yield from self._take_sms(gpu, int(plan.channels) or 1))
         # NCCL's per-call host cost is in the plan's fixed part; when the caller paid it on
         # the host timeline, only the GPU-side latency remains here.
         host_s = cluster.nccl.host_overhead_s if host_paid else 0.0
@@ -88,7 +101,8 @@ class Kernels:
                     yield from self._hold(gpu, "link", n * step_s, op, uses)
             else:
                 yield from self._meet(g, r, P, gpu, key, plan.algorithm, steps, step_s, op)
-        yield gpu.sms.put(take)
+        if take is not None:
+            yield gpu.sms.put(take)
 
     def _meet(self, g, r: int, P: int, gpu: _Gpu, key, algorithm: str, steps: int,
               step_s: float, op: str, uses: Route | None = None, resource: str = "link"):
@@ -118,11 +132,11 @@ class Kernels:
         # Alone on its links the rank is done at its finish; flows sharing them (another
         # group's collective, a Send) slow it by the max-min share (simulator.network).
         route = uses or self._uses(gpu, g)
-        yield from self.network.transfer(route, float(meeting.finish[r]) - start)
+        alone = yield from self.network.transfer(route, float(meeting.finish[r]) - start)
         gpu.busy[resource] = gpu.busy.get(resource, 0.0) + steps * step_s
         if not self.record:
             return
-        if meeting.starts is not None and self.env.now == float(meeting.finish[r]):
+        if meeting.starts is not None and alone:
             for k in range(steps):  # not slowed by a shared link: each step as solved
                 t = float(meeting.starts[k, r])
                 self.rows.append(Row(t, t + step_s, gpu.id, resource, op))

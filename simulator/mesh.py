@@ -21,11 +21,17 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import simpy
 import sympy
 
 from cost_model.hardware import Cluster
-from simulator.engine import Shared, SimResult, Simulation
+from simulator.engine import (
+    COLLECT_RANKS,
+    Environment,
+    Shared,
+    SimResult,
+    Simulation,
+    collector_paused,
+)
 from simulator.network import Network
 from simulator.variability import Variability
 from workbench import ir
@@ -145,7 +151,7 @@ def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent:
     one after another on each rank, or all at once (`concurrent`: e.g. a data-parallel
     gradient reduction beside the next layer's tensor-parallel work)."""
     mesh.check(cluster)
-    env = simpy.Environment()
+    env = Environment()
     draw = (variability or Variability()).draw(cluster.world_size, sample)
     base = Shared(env, Network(env), cluster, lambda g, r: r, draw)
     per_rank: dict[int, list] = {r: [] for r in range(cluster.world_size)}
@@ -183,8 +189,9 @@ def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent:
             for sim, g, r in parts:
                 yield from sim._rank(g, r)
 
-    env.run(env.all_of([env.process(rank(parts)) for parts in per_rank.values()]))
+    with collector_paused(collect=cluster.world_size > COLLECT_RANKS):
+        env.run(env.all_of([env.process(rank(parts)) for parts in per_rank.values()]))
     gpus = base.gpus.values()
     busiest = max(gpus, key=lambda x: max(x.busy.values()))
     return SimResult(float(env.now), base.rows, len(base.gpus), cluster.world_size, False,
-                     dict(busiest.busy))
+                     dict(busiest.busy), env.events)

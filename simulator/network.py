@@ -14,7 +14,14 @@ Alone, a flow runs at its bandwidth and finishes `work_s` after it started, exac
 of a plain timeout: the timeline of a program with nothing concurrent is unchanged.
 
 Rates are recomputed only for the flows connected (through shared links) to the one that
-started or ended, so disjoint flows (every GPU's own NVLink and NIC) cost O(1) each.
+started or ended, and not at all where they provably stay (design note 103): a flow that
+starts with room for its whole bandwidth on each of its links (their `load`, the bytes/s
+their flows put on them at their current rates, plus its own, within capacity) runs at its
+bandwidth and changes no other flow's rate, and a flow that ends beside flows that all run
+at their own bandwidth frees capacity nobody can use. Max-min fair rates are unique and
+those are them, so only contention (a link that cannot carry every flow at its bandwidth)
+pays for progressive filling: a large symmetric run's collectives, thousands of flows on a
+leaf's shared uplink, cost O(links) per flow.
 """
 
 from __future__ import annotations
@@ -27,17 +34,18 @@ import simpy
 
 
 class _Flow:
-    __slots__ = ("uses", "bandwidth", "left_s", "rate", "since", "done", "version")
+    __slots__ = ("uses", "bandwidth", "left_s", "rate", "since", "done", "version", "slowed")
 
     def __init__(self, uses: dict, bandwidth: float, work_s: float, now: float,
                  done: simpy.Event):
         self.uses = uses
         self.bandwidth = bandwidth
         self.left_s = work_s
-        self.rate = 1.0
+        self.rate = 0.0  # none yet: its links' loads do not count it
         self.since = now
         self.done = done
         self.version = 0
+        self.slowed = False  # whether it ever ran below its bandwidth
 
 
 class Network:
@@ -47,22 +55,46 @@ class Network:
         self.env = env
         self.flows_on: dict[Hashable, set[_Flow]] = {}
         self.capacity: dict[Hashable, float] = {}
+        # link -> bytes/s its flows put on it at their current rates (kept while it has one)
+        self.load: dict[Hashable, float] = {}
 
     def transfer(self, route: Route, work_s: float):
         """A SimPy generator: run a flow along `route` that alone takes `work_s`; returns
-        when it is done."""
+        when it is done, with whether it ran at its bandwidth throughout (no flow slowed
+        it)."""
         if work_s <= 0:
-            return
+            return True
         for link, (_, capacity) in route.links.items():
             self.capacity[link] = capacity
         flow = _Flow({k: w for k, (w, _) in route.links.items() if w > 0},
                      route.bandwidth_Bps, work_s, self.env.now, self.env.event())
-        for link in flow.uses:
-            self.flows_on.setdefault(link, set()).add(flow)
-        self._reshare(flow)
+        fits = True
+        for link, w in flow.uses.items():
+            on = self.flows_on.get(link)
+            if on is None:
+                on = self.flows_on[link] = set()
+                self.load[link] = 0.0
+            if self.load[link] + w * flow.bandwidth > self.capacity[link]:
+                fits = False
+            on.add(flow)
+        if fits:
+            # room for its whole bandwidth everywhere: at its bandwidth, nobody else slowed
+            self._set_rate(flow, 1.0)
+            self._schedule_end(flow)
+        else:
+            self._reshare(self._component(flow), flow)
         yield flow.done
+        return not flow.slowed
 
     # ------------------------------------------------------------ internals
+
+    def _set_rate(self, f: _Flow, rate: float) -> None:
+        """Give `f` a new rate (keeping its links' loads) and invalidate its scheduled end."""
+        for link, w in f.uses.items():
+            self.load[link] += w * f.bandwidth * (rate - f.rate)
+        f.rate = rate
+        f.slowed = f.slowed or rate != 1.0
+        f.version += 1
 
     def _component(self, flow: _Flow) -> list[_Flow]:
         """The flows connected to `flow` through shared links (itself included)."""
@@ -76,21 +108,20 @@ class Network:
                         todo.append(g)
         return list(seen)
 
-    def _reshare(self, flow: _Flow) -> None:
-        """Bring the flows connected to `flow` up to now, give them max-min fair rates, and
-        schedule each one's end."""
+    def _reshare(self, flows: list[_Flow], new: _Flow | None = None) -> None:
+        """Bring `flows` (a component; `new` the flow that just started in it, if one did) up
+        to now, give them max-min fair rates, and schedule the end of each whose rate
+        changed."""
         now = self.env.now
-        flows = self._component(flow)
         for f in flows:
             if f.since < now:
                 f.left_s -= (now - f.since) * f.rate
                 f.since = now
         rates = max_min_rates([(f.uses, f.bandwidth) for f in flows], self.capacity)
         for f, r in zip(flows, rates):
-            if f.rate == r and f is not flow and f.version:
+            if f.rate == r and f is not new:
                 continue  # unchanged: its scheduled end stands
-            f.rate = r
-            f.version += 1
+            self._set_rate(f, r)
             self._schedule_end(f)
 
     def _schedule_end(self, f: _Flow) -> None:
@@ -104,19 +135,23 @@ class Network:
         f.left_s = 0.0
         f.since = self.env.now
         others = set()
-        for link in f.uses:
+        for link, w in f.uses.items():
             on = self.flows_on[link]
             on.discard(f)
-            others |= on
-            if not on:
-                del self.flows_on[link]
+            if on:
+                others |= on
+                self.load[link] -= w * f.bandwidth * f.rate
+            else:
+                del self.flows_on[link], self.load[link]
         f.done.succeed()
+        # the flows that shared a link with it may speed up, unless all run at their own
+        # bandwidth already (then no rate anywhere changes: module docstring)
         done = set()
-        for g in others:  # the flows that shared a link with it may speed up
-            if g not in done:
+        for g in others:
+            if g.rate != 1.0 and g not in done:
                 component = self._component(g)
                 done.update(component)
-                self._reshare(g)
+                self._reshare(component)
 
 
 def max_min_rates(flows: list[tuple[Mapping[Hashable, float], float]],

@@ -5,8 +5,10 @@ simulations on one cluster share (`Shared`), a collective's meeting of ranks in 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,24 +29,93 @@ COMPUTE_CHUNKS = 8
 MAX_STEP_EVENTS = 64
 # Chunks of a fused collective kernel's pipeline (load -> compute -> store).
 FUSED_CHUNKS = 8
+# Above this many simulated ranks a run first collects the garbage of the runs before it
+# (collector_paused): below, the collection would cost more than the run.
+COLLECT_RANKS = 1024
 # Up to this many simulated ranks the timeline has a row per computation chunk and ring
 # step; above it one row per kernel and collective (the timeline would outgrow the run).
 DETAIL_RANKS = 64
 
 
+class Environment(simpy.Environment):
+    """SimPy's environment, counting the events it processes (`events`: the simulator's
+    unit of work, which benchmarks/simulate_scale.py reports)."""
+
+    def __init__(self):
+        super().__init__()
+        self.events = 0
+
+    def step(self) -> None:
+        """Process the next event (SimPy's step), counted."""
+        self.events += 1
+        super().step()
+
+
+@contextlib.contextmanager
+def collector_paused(collect: bool = True) -> Iterator[None]:
+    """Run a simulation without Python's cyclic garbage collector, after one collection
+    (`collect`; a large run's: COLLECT_RANKS).
+
+    A full run keeps every rank's process, GPU and pending events alive and allocates
+    millions of short-lived ones; the collector's generational passes kept re-scanning
+    them, about 60 % of the CPU time at 4096 GPUs (`benchmarks/simulate_scale.py`, design
+    note 103). A run makes no cyclic garbage (reference counting frees its consumed events
+    and finished generators), so nothing accumulates while the collector waits; the
+    collection before the run frees the previous run's cycles (a simulation and its
+    processes refer to each other), which keeps the peak to one run's. It walks every live
+    object (tens of ms in a bare process), so a small run, whose predecessor's garbage is
+    small too, skips it."""
+    enabled = gc.isenabled()
+    if collect:
+        gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class _Gpu:
-    """The resources of one simulated GPU."""
+    """The resources of one simulated GPU. Its SimPy resources are made when first used: a
+    solo run (Simulation.solo) never asks for most of them, and at 131072 GPUs three SimPy
+    objects per GPU were a tenth of the run's time and memory."""
+
+    __slots__ = ("id", "compute_factor", "link_factor", "busy", "_env", "_sm_count",
+                 "_link", "_hbm", "_sms")
 
     def __init__(self, env: simpy.Environment, cluster: Cluster, gpu_id: int,
                  compute_factor: float = 1.0, link_factor: float = 1.0):
         self.id = gpu_id
         self.compute_factor = compute_factor  # a straggler's slowdown (simulator.variability)
         self.link_factor = link_factor  # a degraded link's
-        self.link = simpy.Resource(env, capacity=1)
-        self.hbm = simpy.Resource(env, capacity=1)
-        self.sms = simpy.Container(env, capacity=cluster.gpu.sm_count,
-                                   init=cluster.gpu.sm_count)
         self.busy = {"link": 0.0, "hbm": 0.0}
+        self._env = env
+        self._sm_count = cluster.gpu.sm_count
+        self._link = self._hbm = self._sms = None
+
+    @property
+    def link(self) -> simpy.Resource:
+        """The turn a fused kernel's loads and stores take."""
+        if self._link is None:
+            self._link = simpy.Resource(self._env, capacity=1)
+        return self._link
+
+    @property
+    def hbm(self) -> simpy.Resource:
+        """The memory pipeline that computation chunks hold."""
+        if self._hbm is None:
+            self._hbm = simpy.Resource(self._env, capacity=1)
+        return self._hbm
+
+    @property
+    def sms(self) -> simpy.Container:
+        """The SMs: a communication kernel holds one per NCCL channel, a computation kernel
+        takes what is free."""
+        if self._sms is None:
+            self._sms = simpy.Container(self._env, capacity=self._sm_count,
+                                        init=self._sm_count)
+        return self._sms
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,7 @@ class Routing:
         elif crosses:
             nodes, bw, per_node = 2, min(phys.nic_per_gpu_Bps, nvlink_bw), 1
         else:
-            path = coll.group_path(self.cluster, self.ctx.group_size(g))
-            nodes, bw = path.nodes, min(path.bandwidth_Bps, nvlink_bw)
-            per_node = max(1, self.ctx.group_size(g) // nodes)
+            nodes, bw, per_node = self._group_route(g)
         links = {nvlink: (1.0, nvlink_bw)}
         if nodes > 1:
             gpn = phys.gpus_per_node
@@ -59,6 +57,19 @@ class Routing:
                 links[self._uplink(rail, leaf)] = (weight, self._uplink_Bps() * eff)
         route = self.prices[key] = Route(links, bw)
         return route
+
+    def _group_route(self, g) -> tuple[int, float, int]:
+        """(nodes, bandwidth alone in bytes/s, ranks per node) of a collective of group `g`:
+        what every rank's route shares, worked out once per group, not once per rank."""
+        key = ("group_route", g)
+        known = self.prices.get(key)
+        if known is None:
+            size = self.ctx.group_size(g)
+            path = coll.group_path(self.cluster, size)
+            known = self.prices[key] = (
+                path.nodes, min(path.bandwidth_Bps, self.physical.nvlink.bandwidth_Bps),
+                max(1, size // path.nodes))
+        return known
 
     def _uplink(self, rail: int, leaf: int):
         """The uplinks of a leaf switch: one per rail on a rail-optimized fabric (each rail a

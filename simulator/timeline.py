@@ -28,6 +28,7 @@ class SimResult:
     ranks_total: int
     reduced: bool
     busy_s: dict = field(default_factory=dict)  # resource -> busy seconds on the busiest GPU
+    events: int = 0  # SimPy events the run processed (0: not a SimPy run)
 
     def dataframe(self):
         """The timeline as a pandas DataFrame (t_start, t_end, gpu, resource, op)."""

@@ -29,6 +29,9 @@ class CostContext:
     symbolic: bool = False
     types: dict = field(default_factory=dict)
     options: CodegenOptions = CodegenOptions()
+    # group -> its bound size: asked per rank and route by the simulator, so sympy's subs
+    # runs once per group, not once per call
+    group_sizes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if not self.types:
@@ -41,7 +44,10 @@ class CostContext:
 
     def group_size(self, group: Group) -> int:
         """The bound (numeric) size of a group: decides the links it spans."""
-        return int(sympy.sympify(group.size).subs(self.bound))
+        size = self.group_sizes.get(group)
+        if size is None:
+            size = self.group_sizes[group] = int(sympy.sympify(group.size).subs(self.bound))
+        return size
 
     def P(self, group: Group):
         """A group's size (the ranks a collective spans), symbolic or a number."""

@@ -151,17 +151,9 @@ def test_full_time_is_the_ring_and_tree_closed_forms_and_grows_with_the_gpus():
 
 def count_events(program, cluster, bound, **kw):
     sim = Simulation(program, cluster, bound, reduced=False, record=False, **kw)
-    steps = [0]
-    step = sim.env.step
-
-    def counted():
-        steps[0] += 1
-        step()
-
-    sim.env.step = counted
-    sim.run()
+    events = sim.run().events
     assert not sim.events and not sim.meetings, "consumed events must not be kept"
-    return steps[0]
+    return events
 
 
 def test_events_grow_linearly_with_the_ranks():
@@ -173,6 +165,73 @@ def test_events_grow_linearly_with_the_ranks():
         bound = bind_sizes(program, {"N": 2**24, "P": gpus})
         counts.append(count_events(program, preset("dgx-h100", nodes=gpus // 8), bound))
     assert counts[1] / counts[0] <= 4.1
+
+
+def adam_64(name):
+    """Adam's schedule `name` on 64 GPUs of dgx-h100, lowered: (program, cluster, bound,
+    plan), as `workbench simulate` runs it."""
+    from codegen.lower import lower
+
+    loaded = load("studies/adam.py")
+    program = loaded.schedules[name].apply() if name != "unscheduled" else loaded.program
+    return (program, preset("dgx-h100", nodes=8), bind_sizes(program, {"N": N, "P": 64}),
+            lower(program, 64, None))
+
+
+@pytest.mark.parametrize("name", ["unscheduled", "ar-opt", "rs-c-ag-sliced-state"])
+def test_a_solo_run_is_the_run_with_every_resource(name):
+    # solo (one kernel at a time per GPU) takes SMs and HBM without events: the same
+    # times, the same timeline, fewer events than through SimPy's resources
+    program, cluster, bound, plan = adam_64(name)
+    runs = []
+    for solo in (True, False):
+        sim = Simulation(program, cluster, bound, reduced=False, plan=plan)
+        assert sim.solo
+        sim.solo = solo
+        runs.append(sim.run())
+    solo, resources = runs
+    assert solo.time_s == resources.time_s
+    def key(row):
+        return (row.t_start, row.t_end, row.gpu, row.resource, row.op)
+
+    assert sorted(solo.rows, key=key) == sorted(resources.rows, key=key)
+    assert solo.events < resources.events
+
+
+def test_a_run_with_jitter_or_overlaps_is_not_solo():
+    program, cluster, bound, plan = adam_64("unscheduled")
+    assert not Simulation(program, cluster, bound, variability=Variability(jitter=0.02),
+                          plan=plan).solo
+    mp = load("studies/model_parallel.py")
+    overlapped = mp.schedules["overlap-mm-fuse-ar-c"].apply()
+    assert not Simulation(overlapped, cluster, bind_sizes(overlapped, {**mp.sizes, "P": 8}),
+                          reduced=False).solo
+
+
+def test_a_run_leaves_no_cyclic_garbage_and_the_collector_as_it_was():
+    # the collector is paused while a simulation runs (simulator.resources): that holds
+    # memory only if the run makes no cycles for it to find
+    import gc
+
+    program, cluster, bound, plan = adam_64("rs-c-ag-sliced-state")
+    sim = Simulation(program, cluster, bound, reduced=False, plan=plan)
+    assert gc.isenabled()
+    gc.collect()  # what came before (a run this small does not collect first)
+    sim.run()
+    assert gc.isenabled()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        assert gc.garbage == []
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    gc.disable()
+    try:
+        Simulation(program, cluster, bound, reduced=False, plan=plan).run()
+        assert not gc.isenabled()  # a caller's choice stands
+    finally:
+        gc.enable()
 
 
 # ---------------------------------------------------------------- ranks that differ
