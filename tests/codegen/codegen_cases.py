@@ -116,6 +116,8 @@ CASES = [
      "overlap-mm-fuse-rs-c-ag", 2),
     ("sequence-parallel-overlap-both-p2", "studies/sequence_parallel.py", "overlap-both", 2),
     ("moe-fuse-swiglu-p4", "studies/moe.py", "fuse-swiglu", 4),
+    # issue 39: an elementwise kernel overlapped with the Reduce and the Broadcast of it
+    ("ps-overlap-update-both-p4", "tests/programs/users/ps_overlap_update.py", "overlap-both", 4),
 ]
 
 
