@@ -18,7 +18,7 @@ from workbench.transforms.fusion import overlap_form
 USERS = "tests/programs/users/"
 # (form, consumer's op where the form has several, program file, schedule)
 OVERLAPS = [
-    ("matmul-allreduce", "AllReduce", USERS + "tp_swiglu_mlp.py", "fuse-epilogue-overlap"),
+    ("matmul-allreduce", "AllReduce", USERS + "tp_swiglu_mlp.py", "overlap-mm-ar"),
     ("matmul-allreduce", "Fused", "studies/model_parallel.py", "overlap-mm-fuse-ar-c"),
     ("matmul-allreduce", "Fused", USERS + "tp_attn_out_layernorm.py",
      "overlap-mm-fuse-rs-c-ag"),

@@ -64,6 +64,19 @@ class Fuse(Transform):
         stmts = self._make_contiguous(program, idx, who)
         members = gathers_last([program.stmts[i] for i in idx])
         kind = fused_kind_of(members)
+        if (kind is None and isinstance(members[0].op, ir.AllReduce)
+                and members[0].op.sub is None
+                and all(isinstance(m.op, ir.ELEMENTWISE_OPS) for m in members[1:])):
+            # A whole AllReduce fuses with rows (a norm or softmax: every rank needs the whole
+            # row reduced); an elementwise epilogue runs on slices between the ReduceScatter
+            # and the AllGather of the split, where it does a Pth of the work.
+            ar, rest = members[0].name, [m.name for m in members[1:]]
+            raise IllegalTransform(
+                f"{who}: a whole AllReduce fuses with computation that reduces along rows (a "
+                "norm or softmax: ReduceAxis statements), got "
+                f"[{', '.join(type(s.op).__name__ for s in members)}]; for an elementwise "
+                f"epilogue split it first: rs, ag = s.split({ar}); moved = s.reorder("
+                f"{', '.join(rest)}, before=ag); s.fuse(rs, *moved, {', '.join(rest)})")
         if kind is None:
             ops = ", ".join(type(s.op).__name__ for s in members)
             raise IllegalTransform(
@@ -136,6 +149,18 @@ class Fuse(Transform):
                 f"{who}: the MatMul's output {out.name} must be read only by its epilogue, got "
                 + (f"a use by {readers[0]}" if readers else "it as a program output")
                 + "; fuse those readers into the epilogue, or leave the MatMul unfused")
+        types = {v.name: v.type for v in program.all_values()}
+        if len(epilogue) == 1 and ir.library_epilogue(members, types) is None:
+            # What the library does not run is one generated kernel after the GEMM, which a
+            # single statement is already: the fuse would change nothing that runs.
+            (e,) = epilogue
+            raise IllegalTransform(
+                f"{who}: a MatMul's epilogue must be one the GEMM library runs (bias, bias + "
+                "ReLU or bias + GeLU-tanh, in the MatMul's dtype) or several statements to "
+                f"make one kernel, got {e.name} = {_short(e.op)}, one statement that already "
+                "runs as one kernel after the GEMM (the fuse would change nothing); leave it "
+                "unfused, or write gelu_tanh(mm + b) for cuBLASLt's GeLU epilogue (the tanh "
+                "approximation)")
 
     @staticmethod
     def _check_rooted(program, members, who):
@@ -469,3 +494,9 @@ OVERLAP_FORMS_TEXT = ("a MatMul then an AllReduce, a fused AllReduce or a Reduce
                       "AllReduce then a fused Send; a fused Send then an AllGather of what it "
                       "sent; an AllToAll over rows then a MatMul of what it exchanged; a "
                       "MatMul then an AllToAll of its output over rows")
+
+
+def _short(op, limit: int = 80) -> str:
+    """An op as `show` prints it, cut to `limit` characters for a message."""
+    text = str(op)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
