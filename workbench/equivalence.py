@@ -10,7 +10,8 @@ value differs, the output that does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,10 +110,13 @@ def compare_schedule(name: str, original: ir.Program, scheduled: ir.Program,
     return None
 
 
-def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None) -> str:
+def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None,
+                      each: Callable[[list], Iterable] = iter,
+                      searching: Callable[[], AbstractContextManager] = nullcontext) -> str:
     """`workbench check --equivalence`: every named schedule of a loaded program file and every
     autotuner candidate against the unscheduled program; the summary line, or a VerifyError
-    listing each mismatch by statement."""
+    listing each mismatch by statement. `each` walks the (name, program) pairs (the command's
+    progress bar) and `searching` is entered while the autotuner searches (its spinner)."""
     from workbench import autotune
     from workbench.errors import VerifyError, WorkbenchError
 
@@ -122,9 +126,10 @@ def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None
     run_sizes = {**small_sizes(program, ranks), **dict(sizes or {}), "P": ranks}
     bind_sizes(program, run_sizes)  # a --set that breaks a declared multiple fails here
     items = [(name, s.apply()) for name, s in loaded.schedules.items()]
-    found = autotune.search(program)
+    with searching():
+        found = autotune.search(program)
     items += [(f"candidate {c.name}", c.program) for c in found.candidates[1:]]
-    bad = [m for name, p in items
+    bad = [m for name, p in each(items)
            if (m := compare_schedule(name, program, p, run_sizes)) is not None]
     shown = ", ".join(f"{k}={v}" for k, v in sorted(run_sizes.items()))
     if bad:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.outputs import check_output_dir
+from workbench.cli.outputs import check_output_dir, progress, status
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import check_size_names, load, parse_sets
 from workbench.options import CodegenOptions
@@ -35,10 +35,11 @@ def folder_name(schedule: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", schedule)
 
 
-def schedules(loaded, wanted: str, autotune: bool) -> list[tuple[str, object]]:
+def schedules(loaded, wanted: str, autotune: bool, quiet: bool = True
+              ) -> list[tuple[str, object]]:
     """(name, program or the WorkbenchError that made it illegal) of the unscheduled program,
     the named schedules `wanted` picks ("all" or comma-separated names), and with `autotune`
-    the autotuner's candidates."""
+    the autotuner's candidates (a spinner on a terminal while it searches, unless `quiet`)."""
     names = [w.strip() for w in wanted.split(",") if w.strip()] or ["all"]
     known = {UNSCHEDULED, *loaded.schedules}
     unknown = [n for n in names if n != "all" and n not in known]
@@ -56,7 +57,8 @@ def schedules(loaded, wanted: str, autotune: bool) -> list[tuple[str, object]]:
     if autotune:
         from workbench import autotune as tuner
 
-        found = tuner.search(loaded.program).candidates
+        with status("compile: the autotuner searches", quiet):
+            found = tuner.search(loaded.program).candidates
         out += [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
     return out
 
@@ -83,9 +85,10 @@ def emit(name: str, program, P: int, options: CodegenOptions, sizes: dict, out: 
     return {**entry, "status": "generated", "kernels": [f.removesuffix(".cu") for f in files]}
 
 
-def compile_all(entries: list[dict], out: Path) -> list[str]:
+def compile_all(entries: list[dict], out: Path, quiet: bool = True) -> list[str]:
     """Compile every kernel of the generated schedules with nvcc into NAME.cubin beside its
-    source, each distinct kernel once (copied where schedules share it); the failures."""
+    source, each distinct kernel once (copied where schedules share it); the failures. Unless
+    `quiet`, a progress bar on a terminal counts the kernels as nvcc finishes them."""
     from codegen.render import include_dir
     from workbench.runtime.compiler import nvcc_compile
 
@@ -103,7 +106,9 @@ def compile_all(entries: list[dict], out: Path) -> list[str]:
         return kernel, ""
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        failed = {k: why for k, why in pool.map(one, first.items()) if why}
+        done = progress(pool.map(one, first.items()), "compile: nvcc", lambda r: r[0],
+                        total=len(first), plain=False, quiet=quiet)
+        failed = {k: why for k, why in done if why}
     for e in entries:
         for k in e.get("kernels", []):
             cubin = out / e["folder"] / f"{k}.cubin"
@@ -138,7 +143,10 @@ def find_nvcc() -> str | None:
 @click.option("--codegen", "codegen", multiple=True, metavar="NAME=VALUE",
               help="A codegen option (workbench.options), over the environment's WB_* knobs.")
 @click.option("--no-nvcc", is_flag=True, help="Write sources and plans only.")
-def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codegen, no_nvcc):
+@click.option("--quiet", is_flag=True,
+              help="No progress bar on stderr (there is none where stderr is no terminal).")
+def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codegen, no_nvcc,
+                    quiet):
     """Write each schedule's CUDA sources and plan, and compile them with nvcc (no GPU needed)."""
     from codegen.lower import stage_order
     from workbench.runtime.worker import stage_split
@@ -154,10 +162,12 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
     sizes = {**loaded.sizes, **size_values, "P": P}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    todo = schedules(loaded, schedule, autotune, quiet)
     entries = [emit(n, prog, P, options, sizes, out)
-               for n, prog in schedules(loaded, schedule, autotune)]
+               for n, prog in progress(todo, "compile: lowering", lambda item: item[0],
+                                       plain=False, quiet=quiet)]
     nvcc = None if no_nvcc else find_nvcc()
-    failed = compile_all(entries, out) if nvcc else []
+    failed = compile_all(entries, out, quiet) if nvcc else []
     manifest = {"program": loaded.program.name, "spec": program_file, "gpus": gpus, "P": P,
                 "sizes": sizes, **provenance(options), "nvcc": nvcc or "not run",
                 "schedules": entries}

@@ -28,6 +28,7 @@ from simulator import simulate as simulate_program
 from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import autotune as tuner
 from workbench import ir
+from workbench.cli import outputs
 from workbench.cli.outputs import check_output_file, write_atomic, write_csv
 from workbench.errors import NotOnThisCluster, SizeError, WorkbenchError
 from workbench.interpreter import bind_sizes
@@ -187,13 +188,9 @@ def predict(loaded, cluster, sets: dict | None = None,
     bind_sizes(loaded.program, sizes)  # bad sizes: one message, before any progress bar
     items = list(candidates(loaded, autotune))
     out = []
-    iterator = items
-    if progress and len(items) > 3:
-        from rich.console import Console
-        from rich.progress import track
-
-        iterator = track(items, description="simulating", console=Console(stderr=True),
-                         transient=True)
+    # a bar on a terminal: one schedule simulated on every rank (--full) can take seconds
+    iterator = outputs.progress(items, "simulating", lambda item: item[0], plain=False,
+                                quiet=not progress)
     link = "nic" if cluster.nodes > 1 and cluster.gpus_per_node * cluster.nic.bandwidth_Bps \
         < cluster.nvlink.bandwidth_Bps else "nvlink"
     for name, program in iterator:
@@ -463,11 +460,12 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
 @click.option("--trace-all", is_flag=True,
               help="With --trace: every predicted schedule's timeline in the one trace, each "
               "GPU of each a process named '<schedule>: GPU <g>', all starting at t = 0.")
+@click.option("--quiet", is_flag=True,
+              help="No progress bar on stderr (there is none where stderr is no terminal).")
 def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autotune,
              show_memory, explain, slow, straggler_rate, straggler_slowdown, jitter, degrade,
              seed, samples, mesh_text, axis, stages, codegen, force, csv_path, json_path,
-             trace_path,
-             trace_all) -> None:
+             trace_path, trace_all, quiet) -> None:
     """Predict each schedule's time on a modelled cluster (no GPU needed)."""
     for path, option in ((csv_path, "--csv"), (json_path, "--json"), (trace_path, "--trace")):
         check_output_file(path, option)
@@ -485,7 +483,8 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
         if mesh_text and axis:  # the program's groups are the axis's: search as they see it
             seen = Mesh.parse(mesh_text).view(cluster, axis, stages)
         sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, seen)
-        found = tuner.search(loaded.program, placement=seen.placement(sizes)).candidates
+        with outputs.status("simulate: the autotuner searches", quiet):
+            found = tuner.search(loaded.program, placement=seen.placement(sizes)).candidates
         # the search lists the unscheduled program first; predict() already has it
         extra = [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
     variability = Variability(seed, rank_factors(slow, "--slow"),
@@ -498,7 +497,7 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
     if full or variability.active or mesh_text:
         _check_estimate(loaded, extra, cluster, samples, force)
     predictions = predict(loaded, cluster, size_values, extra, symbolic,
-                          reduced=False if full or variability.active else None, progress=True,
+                          reduced=False if full or variability.active else None, progress=not quiet,
                           variability=variability if variability.active else None,
                           samples=samples, mesh=Mesh.parse(mesh_text) if mesh_text else None,
                           axis=axis, stages=stages,
