@@ -112,11 +112,15 @@ def compare_schedule(name: str, original: ir.Program, scheduled: ir.Program,
 
 def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None,
                       each: Callable[[list], Iterable] = iter,
-                      searching: Callable[[], AbstractContextManager] = nullcontext) -> str:
+                      searching: Callable[[], AbstractContextManager] = nullcontext,
+                      generated: Callable[[list], list] | None = None) -> str:
     """`workbench check --equivalence`: every named schedule of a loaded program file and every
     autotuner candidate against the unscheduled program; the summary line, or a VerifyError
     listing each mismatch by statement. `each` walks the (name, program) pairs (the command's
-    progress bar) and `searching` is entered while the autotuner searches (its spinner)."""
+    progress bar) and `searching` is entered while the autotuner searches (its spinner);
+    `generated` keeps, of the search's candidates, the (name, program) pairs the GPU backend
+    generates (the command's filter, which lowers: the others are never proposed, so they are
+    not run either)."""
     from workbench import autotune
     from workbench.errors import VerifyError, WorkbenchError
 
@@ -128,7 +132,11 @@ def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None
     items = [(name, s.apply()) for name, s in loaded.schedules.items()]
     with searching():
         found = autotune.search(program)
-    items += [(f"candidate {c.name}", c.program) for c in found.candidates[1:]]
+    if generated is None:
+        proposed = [(c.name, c.program) for c in found.candidates[1:]]
+    else:
+        proposed = [(name.removeprefix("auto:"), p) for name, p in generated(found.candidates)]
+    items += [(f"candidate {name}", p) for name, p in proposed]
     bad = [m for name, p in each(items)
            if (m := compare_schedule(name, program, p, run_sizes)) is not None]
     shown = ", ".join(f"{k}={v}" for k, v in sorted(run_sizes.items()))

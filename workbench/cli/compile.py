@@ -35,11 +35,13 @@ def folder_name(schedule: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", schedule)
 
 
-def schedules(loaded, wanted: str, autotune: bool, quiet: bool = True
-              ) -> list[tuple[str, object]]:
+def schedules(loaded, wanted: str, autotune: bool, quiet: bool = True, P: int = 1,
+              options: CodegenOptions | None = None) -> list[tuple[str, object]]:
     """(name, program or the WorkbenchError that made it illegal) of the unscheduled program,
     the named schedules `wanted` picks ("all" or comma-separated names), and with `autotune`
-    the autotuner's candidates (a spinner on a terminal while it searches, unless `quiet`)."""
+    the autotuner's candidates that the backend generates for groups of P ranks, as
+    `simulate --autotune` ranks them (a spinner on a terminal while it searches, unless
+    `quiet`; the ones left out counted on stderr)."""
     names = [w.strip() for w in wanted.split(",") if w.strip()] or ["all"]
     known = {UNSCHEDULED, *loaded.schedules}
     unknown = [n for n in names if n != "all" and n not in known]
@@ -56,10 +58,11 @@ def schedules(loaded, wanted: str, autotune: bool, quiet: bool = True
                 out.append((name, e))
     if autotune:
         from workbench import autotune as tuner
+        from workbench.cli.simulate import generated_candidates
 
         with status("compile: the autotuner searches", quiet):
             found = tuner.search(loaded.program).candidates
-        out += [(f"auto:{c.name}", c.program) for c in found if c.program != loaded.program]
+        out += generated_candidates(found, P, options, "compile")
     return out
 
 
@@ -162,7 +165,7 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
     sizes = {**loaded.sizes, **size_values, "P": P}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    todo = schedules(loaded, schedule, autotune, quiet)
+    todo = schedules(loaded, schedule, autotune, quiet, P, options)
     entries = [emit(n, prog, P, options, sizes, out)
                for n, prog in progress(todo, "compile: lowering", lambda item: item[0],
                                        plain=False, quiet=quiet)]

@@ -152,7 +152,12 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
         def searching():
             return status("equivalence: the autotuner searches", quiet)
 
-        click.echo(check_equivalence(loaded, ranks, size_values, each, searching))
+        from workbench.cli.simulate import generated_candidates
+
+        def generated(found):
+            return generated_candidates(found, ranks, None, "check --equivalence")
+
+        click.echo(check_equivalence(loaded, ranks, size_values, each, searching, generated))
 
 
 def _lowers(programs, sizes: dict) -> None:

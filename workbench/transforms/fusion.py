@@ -5,13 +5,13 @@ collective's bytes moved by copy engines), and dead-code elimination.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from workbench import ir
 from workbench.errors import IllegalTransform
 from workbench.transforms.base import Transform, dead_code_eliminated, plain_stmts, top_index
-from workbench.types import OnRoot
+from workbench.types import OnRoot, Sliced
 from workbench.verify import fused_kind_of, prologue_length
 
 # Pieces an overlap or a copy-engine region is cut into: far more than any schedule gains from,
@@ -93,9 +93,15 @@ class Fuse(Transform):
         if kind == "alltoall":
             self._check_exchange(program, members, who)
         self._check_iteration_space(members, who)
+        if kind in ("allreduce", "reducescatter", "allgather"):
+            self._check_collective_rows(program, members, who)
         first = min(stmts.index(m) for m in members)
-        region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
-                         members[0].loc)
+        fused = ir.Fused(kind, tuple(members))
+        if isinstance(members[0].op, ir.AllReduce) and members[0].op.op != ir.ReduceOp.Sum:
+            # two-shot and Lamport sum; a whole AllReduce of Max or Min is combined by each
+            # rank from every peer's rows (the same meaning, the one algorithm that runs it)
+            fused = replace(fused, algorithm="one-shot")
+        region = ir.Stmt(tuple(v for s in members for v in s.outs), fused, members[0].loc)
         return program.with_stmts(stmts[:first] + [region] + stmts[first + len(members):])
 
     @staticmethod
@@ -205,6 +211,24 @@ class Fuse(Transform):
             raise IllegalTransform(f"{who}: a value computed before a fused AllToAll must be "
                                    f"read only by the kernel, got '{out[0]}' as a program "
                                    f"output; leave {out[0]} out of the fusion")
+
+    @staticmethod
+    def _check_collective_rows(program, members, who):
+        """A row computation (ReduceAxis) in a fused ReduceScatter / AllGather region reduces
+        rows of the collective's dim-0 slices, which the kernel walks (codegen.lower_rows
+        refuses any other domain); after a whole AllReduce every rank holds every row."""
+        if isinstance(members[0].op, ir.AllReduce):
+            return
+        env = {v.name: v.type for v in program.all_values()}
+        for s in members:
+            if not isinstance(s.op, ir.ReduceAxis):
+                continue
+            t = s.op.input_type(env, who)
+            if t.layout != Sliced(0):
+                raise IllegalTransform(
+                    f"{who}: a row reduction in a fused collective must reduce rows of dim-0 "
+                    f"slices (those the collective moves), got {s.name} over a {t.layout} "
+                    f"value; leave {s.name} out of the region")
 
     @staticmethod
     def _check_iteration_space(members, who):
