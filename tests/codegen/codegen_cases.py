@@ -118,6 +118,9 @@ CASES = [
     ("moe-p4", "studies/moe.py", None, 4),
     # issue 39: an elementwise kernel overlapped with the Reduce and the Broadcast of it
     ("ps-overlap-update-both-p4", "tests/programs/users/ps_overlap_update.py", "overlap-both", 4),
+    # issue 39: per-rank partial reductions over the Sliced vocabulary (a size named V)
+    ("vocab-parallel-ce-fuse-exp-sum-p4", "tests/programs/users/vocab_parallel_ce.py",
+     "fuse-exp-sum", 4),
 ]
 
 
