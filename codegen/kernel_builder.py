@@ -362,7 +362,7 @@ class KernelBuilder:
             params += [Param("win_first", "long long win_first", "win_first"),
                        Param("win_count", "long long win_count", "win_count")]
         params += extra
-        sizes = [{"float": 4, "__half": 2, "__nv_bfloat16": 2}[c] for c in vec_types]
+        sizes = [{"float": 4, "__half": 2, "__nv_bfloat16": 2, "int": 4}[c] for c in vec_types]
         vec = 16 // min(sizes) if sizes else 4
         spec = KernelSpec(kind, template, P, vec, extent, tuple(params),
                           tuple(self.loads.values()), tuple(self.assigns), tuple(self.stores),

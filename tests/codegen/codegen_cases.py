@@ -121,6 +121,7 @@ CASES = [
     # issue 39: per-rank partial reductions over the Sliced vocabulary (a size named V)
     ("vocab-parallel-ce-fuse-exp-sum-p4", "tests/programs/users/vocab_parallel_ce.py",
      "fuse-exp-sum", 4),
+    ("ce-int-targets-p2", "tests/programs/users/ce_int_targets.py", None, 2),
 ]
 
 
