@@ -53,3 +53,18 @@ def test_compile_counts_the_kernels_nvcc_compiles(tmp_path, capsys, monkeypatch)
     assert main(["compile", PS, "--gpus", "2", "--schedule", "overlap-c-bcast",
                  "--out", str(tmp_path / "c")]) == 0
     assert "compile: nvcc" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", PS],
+    ["simulate-step", "--d-model", "256", "--layers", "2", "--heads", "4", "--batch", "2",
+     "--hardware", "h100x8"]])
+def test_every_file_written_is_said_in_one_line(argv, tmp_path, capsys):
+    files = {"--csv": tmp_path / "t.csv", "--json": tmp_path / "t.json",
+             "--trace": tmp_path / "trace.json"}
+    assert main([*argv, *(a for k, f in files.items() for a in (k, str(f)))]) == 0
+    err = capsys.readouterr().err.splitlines()
+    for f in files.values():
+        (line,) = [e for e in err if e.startswith(f"wrote {f}: ")]
+        assert f.exists()
+    assert any(e.endswith("rows (CSV)") for e in err) and any("ui.perfetto.dev" in e for e in err)

@@ -53,6 +53,14 @@ def write_csv(df, path: str | Path) -> None:
     write_atomic(path, df.to_csv(index=False))
 
 
+def say_written(path: str | Path, what: str) -> None:
+    """One line on stderr for a file a command wrote beside its answer (--csv, --json,
+    --trace): where it is and what it holds."""
+    import click
+
+    click.echo(f"wrote {path}: {what}", err=True)
+
+
 def save_figure(fig, path: str | Path, **kwargs) -> None:
     """A matplotlib figure at `path` (its suffix names the format), atomically."""
     buf = io.BytesIO()

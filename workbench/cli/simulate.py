@@ -546,10 +546,12 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
                             sizes=" ".join(f"{k}={v}" for k, v in sorted(sizes.items(),
                                                                        key=_p_last))),
                   csv_path)
+        outputs.say_written(csv_path, f"the table, {len(df)} rows (CSV)")
     if json_path:
         rows = json.loads(df.to_json(orient="records"))
         write_atomic(json_path, json.dumps([{**r, "hardware": cluster.name, "sizes": sizes}
                                             for r in rows], indent=2))
+        outputs.say_written(json_path, f"the table, {len(rows)} rows (JSON)")
     if trace_path:
         best = best_of(predictions)
         if best is None:
@@ -562,3 +564,5 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
         runs = [(p.name + " (best)" * (p is best), p.result)
                 for p in (predicted if trace_all else [best])]
         write_atomic(trace_path, json.dumps(chrome_trace(runs)))
+        outputs.say_written(trace_path, f"the simulated timeline of {len(runs)} schedule(s) "
+                            "(open in ui.perfetto.dev)")

@@ -20,7 +20,13 @@ from simulator.training import (
     simulate_step,
     workbench_bucket_numels,
 )
-from workbench.cli.outputs import check_output_file, progress, status, write_csv
+from workbench.cli.outputs import (
+    check_output_file,
+    progress,
+    say_written,
+    status,
+    write_csv,
+)
 from workbench.errors import WorkbenchError
 from workbench.files import write_atomic
 from workbench.interpreter import bind_sizes
@@ -249,15 +255,19 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
         import pandas as pd
 
         write_csv(pd.DataFrame(rows, columns=list(COLUMNS)), csv_path)
+        say_written(csv_path, f"the table, {len(rows)} rows (CSV)")
     if json_path:
         write_atomic(json_path, json.dumps({"shape": {"d_model": d_model, "layers": layers,
                                                       "heads": heads, "vocab": vocab,
                                                       "seq": seq, "batch": batch,
                                                       "dtype": dtype},
                                             "rows": rows}, indent=1))
+        say_written(json_path, f"the table, {len(rows)} rows (JSON)")
     if trace_path:
         from simulator.timeline import SimResult
         from simulator.trace import chrome_trace
 
         runs = [(r.label, SimResult(r.step_s, list(r.rows), 1, r.P, True)) for r in last]
         write_atomic(trace_path, json.dumps(chrome_trace(runs)))
+        say_written(trace_path, f"the last configuration's timelines, {len(runs)} run(s) (open "
+                    "in ui.perfetto.dev)")
