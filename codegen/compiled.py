@@ -13,6 +13,7 @@ the program file or lowers again (issue 38).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,16 +97,19 @@ def emit(name: str, program, P: int, options: CodegenOptions, sizes: dict, out: 
 
 def compile_folder(out: Path, loaded, spec: str, gpus: int, P: int, options: CodegenOptions,
                    sizes: dict, wanted: str | list[str] = "all", autotune: bool = False,
-                   provenance: dict | None = None) -> dict:
+                   provenance: dict | None = None, extra: list[tuple[str, object]] = (),
+                   each: Callable[[list], Iterable] = iter) -> dict:
     """Lower every schedule `wanted` picks of a loaded program file for P ranks per stage
-    (`gpus` in all) with `options` and write the folder (program.json and each schedule's
+    (`gpus` in all) with `options`, and the `extra` (name, program) pairs (the autotuner's
+    candidates a caller chose), and write the folder (program.json and each schedule's
     folder); return its manifest, which the caller completes (nvcc) and writes
-    (`write_manifest`). `sizes`: shown beside the plans' expressions."""
+    (`write_manifest`). `sizes`: shown beside the plans' expressions; `each` wraps the
+    schedules as they are lowered (a progress bar)."""
     from workbench.loader import file_digest
 
     out.mkdir(parents=True, exist_ok=True)
-    entries = [emit(n, prog, P, options, sizes, out)
-               for n, prog in schedules(loaded, wanted, autotune)]
+    todo = [*schedules(loaded, wanted, autotune), *extra]
+    entries = [emit(n, prog, P, options, sizes, out) for n, prog in each(todo)]
     write_atomic(out / PROGRAM_FILE, program_json(loaded.program, loaded.sizes), out)
     return {"program": loaded.program.name, "spec": spec,
             "program_sha256": file_digest(spec), "gpus": gpus, "P": P, "sizes": sizes,

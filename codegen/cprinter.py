@@ -10,6 +10,18 @@ from __future__ import annotations
 import sympy
 from sympy.printing.c import C99CodePrinter
 
+# Identifiers the kernel templates declare (codegen/cuda/templates: the vector width V, the
+# unroll U, loop indices, ...): a size of the same name (a vocabulary V) would be redeclared,
+# so such a size is spelt `size_<name>` in C, its parameter too (bound by the size's name).
+TEMPLATE_IDENTIFIERS = frozenset(
+    "K U V acc at base blk c cols count e epoch first g i iq is j k k0 last n next nvec part "
+    "res row rows stride t tid v v0 rank chunk win_first win_count".split())
+
+
+def size_c_name(name: str) -> str:
+    """The C identifier of size `name` in a kernel."""
+    return f"size_{name}" if name in TEMPLATE_IDENTIFIERS else name
+
 
 class IntCPrinter(C99CodePrinter):
     """Prints integer-valued sympy expressions as 64-bit C integer arithmetic."""
@@ -22,7 +34,8 @@ class IntCPrinter(C99CodePrinter):
         return f"({int(expr.p)}LL / {int(expr.q)}LL)"
 
     def _print_Symbol(self, expr):
-        return expr.name
+        # sizes are positive (types.size_symbol); rank, element and chunk indices are not
+        return size_c_name(expr.name) if expr.is_positive else expr.name
 
     def _print_Mul(self, expr):
         num, den = [], []

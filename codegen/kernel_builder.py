@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from codegen.cprinter import c_index
+from codegen.cprinter import c_index, size_c_name
 from codegen.plan import CHUNK, ELEM, MAX_BLOCKS, RANK, Loc, fault
 from codegen.planner import (
     BUF_C_TYPES,
@@ -243,7 +243,7 @@ class KernelBuilder:
                 value = self.pl.sub(v)
                 self.symbols |= {s for s in value.free_symbols if s not in (RANK, ELEM, CHUNK)}
                 # Each size as a double, so sqrt/pow pick the device's double overloads.
-                as_double = {sym: sympy.Symbol(f"static_cast<double>({sym.name})")
+                as_double = {sym: sympy.Symbol(f"static_cast<double>({c_index(sym)})")
                              for sym in value.free_symbols}
                 text = sympy.ccode(value.subs(as_double))
                 return self._hoist(f"static_cast<float>({text})")
@@ -353,7 +353,7 @@ class KernelBuilder:
         `extra` parameters go last, `vec_types` (C types) set the vector width."""
         extent = self._c(self.extent)
         params = list(self.params.values())
-        params += [Param(s.name, f"long long {s.name}", "size", s.name)
+        params += [Param(size_c_name(s.name), f"long long {size_c_name(s.name)}", "size", s.name)
                    for s in sorted(self.symbols, key=lambda s: s.name)]
         params.append(Param("rank", "int rank", "rank"))
         if self.chunks > 1:
@@ -362,7 +362,7 @@ class KernelBuilder:
             params += [Param("win_first", "long long win_first", "win_first"),
                        Param("win_count", "long long win_count", "win_count")]
         params += extra
-        sizes = [{"float": 4, "__half": 2, "__nv_bfloat16": 2}[c] for c in vec_types]
+        sizes = [{"float": 4, "__half": 2, "__nv_bfloat16": 2, "int": 4}[c] for c in vec_types]
         vec = 16 // min(sizes) if sizes else 4
         spec = KernelSpec(kind, template, P, vec, extent, tuple(params),
                           tuple(self.loads.values()), tuple(self.assigns), tuple(self.stores),

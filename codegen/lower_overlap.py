@@ -82,6 +82,9 @@ def overlap_steps(pl: Planner, stmt: ir.Stmt, first: int,
         exchange = replace(nccl_step(pl, cons, first + n_prod), exchange="send")
         return [(OverlapStep(op.chunks, gemm, exchange, stmt.name), here)]
     if form == "compute-collective":
+        # The consumer is another launch (an NCCL call per chunk): what it reads of the
+        # producer's values must be stored, although one statement computes and reads them.
+        pl.spill.update(v.name for v in prod.outs if v.name in set(cop.operands()))
         kernel = elementwise_kernel(pl, prod, first, op.chunks)
         consumer = nccl_step(pl, cons, first + n_prod)
         rows, per = chunk_rows(pl, prod.outs[-1].type, op.chunks)

@@ -79,7 +79,7 @@ ROW_CACHE_SHARED = False
 ROW_SHARED_BYTES = 40 * 1024
 # Bound 3 measured faster than 4 in 23 of the 27 rows timed with both (note 86).
 ROW_SHARED_MIN_BLOCKS = 3
-_C_BYTES = {"__half": 2, "__nv_bfloat16": 2, "float": 4}
+_C_BYTES = {"__half": 2, "__nv_bfloat16": 2, "float": 4, "int": 4}
 # The "rows" form (CodegenOptions.row_grid, design note 91), Inductor's persistent-reduction
 # shape: one row a block and as many threads as hold the row at ROWS_CACHE elements each (the
 # runtime picks them per launch, up to ROWS_MAX_THREADS), so a thread keeps 16 elements, not

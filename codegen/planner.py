@@ -16,7 +16,7 @@ from codegen.plan import RANK, BufferSpec, Loc, fault
 from workbench import ir
 from workbench.types import LocalLayout, OnRoot, ReplicatedLayout, Sliced, TensorType
 
-C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
+C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "i32": "int"}
 
 
 # Element types of buffers no program value has: f64 partial sums of squares, u32 flags.

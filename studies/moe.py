@@ -11,7 +11,7 @@ the router's gate weights scale them.
     out = AllToAll(y) * gate             back to the tokens' ranks, gated
 
 Mixtral 8x7B's sizes: H = 4096, F = 14336, bf16; 8 experts on 8 GPUs (2-8 ranks run it).
-Schedules fuse the SwiGLU into the second GEMM's epilogue kernel (`fuse-swiglu`) and overlap
+Schedules overlap
 chunks of the AllToAlls with the expert GEMMs (`overlap-a2a-mm`: the dispatch with the W1 GEMM;
 `overlap-mm-a2a`: the W2 GEMM with the combine; `overlap-both`; design note 79): chunk i of the
 exchanged rows is NCCL send/recv pieces, each rank taking the chunks in its own rotated order,
@@ -43,11 +43,6 @@ def build(dtype=bfloat16, chunks=4, name="moe"):
     program = Program(inputs=[x, gate, W1, W3, W2], outputs=[out], name=name)
 
     @schedule(program)
-    def fuse_swiglu(s):
-        """The SwiGLU (silu(h1) * h3) as the epilogue of the W3 GEMM: one kernel fewer."""
-        s.fuse(h3, h)
-
-    @schedule(program)
     def fuse_combine_gate(s):
         """The combine and the router's gate as one peer-memory AllToAll kernel inside the
         NVLink domain: each rank loads its tokens' rows from the experts' ranks over CUDA IPC
@@ -69,12 +64,11 @@ def build(dtype=bfloat16, chunks=4, name="moe"):
 
     @schedule(program)
     def overlap_both(s):
-        """Both overlaps and the SwiGLU in the W3 GEMM's epilogue."""
+        """Both overlaps."""
         s.overlap(d, h1, chunks=chunks)
-        s.fuse(h3, h)
         s.overlap(y, back, chunks=chunks)
 
-    return program, [fuse_swiglu, fuse_combine_gate, overlap_a2a_mm, overlap_mm_a2a, overlap_both]
+    return program, [fuse_combine_gate, overlap_a2a_mm, overlap_mm_a2a, overlap_both]
 
 
 program, schedules = build()

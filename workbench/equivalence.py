@@ -10,7 +10,8 @@ value differs, the output that does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,10 +135,17 @@ def _check_elements(program: ir.Program, bound, ranks: int, sizes: Mapping[str, 
                 "or --ranks")
 
 
-def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None) -> str:
+def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None,
+                      each: Callable[[list], Iterable] = iter,
+                      searching: Callable[[], AbstractContextManager] = nullcontext,
+                      generated: Callable[[list], list] | None = None) -> str:
     """`workbench check --equivalence`: every named schedule of a loaded program file and every
     autotuner candidate against the unscheduled program; the summary line, or a VerifyError
-    listing each mismatch by statement."""
+    listing each mismatch by statement. `each` walks the (name, program) pairs (the command's
+    progress bar) and `searching` is entered while the autotuner searches (its spinner);
+    `generated` keeps, of the search's candidates, the (name, program) pairs the GPU backend
+    generates (the command's filter, which lowers: the others are never proposed, so they are
+    not run either)."""
     from workbench import autotune
     from workbench.errors import VerifyError, WorkbenchError
 
@@ -150,9 +158,14 @@ def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None
     bound = bind_sizes(program, run_sizes)  # a --set that breaks a declared multiple fails here
     _check_elements(program, bound, ranks, run_sizes)
     items = [(name, s.apply()) for name, s in loaded.schedules.items()]
-    found = autotune.search(program)
-    items += [(f"candidate {c.name}", c.program) for c in found.candidates[1:]]
-    bad = [m for name, p in items
+    with searching():
+        found = autotune.search(program)
+    if generated is None:
+        proposed = [(c.name, c.program) for c in found.candidates[1:]]
+    else:
+        proposed = [(name.removeprefix("auto:"), p) for name, p in generated(found.candidates)]
+    items += [(f"candidate {name}", p) for name, p in proposed]
+    bad = [m for name, p in each(items)
            if (m := compare_schedule(name, program, p, run_sizes)) is not None]
     shown = ", ".join(f"{k}={v}" for k, v in sorted(run_sizes.items()))
     if bad:

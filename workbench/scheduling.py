@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench import ir
+from workbench.dsl.trace import Node
 from workbench.errors import IllegalTransform, WorkbenchError
 from workbench.files import check_name
 from workbench.transforms import (
@@ -45,10 +46,44 @@ def _name(x) -> str:
     if isinstance(x, str):
         return x
     name = getattr(x, "traced_name", None) or getattr(x, "name", None)
-    if not isinstance(name, str):
-        raise WorkbenchError(f"schedule argument must be a value of the program (a DSL handle or "
-                             f"a name), got {x!r}")
-    return name
+    if isinstance(name, str):
+        return name
+    if isinstance(x, Node):
+        # Arithmetic, in the schedule (`s.fuse(ar, ar + r)` builds a new expression) or inlined
+        # by the program into the statements that read it: no statement computes it.
+        text = _expression_text(x)
+        where = f", built at {x.loc}," if getattr(x, "loc", "") else ""
+        raise WorkbenchError(
+            "schedule argument must be a value of the program (a DSL handle of a statement, "
+            f"or its name), got the expression {text}{where} which no statement computes "
+            "(inline arithmetic is computed inside each statement that reads it); make it a "
+            f"statement in the program, `h = Compute({text}, name=\"h\")`, and pass h")
+    text = repr(x)
+    raise WorkbenchError("schedule argument must be a value of the program (a DSL handle or "
+                         f"a name), got {type(x).__name__} "
+                         f"{text if len(text) <= 60 else text[:57] + '...'}")
+
+
+def _expression_text(x, depth: int = 0) -> str:
+    """A DSL expression as the user wrote it, short: names of values, literals, operators
+    (deeper than two levels: `...`)."""
+    from workbench.ir.expressions import BINARY_OPS
+
+    name = getattr(x, "traced_name", None) or getattr(x, "name", None)
+    if isinstance(name, str):
+        return name
+    if not hasattr(x, "kind"):
+        return f"{getattr(x, 'value', '...'):g}" if isinstance(getattr(x, "value", None),
+                                                                float) else "..."
+    if depth > 2:
+        return "..."
+    args = [_expression_text(a, depth + 1) for a in x.args]
+    if x.kind == "binary" and x.params[0] in BINARY_OPS and len(args) == 2:
+        sym = BINARY_OPS[x.params[0]]
+        if sym.isidentifier():
+            return f"{sym}({args[0]}, {args[1]})"
+        return f"{args[0]} {sym} {args[1]}" if depth == 0 else f"({args[0]} {sym} {args[1]})"
+    return f"{x.params[0] if x.params else x.kind}({', '.join(args)})"
 
 
 class Scheduler:

@@ -115,7 +115,13 @@ CASES = [
     ("tp-attn-out-ln-overlap-p2", "tests/programs/users/tp_attn_out_layernorm.py",
      "overlap-mm-fuse-rs-c-ag", 2),
     ("sequence-parallel-overlap-both-p2", "studies/sequence_parallel.py", "overlap-both", 2),
-    ("moe-fuse-swiglu-p4", "studies/moe.py", "fuse-swiglu", 4),
+    ("moe-p4", "studies/moe.py", None, 4),
+    # issue 39: an elementwise kernel overlapped with the Reduce and the Broadcast of it
+    ("ps-overlap-update-both-p4", "tests/programs/users/ps_overlap_update.py", "overlap-both", 4),
+    # issue 39: per-rank partial reductions over the Sliced vocabulary (a size named V)
+    ("vocab-parallel-ce-fuse-exp-sum-p4", "tests/programs/users/vocab_parallel_ce.py",
+     "fuse-exp-sum", 4),
+    ("ce-int-targets-p2", "tests/programs/users/ce_int_targets.py", None, 2),
 ]
 
 

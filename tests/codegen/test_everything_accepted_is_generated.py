@@ -161,7 +161,7 @@ def test_moe_lowers_to_two_nccl_all_to_alls_around_the_expert_gemms():
     kinds = [s.op if isinstance(s, NcclStep) else type(s).__name__ for s in steps]
     assert kinds[0] == "all_to_all" and "all_to_all" in kinds[1:]
     assert kinds.count("GemmStep") == 3
-    assert_equivalent(pf.program, pf.schedules["fuse-swiglu"].apply(),
+    assert_equivalent(pf.program, pf.schedules["overlap-both"].apply(),
                       {"T": 8, "H": 8, "F": 16, "P": 4})
 
 

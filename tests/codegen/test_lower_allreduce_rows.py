@@ -63,17 +63,30 @@ def test_lamport_has_no_flags_and_three_rotating_receive_buffers(study, P):
 
 
 def test_two_shot_and_lamport_refuse_a_max_allreduce():
+    """A fused AllReduce(Max) is one-shot from the fuse (issue 39: the autotuner proposed
+    two-shot ones that lowering refused); asking for a summing algorithm is refused by the
+    transform, and lowering still refuses a region built so by hand."""
+    from dataclasses import replace
+
+    from workbench.errors import IllegalTransform
+
     T, H = Size("T"), Size("H")
     y = Tensor(float16, [T, H], Local, "y")
     g = Tensor(float16, [H], Replicated, "g")
     s = AllReduce(Max, y)
     prog = Program([y, g], [rms_norm(s, g)], name="maxnorm")
-    fused = Fuse(tuple(st.out.name for st in prog.stmts)).apply(prog)
-    region = fused.stmts[0].outs[0].name
+    one = Fuse(tuple(st.out.name for st in prog.stmts)).apply(prog)
+    region = one.stmts[0].outs[0].name
+    assert one.stmts[0].op.algorithm == "one-shot"
+    for algorithm in ("two-shot", "lamport"):
+        with pytest.raises(IllegalTransform, match=rf"a {algorithm} fused AllReduce must sum, "
+                           r"got Max; use 'one-shot'"):
+            AllReduceAlgorithm(region, algorithm).apply(one)
+    two = one.with_stmts([replace(one.stmts[0], op=replace(one.stmts[0].op,
+                                                           algorithm="two-shot"))])
     with pytest.raises(RuntimeFault, match=r"a two-shot fused AllReduce must sum, got Max; use "
                                            r"one-shot \(s.allreduce_algorithm\(region, "
                                            r"\"one-shot\"\)\)"):
-        lower(fused, P=2)
-    one = AllReduceAlgorithm(region, "one-shot").apply(fused)
+        lower(two, P=2)
     (step,) = lower(one, P=2).steps
     assert [ld.reduce for ld in step.spec.row.passes[0].loads if ld.mode == "reduce"] == ["max"]

@@ -193,16 +193,19 @@ def test_axis_out_of_range_is_refused_at_the_users_line():
         Mean(x, 2)
 
 
-def test_reducing_over_the_sliced_dim_needs_a_collective():
+def test_a_mean_over_the_sliced_dim_is_refused_a_sum_is_each_ranks_partial():
+    """Issue 39 item 3: a sum, max or min over the Sliced axis is each rank's partial (Local,
+    for an AllReduce of the same op); a mean of partials is not combined so: refused."""
     T, H = Size("T"), Size("H", multiple_of=P)
     x = Tensor(float32, [T, H], Sliced(1), "x")
     with pytest.raises(LayoutError, match=(
-            r"^ReduceAxis\(mean, x, axis=1\): the reduced axis must not be the Sliced one "
-            r"without a collective, got axis 1 of a Sliced\(1\) value \(each rank holds 1/P of "
-            r"the elements along axis 1\); AllGather the value first, reduce over another axis, "
-            r"or reduce the whole tensor across ranks \(ReduceTensor, Norm, Mean without an "
-            r"axis\) \(at ")):
+            r"^ReduceAxis\(mean, x, axis=1\): a reduction over the Sliced axis must be one of "
+            r"\('sum', 'max', 'min'\) \(each rank's partial, combined by an AllReduce of the same "
+            r"op\), got 'mean' over axis 1 of a Sliced\(1\) value; reduce 'sum' \(of squares for "
+            r"a norm\), AllReduce\(Sum, \.\.\.\) it, and divide \(or take the sqrt\) after "
+            r"\(at ")):
         Mean(x, -1)
+    assert str(ReduceTensor(Sum, x, axis=-1).type.layout) == "Local"
 
 
 def test_reorder_refuses_a_row_reduction_when_the_split_slices_the_reduced_dim():
@@ -214,12 +217,18 @@ def test_reorder_refuses_a_row_reduction_when_the_split_slices_the_reduced_dim()
     after = Split("s").apply(prog)
     ms = next(st_.out.name for st_ in prog.stmts if isinstance(st_.op, ir.ReduceAxis))
     reason = Reorder((ms, prog.outputs[0].name), "s").check(after).reason
-    assert reason == (f"reorder: {ms} = ReduceAxis(mean, Cast(f32, s_rs) * Cast(f32, s_rs), "
-                      "axis=1): the reduced axis must not be the Sliced one without a "
-                      "collective, got axis 1 of a Sliced(1) value (each rank holds 1/P of "
-                      "the elements along axis 1); AllGather the value first, reduce over "
-                      "another axis, or reduce the whole tensor across ranks (ReduceTensor, "
-                      "Norm, Mean without an axis)")
+    out = prog.outputs[0].name
+    assert reason == (f"reorder({ms}, {out}, before=s): {ms} = ReduceAxis(mean, Cast(f32, s) * "
+                      "Cast(f32, s), axis=1) must not move onto slices of the dim it reduces "
+                      "(axis 1: each rank would hold a partial of every row), got a split that "
+                      f"scatters dim 1; leave {ms} after the gather")
+    # a sum or a max would type as each rank's partial (Local): refused the same way
+    x = Tensor(float16, [T, H], Local, "x")
+    ar = AllReduce(Sum, x)
+    p2 = Program([x], [softmax(ar)], name="cols_softmax")
+    names = [st_.out.name for st_ in p2.stmts[1:]]
+    reason = Reorder(tuple(names), "ar").check(Split("ar").apply(p2)).reason
+    assert "must not move onto slices of the dim it reduces" in reason, reason
 
 
 def test_prod_over_an_axis_and_unknown_reductions_are_refused():

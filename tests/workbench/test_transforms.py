@@ -105,7 +105,11 @@ def test_reorder_of_local_operand_is_illegal():
 def test_fuse_rejects_a_non_kernel_pattern():
     f = load_study("studies/sgd.py")
     reason = Fuse(("g1", "w1")).check(f.program).reason
-    assert reason.startswith("fuse(g1, w1): statements [AllReduce, Update] match no fused kernel")
+    # a whole AllReduce and an elementwise update: the message gives the split that fuses them
+    assert reason == ("fuse(g1, w1): a whole AllReduce fuses with computation that reduces along "
+                      "rows (a norm or softmax: ReduceAxis statements), got [AllReduce, Update]; "
+                      "for an elementwise epilogue split it first: rs, ag = s.split(g1); moved = "
+                      "s.reorder(w1, before=ag); s.fuse(rs, *moved, w1)")
 
 
 def test_fuse_of_fused_statement_says_so():

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.outputs import check_output_dir, output_lock
+from workbench.cli.outputs import check_output_dir, output_lock, progress, status
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.files import check_target, write_atomic
 from workbench.loader import check_size_names, load, parse_sets
@@ -31,11 +31,12 @@ from workbench.options import CodegenOptions
 from workbench.provenance import provenance
 
 
-def compile_all(entries: list[dict], out: Path) -> list[str]:
+def compile_all(entries: list[dict], out: Path, quiet: bool = True) -> list[str]:
     """Compile every kernel of the generated schedules with nvcc into NAME.cubin beside its
     source, each distinct kernel once (copied where schedules share it) and through the
     compiled-kernel cache (WB_CACHE_DIR: a kernel compiled before, by this command or a run,
-    is not compiled again); the failures."""
+    is not compiled again); the failures. Unless `quiet`, a progress bar on a terminal counts
+    the kernels as nvcc finishes them."""
     from codegen.render import include_dir
     from workbench.runtime.compiler import compile_cubin
 
@@ -55,7 +56,9 @@ def compile_all(entries: list[dict], out: Path) -> list[str]:
         return kernel, ""
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        failed = {k: why for k, why in pool.map(one, first.items()) if why}
+        done = progress(pool.map(one, first.items()), "compile: nvcc", lambda r: r[0],
+                        total=len(first), plain=False, quiet=quiet)
+        failed = {k: why for k, why in done if why}
     for e in entries:
         for k in e.get("kernels", []):
             cubin = out / e["folder"] / f"{k}.cubin"
@@ -90,7 +93,10 @@ def find_nvcc() -> str | None:
 @click.option("--codegen", "codegen", multiple=True, metavar="NAME=VALUE",
               help="A codegen option (workbench.options), over the environment's WB_* knobs.")
 @click.option("--no-nvcc", is_flag=True, help="Write sources and plans only.")
-def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codegen, no_nvcc):
+@click.option("--quiet", is_flag=True,
+              help="No progress bar on stderr (there is none where stderr is no terminal).")
+def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codegen, no_nvcc,
+                    quiet):
     """Write each schedule's CUDA sources and plan, and compile them with nvcc (no GPU needed)."""
     from codegen.compiled import compile_folder, write_manifest
     from codegen.lower import stage_order
@@ -109,11 +115,22 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
     # The whole run holds --out: two compiles into one folder would mix one program's kernels
     # with the other's plans and manifest
     with output_lock(out, "--out"):
-        manifest = compile_folder(out, loaded, program_file, gpus, P, options, sizes, schedule,
-                                  autotune, provenance(options))
+        extra = []
+        if autotune:  # the candidates the backend generates, as simulate --autotune ranks them
+            from workbench import autotune as tuner
+            from workbench.cli.simulate import generated_candidates
+
+            with status("compile: the autotuner searches", quiet):
+                found = tuner.search(loaded.program).candidates
+            extra = generated_candidates(found, P, options, "compile")
+        manifest = compile_folder(
+            out, loaded, program_file, gpus, P, options, sizes, schedule, False,
+            provenance(options), extra,
+            lambda todo: progress(todo, "compile: lowering", lambda item: item[0], plain=False,
+                                  quiet=quiet))
         entries = manifest["schedules"]
         nvcc = None if no_nvcc else find_nvcc()
-        failed = compile_all(entries, out) if nvcc else []
+        failed = compile_all(entries, out, quiet) if nvcc else []
         write_manifest(out, {**manifest, "nvcc": nvcc or "not run"})
     for e in entries:
         what = (f"{len(e['kernels'])} kernel(s)" + (f", {len(e['cubins'])} cubin(s)"

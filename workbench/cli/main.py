@@ -111,8 +111,10 @@ def show(program_file: str, schedule_name: str | None) -> None:
                    "--ranks virtual ranks; a mismatch is reported by statement (exit 2).")
 @click.option("--ranks", type=int, default=4, show_default=True,
               help="Virtual ranks (the group size P) of --equivalence.")
+@click.option("--quiet", is_flag=True,
+              help="No progress bar on stderr (there is none where stderr is no terminal).")
 def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
-          equivalence: bool, ranks: int) -> None:
+          equivalence: bool, ranks: int, quiet: bool) -> None:
     """Verify the program, every schedule it names, and its default sizes on the cluster;
     exit 0 when all are well formed."""
     from cost_model.hardware import load_hardware
@@ -140,9 +142,22 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
     for name, why in elsewhere.items():
         click.echo(f"schedule {name} is not runnable on {cluster.name}: {why}", err=True)
     if equivalence:
+        from workbench.cli.outputs import progress, status
         from workbench.equivalence import check_equivalence
 
-        click.echo(check_equivalence(loaded, ranks, size_values))
+        def each(items):
+            return progress(items, "equivalence:", lambda item: item[0], plain=False,
+                            quiet=quiet)
+
+        def searching():
+            return status("equivalence: the autotuner searches", quiet)
+
+        from workbench.cli.simulate import generated_candidates
+
+        def generated(found):
+            return generated_candidates(found, ranks, None, "check --equivalence")
+
+        click.echo(check_equivalence(loaded, ranks, size_values, each, searching, generated))
 
 
 def _lowers(programs, sizes: dict) -> None:

@@ -74,6 +74,14 @@ def write_csv(df, path: str | Path, inside: str | Path | None = None) -> None:
     write_atomic(path, df.to_csv(index=False), inside)
 
 
+def say_written(path: str | Path, what: str) -> None:
+    """One line on stderr for a file a command wrote beside its answer (--csv, --json,
+    --trace): where it is and what it holds."""
+    import click
+
+    click.echo(f"wrote {path}: {what}", err=True)
+
+
 def save_figure(fig, path: str | Path, inside: str | Path | None = None, **kwargs) -> None:
     """A matplotlib figure at `path` (its suffix names the format), atomically."""
     buf = io.BytesIO()
@@ -128,24 +136,54 @@ def output_lock(folder: str | Path, option: str):
         os.close(fd)
 
 
-def progress(items, what: str, label=str):
-    """Yield `items`, saying on stderr which one is under way: a rich progress bar on a
-    terminal, one plain line per item otherwise (a log, CI, a pipe), so that a command that
-    works for seconds is never silent. stdout stays the command's answer."""
+def stderr_is_terminal() -> bool:
+    """Whether stderr is a terminal: progress bars are drawn there only."""
     import click
 
-    items = list(items)
-    if not click.get_text_stream("stderr").isatty():
+    return click.get_text_stream("stderr").isatty()
+
+
+@contextlib.contextmanager
+def status(what: str, quiet: bool = False):
+    """A spinner on stderr saying `what` is under way, while the block runs (one step that
+    takes seconds and has no items to count: the autotuner's search); on a terminal only,
+    and not when `quiet`."""
+    if quiet or not stderr_is_terminal():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True, force_terminal=True).status(what):
+        yield
+
+
+def progress(items, what: str, label=str, *, total: int | None = None, plain: bool = True,
+             quiet: bool = False):
+    """Yield `items`, saying on stderr which one is under way: a rich progress bar on a
+    terminal, so that a command that works for seconds is never silent; elsewhere (a log, CI,
+    a pipe) one plain line per item with `plain` (the sweeps and reports), nothing without it
+    (the commands whose stderr is their warnings: check, compile, simulate). `quiet`: nothing
+    at all (their --quiet). `total`: the count of an iterator that must not be read ahead
+    (results yielded as they are done). stdout stays the command's answer, byte for byte."""
+    import click
+
+    if quiet or (not plain and not stderr_is_terminal()):
+        yield from items
+        return
+    if total is None:
+        items = list(items)
+        total = len(items)
+    if not stderr_is_terminal():
         for i, item in enumerate(items, 1):
-            click.echo(f"{what} {label(item)} ({i}/{len(items)})", err=True)
+            click.echo(f"{what} {label(item)} ({i}/{total})", err=True)
             yield item
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(what, total=len(items))
+                  console=Console(stderr=True, force_terminal=True), transient=True) as bar:
+        task = bar.add_task(what, total=total)
         for item in items:
             bar.update(task, description=f"{what} {label(item)}")
             yield item

@@ -20,7 +20,13 @@ from simulator.training import (
     simulate_step,
     workbench_bucket_numels,
 )
-from workbench.cli.outputs import check_output_files, write_csv
+from workbench.cli.outputs import (
+    check_output_files,
+    progress,
+    say_written,
+    status,
+    write_csv,
+)
 from workbench.errors import WorkbenchError
 from workbench.files import write_atomic
 from workbench.interpreter import bind_sizes
@@ -108,11 +114,13 @@ def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | N
                     torch_mode: str, cands, bucket_bytes: int, accumulate: str,
                     gemm_efficiency: float | None, every: bool = False,
                     fused: str = "time-share", autotune_from=None,
-                    collective_grid: int = 0) -> tuple[list[dict], list[StepResult]]:
+                    collective_grid: int = 0, quiet: bool = True
+                    ) -> tuple[list[dict], list[StepResult]]:
     """The rows of one cluster: torch, then the workbench after backward and in backward,
     each with the schedule of its fastest step (`every`: a row per schedule); with
     `autotune_from` (the optimizer program) also the autotuner's candidates; the fused
-    kernels' grid capped at `collective_grid` blocks (0: the full grid; design note 98)."""
+    kernels' grid capped at `collective_grid` blocks (0: the full grid; design note 98).
+    Unless `quiet`, a progress bar on a terminal names the schedule being priced and run."""
     cluster = load_hardware(hardware, nodes)
     P = cluster.world_size if gpus is None else gpus
     if not (1 <= P <= cluster.world_size):
@@ -123,14 +131,18 @@ def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | N
     torch_r = simulate_step(shape, cluster, P, Side("torch", ddp=ddp), eff)
     rows, results = [row(hardware, nodes, shape, torch_r, torch_r.step_s)], [torch_r]
     numels = workbench_bucket_numels(shape, P, bucket_bytes, accumulate)
+    where = f"simulate-step {hardware} x{nodes}:"
     if autotune_from is not None:
-        cands = [*cands, *searched(autotune_from, cluster, P, max(numels))]
+        with status(f"{where} the autotuner searches", quiet):
+            cands = [*cands, *searched(autotune_from, cluster, P, max(numels))]
     options = CodegenOptions(collective_grid=collective_grid)
     priced = [(name, bucket_stages(program, cluster, P, numels, fused, options))
-              for name, program in cands]
+              for name, program in progress(cands, f"{where} pricing", lambda c: c[0],
+                                            plain=False, quiet=quiet)]
     for overlap in (False, True):
         mode = []
-        for name, stages in priced:
+        for name, stages in progress(priced, f"{where} optimizer {'in' if overlap else 'after'}"
+                                     " backward", lambda c: c[0], plain=False, quiet=quiet):
             if stages is None:
                 continue
             side = Side("workbench", overlap=overlap, accumulate=accumulate,
@@ -208,11 +220,13 @@ def print_table(rows: list[dict]) -> None:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="The last configuration's timelines as a Perfetto trace.")
+@click.option("--quiet", is_flag=True,
+              help="No progress bar on stderr (there is none where stderr is no terminal).")
 def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hardwares,
                           nodes_list, gpus, torch_mode, program_file, schedule, autotune,
                           bucket_mb,
                           accumulate, gemm_efficiency, fused, collective_grid, csv_path,
-                          json_path, trace_path) -> None:
+                          json_path, trace_path, quiet) -> None:
     """Predict a training step of the example GPT per phase, for torch (DDP + fused AdamW) and
     the workbench's optimizer (no GPU needed)."""
     check_output_files({"--csv": csv_path, "--json": json_path, "--trace": trace_path})
@@ -230,7 +244,7 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
                                         int(bucket_mb * 2**20), accumulate, gemm_efficiency,
                                         every=schedule == "all", fused=fused,
                                         autotune_from=loaded.program if autotune else None,
-                                        collective_grid=collective_grid)
+                                        collective_grid=collective_grid, quiet=quiet)
             rows += got
     click.echo(f"GPT d_model {d_model}, {layers} layers, {heads} heads, vocab {vocab}, "
                f"{batch} x {seq} tokens per GPU, {dtype}: {ct.parameter_count(shape):,} "
@@ -240,15 +254,19 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
         import pandas as pd
 
         write_csv(pd.DataFrame(rows, columns=list(COLUMNS)), csv_path)
+        say_written(csv_path, f"the table, {len(rows)} rows (CSV)")
     if json_path:
         write_atomic(json_path, json.dumps({"shape": {"d_model": d_model, "layers": layers,
                                                       "heads": heads, "vocab": vocab,
                                                       "seq": seq, "batch": batch,
                                                       "dtype": dtype},
                                             "rows": rows}, indent=1))
+        say_written(json_path, f"the table, {len(rows)} rows (JSON)")
     if trace_path:
         from simulator.timeline import SimResult
         from simulator.trace import chrome_trace
 
         runs = [(r.label, SimResult(r.step_s, list(r.rows), 1, r.P, True)) for r in last]
         write_atomic(trace_path, json.dumps(chrome_trace(runs)))
+        say_written(trace_path, f"the last configuration's timelines, {len(runs)} run(s) (open "
+                    "in ui.perfetto.dev)")

@@ -49,8 +49,9 @@ def input_scales(program: ir.Program, bound: Mapping[sympy.Symbol, int]) -> dict
 def random_inputs(program: ir.Program, sizes: Mapping[str, int], seed: int = 0
                   ) -> dict[str, np.ndarray]:
     """Random logical inputs: normal tensors (a MatMul's weights scaled by 1/sqrt(K), see
-    input_scales), tensors with a declared range uniform in it, and positive scalars in
-    (0.5, 1) (so a learning rate or an Adam beta is a sensible number)."""
+    input_scales), tensors with a declared range uniform in it, int32 ones integers in [0, 16)
+    (ids that repeat, so comparisons are true somewhere), and positive scalars in (0.5, 1) (so
+    a learning rate or an Adam beta is a sensible number)."""
     bound = bind_sizes(program, sizes)
     scales = input_scales(program, bound)
     rng = np.random.default_rng(seed)
@@ -63,6 +64,8 @@ def random_inputs(program: ir.Program, sizes: Mapping[str, int], seed: int = 0
             shape = (concrete(t.group.size, bound), *shape)
         if v.name in ranges:
             data = rng.uniform(*ranges[v.name], size=shape)
+        elif not t.dtype.is_float:  # ids and masks: small non-negative integers, repeating
+            data = rng.integers(0, 16, size=shape)
         elif t.rank == 0:
             data = rng.uniform(0.5, 1.0, size=shape)
         else:

@@ -258,6 +258,8 @@ class Norm:
 # The reductions of ReduceAxis: sum, max, min, mean (sum / extent) and norm (the L2 norm,
 # sqrt of the sum of squares), all accumulated in f64 and rounded once to the result dtype.
 AXIS_REDUCTIONS = ("sum", "max", "min", "mean", "norm")
+# Those whose per-rank partials over a Sliced axis an AllReduce of the same op combines.
+PARTIAL_AXIS_REDUCTIONS = ("sum", "max", "min")
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,8 +270,10 @@ class ReduceAxis:
 
     The result has the expression's dtype and layout: a reduction over an axis that is not the
     Sliced one runs on each rank's own rows (Sliced(0) rows stay Sliced(0)); over the Sliced
-    axis itself each rank holds 1/P of the elements reduced, which needs a collective, so it is
-    refused (ReduceTensor and Norm reduce a whole tensor across ranks).
+    axis itself each rank holds 1/P of the elements reduced, so a sum, max or min gives each
+    rank's partial, Local, for an AllReduce of the same op to combine (a mean or a norm of
+    partials does not combine so, and is refused; ReduceTensor and Norm without an axis
+    reduce a whole tensor across ranks).
     """
 
     op: str
@@ -299,17 +303,22 @@ class ReduceAxis:
         if not 0 <= self.axis < t.rank:
             raise ShapeError(f"{what}: axis must be in [0, {t.rank}) for a tensor of shape "
                              f"{shape_str(t.shape)}, got {self.axis}")
+        shape = t.shape[:self.axis] + (sympy.Integer(1),) + t.shape[self.axis + 1:]
         if t.layout == Sliced(self.axis):
-            raise LayoutError(
-                f"{what}: the reduced axis must not be the Sliced one without a collective, got "
-                f"axis {self.axis} of a {t.layout} value (each rank holds 1/P of the elements "
-                f"along axis {self.axis}); AllGather the value first, reduce over another "
-                "axis, or reduce the whole tensor across ranks (ReduceTensor, Norm, Mean "
-                "without an axis)")
+            # Each rank holds 1/P of the elements along the axis: its partial (sum, max or
+            # min of its own columns) is a per-rank value, which an AllReduce of the same op
+            # combines (vocab-parallel softmax: a row's max over each rank's vocabulary slice)
+            if self.op not in PARTIAL_AXIS_REDUCTIONS:
+                raise LayoutError(
+                    f"{what}: a reduction over the Sliced axis must be one of "
+                    f"{PARTIAL_AXIS_REDUCTIONS} (each rank's partial, combined by an AllReduce "
+                    f"of the same op), got {self.op!r} over axis {self.axis} of a {t.layout} "
+                    "value; reduce 'sum' (of squares for a norm), AllReduce(Sum, ...) it, and "
+                    "divide (or take the sqrt) after")
+            return t.with_(shape=shape, layout=Local)
         if isinstance(t.layout, OnRoot):
             raise LayoutError(f"{what}: input must be Local, Replicated or Sliced, got "
                               f"{t.layout}; Broadcast it first")
-        shape = t.shape[:self.axis] + (sympy.Integer(1),) + t.shape[self.axis + 1:]
         return t.with_(shape=shape)
 
     def __str__(self) -> str:

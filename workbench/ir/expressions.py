@@ -294,7 +294,10 @@ def expr_type(expr: Expr, env: Mapping[str, TensorType], what: str) -> TensorTyp
             return WEAK
         case Where(c, a, b):
             tab = _binary_type(expr_type(a, env, what), expr_type(b, env, what), what)
-            t = _binary_type(expr_type(c, env, what), tab, what)
+            tc = expr_type(c, env, what)
+            if tc is not WEAK and tab is not WEAK:
+                tc = tc.with_(dtype=tab.dtype)  # a mask (1/0): its dtype types nothing
+            t = _binary_type(tc, tab, what)
             return t if tab is WEAK or t is WEAK else t.with_(dtype=tab.dtype)
         case Unary(fn, a):
             if fn not in UNARY_OPS:

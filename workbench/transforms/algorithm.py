@@ -59,6 +59,11 @@ class AllReduceAlgorithm(Transform):
         if op.engine != "sm":
             raise IllegalTransform(f"{who}: the region must move its bytes on the SMs, got "
                                    "copy engines; drop copy_engines for it")
+        reduce_op = op.body[0].op.op
+        if self.algorithm != "one-shot" and reduce_op != ir.ReduceOp.Sum:
+            raise IllegalTransform(f"{who}: a {self.algorithm} fused AllReduce must sum, got "
+                                   f"{reduce_op.name}; use 'one-shot' (every rank combines "
+                                   "every peer's rows itself)")
         src = op.body[0].op.x
         dtype = next((v.type.dtype for v in program.all_values() if v.name == src), None)
         if self.algorithm == "lamport" and dtype is not None and not dtype.is_float:

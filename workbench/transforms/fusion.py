@@ -5,13 +5,13 @@ collective's bytes moved by copy engines), and dead-code elimination.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from workbench import ir
 from workbench.errors import IllegalTransform
 from workbench.transforms.base import Transform, dead_code_eliminated, plain_stmts, top_index
-from workbench.types import OnRoot
+from workbench.types import OnRoot, Sliced
 from workbench.verify import fused_kind_of, prologue_length
 
 # Pieces an overlap or a copy-engine region is cut into: far more than any schedule gains from,
@@ -64,6 +64,19 @@ class Fuse(Transform):
         stmts = self._make_contiguous(program, idx, who)
         members = gathers_last([program.stmts[i] for i in idx])
         kind = fused_kind_of(members)
+        if (kind is None and isinstance(members[0].op, ir.AllReduce)
+                and members[0].op.sub is None
+                and all(isinstance(m.op, ir.ELEMENTWISE_OPS) for m in members[1:])):
+            # A whole AllReduce fuses with rows (a norm or softmax: every rank needs the whole
+            # row reduced); an elementwise epilogue runs on slices between the ReduceScatter
+            # and the AllGather of the split, where it does a Pth of the work.
+            ar, rest = members[0].name, [m.name for m in members[1:]]
+            raise IllegalTransform(
+                f"{who}: a whole AllReduce fuses with computation that reduces along rows (a "
+                "norm or softmax: ReduceAxis statements), got "
+                f"[{', '.join(type(s.op).__name__ for s in members)}]; for an elementwise "
+                f"epilogue split it first: rs, ag = s.split({ar}); moved = s.reorder("
+                f"{', '.join(rest)}, before=ag); s.fuse(rs, *moved, {', '.join(rest)})")
         if kind is None:
             ops = ", ".join(type(s.op).__name__ for s in members)
             raise IllegalTransform(
@@ -80,9 +93,15 @@ class Fuse(Transform):
         if kind == "alltoall":
             self._check_exchange(program, members, who)
         self._check_iteration_space(members, who)
+        if kind in ("allreduce", "reducescatter", "allgather"):
+            self._check_collective_rows(program, members, who)
         first = min(stmts.index(m) for m in members)
-        region = ir.Stmt(tuple(v for s in members for v in s.outs), ir.Fused(kind, tuple(members)),
-                         members[0].loc)
+        fused = ir.Fused(kind, tuple(members))
+        if isinstance(members[0].op, ir.AllReduce) and members[0].op.op != ir.ReduceOp.Sum:
+            # two-shot and Lamport sum; a whole AllReduce of Max or Min is combined by each
+            # rank from every peer's rows (the same meaning, the one algorithm that runs it)
+            fused = replace(fused, algorithm="one-shot")
+        region = ir.Stmt(tuple(v for s in members for v in s.outs), fused, members[0].loc)
         return program.with_stmts(stmts[:first] + [region] + stmts[first + len(members):])
 
     @staticmethod
@@ -136,6 +155,18 @@ class Fuse(Transform):
                 f"{who}: the MatMul's output {out.name} must be read only by its epilogue, got "
                 + (f"a use by {readers[0]}" if readers else "it as a program output")
                 + "; fuse those readers into the epilogue, or leave the MatMul unfused")
+        types = {v.name: v.type for v in program.all_values()}
+        if len(epilogue) == 1 and ir.library_epilogue(members, types) is None:
+            # What the library does not run is one generated kernel after the GEMM, which a
+            # single statement is already: the fuse would change nothing that runs.
+            (e,) = epilogue
+            raise IllegalTransform(
+                f"{who}: a MatMul's epilogue must be one the GEMM library runs (bias, bias + "
+                "ReLU or bias + GeLU-tanh, in the MatMul's dtype) or several statements to "
+                f"make one kernel, got {e.name} = {_short(e.op)}, one statement that already "
+                "runs as one kernel after the GEMM (the fuse would change nothing); leave it "
+                "unfused, or write gelu_tanh(mm + b) for cuBLASLt's GeLU epilogue (the tanh "
+                "approximation)")
 
     @staticmethod
     def _check_rooted(program, members, who):
@@ -180,6 +211,24 @@ class Fuse(Transform):
             raise IllegalTransform(f"{who}: a value computed before a fused AllToAll must be "
                                    f"read only by the kernel, got '{out[0]}' as a program "
                                    f"output; leave {out[0]} out of the fusion")
+
+    @staticmethod
+    def _check_collective_rows(program, members, who):
+        """A row computation (ReduceAxis) in a fused ReduceScatter / AllGather region reduces
+        rows of the collective's dim-0 slices, which the kernel walks (codegen.lower_rows
+        refuses any other domain); after a whole AllReduce every rank holds every row."""
+        if isinstance(members[0].op, ir.AllReduce):
+            return
+        env = {v.name: v.type for v in program.all_values()}
+        for s in members:
+            if not isinstance(s.op, ir.ReduceAxis):
+                continue
+            t = s.op.input_type(env, who)
+            if t.layout != Sliced(0):
+                raise IllegalTransform(
+                    f"{who}: a row reduction in a fused collective must reduce rows of dim-0 "
+                    f"slices (those the collective moves), got {s.name} over a {t.layout} "
+                    f"value; leave {s.name} out of the region")
 
     @staticmethod
     def _check_iteration_space(members, who):
@@ -469,3 +518,9 @@ OVERLAP_FORMS_TEXT = ("a MatMul then an AllReduce, a fused AllReduce or a Reduce
                       "AllReduce then a fused Send; a fused Send then an AllGather of what it "
                       "sent; an AllToAll over rows then a MatMul of what it exchanged; a "
                       "MatMul then an AllToAll of its output over rows")
+
+
+def _short(op, limit: int = 80) -> str:
+    """An op as `show` prints it, cut to `limit` characters for a message."""
+    text = str(op)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -154,6 +154,13 @@ class Reorder(Transform):
                     "tensor has no slice to take; reduce it (ReduceScatter) first")
         op = stmt.op.rename(mapping)
         out = stmt.out
+        if isinstance(op, ir.ReduceAxis) and op.input_type(env, who).layout == Sliced(op.axis):
+            # on slices of the reduced dim each rank would reduce part of every row: a partial,
+            # not the row's value (the program reduces whole rows)
+            raise IllegalTransform(
+                f"{who}: {stmt.name} = {stmt.op} must not move onto slices of the dim it reduces "
+                f"(axis {op.axis}: each rank would hold a partial of every row), got a split "
+                f"that scatters dim {op.axis}; leave {stmt.name} after the gather")
         if isinstance(op, (ir.Norm, ir.ReduceTensor)):
             x = env[op.x]
             if isinstance(x.layout, NodeSliced) or any(

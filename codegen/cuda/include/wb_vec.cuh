@@ -11,6 +11,8 @@ namespace wb {
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+// int32 (ids, masks) is computed in f32 as the interpreter does: exact below 2^24 in magnitude.
+__device__ __forceinline__ float to_float(int x) { return __int2float_rn(x); }
 
 template <typename T> __device__ __forceinline__ T from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
@@ -20,6 +22,8 @@ template <> __device__ __forceinline__ __half from_float<__half>(float x) {
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
+// toward zero, as numpy's astype(int32) truncates
+template <> __device__ __forceinline__ int from_float<int>(float x) { return __float2int_rz(x); }
 
 // The value a statement of dtype T holds once stored: f32 arithmetic rounded once to T.
 template <typename T> __device__ __forceinline__ float round_to(float x) {
