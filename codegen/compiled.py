@@ -13,8 +13,8 @@ the program file or lowers again (issue 38).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
