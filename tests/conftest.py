@@ -159,28 +159,3 @@ def cubin_cache(_cubin_cache_dir, monkeypatch) -> Path:
     monkeypatch.setenv("WB_CACHE_DIR", str(_cubin_cache_dir))
     return _cubin_cache_dir
 
-
-# The DSL keeps each size's multiple_of fact in one registry (workbench.dsl.trace.SIZE_FACTS),
-# read when a Program is built. A test file that declares its sizes at import builds its
-# programs later, in its tests; another file imported in between (the same xdist worker, or one
-# process), or a program file a test loads, may declare a size of the same name differently.
-# Each test therefore starts with the facts as they stood right after its file was imported.
-_FACTS_AT_IMPORT: dict[str, dict] = {}
-
-
-def pytest_collectreport(report):
-    from workbench.dsl.trace import SIZE_FACTS
-
-    if report.nodeid.endswith(".py"):
-        _FACTS_AT_IMPORT[report.nodeid] = dict(SIZE_FACTS)
-
-
-@pytest.fixture(autouse=True)
-def _size_facts_as_imported(request):
-    from workbench.dsl.trace import SIZE_FACTS
-
-    facts = _FACTS_AT_IMPORT.get(request.node.nodeid.split("::")[0])
-    if facts is not None:
-        SIZE_FACTS.clear()
-        SIZE_FACTS.update(facts)
-    yield

@@ -35,11 +35,18 @@ from workbench.interpreter import assert_equivalent
 from workbench.loader import load
 from workbench.transforms import Fuse, Reorder, Split
 
-T, H, F = Size("T", multiple_of=P), Size("H", multiple_of=P), Size("F", multiple_of=P)
 SIZES = {"T": 8, "H": 8, "F": 16, "P": 2}
 
 
+def _sizes():
+    """The sizes, declared where a program is built: Size records its multiple_of fact in the
+    DSL's registry (read when a Program is built), which a Size of the same name in another
+    test file of the same xdist worker may have replaced since this file was imported."""
+    return Size("T", multiple_of=P), Size("H", multiple_of=P), Size("F", multiple_of=P)
+
+
 def _mlp(fn):
+    T, H, F = _sizes()
     x = Tensor(bfloat16, [T, H], Replicated, "x")
     W1 = Tensor(bfloat16, [H, F], Sliced(1), "W1")
     b1 = Tensor(bfloat16, [F], Sliced(0), "b1")
@@ -86,6 +93,7 @@ def test_a_two_statement_epilogue_becomes_one_kernel_after_the_gemm():
 
 
 def _ar_program():
+    T, H, _ = _sizes()
     y = Tensor(bfloat16, [T, H], Local, "y")  # per-rank partial sums
     r = Tensor(bfloat16, [T, H], Replicated, "r")
     g = Tensor(bfloat16, [H], Replicated, "g")
