@@ -19,12 +19,12 @@ the rate is bytes per direction / time.
 
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from probe_timing import seconds_per_round  # beside this script
 
 NBYTES = 512 * 2**20
 PIECE = 8 * 2**20
@@ -65,20 +65,7 @@ def main(out_path: str) -> int:
                 cp.cuda.runtime.deviceSynchronize()
 
     def timed(issues):
-        """Seconds per round of `issues` (callables, each issuing on its device)."""
-        for _ in range(2):
-            for f in issues:
-                f()
-        sync()
-        per = []
-        for _ in range(BATCHES):
-            t0 = time.perf_counter()
-            for _ in range(REPS):
-                for f in issues:
-                    f()
-            sync()
-            per.append((time.perf_counter() - t0) / REPS)
-        return statistics.median(per)
+        return seconds_per_round(issues, sync, REPS, BATCHES)
 
     def ce(src_dev, push=True, piece=NBYTES, span=(0, NBYTES), stream_key=None):
         """Copy-engine transfer of bytes [span) of src to the peer's dst, in pieces."""

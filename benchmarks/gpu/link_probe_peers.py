@@ -17,12 +17,12 @@ rate a schedule's `x_floor` divides by (`compile-and-measure --link-rate FILE`).
 
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from probe_timing import seconds_per_round  # beside this script
 
 NBYTES = 256 * 2**20  # per GPU per round, split over its P - 1 peers
 REPS, BATCHES = 10, 5
@@ -65,19 +65,7 @@ def main(out_path: str, P: int | None = None) -> int:
                 rt.deviceSynchronize()
 
     def timed(issues):
-        for _ in range(2):
-            for f in issues:
-                f()
-        sync()
-        per = []
-        for _ in range(BATCHES):
-            t0 = time.perf_counter()
-            for _ in range(REPS):
-                for f in issues:
-                    f()
-            sync()
-            per.append((time.perf_counter() - t0) / REPS)
-        return statistics.median(per)
+        return seconds_per_round(issues, sync, REPS, BATCHES)
 
     def slot(d, q):  # where GPU d's bytes for peer q sit, in both buffers
         return (q if q < d else q - 1) * piece
