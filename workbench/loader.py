@@ -116,7 +116,7 @@ def file_digest(spec: str) -> str:
     records of the program it measured, so that reading the results back never has to run a
     file the results name (a program file is Python: loading it runs it)."""
     path, _ = split_spec(spec)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(shipped_study(path).read_bytes()).hexdigest()
 
 
 # The operators a size expression may use: integer arithmetic only (true division would

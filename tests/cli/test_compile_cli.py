@@ -110,3 +110,12 @@ def test_autotuner_candidates_get_folders_of_their_own(capsys, tmp_path):
 def test_bad_input_is_named(capsys, tmp_path, args, message):
     code, _, err = run(capsys, "studies/sgd.py", "--gpus", "2", "--out", str(tmp_path), *args)
     assert code == 2 and err.startswith(message)
+
+
+def test_a_shipped_study_compiles_from_any_folder(capsys, tmp_path, monkeypatch):
+    """`workbench compile studies/adam.py` outside a checkout (the wheel check runs it so):
+    the shipped study is found, and its digest is taken of that file."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["compile", "studies/adam.py", "--gpus", "4", "--out", "out", "--no-nvcc"]) == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert len(manifest["program_sha256"]) == 64
