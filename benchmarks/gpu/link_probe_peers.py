@@ -24,6 +24,8 @@ from pathlib import Path
 
 from probe_timing import seconds_per_round  # beside this script
 
+from workbench.files import write_atomic  # run from the repo root (PYTHONPATH)
+
 NBYTES = 256 * 2**20  # per GPU per round, split over its P - 1 peers
 REPS, BATCHES = 10, 5
 
@@ -120,7 +122,7 @@ def main(out_path: str, P: int | None = None) -> int:
     result = {"gpu": name, "P": P, "bytes_per_gpu": moved, "reps": REPS, "batches": BATCHES,
               "rows": rows, "practical_GBps": best["GBps_per_gpu_per_direction"],
               "practical_by": best["case"]}
-    Path(out_path).write_text(json.dumps(result, indent=1))
+    write_atomic(out_path, json.dumps(result, indent=1))
     print(f"practical rate at P = {P}: {result['practical_GBps']:.1f} GB/s per GPU per "
           f"direction ({best['case']})", flush=True)
     return 0

@@ -205,3 +205,17 @@ def test_an_output_on_the_subnormal_grid_passes():
     got = interpreter.run(program, inputs, sizes)  # f32 product, rounded once to f16
     assert np.any(got["y"] != ref.values["y"])  # the rounding is there
     assert _check(program, got, ref, 2).ok
+
+
+def test_an_op_without_a_bound_rule_names_where_to_add_one(monkeypatch):
+    """The op recipe's error-bound entry: a statement whose op has no BOUND_RULES entry (and
+    is no data move) is one VerifyError naming the registry, not a wrong bound."""
+    from workbench.errors import VerifyError
+    from workbench.interpreter import bounds
+
+    program = load_study("studies/adam.py").program
+    sizes = {"N": 64, "P": 2}
+    monkeypatch.delitem(bounds.BOUND_RULES, ir.AllReduce)
+    with pytest.raises(VerifyError, match="BOUND_RULES"):
+        interpreter.bounded_reference(program, interpreter.random_inputs(program, sizes, 0),
+                                      sizes)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.files import read_bounded
 from workbench.runtime.baselines import REFERENCES
 
 # NVLink per GPU per direction on H200 (NV18: 18 links x 26.562 GB/s): the nominal rate, the
@@ -46,14 +47,14 @@ def link_rate(value: str | None, P: int) -> LinkRate:
             raise WorkbenchError(f"--link-rate must be a rate in GB/s in (0, 1e5), got {value}; "
                                  "give the measured rate per GPU per direction")
         return LinkRate(gbps * 1e9, f"given, {gbps:g} GB/s")
-    path = Path(value)
     fix = ("run `python3 benchmarks/gpu/link_probe_peers.py FILE P` on this machine and pass "
            "FILE")
-    if not path.is_file() or path.stat().st_size > MAX_PROBE_BYTES:
-        raise WorkbenchError(f"--link-rate must be a number (GB/s) or a link probe JSON of at "
-                             f"most {MAX_PROBE_BYTES} bytes, got {value!r}; {fix}")
+    if not Path(value).exists():
+        raise WorkbenchError(f"--link-rate must be a number (GB/s) or a link probe JSON, got "
+                             f"{value!r}; {fix}")
+    raw = read_bounded(value, "--link-rate's link probe JSON", fix, MAX_PROBE_BYTES, follow=True)
     try:
-        probe = json.loads(path.read_text())
+        probe = json.loads(raw)
         probe_P, gbps, how = int(probe["P"]), float(probe["practical_GBps"]), probe[
             "practical_by"]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
