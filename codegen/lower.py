@@ -47,9 +47,10 @@ from codegen.lower_overlap import overlap_steps
 from codegen.lower_pipeline import pipeline_step
 from codegen.lower_rows import has_axis_reduction, row_kernel_step
 from codegen.lower_send import p2p_step, send_steps
-from codegen.plan import PipelineStep, Plan, fault
-from codegen.planner import Planner, stage_order
+from codegen.plan import KernelStep, PipelineStep, Plan, fault, map_kernels
+from codegen.planner import Planner, numel_of, stage_order
 from codegen.tuning import tune_plan
+from codegen.work import SYNC_KINDS, kernel_math, per_chunk
 from workbench import ir
 from workbench.errors import WorkbenchError
 from workbench.options import CodegenOptions
@@ -212,12 +213,36 @@ def _lower_any(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
     return _lower(program, P, opts)
 
 
+def _kernel_math(pl: Planner):
+    """The function that fills a kernel step's flops, dropout masks and their dtype from the
+    statements it computes (codegen.work.kernel_math), for one launch: a kernel launched per
+    chunk of a composite step computes one chunk's."""
+    leaves = {leaf.name: leaf for s in pl.program.stmts for leaf in s.leaves()}
+
+    def iteration_numel(s: ir.Stmt):
+        if isinstance(s.op, ir.ReduceAxis):  # reads its input whole, writes one per row
+            return pl.sub(numel_of(s.op.input_type(pl.types, str(s.op)).local_shape()))
+        return pl.local_numel(s.out.name)
+
+    def fill(step: KernelStep, chunks: int) -> KernelStep:
+        if step.spec.kind in SYNC_KINDS:
+            return step
+        flops, dropouts, dtype = kernel_math([leaves[n] for n in step.stmts if n in leaves],
+                                             pl.local_numel, iteration_numel)
+        if chunks > 1 and per_chunk(step):
+            flops, dropouts = flops / chunks, dropouts / chunks
+        return dataclasses.replace(step, flops=flops, dropouts=dropouts, flops_dtype=dtype)
+
+    return fill
+
+
 def _lower(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
     pl = Planner(program, P)
     pl.analyse_uses()
     for v in program.inputs:
         pl.locs[v.name] = pl.new_buffer(v.name, pl.local_numel(v.name), holds_input=v.name)
     ctx = LoweringContext(pl, opts)
+    math = _kernel_math(pl)
     steps: Steps = []
     origins: list[str] = []
     leaf_index = 0
@@ -230,7 +255,7 @@ def _lower(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
             raise fault(f"the GPU backend must support every op of {program.name}, got "
                         f"{_what(stmt)}, which it does not generate yet; measure a schedule "
                         "without it")
-        lowered = rule(ctx, stmt, first)
+        lowered = [(map_kernels(s, math, 1), g) for s, g in rule(ctx, stmt, first)]
         steps += lowered
         origins += [stmt.name] * len(lowered)
     return Plan(program, P, tuple(pl.buffers.values()), dict(pl.locs),

@@ -8,7 +8,7 @@ The storage rules and the pipeline numbering are in codegen/lower.py's docstring
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy
 
@@ -64,13 +64,22 @@ class Loc:
 
 @dataclass(frozen=True)
 class KernelStep:
-    """Launch one generated kernel; `flags` names its barrier-flag buffer (collectives)."""
+    """Launch one generated kernel; `flags` names its barrier-flag buffer (collectives).
+
+    `flops` and `dropouts` (dropout masks drawn: elements x masks) are what one launch
+    computes on one rank, sizes unbound, and `flops_dtype` the dtype they run at: lowering
+    counts them once from the statements the kernel computes (codegen.work.kernel_math), so
+    the cost model prices the step from its fields alone (its spec holds the expressions as
+    C text only). A kernel launched per chunk counts one chunk's."""
 
     spec: KernelSpec
     stmts: tuple[str, ...]
     flags: str = ""
     extent: sympy.Expr = sympy.Integer(0)  # elements per rank (sizes unbound); rows: rows
     cols: sympy.Expr = sympy.Integer(0)  # a row kernel's row length (check_row_cols)
+    flops: sympy.Expr = sympy.Integer(0)
+    dropouts: sympy.Expr = sympy.Integer(0)
+    flops_dtype: str = "f32"
 
 
 @dataclass(frozen=True)
@@ -324,6 +333,25 @@ class Plan:
             else:
                 flat.append(s)
         return tuple(s.spec for s in flat if isinstance(s, KernelStep))
+
+
+def map_kernels(step, fn, chunks: int = 1):
+    """`step` with every KernelStep inside it replaced by `fn(kernel_step, chunks)`: `chunks`
+    is the number of chunks of the composite step holding it (an overlap's, a chunked step's,
+    a pipelined hierarchy's), 1 at the top level and in copy engines."""
+    if isinstance(step, KernelStep):
+        return fn(step, chunks)
+    if isinstance(step, OverlapStep):
+        return replace(step, producer=map_kernels(step.producer, fn, step.chunks),
+                       consumer=map_kernels(step.consumer, fn, step.chunks))
+    if isinstance(step, ChunkedStep):
+        return replace(step, steps=tuple(map_kernels(s, fn, step.chunks) for s in step.steps))
+    if isinstance(step, PipelineStep):
+        return replace(step, legs=tuple(map_kernels(s, fn, step.chunks) for s in step.legs))
+    if isinstance(step, CopyEngineStep):
+        return replace(step, start=fn(step.start, 1), kernel=fn(step.kernel, 1),
+                       end=fn(step.end, 1))
+    return step
 
 
 # Max blocks of a fused collective: its flag buffer holds [2][MAX_BLOCKS][P] u32.

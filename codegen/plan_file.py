@@ -9,7 +9,7 @@ from, codegen options), and a size expression is text parsed by a small grammar 
 `sympify`. The format carries its version (`PLAN_FORMAT_VERSION`); a file of another version
 is refused with the reason and the fix (compile again), never half-read.
 
-    {"format": "workbench-plan", "version": 1,
+    {"format": "workbench-plan", "version": 2,
      "symbols": {"N": {"integer": true, "positive": true}, ...},
      "plan": {"class": "Plan", "program": {...}, "P": 4, "buffers": [...], "steps": [...], ...}}
 
@@ -41,9 +41,11 @@ from workbench.errors import WorkbenchError
 from workbench.ir import communication, computation, epilogue, expressions, program, regions
 
 PLAN_FORMAT = "workbench-plan"
-# 1: the first loadable plan (issue 38). Raise it whenever a record's fields change meaning;
-# a loader of one version refuses files of every other (there is no migration).
-PLAN_FORMAT_VERSION = 1
+# 1: the first loadable plan (issue 38). 2: a kernel step carries its flops, dropout masks
+# and their dtype (KernelStep.flops, .dropouts, .flops_dtype; decision 104). Raise it
+# whenever a record's fields change meaning; a loader of one version refuses files of every
+# other (there is no migration).
+PLAN_FORMAT_VERSION = 2
 
 _MODULES = (types_module, expressions, computation, communication, regions, program, epilogue,
             spec_types, plan_types, options_module)

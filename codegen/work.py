@@ -12,9 +12,9 @@ plan's. What a record counts:
   over the link; a push (push mode) stores P - 1 slices into the peers' staging buffers.
   Scalars (a hyperparameter, a norm) are one element each, an operand broadcast along rows
   (`rowvec`) one row, another broadcast operand (`gather`, a bias) its buffer once (it stays
-  in cache); flops are not counted for generated kernels (the cost model reads them from the
-  IR expressions, which the spec holds only as C text). The whole AllReduce at the head of a
-  row kernel (`spec.RowAllReduce`: two-shot, one-shot, Lamport, design note 58) by its
+  in cache); its flops and dropout masks are the step's own fields (KernelStep.flops,
+  counted once by lowering from its statements: `kernel_math`). The whole AllReduce at the
+  head of a row kernel (`spec.RowAllReduce`: two-shot, one-shot, Lamport, design note 58) by its
   algorithm (`_row_allreduce`);
 - a fused Send: its stores into the next stage's buffer move over the link and land in that
   GPU's HBM (not counted here); its receiver's wait kernel does no work;
@@ -37,6 +37,7 @@ import sympy
 
 from codegen import plan as cp
 from codegen.spec import ComputedPush
+from workbench import ir
 
 # bytes of each element type, by the C type of kernel operands and the plan's dtype names
 C_BYTES = {"float": 4, "__half": 2, "__nv_bfloat16": 2, "double": 8, "uint32_t": 4, "int": 4}
@@ -61,6 +62,60 @@ class StepWork:
     def __add__(self, other: StepWork) -> StepWork:
         return StepWork(*(getattr(self, f.name) + getattr(other, f.name)
                           for f in dataclasses.fields(self)))
+
+
+def expr_flops(expr: ir.Expr) -> int:
+    """Arithmetic operations per element of an elementwise expression."""
+    match expr:
+        case ir.Ref() | ir.Const() | ir.SizeValue():
+            return 0
+        case ir.Binary(_, a, b):
+            return 1 + expr_flops(a) + expr_flops(b)
+        case ir.Where(c, a, b):
+            return 1 + expr_flops(c) + expr_flops(a) + expr_flops(b)
+        case ir.Unary(_, a) | ir.Cast(_, a) | ir.Dropout(_, _, a):
+            return 1 + expr_flops(a)
+    return 0
+
+
+def expr_dropouts(expr: ir.Expr) -> int:
+    """Dropout masks per element of an elementwise expression (each hashes the index)."""
+    match expr:
+        case ir.Dropout(_, _, a):
+            return 1 + expr_dropouts(a)
+        case ir.Binary(_, a, b):
+            return expr_dropouts(a) + expr_dropouts(b)
+        case ir.Where(c, a, b):
+            return expr_dropouts(c) + expr_dropouts(a) + expr_dropouts(b)
+        case ir.Unary(_, a) | ir.Cast(_, a):
+            return expr_dropouts(a)
+    return 0
+
+
+# Kernel kinds that only synchronize (no statement's arithmetic): no flops of their own.
+SYNC_KINDS = ("barrier", "finish", "wait")
+
+
+def kernel_math(leaves, local_numel, iteration_numel) -> tuple[sympy.Expr, sympy.Expr, str]:
+    """(flops, dropout masks, the flops' dtype) of one launch of a kernel computing the leaf
+    statements `leaves` on one rank: an elementwise statement's or axis reduction's
+    expression per element it iterates over (`iteration_numel(stmt)`; an axis reduction also
+    combines each element into its row), 2 flops an element of a norm's or reduction's input
+    (`local_numel(name)`); the dtype of the last streaming statement's result (f32 if none).
+    What lowering stores on the KernelStep (sizes unbound), as the IR-level
+    `cost_model.ops.elementwise_work` counts a statement."""
+    flops, dropouts, dtype = ZERO, ZERO, "f32"
+    for s in leaves:
+        if isinstance(s.op, (ir.Compute, ir.Update, ir.ReduceAxis)):
+            elements = iteration_numel(s)
+            combine = 1 if isinstance(s.op, ir.ReduceAxis) else 0
+            flops += (expr_flops(s.op.expr) + combine) * elements
+            dropouts += expr_dropouts(s.op.expr) * elements
+            dtype = s.out.type.dtype.name
+    for s in leaves:
+        if isinstance(s.op, (ir.Norm, ir.ReduceTensor)):
+            flops += 2 * local_numel(s.op.x)
+    return flops, dropouts, dtype
 
 
 def plan_work(plan: cp.Plan) -> list[tuple[object, tuple[str, ...], StepWork]]:
@@ -227,6 +282,7 @@ def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     if spec.row is not None:  # a row's reduction stored for later: one value per row
         for red in (r for p in spec.row.passes for r in p.reductions if r.ptr):
             work += _io(red.c_type, write=sympy.sympify(step.extent) * C_BYTES.get(red.c_type, 4))
+    work += StepWork(flops=sympy.sympify(step.flops))
     for push in computed:  # computation before the reduce-scatter (design note 78)
         work += _computed_push(push, n, P)
     for push in spec.pushes:  # phase one of push mode: P - 1 slices into the peers' staging

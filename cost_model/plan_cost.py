@@ -45,13 +45,12 @@ from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops import alltoall as a2a
 from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
-from cost_model.ops.compute import Work, compute_cost, elementwise_work
+from cost_model.ops.compute import Work, compute_cost
 from cost_model.ops.context import CostContext, OpCost, add_busy, max_busy
 from cost_model.ops.fused import FusedParts, fused_latency_s, fused_parts_cost
 from cost_model.ops.pipeline import pipelined
 from cost_model.ops.program import ProgramCost, host_overlapped_total
 from cost_model.ops.rules import overlap_consumer_sms
-from workbench import ir
 from workbench.types import Group
 
 
@@ -64,18 +63,12 @@ class PlanContext:
     plan: cp.Plan
     ctx: CostContext
     numel: dict
-    leaves: dict
-    chunks: dict  # id of a kernel launched per chunk -> the chunks of the step holding it
 
     @staticmethod
     def of(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanContext:
         """The context of `plan` on `cluster` with sizes `bound`."""
         ctx = CostContext(plan.program, cluster, bound, options=plan.options)
-        leaves = {leaf.name: leaf for s in plan.program.stmts for leaf in s.leaves()}
-        chunks = {id(part): s.chunks for s in plan.steps
-                  if isinstance(s, (cp.OverlapStep, cp.ChunkedStep, cp.PipelineStep))
-                  for part in leaf_steps(s) if per_chunk(part)}
-        return PlanContext(plan, ctx, {b.name: b.numel for b in plan.buffers}, leaves, chunks)
+        return PlanContext(plan, ctx, {b.name: b.numel for b in plan.buffers})
 
     def n(self, expr) -> float:
         """A plan expression (sizes unbound) as a number."""
@@ -101,24 +94,12 @@ class PlanContext:
 
 
 def kernel_work(pc: PlanContext, step: cp.KernelStep) -> Work:
-    """The roofline Work of a generated kernel: its bytes from the plan (StepWork), its flops
-    and dropout masks from the statements it computes (elementwise expressions; 2 flops an
-    element for a norm or a reduction, as `reduction_work`), a chunk's share of them for a
-    kernel launched per chunk of an overlap."""
+    """The roofline Work of one launch of a generated kernel, from its step alone: its bytes
+    (codegen.work.StepWork) and the flops and dropout masks lowering counted (KernelStep.flops,
+    .dropouts: one chunk's for a kernel launched per chunk of an overlap)."""
     w = pc.work(step)
-    leaves = [pc.leaves[n] for n in step.stmts if n in pc.leaves]
-    streaming = [s for s in leaves if isinstance(s.op, (ir.Compute, ir.Update, ir.ReduceAxis))]
-    flops, dropouts, dtype = 0.0, 0.0, "f32"
-    if streaming:
-        ew = elementwise_work(pc.ctx, streaming)
-        flops, dropouts, dtype = float(ew.flops), float(ew.dropout_elements), ew.dtype
-    for s in leaves:
-        if isinstance(s.op, (ir.Norm, ir.ReduceTensor)):
-            flops += 2 * float(pc.ctx.local_numel(s.op.x))
-    share = 1 / pc.chunks.get(id(step), 1)
-    flops, dropouts = flops * share, dropouts * share
-    return Work(w.read_bytes + w.write_bytes, flops, dtype, w.write_bytes, w.f16_read_bytes,
-                w.f16_write_bytes, dropouts)
+    return Work(w.read_bytes + w.write_bytes, w.flops, step.flops_dtype, w.write_bytes,
+                w.f16_read_bytes, w.f16_write_bytes, pc.n(step.dropouts))
 
 
 def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
@@ -268,7 +249,7 @@ def _alltoall_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
 
 def _exchanges(step: cp.NcclStep) -> bool:
     """Whether an NCCL step is an AllToAll (NCCL's grouped sends, cost_model.ops.alltoall)."""
-    return step.collective.op is ir.AllToAll
+    return step.op == "all_to_all"
 
 
 def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:

@@ -7,38 +7,11 @@ from dataclasses import dataclass
 
 import sympy
 
+from codegen.work import expr_dropouts, expr_flops
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops.context import CostContext, OpCost
 from workbench import ir
-
-
-def expr_flops(expr: ir.Expr) -> int:
-    """Arithmetic operations per element of an elementwise expression."""
-    match expr:
-        case ir.Ref() | ir.Const() | ir.SizeValue():
-            return 0
-        case ir.Binary(_, a, b):
-            return 1 + expr_flops(a) + expr_flops(b)
-        case ir.Where(c, a, b):
-            return 1 + expr_flops(c) + expr_flops(a) + expr_flops(b)
-        case ir.Unary(_, a) | ir.Cast(_, a) | ir.Dropout(_, _, a):
-            return 1 + expr_flops(a)
-    return 0
-
-
-def expr_dropouts(expr: ir.Expr) -> int:
-    """Dropout masks per element of an elementwise expression (each hashes the index)."""
-    match expr:
-        case ir.Dropout(_, _, a):
-            return 1 + expr_dropouts(a)
-        case ir.Binary(_, a, b):
-            return expr_dropouts(a) + expr_dropouts(b)
-        case ir.Where(c, a, b):
-            return expr_dropouts(c) + expr_dropouts(a) + expr_dropouts(b)
-        case ir.Unary(_, a) | ir.Cast(_, a):
-            return expr_dropouts(a)
-    return 0
 
 
 def roofline_s(cluster: Cluster, hbm_bytes, flops, dtype_name: str = "f32",

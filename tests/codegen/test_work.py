@@ -13,6 +13,7 @@ from cost_model.hardware import load_hardware
 from cost_model.ops import CostContext, fused_parts
 from cost_model.ops.compute import elementwise_work
 from workbench import ir
+from workbench.errors import WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
@@ -90,3 +91,54 @@ def test_a_gemm_is_its_flops_and_operands():
     assert _n(gemm.flops, bound) == 2 * T * (H // P) * H
     assert _n(gemm.read_bytes, bound) == 2 * (T * H // P + H // P * H)
     assert _n(gemm.write_bytes, bound) == 2 * T * H and gemm.link_bytes == 0
+
+
+def _kernel_steps(plan):
+    """(kernel step, chunks of the step holding it) of every kernel of the plan."""
+    found = []
+
+    def note(kernel, chunks):
+        found.append((kernel, chunks))
+        return kernel
+
+    for s in plan.steps:
+        plan_types.map_kernels(s, note)
+    return found
+
+
+@pytest.mark.parametrize("schedule,flops", [
+    ("ar-opt", 2 * sympy.Symbol("N")),  # w - lr * g1 on the whole N: 2 flops an element
+    ("rs-c-ag", sympy.Symbol("N") / 2),  # ... on this rank's N / 4
+    ("fuse-rs-c-ag", sympy.Symbol("N") / 2),
+])
+def test_lowering_counts_a_kernels_flops_once_on_its_step(schedule, flops):
+    """The cost model prices a generated kernel from its step: lowering fills its flops
+    (decision 104), sizes unbound, the statements' arithmetic on this rank's elements."""
+    pf = load(str(ROOT / "studies/sgd.py"))
+    kernels = [k for k, _ in _kernel_steps(lower(pf.schedules[schedule].apply(), P))]
+    assert len(kernels) == 1
+    n = sympy.Symbol("N", integer=True, positive=True)
+    assert sympy.simplify(kernels[0].flops - flops.subs(sympy.Symbol("N"), n)) == 0
+    assert (kernels[0].dropouts, kernels[0].flops_dtype) == (0, "f32")
+
+
+def test_a_kernel_launched_per_chunk_counts_one_chunks_flops():
+    pf = load(str(ROOT / "studies/model_parallel.py"))
+    plan = lower(pf.schedules["overlap-mm-fuse-ar-c"].apply(), P)
+    [(consumer, chunks)] = [(k, c) for k, c in _kernel_steps(plan) if c > 1]
+    assert chunks == 4
+    T, H = (sympy.Symbol(x, integer=True, positive=True) for x in "TH")
+    # 3 flops an element of this rank's T H / P slice, a quarter of it per launch
+    assert sympy.simplify(consumer.flops - 3 * T * H / (P * chunks)) == 0
+
+
+def test_synchronizing_kernels_have_no_flops():
+    pf = load(str(ROOT / "studies/allreduce_rmsnorm.py"))
+    for name, sched in pf.schedules.items():
+        try:
+            plan = lower(sched.apply(), P)
+        except WorkbenchError:
+            continue
+        for k, _ in _kernel_steps(plan):
+            if k.spec.kind in ("barrier", "finish", "wait"):
+                assert k.flops == 0, (name, k.spec.name)
