@@ -60,7 +60,7 @@ def moves(spec: str, cluster, simulated: bool = False) -> list[tuple[str, float,
         if simulated:
             base = simulate(program, cluster, bound, record=False).time_s
             sim = Simulation(program, cluster, bound, record=False, plan=plan)
-            out.append((name, base, sim.run().time_s, len(program.stmts) - len(sim.from_plan)))
+            out.append((name, base, sim.run().time_s, 0))  # every step from the plan
             continue
         priced = plan_cost(plan, cluster, bound)
         out.append((name, float(ir.time_s), float(priced.time_s), 0))  # every step priced

@@ -47,7 +47,15 @@ from codegen.lower_overlap import overlap_steps
 from codegen.lower_pipeline import pipeline_step
 from codegen.lower_rows import has_axis_reduction, row_kernel_step
 from codegen.lower_send import p2p_step, send_steps
-from codegen.plan import KernelStep, PipelineStep, Plan, fault, map_kernels
+from codegen.plan import (
+    KernelStep,
+    Origin,
+    PipelineStep,
+    Plan,
+    RingFusedStep,
+    fault,
+    map_kernels,
+)
 from codegen.planner import Planner, numel_of, stage_order
 from codegen.tuning import tune_plan
 from codegen.work import SYNC_KINDS, kernel_math, per_chunk
@@ -102,13 +110,18 @@ def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
         return ctx.here([row_kernel_step(ctx.pl, stmt, first, ctx.opts)])
     if form == "copy":
         return ctx.here([copy_engine_step(ctx.pl, stmt, first)])
-    if form == "ring":
-        raise fault(f"{_what(stmt)}: {SIMULATED_ONLY}: the update inside NCCL's ring across "
-                    "nodes needs a collective whose network steps a kernel drives with "
-                    "computation between them (NCCL 2.28's device API reaches peers over "
-                    "NVLink/NVLS, and GIN's one-sided puts over the network, but gives no ring "
-                    "to fuse into; docs/design/codegen.md); run fuse-rs-c-ag inside a node, or "
-                    "the pipelined hierarchy across nodes")
+    if form == "ring":  # priced and simulated from the peers form's kernel, never run
+        why = (f"{_what(stmt)}: {SIMULATED_ONLY}: the update inside NCCL's ring across "
+               "nodes needs a collective whose network steps a kernel drives with "
+               "computation between them (NCCL 2.28's device API reaches peers over "
+               "NVLink/NVLS, and GIN's one-sided puts over the network, but gives no ring "
+               "to fuse into; docs/design/codegen.md); run fuse-rs-c-ag inside a node, or "
+               "the pipelined hierarchy across nodes")
+        kernels = fused_collective_steps(ctx.pl, stmt, first, ctx.opts)
+        if len(kernels) != 1:
+            raise fault(f"{why}; and a ring-fused region must be one kernel to be priced, "
+                        f"got {len(kernels)} launches (a norm whose users wait for it)")
+        return ctx.here([RingFusedStep(kernels[0], stmt.name, why)])
     if form == "matmul":
         return ctx.here(matmul_epilogue_steps(ctx.pl, stmt, first))
     if form == "compute":
@@ -177,11 +190,14 @@ entry here; an op with none is reported by `lower` as not generated, naming the 
 
 def lower(program: ir.Program, P: int, options: CodegenOptions | None = None, *,
           collective_unroll: int | None = None, collective_mode: str | None = None,
-          collective_vec_bytes: int | None = None, collective_cache: str | None = None) -> Plan:
+          collective_vec_bytes: int | None = None, collective_cache: str | None = None,
+          priced_only: bool = False) -> Plan:
     """Lower `program` for groups of P ranks (P per stage of a pipeline, whose ranks are
     numbered stage-major) with the codegen `options` (workbench.options; None: the defaults),
     which the plan keeps (`Plan.options`); raises RuntimeFault for ops the GPU backend does not
-    generate yet (the message names the op and the statement).
+    generate yet (the message names the op and the statement). `priced_only`: also lower the
+    forms that are priced and simulated but never run (RingFusedStep; `Plan.refusal` says
+    why), for the readers that price a schedule the backend refuses.
 
     The keyword arguments are those of before the options (unroll, collective_mode, vec_bytes,
     cache), set over `options` when given: callers written against them still lower the same
@@ -196,6 +212,8 @@ def lower(program: ir.Program, P: int, options: CodegenOptions | None = None, *,
         except WorkbenchError as e:
             raise fault(str(e)) from None
     plan = _lower_any(program, P, opts)
+    if plan.refusal and not priced_only:
+        raise fault(plan.refusal)
     return dataclasses.replace(tune_plan(plan, opts), options=opts)
 
 
@@ -211,6 +229,17 @@ def _lower_any(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
         return dataclasses.replace(plan, program=program, per_node=per_node,
                                    nodes=P // per_node, slice_chunks=max(chunks, default=1))
     return _lower(program, P, opts)
+
+
+def origin_of(stmt: ir.Stmt) -> Origin:
+    """How the plan names the steps of top-level statement `stmt` (codegen.plan.Origin): its
+    kernels by its region's text for a fused region (FusedAllreduce[lamport], ...), else by
+    its op class; an overlap's parts and a hierarchy's legs by their own statements."""
+    op = stmt.op
+    kind = type(op).__name__
+    parts = tuple(origin_of(s) for s in op.body) if isinstance(op, ir.Overlapped) else ()
+    return Origin(stmt.name, f"{stmt.name} = {op if isinstance(op, ir.Fused) else kind}",
+                  f"{stmt.name} = {kind}", parts)
 
 
 def _kernel_math(pl: Planner):
@@ -244,7 +273,7 @@ def _lower(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
     ctx = LoweringContext(pl, opts)
     math = _kernel_math(pl)
     steps: Steps = []
-    origins: list[str] = []
+    origins: list[Origin] = []
     leaf_index = 0
     for stmt in program.stmts:
         first = leaf_index
@@ -257,7 +286,7 @@ def _lower(program: ir.Program, P: int, opts: CodegenOptions) -> Plan:
                         "without it")
         lowered = [(map_kernels(s, math, 1), g) for s, g in rule(ctx, stmt, first)]
         steps += lowered
-        origins += [stmt.name] * len(lowered)
+        origins += [origin_of(stmt)] * len(lowered)
     return Plan(program, P, tuple(pl.buffers.values()), dict(pl.locs),
                 tuple(s for s, _ in steps), tuple(g.name for g in pl.stages),
                 tuple(g for _, g in steps), origins=tuple(origins))

@@ -272,6 +272,34 @@ class ChunkedStep:
 
 
 @dataclass(frozen=True)
+class RingFusedStep:
+    """CoCoNet's fused collective across nodes (codegen.forms' "ring" form): NCCL's ring over
+    the group carries the bytes that `kernel` (the region as the peers form generates it: the
+    buffers it reduce-scatters and gathers, its computation) would move by peer accesses, and
+    the computation runs on each chunk of the rank's slice as the ring delivers it. Priced
+    and simulated, never run: no backend drives NCCL's network steps with computation between
+    them. `refused` says so; `lower` raises it unless asked for what is priced only, and the
+    runtime refuses a plan holding one with it (Plan.refusal)."""
+
+    kernel: KernelStep
+    stmt: str
+    refused: str
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The top-level statement a plan step lowers, as readers name it (provenance only):
+    `stmt` its name, `kernel` what the timeline calls its kernels ("w1 = FusedAllreduce[..]"),
+    `stream` what it calls the statement on its GPU's stream ("w1 = Fused"); `parts`: an
+    overlap's producer and consumer statements, a pipelined hierarchy's legs, in order."""
+
+    stmt: str
+    kernel: str
+    stream: str
+    parts: tuple[Origin, ...] = ()
+
+
+@dataclass(frozen=True)
 class Plan:
     """A program lowered for groups of P ranks: buffers, value locations, and steps in order.
 
@@ -296,15 +324,34 @@ class Plan:
     slice_chunks: int = 1
     # How it was generated and is to be launched (grids of fused collectives and overlaps).
     options: CodegenOptions = CodegenOptions()
-    # The top-level statement each step lowers (its name, parallel to `steps`): what the cost
-    # model prices a step beside, or instead of, where the plan alone does not say enough
-    # (cost_model.plan_cost).
-    origins: tuple[str, ...] = ()
+    # The top-level statement each step lowers (parallel to `steps`): provenance, which names
+    # steps in reports and the simulator's timeline, never read to decide what runs.
+    origins: tuple[Origin, ...] = ()
 
     @property
     def world(self) -> int:
         """Ranks of the whole program: P per stage."""
         return self.P * len(self.groups)
+
+    def statements(self) -> tuple[tuple[Origin, tuple, tuple[tuple[int, ...], ...]], ...]:
+        """(origin, its steps, each step's stages) of each top-level statement, in order: a
+        statement's steps are consecutive (lowering emits them together), a run of one
+        origin."""
+        origins = self.origins or (Origin("", "", ""),) * len(self.steps)
+        groups = self.step_groups or ((0,),) * len(self.steps)
+        out: list = []
+        for step, origin, gs in zip(self.steps, origins, groups):
+            if out and out[-1][0] == origin:
+                out[-1] = (origin, (*out[-1][1], step), (*out[-1][2], gs))
+            else:
+                out.append((origin, (step,), (gs,)))
+        return tuple(out)
+
+    @property
+    def refusal(self) -> str:
+        """Why the GPU backend cannot run this plan (a step priced and simulated only:
+        RingFusedStep), or "" when it can."""
+        return next((s.refused for s in self.steps if isinstance(s, RingFusedStep)), "")
 
     def steps_of(self, group: int) -> tuple:
         """The steps that the ranks of stage `group` run, in order."""
@@ -338,7 +385,7 @@ class Plan:
 def map_kernels(step, fn, chunks: int = 1):
     """`step` with every KernelStep inside it replaced by `fn(kernel_step, chunks)`: `chunks`
     is the number of chunks of the composite step holding it (an overlap's, a chunked step's,
-    a pipelined hierarchy's), 1 at the top level and in copy engines."""
+    a pipelined hierarchy's), 1 at the top level, in copy engines and in a ring-fused step."""
     if isinstance(step, KernelStep):
         return fn(step, chunks)
     if isinstance(step, OverlapStep):
@@ -351,6 +398,8 @@ def map_kernels(step, fn, chunks: int = 1):
     if isinstance(step, CopyEngineStep):
         return replace(step, start=fn(step.start, 1), kernel=fn(step.kernel, 1),
                        end=fn(step.end, 1))
+    if isinstance(step, RingFusedStep):
+        return replace(step, kernel=fn(step.kernel, 1))
     return step
 
 

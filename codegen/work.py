@@ -377,6 +377,12 @@ def _pipeline(step: cp.PipelineStep, P: int, numel: dict) -> StepWork:
     return total
 
 
+def _ring_fused(step: cp.RingFusedStep, P: int, numel: dict) -> StepWork:
+    """A ring-fused collective: its peers-form kernel's work (the ring's wire bytes are NCCL's
+    plan's, cost_model.ops.network_fused)."""
+    return step_work(step.kernel, P, numel)
+
+
 WORK_RULES = {
     cp.KernelStep: _kernel,
     cp.NcclStep: _nccl,
@@ -387,5 +393,6 @@ WORK_RULES = {
     cp.CopyEngineStep: _copy_engines,
     cp.ChunkedStep: _chunked,
     cp.PipelineStep: _pipeline,
+    cp.RingFusedStep: _ring_fused,
 }
 """One work rule per plan step class, as LOWERING_RULES has one lowering per op class."""

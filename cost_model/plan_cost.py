@@ -48,6 +48,7 @@ from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_node
 from cost_model.ops.compute import Work, compute_cost
 from cost_model.ops.context import CostContext, OpCost, add_busy, max_busy
 from cost_model.ops.fused import FusedParts, fused_latency_s, fused_parts_cost
+from cost_model.ops.network_fused import ring_cost, ring_plan
 from cost_model.ops.pipeline import pipelined
 from cost_model.ops.program import ProgramCost, host_overlapped_total
 from cost_model.ops.rules import overlap_consumer_sms
@@ -164,6 +165,20 @@ def _copy_engine_cost(pc: PlanContext, step: cp.CopyEngineStep) -> OpCost:
 
 def _copy_engine_fixed_s(pc: PlanContext, step: cp.CopyEngineStep, chunks: int):
     return fused_latency_s(pc.ctx, None, copy_engine_parts(pc, step))
+
+
+def _ring_fused_cost(pc: PlanContext, step: cp.RingFusedStep) -> OpCost:
+    """CoCoNet's ring-fused collective: NCCL's ring plan on the bytes its peers-form kernel
+    reduce-scatters and gathers, plus the computation the ring does not hide
+    (cost_model.ops.network_fused.ring_cost); over one rank, that kernel."""
+    parts = fused_parts_of(pc, step.kernel)
+    return ring_cost(pc.ctx, parts) or fused_parts_cost(pc.ctx, parts)
+
+
+def _ring_fused_fixed_s(pc: PlanContext, step: cp.RingFusedStep, chunks: int):
+    parts = fused_parts_of(pc, step.kernel)
+    priced = ring_plan(pc.ctx, parts)
+    return priced[0].fixed_s if priced is not None else fused_latency_s(pc.ctx, None, parts)
 
 
 def _finish_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
@@ -441,6 +456,7 @@ PLAN_COST_RULES: dict[type, PlanCostRule] = {
     cp.PipelineStep: _pipeline_cost,
     cp.CopyEngineStep: _copy_engine_cost,
     cp.ChunkedStep: _chunked_cost,
+    cp.RingFusedStep: _ring_fused_cost,
 }
 """The time of a plan step of each class: (PlanContext, step) -> OpCost. A new plan step class
 adds one entry here and one in PLAN_FIXED_RULES."""
@@ -455,6 +471,7 @@ PLAN_FIXED_RULES: dict[type, Callable] = {
     cp.PipelineStep: _launch_fixed_s,
     cp.CopyEngineStep: _copy_engine_fixed_s,
     cp.ChunkedStep: _launch_fixed_s,
+    cp.RingFusedStep: _ring_fused_fixed_s,
 }
 """The part of a step's time that does not shrink with its data, for one of `chunks` equal
 pieces of it (an overlap pays it once per chunk), as FIXED_COST_RULES for statements."""
@@ -489,17 +506,25 @@ class PlanCost(ProgramCost):
 
     names: tuple = ()
 
+    def by_statement(self) -> dict[str, tuple[float, float]]:
+        """(seconds, of them the host's issue cost) of each top-level statement's steps, by
+        its name: what a per-statement measurement is set against (`sweep steps`)."""
+        out: dict[str, tuple[float, float]] = {}
+        for c, name in zip(self.stmts, self.names):
+            t, host = out.get(name, (0.0, 0.0))
+            out[name] = (t + float(c.time_s), host + float(c.host_s))
+        return out
+
 
 def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanCost:
     """The cost model's prediction for a lowered plan on a cluster with sizes `bound` (see
     the module docstring)."""
     pc = PlanContext.of(plan, cluster, bound)
-    origins = plan.origins or tuple("" for _ in plan.steps)
     costs, names = [], []
-    for name in dict.fromkeys(origins):  # the statements, in order, each once
-        priced = _statement_costs(pc, [s for s, o in zip(plan.steps, origins) if o == name])
+    for origin, steps, _ in plan.statements():
+        priced = _statement_costs(pc, steps)
         costs += priced
-        names += [name] * len(priced)
+        names += [origin.stmt] * len(priced)
     total = host_overlapped_total(costs)
     busy: dict = {}
     for c in costs:
@@ -543,4 +568,5 @@ __all__ = ["PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
            "alltoall_of", "consumer_sms", "copies", "copy_engine_parts", "copy_work",
            "fused_parts_of", "gemm_work", "kernel_work", "leaf_steps", "nccl_buffer", "nccl_call",
            "plan_cost",
-           "plan_link_bytes", "receives", "shares_sms_step", "step_cost", "step_fixed_s"]
+           "plan_link_bytes", "receives", "shares_sms_step", "step_cost",
+           "step_fixed_s"]

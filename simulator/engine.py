@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 
 import sympy
 
+from codegen import plan as cp
 from codegen.plan import Plan
 from cost_model.hardware import Cluster
 from cost_model.ops import CostContext, stmt_cost, stmt_group
@@ -51,7 +52,7 @@ from cost_model.plan_cost import PlanContext
 from simulator.kernels import Kernels
 from simulator.network import Network
 from simulator.pipeline import Pipelines
-from simulator.plan_steps import PlanSteps, runs_from_plan
+from simulator.plan_steps import PlanSteps
 from simulator.resources import (  # noqa: F401  (re-exported: simulator.engine's names)
     COLLECT_RANKS,
     COMPUTE_CHUNKS,
@@ -128,7 +129,9 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         self.detail = sum(self.ranks.values()) <= DETAIL_RANKS
         # Top-level kernels run alone on their GPU unless the program overlaps statements:
         # then a kernel's chunks need not be separate events (`_compute`).
-        self.overlaps = any(isinstance(s.op, ir.Overlapped) for s in program.stmts)
+        self.overlaps = (any(isinstance(st, (cp.OverlapStep, cp.PipelineStep, cp.ChunkedStep))
+                             for st in plan.steps) if plan is not None
+                         else any(isinstance(s.op, ir.Overlapped) for s in program.stmts))
         # Solo: one kernel at a time on each GPU (one stream, one group, no other program on
         # the cluster), so every kernel finds all its GPU's SMs and its HBM free: computation
         # kernels and NCCL calls take them without a SimPy event each (simulator.kernels).
@@ -138,15 +141,15 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         self.events: dict = {}
         self.meetings: dict = {}
         self.prices: dict = {}
-        # `plan`: the program lowered by codegen; the statements whose every step has a run
-        # rule (simulator.plan_steps) run as those steps, the others by RUN_RULES.
-        self.from_plan: dict[str, tuple] = {}
+        # `plan`: the program lowered by codegen, run step by step (simulator.plan_steps);
+        # without one, every statement by RUN_RULES.
+        self.plan = plan
         if plan is not None:
             self.pc = PlanContext.of(plan, cluster, bound)
-            for name in dict.fromkeys(plan.origins):
-                steps = tuple(s for s, o in zip(plan.steps, plan.origins) if o == name)
-                if all(runs_from_plan(plan, s) for s in steps):
-                    self.from_plan[name] = steps
+            # the plan's stages as the simulation's groups (the ranks, placement, links)
+            by_name = {grp.name: grp for grp in self.groups}
+            self.stages = tuple(by_name.get(n, self.groups[0]) for n in plan.groups)
+            self.statements = plan.statements()
 
     # ------------------------------------------------------------ helpers
 
@@ -219,28 +222,49 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
                 any(isinstance(leaf.op, ir.Send) for leaf in s.leaves()),
                 {leaf.op.dst for leaf in s.leaves() if isinstance(leaf.op, ir.Send)}))
             if sg == g:
-                steps = self.from_plan.get(s.name)
-                host_s = self._plan_host_s(s, steps) if steps else self._host_issue_s(s)
+                host_s = self._host_issue_s(s)
                 if host_s:
-                    # The host issues NCCL calls ahead of the GPU (cost_model.ops.
-                    # host_overlapped_total): the op starts once both are ready.
-                    host_t += host_s
+                    host_t += host_s  # as in _plan_rank
                     if host_t > self.env.now:
                         yield self.env.timeout(host_t - self.env.now)
-                if steps:
-                    yield from self._run_plan_stmt(g, r, gpu, s, steps, i, bool(host_s))
-                else:
-                    yield from self._run(g, r, gpu, s, i, host_paid=bool(host_s))
+                yield from self._run(g, r, gpu, s, i, host_paid=bool(host_s))
                 if sends:
                     self._event((i, "sent", r)).succeed()  # the receiver may go on
             elif g in dsts:
                 yield self._event((i, "sent", r))  # receive from the same rank of the stage
                 del self.events[(i, "sent", r)]  # its one waiter had it: not kept forever
 
+    def _plan_rank(self, g, r: int):
+        """Rank r of group `g` runs the plan's steps of its stage in order, statement by
+        statement, as the runtime's executor does (PlanRun.steps: the steps of its stage); a
+        statement's steps on another stage too (a Send) meet there: the receiving stage
+        waits until the sender is done."""
+        gpu = self.gpus[(g, r)]
+        host_t = 0.0  # when this rank's host has issued everything so far
+        for i, (origin, steps, groups) in enumerate(self.statements):
+            first = self.stages[groups[0][0]]
+            others = {self.stages[k] for gs in groups for k in gs} - {first}
+            if first == g:
+                host_s = self._plan_host_s(i, steps)
+                if host_s:
+                    # The host issues NCCL calls ahead of the GPU (cost_model.ops.
+                    # host_overlapped_total): the op starts once both are ready.
+                    host_t += host_s
+                    if host_t > self.env.now:
+                        yield self.env.timeout(host_t - self.env.now)
+                yield from self._run_plan_stmt(g, r, gpu, origin, steps, groups, i,
+                                               bool(host_s))
+                if others:
+                    self._event((i, "sent", r)).succeed()  # the receiver may go on
+            elif g in others:
+                yield self._event((i, "sent", r))  # receive from the same rank of the stage
+                del self.events[(i, "sent", r)]  # its one waiter had it: not kept forever
+
     def run(self) -> SimResult:
         """Simulate the program; returns the time of the slowest rank and the timeline."""
         with collector_paused(collect=sum(self.ranks.values()) > COLLECT_RANKS):
-            procs = [self.env.process(self._rank(g, r))
+            rank = self._rank if self.plan is None else self._plan_rank
+            procs = [self.env.process(rank(g, r))
                      for g in self.groups for r in range(self.ranks[g])]
             self.env.run(self.env.all_of(procs))
         busiest = max(self.gpus.values(), key=lambda x: max(x.busy.values()))

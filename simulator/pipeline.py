@@ -76,29 +76,34 @@ class Pipelines:
         return route
 
     def _ring_fused(self, run: _Run):
-        """A ring-fused collective: NCCL's ring plan on the group's route, then the
-        computation the ring does not hide (cost_model.ops.network_fused)."""
+        """A ring-fused statement (no plan): `_ring` of its price."""
         s, gpu = run.s, run.gpu
         name = f"{s.name} = {s.op}"
         priced = self._priced(("ring_fused", id(s)), lambda: ring_fused_plan(self.ctx, s))
         if priced is None:  # one rank: no ring, the fused kernel alone
             yield from self._fused(gpu, s, name, run.scale, run.sm_cap)
             return
+        yield from self._ring(run.g, run.r, gpu, priced, name, run.key, run.scale)
+
+    def _ring(self, g, r: int, gpu, priced, name: str, key, scale: float = 1.0):
+        """A ring-fused collective: NCCL's ring plan on the group's route, then the
+        computation the ring does not hide (`priced`: cost_model.ops.network_fused.ring_plan),
+        of a statement or of a plan's RingFusedStep."""
         plan, tail_s = priced
         take = yield from self._take_sms(gpu, int(plan.channels) or 1)
         yield self.env.timeout(float(plan.fixed_s))
         steps = int(plan.steps)
-        step_s = float(plan.step_s) * run.scale * gpu.link_factor * self.draw.jitter()
+        step_s = float(plan.step_s) * scale * gpu.link_factor * self.draw.jitter()
         if steps and self.reduced:
             batches = min(steps, MAX_STEP_EVENTS)
-            uses = self._uses(gpu, run.g)
+            uses = self._uses(gpu, g)
             for b in range(batches):
                 n = steps // batches + (1 if b < steps % batches else 0)
                 yield from self._hold(gpu, "link", n * step_s, name, uses)
         elif steps:
-            P = self._priced(("group_size", run.g), lambda: self.ctx.group_size(run.g))
-            yield from self._meet(run.g, run.r, P, gpu, run.key, "ring", steps, step_s, name)
+            P = self._priced(("group_size", g), lambda: self.ctx.group_size(g))
+            yield from self._meet(g, r, P, gpu, key, "ring", steps, step_s, name)
         yield gpu.sms.put(take)
         if tail_s:
-            yield from self._hold(gpu, "hbm", float(tail_s) * run.scale * gpu.compute_factor,
+            yield from self._hold(gpu, "hbm", float(tail_s) * scale * gpu.compute_factor,
                                   name)

@@ -28,9 +28,9 @@ from cost_model.ops import (
     Work,
     norm_combine_s,
     send_crosses_nodes,
-    stmt_group,
     work_s,
 )
+from cost_model.ops.network_fused import ring_plan
 from cost_model.plan_cost import (
     PlanContext,
     consumer_sms,
@@ -48,31 +48,6 @@ from cost_model.plan_cost import (
 from simulator.alltoall import run_alltoall_step
 from simulator.resources import _Gpu
 from simulator.timeline import Row
-from workbench import ir
-
-
-def kernel_name(s: ir.Stmt) -> str:
-    """What the timeline calls the kernels of top-level statement `s` (as RUN_RULES does):
-    a region by its op (FusedCompute, FusedAllreduce[lamport], ...), else its op class."""
-    if isinstance(s.op, ir.Fused):
-        return f"{s.name} = {s.op}"
-    return f"{s.name} = {type(s.op).__name__}"
-
-
-def runs_from_plan(plan: cp.Plan, step) -> bool:
-    """Whether the simulator runs plan step `step` by PLAN_RUN_RULES (module docstring)."""
-    if isinstance(step, cp.OverlapStep):
-        return all(runs_from_plan(plan, s) for s in (step.producer, step.consumer))
-    if isinstance(step, cp.ChunkedStep):
-        return all(runs_from_plan(plan, s) for s in step.steps)
-    if isinstance(step, cp.PipelineStep):
-        return all(runs_from_plan(plan, s) for s in step.legs)
-    if isinstance(step, cp.KernelStep):
-        return step.spec.kind in ("elementwise", "rows", "collective", "finish", "send",
-                                  "wait")
-    if isinstance(step, cp.NcclStep):
-        return True
-    return isinstance(step, (cp.GemmStep, cp.ReduceStep, cp.SendStep, cp.CopyEngineStep))
 
 
 class PlanSteps:
@@ -102,7 +77,7 @@ class PlanSteps:
 
     def _step_nccl(self, g, r, gpu: _Gpu, step: cp.NcclStep, name: str, key, scale: float,
                    leave_sms: int, sm_cap, host_paid: bool):
-        if step.collective.op is ir.AllToAll:
+        if step.op == "all_to_all":
             yield from run_alltoall_step(self, gpu, step, name, scale, host_paid)
             return
         kind, nbytes, P, across, cluster = self._priced(("plan_call", id(step)),
@@ -129,6 +104,19 @@ class PlanSteps:
         its FusedParts (engine "copy"), as the statement's rule runs it."""
         parts = self._priced(("plan_parts", id(step)), lambda: copy_engine_parts(self.pc, step))
         yield from self._fused_parts(gpu, ("plan", id(step)), parts, name, scale, sm_cap)
+
+    def _step_ring_fused(self, g, r, gpu: _Gpu, step: cp.RingFusedStep, name: str, key,
+                         scale: float, leave_sms: int, sm_cap, host_paid: bool):
+        """CoCoNet's ring-fused collective: NCCL's ring on the bytes of its peers-form kernel,
+        then the computation the ring does not hide (`Pipelines._ring`); over one rank that
+        kernel alone."""
+        parts = self._priced(("plan_parts", id(step)),
+                             lambda: fused_parts_of(self.pc, step.kernel))
+        priced = self._priced(("plan_ring", id(step)), lambda: ring_plan(self.pc.ctx, parts))
+        if priced is None:
+            yield from self._fused_parts(gpu, ("plan", id(step)), parts, name, scale, sm_cap)
+            return
+        yield from self._ring(g, r, gpu, priced, name, key, scale)
 
     def _step_gemm(self, g, r, gpu: _Gpu, step: cp.GemmStep, name: str, key, scale: float,
                    leave_sms: int, sm_cap, host_paid: bool):
@@ -158,48 +146,48 @@ class PlanSteps:
 
     # ------------------------------------------------------------ a statement's steps
 
-    def _run_step(self, g, r, gpu: _Gpu, s: ir.Stmt, step, key, scale: float = 1.0,
+    def _run_step(self, g, r, gpu: _Gpu, o: cp.Origin, step, key, scale: float = 1.0,
                   leave_sms: int = 0, sm_cap=None, host_paid: bool = False):
-        """Run one plan step of statement `s` (its timeline name) by PLAN_RUN_RULES."""
+        """Run one plan step of statement `o` (its timeline name) by PLAN_RUN_RULES."""
         rule = PLAN_RUN_RULES[type(step)]
-        extra = {"dst": s.op.dst} if isinstance(step, cp.SendStep) else {}
-        yield from rule(self, g, r, gpu, step, kernel_name(s), key, scale, leave_sms, sm_cap,
+        extra = {"dst": self.stages[step.dst_group]} if isinstance(step, cp.SendStep) else {}
+        yield from rule(self, g, r, gpu, step, o.kernel, key, scale, leave_sms, sm_cap,
                         host_paid, **extra)
 
-    def _run_plan_stmt(self, g, r: int, gpu: _Gpu, s: ir.Stmt, steps, key,
+    def _run_plan_stmt(self, g, r: int, gpu: _Gpu, o: cp.Origin, steps, groups, key,
                        host_paid: bool = False):
-        """Run top-level statement `s` as its plan steps, recorded on the GPU's stream as the
-        statement (as `_run` records it)."""
+        """Run top-level statement `o` as its plan steps (`groups`: each one's stages),
+        recorded on the GPU's stream as the statement."""
         start = self.env.now
         for k, step in enumerate(steps):
             if isinstance(step, cp.OverlapStep):
-                yield from self._plan_overlap(g, r, gpu, s, step, (key, k))
+                yield from self._plan_overlap(g, r, gpu, o, step, (key, k))
             elif isinstance(step, cp.PipelineStep):
-                yield from self._plan_legs(g, r, gpu, s, step, key)
+                yield from self._plan_legs(g, r, gpu, o, step, key)
             elif receives(step):
                 continue  # run with its sender, on the receiving stage (below)
             elif k + 1 < len(steps) and receives(steps[k + 1]):
                 # a fused Send and the receiving stage's work on what it sends: chunked,
                 # chunk by chunk on the two stages' GPUs, as an overlap of the two
-                yield from self._plan_send_receive(g, r, gpu, s, step, steps[k + 1], (key, k))
+                yield from self._plan_send_receive(g, r, gpu, o, step, steps[k + 1],
+                                                   self.stages[groups[k + 1][0]], (key, k))
             elif isinstance(step, cp.ChunkedStep):
                 for c in range(step.chunks):
                     for j, part in enumerate(step.steps):
-                        yield from self._plan_part(g, r, gpu, s, (part,), (key, k, j, c),
+                        yield from self._plan_part(g, r, gpu, o, (part,), (key, k, j, c),
                                                    step.chunks)
             else:
-                yield from self._run_step(g, r, gpu, s, step, key if len(steps) == 1
+                yield from self._run_step(g, r, gpu, o, step, key if len(steps) == 1
                                           else (key, k), host_paid=host_paid)
         if self.record:
-            self.rows.append(Row(start, self.env.now, gpu.id, "stream",
-                                 f"{s.name} = {type(s.op).__name__}"))
+            self.rows.append(Row(start, self.env.now, gpu.id, "stream", o.stream))
 
-    def _plan_legs(self, g, r, gpu, s: ir.Stmt, step: cp.PipelineStep, key):
+    def _plan_legs(self, g, r, gpu, o: cp.Origin, step: cp.PipelineStep, key):
         """A pipelined hierarchy's legs as three processes of `chunks` pieces, piece c of a
         leg after piece c of the leg before, each piece issued by the host in order ahead of
         the GPU, as `Pipelines._pipeline` runs the statement's legs."""
         env, chunks = self.env, step.chunks
-        legs = tuple(zip(s.op.body, step.legs))
+        legs = tuple(zip(o.parts, step.legs))
         done = [[env.event() for _ in range(chunks)] for _ in legs]
         host = [self._priced(("plan_host", id(leg)), lambda leg=leg: float(
             step_cost(self.pc, leg).host_s)) for leg in step.legs]
@@ -221,7 +209,7 @@ class PlanSteps:
 
         yield env.all_of([env.process(leg_process(i, *pair)) for i, pair in enumerate(legs)])
 
-    def _plan_part(self, g, r, gpu, s: ir.Stmt, steps, key, chunks: int, leave: int = 0,
+    def _plan_part(self, g, r, gpu, o: cp.Origin, steps, key, chunks: int, leave: int = 0,
                    sm_cap=None, host_paid: bool = False):
         """One chunk of an overlap's part (`steps`, one after another): a kernel launched per
         chunk on its chunk's extent (codegen.work.per_chunk), or 1/chunks of a GEMM or NCCL
@@ -229,38 +217,37 @@ class PlanSteps:
         start = self.env.now
         for j, step in enumerate(steps):
             scale = 1.0 if per_chunk(step) else 1.0 / chunks
-            yield from self._run_step(g, r, gpu, s, step, key if len(steps) == 1 else
+            yield from self._run_step(g, r, gpu, o, step, key if len(steps) == 1 else
                                       (key, j), scale, leave, sm_cap, host_paid)
         if self.record:
-            self.rows.append(Row(start, self.env.now, gpu.id, "stream",
-                                 f"{s.name} = {type(s.op).__name__}"))
+            self.rows.append(Row(start, self.env.now, gpu.id, "stream", o.stream))
 
-    def _plan_overlap(self, g, r, gpu, s: ir.Stmt, step: cp.OverlapStep, key):
+    def _plan_overlap(self, g, r, gpu, o: cp.Origin, step: cp.OverlapStep, key):
         """An OverlapStep as `Rules._overlapped` runs an Overlapped statement: producer and
         consumer chunk by chunk on two streams, consumer chunk i after producer chunk i."""
-        yield from self._plan_pipeline(g, r, gpu, s, (step.producer,), (step.consumer,),
-                                       step.chunks, key, step)
+        yield from self._plan_pipeline(g, r, gpu, o, (step.producer,), (step.consumer,),
+                                       step.chunks, key, g, step)
 
-    def _plan_send_receive(self, g, r, gpu, s: ir.Stmt, sender, receiver, key):
+    def _plan_send_receive(self, g, r, gpu, o: cp.Origin, sender, receiver, dst, key):
         """A fused Send (its ChunkedStep on the sending stage) and the receiving stage's
-        ChunkedStep (the flag wait, then what reads the chunk): chunk i on the receiving
-        stage's GPU once chunk i is sent; unchunked, the receiver only waits."""
+        ChunkedStep (the flag wait, then what reads the chunk) on stage `dst`: chunk i on the
+        receiving stage's GPU once chunk i is sent; unchunked, the receiver only waits."""
         if not isinstance(receiver, cp.ChunkedStep):
-            yield from self._run_step(g, r, gpu, s, sender, key)
+            yield from self._run_step(g, r, gpu, o, sender, key)
             return
         senders = sender.steps if isinstance(sender, cp.ChunkedStep) else (sender,)
         readers = tuple(p for p in receiver.steps if not receives(p))
-        yield from self._plan_pipeline(g, r, gpu, s, senders, readers, receiver.chunks, key)
+        yield from self._plan_pipeline(g, r, gpu, o, senders, readers, receiver.chunks, key,
+                                       dst)
 
-    def _plan_pipeline(self, g, r, gpu, s: ir.Stmt, producers, consumers, chunks: int, key,
-                       step: cp.OverlapStep | None = None):
+    def _plan_pipeline(self, g, r, gpu, o: cp.Origin, producers, consumers, chunks: int, key,
+                       cg, step: cp.OverlapStep | None = None):
         """Producer parts and consumer parts chunk by chunk on two streams (the consumer's
-        on the next stage's GPU where its statement runs there), consumer chunk i after
+        on group `cg`'s GPU: the next stage's for a Send's receiver), consumer chunk i after
         producer chunk i; `step`: the OverlapStep, whose consumer may time-share the SMs."""
-        prod_s, cons_s = s.op.body
+        prod_s, cons_s = o.parts
         env = self.env
         done = [env.event() for _ in range(chunks)]
-        cg = self._priced(("group", id(cons_s)), lambda: stmt_group(self.ctx, cons_s))
         cgpu = gpu if cg == g else self.gpus[(cg, r)]
         if cgpu is not gpu:
             lane, leave, cap = None, 0, None
@@ -292,12 +279,13 @@ class PlanSteps:
 
         yield env.all_of([env.process(produce()), env.process(consume())])
 
-    def _plan_host_s(self, s: ir.Stmt, steps) -> float:
-        """The host's issue cost of a top-level communication statement run from the plan:
-        its steps' NCCL per-call costs (OpCost.host_s)."""
-        if not isinstance(s.op, ir.COMMUNICATION_OPS):
+    def _plan_host_s(self, key, steps) -> float:
+        """The host's issue cost of a statement of NCCL calls or Sends (its steps' per-call
+        costs, OpCost.host_s), which the host issues ahead of the GPU; a statement that
+        launches kernels (an overlap's NCCL parts included) is issued with them."""
+        if not all(isinstance(st, (cp.NcclStep, cp.SendStep)) for st in steps):
             return 0.0
-        return self._priced(("plan_host", id(s)), lambda: float(sum(
+        return self._priced(("plan_host", key), lambda: float(sum(
             step_cost(self.pc, st).host_s for st in steps)))
 
 
@@ -308,6 +296,7 @@ PLAN_RUN_RULES: dict[type, Callable[..., Generator]] = {
     cp.ReduceStep: PlanSteps._step_reduce,
     cp.SendStep: PlanSteps._step_send,
     cp.CopyEngineStep: PlanSteps._step_copy_engines,
+    cp.RingFusedStep: PlanSteps._step_ring_fused,
 }
 """How the simulator runs a plan step of each class (OverlapStep: `_plan_overlap`, its two
 parts by these rules; PipelineStep, CopyEngineStep, ChunkedStep: by their statements)."""

@@ -20,18 +20,18 @@ from __future__ import annotations
 from cost_model import collectives as coll
 from cost_model.ops.compute import work_s
 from cost_model.ops.context import CostContext, OpCost
-from cost_model.ops.fused import fused_cost, fused_parts
+from cost_model.ops.fused import FusedParts, fused_cost, fused_parts
 from workbench import ir
 
 # Chunks of a rank's slice in flight in the ring (NCCL's pipeline depth, NCCL_STEPS = 8).
 RING_PIPELINE = 8
 
 
-def ring_fused_plan(ctx: CostContext, s: ir.Stmt) -> tuple[coll.Plan, object] | None:
-    """(NCCL's ring plan for the ring-fused collective `s`, the seconds of computation not
-    hidden behind it); None over one rank, where there is no ring (the fused kernel alone)."""
-    parts = fused_parts(ctx, s)
-    if ctx.group_size(parts.group) == 1:
+def ring_plan(ctx: CostContext, parts: FusedParts) -> tuple[coll.Plan, object] | None:
+    """(NCCL's ring plan for a ring-fused collective moving `parts`' bytes, the seconds of
+    computation not hidden behind it); None over one rank, where there is no ring (the fused
+    kernel alone). From a plan's RingFusedStep (cost_model.plan_cost) or a statement."""
+    if parts.group is None or ctx.group_size(parts.group) == 1:
         return None
     nbytes = (ctx.size(parts.rs_nbytes) + ctx.size(parts.ag_nbytes)) / 2
     P = ctx.group_size(parts.group)
@@ -42,14 +42,23 @@ def ring_fused_plan(ctx: CostContext, s: ir.Stmt) -> tuple[coll.Plan, object] | 
     return plan, tail_s
 
 
-def ring_fused_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+def ring_cost(ctx: CostContext, parts: FusedParts) -> OpCost | None:
     """The ring-fused collective's time: NCCL's ring plan plus the computation it does not
-    hide (module docstring)."""
-    priced = ring_fused_plan(ctx, s)
+    hide (module docstring); None over one rank."""
+    priced = ring_plan(ctx, parts)
     if priced is None:
-        return fused_cost(ctx, s)
+        return None
     plan, tail_s = priced
-    parts = fused_parts(ctx, s)
     comp = work_s(ctx.cluster, parts.work)
     return OpCost(plan.time_s + tail_s, {"link": plan.steps * plan.step_s, "hbm": comp},
                   "link")
+
+
+def ring_fused_plan(ctx: CostContext, s: ir.Stmt) -> tuple[coll.Plan, object] | None:
+    """`ring_plan` of the ring-fused statement `s` (the IR-level price)."""
+    return ring_plan(ctx, fused_parts(ctx, s))
+
+
+def ring_fused_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    """`ring_cost` of the ring-fused statement `s`; over one rank its fused kernel's."""
+    return ring_cost(ctx, fused_parts(ctx, s)) or fused_cost(ctx, s)

@@ -86,8 +86,8 @@ def test_plan_steps_cost_what_their_statements_cost(spec):
         priced = plan_cost(plan, cluster, bound)
         ctx = CostContext(program, cluster, bound)
         stmts = {s.name: s for s in program.stmts}
-        for stmt_name in dict.fromkeys(plan.origins):
-            steps = [s for s, o in zip(plan.steps, plan.origins) if o == stmt_name]
+        for origin, steps, _ in plan.statements():
+            stmt_name = origin.stmt
             model = float(stmt_cost(ctx, stmts[stmt_name]).time_s)
             got = sum(float(c.time_s) for c, n in zip(priced.stmts, priced.names)
                       if n == stmt_name)

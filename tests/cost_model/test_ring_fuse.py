@@ -3,9 +3,14 @@ ring, priced on NCCL's ring plan (cost_model.ops.network_fused) and simulated on
 plan; lowering refuses it ("simulated only: needs a fused network collective") and
 `workbench simulate` shows its row with that note and never marks it best."""
 
+import json
+
 import pytest
 
 from codegen.lower import SIMULATED_ONLY, lower
+from codegen.plan import RingFusedStep
+from codegen.plan_file import plan_from_record, plan_json
+from cost_model.plan_cost import plan_cost
 from cost_model import collectives as coll
 from cost_model.hardware import preset
 from cost_model.ops import CostContext, fused_parts, program_cost, work_s
@@ -65,6 +70,30 @@ def test_priced_as_nccls_ring_allreduce_plus_the_unhidden_update(N):
 def test_lowering_refuses_it_saying_it_is_simulated_only():
     with pytest.raises(RuntimeFault, match=SIMULATED_ONLY):
         lower(_ring(), 4)
+
+
+@pytest.mark.parametrize("N", [2**20, 2**26])
+def test_its_plan_step_is_priced_and_simulated_as_the_ring(N):
+    """Lowered for pricing (priced_only), the region is a RingFusedStep: NCCL's ring on the
+    bytes of its peers-form kernel plus the unhidden update, as the statement's price; the
+    simulator runs the step; the plan says why it never runs (decision 104)."""
+    cluster = preset("dgx2-v100", nodes=8)
+    program = _ring()
+    bound = bind_sizes(program, {"N": N, "P": 128})
+    plan = lower(program, 128, priced_only=True)
+    (step,) = [s for s in plan.steps if isinstance(s, RingFusedStep)]
+    assert plan.refusal == step.refused and SIMULATED_ONLY in step.refused
+    assert step.kernel.spec not in plan.kernels()  # it describes the form: never compiled
+    priced = float(plan_cost(plan, cluster, bound).time_s)
+    assert priced == pytest.approx(float(program_cost(program, cluster, bound).time_s),
+                                   rel=1e-3)
+    sim = simulate(program, cluster, bound, record=False, plan=plan).time_s
+    assert sim == pytest.approx(priced, rel=1e-6)
+
+
+def test_its_plan_round_trips_through_plan_json():
+    plan = lower(_ring(), 4, priced_only=True)
+    assert plan_from_record(json.loads(plan_json(plan))) == plan
 
 
 def test_simulate_never_marks_a_simulated_only_row_best_even_when_fastest():

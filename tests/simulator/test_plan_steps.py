@@ -39,7 +39,7 @@ def _events(r):
 ])
 def test_plan_steps_replay_the_golden_event_logs(spec, schedule, sizes, golden):
     program, _, sim, result = _runs(spec, schedule, sizes)
-    assert sim.from_plan  # some statements ran as plan steps
+    assert sim.statements  # the plan's statements ran, step by step
     assert_golden(f"simulator/{golden}.log", _event_log(result))
 
 
@@ -47,7 +47,7 @@ def test_plan_steps_replay_the_golden_event_logs(spec, schedule, sizes, golden):
 def test_rooted_fused_kernels_run_as_their_statements(schedule):
     # a fused Reduce or Broadcast computes on its root only: its HBM serves its own buffer
     _, by_stmt, sim, result = _runs("studies/parameter_server.py", schedule, {"N": 2**16, "P": 4})
-    assert len(sim.from_plan) == 2
+    assert len(sim.statements) == 2
     assert _event_log(result) == _event_log(by_stmt)
 
 
@@ -55,7 +55,7 @@ def test_ranks_that_differ_run_the_same_from_the_plan():
     _, by_stmt, sim, result = _runs("studies/sgd.py", "rs-c-ag", {"N": 2**20, "P": 4},
                                     variability=Variability(slow=((3, 2.0),),
                                                             degraded=((1, 1.5),)))
-    assert len(sim.from_plan) == 3 and not result.reduced
+    assert len(sim.statements) == 3 and not result.reduced
     assert _event_log(result) == _event_log(by_stmt)
 
 
@@ -72,7 +72,7 @@ def test_fused_kernels_from_the_plan_write_less_and_are_never_later(spec, schedu
     """The IR-level model writes values a fused kernel keeps in registers (note 61): from the
     plan, the same kernels and transfers happen, and the run ends no later."""
     program, by_stmt, sim, result = _runs(spec, schedule, sizes)
-    assert set(sim.from_plan) == {s.name for s in program.stmts}
+    assert [o.stmt for o, _, _ in sim.statements] == [s.name for s in program.stmts]
 
     assert _events(result) == _events(by_stmt)
     assert result.time_s <= by_stmt.time_s
@@ -86,7 +86,7 @@ def test_a_row_kernels_whole_allreduce_runs_from_the_plan_as_its_statement(sched
     which moves Lamport's HBM-bound run by 1 ns)."""
     program, by_stmt, sim, result = _runs("studies/allreduce_rmsnorm.py", schedule,
                                           {"T": 128, "H": 4096, "P": 2})
-    assert set(sim.from_plan) == {s.name for s in program.stmts}
+    assert [o.stmt for o, _, _ in sim.statements] == [s.name for s in program.stmts]
     assert _events(result) == _events(by_stmt)
     assert by_stmt.time_s * (1 - 1e-3) <= result.time_s <= by_stmt.time_s
 
@@ -98,7 +98,7 @@ def test_the_reduced_mode_runs_the_plan_too():
     plan = lower(program, 4)
     full = Simulation(program, preset("h200x4"), bound, reduced=False, plan=plan).run()
     reduced = Simulation(program, preset("h200x4"), bound, reduced=True, plan=plan)
-    assert reduced.from_plan and reduced.run().time_s == pytest.approx(full.time_s, rel=1e-9)
+    assert reduced.statements and reduced.run().time_s == pytest.approx(full.time_s, rel=1e-9)
 
 
 @pytest.mark.parametrize("spec", ["studies/adam.py", "studies/sgd.py"])
@@ -117,5 +117,5 @@ def test_copy_engines_run_from_the_plan_as_their_statement(spec):
     by_stmt = simulate(program, preset("h200x4"), bound, reduced=False)
     sim = Simulation(program, preset("h200x4"), bound, reduced=False, plan=lower(program, 4))
     result = sim.run()
-    assert fused.name in sim.from_plan
+    assert fused.name in [o.stmt for o, _, _ in sim.statements]
     assert _event_log(result) == _event_log(by_stmt)

@@ -126,6 +126,8 @@ class PlanRun:
     def __init__(self, gpu: Gpu, plan: Plan, sizes: dict, blocks_per_sm: int | None = None):
         # blocks_per_sm: a fused collective's grid per SM (1 or 2), over the plan's
         # options (CodegenOptions.collective_blocks_per_sm) when given
+        if plan.refusal:  # a step priced and simulated only (RingFusedStep): no runner
+            raise RuntimeFault(plan.refusal)
         self.gpu, self.plan = gpu, plan
         self.blocks_per_sm = (plan.options.collective_blocks_per_sm if blocks_per_sm is None
                               else max(1, min(2, blocks_per_sm)))  # 2: the launch bound
