@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from codegen.lower import lower
 from cost_model.hardware import load_hardware
-from cost_model.ops import program_cost
+from cost_model.plan_cost import plan_cost
 from workbench.cli.results_table import steps_table
 from workbench.cli.sweep import main as sweep_main
 from workbench.cli.sweep import step_rows
@@ -108,8 +109,11 @@ def test_steps_table_and_predicted_per_statement(tmp_path):
     path.write_text(json.dumps({"records": [rec]}))
     df = step_rows([path], "h200x4")
     program = load("studies/adam.py:mixed").program
-    cost = program_cost(program, load_hardware("h200x4"), bind_sizes(program, rec["sizes"]))
-    want = {s.name: c for s, c in zip(program.stmts, cost.stmts)}
+    # the plan's price of each statement: its steps', as the run lowered it (decision 104)
+    cost = plan_cost(lower(program, 2), load_hardware("h200x4"),
+                     bind_sizes(program, rec["sizes"]))
+    want = {name: c for c, name in zip(cost.stmts, cost.names)}
+    assert set(want) == {"g1", "m1", "v1", "w1", "w16"}  # one step each
     for row in df.itertuples():
         if row.stmts == "not-a-stmt":
             assert row.predicted_ms is None or np.isnan(row.predicted_ms)
@@ -117,6 +121,7 @@ def test_steps_table_and_predicted_per_statement(tmp_path):
         c = want[row.stmts]
         assert row.predicted_ms == pytest.approx(c.time_s * 1e3)
         assert row.predicted_gpu_ms == pytest.approx((c.time_s - c.host_s) * 1e3)
+        assert c.time_s > 0
         assert row.error == pytest.approx(row.predicted_gpu_ms / row.measured_ms - 1)
 
 

@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 from click.core import ParameterSource
 
+from codegen.lower import lower
 from cost_model.hardware import load_hardware
-from cost_model.ops import program_cost
+from cost_model.plan_cost import plan_cost
 from studies.sweep import STUDIES_DIR, SWEEPS, size_label
 from workbench.cli.outputs import (
     check_output_file,
@@ -187,7 +188,8 @@ def _measured_frame(path: Path) -> pd.DataFrame:
 def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1,
               programs: list[str] = ()) -> pd.DataFrame:
     """Per-step measured times (compile-and-measure --per-step: the records' "steps") beside
-    the cost model's time of the top-level statement each step runs, where a step runs one
+    the cost model's time of the top-level statement each step runs (its plan steps' prices:
+    the schedule lowered as the run lowered it), where a step runs one
     whole statement (a statement that lowers to several steps, e.g. LAMB's fused kernel
     with its norm combine, has no prediction per step; consecutive steps labelled with one
     statement, a norm's partial sums and their combine, are one row:
@@ -218,12 +220,14 @@ def step_rows(result_paths: list[Path], hardware: str, nodes: int = 1,
                     "program file the run measured")
             program = (loaded.program if name == "unscheduled"
                        else loaded.schedules[name].apply())
-            cost = program_cost(program, cluster, bind_sizes(program, r["sizes"]))
-            by_name = {s.name: c for s, c in zip(program.stmts, cost.stmts)}
+            # the plan the run measured, lowered once, priced step by step (decision 104)
+            bound = bind_sizes(program, r["sizes"])
+            plan = lower(program, int(r["sizes"].get("P", cluster.world_size)))
+            by_name = plan_cost(plan, cluster, bound).by_statement()
             for st in merge_statement_steps(r["steps"]):
                 c = by_name.get(st["stmts"])
-                t = float(c.time_s) * 1e3 if c is not None else None
-                gpu = float(c.time_s - c.host_s) * 1e3 if c is not None else None
+                t = c[0] * 1e3 if c is not None else None
+                gpu = (c[0] - c[1]) * 1e3 if c is not None else None
                 rows.append({"study": _study_of(r["spec"]), "schedule": r["schedule"],
                              "size": size_label(r["sizes"]), "stage": st["stage"],
                              "stmts": st["stmts"], "steps": st["steps"],
