@@ -260,11 +260,15 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
                 yield self._event((i, "sent", r))  # receive from the same rank of the stage
                 del self.events[(i, "sent", r)]  # its one waiter had it: not kept forever
 
+    def rank_process(self, g, r: int):
+        """The SimPy process of rank r of group `g`: the plan's steps of its stage, or
+        without a plan the program's statements by RUN_RULES."""
+        return self._rank(g, r) if self.plan is None else self._plan_rank(g, r)
+
     def run(self) -> SimResult:
         """Simulate the program; returns the time of the slowest rank and the timeline."""
         with collector_paused(collect=sum(self.ranks.values()) > COLLECT_RANKS):
-            rank = self._rank if self.plan is None else self._plan_rank
-            procs = [self.env.process(rank(g, r))
+            procs = [self.env.process(self.rank_process(g, r))
                      for g in self.groups for r in range(self.ranks[g])]
             self.env.run(self.env.all_of(procs))
         busiest = max(self.gpus.values(), key=lambda x: max(x.busy.values()))

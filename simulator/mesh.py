@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from codegen.plan import Plan
 from cost_model.hardware import Cluster
 from simulator.engine import (
     COLLECT_RANKS,
@@ -142,6 +143,9 @@ class Phase:
     axis: str
     bound: Mapping[sympy.Symbol, int]
     stages: str | None = None  # the axis a program of several groups (stages) runs along
+    # the program lowered for the axis's ranks: every group runs its steps (decision 104);
+    # None: its statements by the IR-level rules
+    plan: Plan | None = None
 
 
 def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent: bool = False,
@@ -172,7 +176,7 @@ def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent:
             shared = dataclasses.replace(
                 base, placement=lambda g, r, c=copy, k=index: c[k[g]][r])
             sim = Simulation(phase.program, view, phase.bound, reduced=False, record=record,
-                             shared=shared)
+                             shared=shared, plan=phase.plan)
             sim.prices = prices
             for g, members in zip(groups, copy):
                 if sim.ranks[g] != len(members):
@@ -184,10 +188,10 @@ def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent:
 
     def rank(parts):
         if concurrent:
-            yield env.all_of([env.process(sim._rank(g, r)) for sim, g, r in parts])
+            yield env.all_of([env.process(sim.rank_process(g, r)) for sim, g, r in parts])
         else:
             for sim, g, r in parts:
-                yield from sim._rank(g, r)
+                yield from sim.rank_process(g, r)
 
     with collector_paused(collect=cluster.world_size > COLLECT_RANKS):
         env.run(env.all_of([env.process(rank(parts)) for parts in per_rank.values()]))
