@@ -55,29 +55,31 @@ class Candidate:
         return dataclasses.replace(base, **knobs)
 
 
-def is_fused(program) -> bool:
-    """Whether a (scheduled) program has a fused collective (the only thing the mode and
-    unroll knobs change)."""
-    return any(type(s.op).__name__ == "Overlapped"
-               or (type(s.op).__name__ == "Fused" and s.op.kind not in ("compute", "matmul"))
-               for s in program.stmts)
+def is_fused(plan) -> bool:
+    """Whether a lowered plan runs a fused collective kernel (directly, overlapped or moved
+    by copy engines): the only thing the mode, unroll and blocks-per-SM knobs change."""
+    from codegen.plan import CopyEngineStep, OverlapStep
+
+    return (any(isinstance(s, (OverlapStep, CopyEngineStep)) for s in plan.steps)
+            or any(k.kind in ("collective", "send") for k in plan.kernels()))
 
 
 def candidates(loaded, P: int, torch_step: bool, modes=MODES, unrolls=(1,),
                blocks=BLOCKS_PER_SM) -> list[Candidate]:
-    """Every candidate for one bucket: the program as written and each named schedule (fused
-    ones once per mode, unroll and blocks per SM; at P = 1 a fused collective moves nothing,
-    so the push mode is the pull kernel and is left out), then the torch step where the
-    program has one."""
+    """Every candidate for one bucket: the program as written and each named schedule the
+    GPU backend generates for P ranks (fused ones once per mode, unroll and blocks per SM,
+    read from its plan; at P = 1 a fused collective moves nothing, so the push mode is the
+    pull kernel and is left out), then the torch step where the program has one. A
+    schedule lowering refuses (the ring-fused form, simulated only) is never a candidate."""
+    from codegen.lower import lower
+
     out = [Candidate("unscheduled")]
     for name, sched in loaded.schedules.items():
         try:
-            program = sched.apply()
+            plan = lower(sched.apply(), P)
         except WorkbenchError:
-            continue
-        if any(getattr(s.op, "engine", "") == "ring" for s in program.stmts):
-            continue  # simulated only (transforms.RingFuse): no backend generates it
-        if is_fused(program):
+            continue  # illegal here, or not generated: nothing to run
+        if is_fused(plan):
             for mode in (modes if P > 1 else modes[:1]):
                 out += [Candidate(name, mode, u, b) for u in unrolls for b in blocks]
         else:
@@ -109,16 +111,13 @@ def predict(loaded, cands: list[Candidate], numel: int, P: int, cluster,
             try:
                 program = pick_schedule(loaded, key)
                 bound = bind_sizes(program, {"N": numel, "P": P})
+                # lowered once with the candidate's options; the simulator runs that plan
+                plan = lower(program, P, opts)
                 cache[key, opts] = float(simulate(program, cluster, bound, record=False,
-                                                  options=opts).time_s)
-            except WorkbenchError:
+                                                  options=opts, plan=plan).time_s)
+            except WorkbenchError:  # illegal here, or not generated with these options
                 cache[key, opts] = math.nan
         out[c] = cache[key, opts]
-        if c.generated and not math.isnan(out[c]):
-            try:
-                lower(pick_schedule(loaded, key), P, opts)
-            except WorkbenchError:  # RuntimeFault: not generated with these options
-                out[c] = math.nan
     return out
 
 

@@ -10,10 +10,10 @@ import pytest
 from codegen.lower import SIMULATED_ONLY, lower
 from codegen.plan import RingFusedStep
 from codegen.plan_file import plan_from_record, plan_json
-from cost_model.plan_cost import plan_cost
 from cost_model import collectives as coll
 from cost_model.hardware import preset
 from cost_model.ops import CostContext, fused_parts, program_cost, work_s
+from cost_model.plan_cost import plan_cost
 from simulator import simulate
 from workbench import ir
 from workbench.cli.simulate import Prediction, table

@@ -133,3 +133,16 @@ def test_import_wbtorch_needs_no_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_fused_choice_reads_the_lowered_plan():
+    """Whether the knobs matter is read from the schedule's plan (decision 104): a fused
+    collective kernel, or an overlap; the ring-fused form lowers to no plan that runs."""
+    from codegen.lower import lower
+
+    pf = load(str(ROOT / "studies/adam.py"))
+    plans = {name: lower(sched.apply(), 4) for name, sched in pf.schedules.items()
+             if name != "fuse-rs-c-ag-ring"}
+    assert {name for name, plan in plans.items() if ch.is_fused(plan)} == {"fuse-rs-c-ag"}
+    assert not ch.is_fused(lower(pf.program, 4))
+    assert "fuse-rs-c-ag-ring" not in {c.schedule for c in ch.candidates(pf, 4, False)}
