@@ -232,6 +232,13 @@ def nccl_call(pc: PlanContext, step: cp.NcclStep):
     return (*nccl_buffer(pc, step), pc.ctx.cluster.for_dtype(step.dtype))
 
 
+def nccl_plan(pc: PlanContext, step: cp.NcclStep, chunks: int = 1) -> coll.Plan:
+    """The plan NCCL picks for one of `chunks` equal pieces of an NCCL step (its channels,
+    steps and fixed cost)."""
+    kind, nbytes, P, across, cluster = nccl_call(pc, step)
+    return coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across)
+
+
 def copies(step: cp.NcclStep) -> bool:
     """Whether NCCL over one rank copies the buffer (out of place), as `single_rank_copy`."""
     return (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset)
@@ -287,7 +294,7 @@ def _nccl_fixed_s(pc: PlanContext, step: cp.NcclStep, chunks: int):
     kind, nbytes, P, across, cluster = nccl_call(pc, step)
     if P == 1 and copies(step):
         return cluster.nccl.host_overhead_s + pc.ctx.cluster.gpu.launch_latency_s
-    return coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across).fixed_s
+    return nccl_plan(pc, step, chunks).fixed_s
 
 
 def gemm_work(pc: PlanContext, step: cp.GemmStep) -> Work:
@@ -427,8 +434,7 @@ def _pipeline_leg(pc: PlanContext, leg, chunks: int):
     host part; a kernel launched per chunk (the fused update + gather) priced on its chunk."""
     one = step_cost(pc, leg)
     if isinstance(leg, cp.NcclStep):
-        kind, nbytes, P, across, cluster = nccl_call(pc, leg)
-        piece = float(coll.choose_plan(kind, nbytes / chunks, P, cluster, P, across).time_s)
+        piece = float(nccl_plan(pc, leg, chunks).time_s)
         return piece - one.host_s, one, one.host_s
     if per_chunk(leg):
         whole = OpCost(chunks * one.time_s, _all_chunks_busy(leg, one, chunks), one.bottleneck)
@@ -567,6 +573,6 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
 __all__ = ["PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
            "alltoall_of", "consumer_sms", "copies", "copy_engine_parts", "copy_work",
            "fused_parts_of", "gemm_work", "kernel_work", "leaf_steps", "nccl_buffer", "nccl_call",
-           "plan_cost",
+           "nccl_plan", "plan_cost",
            "plan_link_bytes", "receives", "shares_sms_step", "step_cost",
            "step_fixed_s"]

@@ -9,9 +9,10 @@ Resources (SimPy, one representative rank: data parallelism is symmetric): `gpu`
 which kernels of every stream take in turn (design note 16: a fused collective beside cuBLAS
 time-shares the SMs, measured), and `link`, the communication stream's NCCL calls, one after
 another, which run beside the kernels. Every duration comes from cost_model: kernels from
-`cost_model.training.kernel_s`, a bucket's statements from `cost_model.ops.stmt_cost`, DDP's
-AllReduce from `cost_model.collectives.collective_time`. At P = 1 nothing crosses the link: a
-fused kernel capped to a few blocks holds it only as the side stream's order (note 99).
+`cost_model.training.kernel_s`, a bucket's statements from its plan steps
+(`cost_model.plan_cost`), DDP's AllReduce from `cost_model.collectives.collective_time`. At
+P = 1 nothing crosses the link: a fused kernel capped to a few blocks holds it only as the
+side stream's order (note 99).
 """
 
 from __future__ import annotations
@@ -20,19 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import simpy
+import sympy
 
-from codegen.forms import is_fused_collective
+from codegen import plan as cp
 from cost_model import training as ct
 from cost_model.collectives import choose_plan
 from cost_model.hardware import Cluster
-from cost_model.ops import (
-    CostContext,
-    capped_fused_cost,
-    collective_plan,
-    fused_parts,
-    stmt_cost,
-    work_s,
-)
+from cost_model.ops import work_s
+from cost_model.ops.fused import fused_parts_cost
+from cost_model.plan_cost import PlanContext, fused_parts_of, nccl_plan, step_cost
 from simulator.timeline import Row
 from workbench import ir
 from workbench.errors import WorkbenchError
@@ -120,43 +117,54 @@ def capped_sms(cluster: Cluster, options: CodegenOptions) -> int:
 
 
 def program_stages(program: ir.Program, cluster: Cluster, bound, fused: str = "time-share",
-                   options: CodegenOptions = CodegenOptions()) -> tuple[Stage, ...]:
+                   options: CodegenOptions = CodegenOptions(), plan=None) -> tuple[Stage, ...]:
     """A bucket's optimizer program (a schedule of studies/adam.py bound to the bucket's N and
-    P, generated with `options`) as stages, statement by statement at the cost model's
-    prices: an NCCL collective over several ranks holds the link (its host cost paid ahead,
-    note 9); everything else (kernels, fused collectives, NCCL's copy over a group of one
-    rank) the GPU, but for a fused collective over several ranks with `fused` 'beside', which
-    holds the link for its time and the SMs for its computation (`cost_model.ops.work_s` of
-    its parts), and one whose grid `options.collective_grid` caps below the SMs, at any P,
-    which holds the link (at P = 1 only the side stream's order) for its time and that many
-    SMs, as an NCCL call's channels (note 98), its time `cost_model.ops.capped_fused_cost`'s:
-    peer accesses through the block curve, computation on those SMs at their HBM rate
-    (note 99)."""
+    P, generated with `options`: `plan`, or lowered here once) as stages, statement by
+    statement at its plan steps' prices (cost_model.plan_cost): a statement of NCCL
+    collectives over several ranks holds the link (its host cost paid ahead, note 9), with
+    NCCL's plan's channels; everything else (kernels, fused collectives, NCCL's copy over a
+    group of one rank) the GPU, but for a fused collective kernel over several ranks with
+    `fused` 'beside', which holds the link for its time and the SMs for its computation
+    (`cost_model.ops.work_s` of its parts), and one whose grid `options.collective_grid`
+    caps below the SMs, at any P, which holds the link (at P = 1 only the side stream's
+    order) for its time and that many SMs, as an NCCL call's channels (note 98), its time
+    `fused_parts_cost`'s on that share of the SMs: peer accesses through the block curve,
+    computation on those SMs at their HBM rate (note 99)."""
     if fused not in FUSED_MODES:
         raise WorkbenchError(f"fused must be one of {', '.join(FUSED_MODES)}, got {fused!r}")
-    ctx = CostContext(program, cluster, bound, options=options)
+    if plan is None:
+        from codegen.lower import lower
+
+        # the ring-fused form too (priced only: simulate-step prices what it is given)
+        plan = lower(program, int(sympy.sympify(program.groups()[0].size).subs(bound)),
+                     options, priced_only=True)
+    pc = PlanContext.of(plan, cluster, bound)
     capped = capped_sms(cluster, options)
     out = []
-    for s in program.stmts:
-        c = stmt_cost(ctx, s)
-        seconds = float(c.time_s) - float(c.host_s)
-        name = s.outs[0].name
+    for origin, steps, _ in plan.statements():
+        costs = [step_cost(pc, st) for st in steps]
+        seconds = sum(float(c.time_s) - float(c.host_s) for c in costs)
+        link_s = sum(float(c.busy_s.get("link", 0)) for c in costs)
+        # a region's name joins its leaves' names: its first names the stage, as its output
+        name = origin.stmt.split(",")[0]
         if seconds <= 0:  # an AllReduce over one rank in place: nothing runs
             continue
-        if (type(s.op) in ir.COMMUNICATION_OPS and c.bottleneck == "link"
-                and float(c.busy_s.get("link", 0))):
-            out.append(Stage(name, "link", seconds,
-                             channels=int(collective_plan(ctx, s).channels)))
-        elif (fused == "beside" and is_fused_collective(s)
-              and float(c.busy_s.get("link", 0))):
-            comp = cluster.gpu.launch_latency_s + float(work_s(cluster,
-                                                               fused_parts(ctx, s).work))
+        kernels = [st for st in steps if isinstance(st, cp.KernelStep)
+                   and st.spec.kind in ("collective", "send")]
+        if (all(isinstance(st, cp.NcclStep) for st in steps)
+                and all(c.bottleneck == "link" for c in costs) and link_s):
+            channels = max(int(nccl_plan(pc, st).channels) for st in steps)
+            out.append(Stage(name, "link", seconds, channels=channels))
+        elif fused == "beside" and len(kernels) == 1 and link_s:
+            parts = fused_parts_of(pc, kernels[0])
+            comp = cluster.gpu.launch_latency_s + float(work_s(cluster, parts.work))
             out.append(Stage(name, "fused", seconds, min(comp, seconds)))
-        elif capped and is_fused_collective(s):
+        elif capped and len(kernels) == 1:
             # on its own SMs beside backward, at any P (at P = 1 it moves nothing over the
             # link: the link resource is then only the side stream's order), its computation
             # at the rate those SMs draw (note 99)
-            c = capped_fused_cost(ctx, s, capped)
+            c = fused_parts_cost(pc.ctx, fused_parts_of(pc, kernels[0]), None,
+                                 min(1.0, capped / cluster.gpu.sm_count))
             out.append(Stage(name, "link", float(c.time_s) - float(c.host_s), channels=capped))
         else:
             out.append(Stage(name, "gpu", seconds))

@@ -32,6 +32,7 @@ from workbench.files import write_atomic
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 from workbench.options import CodegenOptions
+from workbench.verify import verify
 
 COLUMNS = ("hardware", "nodes", "P", "params", "tokens_per_gpu", "side", "variant", "schedule",
            "forward_ms", "backward_ms", "exposed_comm_ms", "optimizer_ms", "step_ms",
@@ -79,6 +80,9 @@ def bucket_stages(program, cluster, P: int, numels, fused: str,
     stages = {}
     for n in sorted(set(numels)):
         try:
+            # what this cluster cannot run (a fused kernel over several NVLink domains) is
+            # refused by the verifier, as `simulate` refuses it, before its plan is priced
+            verify(program, cluster.placement({"N": n, "P": P}))
             stages[n] = program_stages(program, cluster, bind_sizes(program, {"N": n, "P": P}),
                                        fused, options)
         except WorkbenchError:
