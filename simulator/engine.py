@@ -285,7 +285,18 @@ def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol,
     (full whenever `variability` makes ranks differ; `sample` picks its draw); `options`: the
     codegen options it is generated with (None: the defaults), which the cost model prices;
     `plan`: the program lowered for the group size (codegen.lower, with those options), whose
-    steps run where the simulator has their rules (simulator.plan_steps), its statements
-    elsewhere (None: every statement by RUN_RULES)."""
+    steps run (simulator.plan_steps); None: lowered here (`lowered_for`)."""
+    plan = plan if plan is not None else lowered_for(program, bound, options)
     return Simulation(program, cluster, bound, reduced, record, variability, sample,
                       options=options, plan=plan).run()
+
+
+def lowered_for(program: ir.Program, bound: Mapping[sympy.Symbol, int],
+                options: CodegenOptions | None = None) -> Plan:
+    """`program` lowered for the size of its groups in `bound` (P per stage), with the forms
+    priced and simulated only (codegen.lower's priced_only): what the simulator runs when
+    it is given a program and no plan. Raises lowering's refusal (RuntimeFault)."""
+    from codegen.lower import lower
+
+    P = int(sympy.sympify(program.groups()[0].size).subs(bound))
+    return lower(program, P, options, priced_only=True)

@@ -32,6 +32,7 @@ from simulator.engine import (
     SimResult,
     Simulation,
     collector_paused,
+    lowered_for,
 )
 from simulator.network import Network
 from simulator.variability import Variability
@@ -144,7 +145,7 @@ class Phase:
     bound: Mapping[sympy.Symbol, int]
     stages: str | None = None  # the axis a program of several groups (stages) runs along
     # the program lowered for the axis's ranks: every group runs its steps (decision 104);
-    # None: its statements by the IR-level rules
+    # None: lowered by simulate_mesh (simulator.engine.lowered_for)
     plan: Plan | None = None
 
 
@@ -170,13 +171,14 @@ def simulate_mesh(cluster: Cluster, mesh: Mesh, phases: list[Phase], concurrent:
                             f"({', '.join(map(str, groups))}) and {got} in phase {i}; pass "
                             f"--stages AXIS with an axis of {len(groups)}")
         view = mesh.view(cluster, phase.axis, phase.stages)
-        prices: dict = {}  # the copies of a program run the same statements: priced once
+        prices: dict = {}  # the copies of a program run the same steps: priced once
+        plan = phase.plan if phase.plan is not None else lowered_for(phase.program, phase.bound)
         index = {g: k for k, g in enumerate(groups)}
         for copy in copies:
             shared = dataclasses.replace(
                 base, placement=lambda g, r, c=copy, k=index: c[k[g]][r])
             sim = Simulation(phase.program, view, phase.bound, reduced=False, record=record,
-                             shared=shared, plan=phase.plan)
+                             shared=shared, plan=plan)
             sim.prices = prices
             for g, members in zip(groups, copy):
                 if sim.ranks[g] != len(members):

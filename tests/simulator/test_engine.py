@@ -64,14 +64,18 @@ def test_reduced_equals_full_within_1_percent(hardware, nodes, study, name, prog
 @pytest.mark.parametrize("study, name, program, sizes", ALL, ids=IDS)
 def test_sequential_programs_match_the_closed_form(study, name, program, sizes):
     """Without Overlapped regions nothing runs concurrently: the simulated time is the cost
-    model's sum, up to the fused kernels' pipeline fill (at most one chunk of computation)."""
+    model's sum over the plan's steps, up to the fused kernels' pipeline fill (at most one
+    chunk of computation)."""
+    from cost_model.plan_cost import plan_cost
+    from simulator.engine import lowered_for
     from workbench import ir
 
     cluster = load_hardware("h200x4")
     P = cluster.world_size // len(program.groups())
     bound = bind_sizes(program, {**sizes, "P": P})
-    sim = simulate(program, cluster, bound).time_s
-    model = program_cost(program, cluster, bound).time_s
+    plan = lowered_for(program, bound)
+    sim = simulate(program, cluster, bound, plan=plan).time_s
+    model = plan_cost(plan, cluster, bound).time_s
     if any(isinstance(s.op, ir.Overlapped) for s in program.stmts):
         assert sim >= 0.5 * model
     elif any(isinstance(s.op, ir.Fused) and s.op.kind != "compute" for s in program.stmts):
