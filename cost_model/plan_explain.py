@@ -16,7 +16,6 @@ from codegen import plan as cp
 from cost_model import collectives as coll
 from cost_model.hardware import Cluster
 from cost_model.plan_cost import PlanContext, leaf_steps, nccl_call
-from workbench import ir
 
 
 def plan_collectives(plan: cp.Plan, cluster: Cluster,
@@ -29,7 +28,7 @@ def plan_collectives(plan: cp.Plan, cluster: Cluster,
     g = cluster.gpus_per_node
     rows = []
     for step in (leaf for s in plan.steps for leaf in leaf_steps(s)):
-        if not isinstance(step, cp.NcclStep) or step.collective.op is ir.AllToAll:
+        if not isinstance(step, cp.NcclStep) or step.op == "all_to_all":
             continue
         kind, nbytes, P, across, dtype_cluster = nccl_call(pc, step)
         pick = coll.choose_plan(kind, nbytes, P, dtype_cluster, P, across)

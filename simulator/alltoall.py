@@ -1,11 +1,11 @@
 """The simulator's AllToAll: NCCL's latency, then the GPU's link for the bandwidth part of the
 cost model's time (cost_model.ops.alltoall), the same split the simulator makes for a Send;
-over one rank the copy of the buffer on the HBM. One process for an AllToAll statement
-(`run_all_to_all`, a RUN_RULES entry) and a plan's all_to_all step (`run_alltoall_step`)."""
+over one rank the copy of the buffer on the HBM: a plan's all_to_all step
+(`run_alltoall_step`)."""
 
 from __future__ import annotations
 
-from cost_model.ops import io_work, work_s
+from cost_model.ops import work_s
 from cost_model.ops.alltoall import alltoall_latency_s, alltoall_seconds
 from cost_model.plan_cost import alltoall_of, copy_work
 
@@ -25,15 +25,6 @@ def _exchange(sim, gpu, nbytes: float, P: int, scale: float, host_paid: bool, co
         return
     duration = (float(total) - latency_s) * gpu.link_factor
     yield from sim._hold(gpu, "link", duration * sim.draw.jitter(), name)
-
-
-def run_all_to_all(sim, run):
-    """A SimPy process for one AllToAll statement on one rank (a RUN_RULES entry)."""
-    ctx, s = sim.ctx, run.s
-    nbytes, P = sim._priced(("a2a_of", id(s)), lambda: (
-        float(ctx.local_nbytes(s.op.x)), ctx.group_size(ctx.types[s.op.x].group)))
-    yield from _exchange(sim, run.gpu, nbytes, P, run.scale, run.host_paid,
-                         lambda: io_work(ctx, [s.op.x], [s.out.name]), run.name, id(s))
 
 
 def run_alltoall_step(sim, gpu, step, name: str, scale: float, host_paid: bool):

@@ -6,11 +6,13 @@ computation kernel takes what is free) and `link` (the turn a fused kernel's loa
 take). Data moves as flows on the links of `simulator.network` (each GPU's NVLink, its NIC;
 a ring step sends on the out direction while receiving on the in one, and by the symmetry of
 collectives every GPU does both at once, so one link stands for the pair), which concurrent
-transfers share max-min fairly. Each rank runs its statements in order
-on one stream, each by its op class's rule in RUN_RULES; an Overlapped region runs its producer
-and consumer on two streams. Every duration comes from cost_model (the simulator has no
-formulas of its own): NCCL plans give the chunk steps, work_s the computation chunks,
-fused_link_s the fused kernels' transfers.
+transfers share max-min fairly. Each rank runs the steps of the program's lowered plan
+(codegen.lower) that its stage runs, in order, as the runtime executes them: one stream, an
+overlap's producer and consumer on two, a pipelined hierarchy's legs on three (one process
+kind per plan step class: simulator.plan_steps; decision 104). Every duration comes from
+cost_model (the simulator has no formulas of its own): NCCL plans give the chunk steps,
+work_s the computation chunks, fused_link_s the fused kernels' transfers, each from the
+step's own fields (cost_model.plan_cost).
 
 Large clusters: every rank of a group does the same work at the same time (data- and
 model-parallel programs are symmetric), so `reduced=True` simulates one representative rank per
@@ -23,31 +25,27 @@ batches a ring's identical steps. That is exact only while the ranks are equal: 
 simulator.rings computes every rank's finish from the ring dependencies (rank r's step k waits
 for rank r-1's step k-1) or the tree's, and each rank holds its link until then. So a
 collective costs a few events per rank, not one per rank and step; meetings and Send events
-are dropped once consumed; and each statement is priced once per group (`_priced`), not per
+are dropped once consumed; and each step is priced once per group (`_priced`), not per
 rank.
 
-Given the program's lowered plan, a statement whose every step has a process kind of its own
-runs as those steps (`plan_steps`, design note 75), with the plan's prices; the others by
-RUN_RULES.
-
-The modules: `engine` (this: the Simulation, its ranks and statements, `simulate`),
+The modules: `engine` (this: the Simulation, its ranks walking the plan, `simulate`),
 `timeline` (Row, SimResult), `resources` (a GPU's resources, the shared state of a mesh, a
-meeting, a statement to run), `routing` (which links a transfer holds), `kernels` (the
-processes of kernels and collectives), `rules` (RUN_RULES: one method per op class),
-`pipeline` (the pipelined hierarchy's legs as processes), `plan_steps` (PLAN_RUN_RULES: one
-process kind per plan step class).
+meeting), `routing` (which links a transfer holds), `kernels` (the processes of kernels and
+collectives), `pipeline` (the links across nodes: the NIC route, CoCoNet's ring-fused
+collective), `plan_steps` (PLAN_RUN_RULES: one process kind per plan step class).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import sympy
 
 from codegen import plan as cp
 from codegen.plan import Plan
 from cost_model.hardware import Cluster
-from cost_model.ops import CostContext, stmt_cost, stmt_group
+from cost_model.ops import CostContext
 from cost_model.plan_cost import PlanContext
 from simulator.kernels import Kernels
 from simulator.network import Network
@@ -65,19 +63,19 @@ from simulator.resources import (  # noqa: F401  (re-exported: simulator.engine'
     Shared,
     _Gpu,
     _Meeting,
-    _Run,
     collector_paused,
 )
 from simulator.routing import Routing
-from simulator.rules import RUN_RULES, Rules
 from simulator.timeline import Row, SimResult
 from simulator.variability import Variability
-from workbench import ir
 from workbench.errors import WorkbenchError
 from workbench.options import CodegenOptions
 
+if TYPE_CHECKING:  # annotations only: the simulator reads plans (decision 104)
+    from workbench import ir
 
-class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
+
+class Simulation(Routing, Kernels, Pipelines, PlanSteps):
     """One run of a program on a cluster (see module docstring)."""
 
     def __init__(self, program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
@@ -88,7 +86,9 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         # `shared`: the environment, network, GPUs and timeline of a larger run this one is
         # part of (simulator.mesh: one program per group of a mesh axis, all on one cluster);
         # then `cluster` is the view that prices this program's groups (their ranks per node)
-        # and `shared.cluster` the physical one.
+        # and `shared.cluster` the physical one. `plan`: the program lowered for its group
+        # size with `options` (codegen.lower), or None to lower it here (`lowered_for`).
+        plan = plan if plan is not None else lowered_for(program, bound, options)
         self.program = program
         self.cluster = cluster
         self.ctx = CostContext(program, cluster, bound, options=options or CodegenOptions())
@@ -129,9 +129,8 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         self.detail = sum(self.ranks.values()) <= DETAIL_RANKS
         # Top-level kernels run alone on their GPU unless the program overlaps statements:
         # then a kernel's chunks need not be separate events (`_compute`).
-        self.overlaps = (any(isinstance(st, (cp.OverlapStep, cp.PipelineStep, cp.ChunkedStep))
-                             for st in plan.steps) if plan is not None
-                         else any(isinstance(s.op, ir.Overlapped) for s in program.stmts))
+        self.overlaps = any(isinstance(st, (cp.OverlapStep, cp.PipelineStep, cp.ChunkedStep))
+                            for st in plan.steps)
         # Solo: one kernel at a time on each GPU (one stream, one group, no other program on
         # the cluster), so every kernel finds all its GPU's SMs and its HBM free: computation
         # kernels and NCCL calls take them without a SimPy event each (simulator.kernels).
@@ -141,15 +140,12 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         self.events: dict = {}
         self.meetings: dict = {}
         self.prices: dict = {}
-        # `plan`: the program lowered by codegen, run step by step (simulator.plan_steps);
-        # without one, every statement by RUN_RULES.
         self.plan = plan
-        if plan is not None:
-            self.pc = PlanContext.of(plan, cluster, bound)
-            # the plan's stages as the simulation's groups (the ranks, placement, links)
-            by_name = {grp.name: grp for grp in self.groups}
-            self.stages = tuple(by_name.get(n, self.groups[0]) for n in plan.groups)
-            self.statements = plan.statements()
+        self.pc = PlanContext.of(plan, cluster, bound)
+        # the plan's stages as the simulation's groups (the ranks, placement, links)
+        by_name = {grp.name: grp for grp in self.groups}
+        self.stages = tuple(by_name.get(n, self.groups[0]) for n in plan.groups)
+        self.statements = plan.statements()
 
     # ------------------------------------------------------------ helpers
 
@@ -188,51 +184,7 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         if self.record:
             self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
 
-    # ------------------------------------------------------------ statements
-
-    def _host_issue_s(self, s: ir.Stmt) -> float:
-        """The host's issue cost of a top-level statement: NCCL's per-call cost for a plain
-        collective or Send (the cost model's OpCost.host_s), nothing for kernels."""
-        if isinstance(s.op, ir.COMMUNICATION_OPS):
-            return self._priced(("host", id(s)), lambda: float(stmt_cost(self.ctx, s).host_s))
-        return 0.0
-
-    def _run(self, g, r: int, gpu: _Gpu, s: ir.Stmt, key, scale: float = 1.0,
-             leave_sms: int = 0, host_paid: bool = False, sm_cap: int | None = None):
-        """Run statement `s` on rank `r` of group `g` by its op class's rule in RUN_RULES,
-        and record it on the GPU's stream."""
-        op = s.op
-        run = _Run(g, r, gpu, s, key, f"{s.name} = {type(op).__name__}", scale, leave_sms,
-                   host_paid, sm_cap)
-        rule = RUN_RULES.get(type(op))
-        if rule is None:
-            raise WorkbenchError(f"simulator must know op {type(op).__name__}, got no rule in "
-                                 f"RUN_RULES; add one in simulator/rules.py")
-        start = self.env.now
-        yield from rule(self, run)
-        if self.record:
-            self.rows.append(Row(start, self.env.now, gpu.id, "stream", run.name))
-
-    def _rank(self, g, r: int):
-        gpu = self.gpus[(g, r)]
-        host_t = 0.0  # when this rank's host has issued everything so far
-        for i, s in enumerate(self.program.stmts):
-            sg, sends, dsts = self._priced(("stmt", i), lambda s=s: (
-                stmt_group(self.ctx, s),
-                any(isinstance(leaf.op, ir.Send) for leaf in s.leaves()),
-                {leaf.op.dst for leaf in s.leaves() if isinstance(leaf.op, ir.Send)}))
-            if sg == g:
-                host_s = self._host_issue_s(s)
-                if host_s:
-                    host_t += host_s  # as in _plan_rank
-                    if host_t > self.env.now:
-                        yield self.env.timeout(host_t - self.env.now)
-                yield from self._run(g, r, gpu, s, i, host_paid=bool(host_s))
-                if sends:
-                    self._event((i, "sent", r)).succeed()  # the receiver may go on
-            elif g in dsts:
-                yield self._event((i, "sent", r))  # receive from the same rank of the stage
-                del self.events[(i, "sent", r)]  # its one waiter had it: not kept forever
+    # ------------------------------------------------------------ the plan
 
     def _plan_rank(self, g, r: int):
         """Rank r of group `g` runs the plan's steps of its stage in order, statement by
@@ -261,9 +213,8 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
                 del self.events[(i, "sent", r)]  # its one waiter had it: not kept forever
 
     def rank_process(self, g, r: int):
-        """The SimPy process of rank r of group `g`: the plan's steps of its stage, or
-        without a plan the program's statements by RUN_RULES."""
-        return self._rank(g, r) if self.plan is None else self._plan_rank(g, r)
+        """The SimPy process of rank r of group `g`: the plan's steps of its stage."""
+        return self._plan_rank(g, r)
 
     def run(self) -> SimResult:
         """Simulate the program; returns the time of the slowest rank and the timeline."""
@@ -286,7 +237,6 @@ def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol,
     codegen options it is generated with (None: the defaults), which the cost model prices;
     `plan`: the program lowered for the group size (codegen.lower, with those options), whose
     steps run (simulator.plan_steps); None: lowered here (`lowered_for`)."""
-    plan = plan if plan is not None else lowered_for(program, bound, options)
     return Simulation(program, cluster, bound, reduced, record, variability, sample,
                       options=options, plan=plan).run()
 

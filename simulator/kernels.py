@@ -9,7 +9,7 @@ import numpy as np
 
 from cost_model import collectives as coll
 from cost_model.hardware import Cluster
-from cost_model.ops import Work, fused_latency_s, fused_link_s, fused_parts, work_s
+from cost_model.ops import Work, fused_latency_s, fused_link_s, work_s
 from simulator import rings
 from simulator.network import Route
 from simulator.resources import (
@@ -21,7 +21,6 @@ from simulator.resources import (
     _Meeting,
 )
 from simulator.timeline import Row
-from workbench import ir
 
 
 class Kernels:
@@ -143,11 +142,36 @@ class Kernels:
         else:
             self.rows.append(Row(start, self.env.now, gpu.id, resource, op))
 
-    def _fused(self, gpu: _Gpu, s: ir.Stmt, op: str, scale: float = 1.0,
-               sm_cap: int | None = None):
-        # sm_cap: at most this many SMs (an overlapped consumer's grid), else all that are free
-        parts = self._priced(("fused", id(s)), lambda: fused_parts(self.ctx, s))
-        yield from self._fused_parts(gpu, id(s), parts, op, scale, sm_cap)
+    def _node_collective(self, g, r: int, gpu, plan, cluster, axis: str, per_node: int, key,
+                         name: str, host_paid: bool):
+        """NCCL's `plan` on a sub-group of group `g` (`axis` "intra": the `per_node` ranks of
+        a node; "inter": one local rank per node), of a statement or a node view's plan step;
+        in the full mode a meeting of the sub-group's ranks, each step after the sub-group's
+        previous rank's (ring order: the local rank inside a node, the node across nodes)."""
+        take = yield from self._take_sms(gpu, int(plan.channels) or 1)
+        host_s = cluster.nccl.host_overhead_s if host_paid else 0.0
+        yield self.env.timeout(plan.fixed_s - host_s)
+        steps = int(plan.steps)
+        # across nodes the leg holds the GPU's NIC (simulator.pipeline), inside a node its
+        # NVLink, taking turns with a fused kernel's loads and stores (gpu.link)
+        nic = self._nic_route(gpu) if axis == "inter" else None
+        if self.reduced:
+            batches = min(steps, MAX_STEP_EVENTS)
+            for b in range(batches):
+                n = steps // batches + (1 if b < steps % batches else 0)
+                yield from self._hold(gpu, "nic" if nic else "link", n * plan.step_s,
+                                      name, nic)
+        elif steps:
+            P = self._priced(("group_size", g), lambda: self.ctx.group_size(g))
+            intra = axis == "intra"
+            sub, index, size = (r // per_node, r % per_node, per_node) if intra else \
+                (r % per_node, r // per_node, P // per_node)
+            # a ring over the sub-group whatever NCCL's plan is called, as priced; on the
+            # GPU's own link route, as a fused kernel's transfers
+            yield from self._meet((g, (axis, per_node), sub), index, size, gpu, key, "ring",
+                                  steps, float(plan.step_s), name,
+                                  nic or self._uses(gpu, None), "nic" if nic else "link")
+        yield gpu.sms.put(take)
 
     def _fused_parts(self, gpu: _Gpu, key, parts, op: str, scale: float = 1.0,
                      sm_cap: int | None = None):

@@ -20,6 +20,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sympy
 
@@ -36,8 +37,10 @@ from simulator.engine import (
 )
 from simulator.network import Network
 from simulator.variability import Variability
-from workbench import ir
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:  # annotations only: the simulator reads plans (decision 104)
+    from workbench import ir
 
 
 class MeshError(WorkbenchError):

@@ -20,44 +20,12 @@ A mixin of simulator.engine.Simulation.
 from __future__ import annotations
 
 from cost_model.hardware import Cluster
-from cost_model.ops import ring_fused_plan
 from simulator.network import Route
-from simulator.resources import (
-    MAX_STEP_EVENTS,
-    _Run,  # noqa: E402
-)
+from simulator.resources import MAX_STEP_EVENTS
 
 
 class Pipelines:
     """The pipelined hierarchy's processes (see the module docstring)."""
-
-    def _pipeline(self, run: _Run):
-        """Overlapped(chunks){node ReduceScatter; AllReduce across nodes; node gather}: the
-        legs as three processes of `chunks` pieces each."""
-        env, chunks = self.env, run.s.op.chunks
-        legs = run.s.op.body
-        done = [[env.event() for _ in range(chunks)] for _ in legs]
-        # The host issues every piece's calls in order (piece by piece, leg by leg) without
-        # waiting for the GPU: a piece starts once issued, and its NCCL host cost is paid on
-        # the host's timeline (design note 9), as for a top-level statement.
-        host = [self._host_issue_s(leg) for leg in legs]
-        issued, t = {}, env.now
-        for c in range(chunks):
-            for i in range(len(legs)):
-                t += host[i]
-                issued[(i, c)] = t
-
-        def leg_process(i, leg):
-            for c in range(chunks):
-                if i:
-                    yield done[i - 1][c]
-                if issued[(i, c)] > env.now:
-                    yield env.timeout(issued[(i, c)] - env.now)
-                yield from self._run(run.g, run.r, run.gpu, leg, (run.key, "leg", i, c),
-                                     run.scale / chunks, host_paid=bool(host[i]))
-                done[i][c].succeed()
-
-        yield env.all_of([env.process(leg_process(i, leg)) for i, leg in enumerate(legs)])
 
     def _nic_route(self, gpu) -> Route:
         """The route of a collective across nodes over one rank per node (a hierarchical
@@ -74,16 +42,6 @@ class Pipelines:
                 {("nic", gpu.id // gpn, rail): (1.0, phys.nic.bandwidth_Bps)},
                 phys.nic_per_gpu_Bps)
         return route
-
-    def _ring_fused(self, run: _Run):
-        """A ring-fused statement (no plan): `_ring` of its price."""
-        s, gpu = run.s, run.gpu
-        name = f"{s.name} = {s.op}"
-        priced = self._priced(("ring_fused", id(s)), lambda: ring_fused_plan(self.ctx, s))
-        if priced is None:  # one rank: no ring, the fused kernel alone
-            yield from self._fused(gpu, s, name, run.scale, run.sm_cap)
-            return
-        yield from self._ring(run.g, run.r, gpu, priced, name, run.key, run.scale)
 
     def _ring(self, g, r: int, gpu, priced, name: str, key, scale: float = 1.0):
         """A ring-fused collective: NCCL's ring plan on the group's route, then the

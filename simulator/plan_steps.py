@@ -1,19 +1,17 @@
-"""Running a lowered plan's steps (issue 22's "one plan, four readers"; design note 75): one
-SimPy process kind per plan step class (PLAN_RUN_RULES), on the same resources and primitives
-as the statements' rules (simulator.kernels: a computation kernel's chunks on the HBM, an NCCL
-collective's steps on the links or a meeting of its group, a fused kernel's load/compute/store
-pipeline), with every duration from the plan's prices (cost_model.plan_cost: the step's
-StepWork through the cost model's formulas). A mixin of simulator.engine.Simulation.
+"""Running a lowered plan's steps (decision 104; design notes 75, 87): one SimPy process kind
+per plan step class (PLAN_RUN_RULES), on the resources and primitives of simulator.kernels (a
+computation kernel's chunks on the HBM, an NCCL collective's steps on the links or a meeting
+of its group, a fused kernel's load/compute/store pipeline), with every duration from the
+plan's prices (cost_model.plan_cost: the step's fields and StepWork through the cost model's
+formulas). A mixin of simulator.engine.Simulation.
 
-Given a plan, every top-level statement runs as its steps (`runs_from_plan` says which steps
-have a process here: since design note 87 all of them, node views' collectives included, as
-meetings of the node's or the rail's ranks); the statements' rules (RUN_RULES) stay for what
-is simulated without a plan: a schedule the backend refuses (CoCoNet's ring form), a mesh's
-groups (`simulate --mesh`) and wbtorch's knob choice. The timeline names a step by its
-statement (what the statement's rule would call it), so where the plan's durations are the
-statements', the event log is the same, byte for byte.
+The engine walks the plan's statements (`Plan.statements()`), and a statement runs as its
+steps (`_run_plan_stmt`): an overlap's parts on two streams, a pipelined hierarchy's legs on
+three, a chunked step chunk by chunk, a fused Send pipelined with its receiving stage's
+chunks on that stage's GPUs (the receiving step's `step_groups`). The timeline names a step
+by its statement's `Origin` (provenance: the names the statement's kernels and stream rows
+have always had), so the event logs read as before the plan was the spine.
 """
-
 from __future__ import annotations
 
 import math
@@ -48,6 +46,7 @@ from cost_model.plan_cost import (
 from simulator.alltoall import run_alltoall_step
 from simulator.resources import _Gpu
 from simulator.timeline import Row
+from workbench.errors import WorkbenchError
 
 
 class PlanSteps:
@@ -69,7 +68,7 @@ class PlanSteps:
             yield from self._fused_parts(gpu, ("plan", id(step)), parts, name, scale, sm_cap)
         elif kind == "finish":
             # the norms' combine (peer barrier, finish kernel), a latency on no resource, as
-            # the statements' rule; over one rank's partials, the finishing kernel's launch
+            # the IR-level model; over one rank's partials, the finishing kernel's launch
             yield self.env.timeout(norm_combine_s(self.ctx, self.pc.group()) if step.flags
                                    else self.cluster.gpu.launch_latency_s)
         else:
@@ -101,7 +100,7 @@ class PlanSteps:
     def _step_copy_engines(self, g, r, gpu: _Gpu, step: cp.CopyEngineStep, name: str, key,
                            scale: float, leave_sms: int, sm_cap, host_paid: bool):
         """Copy engines move the bytes, a kernel per piece computes: the fused pipeline of
-        its FusedParts (engine "copy"), as the statement's rule runs it."""
+        its FusedParts (engine "copy")."""
         parts = self._priced(("plan_parts", id(step)), lambda: copy_engine_parts(self.pc, step))
         yield from self._fused_parts(gpu, ("plan", id(step)), parts, name, scale, sm_cap)
 
@@ -149,7 +148,11 @@ class PlanSteps:
     def _run_step(self, g, r, gpu: _Gpu, o: cp.Origin, step, key, scale: float = 1.0,
                   leave_sms: int = 0, sm_cap=None, host_paid: bool = False):
         """Run one plan step of statement `o` (its timeline name) by PLAN_RUN_RULES."""
-        rule = PLAN_RUN_RULES[type(step)]
+        rule = PLAN_RUN_RULES.get(type(step))
+        if rule is None:
+            raise WorkbenchError(f"the simulator must run every plan step class, got "
+                                 f"{type(step).__name__}, which has no entry in "
+                                 "PLAN_RUN_RULES; add one in simulator/plan_steps.py")
         extra = {"dst": self.stages[step.dst_group]} if isinstance(step, cp.SendStep) else {}
         yield from rule(self, g, r, gpu, step, o.kernel, key, scale, leave_sms, sm_cap,
                         host_paid, **extra)
@@ -223,8 +226,9 @@ class PlanSteps:
             self.rows.append(Row(start, self.env.now, gpu.id, "stream", o.stream))
 
     def _plan_overlap(self, g, r, gpu, o: cp.Origin, step: cp.OverlapStep, key):
-        """An OverlapStep as `Rules._overlapped` runs an Overlapped statement: producer and
-        consumer chunk by chunk on two streams, consumer chunk i after producer chunk i."""
+        """An OverlapStep as the runtime runs it (workbench.runtime.chunked.OverlapRun):
+        producer and consumer chunk by chunk on two streams, consumer chunk i after producer
+        chunk i."""
         yield from self._plan_pipeline(g, r, gpu, o, (step.producer,), (step.consumer,),
                                        step.chunks, key, g, step)
 
@@ -252,7 +256,9 @@ class PlanSteps:
         if cgpu is not gpu:
             lane, leave, cap = None, 0, None
         elif step is not None and shares_sms_step(self.cluster, step):
-            lane = simpy.Resource(env, capacity=1)  # SMs time-shared (see Rules._overlapped)
+            # a computation and a fused collective time-share the SMs: one at a time, each
+            # producer chunk on every SM, each consumer chunk on its overlapped grid
+            lane = simpy.Resource(env, capacity=1)
             leave, cap = 0, math.ceil(consumer_sms(self.pc, step))
         else:
             lane, leave, cap = None, self.cluster.nccl.max_channels, None
@@ -299,4 +305,4 @@ PLAN_RUN_RULES: dict[type, Callable[..., Generator]] = {
     cp.RingFusedStep: PlanSteps._step_ring_fused,
 }
 """How the simulator runs a plan step of each class (OverlapStep: `_plan_overlap`, its two
-parts by these rules; PipelineStep, CopyEngineStep, ChunkedStep: by their statements)."""
+parts by these rules; ChunkedStep and PipelineStep: theirs, chunk by chunk)."""

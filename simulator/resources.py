@@ -17,7 +17,6 @@ import simpy
 from cost_model.hardware import Cluster
 from simulator.network import Network
 from simulator.variability import Draw
-from workbench import ir
 from workbench.types import Group
 
 # Ranks above which simulate() reduces by symmetry unless told otherwise.
@@ -162,20 +161,3 @@ class _Meeting:
     done_at: float = 0.0  # when the last rank arrived
 
 
-@dataclass(frozen=True, slots=True)
-class _Run:
-    """One statement to run on rank `r` of group `g` (GPU `gpu`): its event key and timeline
-    name, the share of its data it runs (`scale`: a chunk of an overlap), the SMs it leaves
-    to a concurrent consumer or may take at most (`sm_cap`), and whether the host paid its
-    issue cost (`host_paid`)."""
-
-    g: Group
-    r: int
-    gpu: _Gpu
-    s: ir.Stmt
-    key: object
-    name: str
-    scale: float = 1.0
-    leave_sms: int = 0
-    host_paid: bool = False
-    sm_cap: int | None = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import simpy
 import sympy
@@ -31,9 +32,11 @@ from cost_model.ops import work_s
 from cost_model.ops.fused import fused_parts_cost
 from cost_model.plan_cost import PlanContext, fused_parts_of, nccl_plan, step_cost
 from simulator.timeline import Row
-from workbench import ir
 from workbench.errors import WorkbenchError
 from workbench.options import CodegenOptions
+
+if TYPE_CHECKING:  # annotations only: the simulator reads plans (decision 104)
+    from workbench import ir
 
 SIDES = ("torch", "workbench")
 PHASES = ("forward", "backward", "exposed_comm", "optimizer")

@@ -15,3 +15,16 @@ def test_import_contracts_are_kept():
     assert lint is not None, "lint-imports must be installed: pip install -e '.[dev]'"
     done = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_the_plans_readers_are_held_off_the_ir_by_a_contract():
+    """Decision 104: the simulator and the cost model's plan readers import no IR statement
+    type (workbench.ir); the contract that says so cannot go missing without this failing."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = {c["name"]: c for c in config["tool"]["importlinter"]["contracts"]}
+    contract = contracts["the plan's readers import no IR statement type"]
+    assert contract["type"] == "forbidden" and contract["forbidden_modules"] == ["workbench.ir"]
+    assert {"simulator", "cost_model.plan_cost", "cost_model.plan_explain",
+            "cost_model.plan_memory"} <= set(contract["source_modules"])
