@@ -179,8 +179,8 @@ def _sizes_verdict(loaded, size_values: dict, cluster, programs: dict) -> str:
     divide by P and does not is an error here, not minutes into a sweep; so are sizes at
     which no schedule fits in a GPU's memory (check said `N=2^80 ok` where simulate left
     every schedule out), and the schedules that do not fit are named."""
-    from cost_model.ops import CostContext, peak_memory
-    from workbench.cli.simulate import resolve_sizes
+    from cost_model.plan_memory import plan_memory
+    from workbench.cli.simulate import lowered, resolve_sizes
     from workbench.interpreter import bind_sizes
 
     sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
@@ -192,7 +192,10 @@ def _sizes_verdict(loaded, size_values: dict, cluster, programs: dict) -> str:
     shown = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items()))
     too_big = {}
     for name, program in [("unscheduled", loaded.program), *programs.items()]:
-        memory = peak_memory(CostContext(program, cluster, bound))
+        plan, _ = lowered(program, sizes.get("P", cluster.world_size))  # as simulate reads it
+        if plan is None:
+            continue  # lowering refuses it: _lowers says why
+        memory = plan_memory(plan, cluster, bound)
         if not memory.fits:
             too_big[name] = memory.why_not()
     if len(too_big) == 1 + len(programs):
