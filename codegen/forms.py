@@ -1,11 +1,11 @@
 """What a fused region runs as: lowering's one decision of the fused-kind switch.
 
 `fused_form(stmt)` says what moves a Fused region's bytes and what computes it, and lowering
-(codegen.lower) generates the region by it. The readers that price or run a region without
-its plan (the IR-level cost rules behind `--symbolic`, a refused schedule's row and a mesh's
-groups: cost_model.ops.rules, simulator.rules, simulator.training) dispatch on the same
-answer instead of re-deriving it from `Fused.kind` and `Fused.engine`; a lowered plan's readers
-read its steps (cost_model.plan_cost, simulator.plan_steps), which are this form made concrete.
+(codegen.lower) generates the region by it. The reader that prices a region without its
+plan (the IR-level cost rules behind `--symbolic`: cost_model.ops.rules) dispatches on the
+same answer instead of re-deriving it from `Fused.kind` and `Fused.engine`; a lowered plan's
+readers read its steps (cost_model.plan_cost, simulator.plan_steps), which are this form made
+concrete (the ring form a RingFusedStep: decision 104).
 """
 
 from __future__ import annotations

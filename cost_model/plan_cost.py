@@ -1,4 +1,4 @@
-"""Pricing a lowered plan's steps (issue 22's "one plan, four readers"; design notes 61, 74).
+"""Pricing a lowered plan's steps (decision 104; design notes 74, 87).
 
 `plan_cost(plan, cluster, bound)` prices what the GPU backend runs: each step of the plan that
 codegen.lower made, by its class's rule in PLAN_COST_RULES (and PLAN_FIXED_RULES for the part
@@ -9,12 +9,14 @@ NCCL's plans `cost_model.collectives`, peer loads and stores `fused_link_s`, the
 kernels' fixed costs). Nothing here is a new formula: the rules say what a step is, and the
 cost model's functions say what it costs.
 
-What the plan does not hold is read from the statements a kernel names (its `stmts`): the
-flops and dropout masks of a generated kernel (its spec has the expressions as C text only).
-Every plan step class has its rule, so no statement is priced by the IR-level rules: a row
+A step holds what it is priced by (decision 104): a generated kernel's flops and dropout
+masks are its own fields, counted once by lowering (KernelStep.flops), and no IR statement is
+read here (an import-linter contract in pyproject.toml says so). Every plan step class has its
+rule: a row
 kernel's whole AllReduce by its algorithm, AllToAll by its rank's bytes, a fused Send and its
 receiver's wait, a receiving stage's chunks pipelined with its sender's, the pipelined
-hierarchy's legs (`cost_model.ops.pipeline.pipelined`) and copy engines (design note 87). What
+hierarchy's legs (`cost_model.ops.pipeline.pipelined`), copy engines (design note 87) and
+CoCoNet's ring-fused form (RingFusedStep: NCCL's ring on its kernel's bytes). What
 kind of step a region became (the fused-kind switch) is lowering's decision, read here from
 the step's class and its kernel's kind.
 

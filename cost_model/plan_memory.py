@@ -6,8 +6,9 @@ at the bound sizes (the stage that holds most, for a pipeline), plus NCCL's stag
 where the plan calls NCCL (`cost_model.ops.memory.NCCL_BUFFSIZE_BYTES`, the IR-level count's
 constant). The plan, not the IR's liveness, says what a generated schedule holds: adam's
 rs-c-ag holds 4.5 GiB per rank at N = 2^28 on 4 GPUs, where liveness counted 7.25 (an
-AllReduce in place in its dead input, an update in its target's buffer). A schedule the GPU
-backend refuses has no plan and keeps the liveness bound (`cost_model.ops.peak_memory`).
+AllReduce in place in its dead input, an update in its target's buffer). `simulate --memory`
+and `check` read it for every schedule that lowers (the ring-fused form's plan too, decision
+104); the IR's liveness bound (`cost_model.ops.peak_memory`) has no reader outside the tests.
 """
 
 from __future__ import annotations
