@@ -54,6 +54,7 @@ from codegen.plan import (
     Plan,
     RingFusedStep,
     fault,
+    grid_rule_of,
     map_kernels,
 )
 from codegen.planner import Planner, numel_of, stage_order
@@ -243,9 +244,10 @@ def origin_of(stmt: ir.Stmt) -> Origin:
 
 
 def _kernel_math(pl: Planner):
-    """The function that fills a kernel step's flops, dropout masks and their dtype from the
-    statements it computes (codegen.work.kernel_math), for one launch: a kernel launched per
-    chunk of a composite step computes one chunk's."""
+    """The function that fills a kernel step's grid rule (codegen.plan.grid_rule_of) and its
+    flops, dropout masks and their dtype from the statements it computes
+    (codegen.work.kernel_math), for one launch: a kernel launched per chunk of a composite
+    step computes one chunk's."""
     leaves = {leaf.name: leaf for s in pl.program.stmts for leaf in s.leaves()}
 
     def iteration_numel(s: ir.Stmt):
@@ -254,6 +256,7 @@ def _kernel_math(pl: Planner):
         return pl.local_numel(s.out.name)
 
     def fill(step: KernelStep, chunks: int) -> KernelStep:
+        step = dataclasses.replace(step, grid_rule=grid_rule_of(step.spec))
         if step.spec.kind in SYNC_KINDS:
             return step
         flops, dropouts, dtype = kernel_math([leaves[n] for n in step.stmts if n in leaves],

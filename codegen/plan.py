@@ -66,6 +66,8 @@ class Loc:
 class KernelStep:
     """Launch one generated kernel; `flags` names its barrier-flag buffer (collectives).
 
+    `grid_rule` (GRID_RULES) says how its launch grid is sized, decided by lowering from
+    its spec (`grid_rule_of`) and read by the runtime at launch with the GPU's SM count.
     `flops` and `dropouts` (dropout masks drawn: elements x masks) are what one launch
     computes on one rank, sizes unbound, and `flops_dtype` the dtype they run at: lowering
     counts them once from the statements the kernel computes (codegen.work.kernel_math), so
@@ -80,6 +82,8 @@ class KernelStep:
     flops: sympy.Expr = sympy.Integer(0)
     dropouts: sympy.Expr = sympy.Integer(0)
     flops_dtype: str = "f32"
+    # how the runtime sizes its launch grid (GRID_RULES; lowering fills it: grid_rule_of)
+    grid_rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -380,6 +384,29 @@ class Plan:
             else:
                 flat.append(s)
         return tuple(s.spec for s in flat if isinstance(s, KernelStep))
+
+
+GRID_RULES = ("rows", "collective", "one", "row-blocks", "elementwise")
+"""How a kernel step's launch grid is sized (workbench.runtime.executor): rows, a block a row
+(`rows_grid`: resident where blocks meet peers); collective, blocks per SM of a fused
+collective (`collective_grid`: the options' blocks per SM or the row plan's, within
+MAX_BLOCKS and the options' cap); one, a single block (a norm's finish, a flag wait, a
+barrier); row-blocks, a row kernel's resident blocks per SM by its registers; elementwise,
+enough blocks for the extent (at most MAX_BLOCKS with norms' partials)."""
+
+
+def grid_rule_of(spec: KernelSpec) -> str:
+    """The GRID_RULES entry of a kernel of this spec: lowering's one decision of it."""
+    if spec.row is not None and spec.row.grid == "rows":
+        return "rows"
+    if spec.kind == "collective" or (spec.kind == "send"
+                                     and any(p.kind == "flags" for p in spec.params)):
+        return "collective"
+    if spec.kind in ("finish", "wait", "barrier"):
+        return "one"
+    if spec.kind == "rows":
+        return "row-blocks"
+    return "elementwise"
 
 
 def map_kernels(step, fn, chunks: int = 1):

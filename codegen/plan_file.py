@@ -41,8 +41,9 @@ from workbench.errors import WorkbenchError
 from workbench.ir import communication, computation, epilogue, expressions, program, regions
 
 PLAN_FORMAT = "workbench-plan"
-# 1: the first loadable plan (issue 38). 2: a kernel step carries its flops, dropout masks
-# and their dtype (KernelStep.flops, .dropouts, .flops_dtype; decision 104). Raise it
+# 1: the first loadable plan (issue 38). 2: a kernel step carries its flops, dropout masks,
+# their dtype and its grid rule (KernelStep.flops, .dropouts, .flops_dtype, .grid_rule), the
+# steps their Origin records, and RingFusedStep is a step (decision 104). Raise it
 # whenever a record's fields change meaning; a loader of one version refuses files of every
 # other (there is no migration).
 PLAN_FORMAT_VERSION = 2

@@ -142,3 +142,19 @@ def test_synchronizing_kernels_have_no_flops():
         for k, _ in _kernel_steps(plan):
             if k.spec.kind in ("barrier", "finish", "wait"):
                 assert k.flops == 0, (name, k.spec.name)
+
+
+@pytest.mark.parametrize("spec,schedule,rules", [
+    ("studies/adam.py", "fuse-rs-c-ag", ["collective"]),
+    ("studies/adam.py", "rs-c-ag", ["elementwise"] * 3),
+    ("studies/lamb.py", "fuse-rs-c-ag", ["collective", "one", "collective"]),
+    ("studies/allreduce_rmsnorm.py", "fuse-ar-c", ["collective"]),
+    ("studies/pipeline.py", "fuse-rs-c-send-ag", ["collective", "one"]),
+])
+def test_lowering_decides_each_kernels_grid_rule(spec, schedule, rules):
+    """The runtime sizes a kernel's grid by the rule its step carries (decision 104), which
+    lowering decides once from its spec (codegen.plan.grid_rule_of)."""
+    pf = load(str(ROOT / spec))
+    kernels = [k for k, _ in _kernel_steps(lower(pf.schedules[schedule].apply(), P))]
+    assert [k.grid_rule for k in kernels] == rules
+    assert all(k.grid_rule == plan_types.grid_rule_of(k.spec) for k in kernels)

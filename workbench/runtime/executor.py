@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codegen.plan import (
+    GRID_RULES,
     MAX_BLOCKS,
     RANK,
     ChunkedStep,
@@ -508,27 +509,31 @@ def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
     extent = run.int_of(step.extent)
     if spec.row is not None:
         check_row_cols(step, run.int_of(step.cols))
-    barrier = any(p.kind == "flags" for p in spec.params)
-    if spec.row is not None and spec.row.grid == "rows":
+    rule = step.grid_rule  # lowering's decision (codegen.plan.GRID_RULES)
+    if rule == "rows":
         threads = rows_threads(run.int_of(step.cols), spec.row.cache)
         grid = rows_grid(extent, threads, spec.kind == "collective" and spec.P > 1,
                          run.gpu.sm_count, spec.row.min_blocks)
         return KernelLaunch(step, fn, grid, args, epoch_at, seq_at, threads=threads)
-    if spec.kind == "collective" or spec.kind == "send" and barrier:
+    if rule == "collective":
         grid = collective_grid(spec, run.blocks_per_sm, run.gpu.sm_count,
                                run.plan.options.collective_grid)
-    elif spec.kind in ("finish", "wait", "barrier"):
+    elif rule == "one":
         grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
-    elif spec.kind == "rows":
+    elif rule == "row-blocks":
         # A row kernel: a block per row (its extent), grid-stride past the blocks that its
         # registers let stay resident (design note 44)
         per_sm = resident_row_blocks(getattr(fn, "num_regs", None))
         grid = max(1, min(extent, run.gpu.sm_count * per_sm))
-    else:
+    elif rule == "elementwise":
         grid = elementwise_grid(extent, spec.vec, run.gpu.sm_count)
         if spec.norms:
             # One partial per block, in a buffer of MAX_BLOCKS entries.
             grid = min(grid, MAX_BLOCKS)
+    else:
+        raise RuntimeFault(f"a kernel step's grid rule must be one of {', '.join(GRID_RULES)}, "
+                           f"got {rule!r} ({spec.name}); lower the program again (codegen "
+                           "fills it)")
     return KernelLaunch(step, fn, grid, args, epoch_at, seq_at)
 
 
