@@ -1,9 +1,9 @@
 """What `workbench simulate --explain` says of a lowered plan: each NCCL collective the plan
 calls (an overlap's, a pipeline's legs and a chunked step's too), with the algorithm and
 protocol NCCL's choice rule picks for it (cost_model.collectives.choose_plan), read from the
-plan's steps as the price is (`cost_model.plan_cost.nccl_call`), never from IR statements. A
-schedule the GPU backend refuses has no plan: its rows come from the IR
-(`cost_model.ops.explain_collectives`), in the same form.
+plan's steps as the price is (`cost_model.plan_cost.nccl_call`), never from IR statements: a
+schedule whose plan is priced only (the ring-fused form) too; one lowering refuses outright
+has no rows (decision 104).
 """
 
 from __future__ import annotations

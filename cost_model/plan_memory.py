@@ -3,12 +3,11 @@
 The runtime allocates every buffer of a rank's stage once, for the whole run
 (`workbench.runtime.executor.PlanRun`), so the plan's peak is the sum of its stage's buffers
 at the bound sizes (the stage that holds most, for a pipeline), plus NCCL's staging buffers
-where the plan calls NCCL (`cost_model.ops.memory.NCCL_BUFFSIZE_BYTES`, the IR-level count's
-constant). The plan, not the IR's liveness, says what a generated schedule holds: adam's
-rs-c-ag holds 4.5 GiB per rank at N = 2^28 on 4 GPUs, where liveness counted 7.25 (an
+where the plan calls NCCL (`cost_model.ops.memory.NCCL_BUFFSIZE_BYTES`). The plan, not the
+IR's liveness, says what a schedule holds: adam's rs-c-ag holds 4.5 GiB per rank at N = 2^28
+on 4 GPUs, where the IR's liveness bound (removed with decision 104) counted 7.25 (an
 AllReduce in place in its dead input, an update in its target's buffer). `simulate --memory`
-and `check` read it for every schedule that lowers (the ring-fused form's plan too, decision
-104); the IR's liveness bound (`cost_model.ops.peak_memory`) has no reader outside the tests.
+and `check` read it for every schedule that lowers (the ring-fused form's plan too).
 """
 
 from __future__ import annotations

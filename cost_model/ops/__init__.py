@@ -21,7 +21,6 @@ from cost_model.ops.comm import (
     collective_kind,
     collective_nbytes,
     collective_plan,
-    explain_collectives,
     norm_combine_s,
     peak_link_Bps,
     send_cost,
@@ -56,7 +55,7 @@ from cost_model.ops.fused import (
     fused_parts,
     fused_send_Bps,
 )
-from cost_model.ops.memory import MemoryUse, peak_memory
+from cost_model.ops.memory import MemoryUse
 from cost_model.ops.network_fused import ring_fused_plan
 from cost_model.ops.program import ProgramCost, host_overlapped_total, program_cost
 from cost_model.ops.rules import (
@@ -72,10 +71,10 @@ __all__ = [
     "ring_fused_plan",
     "alltoall_cost", "alltoall_fixed_s", "alltoall_time",
     "COLLECTIVE_KINDS", "COST_RULES", "FIXED_COST_RULES", "FUSED_PART_RULES", "RESOURCES",
-    "CostContext", "FusedParts", "MemoryUse", "peak_memory", "OpCost", "ProgramCost", "Work",
+    "CostContext", "FusedParts", "MemoryUse", "OpCost", "ProgramCost", "Work",
     "collective_cluster",
     "collective_cost", "collective_fixed_s", "collective_kind", "collective_nbytes",
-    "collective_plan", "explain_collectives",
+    "collective_plan",
     "compute_cost", "dropout_s", "elementwise_work", "expr_dropouts", "expr_flops",
     "capped_fused_cost", "fused_cost", "fused_latency_s", "fused_link_lower_s", "fused_link_s",
     "fused_parts",

@@ -94,30 +94,6 @@ def collective_plan(ctx: CostContext, s: ir.Stmt, scale: float = 1.0) -> coll.Pl
                             one_per_node(s.op))
 
 
-def explain_collectives(ctx: CostContext) -> list[dict]:
-    """One row per NCCL collective of the program (an overlap's too): the statement, its
-    kind, ranks and nodes, its buffer in nccl-tests' convention (`nbytes`), and the
-    (algorithm, protocol) NCCL picks with its time: what `workbench simulate --explain`
-    prints."""
-    rows = []
-    g = ctx.cluster.gpus_per_node
-    # a fused kernel's collectives are peer loads/stores, not NCCL calls: only plain
-    # statements and an overlap's plain parts call NCCL
-    calls = [b for t in ctx.program.stmts
-             for b in (t.op.body if isinstance(t.op, ir.Overlapped) else (t,))]
-    for s in calls:
-        if type(s.op) not in COLLECTIVE_KINDS:
-            continue
-        plan = collective_plan(ctx, s)
-        P = ctx.group_size(comm_group(ctx, s.op))
-        nodes = P if one_per_node(s.op) else (-(-P // g) if ctx.cluster.nodes > 1 else 1)
-        rows.append({"stmt": s.name, "kind": plan.kind, "ranks": P, "nodes": nodes,
-                     "algorithm": plan.algorithm, "protocol": plan.protocol,
-                     "link": plan.link, "time_s": float(plan.time_s),
-                     "nbytes": float(collective_nbytes(ctx, s))})
-    return rows
-
-
 def collective_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
     """NCCL's per-call cost of collective `s` for one of `chunks` equal pieces of it: host,
     kind and protocol latency of the plan a piece gets (with a single rank's copy: host cost

@@ -1,12 +1,13 @@
-"""Peak memory per rank: what a generated schedule's plan allocates (cost_model.plan_memory),
-the IR's liveness bound for one the backend refuses (cost_model.ops.peak_memory), and what
-simulate does with a schedule that does not fit."""
+"""Peak memory per rank: what a schedule's plan allocates (cost_model.plan_memory; decision
+104: the IR's liveness bound went), and what simulate does with a schedule that does not
+fit."""
 
 import pytest
 from click.testing import CliRunner
 
+from codegen.lower import lower
 from cost_model.hardware import preset
-from cost_model.ops import CostContext, peak_memory
+from cost_model.plan_memory import plan_memory
 from workbench.cli.simulate import simulate as simulate_cmd
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
@@ -17,21 +18,29 @@ GIB = 2**30
 def _memory(schedule, n=2**28, P=4):
     loaded = load("studies/adam.py")
     program = loaded.program if schedule is None else loaded.schedules[schedule].apply()
-    return peak_memory(CostContext(program, preset("h200x4"), bind_sizes(program,
-                                                                         {"N": n, "P": P})))
+    return plan_memory(lower(program, P, priced_only=True), preset("h200x4"),
+                       bind_sizes(program, {"N": n, "P": P}))
 
 
 def test_adam_peak_memory_counts_inputs_values_and_nccl_buffers():
     m = _memory(None)
-    # g, w, m, v: 4 x 1 GiB of f32 inputs; g1 (the reduced gradient) alive with the updates
+    # g, w, m, v: 4 x 1 GiB of f32 inputs (and lr); g reduced in place, the updates in their
+    # targets: no other value
     assert m.inputs_bytes == pytest.approx(4 * GIB, rel=1e-6)
-    assert m.values_bytes == pytest.approx(1 * GIB, rel=1e-6)
+    assert m.values_bytes == 0
     assert m.comm_buffers_bytes == 2 * 32 * 4 * 2**20  # 2 x channels x NCCL_BUFFSIZE
-    assert m.fits and m.peak_bytes / GIB == pytest.approx(5.25, rel=1e-6)
+    assert m.fits and m.peak_bytes / GIB == pytest.approx(4.25, rel=1e-6)
 
 
 def test_keeping_state_sliced_buys_memory():
     assert _memory("rs-c-ag-sliced-state").peak_bytes < 0.75 * _memory(None).peak_bytes
+
+
+def test_the_ring_fused_form_holds_what_its_plan_allocates():
+    # priced only, never run: its plan's buffers are the peers form's (no NCCL staging)
+    ring = _memory("fuse-rs-c-ag-ring")
+    assert ring.comm_buffers_bytes == 0 and ring.fits
+    assert ring.peak_bytes == pytest.approx(_memory("fuse-rs-c-ag").peak_bytes, rel=1e-9)
 
 
 def test_a_schedule_that_does_not_fit_is_said_and_never_best():
@@ -47,9 +56,6 @@ def test_a_schedule_that_does_not_fit_is_said_and_never_best():
 
 
 def test_a_generated_schedule_holds_what_its_plan_allocates():
-    from codegen.lower import lower
-    from cost_model.plan_memory import plan_memory
-
     loaded = load("studies/adam.py")
     got = {}
     for name in ("rs-c-ag", "rs-c-ag-sliced-state", "fuse-rs-c-ag"):
@@ -57,13 +63,12 @@ def test_a_generated_schedule_holds_what_its_plan_allocates():
         bound = bind_sizes(program, {"N": 2**28, "P": 4})
         got[name] = plan_memory(lower(program, 4), preset("h200x4"), bound)
     # rs-c-ag: g, w, m, v (4 GiB) and the reduce-scattered slice g1_rs (0.25 GiB: the updates
-    # write their targets, the AllGather gathers in place), plus NCCL's buffers; liveness
-    # counted 7.25 GiB
+    # write their targets, the AllGather gathers in place), plus NCCL's buffers (the IR's
+    # liveness bound counted 7.25 GiB)
     m = got["rs-c-ag"]
     assert m.inputs_bytes == pytest.approx(4 * GIB, rel=1e-6)
     assert m.comm_buffers_bytes == 2 * 32 * 4 * 2**20
     assert m.peak_bytes / GIB == pytest.approx(4.5, rel=1e-6)
-    assert _memory("rs-c-ag").peak_bytes / GIB == pytest.approx(7.25, rel=1e-6)
     assert got["rs-c-ag-sliced-state"].peak_bytes / GIB == pytest.approx(3.0, rel=1e-6)
     fused = got["fuse-rs-c-ag"]  # one kernel, no NCCL: its flags beside the inputs
     assert fused.comm_buffers_bytes == 0 and 2.5 < fused.peak_bytes / GIB < 2.5001

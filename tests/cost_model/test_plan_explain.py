@@ -1,6 +1,7 @@
 """`simulate --explain` reads plans (issue 38 item 1): each NCCL step of a generated schedule's
 plan, an overlap's and a pipeline's legs included, with NCCL's pick for it as the price reads
-it (cost_model.plan_explain); a refused schedule keeps the IR's rows."""
+it (cost_model.plan_explain); a schedule priced only (the ring-fused form) reads its plan
+too, whose ring is fused: no NCCL call of its own (decision 104)."""
 
 from codegen.lower import lower
 from cost_model.hardware import preset
@@ -27,9 +28,9 @@ def test_each_nccl_step_of_the_plan_is_a_row():
     assert all(r["algorithm"] == "ring" and r["time_s"] > 0 for r in rows)
 
 
-def test_a_fused_kernel_calls_no_nccl_and_a_refused_schedule_keeps_the_ir_rows():
+def test_a_fused_kernel_calls_no_nccl_nor_does_the_ring_fused_plan():
     preds = {p.name: p for p in predict(load("studies/adam.py"), preset("h200x4"), {})}
     assert preds["fuse-rs-c-ag"].collectives == ()
-    ring = preds["fuse-rs-c-ag-ring"]  # not generated: the IR's rows (its ring is fused)
+    ring = preds["fuse-rs-c-ag-ring"]  # not generated: its plan's RingFusedStep calls no NCCL
     assert ring.not_generated and ring.collectives == ()
     assert [c["stmt"] for c in preds["ar-opt"].collectives] == ["g1"]

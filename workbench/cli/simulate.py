@@ -62,7 +62,7 @@ class Prediction:
     # NCCL's pick per collective (cost_model.plan_explain, or the IR's for a schedule the
     # backend refuses): for --explain
     collectives: tuple = ()
-    # peak memory per rank (cost_model.ops.peak_memory), None when not computed
+    # peak memory per rank (cost_model.plan_memory), None when not computed
     memory: object = None
     # the simulated time of each sample (--samples) when ranks differ; time_s is their median
     samples_s: tuple = ()
