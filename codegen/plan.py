@@ -395,6 +395,21 @@ barrier); row-blocks, a row kernel's resident blocks per SM by its registers; el
 enough blocks for the extent (at most MAX_BLOCKS with norms' partials)."""
 
 
+def collective_grid(spec: KernelSpec | None, blocks_per_sm: int, sm_count: int,
+                    cap: int = 0) -> int:
+    """A fused collective's grid: `blocks_per_sm` a SM (the options'), or the row plan's
+    grid_per_sm where its launch bound keeps that many resident (the shared row cache, design
+    note 86); every block must be resident, since blocks meet their peers at barriers. `cap`
+    (the options' collective_grid; 0: none): at most that many blocks, the kernel striding
+    over the rest (a few SMs for a kernel that runs beside backward, design note 94). The one
+    formula of that grid: the runtime launches it (GRID_RULES' "collective"), the cost model
+    prices an overlapped consumer's share of it; `spec` None: a kernel without a row plan."""
+    row = spec.row if spec is not None else None
+    per_sm = row.grid_per_sm if row is not None and row.grid_per_sm else blocks_per_sm
+    grid = min(MAX_BLOCKS, sm_count * per_sm)
+    return min(grid, cap) if cap > 0 else grid
+
+
 def grid_rule_of(spec: KernelSpec) -> str:
     """The GRID_RULES entry of a kernel of this spec: lowering's one decision of it."""
     if spec.row is not None and spec.row.grid == "rows":

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 import sympy
 
 from codegen.forms import fused_form, is_fused_collective
-from codegen.plan import MAX_BLOCKS, overlap_grid
+from codegen.plan import collective_grid, overlap_grid
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops.alltoall import alltoall_cost, alltoall_fixed_s
@@ -255,8 +255,9 @@ def overlap_consumer_sms(cluster: Cluster, options, chosen: int | None = None) -
     launches (`codegen.plan.overlap_grid` of its full grid, the options' blocks per SM on
     every SM; `chosen` blocks, the plan's OverlapStep.consumer_blocks, or the options'
     overlap_blocks) at that many blocks per SM: what the cost model and the simulator price
-    it at. (Until design note 87, NCCL's channels: 32 SMs where the runtime ran 33.)"""
+    it at (its full grid by the runtime's formula, `codegen.plan.collective_grid`). (Until
+    design note 87, NCCL's channels: 32 SMs where the runtime ran 33.)"""
     per_sm = options.collective_blocks_per_sm
-    full = min(MAX_BLOCKS, cluster.gpu.sm_count * per_sm)
+    full = collective_grid(None, per_sm, cluster.gpu.sm_count)
     blocks = overlap_grid(full, options.overlap_blocks if chosen is None else chosen)
     return blocks / per_sm

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.plan import (
+from codegen.plan import (  # noqa: F401  (collective_grid: the runtime's name for it too)
     GRID_RULES,
     MAX_BLOCKS,
     RANK,
@@ -35,6 +35,7 @@ from codegen.plan import (
     check_chunk_rows,
     check_overlap_rows,
     check_row_cols,
+    collective_grid,
 )
 from codegen.spec import ROWS_CACHE, ROWS_MAX_THREADS, THREADS
 from workbench import interpreter
@@ -96,18 +97,6 @@ def rows_grid(rows: int, threads: int, peers: bool, sm_count: int, min_blocks: i
         return max(1, rows)
     per_sm = max(1, min_blocks * ROWS_MAX_THREADS // threads)
     return max(1, min(rows, sm_count * per_sm, MAX_BLOCKS))
-
-
-def collective_grid(spec, blocks_per_sm: int, sm_count: int, cap: int = 0) -> int:
-    """A fused collective's grid: `blocks_per_sm` a SM (the options'), or the row plan's
-    grid_per_sm where its launch bound keeps that many resident (the shared row cache, design
-    note 86); every block must be resident, since blocks meet their peers at barriers. `cap`
-    (the options' collective_grid; 0: none): at most that many blocks, the kernel striding
-    over the rest (a few SMs for a kernel that runs beside backward, design note 94)."""
-    row = spec.row
-    per_sm = row.grid_per_sm if row is not None and row.grid_per_sm else blocks_per_sm
-    grid = min(MAX_BLOCKS, sm_count * per_sm)
-    return min(grid, cap) if cap > 0 else grid
 
 
 @dataclass
