@@ -1,7 +1,8 @@
 """How the cost model's prediction moves from pricing IR statements (program_cost) to pricing
 the lowered plan's steps (cost_model.plan_cost, design note 74), and with --simulate how the
-simulated time moves from running statements to running plan steps (simulator.plan_steps,
-note 75): every shipped study's named schedules and autotuner candidates (depth 4, 40
+plan's simulated time stands against the IR-level model (the simulator runs plan steps only
+since decision 104; before it, the statements' run): every shipped study's named schedules
+and autotuner candidates (depth 4, 40
 candidates) at its default sizes, one line per schedule that the backend generates and whose
 time moved by more than 1e-6.
 
@@ -22,7 +23,6 @@ from codegen.lower import lower
 from cost_model.hardware import load_hardware
 from cost_model.ops import program_cost
 from cost_model.plan_cost import plan_cost
-from simulator import simulate
 from simulator.engine import Simulation
 from workbench import autotune
 from workbench.cli.simulate import resolve_sizes
@@ -57,10 +57,9 @@ def moves(spec: str, cluster, simulated: bool = False) -> list[tuple[str, float,
             ir = program_cost(program, cluster, bound)
         except WorkbenchError:
             continue  # a size it does not bind, or not on this cluster: no plan price
-        if simulated:
-            base = simulate(program, cluster, bound, record=False).time_s
+        if simulated:  # the simulator runs plans only (decision 104): against the IR model
             sim = Simulation(program, cluster, bound, record=False, plan=plan)
-            out.append((name, base, sim.run().time_s, 0))  # every step from the plan
+            out.append((name, float(ir.time_s), sim.run().time_s, 0))
             continue
         priced = plan_cost(plan, cluster, bound)
         out.append((name, float(ir.time_s), float(priced.time_s), 0))  # every step priced
