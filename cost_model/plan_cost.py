@@ -49,11 +49,15 @@ from cost_model.ops import alltoall as a2a
 from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
 from cost_model.ops.compute import Work, compute_cost
 from cost_model.ops.context import CostContext, OpCost, add_busy, max_busy
-from cost_model.ops.fused import FusedParts, fused_latency_s, fused_parts_cost
+from cost_model.ops.fused import (
+    FusedParts,
+    fused_latency_s,
+    fused_parts_cost,
+    overlap_consumer_sms,
+)
 from cost_model.ops.network_fused import ring_cost, ring_plan
 from cost_model.ops.pipeline import pipelined
 from cost_model.ops.program import ProgramCost, host_overlapped_total
-from cost_model.ops.rules import overlap_consumer_sms
 from workbench.types import Group
 
 

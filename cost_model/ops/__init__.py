@@ -54,6 +54,7 @@ from cost_model.ops.fused import (
     fused_link_s,
     fused_parts,
     fused_send_Bps,
+    overlap_consumer_sms,
 )
 from cost_model.ops.memory import MemoryUse
 from cost_model.ops.network_fused import ring_fused_plan
@@ -61,7 +62,6 @@ from cost_model.ops.program import ProgramCost, host_overlapped_total, program_c
 from cost_model.ops.rules import (
     COST_RULES,
     FIXED_COST_RULES,
-    overlap_consumer_sms,
     shares_sms,
     stmt_cost,
     stmt_fixed_s,

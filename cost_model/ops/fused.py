@@ -9,8 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from codegen.lower_rows import has_axis_reduction
+from codegen.plan import collective_grid, overlap_grid
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
+from cost_model.hardware import Cluster
 from cost_model.ops.comm import (
     comm_group,
     norm_combine_s,
@@ -436,3 +438,16 @@ def capped_fused_cost(ctx: CostContext, s: ir.Stmt, sms: int) -> OpCost:
     in proportion below, arithmetic in proportion), as a kernel on that share of the GPU."""
     fraction = min(1.0, sms / ctx.cluster.gpu.sm_count)
     return fused_parts_cost(ctx, fused_parts(ctx, s), None, fraction)
+
+
+def overlap_consumer_sms(cluster: Cluster, options, chosen: int | None = None) -> float:
+    """SMs' worth of blocks an overlapped fused collective runs on: the grid the runtime
+    launches (`codegen.plan.overlap_grid` of its full grid, the options' blocks per SM on
+    every SM; `chosen` blocks, the plan's OverlapStep.consumer_blocks, or the options'
+    overlap_blocks) at that many blocks per SM: what the cost model and the simulator price
+    it at (its full grid by the runtime's formula, `codegen.plan.collective_grid`). (Until
+    design note 87, NCCL's channels: 32 SMs where the runtime ran 33.)"""
+    per_sm = options.collective_blocks_per_sm
+    full = collective_grid(None, per_sm, cluster.gpu.sm_count)
+    blocks = overlap_grid(full, options.overlap_blocks if chosen is None else chosen)
+    return blocks / per_sm

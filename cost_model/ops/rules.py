@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 import sympy
 
 from codegen.forms import fused_form, is_fused_collective
-from codegen.plan import collective_grid, overlap_grid
 from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops.alltoall import alltoall_cost, alltoall_fixed_s
@@ -37,7 +36,7 @@ from cost_model.ops.context import (
     max_busy,
     stmt_group,
 )
-from cost_model.ops.fused import fused_cost, fused_latency_s, fused_parts
+from cost_model.ops.fused import fused_cost, fused_latency_s, fused_parts, overlap_consumer_sms
 from cost_model.ops.network_fused import ring_fused_cost, ring_fused_plan
 from cost_model.ops.pipeline import is_pipeline, pipeline_cost
 from workbench import ir
@@ -248,16 +247,3 @@ def shares_sms(cluster: Cluster, producer: ir.Stmt, consumer: ir.Stmt) -> bool:
     return (bool(cluster.fused_block_bandwidth)
             and isinstance(producer.op, (ir.MatMul, *ir.ELEMENTWISE_OPS))
             and is_fused_collective(consumer))
-
-
-def overlap_consumer_sms(cluster: Cluster, options, chosen: int | None = None) -> float:
-    """SMs' worth of blocks an overlapped fused collective runs on: the grid the runtime
-    launches (`codegen.plan.overlap_grid` of its full grid, the options' blocks per SM on
-    every SM; `chosen` blocks, the plan's OverlapStep.consumer_blocks, or the options'
-    overlap_blocks) at that many blocks per SM: what the cost model and the simulator price
-    it at (its full grid by the runtime's formula, `codegen.plan.collective_grid`). (Until
-    design note 87, NCCL's channels: 32 SMs where the runtime ran 33.)"""
-    per_sm = options.collective_blocks_per_sm
-    full = collective_grid(None, per_sm, cluster.gpu.sm_count)
-    blocks = overlap_grid(full, options.overlap_blocks if chosen is None else chosen)
-    return blocks / per_sm
