@@ -48,7 +48,14 @@ from cost_model.hardware import Cluster
 from cost_model.ops import alltoall as a2a
 from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
 from cost_model.ops.compute import Work, compute_cost
-from cost_model.ops.context import CostContext, OpCost, add_busy, max_busy
+from cost_model.ops.context import (
+    CostContext,
+    OpCost,
+    ProgramCost,
+    add_busy,
+    host_overlapped_total,
+    max_busy,
+)
 from cost_model.ops.fused import (
     FusedParts,
     fused_latency_s,
@@ -57,7 +64,6 @@ from cost_model.ops.fused import (
 )
 from cost_model.ops.network_fused import ring_cost, ring_plan
 from cost_model.ops.pipeline import pipelined
-from cost_model.ops.program import ProgramCost, host_overlapped_total
 from workbench.types import Group
 
 

@@ -5,8 +5,8 @@ over one rank the copy of the buffer on the HBM: a plan's all_to_all step
 
 from __future__ import annotations
 
-from cost_model.ops import work_s
 from cost_model.ops.alltoall import alltoall_latency_s, alltoall_seconds
+from cost_model.ops.compute import work_s
 from cost_model.plan_cost import alltoall_of, copy_work
 
 

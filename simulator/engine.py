@@ -45,7 +45,7 @@ import sympy
 from codegen import plan as cp
 from codegen.plan import Plan
 from cost_model.hardware import Cluster
-from cost_model.ops import CostContext
+from cost_model.ops.context import CostContext
 from cost_model.plan_cost import PlanContext
 from simulator.kernels import Kernels
 from simulator.network import Network

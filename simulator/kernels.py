@@ -9,7 +9,8 @@ import numpy as np
 
 from cost_model import collectives as coll
 from cost_model.hardware import Cluster
-from cost_model.ops import Work, fused_latency_s, fused_link_s, work_s
+from cost_model.ops.compute import Work, work_s
+from cost_model.ops.fused import fused_latency_s, fused_link_s
 from simulator import rings
 from simulator.network import Route
 from simulator.resources import (

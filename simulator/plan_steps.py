@@ -22,12 +22,8 @@ import simpy
 from codegen import plan as cp
 from codegen.work import DTYPE_BYTES, per_chunk
 from cost_model import collectives as coll
-from cost_model.ops import (
-    Work,
-    norm_combine_s,
-    send_crosses_nodes,
-    work_s,
-)
+from cost_model.ops.comm import norm_combine_s, send_crosses_nodes
+from cost_model.ops.compute import Work, work_s
 from cost_model.ops.network_fused import ring_plan
 from cost_model.plan_cost import (
     PlanContext,

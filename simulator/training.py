@@ -28,7 +28,7 @@ from codegen import plan as cp
 from cost_model import training as ct
 from cost_model.collectives import choose_plan
 from cost_model.hardware import Cluster
-from cost_model.ops import work_s
+from cost_model.ops.compute import work_s
 from cost_model.ops.fused import fused_parts_cost
 from cost_model.plan_cost import PlanContext, fused_parts_of, nccl_plan, step_cost
 from simulator.timeline import Row

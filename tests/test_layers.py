@@ -28,3 +28,8 @@ def test_the_plans_readers_are_held_off_the_ir_by_a_contract():
     assert contract["type"] == "forbidden" and contract["forbidden_modules"] == ["workbench.ir"]
     assert {"simulator", "cost_model.plan_cost", "cost_model.plan_explain",
             "cost_model.plan_memory"} <= set(contract["source_modules"])
+    # nor reach the statement rules that remain for --symbolic, even through another module
+    rules = contracts["the plan's readers never reach the IR statement rules"]
+    assert rules["type"] == "forbidden" and not rules.get("allow_indirect_imports", False)
+    assert set(rules["source_modules"]) == set(contract["source_modules"])
+    assert {"cost_model.ops.rules", "cost_model.ops.program"} <= set(rules["forbidden_modules"])

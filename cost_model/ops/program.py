@@ -4,50 +4,19 @@ NCCL calls ahead of the GPU, and the bandwidth-only lower bound."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import sympy
 
-from cost_model.collectives import smax
 from cost_model.hardware import Cluster
-from cost_model.ops.context import CostContext, add_busy
+from cost_model.ops.context import (  # noqa: F401  (ProgramCost: re-exported here)
+    CostContext,
+    ProgramCost,
+    add_busy,
+    host_overlapped_total,
+)
 from cost_model.ops.rules import stmt_cost
 from workbench import ir
 from workbench.options import CodegenOptions
-
-
-@dataclass(frozen=True)
-class ProgramCost:
-    """Closed-form time of a whole program (statements run one after another on each rank),
-    the per-statement costs, and the bandwidth-only lower bound."""
-
-    time_s: object
-    stmts: tuple
-    busy_s: dict
-
-    @property
-    def lower_bound_s(self):
-        """No schedule of these kernels on this machine can be faster: each resource must be
-        busy this long and serves one kernel at a time."""
-        return smax(*self.busy_s.values()) if self.busy_s else 0
-
-
-def host_overlapped_total(costs, symbolic: bool = False):
-    """Time of statements run one after another on a stream, with the host issuing them ahead.
-
-    CUDA and NCCL calls are asynchronous: the host pays a call's issue cost (`host_s`) while
-    the GPU is still running earlier work, so the GPU starts a statement at the later of the
-    moment it is free and the moment the host has issued it. A single call therefore costs
-    host + GPU time (what a CUDA-event-timed microbenchmark sees), while in a sequence most
-    of the host cost hides behind the kernels before it. The simulator runs the same rule.
-    """
-    zero = sympy.Integer(0) if symbolic else 0.0
-    host, gpu = zero, zero
-    for c in costs:
-        host = host + c.host_s
-        start = sympy.Max(gpu, host) if symbolic else max(gpu, host)
-        gpu = start + (c.time_s - c.host_s)
-    return gpu
 
 
 def program_cost(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
