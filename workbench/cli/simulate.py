@@ -285,6 +285,8 @@ def predict(loaded, cluster, sets: dict | None = None,
                     for i in range(samples if variability is not None else 1)]
         result = runs[0]
         times = tuple(r.time_s for r in runs)
+        # --symbolic: a formula in the size symbols and P, which no plan can say (a plan is
+        # lowered for a number of ranks): the one reader of the IR-level rules (decision 104)
         formula = (program_cost(program, cluster, bound, symbolic=True, options=options).time_s
                    if symbolic else None)
         picks = tuple(plan_collectives(plan, cluster, bound))  # --explain: its NCCL steps
