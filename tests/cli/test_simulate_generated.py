@@ -110,3 +110,19 @@ def test_codegen_options_are_lowered_and_priced(capsys, tmp_path):
     assert main(["simulate", "studies/adam.py", "--codegen", "unroll=3"]) == 2
     assert capsys.readouterr().err.endswith(
         "error: --codegen unroll must be one of (1, 2, 4), got 3; 1 is the default\n")
+
+
+def test_a_schedule_lowering_refuses_outright_is_a_row_with_no_price(monkeypatch):
+    """Nothing to price or run without a plan (decision 104): the row says why, no time."""
+    import math
+
+    loaded = load(str(ROOT / "studies/sgd.py"))
+    refused = loaded.schedules["rs-c-ag"].apply()
+    real = sim.lowered
+    monkeypatch.setattr(sim, "lowered", lambda program, P, options=None: (
+        (None, "refused for the test") if program == refused else real(program, P, options)))
+    preds = {p.name: p for p in sim.predict(loaded, sim.load_hardware("h200x4", 1), {})}
+    row = preds["rs-c-ag"]
+    assert row.note == "not generated: refused for the test" and not row.ok
+    assert math.isnan(row.time_s) and math.isnan(row.model_s)
+    assert preds["unscheduled"].ok and preds["unscheduled"].time_s > 0
