@@ -160,7 +160,7 @@ class RowReduction:
 # repr (so of KernelSpec.key and the kernel's name) at their defaults, so that kernels that do
 # not use them keep their names and compiled cubins.
 _ROW_KNOBS = {"depth": 1, "groups": False, "cache_in": "registers", "grid_per_sm": 0,
-              "grid": "resident"}
+              "grid": "resident", "ready_peers": (), "ready_local": "", "compute_share": 0}
 # The most threads a block of a row kernel in the "rows" form has (its __launch_bounds__): the
 # runtime launches as many as hold the row at `cache` elements a thread (design note 91).
 ROWS_MAX_THREADS = 1024
@@ -240,7 +240,7 @@ class RowPlan:
         return ROWS_MAX_THREADS if self.grid == "rows" else THREADS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class RowAllReduce:
     """The whole AllReduce at the head of a row kernel (a FusedAllreduce `AllReduce C+`,
     codegen.lower_rows; the algorithms: workbench.transforms.ALLREDUCE_ALGORITHMS). Pointer
@@ -249,6 +249,10 @@ class RowAllReduce:
     two-shot: phase one reduces this rank's rows from `src_peers` (+ `src_offset`) and stores
               the sums into `dst_peers`; a barrier; the passes read `local` (the summed rows).
     one-shot: the passes reduce every row from `src_peers` (a "reduce" Load); no extra phase.
+    pipelined: two-shot's phase one on the moving blocks, row group by row group, each
+              group's arrival flagged into every rank (`ready_peers`: P x `groups` x blocks
+              entries); the computing blocks (one in `compute_share` of the grid) spin on
+              `ready_local` before each group's rows.
     lamport:  phase one stores `src_local` (encoded, wb_lamport.cuh) into this rank's part of
               every peer's receive buffer (`dst_peers`); the passes spin on `local`'s parts
               (a "lamport" Load); the end re-poisons the receive buffer of two launches ahead.
@@ -262,6 +266,12 @@ class RowAllReduce:
     src_local: str = ""
     dst_peers: tuple[str, ...] = ()
     local: str = ""
+    ready_peers: tuple[str, ...] = ()
+    ready_local: str = ""
+    groups: int = 0  # (0 == False: _ROW_KNOBS leaves these out of names at their defaults)
+    compute_share: int = 0  # pipelined: one block in this many computes
+
+    __repr__ = _row_repr
 
 
 @dataclass(frozen=True, slots=True)

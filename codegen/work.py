@@ -14,7 +14,7 @@ plan's. What a record counts:
   (`rowvec`) one row, another broadcast operand (`gather`, a bias) its buffer once (it stays
   in cache); flops are not counted for generated kernels (the cost model reads them from the
   IR expressions, which the spec holds only as C text). The whole AllReduce at the head of a
-  row kernel (`spec.RowAllReduce`: two-shot, one-shot, Lamport, design note 58) by its
+  row kernel (`spec.RowAllReduce`: two-shot, pipelined, one-shot, Lamport, design note 58) by its
   algorithm (`_row_allreduce`);
 - a fused Send: its stores into the next stage's buffer move over the link and land in that
   GPU's HBM (not counted here); its receiver's wait kernel does no work;
@@ -123,7 +123,7 @@ def peer_bytes(step: cp.KernelStep, P: int) -> tuple[sympy.Expr, sympy.Expr]:
     ar = step.spec.allreduce
     if ar is not None and ar.algorithm != "one-shot":  # one-shot's loads are "reduce" loads
         whole = n * C_BYTES.get(ar.c_type, 4)  # every row, on every rank
-        if ar.algorithm == "two-shot":  # a reduce-scatter and an all-gather of the rows
+        if ar.algorithm in ("two-shot", "pipelined"):  # a reduce-scatter and an all-gather
             rs, ag = rs + whole, ag + whole
         else:  # Lamport: my rows stored into every rank's receive buffer
             ag += P * whole
@@ -136,8 +136,8 @@ def _row_allreduce(ar, n, P: int) -> StepWork:
     served to the P ranks, once in total) and stores the sums into every rank's buffer (the
     P - 1 peers' stores land in mine); Lamport stores my rows into every rank's receive
     buffer (P parts land in mine, which I spin-read and re-poison for two launches ahead);
-    one-shot's peer loads are the passes' "reduce" load."""
-    phase = _row_allreduce_phase_one(ar, n, P)
+    one-shot's peer loads are the passes' "reduce" load. Pipelined moves two-shot's bytes."""
+    phase = _row_allreduce_moves(ar, n, P)
     if ar.algorithm == "lamport":  # the spin-reads and re-poisoning, after phase one
         whole = n * C_BYTES.get(ar.c_type, 4)
         return phase + _io(ar.c_type, read=P * whole, write=P * whole)
@@ -149,9 +149,19 @@ def _row_allreduce_phase_one(ar, n, P: int) -> StepWork | None:
     97): two-shot's reduce-scatter and peer stores before its barrier (my input served once,
     the summed rows landing in my buffer), Lamport's stores before the spin-reads (my input
     read, P parts landing in my receive buffer), with the bytes they move over the links;
-    None for one-shot, whose passes reduce as they load."""
+    None for one-shot, whose passes reduce as they load, and for pipelined, whose passes
+    compute each row group beside the moves of the next (the whole kernel overlaps its link
+    traffic, design note 108)."""
+    if ar.algorithm == "pipelined":
+        return None
+    return _row_allreduce_moves(ar, n, P)
+
+
+def _row_allreduce_moves(ar, n, P: int) -> StepWork | None:
+    """The phase one of a row kernel's whole AllReduce (two-shot's and pipelined's reduce-scatter
+    and peer stores, Lamport's stores), None for one-shot: its HBM bytes and link bytes."""
     whole = n * C_BYTES.get(ar.c_type, 4)
-    if ar.algorithm == "two-shot":
+    if ar.algorithm in ("two-shot", "pipelined"):
         return _io(ar.c_type, read=whole, write=whole, link=2 * (P - 1) * whole / P)
     if ar.algorithm == "lamport":
         return _io(ar.c_type, read=whole, write=P * whole, link=(P - 1) * whole)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from codegen.lower_rows import PIPELINE_COMPUTE_SHARE, PIPELINE_GROUPS
 from cost_model import collectives as coll
 from cost_model.hardware import Cluster
 from cost_model.ops import Work, fused_latency_s, fused_link_s, fused_parts, work_s
@@ -161,20 +162,27 @@ class Kernels:
         # schedule's, and only the computation holds SMs, piece by piece. Otherwise the one
         # kernel holds its SMs throughout and its pipeline has FUSED_CHUNKS steps.
         copy = parts.engine == "copy"
-        chunks = parts.chunks if copy else FUSED_CHUNKS
+        # A pipelined row AllReduce (design note 108): its moving blocks load and store each
+        # row group (the "load" of this pipeline), its computing blocks compute it after.
+        pipelined = parts.algorithm == "pipelined" and sm_cap is None
+        chunks = parts.chunks if copy else PIPELINE_GROUPS if pipelined else FUSED_CHUNKS
         grid = sm_cap or self.cluster.gpu.sm_count
         take = grid if copy else (yield from self._take_sms(gpu, grid))
         frac = take / self.cluster.gpu.sm_count
-        rs_part = FusedCopy(parts, rs=True)
-        ag_part = FusedCopy(parts, rs=False)
+        rs_part = parts if pipelined else FusedCopy(parts, rs=True).parts
+        ag_part = FusedCopy(parts, rs=False).parts
+        move_sms, comp_frac = take, frac
+        if pipelined:
+            share = 1 / PIPELINE_COMPUTE_SHARE
+            move_sms, comp_frac = take * (1 - share), frac * share
         # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
         link = gpu.link_factor * self.draw.steps_jitter(chunks)  # per pipeline chunk
-        load_s = self._priced(("load", key, take), lambda: fused_link_s(
-            self.ctx, rs_part.parts, take)) * scale / chunks * link
-        store_s = self._priced(("store", key, take), lambda: fused_link_s(
-            self.ctx, ag_part.parts, take)) * scale / chunks * link
-        comp_s = self._priced(("fused_work", key, scale, frac), lambda: work_s(
-            self.cluster, parts.work.scaled(scale / chunks), frac))
+        load_s = self._priced(("load", key, move_sms), lambda: fused_link_s(
+            self.ctx, rs_part, move_sms)) * scale / chunks * link
+        store_s = 0.0 if pipelined else self._priced(("store", key, take), lambda: fused_link_s(
+            self.ctx, ag_part, take)) * scale / chunks * link
+        comp_s = self._priced(("fused_work", key, scale, comp_frac), lambda: work_s(
+            self.cluster, parts.work.scaled(scale / chunks), comp_frac))
         comp_s *= gpu.compute_factor * self.draw.jitter()
         loaded = [env.event() for _ in range(chunks)]
         computed = [env.event() for _ in range(chunks)]

@@ -214,12 +214,12 @@ def _overlap_moves(program) -> list[Transform]:
 
 def _algorithm_moves(program) -> list[Transform]:
     """Every other algorithm of a fused whole AllReduce + row computation (two-shot as fused;
-    one-shot and Lamport; transforms.ALLREDUCE_ALGORITHMS): which is fastest depends on P, T,
-    H, the dtype and the GPU."""
+    pipelined, one-shot and Lamport; transforms.ALLREDUCE_ALGORITHMS): which is fastest
+    depends on P, T, H, the dtype and the GPU."""
     return [AllReduceAlgorithm(s.outs[0].name, a) for s in program.stmts
             if isinstance(s.op, ir.Fused) and s.op.kind == "allreduce" and s.op.engine == "sm"
             and s.op.algorithm == "two-shot" and isinstance(s.op.body[0].op, ir.AllReduce)
-            for a in ("one-shot", "lamport")]
+            for a in ("pipelined", "one-shot", "lamport")]
 
 
 def candidate_moves(program: ir.Program, placement: Placement | None = None

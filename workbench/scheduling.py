@@ -142,8 +142,8 @@ class Scheduler:
         return self.apply(CopyEngines(_name(region), chunks))
 
     def allreduce_algorithm(self, region, algorithm: str) -> str:
-        """How a fused AllReduce + row computation runs: "two-shot", "one-shot" or "lamport"
-        (transforms.AllReduceAlgorithm)."""
+        """How a fused AllReduce + row computation runs: "two-shot", "pipelined", "one-shot"
+        or "lamport" (transforms.AllReduceAlgorithm)."""
         return self.apply(AllReduceAlgorithm(_name(region), algorithm))
 
     def dce(self) -> None:

@@ -52,6 +52,11 @@ CASES = [
     # issue 25: the whole AllReduce fused with the epilogue (two-shot, one-shot, Lamport)
     ("allreduce-rmsnorm-fuse-ar-c-p1", "studies/allreduce_rmsnorm.py", "fuse-ar-c", 1),
     ("allreduce-rmsnorm-fuse-ar-c-p2", "studies/allreduce_rmsnorm.py", "fuse-ar-c", 2),
+    # issue 35: two-shot's bytes with the epilogue beside the communication
+    ("allreduce-rmsnorm-fuse-ar-c-pipelined-p1", "studies/allreduce_rmsnorm.py",
+     "fuse-ar-c-pipelined", 1),
+    ("allreduce-rmsnorm-bf16-fuse-ar-c-pipelined-p4", "studies/allreduce_rmsnorm.py:bf16",
+     "fuse-ar-c-pipelined", 4),
     ("allreduce-rmsnorm-bf16-fuse-ar-c-oneshot-p2", "studies/allreduce_rmsnorm.py:bf16",
      "fuse-ar-c-oneshot", 2),
     ("allreduce-rmsnorm-fuse-ar-c-oneshot-p4", "studies/allreduce_rmsnorm.py",
