@@ -44,10 +44,6 @@ from workbench.types import Sliced
 # are computed as soon as they have landed, so more groups overlap more of the computation
 # with the communication, at a flag handshake per group and moving block.
 PIPELINE_GROUPS = 16
-# One block in this many of a pipelined AllReduce's grid computes, the rest move the rows:
-# moving two-shot's link bytes takes several times the computation's HBM time at large T
-# (issue 35's P = 4 rows: ~0.7 ms of link time against ~0.13 ms of HBM time at T = H = 8192).
-PIPELINE_COMPUTE_SHARE = 4
 ROW_CACHE = 32
 
 # __launch_bounds__(512, ROW_MIN_BLOCKS) for row kernels: two blocks per SM resident. With one
@@ -206,7 +202,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions
         elif isinstance(lop, ir.ReduceScatter):
             _reduce_scatter(kb, leaf, index)
         elif isinstance(lop, ir.AllReduce) and head_ar and k == 0:
-            allreduce = _allreduce(kb, leaf, index, op.algorithm, rows, cols)
+            allreduce = _allreduce(kb, leaf, index, op.algorithm, rows, cols,
+                                   opts.pipeline_compute_share)
         elif isinstance(lop, ir.AllGather):
             if lop.x in reductions:
                 raise fault(f"{what}: a fused AllGather must gather a value of the rows, got "
@@ -327,7 +324,7 @@ def _reduce_scatter(kb: KernelBuilder, leaf: ir.Stmt, index: int) -> None:
 
 
 def _allreduce(kb: KernelBuilder, leaf: ir.Stmt, index: int, algorithm: str, rows,
-               cols) -> RowAllReduce:
+               cols, compute_share: int) -> RowAllReduce:
     """The whole AllReduce at the head of a row kernel, every row reduced on every rank (the
     algorithms: workbench.transforms.ALLREDUCE_ALGORITHMS); its value in registers."""
     pl, lop = kb.pl, leaf.op
@@ -366,7 +363,7 @@ def _allreduce(kb: KernelBuilder, leaf: ir.Stmt, index: int, algorithm: str, row
             ready, ready_local = _group_flags(kb, name)
         return RowAllReduce(algorithm, ctype, n, off, src_peers, "", dst_peers, local, ready,
                             ready_local, PIPELINE_GROUPS if ready else 0,
-                            PIPELINE_COMPUTE_SHARE if ready else 0)
+                            compute_share if ready else 0)
     # Lamport: 3 rotating receive buffers of P parts of n elements, zeroed (poisoned) at
     # allocation as u32 buffers are (and never NaN-poisoned by the checks: not an output)
     buf = f"lamport_{name}"

@@ -135,7 +135,7 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
     return FusedParts(rs, ag, send, work, group, pushed=pushed,
                       algorithm=ar.algorithm if ar is not None else "two-shot",
                       unroll=step.spec.unroll,  # as generated (a row kernel's is 1)
-                      after=after)
+                      after=after, compute_share=ar.compute_share if ar is not None else 0)
 
 
 def _link_phases(pc: PlanContext, step: cp.KernelStep) -> tuple[Work, Work | None]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.lower_rows import PIPELINE_COMPUTE_SHARE, PIPELINE_GROUPS
+from codegen.lower_rows import PIPELINE_GROUPS
 from cost_model import collectives as coll
 from cost_model.hardware import Cluster
 from cost_model.ops import Work, fused_latency_s, fused_link_s, fused_parts, work_s
@@ -173,7 +173,7 @@ class Kernels:
         ag_part = FusedCopy(parts, rs=False).parts
         move_sms, comp_frac = take, frac
         if pipelined:
-            share = 1 / PIPELINE_COMPUTE_SHARE
+            share = 1 / parts.compute_share
             move_sms, comp_frac = take * (1 - share), frac * share
         # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
         link = gpu.link_factor * self.draw.steps_jitter(chunks)  # per pipeline chunk

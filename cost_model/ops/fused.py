@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from codegen.lower_rows import PIPELINE_COMPUTE_SHARE, PIPELINE_GROUPS, has_axis_reduction
+from codegen.lower_rows import PIPELINE_GROUPS, has_axis_reduction
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
 from cost_model.ops.comm import (
@@ -50,6 +50,9 @@ class FusedParts:
     # after a two-shot AllReduce's barrier or Lamport's stores, priced after the link time;
     # `work` is then the link phase's own (None: all of the computation overlaps the link).
     after: Work | None = None
+    # A pipelined row AllReduce: one block in this many computes (CodegenOptions.
+    # pipeline_compute_share; 0 for every other kernel).
+    compute_share: int = 0
 
 
 @dataclass
@@ -270,8 +273,9 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
         work = work + Work(share * rs, 0, write_bytes=share * rs)
     # the unroll the generated kernel has: a row kernel's is 1 (codegen.lower_rows)
     unroll = 1 if has_axis_reduction(s) else ctx.options.unroll
+    compute_share = ctx.options.pipeline_compute_share if body.algorithm == "pipelined" else 0
     return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks,
-                      body.algorithm, body.pushed, unroll, after)
+                      body.algorithm, body.pushed, unroll, after, compute_share)
 
 
 def check_one_domain(ctx: CostContext, s: ir.Stmt, group: Group) -> None:
@@ -432,7 +436,7 @@ def _pipelined_cost(ctx: CostContext, parts: FusedParts) -> OpCost:
     share of the grid, its HBM work (the moves' and the passes') at the roofline of the
     computing blocks' share of the SMs, beside each other; the last row group's computation,
     after its arrival, adds one group's share of the work."""
-    share = 1 / PIPELINE_COMPUTE_SHARE
+    share = 1 / parts.compute_share
     link = fused_link_s(ctx, parts, (1 - share) * ctx.cluster.gpu.sm_count)
     comp = work_s(ctx.cluster, parts.work, share)
     t = fused_latency_s(ctx, None, parts) + smax(link, comp) + comp / PIPELINE_GROUPS
