@@ -142,7 +142,8 @@ class CodegenOptions:
         x SMs): a kernel that runs beside other work (wbtorch's optimizer in backward) on a
         few SMs leaves the rest to it, as NCCL's few channels do (design note 94).
     pipeline_compute_share: one block in this many of a pipelined fused AllReduce's grid
-        computes the rows, the rest move them (design note 108).
+        computes the rows, the rest move them (design note 108). A half measured fastest of
+        2, 4 and 8 at P = 2 on 2 x H200, T = H = 8192 f16: 0.517, 0.612, 0.954 ms.
     """
 
     collective_mode: str = "pull"

@@ -98,9 +98,10 @@ def options_text(options: CodegenOptions) -> str:
               help="Ranks, one per GPU (all stages of a pipeline together).")
 @click.option("--set", "sets", multiple=True,
               help="Size NAME=VALUE; repeat a name to sweep (e.g. --set N=2**24 --set N=2**26).")
-@click.option("--schedule", default="all", show_default=True,
-              help="Schedules to measure besides the unscheduled program (comma-separated), "
-                   "all, or unscheduled (that program alone).")
+@click.option("--schedule", multiple=True, default=("all",), show_default=True,
+              callback=lambda ctx, param, v: ",".join(v),
+              help="Schedules to measure besides the unscheduled program (comma-separated, or "
+                   "the option repeated), all, or unscheduled (that program alone).")
 @click.option("--reps", type=click.IntRange(1, 1_000_000), default=30, show_default=True,
               help="Timed repetitions (>= 20).")
 @click.option("--warmup", type=click.IntRange(0, 100_000), default=5, show_default=True,
