@@ -139,3 +139,21 @@ def efficiency_at(table, kind: str, dtype: str, dims) -> float | None:
         return None
     axes, pts = grid
     return _interp(axes, pts, tuple(min(max(d, v[0]), v[-1]) for d, v in zip(dims, axes)))
+
+
+def table_from_rates(rates: dict, peak_flops_by_dtype: dict) -> dict:
+    """{key: efficiency} from measured {key: achieved FLOP/s} (keys as `entry_key`): each rate
+    over its dtype's peak. A rate above the peak says the peak is wrong: HardwareError naming
+    the shape and the fix; the result is checked as a profile's table would be."""
+    out = {}
+    for key, rate in rates.items():
+        _, dtype, _ = parse_key(key)
+        eff = float(rate) / peak_flops_by_dtype[dtype]
+        if not (0 < eff <= 1):
+            raise HardwareError(f"the measured rate of {key} must be within the GPU's "
+                                f"peak_flops[{dtype}] = {peak_flops_by_dtype[dtype]:.4g}, got "
+                                f"{float(rate):.4g} FLOP/s; calibrate against a --base whose "
+                                "peak_flops is this GPU's")
+        out[key] = eff
+    check_table(tuple(out.items()))
+    return out
