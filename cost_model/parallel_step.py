@@ -187,7 +187,7 @@ def parallel_step(shape: ct.GptShape, cluster: Cluster, layout: Layout) -> Paral
     if layout.tp > cluster.gpus_per_node or shape.heads % layout.tp:
         raise ParallelLayoutError(f"layout.tp must divide the heads ({shape.heads}) and fit "
                                   f"a node ({cluster.gpus_per_node} GPUs), got {layout.tp}")
-    if shape.layers % layout.pp and shape.layers < layout.pp:
+    if layout.pp > shape.layers:
         raise ParallelLayoutError(f"layout.pp must be at most the layers ({shape.layers}), "
                                   f"got {layout.pp}")
     layers = math.ceil(shape.layers / layout.pp)

@@ -170,6 +170,21 @@ def test_a_bad_efficiency_table_exits_2_naming_the_field(capsys, tmp_path, table
     assert code == 2 and message in " ".join(err.split()), err
 
 
+@pytest.mark.parametrize("fabric, message", [
+    ({"efficiency": 1.2}, "hardware profile field fabric.efficiency must be a finite number >= "
+                          "0.001 and <= 1 (a share of the peak), got 1.2; fix the profile"),
+    ({"efficiency": 0}, "hardware profile field fabric.efficiency must be a finite number >= "
+                        "0.001 and <= 1 (a share of the peak), got 0; fix the profile"),
+])
+def test_a_fabric_efficiency_outside_0_1_exits_2(capsys, tmp_path, fabric, message):
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"base": "h100x8", "fabric": fabric}))
+    code = main(["simulate-step", "--hardware", str(p), "--gpus", "1", "--d-model", "128",
+                 "--layers", "1", "--heads", "4", "--batch", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in " ".join(err.split()), err
+
+
 def test_a_profile_table_replaces_the_presets(tmp_path):
     gpu = load_hardware(_profile(tmp_path, GRID_1)).gpu
     assert dict(gpu.efficiency_table) == GRID_1

@@ -41,9 +41,11 @@ COLUMNS = ("hardware", "nodes", "P", "params", "tokens_per_gpu", "side", "varian
 
 
 def gemm_efficiency_for(hardware: str, dtype: str, given: float | None) -> float:
-    """The fraction of the GPU's peak_flops a large GEMM reaches: as given; for a preset (a
-    datasheet peak) the calibrated ratio (ct.PRESET_GEMM_EFFICIENCY); for a profile 1 (its
-    peak_flops are `workbench calibrate`'s measured GEMM rates)."""
+    """The fraction of the GPU's peak_flops a GEMM reaches where the GPU's efficiency table
+    has no entries for its dtype (or every GEMM, when given: `step_cluster` then sets the
+    table aside): as given; for a preset (a datasheet peak) the calibrated ratio
+    (ct.PRESET_GEMM_EFFICIENCY); for a profile 1 (its peak_flops are `workbench calibrate`'s
+    measured GEMM rates)."""
     if given is not None:
         if not (0 < given <= 1):
             raise WorkbenchError(f"--gemm-efficiency must be in (0, 1], got {given}; e.g. 0.75")
