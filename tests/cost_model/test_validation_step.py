@@ -93,3 +93,20 @@ def test_tensor_parallel_must_fit_a_node():
     with pytest.raises(ParallelLayoutError, match=r"layout.tp must divide the heads \(32\) and "
                        r"fit a node \(8 GPUs\), got 16"):
         parallel_step(SHAPE, preset("dgx-a100", 2), Layout(16, 1, 1, 1, 1))
+
+
+def test_nccl_validation_without_a_size_class_exits_2(monkeypatch, capsys):
+    """Issue 37's bad input on benchmarks/validation_nccl.py: a size class with no rows is one
+    message and exit 2, not a traceback."""
+    name = "validation_nccl_bad_input"  # its own copy: test_validation_nccl's stays as it is
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" /
+                                                  "validation_nccl.py")
+    nccl = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, nccl)
+    spec.loader.exec_module(nccl)
+    rows = [r for r in nccl.measured_rows() if r["nbytes"] >= 2**20]
+    monkeypatch.setattr(nccl, "measured_rows", lambda: rows)
+    assert nccl.cli([]) == 2
+    err = capsys.readouterr().err
+    assert ("error: size class '< 1 MiB' must have validation rows, got none; add a cited "
+            "figure of that size to MEASURED") in err
