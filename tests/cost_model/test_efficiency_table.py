@@ -208,3 +208,46 @@ def test_calibrate_step_table_measures_a_grid_on_the_gpu():
     table = eff.table_from_rates(rates, dict(preset("h100x8").gpu.peak_flops))
     assert len(table) == 9
     assert table["gemm:bf16:1024x1024x1024"] > table["gemm:bf16:256x256x256"]
+
+
+# ------------------------------------------------------------------- calibrate --step-table
+
+def _fake_rates(dtype="bf16", **_):
+    """What measure_rates returns, without a GPU: a 2 x 2 x 2 GEMM grid at 40 % and 70 % of
+    989 TFLOP/s and one attention shape at 30 %."""
+    rates = {eff.entry_key("gemm", dtype, (m, n, k)): (0.7 if m == 4096 else 0.4) * 989e12
+             for m in (256, 4096) for n in (256, 4096) for k in (256, 4096)}
+    rates[eff.entry_key("attention", dtype, (8, 16, 2048, 128))] = 0.3 * 989e12
+    return rates
+
+
+def test_step_table_writes_a_profile_simulate_step_reads(monkeypatch, tmp_path, capsys):
+    from workbench.runtime import calibrate_step
+
+    monkeypatch.setattr(calibrate_step, "measure_rates", _fake_rates)
+    out = tmp_path / "h100-table.json"
+    assert main(["calibrate", "--gpus", "1", "--step-table", "bf16", "--base", "h100x8",
+                 "--out", str(out)]) == 0
+    assert f"wrote {out} (9 shapes)" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["base"] == "h100x8"
+    assert data["gpu"]["efficiency_table"]["gemm:bf16:4096x256x256"] == pytest.approx(0.7)
+    gpu = load_hardware(str(out)).gpu
+    assert eff.efficiency_at(gpu.efficiency_table, "attention", "bf16", (8, 16, 2048, 128)) \
+        == pytest.approx(0.3)
+    assert main(["simulate-step", "--hardware", str(out), "--gpus", "1", "--dtype", "bf16",
+                 "--d-model", "256", "--layers", "1", "--heads", "4", "--batch", "2",
+                 "--schedule", "fuse-rs-c-ag"]) == 0
+
+
+def test_step_table_refuses_a_non_json_out_before_measuring(monkeypatch, tmp_path, capsys):
+    from workbench.runtime import calibrate_step
+
+    def no_gpu(*a, **k):
+        raise AssertionError("measured before checking --out")
+
+    monkeypatch.setattr(calibrate_step, "measure_rates", no_gpu)
+    code = main(["calibrate", "--gpus", "1", "--step-table", "bf16", "--out",
+                 str(tmp_path / "p.txt")])
+    assert code == 2
+    assert "--out must name a .json profile, got" in capsys.readouterr().err
