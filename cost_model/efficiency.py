@@ -11,10 +11,11 @@ of that shape reached, measured (`workbench calibrate --step-table`) or cited (p
 
 Each (kind, dtype) is a full grid: every combination of the values each axis takes is present,
 so the efficiency at any shape is interpolated multilinearly in log space (log of the
-efficiency over log2 of each dim) between the grid's points. Outside the grid a shape is
-clamped onto it: above the largest measured dim the rate stays the edge's (a larger GEMM is no
-less efficient than the largest measured), below the smallest the time stays the edge's (a
-smaller kernel is no faster than the smallest measured: launch and tile fill bound it).
+efficiency over log2 of each dim) between the grid's points. Above the largest measured dim
+the last segment's trend goes on (a GEMM's K of 65536 tokens in a weight gradient amortizes its
+tiles' prologue better than K = 4096 does), never below the edge's efficiency nor above the
+best the grid measured; below the smallest the time stays the edge's (a smaller kernel is no
+faster than the smallest measured: launch and tile fill bound it).
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def check_table(table) -> None:
 
 
 def _interp(axes, pts, dims) -> float:
-    """Multilinear interpolation of log(efficiency) over log2(dims), dims inside the grid."""
+    """Multilinear interpolation of log(efficiency) over log2(dims); a dim above the grid
+    continues its last segment (extrapolation)."""
     corners = []  # per axis: [(value, weight), ...]
     for values, d in zip(axes, dims):
         if len(values) == 1:
@@ -118,27 +120,32 @@ def _interp(axes, pts, dims) -> float:
 def seconds(table, kind: str, dtype: str, dims, flops: float, peak_flops: float
             ) -> float | None:
     """Time of a `kind` kernel of shape `dims` doing `flops` at the table's efficiency for its
-    shape (clamped onto the grid as the module says), or None where the table has no entries
-    for (kind, dtype)."""
-    grid = _grids(table).get((kind, dtype))
-    if grid is None:
+    shape (`efficiency_at`; below the grid the smallest measured shape's time), or None where
+    the table has no entries for (kind, dtype)."""
+    eff = efficiency_at(table, kind, dtype, dims)
+    if eff is None:
         return None
-    axes, pts = grid
-    clamped = tuple(min(max(d, v[0]), v[-1]) for d, v in zip(dims, axes))
-    eff = _interp(axes, pts, clamped)
+    axes, _ = _grids(table)[(kind, dtype)]
     # below the grid the time of the smallest measured dim: flops scaled up to it
-    floor = math.prod((c / d) ** p for (_, p), c, d in zip(KIND_AXES[kind], clamped, dims)
-                      if c > d)
+    floor = math.prod((v[0] / d) ** p for (_, p), v, d in zip(KIND_AXES[kind], axes, dims)
+                      if v[0] > d)
     return flops * floor / (eff * peak_flops)
 
 
 def efficiency_at(table, kind: str, dtype: str, dims) -> float | None:
-    """The table's efficiency at `dims` (clamped onto the grid), None without entries."""
+    """The table's efficiency at `dims`, None without entries for (kind, dtype). A dim below
+    the grid is raised to its smallest value; above the grid the last segment's trend goes
+    on, never below the grid edge's efficiency (a larger kernel is no less efficient than
+    the largest measured) nor above the best efficiency measured anywhere in the grid."""
     grid = _grids(table).get((kind, dtype))
     if grid is None:
         return None
     axes, pts = grid
-    return _interp(axes, pts, tuple(min(max(d, v[0]), v[-1]) for d, v in zip(dims, axes)))
+    lifted = tuple(max(d, v[0]) for d, v in zip(dims, axes))
+    edge = _interp(axes, pts, tuple(min(d, v[-1]) for d, v in zip(lifted, axes)))
+    if all(d <= v[-1] for d, v in zip(lifted, axes)):
+        return edge
+    return min(max(_interp(axes, pts, lifted), edge), max(pts.values()))
 
 
 def table_from_rates(rates: dict, peak_flops_by_dtype: dict) -> dict:

@@ -33,10 +33,20 @@ def test_grid_points_are_exact_and_between_them_log_space():
     assert one == pytest.approx(math.sqrt(0.1 * 0.8))
 
 
-def test_clamping_above_keeps_the_rate_below_keeps_the_time():
+def test_above_the_grid_the_trend_goes_on_below_it_the_time_stays():
     peak = 1e15
+    # the trend rises past 0.8: capped at the best the grid measured
     big = eff.seconds(GRID, "gemm", "bf16", (8192, 8192, 8192), 2 * 8192**3, peak)
     assert big == pytest.approx(2 * 8192**3 / (0.8 * peak))
+    # one dim above the grid, the others at the small corner: the 0.1 edge's trend (flat
+    # there) stays 0.1, never below the edge
+    assert eff.efficiency_at(GRID, "gemm", "bf16", (65536, 256, 256)) == pytest.approx(0.1)
+    # H100's table: a weight gradient's K of 65536 tokens continues the K trend, above the
+    # 4096 edge's efficiency and at most the best measured (0.79)
+    table = preset("h100x8").gpu.efficiency_table
+    edge = eff.efficiency_at(table, "gemm", "bf16", (768, 2304, 4096))
+    long_k = eff.efficiency_at(table, "gemm", "bf16", (768, 2304, 65536))
+    assert edge < long_k <= 783.328793548203 / 989 + 1e-12
     small = eff.seconds(GRID, "gemm", "bf16", (64, 64, 64), 2 * 64**3, peak)
     assert small == pytest.approx(2 * 256**3 / (0.1 * peak))  # the 256^3 kernel's time
     assert eff.seconds(GRID, "gemm", "f32", (64, 64, 64), 1, peak) is None  # no f32 entries

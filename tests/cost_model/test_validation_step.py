@@ -23,7 +23,8 @@ _spec.loader.exec_module(validation)
 
 @pytest.fixture(scope="module")
 def rows():
-    return [*validation.nanogpt_rows(), *validation.megatron_rows(), *validation.own_rows()]
+    return [*validation.nanogpt_rows(), *validation.llmc_rows(), *validation.megatron_rows(),
+            *validation.own_rows()]
 
 
 def test_at_least_8_cited_public_rows_and_the_target(rows):
@@ -47,6 +48,7 @@ def test_megatron_rows_hold_within_12_percent(rows):
 
 def test_a_size_class_without_rows_exits_2(monkeypatch, capsys, rows):
     monkeypatch.setattr(validation, "nanogpt_rows", lambda: [])
+    monkeypatch.setattr(validation, "llmc_rows", lambda: [])
     assert validation.main([]) == 2
     assert ("size class < 1B must have validation rows, got none; add a cited step time of a "
             "model of that size to benchmarks/validation_step.py") in capsys.readouterr().err
