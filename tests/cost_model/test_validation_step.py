@@ -112,3 +112,13 @@ def test_nccl_validation_without_a_size_class_exits_2(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert ("error: size class '< 1 MiB' must have validation rows, got none; add a cited "
             "figure of that size to MEASURED") in err
+
+
+def test_diagnosis_other_assumptions():
+    """--diagnose: Megatron's rows hold at microbatch 2; flash attention makes the small
+    models' rows too fast (their unfused scores' traffic is what 2021's kernels paid)."""
+    text = validation.diagnose()
+    mb2 = text.splitlines()[1]
+    assert mb2.startswith("- Megatron-LM rows at microbatch 2, unfused attention")
+    assert all(abs(float(e.split()[0])) < 7 for e in mb2.split(": errors ")[1].split(", "))
+    assert "microbatch 1, flash attention: errors -35.2 %" in text
