@@ -13,10 +13,11 @@ import importlib
 # Where each public name lives; `from workbench import *` and `workbench.X` import it there.
 _HOMES = {
     "workbench.dsl": (
-        "AllGather", "AllReduce", "AllToAll", "Broadcast", "Cast", "Compute", "Dropout", "MatMul",
-        "Max",
+        "AllGather", "AllReduce", "AllToAll", "Broadcast", "Cast", "Compute", "Dropout", "Gather",
+        "MatMul", "Max",
         "Mean", "Min", "Norm", "Pipeline", "Prod", "Program", "Reduce", "ReduceScatter",
-        "ReduceTensor", "Scalar", "Send", "Size", "Stage", "Sum", "Tensor", "Update", "Variable",
+        "ReduceTensor", "Scalar", "Send", "Size", "Stage", "Sum", "Tensor", "TopK", "Update",
+        "Variable",
         "equal", "erf", "exp", "gelu", "gelu_tanh", "greater", "greater_equal", "layer_norm",
         "less", "less_equal", "log", "maximum", "minimum", "not_equal", "rms_norm", "rsqrt",
         "sigmoid", "silu", "softmax", "sqrt", "tanh", "where",

@@ -219,6 +219,28 @@ def _reduce_axis(kind: str, x, axis: int, name: str | None) -> StmtNode:
     return _stmt(lambda a: ir.ReduceAxis(kind, a[0], ax), [node], [True], name)
 
 
+def Gather(table, ids, name: str | None = None) -> StmtNode:
+    """An embedding lookup: the rows of `table` ([V, D]) named by the int32 `ids` ([T] or any
+    shape S), shape S + [D]. An id outside [0, V) gives a row of zeros. With the table
+    Sliced(0) over the vocabulary, each rank looks up the ids in its own rows and zeroes the
+    others (a Local partial): `AllReduce(Sum, Gather(table, ids))` is the vocab-parallel
+    embedding (studies/vocab_parallel_embedding.py). Layout rules: ir.Gather."""
+    return _stmt(lambda a: ir.Gather(a[0], a[1]), [table, ids], [False, False], name)
+
+
+def TopK(x, k: int, name: str | None = None) -> tuple[StmtNode, StmtNode]:
+    """The k largest elements of x along its last axis and their int32 indices, as two
+    statements `(values, indices)`, each [..., k], in descending order (ties: the lower index
+    first; NaN after every number). k = 1 is argmax. An MoE router:
+    `gate, expert = TopK(softmax(logits), 2)` (studies/moe_router.py). The axis must be whole
+    on every rank and k at most min(32, its length). `name` names the values; the indices
+    are `name + "_idx"`."""
+    idx_name = None if name is None else f"{_trace.check_name('statement', name)}_idx"
+    values = _stmt(lambda a: ir.TopK(a[0], k, "values"), [x], [False], name)
+    indices = _stmt(lambda a: ir.TopK(a[0], k, "indices"), [x], [False], idx_name)
+    return values, indices
+
+
 def Update(target, value, name: str | None = None) -> StmtNode:
     """Assign `value` to the existing tensor `target` in place (an optimizer update)."""
     if not isinstance(target, (InputNode, StmtNode)):
