@@ -9,10 +9,10 @@ all-gather token dispatcher: every expert's rank then picks the tokens routed to
     weights = gate / sum(gate)              Mixtral's renormalised gates
     AllGather(weights), AllGather(expert)   every token's route on every rank
 
-The gathered `expert` is what an MoE's dispatch reads (studies/moe.py exchanges the tokens grouped by
-expert with a fixed capacity). Schedules: `fuse-softmax` runs the softmax's statements as one
-row kernel; `fuse-softmax-weights` also the renormalisation. TopK is its own kernel, a warp a
-row (design decision 106).
+The gathered `expert` is what an MoE's dispatch reads (studies/moe.py exchanges the tokens
+grouped by expert with a fixed capacity). Schedules: `fuse-softmax` runs the softmax's
+statements as one row kernel; `fuse-softmax-weights` also the renormalisation. TopK is its own
+kernel, a warp a row (design decision 106).
 """
 
 from workbench import *
