@@ -400,9 +400,10 @@ class Gather:
             layout = Sliced(ti.rank)
         else:
             raise LayoutError(
-                f"{what}: layouts table {lt}, ids {li} must be a supported lookup, got this "
-                "pair; use a Replicated table, a vocab-parallel table Sliced(0) with Replicated "
-                "or Local ids (then AllReduce(Sum)), or a table Sliced(1) with Replicated ids")
+                f"{what}: the layouts of table and ids must be a supported lookup, got table "
+                f"{lt} with ids {li}; use a Replicated table, a vocab-parallel table Sliced(0) "
+                "with Replicated or Local ids (then AllReduce(Sum)), or a table Sliced(1) with "
+                "Replicated ids")
         return TensorType(tt.dtype, ti.shape + (tt.shape[1],), layout, tt.group)
 
     def __str__(self) -> str:
