@@ -41,8 +41,10 @@ from workbench.interpreter import random_inputs, run
 from workbench.interpreter.bounds import bounded_reference
 from workbench.loader import load
 
+ROWS = Sliced(0)
 
-def _embedding(table_layout=Sliced(0), ids_layout=Replicated, dtype=float32):
+
+def _embedding(table_layout=ROWS, ids_layout=Replicated, dtype=float32):
     V, D, T = Size("V", multiple_of=P), Size("D"), Size("T", multiple_of=P)
     table = Tensor(dtype, [V, D], table_layout, "table")
     ids = Tensor(int32, [T], ids_layout, "ids", range=(-3.0, 40.0))
@@ -76,7 +78,7 @@ def test_each_rank_looks_up_its_own_ids_in_a_replicated_table(p, v, t, seed):
     np.testing.assert_array_equal(run(program, x, sizes)["e"], _lookup(x["table"], x["ids"]))
 
 
-def _router(k=2, n=8, layout=Sliced(0), dtype=float32):
+def _router(k=2, n=8, layout=ROWS, dtype=float32):
     T = Size("T", multiple_of=P)
     x = Tensor(dtype, [T, n], layout, "x")
     values, indices = TopK(x, k, name="top")
