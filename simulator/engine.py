@@ -258,6 +258,8 @@ def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol,
     codegen options it is generated with (None: the defaults), which the cost model prices;
     `plan`: the program lowered for the group size (codegen.lower, with those options), whose
     steps run where the simulator has their rules (simulator.plan_steps), its statements
-    elsewhere (None: every statement by RUN_RULES)."""
+    elsewhere (None: every statement by RUN_RULES). `bound`'s keys may be size names or any
+    sympy Symbols of those names (a notebook's `sympy.Symbol("N")`)."""
+    bound = program.sizes_by_symbol(bound)
     return Simulation(program, cluster, bound, reduced, record, variability, sample,
                       options=options, plan=plan).run()
