@@ -25,8 +25,8 @@ _HOMES = {
     "workbench.errors": ("WorkbenchError",),
     "workbench.scheduling": ("schedule",),
     "workbench.types": (
-        "WORLD", "Group", "Local", "P", "Replicated", "Sliced", "bfloat16", "float16", "float32",
-        "int32",
+        "WORLD", "Group", "Local", "OnRoot", "P", "Replicated", "Sliced", "bfloat16", "float16",
+        "float32", "int32",
     ),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
