@@ -199,7 +199,15 @@ def ReduceScatter(op: ReduceOp, x, dim: int = 0, name: str | None = None) -> Stm
 
 
 def AllGather(x, name: str | None = None) -> StmtNode:
-    """Gather a Sliced tensor onto every rank (Replicated)."""
+    """Gather a Sliced tensor onto every rank (Replicated), along the dim x is Sliced on (its
+    layout says it: no dim argument)."""
+    if name is not None and not isinstance(name, str):
+        layout = getattr(getattr(x, "type", None), "layout", None)
+        along = f" (here {layout})" if layout is not None else ""
+        raise _at(_user_location(), WorkbenchError(
+            f"AllGather's second argument is the statement's name and must be a string, got "
+            f"{name!r}; AllGather gathers along the dim its input is Sliced on{along}, so "
+            "drop the dim: AllGather(x), or AllGather(x, name='y')"))
     return _stmt(lambda a: ir.AllGather(a[0]), [x], [False], name)
 
 
