@@ -165,10 +165,12 @@ class Simulation(Routing, Kernels, Rules, Pipelines, PlanSteps):
         return value
 
     def _hold(self, gpu: _Gpu, resource: str, duration: float, op: str, uses=None):
-        """Hold the GPU's `resource` for `duration`: the HBM pipeline (one kernel chunk at a
-        time), or the links in `uses` (a flow of the network, sharing them with concurrent
-        flows; a fused kernel's loads and stores also take turns on `gpu.link`)."""
-        if resource == "hbm":
+        """Hold the GPU's `resource` for `duration`: the pipeline of computation kernels
+        (one kernel chunk at a time; recorded as "hbm" for a memory-bound kernel, "sm" for an
+        arithmetic-bound one), or the links in `uses` (a flow of the network, sharing them
+        with concurrent flows; a fused kernel's loads and stores also take turns on
+        `gpu.link`)."""
+        if resource in ("hbm", "sm"):
             with gpu.hbm.request() as req:
                 yield req
                 start = self.env.now

@@ -217,14 +217,20 @@ def index_work(ctx: CostContext, s: ir.Stmt) -> Work:
                 ctx.types[x].dtype.name, ctx.local_nbytes(out), half_in, half_out)
 
 
+def kernel_bound(cluster: Cluster, work: Work, sm_fraction: float = 1.0) -> str:
+    """What bounds a computation kernel doing `work` on `sm_fraction` of the SMs: "sm" when
+    its arithmetic takes longer than its memory traffic (a GEMM), else "hbm" (the hashing of
+    dropout masks adds to a memory-bound kernel, so it does not make one SM-bound)."""
+    busy = work_s(cluster, work, sm_fraction) - dropout_s(cluster, work, sm_fraction)
+    mem = cluster.gpu.hbm_time_s(work.hbm_bytes, work.write_bytes, work.f16_read_bytes,
+                                 work.f16_write_bytes) / min(1.0, 2.0 * sm_fraction)
+    return "sm" if float(busy) > float(mem) * 1.0000001 else "hbm"
+
+
 def compute_cost(ctx: CostContext, work: Work) -> OpCost:
     """The cost of a computation kernel doing `work` on all the SMs: a launch plus its
     roofline, memory or SM bound."""
     c = ctx.cluster
     busy = work_s(c, work)
-    mem = c.gpu.hbm_time_s(work.hbm_bytes, work.write_bytes, work.f16_read_bytes,
-                           work.f16_write_bytes)
-    bottleneck = "hbm"  # the hashing of dropout masks adds to a memory-bound kernel
-    if not ctx.symbolic and busy - float(dropout_s(c, work)) > float(mem) * 1.0000001:
-        bottleneck = "sm"
+    bottleneck = "hbm" if ctx.symbolic else kernel_bound(c, work)
     return OpCost(c.gpu.launch_latency_s + busy, {"hbm": busy}, bottleneck)
