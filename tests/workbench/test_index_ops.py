@@ -221,3 +221,16 @@ def test_the_studies_schedules_match_the_program_in_the_interpreter(spec):
         got = run(sched.apply(), x, sizes)
         for k in want:
             np.testing.assert_array_equal(got[k], want[k], err_msg=f"{spec} {name} {k}")
+
+
+def test_a_table_sliced_over_its_columns_gives_each_rank_its_columns():
+    V, D, T = Size("V"), Size("D", multiple_of=P), Size("T")
+    table = Tensor(float32, [V, D], Sliced(1), "table")
+    ids = Tensor(int32, [T], Replicated, "ids")
+    program = Program(inputs=[table, ids], outputs=[Gather(table, ids, name="e")], name="cols")
+    sizes = {"V": 16, "D": 8, "T": 5, "P": 4}
+    x = random_inputs(program, sizes, 2)
+    np.testing.assert_array_equal(run(program, x, sizes)["e"], _lookup(x["table"], x["ids"]))
+    plan = lower(program, 4)
+    src = render(plan.steps[0].spec)
+    assert "const long long wb_cols = ((D) / (4LL));" in src and "wb_lo = 0LL;" in src
