@@ -11,7 +11,8 @@ all-gather token dispatcher: every expert's rank then picks the tokens routed to
 
 The gathered `expert` is what an MoE's dispatch reads (studies/moe.py exchanges the tokens
 grouped by expert with a fixed capacity). Schedules: `fuse-softmax` runs the softmax's
-statements as one row kernel; `fuse-softmax-weights` also the renormalisation. TopK is its own
+statements as one row kernel, `fuse-gates-ag` the gates' renormalisation and their all-gather
+as one kernel (peer stores: no NCCL call for the gates), `fuse-both` both. TopK is its own
 kernel, a warp a row (design decision 106).
 """
 
@@ -40,12 +41,18 @@ def build(dtype=bfloat16, name="moe_router"):
         s.fuse("t0", "t1", probs)
 
     @schedule(program)
-    def fuse_softmax_weights(s):
-        """The softmax as one row kernel, and the gates' sum and division as another."""
-        s.fuse("t0", "t1", probs)
-        s.fuse("t2", weights)
+    def fuse_gates_ag(s):
+        """The gates' renormalisation and their all-gather as one kernel (a row kernel that
+        stores each rank's rows into every peer's buffer): no NCCL call for the gates."""
+        s.fuse("t2", weights, routes)
 
-    return program, [fuse_softmax, fuse_softmax_weights]
+    @schedule(program)
+    def fuse_both(s):
+        """Both fusions."""
+        s.fuse("t0", "t1", probs)
+        s.fuse("t2", weights, routes)
+
+    return program, [fuse_softmax, fuse_gates_ag, fuse_both]
 
 
 program, schedules = build()

@@ -126,7 +126,7 @@ CASES = [
     ("vocab-parallel-embedding-p2", "studies/vocab_parallel_embedding.py", None, 2),
     ("vocab-parallel-embedding-fuse-rs-c-ag-p4", "studies/vocab_parallel_embedding.py",
      "fuse-rs-c-ag", 4),
-    ("moe-router-fuse-softmax-weights-p2", "studies/moe_router.py", "fuse-softmax-weights", 2),
+    ("moe-router-fuse-both-p2", "studies/moe_router.py", "fuse-both", 2),
 ]
 
 

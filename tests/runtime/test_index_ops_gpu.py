@@ -22,6 +22,6 @@ def test_index_kernels_check_against_the_interpreter(spec, sizes, P):
 
     res = run_job([str(ROOT / spec)], P, sizes, "all", 20, 2, False, 120.0)
     rows = [r for r in res["records"] if r["kind"] == "workbench"]
-    assert len(rows) == 3 * len(sizes)
+    assert len(rows) == len({r["schedule"] for r in rows}) * len(sizes) >= 3 * len(sizes)
     for r in rows:
         assert r["check"].startswith("ok"), (r["schedule"], r["sizes"], r["check"])
