@@ -513,7 +513,9 @@ class PlanCost(ProgramCost):
 
 def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanCost:
     """The cost model's prediction for a lowered plan on a cluster with sizes `bound` (see
-    the module docstring)."""
+    the module docstring). `bound`'s keys may be size names or any sympy Symbols of those
+    names (ir.Program.sizes_by_symbol)."""
+    bound = plan.program.sizes_by_symbol(bound)
     pc = PlanContext.of(plan, cluster, bound)
     origins = plan.origins or tuple("" for _ in plan.steps)
     costs, names = [], []

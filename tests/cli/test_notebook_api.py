@@ -58,3 +58,20 @@ def test_the_api_names_what_it_takes():
     with pytest.raises(WorkbenchError, match=r"schedule must name a schedule of sgd, got "
                                              r"'nope'; one of \['ar-opt', 'fuse-rs-c-ag', "):
         api.interpret("studies/sgd.py", {"N": 8, "P": 2}, schedule="nope")
+
+
+def test_the_interpreter_and_the_plan_price_take_plain_symbols_too():
+    import numpy as np
+
+    from codegen.lower import lower
+    from cost_model.plan_cost import plan_cost
+    from workbench.interpreter import random_inputs, run
+
+    program = load(str(ROOT / "studies/sgd.py")).program
+    N, P = sympy.Symbol("N"), sympy.Symbol("P")
+    x = random_inputs(program, {N: 64, P: 2}, 1)
+    np.testing.assert_array_equal(run(program, x, {N: 64, P: 2})["w1"],
+                                  run(program, x, {"N": 64, "P": 2})["w1"])
+    plan, cluster = lower(program, 4), cost_model.load_hardware("h200x4")
+    assert plan_cost(plan, cluster, {N: 2**20, P: 4}).time_s == \
+        plan_cost(plan, cluster, {"N": 2**20, "P": 4}).time_s > 0
