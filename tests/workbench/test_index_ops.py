@@ -234,3 +234,19 @@ def test_a_table_sliced_over_its_columns_gives_each_rank_its_columns():
     plan = lower(program, 4)
     src = render(plan.steps[0].spec)
     assert "const long long wb_cols = ((D) / (4LL));" in src and "wb_lo = 0LL;" in src
+
+
+def test_a_fuse_holding_an_index_op_says_it_runs_alone():
+    from workbench import schedule
+    from workbench.errors import IllegalTransform
+
+    program = _embedding()
+
+    @schedule(program)
+    def fused(s):
+        s.fuse("e", "out")
+
+    with pytest.raises(IllegalTransform, match=r"fuse\(e, out\): an index op \(Gather, TopK\) "
+                                               r"must run as its own kernel, got e in the "
+                                               r"region; fuse the statements around it"):
+        fused.apply()
