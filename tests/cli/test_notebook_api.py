@@ -75,3 +75,9 @@ def test_the_interpreter_and_the_plan_price_take_plain_symbols_too():
     plan, cluster = lower(program, 4), cost_model.load_hardware("h200x4")
     assert plan_cost(plan, cluster, {N: 2**20, P: 4}).time_s == \
         plan_cost(plan, cluster, {"N": 2**20, "P": 4}).time_s > 0
+
+
+def test_a_results_table_reads_as_a_dataframe():
+    df = api.results(ROOT / "studies/results/h200x4/predicted.csv", "predicted_s")
+    assert {"study", "schedule", "size", "gpus", "predicted_s"} <= set(df.columns)
+    assert (df["predicted_s"] > 0).all() and len(df) > 10

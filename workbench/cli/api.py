@@ -5,6 +5,7 @@ results are pandas DataFrames, the same tables the commands print.
     api.simulate("studies/adam.py", "h200x4", {"N": 2**26})          # one row per schedule
     api.compile("studies/adam.py", gpus=4)                          # lowered: kernels, refusals
     api.interpret("studies/adam.py", {"N": 1024, "P": 4})           # outputs on random inputs
+    api.results("studies/results/h200x4/predicted.csv")             # a results table
 
 `program` is a program file ("studies/adam.py", "studies/adam.py:mixed"), a loaded one
 (`api.load`), or a Program built in the notebook (`from workbench import *`) with the
@@ -161,3 +162,12 @@ def interpret(program, sizes: Mapping, seed: int = 0, schedule: str | None = Non
                                  "None for the unscheduled program")
         prog = loaded.schedules[schedule].apply()
     return run(prog, random_inputs(loaded.program, named, seed), named)
+
+
+def results(path: str | Path, value: str | None = None):
+    """A results table (`workbench sweep`'s predicted.csv, measured.csv, steps.csv) as a
+    DataFrame, read as `workbench report` reads it: a regular UTF-8 file of bounded size,
+    written whole, and with `value` (e.g. "predicted_s") a number in every row that has one."""
+    from workbench.cli.results_files import read_results_csv
+
+    return read_results_csv(Path(path), [value] if value else [], value)
