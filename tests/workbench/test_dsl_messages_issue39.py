@@ -30,7 +30,8 @@ def test_send_to_a_number_names_the_stage_it_needs():
     with pytest.raises(WorkbenchError, match=r"Send's destination must be a pipeline stage \(a "
                                              r"Group made by Stage\), got 1; e\.g\. s1 = "
                                              r"Stage\('s1'\) and Send\(x, s1\), the inputs of x "
-                                             r"declared with group=s0 \(at test_issue39_"):
+                                             r"declared with group=s0 \(at "
+                                             r"test_dsl_messages_issue39"):
         Send(Compute(x * 2.0), 1)
 
 

@@ -1,5 +1,5 @@
 """Issue 39 item 8: each message a user hit, reproduced and pinned (the DSL's are in
-tests/workbench/test_issue39_messages.py)."""
+tests/workbench/test_dsl_messages_issue39.py)."""
 
 from __future__ import annotations
 
