@@ -250,3 +250,12 @@ def test_a_fuse_holding_an_index_op_says_it_runs_alone():
                                                r"must run as its own kernel, got e in the "
                                                r"region; fuse the statements around it"):
         fused.apply()
+
+
+def test_top_k_runs_along_the_last_axis_only():
+    T = Size("T")
+    x = Tensor(float32, [T, 8], Replicated, "x")
+    assert TopK(x, 2, axis=1)[0].type.shape[-1] == 2
+    with pytest.raises(WorkbenchError, match=r"TopK's axis must be the last axis \(-1 or 1 for a "
+                                             r"tensor of rank 2\), got 0; move the axis last"):
+        TopK(x, 2, axis=0)

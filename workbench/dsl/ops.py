@@ -313,13 +313,21 @@ def Gather(table, ids, name: str | None = None) -> StmtNode:
     return _stmt(lambda a: ir.Gather(a[0], a[1]), [table, ids], [False, False], name)
 
 
-def TopK(x, k: int, name: str | None = None) -> tuple[StmtNode, StmtNode]:
+def TopK(x, k: int, name: str | None = None, axis: int = -1) -> tuple[StmtNode, StmtNode]:
     """The k largest elements of x along its last axis and their int32 indices, as two
     statements `(values, indices)`, each [..., k], in descending order (ties: the lower index
     first; NaN after every number). k = 1 is argmax. An MoE router:
     `gate, expert = TopK(softmax(logits), 2)` (studies/moe_router.py). The axis must be whole
-    on every rank and k at most min(32, its length). `name` names the values; the indices
-    are `name + "_idx"`."""
+    on every rank and k at most min(32, its length); `axis` may only name the last axis (a
+    row is contiguous: the kernel gives each row a warp). `name` names the values; the
+    indices are `name + "_idx"`."""
+    rank = getattr(getattr(x, "type", None), "rank", 0)
+    if not (isinstance(axis, int) and not isinstance(axis, bool)
+            and rank and axis in (-1, rank - 1)):
+        raise _at(_user_location(), WorkbenchError(
+            f"TopK's axis must be the last axis (-1 or {rank - 1} for a tensor of rank {rank}),"
+            f" got {axis!r}; move the axis last (its rows are what a warp sorts), e.g. compute "
+            "the scores as [tokens, experts]"))
     idx_name = None if name is None else f"{_trace.check_name('statement', name)}_idx"
     values = _stmt(lambda a: ir.TopK(a[0], k, "values"), [x], [False], name)
     indices = _stmt(lambda a: ir.TopK(a[0], k, "indices"), [x], [False], idx_name)
