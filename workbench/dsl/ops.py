@@ -322,8 +322,9 @@ def TopK(x, k: int, name: str | None = None, axis: int = -1) -> tuple[StmtNode, 
     row is contiguous: the kernel gives each row a warp). `name` names the values; the
     indices are `name + "_idx"`."""
     rank = getattr(getattr(x, "type", None), "rank", 0)
-    if not (isinstance(axis, int) and not isinstance(axis, bool)
-            and rank and axis in (-1, rank - 1)):
+    # (a scalar x is the IR rule's to refuse: it names the rank it needs)
+    if not (isinstance(axis, int) and not isinstance(axis, bool)) or (
+            rank and axis not in (-1, rank - 1)):
         raise _at(_user_location(), WorkbenchError(
             f"TopK's axis must be the last axis (-1 or {rank - 1} for a tensor of rank {rank}),"
             f" got {axis!r}; move the axis last (its rows are what a warp sorts), e.g. compute "
