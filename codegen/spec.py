@@ -275,10 +275,42 @@ class RowAllReduce:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """An index kernel (codegen.lower_index, design decision 106); pointer fields are kernel
+    parameter names, the others C text of this rank's sizes.
+
+    gather: out[t * cols + c] = src[(id - lo) * cols + c] for id = ids[t] when lo <= id <
+            lo + held, else 0: a grid-stride loop over rows x cols elements (`lo`: the first
+            table row this rank holds, `held`: how many; vocab-parallel: rank * V/P, V/P).
+    topk:   a warp per row of `cols` elements: each lane keeps its best k (value, index) in
+            registers, then k warp-wide argmax rounds; lane 0 stores the k values or int32
+            indices (`part`) at out[row * k].
+    """
+
+    op: str  # "gather" or "topk"
+    src: str
+    src_offset: str
+    src_type: str
+    dst: str
+    dst_offset: str
+    dst_type: str
+    rows: str
+    cols: str
+    ids: str = ""
+    ids_offset: str = "0LL"
+    lo: str = "0LL"
+    held: str = ""
+    k: int = 0
+    part: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class KernelSpec:
     """Everything a template renders; `name` is the mangle of all other fields."""
 
-    kind: str  # "elementwise", "collective", "finish" (the cross-rank end of norms), "rows"
+    # "elementwise", "collective", "finish" (the cross-rank end of norms), "rows", "gather",
+    # "topk" (index kernels)
+    kind: str
     template: str
     P: int
     vec: int
@@ -308,6 +340,8 @@ class KernelSpec:
     # instead of taking an `epoch` argument, so that a captured CUDA graph replays it
     # correctly (wb_launch.cuh); "" otherwise.
     counter: str = ""
+    # A gather or top-k kernel: what it reads and writes (IndexPlan); None otherwise.
+    index: IndexPlan | None = None
     comment: str = ""
     name: str = ""
 
@@ -318,7 +352,7 @@ class KernelSpec:
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
                  if f.name not in ("name", "comment")
                  and not (f.name in ("norms", "window", "row", "cache_hint", "allreduce",
-                                     "counter")
+                                     "counter", "index")
                           and not getattr(self, f.name))]
         return ";".join(parts)
 

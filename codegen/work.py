@@ -190,8 +190,25 @@ def send_bytes(step: cp.KernelStep) -> sympy.Expr:
     return sum((n * C_BYTES.get(st.c_type, 4) for st in stores if st.ptr in remote), ZERO)
 
 
+def _index_kernel(step: cp.KernelStep) -> StepWork:
+    """A gather or top-k kernel (spec.IndexPlan): it walks `extent` elements, rows x cols.
+    A gather reads each row's id and (at most) the table row it names, and writes every
+    element; a top-k reads every element and writes k a row."""
+    plan = step.spec.index
+    n = sympy.sympify(step.extent)
+    rows = n / sympy.sympify(step.cols)
+    if plan.op == "gather":
+        return (_io("int", read=rows * C_BYTES["int"])
+                + _io(plan.src_type, read=n * C_BYTES.get(plan.src_type, 4))
+                + _io(plan.dst_type, write=n * C_BYTES.get(plan.dst_type, 4)))
+    return (_io(plan.src_type, read=n * C_BYTES.get(plan.src_type, 4))
+            + _io(plan.dst_type, write=rows * plan.k * C_BYTES.get(plan.dst_type, 4)))
+
+
 def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     spec = step.spec
+    if spec.index is not None:
+        return _index_kernel(step)
     n, loads, stores = _kernel_io(step)
     remote_ptrs = _remote(spec)
     rooted = is_rooted(spec)

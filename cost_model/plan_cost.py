@@ -45,7 +45,7 @@ from cost_model.collectives import smax, smin
 from cost_model.hardware import Cluster
 from cost_model.ops import alltoall as a2a
 from cost_model.ops.comm import norm_combine_s, peak_link_Bps, send_crosses_nodes, send_link
-from cost_model.ops.compute import Work, compute_cost, elementwise_work
+from cost_model.ops.compute import Work, compute_cost, elementwise_work, index_work
 from cost_model.ops.context import CostContext, OpCost, add_busy, max_busy
 from cost_model.ops.fused import FusedParts, fused_latency_s, fused_parts_cost
 from cost_model.ops.pipeline import pipelined
@@ -115,6 +115,8 @@ def kernel_work(pc: PlanContext, step: cp.KernelStep) -> Work:
     for s in leaves:
         if isinstance(s.op, (ir.Norm, ir.ReduceTensor)):
             flops += 2 * float(pc.ctx.local_numel(s.op.x))
+        if isinstance(s.op, ir.INDEX_OPS):  # a top-k's comparisons (cost_model.ops.index_work)
+            flops += float(index_work(pc.ctx, s).flops)
     share = 1 / pc.chunks.get(id(step), 1)
     flops, dropouts = flops * share, dropouts * share
     return Work(w.read_bytes + w.write_bytes, flops, dtype, w.write_bytes, w.f16_read_bytes,
@@ -195,7 +197,7 @@ def _finish_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
 
 def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
     kind = step.spec.kind
-    if kind in ("elementwise", "rows"):
+    if kind in ("elementwise", "rows", "gather", "topk"):
         return compute_cost(pc.ctx, kernel_work(pc, step))
     if kind in ("collective", "send"):
         return _fused_collective_cost(pc, step)
@@ -511,7 +513,9 @@ class PlanCost(ProgramCost):
 
 def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanCost:
     """The cost model's prediction for a lowered plan on a cluster with sizes `bound` (see
-    the module docstring)."""
+    the module docstring). `bound`'s keys may be size names or any sympy Symbols of those
+    names (ir.Program.sizes_by_symbol)."""
+    bound = plan.program.sizes_by_symbol(bound)
     pc = PlanContext.of(plan, cluster, bound)
     origins = plan.origins or tuple("" for _ in plan.steps)
     costs, names = [], []

@@ -11,6 +11,7 @@ from codegen.lower_rows import PIPELINE_GROUPS
 from cost_model import collectives as coll
 from cost_model.hardware import Cluster
 from cost_model.ops import Work, fused_latency_s, fused_link_s, fused_parts, work_s
+from cost_model.ops.compute import kernel_bound
 from simulator import rings
 from simulator.network import Route
 from simulator.resources import (
@@ -49,32 +50,37 @@ class Kernels:
         frac = take / cluster.gpu.sm_count
         per_chunk = self._priced(("work", id(work), scale, frac), lambda: work_s(
             cluster, work.scaled(scale / COMPUTE_CHUNKS), frac))
+        # the kernel's track and busy time: "sm" for an arithmetic-bound one (a GEMM), "hbm"
+        # for a memory-bound one; either holds the GPU's one pipeline of computation kernels
+        bound = self._priced(("bound", id(work), frac), lambda: kernel_bound(cluster, work,
+                                                                              frac))
         per_chunk *= gpu.compute_factor * self.draw.jitter()
         if self.overlaps:
             for _ in range(COMPUTE_CHUNKS):
-                yield from self._hold(gpu, "hbm", per_chunk, op)
+                yield from self._hold(gpu, bound, per_chunk, op)
         elif self.solo:
-            yield from self._chunks_back_to_back(gpu, per_chunk, op)
+            yield from self._chunks_back_to_back(gpu, per_chunk, op, bound)
             return
         else:
             # nothing else runs on this GPU: the chunks back to back, one event
             with gpu.hbm.request() as req:
                 yield req
-                yield from self._chunks_back_to_back(gpu, per_chunk, op)
+                yield from self._chunks_back_to_back(gpu, per_chunk, op, bound)
         yield gpu.sms.put(take)
 
-    def _chunks_back_to_back(self, gpu: _Gpu, per_chunk: float, op: str):
+    def _chunks_back_to_back(self, gpu: _Gpu, per_chunk: float, op: str, bound: str = "hbm"):
         """A computation kernel's chunks one after another on a GPU where nothing else runs:
-        the times, rows and busy seconds of the HBM path of `_compute`, in one event."""
+        the times, rows and busy seconds of the pipeline path of `_compute`, in one event, on
+        the track of what bounds it (`bound`: "hbm" or "sm")."""
         start = t = self.env.now
         for _ in range(COMPUTE_CHUNKS):
             if self.record and self.detail:
-                self.rows.append(Row(t, t + per_chunk, gpu.id, "hbm", op))
+                self.rows.append(Row(t, t + per_chunk, gpu.id, bound, op))
             t += per_chunk
         yield self.env.timeout(t - start)
-        gpu.busy["hbm"] += COMPUTE_CHUNKS * per_chunk
+        gpu.busy[bound] = gpu.busy.get(bound, 0.0) + COMPUTE_CHUNKS * per_chunk
         if self.record and not self.detail:
-            self.rows.append(Row(start, self.env.now, gpu.id, "hbm", op))
+            self.rows.append(Row(start, self.env.now, gpu.id, bound, op))
 
     def _collective(self, g, r: int, gpu: _Gpu, kind: str, nbytes: float, op: str, key,
                     host_paid: bool = False, cluster: Cluster | None = None):

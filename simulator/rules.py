@@ -16,6 +16,7 @@ from cost_model.ops import (
     collective_kind,
     collective_plan,
     elementwise_work,
+    index_work,
     matmul_epilogue_works,
     matmul_work,
     norm_combine_s,
@@ -45,6 +46,11 @@ class Rules:
         """Compute, Update, ReduceAxis: one computation kernel."""
         work = self._priced(("elementwise", id(run.s)),
                             lambda: elementwise_work(self.ctx, [run.s]))
+        yield from self._compute(run.gpu, work, run.name, run.scale, run.leave_sms)
+
+    def _run_index(self, run: _Run):
+        """Gather, TopK: one computation kernel (design decision 106)."""
+        work = self._priced(("index", id(run.s)), lambda: index_work(self.ctx, run.s))
         yield from self._compute(run.gpu, work, run.name, run.scale, run.leave_sms)
 
     def _run_matmul(self, run: _Run):
@@ -223,6 +229,8 @@ RUN_RULES: dict[type, Callable[[Rules, _Run], Generator]] = {
     ir.ReduceTensor: Rules._run_reduction,
     ir.Norm: Rules._run_reduction,
     ir.Slice: Rules._run_view,
+    ir.Gather: Rules._run_index,
+    ir.TopK: Rules._run_index,
     ir.AllReduce: Rules._run_collective,
     ir.ReduceScatter: Rules._run_collective,
     ir.AllGather: Rules._run_collective,

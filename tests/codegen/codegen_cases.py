@@ -127,6 +127,11 @@ CASES = [
     ("vocab-parallel-ce-fuse-exp-sum-p4", "tests/programs/users/vocab_parallel_ce.py",
      "fuse-exp-sum", 4),
     ("ce-int-targets-p2", "tests/programs/users/ce_int_targets.py", None, 2),
+    # issue 39 item 2: the index ops (design decision 106): a vocab-parallel gather, top-k
+    ("vocab-parallel-embedding-p2", "studies/vocab_parallel_embedding.py", None, 2),
+    ("vocab-parallel-embedding-fuse-rs-c-ag-p4", "studies/vocab_parallel_embedding.py",
+     "fuse-rs-c-ag", 4),
+    ("moe-router-fuse-both-p2", "studies/moe_router.py", "fuse-both", 2),
 ]
 
 
