@@ -189,6 +189,9 @@ class Kernels:
             self.ctx, ag_part, take)) * scale / chunks * link
         comp_s = self._priced(("fused_work", key, scale, comp_frac), lambda: work_s(
             self.cluster, parts.work.scaled(scale / chunks), comp_frac))
+        if pipelined:  # the whole GPU's time over the share (cost_model's _pipelined_cost)
+            comp_s = self._priced(("fused_work", key, scale, 1.0), lambda: work_s(
+                self.cluster, parts.work.scaled(scale / chunks), 1.0)) * parts.compute_share
         comp_s *= gpu.compute_factor * self.draw.jitter()
         loaded = [env.event() for _ in range(chunks)]
         computed = [env.event() for _ in range(chunks)]

@@ -433,12 +433,15 @@ def fused_parts_cost(ctx: CostContext, parts: FusedParts, sms: float | None = No
 
 def _pipelined_cost(ctx: CostContext, parts: FusedParts) -> OpCost:
     """A pipelined row AllReduce (design note 108): its peer accesses on the moving blocks'
-    share of the grid, its HBM work (the moves' and the passes') at the roofline of the
-    computing blocks' share of the SMs, beside each other; the last row group's computation,
-    after its arrival, adds one group's share of the work."""
+    share of the grid, its HBM work (the moves' and the passes') on the computing blocks'
+    share, beside each other; the last row group's computation, after its arrival, adds one
+    group's share of the work. The computation on a share of the SMs takes the whole GPU's
+    time over the share, not the roofline's (HBM saturating at half the SMs): a row kernel's
+    loads are latency-bound, and on 2 x H200 an eighth of the grid computing took 0.954 ms
+    where the whole grid's epilogue takes 0.12-0.14 (note 108)."""
     share = 1 / parts.compute_share
     link = fused_link_s(ctx, parts, (1 - share) * ctx.cluster.gpu.sm_count)
-    comp = work_s(ctx.cluster, parts.work, share)
+    comp = work_s(ctx.cluster, parts.work) / share
     t = fused_latency_s(ctx, None, parts) + smax(link, comp) + comp / PIPELINE_GROUPS
     bottleneck = "link" if (ctx.symbolic or float(link) >= float(comp)) else "hbm"
     return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp}, bottleneck)
