@@ -51,8 +51,13 @@ NIC_400G = Link("nic-400G", bandwidth_Bps=50e9, latency_s=3e-6)
 # graphs remove; https://devbytes.co.in/news/reducing-cuda-kernel-launch-overhead gives
 # 5-20 us; a direct cuLaunchKernel on B200 measured about 5 us of dispatch,
 # https://dogacel.github.io/my-agent-blog/performance/2026/03/14/four-counter-intuitive-lessons-from-deep-diving-gpu-kernel-dispatch-overhead).
-# Not measured by this project (no per-launch host probe yet): a cited assumption.
+# A cited assumption for the H100 and A100 presets, whose validation rows ran on other hosts.
 HOST_LAUNCH_S = 5e-6
+# Measured on the H200 machines this project rents (GPU run 39 call 7, commit in
+# studies/results/gpu/run39-h200x2-pipelined/call7/: benchmarks/gpu/launch_host.py, 2000
+# eager torch.add launches, median of 7 loops, torch 2.11): 9.55 us per launch from Python;
+# replaying them as one CUDA graph costs 0.015 us per kernel.
+H200_HOST_LAUNCH_S = 9.55e-6
 
 
 def _cited_gemm_table(csv_name: str, peak_flops: float, dtype: str = "bf16") -> tuple:
@@ -96,7 +101,7 @@ def _h200x4() -> Cluster:
         # "CUDA Graphs" blog measures 2-4 us per kernel without graphs).
         launch_latency_s=4e-6,
         efficiency_table=_hopper_gemm_table(),
-        host_launch_s=HOST_LAUNCH_S,
+        host_launch_s=H200_HOST_LAUNCH_S,
         dropout_element_s=H200_DROPOUT_ELEMENT_S,
         compute_capability=90,  # Hopper (CUDA GPUs list: H200 9.0)
     )
