@@ -45,9 +45,9 @@ BLOCKS = "each block compiled alone: the host's issue time (not modelled)"
 GRID = ("the h100x8 preset has no calibrated block curve: the {}-block kernel is priced at "
         "the full grid's link rate (design note 98)")
 CUT = "the graph cut every {} blocks (gradients ready per piece: not modelled)"
-# CUDA graphs (--cudagraphs, GPU run 37) take the host's launches away; the simulator prices
-# no host work, so it predicts such a run as the same step without graphs
-GRAPHS = "CUDA graphs over the compiled graphs (host launches: not modelled, none priced)"
+# CUDA graphs (--cudagraphs, GPU run 37) take the host's launches away: such a run is
+# predicted with simulate-step's --cudagraphs (no host time per launch, decision 105)
+GRAPHS = "CUDA graphs over the compiled graphs (predicted with --cudagraphs)"
 # a P = 1 run whose measured forward exceeds its folder's torch plain forward by more than
 # this is host-bound (the forward has no optimizer work: only the host can slow it)
 HOST_BOUND = 1.10
@@ -99,14 +99,16 @@ PHASES = (("forward", "forward_ms"), ("backward", "backward_phase_ms"),
 
 
 def predictions(shape: ct.GptShape, hardware: str, accumulate: str, P: int = 1,
-                grid: int = 0, gemm_efficiency: float | None = None) -> dict:
+                grid: int = 0, gemm_efficiency: float | None = None,
+                cudagraphs: bool = False) -> dict:
     """mode -> the predicted row on P GPUs (torch plain only at P = 1), the workbench's fused
-    kernels' grid capped at `grid` blocks (0: the full grid)."""
+    kernels' grid capped at `grid` blocks (0: the full grid), as CUDA graphs or not."""
     _, cands = candidate_programs("studies/adam.py", "fuse-rs-c-ag")
     out = {}
     for torch_mode in ("plain", "ddp") if P == 1 else ("ddp",):
         rows, _ = simulate_config(shape, hardware, 1, P, torch_mode, cands, ct.DDP_BUCKET_BYTES,
-                                  accumulate, gemm_efficiency, collective_grid=grid)
+                                  accumulate, gemm_efficiency, collective_grid=grid,
+                                  cudagraphs=cudagraphs)
         out[torch_mode] = rows[0]
         out["after"], out["in"] = rows[1], rows[2]
     return out
@@ -115,7 +117,7 @@ def predictions(shape: ct.GptShape, hardware: str, accumulate: str, P: int = 1,
 def compare(path: Path, m: dict, model: str, mode: str, key, note: str, pred: dict) -> dict:
     """One row: the measured JSON `m`'s phases beside the prediction `pred`, and the errors
     (None for a phase under 0.5 ms, where a percentage means nothing)."""
-    acc, P, grid = key
+    acc, P, grid, _ = key
     row = {"measured": str(path), "P": P, "model": model, "variant": m["variant"],
            "predicted_as": f"{mode} ({acc}" + (f", grid {grid}" if grid else "") + ")",
            "not_modelled": note}
@@ -149,9 +151,10 @@ def main(argv=None) -> int:
             for suffix, (mode, acc, grid, note) in VARIANTS.items():
                 for path in sorted(Path(folder).glob(f"*_{model}_{suffix}.json")):
                     m = json.loads(path.read_text())
-                    key = (acc or accumulate, int(m["P"]), grid)
+                    key = (acc or accumulate, int(m["P"]), grid, GRAPHS in note)
                     if key not in preds:
-                        preds[key] = predictions(shape, args.hardware, *key)
+                        preds[key] = predictions(shape, args.hardware, key[0], key[1],
+                                                 key[2], cudagraphs=key[3])
                     ref = plain_forward(path.with_name(f"{m['P']}_{model}_plain.json"))
                     why = variant_note(note, int(m["P"]), m["phases_ms"]["forward"], ref)
                     rows.append(compare(path, m, model, mode, key, why, preds[key][mode]))

@@ -42,6 +42,7 @@ from cost_model import collectives as coll  # noqa: E402
 from cost_model import nccl_model  # noqa: E402
 from cost_model.hardware import Cluster, Link, preset  # noqa: E402
 from cost_model.presets import NETWORK_EFFICIENCY, SWITCH_LATENCY_S  # noqa: E402
+from workbench.errors import WorkbenchError  # noqa: E402
 
 GIB = 2**30
 MIB = 2**20
@@ -419,6 +420,10 @@ def measured_summary(rows: list[dict]) -> dict:
             "max_%": round(max(big), 1), "above_15_%": sum(e > 15 for e in big)}
 
 
+class NoValidationRows(WorkbenchError, ValueError):
+    """A size class without validation rows: bad input, exit 2 with the message (issue 37)."""
+
+
 def class_summary(rows: list[dict], held_out: bool = False) -> list[dict]:
     """Per size class (SIZE_CLASSES): rows, median and max |error| (%), rows above 15 %;
     `held_out`: only the rows no parameter was fitted on. A class without rows is an error
@@ -428,8 +433,8 @@ def class_summary(rows: list[dict], held_out: bool = False) -> list[dict]:
         errs = [abs(r["error_%"]) for r in rows
                 if r["class"] == name and not (held_out and r["train"])]
         if not errs:
-            raise ValueError(f"size class {name!r} must have validation rows, got none; add "
-                             "a cited figure of that size to MEASURED")
+            raise NoValidationRows(f"size class {name!r} must have validation rows, got none; "
+                                   "add a cited figure of that size to MEASURED")
         out.append({"class": name, "rows": len(errs),
                     "median_%": round(statistics.median(errs), 1),
                     "max_%": round(max(errs), 1), "above_15": sum(e > 15 for e in errs)})
@@ -651,5 +656,14 @@ def main(argv=None) -> int:
     return 1 if args.check and missed else 0
 
 
+def cli(argv=None) -> int:
+    """`main`, with bad input (a size class without rows) as one message and exit 2."""
+    try:
+        return main(argv)
+    except WorkbenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -35,6 +35,7 @@ from codegen.lower_alltoall import alltoall_kernel_step
 from codegen.lower_collective import fused_collective_steps
 from codegen.lower_copy_engines import copy_engine_step
 from codegen.lower_elementwise import elementwise_kernel, slice_loc
+from codegen.lower_index import gather_step, topk_step
 from codegen.lower_library import (
     gemm_step,
     matmul_epilogue_steps,
@@ -160,6 +161,14 @@ def _lower_reduce_tensor(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Ste
     return ctx.here(reduce_tensor_steps(ctx.pl, stmt))
 
 
+def _lower_gather(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
+    return ctx.here([gather_step(ctx.pl, stmt, first)])
+
+
+def _lower_topk(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
+    return ctx.here([topk_step(ctx.pl, stmt, first)])
+
+
 def _lower_nccl(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
     return ctx.here([nccl_step(ctx.pl, stmt, first)])
 
@@ -181,6 +190,8 @@ LOWERING_RULES: dict[type, LoweringRule] = {
     ir.ReduceTensor: _lower_reduce_tensor,
     ir.Send: _lower_send,
     ir.AllToAll: _lower_nccl,
+    ir.Gather: _lower_gather,
+    ir.TopK: _lower_topk,
     ir.Fused: _lower_fused,
     ir.Overlapped: _lower_overlapped,
 }

@@ -40,6 +40,10 @@ from workbench.types import Sliced
 
 # Elements per thread of a cached row: 512 threads x 32 = rows of up to 16384 elements (the
 # largest hidden size of the studies), in registers when the loops over them unroll.
+# Row groups per owner rank of a pipelined AllReduce at most (rows.cu.j2): each group's rows
+# are computed as soon as they have landed, so more groups overlap more of the computation
+# with the communication, at a flag handshake per group and moving block.
+PIPELINE_GROUPS = 16
 ROW_CACHE = 32
 
 # __launch_bounds__(512, ROW_MIN_BLOCKS) for row kernels: two blocks per SM resident. With one
@@ -198,7 +202,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions
         elif isinstance(lop, ir.ReduceScatter):
             _reduce_scatter(kb, leaf, index)
         elif isinstance(lop, ir.AllReduce) and head_ar and k == 0:
-            allreduce = _allreduce(kb, leaf, index, op.algorithm, rows, cols)
+            allreduce = _allreduce(kb, leaf, index, op.algorithm, rows, cols,
+                                   opts.pipeline_compute_share)
         elif isinstance(lop, ir.AllGather):
             if lop.x in reductions:
                 raise fault(f"{what}: a fused AllGather must gather a value of the rows, got "
@@ -217,6 +222,8 @@ def row_kernel_step(pl: Planner, stmt: ir.Stmt, first: int, opts: CodegenOptions
                         f"got {lop}")
         per_pass[p]["assigns"] += kb.assigns[n_assigns:]
         per_pass[p]["stores"] += kb.stores[n_stores:]
+    if allreduce is not None and allreduce.algorithm == "pipelined":
+        _check_pipelined(what, opts, chunks)
     _row_broadcasts(kb, cols)
     cached = _cached(leaves, passes, reductions, kb.regs)
     # Every assigned register holds values rounded to its C type (rows.cu.j2's round_to), so
@@ -317,7 +324,7 @@ def _reduce_scatter(kb: KernelBuilder, leaf: ir.Stmt, index: int) -> None:
 
 
 def _allreduce(kb: KernelBuilder, leaf: ir.Stmt, index: int, algorithm: str, rows,
-               cols) -> RowAllReduce:
+               cols, compute_share: int) -> RowAllReduce:
     """The whole AllReduce at the head of a row kernel, every row reduced on every rank (the
     algorithms: workbench.transforms.ALLREDUCE_ALGORITHMS); its value in registers."""
     pl, lop = kb.pl, leaf.op
@@ -341,7 +348,7 @@ def _allreduce(kb: KernelBuilder, leaf: ir.Stmt, index: int, algorithm: str, row
     if lop.op != ir.ReduceOp.Sum:
         raise fault(f"{kb.what}: a {algorithm} fused AllReduce must sum, got {lop.op}; use "
                     "one-shot (s.allreduce_algorithm(region, \"one-shot\"))")
-    if algorithm == "two-shot":
+    if algorithm in ("two-shot", "pipelined"):
         src_peers = kb.peer_params(src.buffer, const=True)
         buf = f"ar_{name}"
         pl.add_buffer(buf, pl.types[lop.x].dtype.name, rows * cols, peer=True)
@@ -351,7 +358,12 @@ def _allreduce(kb: KernelBuilder, leaf: ir.Stmt, index: int, algorithm: str, row
         local = f"p_{buf}_local"
         kb.params[local] = Param(local, f"const {ctype}* {local}", "buf", buf)
         kb.reduced(leaf, index, Load(var, ctype, "contig", local, "0LL"))
-        return RowAllReduce(algorithm, ctype, n, off, src_peers, "", dst_peers, local)
+        ready, ready_local = (), ""
+        if algorithm == "pipelined":
+            ready, ready_local = _group_flags(kb, name)
+        return RowAllReduce(algorithm, ctype, n, off, src_peers, "", dst_peers, local, ready,
+                            ready_local, PIPELINE_GROUPS if ready else 0,
+                            compute_share if ready else 0)
     # Lamport: 3 rotating receive buffers of P parts of n elements, zeroed (poisoned) at
     # allocation as u32 buffers are (and never NaN-poisoned by the checks: not an output)
     buf = f"lamport_{name}"
@@ -369,6 +381,40 @@ def _allreduce(kb: KernelBuilder, leaf: ir.Stmt, index: int, algorithm: str, row
                   for k in range(pl.P))
     kb.reduced(leaf, index, Load(var, ctype, "lamport", "", "0LL", peers=parts))
     return RowAllReduce(algorithm, ctype, n, off, (), src_local, tuple(dst_peers), local)
+
+
+def _check_pipelined(what: str, opts: CodegenOptions, chunks: int) -> None:
+    """A pipelined AllReduce splits a resident grid into moving and computing blocks that
+    wait for each other's flags: refused where the grid is not resident or too small."""
+    if opts.row_grid == "rows":
+        raise fault(f"{what}: a pipelined fused AllReduce must run on a resident grid, got "
+                    "row_grid 'rows' (a block a row); unset WB_ROW_GRID or use 'two-shot'")
+    if opts.collective_grid == 1:
+        raise fault(f"{what}: a pipelined fused AllReduce must have at least 2 blocks (one "
+                    "moving, one computing), got collective_grid 1; unset it or use "
+                    "'two-shot'")
+    if chunks != 1:
+        raise fault(f"{what}: a pipelined fused AllReduce must run as one launch, got "
+                    f"{chunks} chunks; use 'two-shot' for an overlapped consumer")
+
+
+def _group_flags(kb: KernelBuilder, name: str) -> tuple[tuple[str, ...], str]:
+    """The pipelined AllReduce's arrival flags (rows.cu.j2): on every rank, an entry per owner
+    rank, row group of the owner's rows (PIPELINE_GROUPS at most) and moving block, which that
+    block of the owner sets to the launch's epoch once its summed rows of the group have been
+    stored into every rank. Returns the peer pointers (set) and the local one (spun on)."""
+    pl = kb.pl
+    flags = f"ready_{name}"
+    pl.add_buffer(flags, "u32", pl.P * PIPELINE_GROUPS * MAX_BLOCKS, peer=True)
+    peers = []
+    for k in range(pl.P):
+        p = f"p_{flags}_peer{k}"
+        kb.params[p] = Param(p, f"uint32_t* {p}", "peer", flags, k)
+        peers.append(p)
+    # Spun on while peers set it: a plain pointer, no read-only-cache path.
+    local = f"p_{flags}_local"
+    kb.params[local] = Param(local, f"const uint32_t* {local}", "buf", flags)
+    return tuple(peers), local
 
 
 def _cached(leaves, passes, reductions, regs) -> dict[str, tuple[int, int]]:

@@ -386,12 +386,13 @@ class Plan:
         return tuple(s.spec for s in flat if isinstance(s, KernelStep))
 
 
-GRID_RULES = ("rows", "collective", "one", "row-blocks", "elementwise")
+GRID_RULES = ("rows", "collective", "one", "row-blocks", "warp-rows", "elementwise")
 """How a kernel step's launch grid is sized (workbench.runtime.executor): rows, a block a row
 (`rows_grid`: resident where blocks meet peers); collective, blocks per SM of a fused
 collective (`collective_grid`: the options' blocks per SM or the row plan's, within
 MAX_BLOCKS and the options' cap); one, a single block (a norm's finish, a flag wait, a
-barrier); row-blocks, a row kernel's resident blocks per SM by its registers; elementwise,
+barrier); row-blocks, a row kernel's resident blocks per SM by its registers; warp-rows, a
+warp per row (a top-k: workbench.runtime.chunked.topk_grid); elementwise,
 enough blocks for the extent (at most MAX_BLOCKS with norms' partials)."""
 
 
@@ -421,6 +422,8 @@ def grid_rule_of(spec: KernelSpec) -> str:
         return "one"
     if spec.kind == "rows":
         return "row-blocks"
+    if spec.kind == "topk":
+        return "warp-rows"
     return "elementwise"
 
 

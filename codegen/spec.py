@@ -160,7 +160,7 @@ class RowReduction:
 # repr (so of KernelSpec.key and the kernel's name) at their defaults, so that kernels that do
 # not use them keep their names and compiled cubins.
 _ROW_KNOBS = {"depth": 1, "groups": False, "cache_in": "registers", "grid_per_sm": 0,
-              "grid": "resident"}
+              "grid": "resident", "ready_peers": (), "ready_local": "", "compute_share": 0}
 # The most threads a block of a row kernel in the "rows" form has (its __launch_bounds__): the
 # runtime launches as many as hold the row at `cache` elements a thread (design note 91).
 ROWS_MAX_THREADS = 1024
@@ -240,7 +240,7 @@ class RowPlan:
         return ROWS_MAX_THREADS if self.grid == "rows" else THREADS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class RowAllReduce:
     """The whole AllReduce at the head of a row kernel (a FusedAllreduce `AllReduce C+`,
     codegen.lower_rows; the algorithms: workbench.transforms.ALLREDUCE_ALGORITHMS). Pointer
@@ -249,6 +249,10 @@ class RowAllReduce:
     two-shot: phase one reduces this rank's rows from `src_peers` (+ `src_offset`) and stores
               the sums into `dst_peers`; a barrier; the passes read `local` (the summed rows).
     one-shot: the passes reduce every row from `src_peers` (a "reduce" Load); no extra phase.
+    pipelined: two-shot's phase one on the moving blocks, row group by row group, each
+              group's arrival flagged into every rank (`ready_peers`: P x `groups` x blocks
+              entries); the computing blocks (one in `compute_share` of the grid) spin on
+              `ready_local` before each group's rows.
     lamport:  phase one stores `src_local` (encoded, wb_lamport.cuh) into this rank's part of
               every peer's receive buffer (`dst_peers`); the passes spin on `local`'s parts
               (a "lamport" Load); the end re-poisons the receive buffer of two launches ahead.
@@ -262,13 +266,51 @@ class RowAllReduce:
     src_local: str = ""
     dst_peers: tuple[str, ...] = ()
     local: str = ""
+    ready_peers: tuple[str, ...] = ()
+    ready_local: str = ""
+    groups: int = 0  # (0 == False: _ROW_KNOBS leaves these out of names at their defaults)
+    compute_share: int = 0  # pipelined: one block in this many computes
+
+    __repr__ = _row_repr
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """An index kernel (codegen.lower_index, design decision 106); pointer fields are kernel
+    parameter names, the others C text of this rank's sizes.
+
+    gather: out[t * cols + c] = src[(id - lo) * cols + c] for id = ids[t] when lo <= id <
+            lo + held, else 0: a grid-stride loop over rows x cols elements (`lo`: the first
+            table row this rank holds, `held`: how many; vocab-parallel: rank * V/P, V/P).
+    topk:   a warp per row of `cols` elements: each lane keeps its best k (value, index) in
+            registers, then k warp-wide argmax rounds; lane 0 stores the k values or int32
+            indices (`part`) at out[row * k].
+    """
+
+    op: str  # "gather" or "topk"
+    src: str
+    src_offset: str
+    src_type: str
+    dst: str
+    dst_offset: str
+    dst_type: str
+    rows: str
+    cols: str
+    ids: str = ""
+    ids_offset: str = "0LL"
+    lo: str = "0LL"
+    held: str = ""
+    k: int = 0
+    part: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class KernelSpec:
     """Everything a template renders; `name` is the mangle of all other fields."""
 
-    kind: str  # "elementwise", "collective", "finish" (the cross-rank end of norms), "rows"
+    # "elementwise", "collective", "finish" (the cross-rank end of norms), "rows", "gather",
+    # "topk" (index kernels)
+    kind: str
     template: str
     P: int
     vec: int
@@ -298,6 +340,8 @@ class KernelSpec:
     # instead of taking an `epoch` argument, so that a captured CUDA graph replays it
     # correctly (wb_launch.cuh); "" otherwise.
     counter: str = ""
+    # A gather or top-k kernel: what it reads and writes (IndexPlan); None otherwise.
+    index: IndexPlan | None = None
     comment: str = ""
     name: str = ""
 
@@ -308,7 +352,7 @@ class KernelSpec:
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
                  if f.name not in ("name", "comment")
                  and not (f.name in ("norms", "window", "row", "cache_hint", "allreduce",
-                                     "counter")
+                                     "counter", "index")
                           and not getattr(self, f.name))]
         return ";".join(parts)
 

@@ -14,8 +14,8 @@ plan's. What a record counts:
   (`rowvec`) one row, another broadcast operand (`gather`, a bias) its buffer once (it stays
   in cache); its flops and dropout masks are the step's own fields (KernelStep.flops,
   counted once by lowering from its statements: `kernel_math`). The whole AllReduce at the
-  head of a row kernel (`spec.RowAllReduce`: two-shot, one-shot, Lamport, design note 58) by its
-  algorithm (`_row_allreduce`);
+  head of a row kernel (`spec.RowAllReduce`: two-shot, pipelined, one-shot, Lamport, design
+  note 58) by its algorithm (`_row_allreduce`);
 - a fused Send: its stores into the next stage's buffer move over the link and land in that
   GPU's HBM (not counted here); its receiver's wait kernel does no work;
 - an NCCL call: the bytes it reads and writes on this rank, and its payload (the per-rank
@@ -101,8 +101,8 @@ def kernel_math(leaves, local_numel, iteration_numel) -> tuple[sympy.Expr, sympy
     statements `leaves` on one rank: an elementwise statement's or axis reduction's
     expression per element it iterates over (`iteration_numel(stmt)`; an axis reduction also
     combines each element into its row), 2 flops an element of a norm's or reduction's input
-    (`local_numel(name)`); the dtype of the last streaming statement's result (f32 if none).
-    What lowering stores on the KernelStep (sizes unbound), as the IR-level
+    (`local_numel(name)`), k comparisons an element of a top-k's input; the dtype of the last
+    streaming statement's result (f32 if none). What lowering stores on the KernelStep (sizes unbound), as the IR-level
     `cost_model.ops.elementwise_work` counts a statement."""
     flops, dropouts, dtype = ZERO, ZERO, "f32"
     for s in leaves:
@@ -115,6 +115,8 @@ def kernel_math(leaves, local_numel, iteration_numel) -> tuple[sympy.Expr, sympy
     for s in leaves:
         if isinstance(s.op, (ir.Norm, ir.ReduceTensor)):
             flops += 2 * local_numel(s.op.x)
+        if isinstance(s.op, ir.TopK):  # k comparisons an input element (decision 106)
+            flops += s.op.k * local_numel(s.op.x)
     return flops, dropouts, dtype
 
 
@@ -178,7 +180,7 @@ def peer_bytes(step: cp.KernelStep, P: int) -> tuple[sympy.Expr, sympy.Expr]:
     ar = step.spec.allreduce
     if ar is not None and ar.algorithm != "one-shot":  # one-shot's loads are "reduce" loads
         whole = n * C_BYTES.get(ar.c_type, 4)  # every row, on every rank
-        if ar.algorithm == "two-shot":  # a reduce-scatter and an all-gather of the rows
+        if ar.algorithm in ("two-shot", "pipelined"):  # a reduce-scatter and an all-gather
             rs, ag = rs + whole, ag + whole
         else:  # Lamport: my rows stored into every rank's receive buffer
             ag += P * whole
@@ -191,8 +193,8 @@ def _row_allreduce(ar, n, P: int) -> StepWork:
     served to the P ranks, once in total) and stores the sums into every rank's buffer (the
     P - 1 peers' stores land in mine); Lamport stores my rows into every rank's receive
     buffer (P parts land in mine, which I spin-read and re-poison for two launches ahead);
-    one-shot's peer loads are the passes' "reduce" load."""
-    phase = _row_allreduce_phase_one(ar, n, P)
+    one-shot's peer loads are the passes' "reduce" load. Pipelined moves two-shot's bytes."""
+    phase = _row_allreduce_moves(ar, n, P)
     if ar.algorithm == "lamport":  # the spin-reads and re-poisoning, after phase one
         whole = n * C_BYTES.get(ar.c_type, 4)
         return phase + _io(ar.c_type, read=P * whole, write=P * whole)
@@ -204,9 +206,19 @@ def _row_allreduce_phase_one(ar, n, P: int) -> StepWork | None:
     97): two-shot's reduce-scatter and peer stores before its barrier (my input served once,
     the summed rows landing in my buffer), Lamport's stores before the spin-reads (my input
     read, P parts landing in my receive buffer), with the bytes they move over the links;
-    None for one-shot, whose passes reduce as they load."""
+    None for one-shot, whose passes reduce as they load, and for pipelined, whose passes
+    compute each row group beside the moves of the next (the whole kernel overlaps its link
+    traffic, design note 108)."""
+    if ar.algorithm == "pipelined":
+        return None
+    return _row_allreduce_moves(ar, n, P)
+
+
+def _row_allreduce_moves(ar, n, P: int) -> StepWork | None:
+    """The phase one of a row kernel's whole AllReduce (two-shot's and pipelined's reduce-scatter
+    and peer stores, Lamport's stores), None for one-shot: its HBM bytes and link bytes."""
     whole = n * C_BYTES.get(ar.c_type, 4)
-    if ar.algorithm == "two-shot":
+    if ar.algorithm in ("two-shot", "pipelined"):
         return _io(ar.c_type, read=whole, write=whole, link=2 * (P - 1) * whole / P)
     if ar.algorithm == "lamport":
         return _io(ar.c_type, read=whole, write=P * whole, link=(P - 1) * whole)
@@ -235,8 +247,25 @@ def send_bytes(step: cp.KernelStep) -> sympy.Expr:
     return sum((n * C_BYTES.get(st.c_type, 4) for st in stores if st.ptr in remote), ZERO)
 
 
+def _index_kernel(step: cp.KernelStep) -> StepWork:
+    """A gather or top-k kernel (spec.IndexPlan): it walks `extent` elements, rows x cols.
+    A gather reads each row's id and (at most) the table row it names, and writes every
+    element; a top-k reads every element and writes k a row."""
+    plan = step.spec.index
+    n = sympy.sympify(step.extent)
+    rows = n / sympy.sympify(step.cols)
+    if plan.op == "gather":
+        return (_io("int", read=rows * C_BYTES["int"])
+                + _io(plan.src_type, read=n * C_BYTES.get(plan.src_type, 4))
+                + _io(plan.dst_type, write=n * C_BYTES.get(plan.dst_type, 4)))
+    return (_io(plan.src_type, read=n * C_BYTES.get(plan.src_type, 4))
+            + _io(plan.dst_type, write=rows * plan.k * C_BYTES.get(plan.dst_type, 4)))
+
+
 def _kernel(step: cp.KernelStep, P: int, numel: dict) -> StepWork:
     spec = step.spec
+    if spec.index is not None:
+        return _index_kernel(step)
     n, loads, stores = _kernel_io(step)
     remote_ptrs = _remote(spec)
     rooted = is_rooted(spec)

@@ -129,7 +129,7 @@ def fused_parts_of(pc: PlanContext, step: cp.KernelStep) -> FusedParts:
     return FusedParts(rs, ag, send, work, group, pushed=pushed,
                       algorithm=ar.algorithm if ar is not None else "two-shot",
                       unroll=step.spec.unroll,  # as generated (a row kernel's is 1)
-                      after=after)
+                      after=after, compute_share=ar.compute_share if ar is not None else 0)
 
 
 def _link_phases(pc: PlanContext, step: cp.KernelStep) -> tuple[Work, Work | None]:
@@ -203,7 +203,7 @@ def _finish_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
 
 def _kernel_cost(pc: PlanContext, step: cp.KernelStep) -> OpCost:
     kind = step.spec.kind
-    if kind in ("elementwise", "rows"):
+    if kind in ("elementwise", "rows", "gather", "topk"):
         return compute_cost(pc.ctx, kernel_work(pc, step))
     if kind in ("collective", "send"):
         return _fused_collective_cost(pc, step)
@@ -536,7 +536,9 @@ class PlanCost(ProgramCost):
 
 def plan_cost(plan: cp.Plan, cluster: Cluster, bound: Mapping[sympy.Symbol, int]) -> PlanCost:
     """The cost model's prediction for a lowered plan on a cluster with sizes `bound` (see
-    the module docstring)."""
+    the module docstring). `bound`'s keys may be size names or any sympy Symbols of those
+    names (ir.Program.sizes_by_symbol)."""
+    bound = plan.program.sizes_by_symbol(bound)
     pc = PlanContext.of(plan, cluster, bound)
     costs, names = [], []
     for origin, steps, _ in plan.statements():

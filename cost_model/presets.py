@@ -45,6 +45,44 @@ H200_NCCL = NcclTuning(
 NIC_400G = Link("nic-400G", bandwidth_Bps=50e9, latency_s=3e-6)
 
 
+# Host time per kernel launch from PyTorch without CUDA graphs (GPU.host_launch_s): the low
+# end of the 5-20 us per launch that host-side launch costs run to (NVIDIA's CUDA Graph best
+# practice guide, https://docs.nvidia.com/dl-cuda-graph/latest, names this overhead as what
+# graphs remove; https://devbytes.co.in/news/reducing-cuda-kernel-launch-overhead gives
+# 5-20 us; a direct cuLaunchKernel on B200 measured about 5 us of dispatch,
+# https://dogacel.github.io/my-agent-blog/performance/2026/03/14/four-counter-intuitive-lessons-from-deep-diving-gpu-kernel-dispatch-overhead).
+# A cited assumption for the H100 and A100 presets, whose validation rows ran on other hosts.
+HOST_LAUNCH_S = 5e-6
+# Measured on the H200 machines this project rents (GPU run 39 call 7, commit in
+# studies/results/gpu/run39-h200x2-pipelined/call7/: benchmarks/gpu/launch_host.py, 2000
+# eager torch.add launches, median of 7 loops, torch 2.11): 9.55 us per launch from Python;
+# replaying them as one CUDA graph costs 0.015 us per kernel.
+H200_HOST_LAUNCH_S = 9.55e-6
+
+
+def _cited_gemm_table(csv_name: str, peak_flops: float, dtype: str = "bf16") -> tuple:
+    """A GPU's efficiency_table from a cited per-shape GEMM rate file in cost_model/data
+    (M, N, K, TFLOP/s; '#' lines are its source): each rate over the GPU's peak."""
+    import csv
+    from importlib import resources
+
+    from cost_model.efficiency import entry_key
+
+    text = resources.files("cost_model").joinpath("data", csv_name).read_text()
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return tuple((entry_key("gemm", dtype, (r["M"], r["N"], r["K"])),
+                  float(r["tflops"]) * 1e12 / peak_flops) for r in rows)
+
+
+# H100 SXM's bf16 GEMM rates per shape (XLA's measured sm_90 table, data/gemm_h100_xla.csv):
+# 783 TFLOP/s at 4096^3 = 0.79 of 989, 6.5 TFLOP/s at 256^3. The H200 is the same GH100 chip
+# at the same clocks: its table is the H100's (this project's own H200 run 10 timed 785
+# TFLOP/s at 8192^3, studies/results/calibration/h200x2-run10, against the table's 783 at
+# its largest shape).
+def _hopper_gemm_table() -> tuple:
+    return _cited_gemm_table("gemm_h100_xla.csv", 989e12)
+
+
 # GPU run 17 (one H200): 0.222 - 0.179 ms over 8192 x 12288 elements (see GPU.dropout_element_s).
 H200_DROPOUT_ELEMENT_S = (0.222e-3 - 0.179e-3) / (8192 * 12288)
 
@@ -62,6 +100,8 @@ def _h200x4() -> Cluster:
         # Back-to-back launches on one stream: ~4 us (CUDA launch overhead; e.g. NVIDIA's
         # "CUDA Graphs" blog measures 2-4 us per kernel without graphs).
         launch_latency_s=4e-6,
+        efficiency_table=_hopper_gemm_table(),
+        host_launch_s=H200_HOST_LAUNCH_S,
         dropout_element_s=H200_DROPOUT_ELEMENT_S,
         compute_capability=90,  # Hopper (CUDA GPUs list: H200 9.0)
     )
@@ -98,6 +138,8 @@ def _h100x8() -> Cluster:
         # H100 SXM5 datasheet: FP32 67 TFLOPS, FP16/BF16 tensor 989 TFLOPS dense.
         peak_flops=(("f32", 67e12), ("f16", 989e12), ("bf16", 989e12)),
         launch_latency_s=4e-6,
+        efficiency_table=_hopper_gemm_table(),
+        host_launch_s=HOST_LAUNCH_S,
         # The H200's: the same GH100 chip, SM count and clocks (not measured on an H100).
         dropout_element_s=H200_DROPOUT_ELEMENT_S,
         compute_capability=90,  # Hopper (CUDA GPUs list: H100 9.0)
@@ -129,6 +171,7 @@ def _a100x8() -> Cluster:
         # A100 datasheet: FP32 19.5 TFLOPS, FP16/BF16 tensor 312 TFLOPS dense.
         peak_flops=(("f32", 19.5e12), ("f16", 312e12), ("bf16", 312e12)),
         launch_latency_s=4e-6,
+        host_launch_s=HOST_LAUNCH_S,  # no per-shape GEMM table cited for A100 yet
         compute_capability=80,  # Ampere (CUDA GPUs list: A100 8.0)
     )
     return Cluster(

@@ -133,6 +133,7 @@ def _override_variants(old: tuple, value: Any, where: str, base: Any) -> tuple:
 # The names a (name, number) table of a profile may hold, where they are a closed set: a
 # misspelt collective in collective_latency_s was kept and never read (its latency 0).
 _TABLE_KEYS = {"collective_latency_s": tuple(c.kind for c in COLLECTIVES)}
+_REPLACED_TABLES = ("efficiency_table",)
 
 
 def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
@@ -152,7 +153,9 @@ def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
                                     f"got {sub!r}")
             by_name[name] = override(by_name[name], sub, f"{where}.{name}.")
         return tuple(by_name.values())
-    table = dict(old)
+    # a profile's efficiency table is a measured grid of its own: it replaces the base's
+    # (merged, two grids of different axes would leave holes)
+    table = {} if where.rsplit(".", 1)[-1] in _REPLACED_TABLES else dict(old)
     known = _TABLE_KEYS.get(where.rsplit(".", 1)[-1])
     for name, number in value.items():
         if known is not None and str(name) not in known:  # was priced as 0 without a word

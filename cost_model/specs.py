@@ -11,7 +11,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from cost_model import nccl_model
+from cost_model import efficiency, nccl_model
 from workbench.errors import HardwareError
 from workbench.options import UNROLLS
 from workbench.placement import Placement
@@ -110,9 +110,22 @@ class GPU:
     # Blackwell; tuning.cc compCapIndex), and NVLS needs 90 or more. 0: from the name
     # (GPU_COMPUTE_CAPABILITY); the presets give it.
     compute_capability: int = 0
+    # GEMM and attention efficiency per shape (cost_model.efficiency: "gemm:bf16:MxNxK" ->
+    # achieved / peak_flops), a full grid per kind and dtype, interpolated in log space; a
+    # kind and dtype without entries keep the one-ratio rule (cost_model.training). Presets
+    # carry cited figures, `workbench calibrate --step-table` measures one (decision 105).
+    efficiency_table: tuple[tuple[str, float], ...] = ()
+    # Host time to issue one kernel launch from a framework (PyTorch/Inductor through the CUDA
+    # driver), without CUDA graphs: a step whose kernels are shorter than this is host-bound
+    # (simulate-step, decision 105). 0: not modelled.
+    host_launch_s: float = 0.0
 
     def __post_init__(self):
         _check_gpu_counts(self)
+        efficiency.check_table(self.efficiency_table)
+        if not (_finite(self.host_launch_s) and 0 <= self.host_launch_s <= 1e-3):
+            raise HardwareError(f"gpu.host_launch_s must be a time in [0, 1 ms] (host seconds "
+                                f"per kernel launch), got {self.host_launch_s!r}; e.g. 5e-6")
         if not self.dropout_element_s >= 0:
             raise HardwareError(f"gpu.dropout_element_s must be a time >= 0 (seconds per "
                                 f"element), got {self.dropout_element_s!r}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cost_model import efficiency
 from cost_model.hardware import Cluster
 from cost_model.ops.compute import Work, roofline_s
 from workbench.errors import WorkbenchError
@@ -138,6 +139,8 @@ class Kernel:
     work: Work
     gemm: tuple[int, int, int] | None = None
     grads: tuple[str, ...] = ()
+    # attention's (batch, heads, seq, head_dim): its key in an efficiency table
+    attention: tuple[int, int, int, int] | None = None
 
 
 def _gemm(name: str, phase: str, m: int, n: int, k: int, e: int, grads=()) -> Kernel:
@@ -162,7 +165,8 @@ def _attention(name: str, phase: str, shape: GptShape, reads: int, writes: int,
     return Kernel(name, phase, Work((reads + writes) * t * shape.itemsize, flops,
                                     write_bytes=writes * t * shape.itemsize),
                   (shape.batch * shape.heads * shape.seq, shape.d_model // shape.heads,
-                   shape.seq))
+                   shape.seq),
+                  attention=(shape.batch, shape.heads, shape.seq, shape.d_model // shape.heads))
 
 
 def forward_kernels(shape: GptShape) -> tuple[Kernel, ...]:
@@ -237,17 +241,39 @@ def gemm_utilization(m: int, n: int, sms: int) -> float:
     return best
 
 
+def table_flops(cluster: Cluster, kernel: Kernel, dtype: str) -> float | None:
+    """A GEMM's or attention's flops as the GPU's efficiency table prices them (the flops
+    that at peak rate take the table's time for its shape: cost_model.efficiency), None
+    where the table has no entries for its kind and dtype. Attention without attention
+    entries is priced as its equivalent GEMM (batch x heads x seq, head_dim, seq)."""
+    table, peak = cluster.gpu.efficiency_table, cluster.gpu.flops_for(dtype)
+    if not table:
+        return None
+    t = None
+    if kernel.attention is not None:
+        t = efficiency.seconds(table, "attention", dtype, kernel.attention, kernel.work.flops,
+                               peak)
+    if t is None and kernel.gemm is not None:
+        t = efficiency.seconds(table, "gemm", dtype, kernel.gemm, kernel.work.flops, peak)
+    return None if t is None else t * peak
+
+
 def kernel_s(cluster: Cluster, kernel: Kernel, dtype: str, gemm_efficiency: float,
              sm_fraction: float = 1.0) -> float:
     """One kernel on `sm_fraction` of the SMs (NCCL's channels hold the rest while a
     collective overlaps it): a launch plus its roofline (`roofline_s`), a GEMM's or
-    attention's arithmetic at `gemm_efficiency` of the GPU's peak for the dtype, times the
-    waves' utilization of the SMs."""
+    attention's arithmetic at the GPU's efficiency table's rate for its shape
+    (`table_flops`), or where the table has none for its dtype at `gemm_efficiency` of the
+    GPU's peak times the waves' utilization of the SMs."""
     w = kernel.work
     flops = w.flops
     if kernel.gemm is not None:
-        m, n, _ = kernel.gemm
-        flops = flops / (gemm_efficiency * gemm_utilization(m, n, cluster.gpu.sm_count))
+        priced = table_flops(cluster, kernel, dtype)
+        if priced is not None:
+            flops = priced
+        else:
+            m, n, _ = kernel.gemm
+            flops = flops / (gemm_efficiency * gemm_utilization(m, n, cluster.gpu.sm_count))
     return cluster.gpu.launch_latency_s + float(
         roofline_s(cluster, w.hbm_bytes, flops, dtype, sm_fraction, write_bytes=w.write_bytes))
 

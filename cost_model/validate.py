@@ -64,6 +64,9 @@ RULES: dict[str, Rule] = {
     "oversubscription": Rule(False, 1.0, 1e6, False, "downlink : uplink", "e.g. 1"),
     # shares of a peak
     "efficiency": FRACTION,
+    # a GEMM's or attention's achieved / peak_flops (cost_model.efficiency)
+    "efficiency_table": Rule(False, 0.0, 1.0, True, "achieved / peak_flops for its "
+                             "dtype", "e.g. 0.75"),
     # measured factors are 0.95 to 1.3; one near 0 (5e-324) made a ring AllReduce, which the
     # ring-fused form prices whatever NCCL would pick, take forever
     "allreduce_bandwidth_factor": Rule(False, 1e-3, 4.0, False, "AllReduce vs RS/AG bus "

@@ -45,14 +45,110 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-import torch.nn as nn
-import torch.nn.functional as F
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from anywhere: the repo's packages first
     sys.path.insert(0, str(ROOT))
+
+
+def parse(argv=None):
+    """The script's options (parser())."""
+    return parser().parse_args(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The script's options. None is a prefix of a torchrun option (torchrun's own parser
+    reads every argument and stops at an ambiguous prefix: `--d` matched its
+    --duplicate-*-filters), so the README's `torchrun ... train_gpt.py OPTIONS` works."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--optimizer", choices=["torch", "workbench"], required=True)
+    ap.add_argument("--no-ddp", dest="ddp", action="store_false",
+                    help="(torch) the plain model without the DDP wrapper (world size 1)")
+    ap.add_argument("--no-optimize-ddp", dest="optimize_ddp", action="store_false",
+                    help="(torch) compile DDP as one graph (torch._dynamo.config.optimize_ddp "
+                         "off: no graph split per bucket, AllReduce after backward)")
+    ap.add_argument("--torch-sharding", choices=["zero1", "fsdp2"], default=None,
+                    help="(torch) the optimizer's state sliced over the ranks: zero1 is DDP + "
+                         "torch's ZeroRedundancyOptimizer over AdamW(fused=True) (what the "
+                         "workbench's --zero does); fsdp2 is fully_shard on every block and the "
+                         "model (parameters, gradients and state sliced) + AdamW(fused=True)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="(workbench) each bucket's step launched from backward")
+    ap.add_argument("--zero", action="store_true",
+                    help="(workbench) the optimizer state sliced over the ranks (ZeRO-1)")
+    ap.add_argument("--no-lend-grads", dest="lend_grads", action="store_false",
+                    help="(workbench, P = 1) copy every gradient into a flat bucket instead "
+                         "of reading large parameters' .grad in place (design note 82)")
+    ap.add_argument("--blocks-per-sm", type=int, choices=[1, 2], default=None,
+                    help="(workbench) the fused kernels' grid per SM (default: the choice's)")
+    ap.add_argument("--fused-grid", type=int, default=None,
+                    help="(workbench) the fused kernels' grid in blocks at most (sets "
+                         "WB_COLLECTIVE_GRID; default: blocks per SM x SMs): with --overlap a "
+                         "few SMs for the optimizer leave the rest to backward (note 94)")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "bf16-params"], default="fp32",
+                    help="bf16: autocast over fp32 parameters (torch's AMP); bf16-params: bf16 "
+                         "parameters and gradients under autocast, fp32 master weights and "
+                         "moments in the optimizer (torch: fused AdamW on an fp32 master copy; "
+                         "workbench: examples/adam_bf16.py, one kernel)")
+    ap.add_argument("--program", default=None,
+                    help="(workbench) the optimizer program (default: studies/adam.py, "
+                         "examples/adam_bf16.py with --precision bf16-params)")
+    ap.add_argument("--schedule", default="auto")
+    ap.add_argument("--choose", choices=["measure", "predict"], default="measure")
+    ap.add_argument("--hardware", default=None)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--warmup-steps", type=int, default=None,
+                    help="steps left out of the medians (default: min(20, steps // 2))")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--block", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--model-dim", type=int, default=256, help="the model width (d_model)")
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--bucket-mb", type=float, default=25.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-compile", dest="compile", action="store_false")
+    ap.add_argument("--compile-scope", choices=["model", "blocks", "split"], default="model")
+    ap.add_argument("--cudagraphs", action="store_true",
+                    help="CUDA graphs over the compiled graphs (torch.compile's reduce-overhead "
+                         "mode; with --compile-scope split inductor's cudagraphs on every "
+                         "piece): the host launches a graph per piece instead of its kernels")
+    ap.add_argument("--split-mb", type=float, default=None,
+                    help="(--compile-scope split) parameter MB per graph piece (default: one "
+                         "block's)")
+    ap.add_argument("--tp", action="store_true",
+                    help="(workbench) each block's attention projection + residual as a "
+                         "wbtorch.RowParallelLinear over the world (tensor parallel: every rank "
+                         "reads rank 0's batch; its weights get a local torch AdamW)")
+    ap.add_argument("--tp-schedule", default="auto")
+    ap.add_argument("--data", default=str(ROOT / "examples/data/tiny.txt"))
+    ap.add_argument("--trace", default=None,
+                    help="a Perfetto (Chrome JSON) trace of one step after the warm-up")
+    ap.add_argument("--out", default=None, help="JSON of losses and times (rank 0)")
+    return ap
+
+
+def _torch_or_help() -> None:
+    """Run as a script without torch: --help answers (the options need no torch), anything
+    else is one message saying what to install, exit 2 (not an import traceback)."""
+    try:
+        import torch  # noqa: F401
+    except ModuleNotFoundError:
+        if {"-h", "--help"} & set(sys.argv[1:]):
+            parser().print_help()
+            sys.exit(0)
+        print("error: train_gpt.py must run with torch installed (with CUDA), got no module "
+              "named 'torch'; pip install torch (the workbench's side also needs the gpu "
+              "extra: pip install -e '.[gpu]')", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    _torch_or_help()
+
+import torch  # noqa: E402  (after the check above: --help works without it)
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 from workbench.provenance import git_commit  # noqa: E402  (the repo's, after sys.path)
 
@@ -148,83 +244,6 @@ class _Both:
     def zero_grad(self):
         for o in self.opts:
             o.zero_grad()
-
-
-def parse(argv=None):
-    """The script's options (parser())."""
-    return parser().parse_args(argv)
-
-
-def parser() -> argparse.ArgumentParser:
-    """The script's options. None is a prefix of a torchrun option (torchrun's own parser
-    reads every argument and stops at an ambiguous prefix: `--d` matched its
-    --duplicate-*-filters), so the README's `torchrun ... train_gpt.py OPTIONS` works."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--optimizer", choices=["torch", "workbench"], required=True)
-    ap.add_argument("--no-ddp", dest="ddp", action="store_false",
-                    help="(torch) the plain model without the DDP wrapper (world size 1)")
-    ap.add_argument("--no-optimize-ddp", dest="optimize_ddp", action="store_false",
-                    help="(torch) compile DDP as one graph (torch._dynamo.config.optimize_ddp "
-                         "off: no graph split per bucket, AllReduce after backward)")
-    ap.add_argument("--torch-sharding", choices=["zero1", "fsdp2"], default=None,
-                    help="(torch) the optimizer's state sliced over the ranks: zero1 is DDP + "
-                         "torch's ZeroRedundancyOptimizer over AdamW(fused=True) (what the "
-                         "workbench's --zero does); fsdp2 is fully_shard on every block and the "
-                         "model (parameters, gradients and state sliced) + AdamW(fused=True)")
-    ap.add_argument("--overlap", action="store_true",
-                    help="(workbench) each bucket's step launched from backward")
-    ap.add_argument("--zero", action="store_true",
-                    help="(workbench) the optimizer state sliced over the ranks (ZeRO-1)")
-    ap.add_argument("--no-lend-grads", dest="lend_grads", action="store_false",
-                    help="(workbench, P = 1) copy every gradient into a flat bucket instead "
-                         "of reading large parameters' .grad in place (design note 82)")
-    ap.add_argument("--blocks-per-sm", type=int, choices=[1, 2], default=None,
-                    help="(workbench) the fused kernels' grid per SM (default: the choice's)")
-    ap.add_argument("--fused-grid", type=int, default=None,
-                    help="(workbench) the fused kernels' grid in blocks at most (sets "
-                         "WB_COLLECTIVE_GRID; default: blocks per SM x SMs): with --overlap a "
-                         "few SMs for the optimizer leave the rest to backward (note 94)")
-    ap.add_argument("--precision", choices=["fp32", "bf16", "bf16-params"], default="fp32",
-                    help="bf16: autocast over fp32 parameters (torch's AMP); bf16-params: bf16 "
-                         "parameters and gradients under autocast, fp32 master weights and "
-                         "moments in the optimizer (torch: fused AdamW on an fp32 master copy; "
-                         "workbench: examples/adam_bf16.py, one kernel)")
-    ap.add_argument("--program", default=None,
-                    help="(workbench) the optimizer program (default: studies/adam.py, "
-                         "examples/adam_bf16.py with --precision bf16-params)")
-    ap.add_argument("--schedule", default="auto")
-    ap.add_argument("--choose", choices=["measure", "predict"], default="measure")
-    ap.add_argument("--hardware", default=None)
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--warmup-steps", type=int, default=None,
-                    help="steps left out of the medians (default: min(20, steps // 2))")
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--block", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--model-dim", type=int, default=256, help="the model width (d_model)")
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--bucket-mb", type=float, default=25.0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-compile", dest="compile", action="store_false")
-    ap.add_argument("--compile-scope", choices=["model", "blocks", "split"], default="model")
-    ap.add_argument("--cudagraphs", action="store_true",
-                    help="CUDA graphs over the compiled graphs (torch.compile's reduce-overhead "
-                         "mode; with --compile-scope split inductor's cudagraphs on every "
-                         "piece): the host launches a graph per piece instead of its kernels")
-    ap.add_argument("--split-mb", type=float, default=None,
-                    help="(--compile-scope split) parameter MB per graph piece (default: one "
-                         "block's)")
-    ap.add_argument("--tp", action="store_true",
-                    help="(workbench) each block's attention projection + residual as a "
-                         "wbtorch.RowParallelLinear over the world (tensor parallel: every rank "
-                         "reads rank 0's batch; its weights get a local torch AdamW)")
-    ap.add_argument("--tp-schedule", default="auto")
-    ap.add_argument("--data", default=str(ROOT / "examples/data/tiny.txt"))
-    ap.add_argument("--trace", default=None,
-                    help="a Perfetto (Chrome JSON) trace of one step after the warm-up")
-    ap.add_argument("--out", default=None, help="JSON of losses and times (rank 0)")
-    return ap
 
 
 def variant(args) -> str:

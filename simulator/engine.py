@@ -164,10 +164,12 @@ class Simulation(Routing, Kernels, Pipelines, PlanSteps):
         return value
 
     def _hold(self, gpu: _Gpu, resource: str, duration: float, op: str, uses=None):
-        """Hold the GPU's `resource` for `duration`: the HBM pipeline (one kernel chunk at a
-        time), or the links in `uses` (a flow of the network, sharing them with concurrent
-        flows; a fused kernel's loads and stores also take turns on `gpu.link`)."""
-        if resource == "hbm":
+        """Hold the GPU's `resource` for `duration`: the pipeline of computation kernels
+        (one kernel chunk at a time; recorded as "hbm" for a memory-bound kernel, "sm" for an
+        arithmetic-bound one), or the links in `uses` (a flow of the network, sharing them
+        with concurrent flows; a fused kernel's loads and stores also take turns on
+        `gpu.link`)."""
+        if resource in ("hbm", "sm"):
             with gpu.hbm.request() as req:
                 yield req
                 start = self.env.now
@@ -236,7 +238,9 @@ def simulate(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol,
     (full whenever `variability` makes ranks differ; `sample` picks its draw); `options`: the
     codegen options it is generated with (None: the defaults), which the cost model prices;
     `plan`: the program lowered for the group size (codegen.lower, with those options), whose
-    steps run (simulator.plan_steps); None: lowered here (`lowered_for`)."""
+    steps run (simulator.plan_steps); None: lowered here (`lowered_for`). `bound`'s keys may
+    be size names or any sympy Symbols of those names (a notebook's `sympy.Symbol("N")`)."""
+    bound = program.sizes_by_symbol(bound)
     return Simulation(program, cluster, bound, reduced, record, variability, sample,
                       options=options, plan=plan).run()
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from codegen.lower_rows import PIPELINE_GROUPS
 from cost_model import collectives as coll
 from cost_model.hardware import Cluster
-from cost_model.ops.compute import Work, work_s
+from cost_model.ops.compute import Work, kernel_bound, work_s
 from cost_model.ops.fused import fused_latency_s, fused_link_s
 from simulator import rings
 from simulator.network import Route
@@ -48,32 +49,37 @@ class Kernels:
         frac = take / cluster.gpu.sm_count
         per_chunk = self._priced(("work", id(work), scale, frac), lambda: work_s(
             cluster, work.scaled(scale / COMPUTE_CHUNKS), frac))
+        # the kernel's track and busy time: "sm" for an arithmetic-bound one (a GEMM), "hbm"
+        # for a memory-bound one; either holds the GPU's one pipeline of computation kernels
+        bound = self._priced(("bound", id(work), frac), lambda: kernel_bound(cluster, work,
+                                                                              frac))
         per_chunk *= gpu.compute_factor * self.draw.jitter()
         if self.overlaps:
             for _ in range(COMPUTE_CHUNKS):
-                yield from self._hold(gpu, "hbm", per_chunk, op)
+                yield from self._hold(gpu, bound, per_chunk, op)
         elif self.solo:
-            yield from self._chunks_back_to_back(gpu, per_chunk, op)
+            yield from self._chunks_back_to_back(gpu, per_chunk, op, bound)
             return
         else:
             # nothing else runs on this GPU: the chunks back to back, one event
             with gpu.hbm.request() as req:
                 yield req
-                yield from self._chunks_back_to_back(gpu, per_chunk, op)
+                yield from self._chunks_back_to_back(gpu, per_chunk, op, bound)
         yield gpu.sms.put(take)
 
-    def _chunks_back_to_back(self, gpu: _Gpu, per_chunk: float, op: str):
+    def _chunks_back_to_back(self, gpu: _Gpu, per_chunk: float, op: str, bound: str = "hbm"):
         """A computation kernel's chunks one after another on a GPU where nothing else runs:
-        the times, rows and busy seconds of the HBM path of `_compute`, in one event."""
+        the times, rows and busy seconds of the pipeline path of `_compute`, in one event, on
+        the track of what bounds it (`bound`: "hbm" or "sm")."""
         start = t = self.env.now
         for _ in range(COMPUTE_CHUNKS):
             if self.record and self.detail:
-                self.rows.append(Row(t, t + per_chunk, gpu.id, "hbm", op))
+                self.rows.append(Row(t, t + per_chunk, gpu.id, bound, op))
             t += per_chunk
         yield self.env.timeout(t - start)
-        gpu.busy["hbm"] += COMPUTE_CHUNKS * per_chunk
+        gpu.busy[bound] = gpu.busy.get(bound, 0.0) + COMPUTE_CHUNKS * per_chunk
         if self.record and not self.detail:
-            self.rows.append(Row(start, self.env.now, gpu.id, "hbm", op))
+            self.rows.append(Row(start, self.env.now, gpu.id, bound, op))
 
     def _collective(self, g, r: int, gpu: _Gpu, kind: str, nbytes: float, op: str, key,
                     host_paid: bool = False, cluster: Cluster | None = None):
@@ -186,20 +192,30 @@ class Kernels:
         # schedule's, and only the computation holds SMs, piece by piece. Otherwise the one
         # kernel holds its SMs throughout and its pipeline has FUSED_CHUNKS steps.
         copy = parts.engine == "copy"
-        chunks = parts.chunks if copy else FUSED_CHUNKS
+        # A pipelined row AllReduce (design note 108): its moving blocks load and store each
+        # row group (the "load" of this pipeline), its computing blocks compute it after.
+        pipelined = parts.algorithm == "pipelined" and sm_cap is None
+        chunks = parts.chunks if copy else PIPELINE_GROUPS if pipelined else FUSED_CHUNKS
         grid = sm_cap or self.cluster.gpu.sm_count
         take = grid if copy else (yield from self._take_sms(gpu, grid))
         frac = take / self.cluster.gpu.sm_count
-        rs_part = FusedCopy(parts, rs=True)
-        ag_part = FusedCopy(parts, rs=False)
+        rs_part = parts if pipelined else FusedCopy(parts, rs=True).parts
+        ag_part = FusedCopy(parts, rs=False).parts
+        move_sms, comp_frac = take, frac
+        if pipelined:
+            share = 1 / parts.compute_share
+            move_sms, comp_frac = take * (1 - share), frac * share
         # peer accesses slow down on fewer SMs where the cluster has a calibrated block curve
         link = gpu.link_factor * self.draw.steps_jitter(chunks)  # per pipeline chunk
-        load_s = self._priced(("load", key, take), lambda: fused_link_s(
-            self.ctx, rs_part.parts, take)) * scale / chunks * link
-        store_s = self._priced(("store", key, take), lambda: fused_link_s(
-            self.ctx, ag_part.parts, take)) * scale / chunks * link
-        comp_s = self._priced(("fused_work", key, scale, frac), lambda: work_s(
-            self.cluster, parts.work.scaled(scale / chunks), frac))
+        load_s = self._priced(("load", key, move_sms), lambda: fused_link_s(
+            self.ctx, rs_part, move_sms)) * scale / chunks * link
+        store_s = 0.0 if pipelined else self._priced(("store", key, take), lambda: fused_link_s(
+            self.ctx, ag_part, take)) * scale / chunks * link
+        comp_s = self._priced(("fused_work", key, scale, comp_frac), lambda: work_s(
+            self.cluster, parts.work.scaled(scale / chunks), comp_frac))
+        if pipelined:  # the whole GPU's time over the share (cost_model's _pipelined_cost)
+            comp_s = self._priced(("fused_work", key, scale, 1.0), lambda: work_s(
+                self.cluster, parts.work.scaled(scale / chunks), 1.0)) * parts.compute_share
         comp_s *= gpu.compute_factor * self.draw.jitter()
         loaded = [env.event() for _ in range(chunks)]
         computed = [env.event() for _ in range(chunks)]

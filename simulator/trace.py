@@ -18,6 +18,7 @@ THREADS = {
     "stream": "stream: statements",
     "hbm": "HBM: kernel memory traffic",
     "link": "link: NVLink / NIC transfers",
+    "sm": "SMs: arithmetic-bound kernels (GEMMs)",
 }
 
 

@@ -104,10 +104,18 @@ class StepResult:
     link_busy_s: float
     schedule: str = ""
     rows: tuple[Row, ...] = ()
+    host_issue_s: float = 0.0  # the host's launch time for the stream's kernels
 
     @property
     def step_s(self) -> float:
         return self.forward_s + self.backward_phase_s + self.optimizer_phase_s
+
+    @property
+    def host_bound(self) -> bool:
+        """Whether the host's launches, not the GPU, set the step: the host took longer to
+        issue the kernels than the GPU was busy running them."""
+        busy = sum(r.t_end - r.t_start for r in self.rows if r.resource == "stream")
+        return self.host_issue_s > busy
 
 
 def capped_sms(cluster: Cluster, options: CodegenOptions) -> int:
@@ -208,6 +216,11 @@ class _Step:
         self.gpu = simpy.Resource(self.env, capacity=1)
         self.link = simpy.Resource(self.env, capacity=1)
         self.rows: list[Row] = []
+        # the host issues the stream's kernels one after another, host_launch_s each (none
+        # under CUDA graphs: the cluster's is 0), running ahead of the GPU: a kernel starts
+        # no earlier than the host has issued it (decision 105)
+        self.host_launch_s = cluster.gpu.host_launch_s
+        self.host_issued = 0.0
         self.gpu_busy: list[tuple[float, float]] = []
         self.link_busy = 0.0
         self.nccl_sms = 0  # SMs the running NCCL call holds
@@ -227,10 +240,19 @@ class _Step:
         self.bucket_done = [self.env.event() for _ in self.buckets]
 
     # -- resources ------------------------------------------------------------------------
+    def issue(self):
+        """The host issues one more kernel of the stream: wait until it has."""
+        self.host_issued += self.host_launch_s
+        if self.host_issued > self.env.now:
+            yield self.env.timeout(self.host_issued - self.env.now)
+
     def hold(self, resource: str, name: str, seconds, stream: str, channels: int = 0):
         """Hold the GPU's SMs or the link for `seconds` (a number, or a function of the SMs
         NCCL leaves free when the kernel starts), recording the row; an NCCL call holds
-        `channels` SMs meanwhile."""
+        `channels` SMs meanwhile. A kernel of the main stream waits for the host to have
+        issued it."""
+        if stream == "stream":
+            yield from self.issue()
         res = self.gpu if resource == "gpu" else self.link
         with res.request() as req:
             yield req
@@ -369,7 +391,8 @@ class _Step:
         return StepResult(self.side.kind, self.side.label, self.P, f, (b - f) - idle_b,
                           idle_b + idle_o, (s - b) - idle_o, b - f, s - b, len(self.buckets),
                           self.link_busy, self.side.schedule,
-                          tuple(sorted(self.rows, key=lambda r: r.t_start)))
+                          tuple(sorted(self.rows, key=lambda r: r.t_start)),
+                          host_issue_s=self.host_issued)
 
 
 def simulate_step(shape: ct.GptShape, cluster: Cluster, P: int, side: Side,

@@ -11,10 +11,16 @@ one kernel: reduce-scatter of rows by NVLink peer loads, residual add, RMSNorm o
 rows, and both results all-gathered by peer stores (1.5x NCCL's NVLink bytes at P = 2: two
 gathered outputs).
 
+`nccl-fuse-c` keeps NCCL's AllReduce and runs the residual add and the RMSNorm in one row
+kernel after it: what PyTorch + torch.compile runs, the form to fall back on where no fused
+form wins (issue 35).
+
 The schedules beyond CoCoNet (issue 25) fuse the whole AllReduce with the epilogue, without
 split: every rank computes the residual and RMSNorm of every row itself, so only the summed
 rows cross NVLink. `fuse-ar-c` (two-shot: rows reduce-scattered by peer loads, the summed rows
 gathered by peer stores, a barrier, the epilogue on every row; NCCL's bytes, one kernel),
+`fuse-ar-c-pipelined` (two-shot's bytes, the epilogue computed by a quarter of the grid as
+each row group lands, beside the communication: issue 35),
 `fuse-ar-c-oneshot` (every rank loads every peer's whole input: one pass, the form TensorRT-LLM
 and vLLM use for small token counts) and `fuse-ar-c-lamport` (one-shot by pushes into poisoned
 receive buffers: no barrier; transforms.AllReduceAlgorithm).
@@ -56,9 +62,21 @@ def build(dtype=float16, name="allreduce_rmsnorm"):
         s.fuse(rs, h_s, ms_s, out_s, h, out)
 
     @schedule(program)
+    def nccl_fuse_c(s):
+        """NCCL's AllReduce, then the residual and RMSNorm in one row kernel: the program as
+        PyTorch + torch.compile runs it, the form to take where no fused one wins."""
+        s.fuse(h, ms, out)
+
+    @schedule(program)
     def fuse_ar_c(s):
         """The whole AllReduce and the epilogue in one kernel (two-shot: NCCL's bytes)."""
         s.fuse(summed, h, ms, out)
+
+    @schedule(program)
+    def fuse_ar_c_pipelined(s):
+        """Two-shot's bytes with the epilogue beside the communication: a quarter of the grid
+        computes each row group as soon as it has landed (large T at P >= 4)."""
+        s.allreduce_algorithm(s.fuse(summed, h, ms, out), "pipelined")
 
     @schedule(program)
     def fuse_ar_c_oneshot(s):
@@ -70,7 +88,8 @@ def build(dtype=float16, name="allreduce_rmsnorm"):
         """One-shot by pushes into poisoned receive buffers: no barrier (small T)."""
         s.allreduce_algorithm(s.fuse(summed, h, ms, out), "lamport")
 
-    return program, [rs_c_ag, fuse_rs_c_ag, fuse_ar_c, fuse_ar_c_oneshot, fuse_ar_c_lamport]
+    return program, [rs_c_ag, fuse_rs_c_ag, nccl_fuse_c, fuse_ar_c, fuse_ar_c_pipelined,
+                     fuse_ar_c_oneshot, fuse_ar_c_lamport]
 
 program, schedules = build()
 bf16, bf16_schedules = build(bfloat16, name="allreduce_rmsnorm_bf16")

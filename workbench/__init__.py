@@ -13,10 +13,11 @@ import importlib
 # Where each public name lives; `from workbench import *` and `workbench.X` import it there.
 _HOMES = {
     "workbench.dsl": (
-        "AllGather", "AllReduce", "AllToAll", "Broadcast", "Cast", "Compute", "Dropout", "MatMul",
-        "Max",
+        "AllGather", "AllReduce", "AllToAll", "Broadcast", "Cast", "Compute", "Dropout", "Gather",
+        "MatMul", "Max",
         "Mean", "Min", "Norm", "Pipeline", "Prod", "Program", "Reduce", "ReduceScatter",
-        "ReduceTensor", "Scalar", "Send", "Size", "Stage", "Sum", "Tensor", "Update", "Variable",
+        "ReduceTensor", "Scalar", "Send", "Size", "Stage", "Sum", "Tensor", "TopK", "Update",
+        "Variable",
         "equal", "erf", "exp", "gelu", "gelu_tanh", "greater", "greater_equal", "layer_norm",
         "less", "less_equal", "log", "maximum", "minimum", "not_equal", "rms_norm", "rsqrt",
         "sigmoid", "silu", "softmax", "sqrt", "tanh", "where",
@@ -24,8 +25,8 @@ _HOMES = {
     "workbench.errors": ("WorkbenchError",),
     "workbench.scheduling": ("schedule",),
     "workbench.types": (
-        "WORLD", "Group", "Local", "P", "Replicated", "Sliced", "bfloat16", "float16", "float32",
-        "int32",
+        "WORLD", "Group", "Local", "OnRoot", "P", "Replicated", "Sliced", "bfloat16", "float16",
+        "float32", "int32",
     ),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}

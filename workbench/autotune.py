@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,12 +214,12 @@ def _overlap_moves(program) -> list[Transform]:
 
 def _algorithm_moves(program) -> list[Transform]:
     """Every other algorithm of a fused whole AllReduce + row computation (two-shot as fused;
-    one-shot and Lamport; transforms.ALLREDUCE_ALGORITHMS): which is fastest depends on P, T,
-    H, the dtype and the GPU."""
+    pipelined, one-shot and Lamport; transforms.ALLREDUCE_ALGORITHMS): which is fastest
+    depends on P, T, H, the dtype and the GPU."""
     return [AllReduceAlgorithm(s.outs[0].name, a) for s in program.stmts
             if isinstance(s.op, ir.Fused) and s.op.kind == "allreduce" and s.op.engine == "sm"
             and s.op.algorithm == "two-shot" and isinstance(s.op.body[0].op, ir.AllReduce)
-            for a in ("one-shot", "lamport")]
+            for a in ("pipelined", "one-shot", "lamport")]
 
 
 def candidate_moves(program: ir.Program, placement: Placement | None = None
@@ -318,14 +318,21 @@ def search(program: ir.Program, max_depth: int = 8, max_candidates: int = 200,
                 break
             seen[key] = Candidate(_candidate_name(trace + (move,)), trace + (move,), nxt)
             queue.append((nxt, trace + (move,)))
-    names: dict[str, int] = {}
-    out = []
-    for cand in seen.values():  # disambiguate equal names by a counter
-        k = names.get(cand.name, 0)
-        names[cand.name] = k + 1
-        out.append(cand if k == 0 else Candidate(f"{cand.name}#{k + 1}", cand.transforms,
-                                                 cand.program))
+    # Equal names (the same kinds of transform with other arguments) are told apart by a
+    # digest of their transforms, never by their order in the search, which depends on the
+    # cluster: a label names the same schedule on every cluster it appears on.
+    counts = Counter(c.name for c in seen.values())
+    out = [c if counts[c.name] == 1 else
+           Candidate(f"{c.name}#{transforms_digest(c.transforms)}", c.transforms, c.program)
+           for c in seen.values()]
     return SearchResult(tuple(out), truncated, max_depth, max_candidates)
+
+
+def transforms_digest(transforms) -> str:
+    """6 hex digits of the sha256 of the transforms' replayable JSON: what tells apart
+    candidates whose transforms are of the same kinds."""
+    text = json.dumps([t.to_json() for t in transforms], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:6]
 
 
 def label_named(result: SearchResult, schedules: dict) -> dict[str, str]:

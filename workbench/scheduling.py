@@ -121,7 +121,11 @@ class Scheduler:
         return self.apply(RingFuse(_name(region)))
 
     def reorder(self, *values, before) -> tuple[str, ...]:
-        """Move computations that read an AllGather's output ahead of it, onto slices."""
+        """Move the computations `values` that read AllGather `before`'s output ahead of it,
+        onto slices: each runs on its rank's slice, a value a later statement needs whole is
+        gathered where first needed, a norm or a scalar stays Replicated. Refused, naming
+        it, where a statement left behind reads the gathered value and is read by a moved
+        one. Returns the moved values' names in order (`w1_s`; a norm keeps its name)."""
         return self.apply(Reorder(tuple(_name(v) for v in values), _name(before)))
 
     def as_slice(self, *values) -> None:
@@ -129,11 +133,24 @@ class Scheduler:
         return self.apply(AsSlice(tuple(_name(v) for v in values)))
 
     def fuse(self, *values, kind: str | None = None) -> str:
-        """Fuse consecutive statements into one kernel (FusedAllReduce, FusedCompute, ...)."""
+        """Run the statements `values` as one kernel (they are made consecutive where
+        legal): ReduceScatter + computation on slices + AllGather (FusedAllreduce), a whole
+        AllReduce + a norm or softmax on rows, consecutive elementwise statements, computation
+        + a Send, a MatMul + its elementwise epilogue (in the GEMM where cuBLASLt can), a
+        Reduce / Broadcast + computation at the root, an AllToAll + the computation around
+        it (ir.Fused lists the forms; `kind` asserts one). Refused with the reason when the
+        statements match no kernel or the fuse would change nothing; an index op (Gather,
+        TopK) runs alone. Returns the region's first name."""
         return self.apply(Fuse(tuple(_name(v) for v in values), kind))
 
     def overlap(self, producer, consumer, chunks: int = 4) -> str:
-        """Overlap producer and consumer chunk by chunk (a MatMul and its AllReduce)."""
+        """Run `producer` and `consumer` chunk by chunk (`chunks` pieces) on two streams,
+        piece i of the consumer after piece i of the producer: a MatMul then an AllReduce, a
+        fused AllReduce or a ReduceScatter of its output; an AllGather then the MatMul that
+        reads it; an elementwise kernel then an AllReduce, Broadcast or Reduce of it; an
+        AllReduce then a fused Send; a fused Send then an AllGather; an AllToAll and the
+        MatMul that reads it, or a MatMul and the AllToAll of it. Returns the producer's
+        name."""
         return self.apply(Overlap(_name(producer), _name(consumer), chunks))
 
     def copy_engines(self, region, chunks: int = 8) -> str:
@@ -142,8 +159,14 @@ class Scheduler:
         return self.apply(CopyEngines(_name(region), chunks))
 
     def allreduce_algorithm(self, region, algorithm: str) -> str:
-        """How a fused AllReduce + row computation runs: "two-shot", "one-shot" or "lamport"
-        (transforms.AllReduceAlgorithm)."""
+        """How the fused region `region` (a whole AllReduce fused with the norm or softmax
+        after it: `s.fuse(ar, "t0", out)`) moves its bytes, its values unchanged: "two-shot"
+        (rows reduce-scattered and all-gathered by peer accesses, the default), "pipelined"
+        (two-shot's bytes, the computation on part of the grid as each row group lands),
+        "one-shot" (every rank reduces every row from its peers' inputs: one pass, (P - 1) x
+        the input over its links) or "lamport" (one-shot by pushes into poisoned receive
+        buffers, no barrier: small sizes). transforms.ALLREDUCE_ALGORITHMS says each in full;
+        studies/allreduce_rmsnorm.py names all four. Returns the region's name."""
         return self.apply(AllReduceAlgorithm(_name(region), algorithm))
 
     def dce(self) -> None:

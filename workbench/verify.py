@@ -364,6 +364,11 @@ def check_runnable(stmt: Stmt, placement: Placement) -> None:
         return
     domains = -(-span // placement.gpus_per_node)
     how = ("copy engines" if stmt.op.engine == "copy" else "peer loads and stores over NVLink")
+    if stmt.op.kind == "alltoall" and placement.gpus_per_node == 1:
+        raise NotOnThisCluster(
+            f"a fused alltoall kernel ({how}) must have its group's GPUs share an NVLink "
+            f"domain, got a group of {span} GPUs, each alone in its node of {placement.name} "
+            f"({_where(stmt)}); use NCCL's AllToAll (a schedule without this fuse)")
     if stmt.op.kind == "alltoall":
         raise NotOnThisCluster(
             f"a fused alltoall kernel ({how}) must keep its group inside one NVLink domain of "
@@ -371,6 +376,15 @@ def check_runnable(stmt: Stmt, placement: Placement) -> None:
             f"of {placement.name} ({_where(stmt)}); across nodes use NCCL's AllToAll (a "
             f"schedule without this fuse) or expert groups of at most "
             f"{placement.gpus_per_node} GPUs")
+    if placement.gpus_per_node == 1:
+        # one GPU of the group per node (a --mesh axis across nodes): there is no NVLink peer
+        # to fuse with, and a hierarchical split would have nodes of one GPU
+        raise NotOnThisCluster(
+            f"a fused {stmt.op.kind} kernel ({how}) must have its group's GPUs share an "
+            f"NVLink domain, got a group of {span} GPUs, each alone in its node of "
+            f"{placement.name} ({_where(stmt)}); use NCCL collectives (a schedule without "
+            "fuse, e.g. rs-c-ag), or run the fused kernel over a mesh axis inside a node "
+            "(e.g. --axis tp)")
     raise NotOnThisCluster(
         f"a fused {stmt.op.kind} kernel ({how}) must keep its group inside one NVLink domain "
         f"of {placement.gpus_per_node} GPUs, got a group of {span} GPUs over {domains} nodes "

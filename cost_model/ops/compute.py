@@ -171,14 +171,39 @@ def reduction_work(ctx: CostContext, s: ir.Stmt) -> Work:
     return Work(ctx.local_nbytes(s.op.x), 2 * ctx.local_numel(s.op.x))
 
 
+def index_work(ctx: CostContext, s: ir.Stmt) -> Work:
+    """The Work of an index op's kernel on this rank (design decision 106). A Gather reads its
+    ids and the rows it picks (its output's bytes: a masked row is a zero, not read, so this
+    is the most it reads) and writes its output; no flops. A TopK reads its input once and
+    writes its k values or indices a row; each lane inserts each element into its sorted k
+    best, k comparisons an element."""
+    out = s.out.name
+    if isinstance(s.op, ir.Gather):
+        read = ctx.local_nbytes(s.op.ids) + ctx.local_nbytes(out)
+        write = ctx.local_nbytes(out)
+        half = ctx.local_nbytes(out) if s.out.type.dtype.nbytes == 2 else 0
+        return Work(read + write, 0, s.out.type.dtype.name, write, half, half)
+    x = s.op.x
+    half_in = ctx.local_nbytes(x) if ctx.types[x].dtype.nbytes == 2 else 0
+    half_out = ctx.local_nbytes(out) if s.out.type.dtype.nbytes == 2 else 0
+    return Work(ctx.local_nbytes(x) + ctx.local_nbytes(out), s.op.k * ctx.local_numel(x),
+                ctx.types[x].dtype.name, ctx.local_nbytes(out), half_in, half_out)
+
+
+def kernel_bound(cluster: Cluster, work: Work, sm_fraction: float = 1.0) -> str:
+    """What bounds a computation kernel doing `work` on `sm_fraction` of the SMs: "sm" when
+    its arithmetic takes longer than its memory traffic (a GEMM), else "hbm" (the hashing of
+    dropout masks adds to a memory-bound kernel, so it does not make one SM-bound)."""
+    busy = work_s(cluster, work, sm_fraction) - dropout_s(cluster, work, sm_fraction)
+    mem = cluster.gpu.hbm_time_s(work.hbm_bytes, work.write_bytes, work.f16_read_bytes,
+                                 work.f16_write_bytes) / min(1.0, 2.0 * sm_fraction)
+    return "sm" if float(busy) > float(mem) * 1.0000001 else "hbm"
+
+
 def compute_cost(ctx: CostContext, work: Work) -> OpCost:
     """The cost of a computation kernel doing `work` on all the SMs: a launch plus its
     roofline, memory or SM bound."""
     c = ctx.cluster
     busy = work_s(c, work)
-    mem = c.gpu.hbm_time_s(work.hbm_bytes, work.write_bytes, work.f16_read_bytes,
-                           work.f16_write_bytes)
-    bottleneck = "hbm"  # the hashing of dropout masks adds to a memory-bound kernel
-    if not ctx.symbolic and busy - float(dropout_s(c, work)) > float(mem) * 1.0000001:
-        bottleneck = "sm"
+    bottleneck = "hbm" if ctx.symbolic else kernel_bound(c, work)
     return OpCost(c.gpu.launch_latency_s + busy, {"hbm": busy}, bottleneck)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from codegen.lower_rows import has_axis_reduction
+from codegen.lower_rows import PIPELINE_GROUPS, has_axis_reduction
 from codegen.plan import collective_grid, overlap_grid
 from cost_model import collectives as coll
 from cost_model.collectives import smax, smin
@@ -52,6 +52,9 @@ class FusedParts:
     # after a two-shot AllReduce's barrier or Lamport's stores, priced after the link time;
     # `work` is then the link phase's own (None: all of the computation overlaps the link).
     after: Work | None = None
+    # A pipelined row AllReduce: one block in this many computes (CodegenOptions.
+    # pipeline_compute_share; 0 for every other kernel).
+    compute_share: int = 0
 
 
 @dataclass
@@ -111,13 +114,18 @@ def _allreduce_part(ctx: CostContext, body: _BodySum, leaf: ir.Stmt) -> None:
     body.group = comm_group(ctx, op)
     P = ctx.P(body.group)
     x_bytes = ctx.local_nbytes(op.x)
-    if body.algorithm == "two-shot":
+    if body.algorithm in ("two-shot", "pipelined"):
         # NCCL's bytes: a reduce-scatter of S and an all-gather of S (the summed rows). Phase
         # one: peers load my input once in total and store the summed rows into my buffer;
-        # after the barrier the passes read them back from HBM (design note 97)
+        # two-shot's passes read them back from HBM after the barrier (design note 97),
+        # pipelined's beside the moves of the next row group (note 108): no phase of its own
         body.rs = body.rs + x_bytes
         body.ag = body.ag + x_bytes
-        body.phase_one = io_work(ctx, [op.x], [out])
+        moves = io_work(ctx, [op.x], [out])
+        if body.algorithm == "two-shot":
+            body.phase_one = moves
+        else:
+            body.extra = body.extra + moves
         body.extra = body.extra + io_work(ctx, [out], [])
     elif body.algorithm == "one-shot":
         # every rank loads every rank's whole input: P loads of my S bytes, (P - 1) S through
@@ -267,8 +275,9 @@ def fused_parts(ctx: CostContext, s: ir.Stmt) -> FusedParts:
         work = work + Work(share * rs, 0, write_bytes=share * rs)
     # the unroll the generated kernel has: a row kernel's is 1 (codegen.lower_rows)
     unroll = 1 if has_axis_reduction(s) else ctx.options.unroll
+    compute_share = ctx.options.pipeline_compute_share if body.algorithm == "pipelined" else 0
     return FusedParts(rs, ag, send, work, group, tuple(body.scalars), engine, chunks,
-                      body.algorithm, body.pushed, unroll, after)
+                      body.algorithm, body.pushed, unroll, after, compute_share)
 
 
 def check_one_domain(ctx: CostContext, s: ir.Stmt, group: Group) -> None:
@@ -404,6 +413,8 @@ def fused_parts_cost(ctx: CostContext, parts: FusedParts, sms: float | None = No
     """The cost of a fused kernel of these FusedParts (a Fused statement's, or a plan step's:
     cost_model.plan_cost) holding `sms` SMs (None: all) for its peer accesses, its
     computation on `comp_fraction` of the SMs (1: all; `capped_fused_cost`)."""
+    if parts.algorithm == "pipelined" and sms is None and comp_fraction == 1.0:
+        return _pipelined_cost(ctx, parts)
     comp = work_s(ctx.cluster, parts.work, comp_fraction)
     link = fused_link_s(ctx, parts, sms)
     # The kernel pipelines chunks: communication of one chunk overlaps computation of another;
@@ -420,6 +431,22 @@ def fused_parts_cost(ctx: CostContext, parts: FusedParts, sms: float | None = No
     if parts.group is None:
         bottleneck = "hbm"
     return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp + waits}, bottleneck)
+
+
+def _pipelined_cost(ctx: CostContext, parts: FusedParts) -> OpCost:
+    """A pipelined row AllReduce (design note 108): its peer accesses on the moving blocks'
+    share of the grid, its HBM work (the moves' and the passes') on the computing blocks'
+    share, beside each other; the last row group's computation, after its arrival, adds one
+    group's share of the work. The computation on a share of the SMs takes the whole GPU's
+    time over the share, not the roofline's (HBM saturating at half the SMs): a row kernel's
+    loads are latency-bound, and on 2 x H200 an eighth of the grid computing took 0.954 ms
+    where the whole grid's epilogue takes 0.12-0.14 (note 108)."""
+    share = 1 / parts.compute_share
+    link = fused_link_s(ctx, parts, (1 - share) * ctx.cluster.gpu.sm_count)
+    comp = work_s(ctx.cluster, parts.work) / share
+    t = fused_latency_s(ctx, None, parts) + smax(link, comp) + comp / PIPELINE_GROUPS
+    bottleneck = "link" if (ctx.symbolic or float(link) >= float(comp)) else "hbm"
+    return OpCost(t, {"link": fused_link_lower_s(ctx, parts), "hbm": comp}, bottleneck)
 
 
 def fused_after_s(ctx: CostContext, parts: FusedParts, comp_fraction: float = 1.0):

@@ -22,7 +22,9 @@ from workbench.options import CodegenOptions
 def program_cost(program: ir.Program, cluster: Cluster, bound: Mapping[sympy.Symbol, int],
                  symbolic: bool = False, options: CodegenOptions | None = None) -> ProgramCost:
     """The cost model's prediction for a program on a cluster, generated with the codegen
-    `options` (None: the defaults)."""
+    `options` (None: the defaults). `bound`'s keys may be size names or any sympy Symbols of
+    those names (ir.Program.sizes_by_symbol)."""
+    bound = program.sizes_by_symbol(bound)
     ctx = CostContext(program, cluster, bound, symbolic, options=options or CodegenOptions())
     costs = tuple(stmt_cost(ctx, s) for s in program.stmts)
     total = host_overlapped_total(costs, symbolic)

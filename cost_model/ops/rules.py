@@ -24,6 +24,7 @@ from cost_model.ops.comm import (
 from cost_model.ops.compute import (
     compute_cost,
     elementwise_work,
+    index_work,
     matmul_epilogue_works,
     matmul_work,
     reduction_work,
@@ -65,6 +66,10 @@ def _view_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
 
 def _elementwise_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
     return compute_cost(ctx, elementwise_work(ctx, [s]))
+
+
+def _index_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
+    return compute_cost(ctx, index_work(ctx, s))
 
 
 def _matmul_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
@@ -146,6 +151,8 @@ COST_RULES: dict[type, CostRule] = {
     ir.Norm: _reduction_cost,
     ir.ReduceAxis: _elementwise_cost,  # a row kernel: reads its input, writes a value per row
     ir.Slice: _view_cost,
+    ir.Gather: _index_cost,
+    ir.TopK: _index_cost,
     ir.AllReduce: collective_cost,
     ir.ReduceScatter: collective_cost,
     ir.AllGather: collective_cost,
@@ -192,6 +199,8 @@ FIXED_COST_RULES: dict[type, FixedCostRule] = {
     ir.Norm: _launch_fixed_s,
     ir.ReduceAxis: _launch_fixed_s,
     ir.Slice: _launch_fixed_s,
+    ir.Gather: _launch_fixed_s,
+    ir.TopK: _launch_fixed_s,
     ir.AllReduce: collective_fixed_s,
     ir.ReduceScatter: collective_fixed_s,
     ir.AllGather: collective_fixed_s,

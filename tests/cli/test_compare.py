@@ -36,6 +36,23 @@ def test_errors_and_picks():
     assert summary.loc["adam", "max_abs_error"] == pytest.approx(abs(1.0 - 1.3) / 1.3)
 
 
+def test_the_pick_is_held_against_the_fastest_baseline():
+    """Where the measured rows carry their run's fastest baseline, each case says how the
+    simulator's pick did against it: at N=2^24 it picks `unscheduled` (1.3 s measured) where
+    the baseline took 1.2 s, a loss the summary's minimum shows."""
+    predicted, measured = _tables()
+    measured["fastest_baseline_s"] = measured["size"].map({"N=2^20": 2.2, "N=2^24": 1.2})
+    cases = per_case(compare(predicted, measured)).set_index("size")
+    assert cases.loc["N=2^20", "pick_vs_baseline"] == pytest.approx(2.2 / 1.1)
+    assert cases.loc["N=2^24", "pick_vs_baseline"] == pytest.approx(1.2 / 1.3)
+    summary = summarize(compare(predicted, measured)).set_index("study")
+    assert summary.loc["ALL", "min_pick_vs_baseline"] == pytest.approx(1.2 / 1.3)
+    # without baselines the column is absent and the summary says NaN, not a number
+    assert "pick_vs_baseline" not in per_case(compare(*_tables())).columns
+    assert pd.isna(summarize(compare(*_tables())).set_index("study").loc["ALL",
+                                                                       "min_pick_vs_baseline"])
+
+
 def test_missing_column_is_named():
     predicted, measured = _tables()
     with pytest.raises(WorkbenchError, match="measured table must have columns .*\\(missing "

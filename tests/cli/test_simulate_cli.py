@@ -24,8 +24,8 @@ def test_adam_table_marks_the_fused_schedule_best(capsys, tmp_path):
     assert len(best) == 1 and best[0]["schedule"].startswith("fuse")
     assert best[0]["speedup"] > 1
     assert csv.read_text().splitlines()[0] == ("schedule,time_ms,model_ms,speedup,vs_ar_opt,"
-                                               "bottleneck,best,stays_sliced,note,hardware,"
-                                               "sizes")
+                                               "bottleneck,best,stays_sliced,note,transforms,"
+                                               "hardware,sizes")
     by_name = {r["schedule"]: r for r in rows}
     # CoCoNet's baseline (AllReduce + one fused Adam kernel: 28 B/element against the three
     # kernels' 40) is faster than the unscheduled program, and the speedup column over it

@@ -198,8 +198,10 @@ def test_the_trace_names_its_gpus_and_resources(capsys, tmp_path):
     assert code == 0
     procs, threads = _named(json.loads(path.read_text()))
     assert procs == [f"overlap-mm-fuse-ar-c (best): GPU {g}" for g in range(4)]
+    # the GEMMs on a track of their own (issue 39: they were drawn on HBM's)
     assert set(threads.values()) == {"stream: statements", "HBM: kernel memory traffic",
-                                     "link: NVLink / NIC transfers"}
+                                     "link: NVLink / NIC transfers",
+                                     "SMs: arithmetic-bound kernels (GEMMs)"}
 
 
 def test_the_trace_can_hold_every_schedule(capsys, tmp_path):

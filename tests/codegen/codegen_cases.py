@@ -52,6 +52,11 @@ CASES = [
     # issue 25: the whole AllReduce fused with the epilogue (two-shot, one-shot, Lamport)
     ("allreduce-rmsnorm-fuse-ar-c-p1", "studies/allreduce_rmsnorm.py", "fuse-ar-c", 1),
     ("allreduce-rmsnorm-fuse-ar-c-p2", "studies/allreduce_rmsnorm.py", "fuse-ar-c", 2),
+    # issue 35: two-shot's bytes with the epilogue beside the communication
+    ("allreduce-rmsnorm-fuse-ar-c-pipelined-p1", "studies/allreduce_rmsnorm.py",
+     "fuse-ar-c-pipelined", 1),
+    ("allreduce-rmsnorm-bf16-fuse-ar-c-pipelined-p4", "studies/allreduce_rmsnorm.py:bf16",
+     "fuse-ar-c-pipelined", 4),
     ("allreduce-rmsnorm-bf16-fuse-ar-c-oneshot-p2", "studies/allreduce_rmsnorm.py:bf16",
      "fuse-ar-c-oneshot", 2),
     ("allreduce-rmsnorm-fuse-ar-c-oneshot-p4", "studies/allreduce_rmsnorm.py",
@@ -122,6 +127,11 @@ CASES = [
     ("vocab-parallel-ce-fuse-exp-sum-p4", "tests/programs/users/vocab_parallel_ce.py",
      "fuse-exp-sum", 4),
     ("ce-int-targets-p2", "tests/programs/users/ce_int_targets.py", None, 2),
+    # issue 39 item 2: the index ops (design decision 106): a vocab-parallel gather, top-k
+    ("vocab-parallel-embedding-p2", "studies/vocab_parallel_embedding.py", None, 2),
+    ("vocab-parallel-embedding-fuse-rs-c-ag-p4", "studies/vocab_parallel_embedding.py",
+     "fuse-rs-c-ag", 4),
+    ("moe-router-fuse-both-p2", "studies/moe_router.py", "fuse-both", 2),
 ]
 
 

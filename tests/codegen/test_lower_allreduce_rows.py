@@ -62,6 +62,44 @@ def test_lamport_has_no_flags_and_three_rotating_receive_buffers(study, P):
     assert "((epoch + 2u) % 3u)" in cu  # re-poisons the buffer of two launches ahead
 
 
+@pytest.mark.parametrize("P", [1, 2, 4, 8])
+def test_pipelined_moves_two_shots_bytes_and_flags_each_row_group(study, P):
+    """The pipelined form (issue 35): two-shot's buffers and peer pointers, one start barrier
+    and no second one, arrival flags of P owners x PIPELINE_GROUPS groups x MAX_BLOCKS moving
+    blocks on every rank, each set by block_signal and spun on by wait_entries."""
+    from codegen.lower_rows import PIPELINE_GROUPS
+    from codegen.plan import MAX_BLOCKS
+
+    f = study("studies/allreduce_rmsnorm.py")
+    plan, step = _step(f, "fuse-ar-c-pipelined", P)
+    ar = step.spec.allreduce
+    assert ar.algorithm == "pipelined" and ar.groups == PIPELINE_GROUPS
+    assert len(ar.src_peers) == len(ar.dst_peers) == len(ar.ready_peers) == P
+    bufs = {b.name: b for b in plan.buffers}
+    assert bufs["ar_summed"].peer and bufs["ready_summed"].peer
+    assert bufs["ready_summed"].dtype == "u32"
+    assert int(bufs["ready_summed"].numel) == P * PIPELINE_GROUPS * MAX_BLOCKS
+    cu = render(step.spec)
+    assert cu.count("wb::block_barrier") == 1  # the start; the flags replace the second
+    # the vector and the scalar path each signal and wait once per row group
+    assert cu.count(f"wb::block_signal<{P}>(ready,") == 2 and cu.count("wb::wait_entries(") == 2
+    assert "computing_blocks = gridDim.x / 2 > 0" in cu  # the default share, a half
+
+
+def test_pipelined_refuses_what_cannot_hold_both_kinds_of_blocks(study):
+    from workbench.options import CodegenOptions
+
+    f = study("studies/allreduce_rmsnorm.py")
+    prog = f.schedules["fuse-ar-c-pipelined"].apply()
+    for opts, why in ((CodegenOptions(row_grid="rows"), r"must run on a resident grid, got "
+                       r"row_grid 'rows'.*use 'two-shot'"),
+                      (CodegenOptions(collective_grid=1), r"must have at least 2 blocks \(one "
+                       r"moving, one computing\), got collective_grid 1")):
+        with pytest.raises(RuntimeFault, match=why):
+            lower(prog, P=4, options=opts)
+    lower(prog, P=4, options=CodegenOptions(collective_grid=2))  # two blocks are enough
+
+
 def test_two_shot_and_lamport_refuse_a_max_allreduce():
     """A fused AllReduce(Max) is one-shot from the fuse (issue 39: the autotuner proposed
     two-shot ones that lowering refused); asking for a summing algorithm is refused by the
@@ -78,7 +116,7 @@ def test_two_shot_and_lamport_refuse_a_max_allreduce():
     one = Fuse(tuple(st.out.name for st in prog.stmts)).apply(prog)
     region = one.stmts[0].outs[0].name
     assert one.stmts[0].op.algorithm == "one-shot"
-    for algorithm in ("two-shot", "lamport"):
+    for algorithm in ("two-shot", "pipelined", "lamport"):
         with pytest.raises(IllegalTransform, match=rf"a {algorithm} fused AllReduce must sum, "
                            r"got Max; use 'one-shot'"):
             AllReduceAlgorithm(region, algorithm).apply(one)

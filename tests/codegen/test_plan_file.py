@@ -28,7 +28,9 @@ SPECS = ["studies/adam.py", "studies/adam.py:mixed", "studies/lamb.py", "studies
          "studies/model_parallel.py", "studies/sequence_parallel.py",
          "studies/allreduce_rmsnorm.py", "studies/pipeline.py", "studies/pipeline_hierarchy.py",
          "studies/kernel_ops.py:reductions",
-         "tests/programs/users/tp_swiglu_mlp.py"]
+         "tests/programs/users/tp_swiglu_mlp.py",
+         # the index kernels (spec.IndexPlan: issue 39 item 2, design decision 106)
+         "studies/vocab_parallel_embedding.py", "studies/moe_router.py"]
 
 
 def _plans(spec: str, P: int):

@@ -35,8 +35,9 @@ class _Run:
                 self.launches.append(LibraryCall(lambda: None))
 
 
-@pytest.mark.parametrize("name", ["unscheduled", "rs-c-ag", "fuse-rs-c-ag", "fuse-ar-c",
-                                  "fuse-ar-c-oneshot", "fuse-ar-c-lamport"])
+@pytest.mark.parametrize("name", ["unscheduled", "rs-c-ag", "fuse-rs-c-ag", "nccl-fuse-c",
+                                  "fuse-ar-c", "fuse-ar-c-pipelined", "fuse-ar-c-oneshot",
+                                  "fuse-ar-c-lamport"])
 def test_every_allreduce_rmsnorm_schedule_can_be_graphed(name):
     f = load(STUDY)
     prog = f.program if name == "unscheduled" else f.schedules[name].apply()
@@ -65,6 +66,6 @@ def test_every_schedule_checks_eagerly_and_graphed_on_gpus(P):
                   2, False, 60.0, graph=True)
     rows = [r for r in res["records"] if r["kind"] == "workbench"]
     graphed = [r for r in rows if r["schedule"].endswith("(cuda graph)")]
-    assert len(graphed) == len(rows) // 2 == 2 * 6
+    assert len(graphed) == len(rows) // 2 == 2 * 8
     for r in rows:
         assert r["check"].startswith("ok"), (r["schedule"], r["sizes"], r["check"])

@@ -10,10 +10,15 @@ from hypothesis import strategies as st
 from workbench import AllReduce, Local, Program, Size, Sum, Tensor, float32, int32, ir
 from workbench.errors import IllegalTransform
 from workbench.interpreter import assert_equivalent
-from workbench.transforms import AllReduceAlgorithm, Fuse, transform_from_json
+from workbench.transforms import (
+    ALLREDUCE_ALGORITHMS,
+    AllReduceAlgorithm,
+    Fuse,
+    transform_from_json,
+)
 from workbench.verify import fused_kind_of
 
-NEW = ("fuse-ar-c", "fuse-ar-c-oneshot", "fuse-ar-c-lamport")
+NEW = ("fuse-ar-c", "fuse-ar-c-pipelined", "fuse-ar-c-oneshot", "fuse-ar-c-lamport")
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -25,8 +30,8 @@ def test_every_new_schedule_computes_what_the_program_does(study, name, variant)
     assert region.op.kind == "allreduce"
     assert [type(s.op).__name__ for s in region.op.body] == [
         "AllReduce", "Compute", "ReduceAxis", "Compute"]
-    want = {"fuse-ar-c": "two-shot", "fuse-ar-c-oneshot": "one-shot",
-            "fuse-ar-c-lamport": "lamport"}[name]
+    want = {"fuse-ar-c": "two-shot", "fuse-ar-c-pipelined": "pipelined",
+            "fuse-ar-c-oneshot": "one-shot", "fuse-ar-c-lamport": "lamport"}[name]
     assert region.op.algorithm == want
     for Pv in (1, 2, 4):
         assert_equivalent(f.program, sched, {"T": 3 * Pv, "H": 24, "P": Pv}, seed=Pv)
@@ -34,7 +39,7 @@ def test_every_new_schedule_computes_what_the_program_does(study, name, variant)
 
 @settings(max_examples=15, deadline=None)
 @given(Pv=st.sampled_from([1, 2, 3, 4]), tq=st.integers(1, 4), h=st.integers(1, 40),
-       algorithm=st.sampled_from(["two-shot", "one-shot", "lamport"]), seed=st.integers(0, 99))
+       algorithm=st.sampled_from(ALLREDUCE_ALGORITHMS), seed=st.integers(0, 99))
 def test_algorithms_are_equivalent_on_random_sizes(study, Pv, tq, h, algorithm, seed):
     f = study("studies/allreduce_rmsnorm.py")
     fused = Fuse(("summed", "h", "t0", "out")).apply(f.program)
@@ -74,7 +79,7 @@ def test_refusals_are_pinned(study):
     p = f.program
     assert AllReduceAlgorithm("summed", "three-shot").check(p).reason == (
         "allreduce_algorithm(summed, 'three-shot'): algorithm must be one of ('two-shot', "
-        "'one-shot', 'lamport'), got 'three-shot'")
+        "'pipelined', 'one-shot', 'lamport'), got 'three-shot'")
     assert AllReduceAlgorithm("summed", "one-shot").check(p).reason == (
         "allreduce_algorithm(summed, 'one-shot'): the statement must be a FusedAllreduce that "
         "starts with a whole AllReduce, got AllReduce(Sum, y); fuse the AllReduce with its row "

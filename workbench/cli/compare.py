@@ -7,8 +7,9 @@ Both sides are tables with one row per (study, schedule, size, gpus):
 
 `size` is a label of the sizes (e.g. "N=2^28"); `gpus` the group size. `compare` joins them and
 adds the error columns; `summarize` gives, per study: median and max |error|, whether the
-simulator picks the measured-best schedule at each size, and Kendall's tau between the
-predicted and measured orders of the schedules.
+simulator picks the measured-best schedule at each size, Kendall's tau between the predicted
+and measured orders of the schedules, and where the measured rows carry their run's fastest
+baseline, the simulator's pick against it (the choice must never lose to the baseline).
 """
 
 from __future__ import annotations
@@ -64,16 +65,22 @@ def _kendall_tau(group: pd.DataFrame) -> float:
 
 
 def per_case(joined: pd.DataFrame) -> pd.DataFrame:
-    """One row per (study, size, gpus): does the simulator pick the measured-best schedule, and
-    how well does it order the schedules (Kendall tau)."""
+    """One row per (study, size, gpus): does the simulator pick the measured-best schedule,
+    how well does it order the schedules (Kendall tau), and, where the measured rows carry the
+    fastest baseline of their run (`fastest_baseline_s`), how the pick's measured time
+    compares with it (`pick_vs_baseline`: the baseline's time over the pick's, >= 1 where the
+    choice does not lose)."""
     rows = []
     for (study, size, gpus), g in joined.groupby(["study", "size", "gpus"], sort=True):
-        predicted_best = g.loc[g["predicted_s"].idxmin(), "schedule"]
+        pick = g.loc[g["predicted_s"].idxmin()]
         measured_best = g.loc[g["measured_s"].idxmin(), "schedule"]
-        rows.append({"study": study, "size": size, "gpus": gpus, "schedules": len(g),
-                     "predicted_best": predicted_best, "measured_best": measured_best,
-                     "picks_best": predicted_best == measured_best,
-                     "kendall_tau": _kendall_tau(g)})
+        row = {"study": study, "size": size, "gpus": gpus, "schedules": len(g),
+               "predicted_best": pick["schedule"], "measured_best": measured_best,
+               "picks_best": pick["schedule"] == measured_best,
+               "kendall_tau": _kendall_tau(g)}
+        if "fastest_baseline_s" in g.columns and pd.notna(pick["fastest_baseline_s"]):
+            row["pick_vs_baseline"] = pick["fastest_baseline_s"] / pick["measured_s"]
+        rows.append(row)
     return sort_rows(pd.DataFrame(rows), ["study", "size", "gpus"]) if rows else pd.DataFrame()
 
 
@@ -92,5 +99,8 @@ def summarize(joined: pd.DataFrame) -> pd.DataFrame:
             "median_signed_error": g["signed_error"].median(),
             "picks_best_share": c["picks_best"].mean() if len(c) else float("nan"),
             "median_kendall_tau": c["kendall_tau"].median() if len(c) else float("nan"),
+            # the worst case of the choice against the fastest baseline (NaN: no baselines)
+            "min_pick_vs_baseline": (c["pick_vs_baseline"].min()
+                                     if "pick_vs_baseline" in c.columns else float("nan")),
         })
     return pd.DataFrame(rows)

@@ -85,8 +85,10 @@ def find_nvcc() -> str | None:
               help="Ranks, one per GPU (all stages of a pipeline together), as "
                    "compile-and-measure takes them.")
 @click.option("--out", "out_dir", required=True, help="Folder for the sources, plans and cubins.")
-@click.option("--schedule", default="all", show_default=True,
-              help="Schedules besides the unscheduled program (comma-separated), or all.")
+@click.option("--schedule", multiple=True, default=("all",), show_default=True,
+              callback=lambda ctx, param, v: ",".join(v),
+              help="Schedules besides the unscheduled program (comma-separated, or the option "
+                   "repeated), or all.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Sizes shown beside the plan's expressions (the kernels are size-generic).")
 @click.option("--autotune", is_flag=True, help="Also the autotuner's candidates.")

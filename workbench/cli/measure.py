@@ -98,9 +98,10 @@ def options_text(options: CodegenOptions) -> str:
               help="Ranks, one per GPU (all stages of a pipeline together).")
 @click.option("--set", "sets", multiple=True,
               help="Size NAME=VALUE; repeat a name to sweep (e.g. --set N=2**24 --set N=2**26).")
-@click.option("--schedule", default="all", show_default=True,
-              help="Schedules to measure besides the unscheduled program (comma-separated), "
-                   "all, or unscheduled (that program alone).")
+@click.option("--schedule", multiple=True, default=("all",), show_default=True,
+              callback=lambda ctx, param, v: ",".join(v),
+              help="Schedules to measure besides the unscheduled program (comma-separated, or "
+                   "the option repeated), all, or unscheduled (that program alone).")
 @click.option("--reps", type=click.IntRange(1, 1_000_000), default=30, show_default=True,
               help="Timed repetitions (>= 20).")
 @click.option("--warmup", type=click.IntRange(0, 100_000), default=5, show_default=True,
@@ -223,11 +224,18 @@ def compile_and_measure(program_files, plans, P, sets, schedule, reps, warmup, n
               help="Whole sweeps of the NCCL collectives and send/recv, one after another; "
                    "each point is the median over them (one sweep's latency-bound points "
                    "moved 20-25 % between runs on 2x H200).")
-def calibrate(P, out_path, base, raw_in, hang_s, passes):
+@click.option("--step-table", "step_dtype", type=click.Choice(["bf16", "f16", "f32"]),
+              default=None, help="Measure only the GEMM and attention efficiency table of "
+              "GPU 0 in this dtype (torch.matmul, scaled_dot_product_attention) and write a "
+              "profile of --base carrying it, for simulate-step (decision 105).")
+def calibrate(P, out_path, base, raw_in, hang_s, passes, step_dtype):
     """Run microbenchmarks only (NCCL collectives, HBM, launch gap, GEMM, the fused peer
     load/store kernel) on P GPUs and write a hardware profile for `simulate --hardware`."""
     if P < 1:
         raise WorkbenchError(f"--gpus must be at least 1, got {P}")
+    if step_dtype is not None:
+        step_table_profile(out_path, base, step_dtype)
+        return
     if passes < 1:
         raise WorkbenchError(f"--passes must be at least 1, got {passes}")
     out = Path(out_path)
@@ -249,3 +257,24 @@ def calibrate(P, out_path, base, raw_in, hang_s, passes):
     click.echo(calibration.fit_report(cal), nl=False)
     click.echo(json.dumps(cal.profile, indent=1))
     click.echo("wrote " + ", ".join(str(p) for p in [*written, raw_path]))
+
+
+def step_table_profile(out_path: str, base: str, dtype: str) -> None:
+    """`calibrate --step-table`: time the efficiency table's grids on GPU 0 and write
+    {"base": BASE, "gpu": {"efficiency_table": {...}}}, checked by loading it back."""
+    from cost_model.efficiency import table_from_rates
+    from cost_model.profiles import load_hardware, load_profile
+    from workbench.runtime.calibrate_step import measure_rates
+
+    out = Path(out_path)
+    check_output_file(out, "--out")
+    if out.suffix.lower() != ".json":
+        raise WorkbenchError(f"--out must name a .json profile, got {out_path}; e.g. "
+                             "--out profile.json")
+    gpu = load_hardware(base).gpu
+    rates = measure_rates(dtype, echo=lambda line: click.echo(line, err=True))
+    table = table_from_rates(rates, dict(gpu.peak_flops))
+    write_atomic(out, json.dumps({"base": base, "gpu": {"efficiency_table": table}}, indent=1)
+                 + "\n")
+    load_profile(out)
+    click.echo(f"wrote {out} ({len(table)} shapes)")

@@ -300,6 +300,22 @@ def predict(loaded, cluster, sets: dict | None = None,
     return out
 
 
+def replayable(loaded, found=()) -> dict[str, list[dict]]:
+    """Each schedule's transforms as replayable JSON records (what `autotune.replay` and
+    `workbench schedules --replay` apply), by its row's name: the unscheduled program's
+    none, each named schedule's, each autotuner candidate's of `found` (`auto:NAME`). A
+    named schedule that fails to apply has none (its row says why)."""
+    out: dict[str, list[dict]] = {UNSCHEDULED: []}
+    for name, sched in loaded.schedules.items():
+        try:
+            out[name] = [t.to_json() for t in sched.transforms()]
+        except WorkbenchError:
+            continue
+    for c in found:
+        out.setdefault(f"auto:{c.name}", [t.to_json() for t in c.transforms])
+    return out
+
+
 def table(predictions: list[Prediction], memory: bool = False):
     """The pandas table: one row per schedule, the best predicted one that the GPU backend
     generates marked; a `note` column says why a row was not predicted or is not generated
@@ -516,7 +532,7 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
     cluster = load_hardware(hardware, nodes, nvls=False if no_nvls else None)
     loaded = load(program_file)
     check_size_names(loaded.program, size_values)
-    extra = None
+    extra, found = None, ()
     if autotune:
         seen = cluster
         if mesh_text and axis:  # the program's groups are the axis's: search as they see it
@@ -556,15 +572,20 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
     if explain:
         click.echo(explanation(predictions))
     # the files say what the header says: the cluster and the sizes of every row
+    # each row's transforms, replayable (autotune.replay; `schedules --replay`): a best row
+    # of the files is a schedule anyone can run again, whatever its label
+    steps = replayable(loaded, found)
     if csv_path:
-        write_csv(df.assign(hardware=cluster.name,
+        write_csv(df.assign(transforms=[json.dumps(steps.get(n)) for n in df["schedule"]],
+                            hardware=cluster.name,
                             sizes=" ".join(f"{k}={v}" for k, v in sorted(sizes.items(),
                                                                        key=_p_last))),
                   csv_path)
         outputs.say_written(csv_path, f"the table, {len(df)} rows (CSV)")
     if json_path:
         rows = json.loads(df.to_json(orient="records"))
-        write_atomic(json_path, json.dumps([{**r, "hardware": cluster.name, "sizes": sizes}
+        write_atomic(json_path, json.dumps([{**r, "transforms": steps.get(r["schedule"]),
+                                             "hardware": cluster.name, "sizes": sizes}
                                             for r in rows], indent=2))
         outputs.say_written(json_path, f"the table, {len(rows)} rows (JSON)")
     if trace_path:

@@ -5,13 +5,14 @@ number of nodes (design notes 84-85; simulator.training)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import click
 
 from cost_model import training as ct
-from cost_model.hardware import PRESETS, load_hardware
+from cost_model.hardware import PRESETS, Cluster, load_hardware
 from simulator.training import (
     FUSED_MODES,
     Side,
@@ -36,13 +37,16 @@ from workbench.verify import verify
 
 COLUMNS = ("hardware", "nodes", "P", "params", "tokens_per_gpu", "side", "variant", "schedule",
            "forward_ms", "backward_ms", "exposed_comm_ms", "optimizer_ms", "step_ms",
-           "backward_phase_ms", "optimizer_phase_ms", "buckets", "x_torch")
+           "backward_phase_ms", "optimizer_phase_ms", "buckets", "x_torch", "host_issue_ms",
+           "host_bound")
 
 
 def gemm_efficiency_for(hardware: str, dtype: str, given: float | None) -> float:
-    """The fraction of the GPU's peak_flops a large GEMM reaches: as given; for a preset (a
-    datasheet peak) the calibrated ratio (ct.PRESET_GEMM_EFFICIENCY); for a profile 1 (its
-    peak_flops are `workbench calibrate`'s measured GEMM rates)."""
+    """The fraction of the GPU's peak_flops a GEMM reaches where the GPU's efficiency table
+    has no entries for its dtype (or every GEMM, when given: `step_cluster` then sets the
+    table aside): as given; for a preset (a datasheet peak) the calibrated ratio
+    (ct.PRESET_GEMM_EFFICIENCY); for a profile 1 (its peak_flops are `workbench calibrate`'s
+    measured GEMM rates)."""
     if given is not None:
         if not (0 < given <= 1):
             raise WorkbenchError(f"--gemm-efficiency must be in (0, 1], got {given}; e.g. 0.75")
@@ -100,7 +104,20 @@ def row(hardware: str, nodes: int, shape: ct.GptShape, r: StepResult, torch_s: f
             "exposed_comm_ms": r.exposed_comm_s * ms, "optimizer_ms": r.optimizer_s * ms,
             "step_ms": r.step_s * ms, "backward_phase_ms": r.backward_phase_s * ms,
             "optimizer_phase_ms": r.optimizer_phase_s * ms, "buckets": r.buckets,
-            "x_torch": torch_s / r.step_s}
+            "x_torch": torch_s / r.step_s, "host_issue_ms": r.host_issue_s * ms,
+            "host_bound": r.host_bound}
+
+
+def step_cluster(cluster: Cluster, gemm_efficiency: float | None, cudagraphs: bool) -> Cluster:
+    """The cluster a step is priced on: with --gemm-efficiency given, one ratio for every
+    GEMM (the GPU's per-shape efficiency table set aside); with --cudagraphs, no host cost
+    per kernel launch (the graph is launched once; decision 105)."""
+    gpu = cluster.gpu
+    if gemm_efficiency is not None:
+        gpu = dataclasses.replace(gpu, efficiency_table=())
+    if cudagraphs:
+        gpu = dataclasses.replace(gpu, host_launch_s=0.0)
+    return cluster if gpu is cluster.gpu else dataclasses.replace(cluster, gpu=gpu)
 
 
 def searched(program, cluster, P: int, numel: int) -> list[tuple[str, object]]:
@@ -118,14 +135,15 @@ def simulate_config(shape: ct.GptShape, hardware: str, nodes: int, gpus: int | N
                     torch_mode: str, cands, bucket_bytes: int, accumulate: str,
                     gemm_efficiency: float | None, every: bool = False,
                     fused: str = "time-share", autotune_from=None,
-                    collective_grid: int = 0, quiet: bool = True
+                    collective_grid: int = 0, quiet: bool = True, cudagraphs: bool = False
                     ) -> tuple[list[dict], list[StepResult]]:
     """The rows of one cluster: torch, then the workbench after backward and in backward,
     each with the schedule of its fastest step (`every`: a row per schedule); with
     `autotune_from` (the optimizer program) also the autotuner's candidates; the fused
-    kernels' grid capped at `collective_grid` blocks (0: the full grid; design note 98).
+    kernels' grid capped at `collective_grid` blocks (0: the full grid; design note 98);
+    `cudagraphs`: the step runs as CUDA graphs (no host cost per launch).
     Unless `quiet`, a progress bar on a terminal names the schedule being priced and run."""
-    cluster = load_hardware(hardware, nodes)
+    cluster = step_cluster(load_hardware(hardware, nodes), gemm_efficiency, cudagraphs)
     P = cluster.world_size if gpus is None else gpus
     if not (1 <= P <= cluster.world_size):
         raise WorkbenchError(f"--gpus must be 1..{cluster.world_size} (the GPUs of {nodes} "
@@ -210,8 +228,13 @@ def print_table(rows: list[dict]) -> None:
               "copy (wbtorch), add (into a zeroed view, as GPU run 30 ran) or lend (P = 1: "
               "a large parameter's own bucket reads .grad in place).")
 @click.option("--gemm-efficiency", type=float, default=None,
-              help="Fraction of peak_flops a large GEMM reaches (default: the calibrated "
-              "ratio for presets, 1 for profiles).")
+              help="Fraction of peak_flops every GEMM reaches, setting aside the GPU's "
+              "per-shape efficiency table (default: the table where it has the dtype, else "
+              "the calibrated ratio for presets, 1 for profiles).")
+@click.option("--cudagraphs", is_flag=True,
+              help="The step runs as CUDA graphs: no host time per kernel launch (without it "
+              "the host issues each kernel in the GPU's host_launch_s and a step of short "
+              "kernels is host-bound).")
 @click.option("--fused", type=click.Choice(FUSED_MODES), default="time-share",
               show_default=True, help="How a fused collective shares the GPU with backward: "
               "time-share (measured, design note 16) or beside (an optimistic bound: only its "
@@ -229,8 +252,8 @@ def print_table(rows: list[dict]) -> None:
 def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hardwares,
                           nodes_list, gpus, torch_mode, program_file, schedule, autotune,
                           bucket_mb,
-                          accumulate, gemm_efficiency, fused, collective_grid, csv_path,
-                          json_path, trace_path, quiet) -> None:
+                          accumulate, gemm_efficiency, cudagraphs, fused, collective_grid,
+                          csv_path, json_path, trace_path, quiet) -> None:
     """Predict a training step of the example GPT per phase, for torch (DDP + fused AdamW) and
     the workbench's optimizer (no GPU needed)."""
     check_output_files({"--csv": csv_path, "--json": json_path, "--trace": trace_path})
@@ -248,7 +271,8 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
                                         int(bucket_mb * 2**20), accumulate, gemm_efficiency,
                                         every=schedule == "all", fused=fused,
                                         autotune_from=loaded.program if autotune else None,
-                                        collective_grid=collective_grid, quiet=quiet)
+                                        collective_grid=collective_grid, quiet=quiet,
+                                        cudagraphs=cudagraphs)
             rows += got
     click.echo(f"GPT d_model {d_model}, {layers} layers, {heads} heads, vocab {vocab}, "
                f"{batch} x {seq} tokens per GPU, {dtype}: {ct.parameter_count(shape):,} "

@@ -72,11 +72,14 @@ def Variable(dtype: DType, name: str, group: Group = WORLD) -> InputNode:
     return InputNode(name, TensorType(dtype, (), Replicated, group))
 
 
+# Another name for Variable: a runtime scalar.
 Scalar = Variable
 
 
 def Stage(name: str, size: sympy.Expr | int | None = None) -> Group:
-    """A pipeline stage: a process group of `size` ranks (default P, the world's size)."""
+    """A pipeline stage: a process group of `size` ranks (default P, the world's size). Its
+    inputs are declared with `group=` the stage, a `Send(x, stage)` moves values into it, and
+    the program is a `Pipeline` of the stages in order (studies/pipeline.py)."""
     _trace.check_name("Stage", name)
     return Group(name, sympy.sympify(size) if size is not None else WORLD.size)
 
@@ -84,21 +87,80 @@ def Stage(name: str, size: sympy.Expr | int | None = None) -> Group:
 # ---------------------------------------------------------------- elementwise functions
 
 
-def sqrt(x): return _unary("sqrt", x)
-def rsqrt(x): return _unary("rsqrt", x)
-def exp(x): return _unary("exp", x)
-def log(x): return _unary("log", x)
-def tanh(x): return _unary("tanh", x)
-def erf(x): return _unary("erf", x)
-def sigmoid(x): return _unary("sigmoid", x)
-def maximum(a, b): return _binary("max", a, b)
-def minimum(a, b): return _binary("min", a, b)
-def less(a, b): return _binary("lt", a, b)
-def less_equal(a, b): return _binary("le", a, b)
-def greater(a, b): return _binary("gt", a, b)
-def greater_equal(a, b): return _binary("ge", a, b)
-def equal(a, b): return _binary("eq", a, b)
-def not_equal(a, b): return _binary("ne", a, b)
+def sqrt(x):
+    """The square root of x, elementwise (computed in f32)."""
+    return _unary("sqrt", x)
+
+
+def rsqrt(x):
+    """1 / sqrt(x), elementwise (computed in f32)."""
+    return _unary("rsqrt", x)
+
+
+def exp(x):
+    """e to the x, elementwise (computed in f32)."""
+    return _unary("exp", x)
+
+
+def log(x):
+    """The natural logarithm of x, elementwise (computed in f32)."""
+    return _unary("log", x)
+
+
+def tanh(x):
+    """The hyperbolic tangent of x, elementwise (computed in f32)."""
+    return _unary("tanh", x)
+
+
+def erf(x):
+    """The error function of x, elementwise (computed in f32; GeLU's exact form uses it)."""
+    return _unary("erf", x)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), elementwise (computed in f32)."""
+    return _unary("sigmoid", x)
+
+
+def maximum(a, b):
+    """The larger of a and b, elementwise (numpy broadcasting)."""
+    return _binary("max", a, b)
+
+
+def minimum(a, b):
+    """The smaller of a and b, elementwise (numpy broadcasting)."""
+    return _binary("min", a, b)
+
+
+def less(a, b):
+    """The mask a < b: 1 where true, 0 elsewhere (as `a < b`), for `where`."""
+    return _binary("lt", a, b)
+
+
+def less_equal(a, b):
+    """The mask a <= b: 1 where true, 0 elsewhere (as `a <= b`), for `where`."""
+    return _binary("le", a, b)
+
+
+def greater(a, b):
+    """The mask a > b: 1 where true, 0 elsewhere (as `a > b`), for `where`."""
+    return _binary("gt", a, b)
+
+
+def greater_equal(a, b):
+    """The mask a >= b: 1 where true, 0 elsewhere (as `a >= b`), for `where`."""
+    return _binary("ge", a, b)
+
+
+def equal(a, b):
+    """The mask a == b: 1 where equal, 0 elsewhere, for `where` (`==` on values stays
+    Python's identity test): `where(equal(cols, ids), logits, 0.0)` picks a target's logit."""
+    return _binary("eq", a, b)
+
+
+def not_equal(a, b):
+    """The mask a != b: 1 where different, 0 elsewhere, for `where`."""
+    return _binary("ne", a, b)
 
 
 def where(cond, a, b):
@@ -116,8 +178,10 @@ def Cast(dtype: DType, x) -> Node:
 
 
 def Dropout(x, p: float, seed: int | None = None) -> ArithNode:
-    """Dropout with probability p; the mask is a hash of (seed, element index), see ir.Dropout.
-    Without a seed, each Dropout of a program gets its own, in order of appearance."""
+    """Dropout with probability p, elementwise: each element is kept (scaled by 1 / (1 - p))
+    or zeroed, by a hash of (seed, the element's global index) that the interpreter and the
+    kernels compute alike (ir.Dropout), so a schedule drops the same elements. Without a
+    seed, each Dropout of a program gets its own, in order of appearance."""
     return _arith("dropout", (float(p), seed), (_node(x),))
 
 
@@ -135,7 +199,15 @@ def ReduceScatter(op: ReduceOp, x, dim: int = 0, name: str | None = None) -> Stm
 
 
 def AllGather(x, name: str | None = None) -> StmtNode:
-    """Gather a Sliced tensor onto every rank (Replicated)."""
+    """Gather a Sliced tensor onto every rank (Replicated), along the dim x is Sliced on (its
+    layout says it: no dim argument)."""
+    if name is not None and not isinstance(name, str):
+        layout = getattr(getattr(x, "type", None), "layout", None)
+        along = f" (here {layout})" if layout is not None else ""
+        raise _at(_user_location(), WorkbenchError(
+            f"AllGather's second argument is the statement's name and must be a string, got "
+            f"{name!r}; AllGather gathers along the dim its input is Sliced on{along}, so "
+            "drop the dim: AllGather(x), or AllGather(x, name='y')"))
     return _stmt(lambda a: ir.AllGather(a[0]), [x], [False], name)
 
 
@@ -150,7 +222,20 @@ def Reduce(op: ReduceOp, x, root: int = 0, name: str | None = None) -> StmtNode:
 
 
 def Send(x, to: Group, name: str | None = None) -> StmtNode:
-    """Send each rank's x to the same rank of pipeline stage `to` (Recv is implied there)."""
+    """Send each rank's x to the same rank of pipeline stage `to` (a Group made by Stage; the
+    receive is implied there): a pipeline's boundary. The program is a `Pipeline` of its
+    stages, each Send going from a stage to the next (studies/pipeline.py):
+
+        s0, s1 = Stage("s0"), Stage("s1")
+        x = Tensor(float16, [T, H], Replicated, "x", group=s0)
+        y = Send(Compute(gelu(x)), s1)
+        program = Pipeline([s0, s1], inputs=[x], outputs=[y])
+    """
+    if not isinstance(to, Group):
+        raise _at(_user_location(), WorkbenchError(
+            f"Send's destination must be a pipeline stage (a Group made by Stage), got "
+            f"{to!r}; e.g. s1 = Stage('s1') and Send(x, s1), the inputs of x declared with "
+            "group=s0"))
     return _stmt(lambda a: ir.Send(a[0], to), [x], [False], name)
 
 
@@ -217,6 +302,37 @@ def _reduce_axis(kind: str, x, axis: int, name: str | None) -> StmtNode:
             f"rank {rank}, got {axis!r}"))
     ax = axis % rank if rank else axis
     return _stmt(lambda a: ir.ReduceAxis(kind, a[0], ax), [node], [True], name)
+
+
+def Gather(table, ids, name: str | None = None) -> StmtNode:
+    """An embedding lookup: the rows of `table` ([V, D]) named by the int32 `ids` ([T] or any
+    shape S), shape S + [D]. An id outside [0, V) gives a row of zeros. With the table
+    Sliced(0) over the vocabulary, each rank looks up the ids in its own rows and zeroes the
+    others (a Local partial): `AllReduce(Sum, Gather(table, ids))` is the vocab-parallel
+    embedding (studies/vocab_parallel_embedding.py). Layout rules: ir.Gather."""
+    return _stmt(lambda a: ir.Gather(a[0], a[1]), [table, ids], [False, False], name)
+
+
+def TopK(x, k: int, name: str | None = None, axis: int = -1) -> tuple[StmtNode, StmtNode]:
+    """The k largest elements of x along its last axis and their int32 indices, as two
+    statements `(values, indices)`, each [..., k], in descending order (ties: the lower index
+    first; NaN after every number). k = 1 is argmax. An MoE router:
+    `gate, expert = TopK(softmax(logits), 2)` (studies/moe_router.py). The axis must be whole
+    on every rank and k at most min(32, its length); `axis` may only name the last axis (a
+    row is contiguous: the kernel gives each row a warp). `name` names the values; the
+    indices are `name + "_idx"`."""
+    rank = getattr(getattr(x, "type", None), "rank", 0)
+    # (a scalar x is the IR rule's to refuse: it names the rank it needs)
+    if not (isinstance(axis, int) and not isinstance(axis, bool)) or (
+            rank and axis not in (-1, rank - 1)):
+        raise _at(_user_location(), WorkbenchError(
+            f"TopK's axis must be the last axis (-1 or {rank - 1} for a tensor of rank {rank}),"
+            f" got {axis!r}; move the axis last (its rows are what a warp sorts), e.g. compute "
+            "the scores as [tokens, experts]"))
+    idx_name = None if name is None else f"{_trace.check_name('statement', name)}_idx"
+    values = _stmt(lambda a: ir.TopK(a[0], k, "values"), [x], [False], name)
+    indices = _stmt(lambda a: ir.TopK(a[0], k, "indices"), [x], [False], idx_name)
+    return values, indices
 
 
 def Update(target, value, name: str | None = None) -> StmtNode:

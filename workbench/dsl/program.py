@@ -216,8 +216,10 @@ def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | No
 
 def Pipeline(stages: Sequence[Group], inputs: Sequence[InputNode], outputs: Sequence[Node],
              name: str | None = None) -> ir.Program:
-    """A pipeline-parallel program: like Program, and every Send goes from a stage to the next.
-    """
+    """A pipeline-parallel program: like Program, over `stages` (each a Stage, in order),
+    and every Send goes from a stage to the next. Ranks are numbered stage-major (stage s's
+    rank r is global rank s P + r); a schedule may fuse computation into a Send
+    (`s.fuse(..., send)`) and overlap it (studies/pipeline.py)."""
     program = Program(inputs, outputs, name)
     order = {g: i for i, g in enumerate(stages)}
     for stmt in program.leaves():

@@ -89,6 +89,12 @@ def positive_integer(what: str, value, fix: str) -> sympy.Expr:
 class Node:
     """A DSL value: an input, the result of a statement, or arithmetic on those.
 
+    Python's operators build elementwise expressions (computed in f32, numpy broadcasting,
+    rounded once to the statement's dtype): `a + b`, `a - b`, `a * b`, `a / b`, `a ** b`,
+    `-a`, `abs(a)`, and the comparisons `a < b`, `a <= b`, `a > b`, `a >= b`, which give
+    1/0 masks for `where` (`==` and `!=` stay Python's identity tests: use `equal`,
+    `not_equal`). Numbers and size expressions (`x / H`) mix in as constants.
+
     `seq` numbers nodes in creation order, which is the order the user wrote them; the tracer
     emits statements in that order (a valid topological order: arguments exist first)."""
 

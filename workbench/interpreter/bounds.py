@@ -48,6 +48,8 @@ from workbench.interpreter.machine import (
     UNARY_FNS,
     _Machine,
     dropout_keep,
+    gather_rows,
+    top_k_order,
 )
 from workbench.interpreter.sizes import (
     NUMPY_DTYPES,
@@ -410,6 +412,37 @@ def _bounded_reduce_axis(b: _BoundsMachine, op: ir.ReduceAxis, t: TensorType, P:
     return vals, errs
 
 
+def _bounded_gather(b: _BoundsMachine, op: ir.Gather, t: TensorType, P: int):
+    """A lookup moves values: each row keeps its table row's bound; the rows are picked by
+    the exact ids (the error run's ids are zeros), a masked row is an exact zero."""
+    sliced = b.types[op.table].layout == Sliced(0)
+    ids = b.values.env[op.ids]
+    return (gather_rows(b.values.env[op.table], ids, sliced),
+            gather_rows(b.errors.env[op.table], ids, sliced))
+
+
+def _bounded_top_k(b: _BoundsMachine, op: ir.TopK, t: TensorType, P: int):
+    """The top k of the exact values. Each value's bound is the largest bound along its row
+    (an order statistic moves by at most that); an index is exact (bound 0) where the k
+    chosen values stand apart, each from the next in order by more than twice that bound,
+    else either choice is correct (bound inf: such a row checks nothing of the indices)."""
+    vals, errs = [], []
+    for x, ex in zip(b.values.env[op.x], b.errors.env[op.x]):
+        n = x.shape[-1]
+        order = top_k_order(x, min(op.k + 1, n))
+        top = np.take_along_axis(x, order, axis=-1)
+        emax = np.max(ex, axis=-1, keepdims=True) if n else np.zeros(x.shape[:-1] + (1,))
+        if op.part == "values":
+            vals.append(top[..., :op.k])
+            errs.append(np.broadcast_to(emax, top[..., :op.k].shape).copy())
+            continue
+        gaps = np.abs(np.diff(top, axis=-1))  # chosen value i against the next in order
+        apart = np.all((gaps > 2 * emax) | (emax == 0), axis=-1, keepdims=True)
+        vals.append(order[..., :op.k].astype(np.float64))
+        errs.append(np.where(apart, 0.0, np.inf) * np.ones(order[..., :op.k].shape))
+    return vals, errs
+
+
 BOUND_RULES: dict[type, Callable] = {
     ir.Compute: _bounded_elementwise,
     ir.Update: _bounded_elementwise,
@@ -420,6 +453,8 @@ BOUND_RULES: dict[type, Callable] = {
     ir.ReduceTensor: _bounded_reduction,
     ir.Norm: _bounded_reduction,
     ir.ReduceAxis: _bounded_reduce_axis,
+    ir.Gather: _bounded_gather,
+    ir.TopK: _bounded_top_k,
 }
 """The error-bound rule of every op class with arithmetic; the data moves (AllGather,
 Broadcast, Slice, Send, AllToAll) run the interpreter's own rule on values and on bounds."""

@@ -321,6 +321,40 @@ def _run_reduce_axis(m: _Machine, op: ir.ReduceAxis, t: TensorType, P: int, dt
     return out
 
 
+def gather_rows(tables: list[np.ndarray], ids: list[np.ndarray], vocab_sliced: bool
+                ) -> list[np.ndarray]:
+    """Each rank's lookup of its `ids` in its `tables` array ([rows, D]): an id outside the
+    rows the rank holds (rank r of a vocab-sliced table holds [r rows, (r+1) rows)) gives a
+    row of zeros. Shared by the interpreter and the error-bound run (ir.Gather)."""
+    out = []
+    for r, (table, i) in enumerate(zip(tables, ids)):
+        local = i.astype(np.int64) - (r * table.shape[0] if vocab_sliced else 0)
+        held = (local >= 0) & (local < table.shape[0])
+        rows = table[np.where(held, local, 0)]
+        out.append(np.where(held[..., None], rows, np.zeros((), table.dtype)))
+    return out
+
+
+def _run_gather(m: _Machine, op: ir.Gather, t: TensorType, P: int, dt) -> list[np.ndarray]:
+    sliced = m.types[op.table].layout == Sliced(0)
+    return [a.astype(dt) for a in gather_rows(m.env[op.table], m.env[op.ids], sliced)]
+
+
+def top_k_order(x: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k largest elements along the last axis, largest first; ties by the
+    lower position, NaN after every number (a stable sort of -x puts NaN last)."""
+    return np.argsort(-np.asarray(x, dtype=np.float64), axis=-1, kind="stable")[..., :k]
+
+
+def _run_top_k(m: _Machine, op: ir.TopK, t: TensorType, P: int, dt) -> list[np.ndarray]:
+    out = []
+    for x in m.env[op.x]:
+        order = top_k_order(x, op.k)
+        out.append(np.take_along_axis(x, order, axis=-1).astype(dt) if op.part == "values"
+                   else order.astype(np.int32))
+    return out
+
+
 InterpreterRule = Callable[[_Machine, object, TensorType, int, np.dtype], list[np.ndarray]]
 
 INTERPRETER_RULES: dict[type, InterpreterRule] = {
@@ -338,6 +372,8 @@ INTERPRETER_RULES: dict[type, InterpreterRule] = {
     ir.ReduceTensor: _run_reduction,
     ir.Norm: _run_reduction,
     ir.ReduceAxis: _run_reduce_axis,
+    ir.Gather: _run_gather,
+    ir.TopK: _run_top_k,
 }
 """The reference semantics of each op class, as JAX keeps one rule per primitive: the oracle
 every transform and generated kernel is checked against. A new op adds one entry here. Regions

@@ -44,7 +44,10 @@ def numpy_dtype(dtype: DType) -> np.dtype:
 
 
 def bind_sizes(program: ir.Program, sizes: Mapping[str, int]) -> dict[sympy.Symbol, int]:
-    """Map each size symbol of the program to an int; check declared divisibility on values."""
+    """Map each size symbol of the program to an int; check declared divisibility on values.
+    `sizes` is keyed by name, or by any sympy Symbol of that name (a notebook's
+    `sympy.Symbol("N")`)."""
+    sizes = {getattr(k, "name", k): v for k, v in sizes.items()}
     bound: dict[sympy.Symbol, int] = {}
     for sym in program.symbols():
         if sym.name not in sizes:

@@ -1,5 +1,6 @@
 """The IR's computation ops, one frozen class each with its result-type rule: elementwise
-(Compute, Update), Slice, MatMul and the reductions (ReduceTensor, Norm, ReduceAxis)."""
+(Compute, Update), Slice, MatMul, the reductions (ReduceTensor, Norm, ReduceAxis) and the
+index ops (Gather, TopK: design decision 106)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from workbench.types import (
     Sliced,
     TensorType,
     float32,
+    int32,
     shape_str,
 )
 
@@ -331,3 +333,136 @@ def _reduction_type(t: TensorType) -> TensorType:
                           f"got {t.layout}; gather it inside each node first")
     layout = Replicated if isinstance(t.layout, Sliced) else t.layout
     return TensorType(float32, (), layout, t.group)
+
+
+def _refuse_placed(what: str, name: str, t: TensorType) -> None:
+    """An index op reads a value every rank (or each rank) holds: not OnRoot or NodeSliced."""
+    if isinstance(t.layout, (OnRoot, NodeSliced)):
+        raise LayoutError(f"{what}: '{name}' must be Local, Replicated or Sliced, got "
+                          f"{t.layout}; Broadcast it (OnRoot) or gather it inside each node "
+                          "(NodeSliced) first")
+
+
+@dataclass(frozen=True, slots=True)
+class Gather:
+    """An embedding lookup: the rows of `table` ([V, D]) that the int32 `ids` (any shape S)
+    name, out[s, :] = table[ids[s], :], of shape S + [D] and the table's dtype.
+
+    An id outside [0, V) gives a row of zeros (a masked lookup, never an out-of-bounds read).
+    That rule is what makes the vocab-parallel embedding (Megatron's VocabParallelEmbedding)
+    exact: over a table Sliced(0), rank r holds rows [r V/P, (r+1) V/P), looks up the ids in
+    its range and zeroes the others, so the result is each rank's partial, Local, and
+    AllReduce(Sum) of the partials is the whole lookup (one rank gives each row, the others
+    zeros). Layouts (table, ids -> result):
+
+    Replicated, Replicated -> Replicated;  Replicated, Local -> Local;
+    Replicated, Sliced(d)  -> Sliced(d)    (each rank looks up its own ids);
+    Local, Replicated|Local -> Local       (a per-rank table, an expert's);
+    Sliced(0), Replicated|Local -> Local   (vocab-parallel: each rank's partial, AllReduce it);
+    Sliced(1), Replicated -> Sliced(last)  (the embedding's columns split over the ranks).
+    """
+
+    table: str
+    ids: str
+
+    def operands(self) -> tuple[str, ...]:
+        return (self.table, self.ids)
+
+    def rename(self, m: Mapping[str, str]) -> Gather:
+        return Gather(m.get(self.table, self.table), m.get(self.ids, self.ids))
+
+    def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        tt, ti = env[self.table], env[self.ids]
+        if tt.group != ti.group:
+            raise LayoutError(f"{what}: table and ids must be in the same group, got "
+                              f"{tt.group} and {ti.group}")
+        if ti.dtype != int32:
+            raise DTypeError(f"{what}: ids must be int32, got {ti.dtype} for '{self.ids}'; "
+                             "declare them Tensor(int32, ...) (a float index would round)")
+        if tt.rank != 2:
+            raise ShapeError(f"{what}: the table must be 2-D [V, D], got "
+                             f"{shape_str(tt.shape)} for '{self.table}'")
+        if ti.rank == 0:
+            raise ShapeError(f"{what}: ids must be a tensor of rank >= 1, got a scalar "
+                             f"'{self.ids}'; give it a shape [T]")
+        _refuse_placed(what, self.table, tt)
+        _refuse_placed(what, self.ids, ti)
+        lt, li = tt.layout, ti.layout
+        whole_ids = isinstance(li, ReplicatedLayout)
+        if isinstance(lt, ReplicatedLayout):
+            layout = li
+        elif isinstance(lt, LocalLayout) or (lt == Sliced(0) and not isinstance(li, Sliced)):
+            if isinstance(li, Sliced):
+                raise LayoutError(f"{what}: a Local table must be read with Replicated or "
+                                  f"Local ids, got {li}; AllGather the ids first")
+            layout = Local
+        elif lt == Sliced(1) and whole_ids:
+            layout = Sliced(ti.rank)
+        else:
+            raise LayoutError(
+                f"{what}: the layouts of table and ids must be a supported lookup, got table "
+                f"{lt} with ids {li}; use a Replicated table, a vocab-parallel table Sliced(0) "
+                "with Replicated or Local ids (then AllReduce(Sum)), or a table Sliced(1) with "
+                "Replicated ids")
+        return TensorType(tt.dtype, ti.shape + (tt.shape[1],), layout, tt.group)
+
+    def __str__(self) -> str:
+        return f"Gather({self.table}, {self.ids})"
+
+
+# The largest k of TopK: the generated kernel (a warp per row, codegen/cuda/templates/
+# topk.cu.j2) keeps each lane's best k in registers; an MoE router's k is 1, 2 or 8.
+TOPK_MAX_K = 32
+# What TopK's statement holds: the k values, or their int32 indices along the axis.
+TOPK_PARTS = ("values", "indices")
+
+
+@dataclass(frozen=True, slots=True)
+class TopK:
+    """The k largest elements along the last axis of x (an MoE router's top-k experts; k = 1
+    is argmax), in descending order, ties broken by the lower index and NaN after every
+    number: `part` "values" is them ([..., k], x's dtype), "indices" their int32 positions
+    along the axis ([..., k]). The DSL's TopK(x, k) makes both statements.
+
+    x keeps its layout (rows Sliced(0) stay each rank's rows); the axis itself must be whole
+    on every rank (not Sliced), and 1 <= k <= min(TOPK_MAX_K, the axis length), proven."""
+
+    x: str
+    k: int
+    part: str = "values"
+
+    def operands(self) -> tuple[str, ...]:
+        return (self.x,)
+
+    def rename(self, m: Mapping[str, str]) -> TopK:
+        return TopK(m.get(self.x, self.x), self.k, self.part)
+
+    def infer(self, env: Mapping[str, TensorType], what: str) -> TensorType:
+        t = env[self.x]
+        if self.part not in TOPK_PARTS:
+            raise VerifyError(f"{what}: part must be one of {TOPK_PARTS}, got {self.part!r}")
+        if t.rank == 0:
+            raise ShapeError(f"{what}: x must be a tensor of rank >= 1, got the scalar "
+                             f"'{self.x}'; top-k runs along the last axis")
+        if not t.dtype.is_float:
+            raise DTypeError(f"{what}: x must be a float tensor, got {t.dtype}; Cast it to "
+                             "float32 first")
+        n = t.shape[-1]
+        if not (isinstance(self.k, int) and not isinstance(self.k, bool)
+                and 1 <= self.k <= TOPK_MAX_K):
+            raise VerifyError(f"{what}: k must be an int in [1, {TOPK_MAX_K}], got "
+                              f"{self.k!r}; the kernel keeps k values a lane in registers")
+        if sympy.simplify(n - self.k).is_nonnegative is not True:
+            raise ShapeError(f"{what}: k must be at most the axis length, got k={self.k} for "
+                             f"an axis of length {n}; declare the axis length as a number "
+                             "(e.g. 8 experts) or lower k")
+        _refuse_placed(what, self.x, t)
+        if t.layout == Sliced(t.rank - 1):
+            raise LayoutError(f"{what}: the top-k axis must be whole on every rank, got x "
+                              f"{t.layout} (the axis is sliced); AllGather it first")
+        shape = t.shape[:-1] + (sympy.Integer(self.k),)
+        dtype = t.dtype if self.part == "values" else int32
+        return t.with_(dtype=dtype, shape=shape)
+
+    def __str__(self) -> str:
+        return f"TopK({self.x}, k={self.k}, {self.part})"

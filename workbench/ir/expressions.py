@@ -273,6 +273,16 @@ def combine_layouts(a, b, what: str):
             f"{what}: Sliced operands must be sliced along the same dim, got {a} and {b}; "
             "AllGather one of them first"
         )
+    if OnRoot in pair:
+        on = a if isinstance(a, OnRoot) else b
+        other = b if on is a else a
+        fix = (f"Reduce the Local one onto rank {on.root} first (Reduce(op, x, root="
+               f"{on.root})), or Broadcast the OnRoot one (Broadcast(x, {on.root}))"
+               if isinstance(other, LocalLayout) else
+               f"Broadcast the OnRoot one first (Broadcast(x, {on.root}))")
+        raise LayoutError(
+            f"{what}: an OnRoot value (held by rank {on.root} only) must meet Replicated "
+            f"values or values on the same root, got {a} and {b}; {fix}")
     raise LayoutError(
         f"{what}: operands of layouts {a} and {b} cannot be combined elementwise; a Local "
         "value must be reduced (AllReduce or ReduceScatter) before it meets a Sliced one"

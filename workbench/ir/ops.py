@@ -22,17 +22,20 @@ from workbench.ir.communication import (  # noqa: F401
 from workbench.ir.computation import (  # noqa: F401
     AXIS_REDUCTIONS,
     Compute,
+    Gather,
     MatMul,
     Norm,
     ReduceAxis,
     ReduceTensor,
     Slice,
+    TopK,
     Update,
 )
 from workbench.ir.regions import FUSED_KINDS, REGION_OPS, Fused, Overlapped  # noqa: F401
 
 Op = (Compute | Update | AllReduce | ReduceScatter | AllGather | Broadcast | Reduce | Send
-      | AllToAll | Slice | MatMul | ReduceTensor | Norm | ReduceAxis | Fused | Overlapped)
+      | AllToAll | Slice | MatMul | ReduceTensor | Norm | ReduceAxis | Gather | TopK | Fused
+      | Overlapped)
 # Every op class: each layer's rule table has an entry for each (tests check it), so a new op
 # joins the Op union above and then one table per layer.
 OP_CLASSES: tuple[type, ...] = typing.get_args(Op)
@@ -42,6 +45,10 @@ COMMUNICATION_OPS = (AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Sen
 
 
 ELEMENTWISE_OPS = (Compute, Update)
+
+
+# The index ops (design decision 106): each its own kernel, never inside a fused region.
+INDEX_OPS = (Gather, TopK)
 
 
 # What may sit between the collective stages of a fused kernel.

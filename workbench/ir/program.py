@@ -87,6 +87,15 @@ class Program:
                         syms |= node.expr.free_symbols
         return tuple(sorted(syms, key=lambda s: s.name))
 
+    def sizes_by_symbol(self, sizes) -> dict[sympy.Symbol, int]:
+        """`sizes` keyed by this program's own size symbols, each value an int. A key may be
+        a size's name or any sympy Symbol of that name: `sympy.Symbol("N")`, made in a
+        notebook without the DSL's assumptions (integer, positive), is another symbol to
+        sympy, and substituting it would leave N unbound. Keys of no size of the program are
+        left out."""
+        by_name = {getattr(k, "name", k): v for k, v in sizes.items()}
+        return {s: int(by_name[s.name]) for s in self.symbols() if s.name in by_name}
+
     def with_stmts(self, stmts, outputs=None, inputs=None) -> Program:
         return Program(self.name, tuple(inputs if inputs is not None else self.inputs),
                        tuple(stmts), tuple(outputs if outputs is not None else self.outputs),

@@ -93,9 +93,10 @@ class Fused:
     # How a FusedAllreduce that starts with a whole AllReduce (`AllReduce C+`, an axis
     # reduction among C) moves and synchronizes its bytes (transforms.AllReduceAlgorithm):
     # "two-shot" (reduce-scatter of rows by peer loads, the summed rows all-gathered by peer
-    # stores, then the computation on every row: NCCL's bytes), "one-shot" (every rank loads
-    # every peer's whole input), "lamport" (one-shot by pushes into peers' buffers that hold
-    # a poison value until the data lands: no barrier). Time, not meaning.
+    # stores, then the computation on every row: NCCL's bytes), "pipelined" (two-shot's
+    # bytes, the computation on a share of the grid beside the communication), "one-shot"
+    # (every rank loads every peer's whole input), "lamport" (one-shot by pushes into peers'
+    # buffers that hold a poison value until the data lands: no barrier). Time, not meaning.
     algorithm: str = "two-shot"
 
     def operands(self):

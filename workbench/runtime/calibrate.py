@@ -42,7 +42,7 @@ FUSED_N = [2**k for k in (20, 22, 24, 26, 28)]  # f32 elements: 4 MiB .. 1 GiB b
 def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: int = 1) -> dict:
     """Measure on P GPUs of this machine and write the raw JSON to raw_path; `passes` sweeps
     of the NCCL collectives and send/recv, each point the median over them."""
-    launcher.require_gpus(P, gpu_count())
+    launcher.require_gpus(P, gpu_count("calibrate"))
     with tempfile.TemporaryDirectory(prefix="wb-cal-") as tmp:
         out = Path(tmp) / "raw.json"
         argv = launcher.python_argv("workbench.runtime.calibrate_worker", str(out), "--passes",

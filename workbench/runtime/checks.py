@@ -66,6 +66,8 @@ def fast_random_inputs(program: ir.Program, sizes, seed: int = 0) -> dict[str, n
         if _declared_range(program, v.name) is not None:
             lo, hi = _declared_range(program, v.name)
             data = rng.uniform(lo, hi, size=shape).astype(np.float32)
+        elif not t.dtype.is_float:  # ids and masks: as interpreter.random_inputs draws them
+            data = rng.integers(0, 16, size=shape)
         elif t.rank == 0:
             data = rng.uniform(0.5, 1.0, size=shape).astype(np.float32)
         else:
@@ -99,6 +101,7 @@ def pointwise_length(program: ir.Program) -> sympy.Expr | None:
     length = None
     for s in program.leaves():
         if isinstance(s.op, (ir.MatMul, ir.ReduceTensor, ir.Norm, ir.ReduceAxis, ir.Send,
+                             *ir.INDEX_OPS,
                              ir.Reduce, ir.Broadcast)):
             return None
         if isinstance(s.op, ir.ELEMENTWISE_OPS) and _has_dropout(s.op.expr):

@@ -25,6 +25,12 @@ def elementwise_grid(extent: int, vec: int, sm_count: int) -> int:
     return max(1, min(-(-extent // (vec * THREADS)), sm_count * 16))
 
 
+def topk_grid(rows: int, sm_count: int) -> int:
+    """Blocks of a top-k kernel: a warp per row (THREADS / 32 rows a block) for one pass, at
+    most 16 per SM (the kernel is a grid-stride loop over rows)."""
+    return max(1, min(-(-rows // (THREADS // 32)), sm_count * 16))
+
+
 def nccl_chunk(op: str, src: int, dst: int, count: int, dtype: str, i: int, chunks: int,
                P: int) -> tuple[int, int, int]:
     """Source and destination addresses and count of chunk i of an NCCL op on `count`

@@ -47,6 +47,7 @@ from workbench.runtime.chunked import (
     elementwise_grid,
     exchange_pieces,
     nccl_chunk,
+    topk_grid,
 )
 from workbench.runtime.gpu import ITEMSIZE, POISON, Gemm, Gpu, Reduction, rank_part
 from workbench.runtime.launches import (
@@ -507,6 +508,8 @@ def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
     if rule == "collective":
         grid = collective_grid(spec, run.blocks_per_sm, run.gpu.sm_count,
                                run.plan.options.collective_grid)
+    elif rule == "warp-rows":  # a warp per row (codegen/cuda/templates/topk.cu.j2)
+        grid = topk_grid(extent // max(1, run.int_of(step.cols)), run.gpu.sm_count)
     elif rule == "one":
         grid = 1  # one block sums every partial (a few thousand numbers) / spins on a flag
     elif rule == "row-blocks":

@@ -24,8 +24,14 @@ ITEMSIZE = ELEMENT_BYTES  # (codegen.plan: one table of a buffer's element bytes
 
 
 # NaN bit patterns used to poison every buffer a run must write (f32, f16, bf16 quiet NaNs).
+# int32 has no NaN: its pattern reads 2143289344, an id or index no program here reaches, so
+# an int output a kernel failed to write (TopK's indices, an id computed) still mismatches.
 POISON = {"f32": (32, 0x7FC00000), "f16": (16, 0x7E00), "bf16": (16, 0x7FC0),
-           "f64": (32, 0x7FF80000)}  # f64: 0x7FF800007FF80000, a quiet NaN
+          "f64": (32, 0x7FF80000),  # f64: 0x7FF800007FF80000, a quiet NaN
+          "i32": (32, 0x7FC00000)}
+# The __cuda_array_interface__ type of each buffer dtype that torch views (bf16 as int16, then
+# viewed as torch.bfloat16: the interface has no bfloat16).
+TYPESTR = {"f32": "<f4", "f16": "<f2", "bf16": "<i2", "i32": "<i4"}
 
 
 TORCH_REDUCE = {"add": "SUM", "max": "MAX", "min": "MIN", "mul": "PRODUCT"}
@@ -329,7 +335,7 @@ class Gpu:
 
     def _tensor(self, ptr: int, numel: int, dtype: str):
         """A torch view of `numel` elements at a raw device address (no copy)."""
-        typestr = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}[dtype]
+        typestr = TYPESTR[dtype]
         t = self.torch.as_tensor(CudaArray(ptr, numel, typestr),
                                  device=f"cuda:{self.rank}")
         return t.view(self.torch.bfloat16) if dtype == "bf16" else t
@@ -380,7 +386,7 @@ def torch_view(ptr: int, shape: tuple, dtype: str, device: int):
     """A row-major torch tensor over `shape` elements of `dtype` at a raw device address."""
     import torch
 
-    typestr = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}[dtype]
+    typestr = TYPESTR[dtype]
     t = torch.as_tensor(CudaArray(ptr, tuple(shape), typestr), device=f"cuda:{device}")
     return t.view(torch.bfloat16) if dtype == "bf16" else t
 

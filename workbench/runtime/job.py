@@ -22,12 +22,13 @@ from workbench.runtime import compiler, launcher
 from workbench.runtime.worker import stage_split, write_json_atomic
 
 
-def gpu_count() -> int:
+def gpu_count(command: str = "compile-and-measure") -> int:
     """The GPUs this process may use: nvidia-smi's count, narrowed by CUDA_VISIBLE_DEVICES
-    when it is set (several jobs share one machine by giving each its own devices)."""
+    when it is set (several jobs share one machine by giving each its own devices). Without
+    nvidia-smi, a RuntimeFault naming `command`, the command that needs them."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        raise RuntimeFault("compile-and-measure must run on a machine with NVIDIA GPUs, got no "
+        raise RuntimeFault(f"{command} must run on a machine with NVIDIA GPUs, got no "
                            "nvidia-smi on PATH; run it on the GPU machine")
     out = subprocess.run([smi, "-L"], capture_output=True, text=True)
     present = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))

@@ -185,11 +185,11 @@ class SideStream:
 def device_view(torch, ptr: int, shape: tuple, dtype: str, device_index: int):
     """A torch tensor over `shape` elements of `dtype` at a raw device address (no copy; the
     memory stays owned by whoever allocated it)."""
-    from workbench.runtime.gpu import CudaArray
+    from workbench.runtime.gpu import TYPESTR, CudaArray
 
-    typestr = {"f32": "<f4", "f16": "<f2", "bf16": "<i2"}.get(dtype)
+    typestr = TYPESTR.get(dtype)
     if typestr is None:
-        raise RuntimeFault(f"a torch view must be of f32, f16 or bf16, got {dtype!r}")
+        raise RuntimeFault(f"a torch view must be of {', '.join(TYPESTR)}, got {dtype!r}")
     t = torch.as_tensor(CudaArray(ptr, tuple(shape), typestr), device=f"cuda:{device_index}")
     return t.view(torch.bfloat16) if dtype == "bf16" else t
 

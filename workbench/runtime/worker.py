@@ -269,7 +269,7 @@ def main(job_path: str) -> int:
                                    if isinstance(unscheduled, Plan) else None)}
             if stages > 1:
                 base["stages"] = stages
-            log(rank, f"{entry['spec']} {sizes}: inputs and reference")
+            log(rank, f"{compiled.spec} {sizes}: inputs and reference")
             with busy(rank, "computing inputs and the reference"):
                 inputs = checks.make_inputs(original, sizes, job.get("seed", 0))
                 ref = checks.reference(original, inputs, sizes, P)

@@ -12,12 +12,18 @@ from workbench import ir
 from workbench.errors import IllegalTransform
 from workbench.transforms.base import Transform, top_index
 
-ALLREDUCE_ALGORITHMS = ("two-shot", "one-shot", "lamport")
+ALLREDUCE_ALGORITHMS = ("two-shot", "pipelined", "one-shot", "lamport")
 """The algorithms of a FusedAllreduce that starts with a whole AllReduce (ir.Fused.algorithm):
 
 two-shot  rows reduce-scattered by peer loads, the summed rows all-gathered by peer stores,
           a barrier, then the computation on every row: NVLink bytes equal NCCL's ring
           AllReduce, two cross-GPU barriers (peers' inputs complete; summed rows landed).
+pipelined two-shot's bytes with the computation beside the communication: most of the grid
+          reduce-scatters and all-gathers the rows group by group and flags each group's
+          arrival on every rank; the rest (codegen.lower_rows.PIPELINE_COMPUTE_SHARE)
+          computes each group as soon as it has landed from its owner, so the HBM-bound
+          computation overlaps the link-bound phase instead of following it (issue 35,
+          design note 108).
 one-shot  every rank loads every peer's whole input and reduces every row itself: (P - 1) x
           the input over its links, one pass over the rows, a barrier before (inputs
           complete) and one after (peers done reading this rank's input).

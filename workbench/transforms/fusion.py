@@ -77,6 +77,12 @@ class Fuse(Transform):
                 f"[{', '.join(type(s.op).__name__ for s in members)}]; for an elementwise "
                 f"epilogue split it first: rs, ag = s.split({ar}); moved = s.reorder("
                 f"{', '.join(rest)}, before=ag); s.fuse(rs, *moved, {', '.join(rest)})")
+        index = [m.name for m in members if isinstance(m.op, ir.INDEX_OPS)]
+        if kind is None and index:
+            raise IllegalTransform(
+                f"{who}: an index op (Gather, TopK) must run as its own kernel, got "
+                f"{', '.join(index)} in the region; fuse the statements around it without it "
+                "(design decision 106)")
         if kind is None:
             ops = ", ".join(type(s.op).__name__ for s in members)
             raise IllegalTransform(

@@ -54,6 +54,38 @@ __device__ __forceinline__ void block_barrier(uint32_t* const (&flags)[P], int r
   __syncthreads();
 }
 
+// --- Arrival flags of a pipelined fused AllReduce (rows.cu.j2) ------------------------------
+//
+// Moving block x of rank r, once its summed rows of row group k are stored into every rank,
+// sets entry (r, k, x) of every rank's arrival flags to the launch's epoch; a computing block
+// waits for the entries of every moving block that had rows in the group before it reads
+// them. Epochs only grow, as the barriers' do, so the flags never need resetting.
+
+// This block's arrival at `entry` of every rank's flags (its stores before it land first).
+template <int P>
+__device__ __forceinline__ void block_signal(uint32_t* const (&flags)[P], long long entry,
+                                             uint32_t epoch) {
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < P) {
+    // Cumulativity: __syncthreads ordered the block's writes before this fence and release.
+    __threadfence_system();
+    store_release_sys(flags[t] + entry, epoch);
+  }
+}
+
+// Threads first, first + step, ... below n each spin until their entry has reached the epoch;
+// the caller then syncs the threads that read what the entries guard.
+__device__ __forceinline__ void wait_entries(const uint32_t* entries, long long n, int first,
+                                             int step, uint32_t epoch) {
+  for (long long x = first; x < n; x += step) {
+    const uint64_t start = globaltimer_ns();
+    while (static_cast<int32_t>(load_acquire_sys(entries + x) - epoch) < 0) {
+      if (globaltimer_ns() - start > kSpinLimitNs) __trap();
+    }
+  }
+}
+
 // --- One-directional handshakes of a fused Send (pipeline stages) ---------------------------
 //
 // The sender stores its data straight into the receiver's buffer, then raises a flag in the
