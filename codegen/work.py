@@ -102,8 +102,8 @@ def kernel_math(leaves, local_numel, iteration_numel) -> tuple[sympy.Expr, sympy
     expression per element it iterates over (`iteration_numel(stmt)`; an axis reduction also
     combines each element into its row), 2 flops an element of a norm's or reduction's input
     (`local_numel(name)`), k comparisons an element of a top-k's input; the dtype of the last
-    streaming statement's result (f32 if none). What lowering stores on the KernelStep (sizes unbound), as the IR-level
-    `cost_model.ops.elementwise_work` counts a statement."""
+    streaming statement's result (f32 if none). What lowering stores on the KernelStep (sizes
+    unbound), as the IR-level `cost_model.ops.elementwise_work` counts a statement."""
     flops, dropouts, dtype = ZERO, ZERO, "f32"
     for s in leaves:
         if isinstance(s.op, (ir.Compute, ir.Update, ir.ReduceAxis)):
