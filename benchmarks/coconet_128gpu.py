@@ -1,7 +1,7 @@
 """CoCoNet's 128-GPU data-parallel Adam (Jangda et al., Fig. 10; 8 DGX-2 nodes of 16 V100s over
 InfiniBand), simulated beside the speedups derived from CoCoNet's public raw data.
 
-    python benchmarks/coconet_128gpu.py [--out studies/results/coconet-128gpu] [--quick]
+    python benchmarks/coconet_128gpu.py [--out records/coconet-128gpu] [--quick]
 
 For every size 2^10..2^30 it runs what
 
@@ -13,7 +13,7 @@ AllReduce + one fused Adam kernel: CoCoNet's AllReduce + Apex FusedAdam), and th
 `fuse-rs-c-ag-ring`, CoCoNet's own form (simulated only). As in CoCoNet's experiment, the
 baseline runs on PyTorch's NCCL 2.4: `ar-opt` is priced on the same cluster with
 `nccl.release` "2.4" (baseline_pytorch16.json, what `workbench simulate studies/adam.py
---hardware studies/results/coconet-128gpu/baseline_pytorch16.json --nodes 8` runs), and
+--hardware records/coconet-128gpu/baseline_pytorch16.json --nodes 8` runs), and
 `speedup_same_nccl` keeps the speedup over `ar-opt` on the cluster's own NCCL beside it. The
 `_264` columns price the same on the NCCL CoCoNet's kernels ran, 2.6.4 (`nccl.release` "2.6",
 kernels_nccl264.json, design note 89): `ar_opt_264_ms`, whose AllReduce is the tree CoCoNet's
@@ -40,7 +40,7 @@ from workbench.cli.simulate import AR_OPT, predict, resolve_sizes
 from workbench.loader import load
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "studies" / "results" / "coconet-128gpu"
+OUT = ROOT / "records" / "coconet-128gpu"
 HARDWARE, NODES = "dgx2-v100", 8
 # CoCoNet's baseline ran PyTorch's bundled NCCL 2.4 (design note 76): the same cluster
 # with nccl.release "2.4" prices it; CoCoNet's own kernels ran its NCCL 2.6.4 fork

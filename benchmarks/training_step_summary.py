@@ -1,7 +1,7 @@
-"""The sweep of studies/results/training-step/sweep.sh as one markdown table per file: the
+"""The sweep of records/training-step/sweep.sh as one markdown table per file: the
 workbench's step (optimizer in backward, its fastest schedule) over DDP's, by preset and GPUs.
 
-    python benchmarks/training_step_summary.py studies/results/training-step
+    python benchmarks/training_step_summary.py records/training-step
 """
 
 from __future__ import annotations

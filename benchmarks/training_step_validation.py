@@ -4,10 +4,10 @@ names: 1 for runs 30 and 33, 2 for run 35): one row per measured variant, each p
 predicted and measured, and the error.
 
     python benchmarks/training_step_validation.py \
-        --measured studies/results/gpu/h100x1-run30-training:add \
-        --measured studies/results/gpu/h100x1-run33-training-p1/call1-806m:lend ... \
-        --measured studies/results/gpu/h100x4-run35-p2/call3/A/train-806m:copy \
-        --out studies/results/training-step
+        --measured records/gpu/h100x1-run30-training:add \
+        --measured records/gpu/h100x1-run33-training-p1/call1-806m:lend ... \
+        --measured records/gpu/h100x4-run35-p2/call3/A/train-806m:copy \
+        --out records/training-step
 
 Writes validation.md and validation.csv in --out. Each --measured folder names how that run's
 wbtorch moved gradients into buckets (run 30: add into zeroed views; run 33: large ones lent

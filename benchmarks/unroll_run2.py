@@ -1,4 +1,4 @@
-"""GPU run 2's unroll measurements (2x H200, studies/results/gpu/h200x2-run2-unroll) read as
+"""GPU run 2's unroll measurements (2x H200, records/gpu/h200x2-run2-unroll) read as
 calibration reads its unroll sweep (design note 95): the fused AllReduce's rows at unroll 1
 and 2 fitted to an unroll curve (`cost_model.calibration.fit_fused_unrolls`) on a profile's
 fixed cost, then the fused Adam schedules of the same run predicted with that curve (the
@@ -6,7 +6,7 @@ simulator, as wbtorch's choice asks it) beside what was measured.
 
     python benchmarks/unroll_run2.py [PROFILE]
 
-(PROFILE default studies/results/calibration/h200x2/profile.json.) No GPU needed.
+(PROFILE default records/calibration/h200x2/profile.json.) No GPU needed.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from workbench.loader import load
 from workbench.options import CodegenOptions
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN2 = ROOT / "studies/results/gpu/h200x2-run2-unroll"
-PROFILE = ROOT / "studies/results/calibration/h200x2/profile.json"
+RUN2 = ROOT / "records/gpu/h200x2-run2-unroll"
+PROFILE = ROOT / "records/calibration/h200x2/profile.json"
 
 
 def rows(name: str, unroll: int, schedule: str) -> list[dict]:

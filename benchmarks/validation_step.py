@@ -198,7 +198,7 @@ def llmc_rows() -> list[Row]:
                 ddp_step_s(shape, load_hardware("a100x8"), 8, 1))]
 
 
-OWN = "studies/results/gpu/{}"
+OWN = "records/gpu/{}"
 # (folder/file of a measured run, its model, P): GPU runs 30 (P = 1) and 37 (P = 2) of
 # examples/train_gpt.py on H100 (f32, torch.compile), torch's side.
 OWN_RUNS = (("h100x1-run30-training/1_101m_plain.json", ct.GptShape(1024, 8, 8, batch=16), 1),

@@ -202,7 +202,7 @@ class OverlapStep:
 
 # An overlapped consumer beside a GEMM runs on a quarter of its full grid by default (66
 # blocks on an H200, one per two SMs): the fastest of 16..264 blocks for the model-parallel
-# layer on 2x H200 (GPU run 6, studies/results/gpu/README.md).
+# layer on 2x H200 (GPU run 6, records/gpu/README.md).
 OVERLAP_GRID_SHARE = 4
 
 

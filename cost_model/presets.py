@@ -54,7 +54,7 @@ NIC_400G = Link("nic-400G", bandwidth_Bps=50e9, latency_s=3e-6)
 # A cited assumption for the H100 and A100 presets, whose validation rows ran on other hosts.
 HOST_LAUNCH_S = 5e-6
 # Measured on the H200 machines this project rents (GPU run 39 call 7, commit in
-# studies/results/gpu/run39-h200x2-pipelined/call7/: benchmarks/gpu/launch_host.py, 2000
+# records/gpu/run39-h200x2-pipelined/call7/: benchmarks/gpu/launch_host.py, 2000
 # eager torch.add launches, median of 7 loops, torch 2.11): 9.55 us per launch from Python;
 # replaying them as one CUDA graph costs 0.015 us per kernel.
 H200_HOST_LAUNCH_S = 9.55e-6
@@ -77,7 +77,7 @@ def _cited_gemm_table(csv_name: str, peak_flops: float, dtype: str = "bf16") -> 
 # H100 SXM's bf16 GEMM rates per shape (XLA's measured sm_90 table, data/gemm_h100_xla.csv):
 # 783 TFLOP/s at 4096^3 = 0.79 of 989, 6.5 TFLOP/s at 256^3. The H200 is the same GH100 chip
 # at the same clocks: its table is the H100's (this project's own H200 run 10 timed 785
-# TFLOP/s at 8192^3, studies/results/calibration/h200x2-run10, against the table's 783 at
+# TFLOP/s at 8192^3, records/calibration/h200x2-run10, against the table's 783 at
 # its largest shape).
 def _hopper_gemm_table() -> tuple:
     return _cited_gemm_table("gemm_h100_xla.csv", 989e12)

@@ -23,7 +23,7 @@ from workbench.errors import WorkbenchError
 DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 
 # The fraction of a preset's datasheet peak that a large GEMM reaches: the 8192^3 torch.matmul
-# that `workbench calibrate` times, on one H200 (studies/results/calibration/h200x2-run10:
+# that `workbench calibrate` times, on one H200 (records/calibration/h200x2-run10:
 # f32 50.63 of 67 TFLOP/s with TF32 off, f16 752.9 and bf16 785.2 of 989). A calibrated
 # profile's peak_flops are already such measured rates: there the efficiency is 1.
 PRESET_GEMM_EFFICIENCY = {"f32": 50.63 / 67, "f16": 752.9 / 989, "bf16": 785.2 / 989}

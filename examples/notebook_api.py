@@ -66,7 +66,7 @@ want = api.interpret(sgd, small, seed=1)
 got = api.interpret(sgd, small, seed=1, schedule="fused", schedules=[fused])
 assert np.array_equal(want["w1"], got["w1"])
 # A results table of `workbench sweep predict`, shipped: the best schedule per study and size.
-sweep = api.results("studies/results/h200x4/predicted.csv", "predicted_s")
+sweep = api.results("records/h200x4/predicted.csv", "predicted_s")
 fastest = sweep.loc[sweep.groupby(["study", "size"])["predicted_s"].idxmin()]
 print(f"{len(fastest)} (study, size) pairs in the shipped sweep; their best schedules: "
       f"{sorted(set(fastest['schedule']))}")

@@ -51,7 +51,7 @@ def test_wheel_ships_templates_and_data_not_results(wheel_names):
     assert templates and templates <= names
     assert {"cost_model/data/nccl_h200x4.csv", "cost_model/data/adam_h200x4.csv"} <= names
     assert "studies/adam.py" in names and "workbench/__main__.py" in names
-    assert not [n for n in wheel_names if n.startswith("studies/results/")]
+    assert not [n for n in wheel_names if n.startswith("records/")]
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith("LICENSE")
                for n in wheel_names)
 

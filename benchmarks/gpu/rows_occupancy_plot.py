@@ -4,7 +4,7 @@ row kernels with the row cache in registers (`regs`) and in shared memory (`shar
 results folder), beside torch.compile's epilogue at T = 8192, and the speed-up over `regs`
 at T = 128.
 
-    python benchmarks/gpu/rows_occupancy_plot.py studies/results/gpu/h100x1-rows-occupancy-p1
+    python benchmarks/gpu/rows_occupancy_plot.py records/gpu/h100x1-rows-occupancy-p1
 """
 
 from __future__ import annotations

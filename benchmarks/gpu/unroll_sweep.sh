@@ -24,7 +24,7 @@ with open(f"{res}/fused_unroll.json", "w") as f:
 print(json.dumps(raw, indent=1))
 rows = [(r["nbytes"], r["unroll"], r["ms"] * 1e-3) for r in raw.get("fused_unroll", [])]
 if rows:
-    cluster = load_hardware("studies/results/calibration/h200x2/profile.json")
+    cluster = load_hardware("records/calibration/h200x2/profile.json")
     print("unroll curve:", fit_fused_unrolls(rows, P, cluster))
 PY
 stamp done

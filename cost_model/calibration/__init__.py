@@ -43,7 +43,7 @@ model, for tests and dry runs. Field by field:
 | | element (`fit_dropout`) |
 
 What is not measured stays the base preset's (NVLink datasheet bandwidth, NIC, channels). Raw
-files written before a section existed (e.g. studies/results/calibration/h200x2) still fit:
+files written before a section existed (e.g. records/calibration/h200x2) still fit:
 each section is optional, and a missing one leaves its fields as the base preset has them.
 """
 

@@ -256,7 +256,7 @@ def fit_hbm_f16_kernels(rows: list[dict], read_Bps: float, write_Bps: float
     On CPU, synthetic rows from a cluster whose mixed kernels stream at the f32 rates select
     nothing; from one with slower f32 writes and f16 reads in mixed kernels the fit selects
     those two and recovers their rates (tests/cost_model/test_calibration_dtypes.py). On
-    2x H200 (studies/results/calibration/h200x2-run2) the data decided: f16 bytes stream at
+    2x H200 (records/calibration/h200x2-run2) the data decided: f16 bytes stream at
     the f32 rates (f16 in, f16 out 3.85 TB/s, as f32's 1 in + 1 out), and so do f32 reads at
     8 per lane (f32 in, f16 out 3.97), but f32 writes at 8 per lane (two 16-byte stores 32
     bytes apart per lane) are slow: f16 in, f32 out 2.62 TB/s. Selected: f32_write at

@@ -78,6 +78,6 @@ def test_the_interpreter_and_the_plan_price_take_plain_symbols_too():
 
 
 def test_a_results_table_reads_as_a_dataframe():
-    df = api.results(ROOT / "studies/results/h200x4/predicted.csv", "predicted_s")
+    df = api.results(ROOT / "records/h200x4/predicted.csv", "predicted_s")
     assert {"study", "schedule", "size", "gpus", "predicted_s"} <= set(df.columns)
     assert (df["predicted_s"] > 0).all() and len(df) > 10

@@ -1,7 +1,7 @@
 """The two shapes of a row kernel's loop that stay knobs (design note 80): loads of several
 column steps issued first (lower_rows.ROW_LOADS_IN_FLIGHT) and row groups (ROW_GROUPS). Off by
 default, so every kernel keeps its text and its name; on, they render and compile. On one H100
-they were checked against the interpreter (studies/results/gpu/h100x1-rows-bandwidth-p1/) and
+they were checked against the interpreter (records/gpu/h100x1-rows-bandwidth-p1/) and
 were slower at T = 8192, which is why they are off."""
 
 import shutil

@@ -142,7 +142,7 @@ def test_bad_collective_row(tmp_path):
 
 
 def test_committed_h200x2_profile_loads():
-    c = load_hardware("studies/results/calibration/h200x2/profile.json")
+    c = load_hardware("records/calibration/h200x2/profile.json")
     assert c.gpus_per_node == 2
     assert 3e12 < c.gpu.hbm_bandwidth_Bps < 5e12
 
@@ -237,6 +237,6 @@ def test_profile_fused_fixed_cost_must_be_positive(tmp_path):
 
 
 def test_committed_h200x2_profile_has_split_and_fixed_cost():
-    c = load_hardware("studies/results/calibration/h200x2/profile.json")
+    c = load_hardware("records/calibration/h200x2/profile.json")
     assert c.gpu.hbm_write_bandwidth_Bps < c.gpu.hbm_read_bandwidth_Bps
     assert 5e-6 < c.fused_fixed_s < 40e-6

@@ -21,7 +21,7 @@ from workbench.loader import load
 
 NBYTES = [2**k for k in range(16, 31, 2)]
 FUSED = [2**k for k in (22, 26, 28, 30)]
-COMMITTED_RAW = Path("studies/results/calibration/h200x2/profile.raw.json")
+COMMITTED_RAW = Path("records/calibration/h200x2/profile.raw.json")
 CURVE = (("4", 0.06), ("8", 0.12), ("16", 0.25), ("33", 0.5), ("66", 0.8), ("132", 0.97),
          ("264", 1.0))
 F16_KERNEL = (("f32_write", 2.43e12), ("f16_read", 3.2e12))
@@ -452,7 +452,7 @@ def test_fit_nccl_bandwidth_needs_bandwidth_bound_points():
         fit_nccl_bandwidth(table, 2, preset("h200x4"))
 
 
-RUN2_RAW = Path("studies/results/calibration/h200x2-run2/profile.raw.json")
+RUN2_RAW = Path("records/calibration/h200x2-run2/profile.raw.json")
 
 
 @pytest.mark.skipif(not RUN2_RAW.is_file(), reason="the 2x H200 run 2 raw file is not here")

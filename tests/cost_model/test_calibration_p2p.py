@@ -16,7 +16,7 @@ from workbench.errors import HardwareError
 
 NBYTES = [2**k for k in range(16, 31, 2)]
 FUSED = [2**k for k in (22, 26, 28, 30)]
-RUN4_RAW = Path("studies/results/calibration/h200x2-run4/profile.raw.json")
+RUN4_RAW = Path("records/calibration/h200x2-run4/profile.raw.json")
 
 
 def _known():

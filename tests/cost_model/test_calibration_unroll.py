@@ -110,8 +110,8 @@ def test_profile_unroll_curve_loads(tmp_path):
     assert dict(c.fused_unroll_bandwidth) == {"1": 1.0, "2": 0.99, "4": 1.02}
 
 
-RUN2 = Path("studies/results/gpu/h200x2-run2-unroll")
-H200X2 = "studies/results/calibration/h200x2/profile.json"
+RUN2 = Path("records/gpu/h200x2-run2-unroll")
+H200X2 = "records/calibration/h200x2/profile.json"
 
 
 @pytest.mark.skipif(not RUN2.is_dir(), reason="GPU run 2's unroll results are not here")

@@ -14,7 +14,7 @@ from cost_model.hardware import load_hardware, preset
 from workbench.cli.main import main
 from workbench.errors import HardwareError
 
-BASELINE = "studies/results/coconet-128gpu/baseline_pytorch16.json"
+BASELINE = "records/coconet-128gpu/baseline_pytorch16.json"
 
 
 def _v24(name: str, nodes: int):

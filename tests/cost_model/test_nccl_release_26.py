@@ -1,6 +1,6 @@
 """`nccl.release` "2.6" (design note 89): NCCL 2.6.4's tuning model, the NCCL CoCoNet's fused
 kernels ran on, against CoCoNet's own 128-GPU runs (its raw data's NCCL_ALGO=Default, Ring and
-Tree sections, studies/results/coconet-128gpu/coconet_measured.csv); bad input."""
+Tree sections, records/coconet-128gpu/coconet_measured.csv); bad input."""
 
 import dataclasses
 
@@ -11,8 +11,8 @@ from cost_model import collectives as coll
 from cost_model import nccl_v26
 from cost_model.hardware import load_hardware, preset
 
-KERNELS = "studies/results/coconet-128gpu/kernels_nccl264.json"
-MEASURED = "studies/results/coconet-128gpu/coconet_measured.csv"
+KERNELS = "records/coconet-128gpu/kernels_nccl264.json"
+MEASURED = "records/coconet-128gpu/coconet_measured.csv"
 
 
 def _cluster():

@@ -183,7 +183,7 @@ def test_overlaps_simulate_near_the_closed_form_without_contention(spec, T):
     from cost_model.hardware import load_profile
     from workbench import ir
 
-    cluster = load_profile(Path("studies/results/calibration/h200x2-run7/profile.json"))
+    cluster = load_profile(Path("records/calibration/h200x2-run7/profile.json"))
     loaded = load(spec)
     P = 2 // len(loaded.program.groups())
     for name, sched in loaded.schedules.items():

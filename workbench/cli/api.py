@@ -5,7 +5,7 @@ results are pandas DataFrames, the same tables the commands print.
     api.simulate("studies/adam.py", "h200x4", {"N": 2**26})          # one row per schedule
     api.compile("studies/adam.py", gpus=4)                          # lowered: kernels, refusals
     api.interpret("studies/adam.py", {"N": 1024, "P": 4})           # outputs on random inputs
-    api.results("studies/results/h200x4/predicted.csv")             # a results table
+    api.results("records/h200x4/predicted.csv")             # a results table
 
 `program` is a program file ("studies/adam.py", "studies/adam.py:mixed"), a loaded one
 (`api.load`), or a Program built in the notebook (`from workbench import *`) with the

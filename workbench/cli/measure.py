@@ -108,8 +108,9 @@ def options_text(options: CodegenOptions) -> str:
               help="Untimed runs of each schedule and baseline before the timed ones (CUDA "
               "context, NCCL communicators, torch.compile, caches).")
 @click.option("--no-baselines", is_flag=True, help="Skip the PyTorch/NCCL baselines.")
-@click.option("--out", "out_dir", default="studies/results/gpu", show_default=True,
-              help="Folder for the CSV and JSON results.")
+@click.option("--out", "out_dir", default="workbench-out/measured", show_default=True,
+              help="Folder for the CSV and JSON results (relative to the current folder; "
+              "never inside the package).")
 @click.option("--hang-timeout", "hang_s", default=60.0, show_default=True, type=HANG_S,
               help="Seconds without progress from a rank before the run is ended.")
 @click.option("--time-limit", "limit_s", type=Finite(0.0, 1e6, low_open=True), default=None,

@@ -1,10 +1,10 @@
 """`workbench sweep`: the CoCoNet experiments (studies/sweep.py) over every study, schedule and
 size, predicted and measured.
 
-    workbench sweep predict --hardware h200x4 --out studies/results/h200x4
-    workbench sweep measured RESULT.csv [...] --out studies/results/h200x4
+    workbench sweep predict --hardware h200x4 --out records/h200x4
+    workbench sweep measured RESULT.csv [...] --out records/h200x4
     workbench sweep steps RESULT.json --hardware PROFILE   # per step (--per-step runs)
-    workbench report studies/results/h200x4
+    workbench report records/h200x4
 
 `predict` simulates every schedule of every study over the sizes of CoCoNet's figures and
 writes predicted.csv. `measured` folds the CSVs written by `workbench compile-and-measure` into

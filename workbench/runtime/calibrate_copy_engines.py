@@ -44,7 +44,7 @@ def copy_engine_pushes(drv, dist, rank: int, P: int, warmup: int, reps: int,
     where they should (`check`); a mismatch anywhere raises on every rank alike.
 
     The same pattern as the link probe's copy engines both ways at once (2x H200, GPU run
-    11, studies/results/gpu/h200x2-run11-link: 389-392 GB/s per direction); the section takes
+    11, records/gpu/h200x2-run11-link: 389-392 GB/s per direction); the section takes
     well under a second."""
 
     peers = [q for q in range(P) if q != rank]
