@@ -51,7 +51,8 @@ def test_a_probe_of_another_P_is_refused_with_the_fix(tmp_path):
         link_rate(_probe(tmp_path, P=2), 4)
     bad = tmp_path / "bad.json"
     bad.write_text("{\"P\": 4}")
-    with pytest.raises(WorkbenchError, match="must hold P, practical_GBps"):
+    with pytest.raises(WorkbenchError,
+                       match="field practical_GBps must be a finite rate in GB/s > 0, got nothing"):
         link_rate(str(bad), 4)
 
 

@@ -30,16 +30,17 @@ def test_a_good_record_folds(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"spec": None}, "record 0 field spec must be a string, got None; pass the JSON "
+    ({"spec": None}, "record 0 field spec must be a string, got null; pass the JSON "
                      "compile-and-measure wrote"),
-    ({"P": "two"}, "record 0 field P must be a positive integer, got 'two'"),
-    ({"spec": 3}, "record 0 field spec must be a string, got 3"),
-    ({"sizes": {"N": -1}}, "record 0 field sizes must be a mapping of size names to positive "
-                           "integers, got {'N': -1}"),
-    ({"median_ms": float("nan")}, "record 0 field median_ms must be a finite number >= 0, got "
-                                  "nan"),
-    ({"median_ms": "fast"}, "record 0 field median_ms must be a finite number >= 0, got 'fast'"),
-    ({"median_ms": False}, "record 0 field median_ms must be a finite number >= 0, got False"),
+    ({"P": "two"}, "record 0 field P must be a positive integer, got a string"),
+    ({"spec": 3}, "record 0 field spec must be a string, got an integer"),
+    ({"sizes": {"N": -1}}, "record 0 field sizes.N must be a positive integer, got an integer"),
+    ({"median_ms": float("nan")}, "record 0 field median_ms must be a finite number >= 0 or "
+                                  "null, got a non-finite number"),
+    ({"median_ms": "fast"}, "record 0 field median_ms must be a finite number >= 0 or null, "
+                            "got a string"),
+    ({"median_ms": False}, "record 0 field median_ms must be a finite number >= 0 or null, "
+                           "got a boolean"),
 ])
 def test_wrong_fields_are_one_message(tmp_path, capsys, change, message):
     code, err = _measured(tmp_path, capsys, [{**GOOD, **change}])

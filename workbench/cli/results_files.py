@@ -17,24 +17,23 @@ from pathlib import Path
 from workbench.errors import WorkbenchError
 from workbench.files import read_bounded
 from workbench.loader import file_digest, split_spec
+from workbench.schemas import MEASURE_RECORD, STEP_RECORD, check
 
 
 class ResultsFileError(WorkbenchError):
     """A results file whose records are not what compile-and-measure writes."""
 
 
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+_FIX_JSON = "pass the JSON compile-and-measure wrote"
 
 
 def program_for(path: Path, index: int, record: dict, programs, studies_dir: Path) -> str:
     """The program spec to load for `record` (record `index` of results file `path`): the
     file of `programs` (the user's --program) with the record's file name, else the shipped
     study of that name under `studies_dir`; its content must match the record's
-    program_sha256 where the record has one."""
-    spec = record.get("spec")
-    if not isinstance(spec, str) or not spec.strip():
-        raise ResultsFileError(f"{path}: record {index} field spec must name the program file "
-                               f"measured, got {spec!r}; pass the JSON compile-and-measure wrote")
+    program_sha256 where the record has one. The record's fields are checked already
+    (checked_step_record)."""
+    spec = record["spec"]
     file, attr = split_spec(spec)
     suffix = f":{attr}" if attr != "program" else ""
     given = [Path(split_spec(p)[0]) for p in programs]
@@ -49,10 +48,6 @@ def program_for(path: Path, index: int, record: dict, programs, studies_dir: Pat
             f"--program {named}; pass --program {file} if you trust that file")
     want = record.get("program_sha256")
     if want is not None:
-        if not (isinstance(want, str) and _SHA256.fullmatch(want)):
-            raise ResultsFileError(f"{path}: record {index} field program_sha256 must be 64 "
-                                   f"hex digits, got {want!r}; pass the JSON compile-and-"
-                                   "measure wrote")
         got = file_digest(str(chosen))
         if got != want:
             raise ResultsFileError(
@@ -62,36 +57,11 @@ def program_for(path: Path, index: int, record: dict, programs, studies_dir: Pat
     return f"{chosen}{suffix}"
 
 
-def _finite(x, low: float = 0.0) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-            and x >= low)
-
-
 def checked_step_record(path: Path, index: int, record: dict) -> None:
-    """Raise ResultsFileError unless `record` has what sweep steps reads: a schedule name,
-    sizes (name -> positive int) and steps (stage, stmts, a finite median_ms >= 0)."""
-    def bad(name: str, what: str, value) -> ResultsFileError:
-        return ResultsFileError(f"{path}: record {index} field {name} must be {what}, got "
-                                f"{value!r:.80}; pass the JSON compile-and-measure wrote")
-
-    if not isinstance(record.get("schedule"), str):
-        raise bad("schedule", "a schedule name", record.get("schedule"))
-    sizes = record.get("sizes")
-    if not (isinstance(sizes, dict) and sizes and all(
-            isinstance(k, str) and type(v) is int and v > 0 for k, v in sizes.items())):
-        raise bad("sizes", "a mapping of size names to positive integers", sizes)
-    steps = record.get("steps")
-    if not isinstance(steps, list):
-        raise bad("steps", "a list of steps", steps)
-    for j, st in enumerate(steps):
-        if not isinstance(st, dict):
-            raise bad(f"steps[{j}]", "a mapping (stage, stmts, median_ms)", st)
-        if not (type(st.get("stage")) is int and st["stage"] >= 0):
-            raise bad(f"steps[{j}].stage", "an integer >= 0", st.get("stage"))
-        if not isinstance(st.get("stmts"), str):
-            raise bad(f"steps[{j}].stmts", "the statement names as text", st.get("stmts"))
-        if not _finite(st.get("median_ms")):
-            raise bad(f"steps[{j}].median_ms", "a finite time >= 0 in ms", st.get("median_ms"))
+    """Raise ResultsFileError unless `record` has what sweep steps reads (schemas.STEP_RECORD):
+    a schedule name, sizes (name -> positive int) and steps (stage, stmts, a finite
+    median_ms >= 0)."""
+    check(record, STEP_RECORD, f"{path}: record {index}", _FIX_JSON, ResultsFileError)
 
 
 MAX_TIME_S = 365 * 24 * 3600.0  # the largest time a results file may hold
@@ -244,31 +214,7 @@ def _check_columns(path: Path, df, columns: list[str]) -> None:
 
 def checked_measure_record(path: Path, index: int, record) -> None:
     """Raise ResultsFileError unless `record` has the fields of a compile-and-measure record
-    with their types: names as strings, sizes as name -> positive int, P a positive int,
-    times finite and >= 0 (median_ms may be null: a schedule that was not measured)."""
-    def bad(name: str, what: str, value) -> ResultsFileError:
-        return ResultsFileError(f"{path}: record {index} field {name} must be {what}, got "
-                                f"{value!r:.80}; pass the JSON compile-and-measure wrote")
-
-    if not isinstance(record, dict):
-        raise bad("(the record)", "a mapping of fields", record)
-    for name in ("spec", "program", "schedule", "kind"):
-        if not isinstance(record.get(name), str):
-            raise bad(name, "a string", record.get(name))
-    for name in ("check",):
-        if name in record and not isinstance(record[name], str):
-            raise bad(name, "a string", record[name])
-    sizes = record.get("sizes", {})
-    if not (isinstance(sizes, dict) and all(isinstance(k, str) and type(v) is int and v > 0
-                                            for k, v in sizes.items())):
-        raise bad("sizes", "a mapping of size names to positive integers", sizes)
-    if not (type(record.get("P")) is int and record["P"] > 0):
-        raise bad("P", "a positive integer", record.get("P"))
-    timed = record.get("median_ms") is not None
-    for name in ("median_ms", "p10_ms", "p90_ms", "min_ms", "max_error", "comm_bytes"):
-        value = record.get(name)
-        required = timed and name in ("median_ms", "p10_ms", "p90_ms")
-        if (value is not None or required) and not _finite(value):
-            raise bad(name, "a finite number >= 0" + ("" if required else " or null"), value)
-    if record.get("reps") is not None and type(record["reps"]) is not int:
-        raise bad("reps", "an integer", record["reps"])
+    with their types (schemas.MEASURE_RECORD): names as strings, sizes as name -> positive
+    int, P a positive int, times finite and >= 0 (median_ms may be null: a schedule that was
+    not measured)."""
+    check(record, MEASURE_RECORD, f"{path}: record {index}", _FIX_JSON, ResultsFileError)

@@ -14,6 +14,7 @@ from pathlib import Path
 from workbench.errors import WorkbenchError
 from workbench.files import read_bounded
 from workbench.runtime.baselines import REFERENCES
+from workbench.schemas import LINK_PROBE, check
 
 # NVLink per GPU per direction on H200 (NV18: 18 links x 26.562 GB/s): the nominal rate, the
 # floor's bandwidth only when no measured rate is given (../shared/device/baselines-h200x4.md).
@@ -55,16 +56,14 @@ def link_rate(value: str | None, P: int) -> LinkRate:
     raw = read_bounded(value, "--link-rate's link probe JSON", fix, MAX_PROBE_BYTES, follow=True)
     try:
         probe = json.loads(raw)
-        probe_P, gbps, how = int(probe["P"]), float(probe["practical_GBps"]), probe[
-            "practical_by"]
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise WorkbenchError(f"--link-rate {value}: must hold P, practical_GBps and "
-                             f"practical_by, got {type(e).__name__}; {fix}") from None
+    except (ValueError, RecursionError) as e:
+        raise WorkbenchError(f"--link-rate {value} must be a link probe's JSON, got "
+                             f"{type(e).__name__}; {fix}") from None
+    check(probe, LINK_PROBE, f"--link-rate {value}", fix)
+    probe_P, gbps, how = probe["P"], float(probe["practical_GBps"]), probe["practical_by"]
     if probe_P != P:
         raise WorkbenchError(f"--link-rate {value} was measured at P = {probe_P}, this run has "
                              f"--gpus {P}; {fix.replace(' P`', f' {P}`')}")
-    if not (math.isfinite(gbps) and gbps > 0):
-        raise WorkbenchError(f"--link-rate {value}: practical_GBps must be positive, got {gbps}")
     return LinkRate(gbps * 1e9, f"probe at P = {P}: {gbps:.1f} GB/s by {how}")
 
 

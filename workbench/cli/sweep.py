@@ -45,6 +45,7 @@ from workbench.errors import WorkbenchError
 from workbench.files import read_bounded
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
+from workbench.schemas import RESULTS_JSON, check
 
 
 def predict_rows(hardware: str, nodes: int = 1, studies: list[str] | None = None,
@@ -103,14 +104,14 @@ def _records(path: Path) -> list[dict]:
     raw = read_bounded(path, "results file", "pass the CSV or JSON compile-and-measure wrote",
                        follow=True)
     try:
-        records = json.loads(raw)["records"]
-        if not isinstance(records, list):
-            raise TypeError(f"'records' is a {type(records).__name__}, not a list")
-        return records
-    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        document = json.loads(raw)
+    except (ValueError, RecursionError) as e:
         raise click.UsageError(f"{path} must be compile-and-measure's JSON (an object with "
-                               f"'records'), got {type(e).__name__}: {e}; pass its CSV or the "
+                               f"'records'), got {type(e).__name__}; pass its CSV or the "
                                f"run's NAME.json / NAME.partial.json") from None
+    check(document, RESULTS_JSON, str(path), "pass its CSV or the run's NAME.json / "
+          "NAME.partial.json")
+    return document["records"]
 
 
 def _read_results(path: Path) -> pd.DataFrame:
