@@ -72,8 +72,10 @@ def problem(data, schema: dict) -> str | None:
         what = _description(schema, [*list(error.absolute_schema_path)[:-1], "properties", missing,
                                      "x"])
         return f"field {_field([*error.absolute_path, missing])} must be {what}, got nothing"
-    return (f"field {_field(error.absolute_path)} must be "
-            f"{_description(schema, error.absolute_schema_path)}, got {_kind(error.instance)}")
+    what = _description(schema, error.absolute_schema_path)
+    if not error.absolute_path:  # the file as a whole: no field to name
+        return f"must be {what}, got {_kind(error.instance)}"
+    return f"field {_field(error.absolute_path)} must be {what}, got {_kind(error.instance)}"
 
 
 def check(data, schema: dict, where: str, fix: str,
@@ -144,7 +146,8 @@ STEP_RECORD = {
 # compile-and-measure's JSON as a whole (NAME.json, NAME.partial.json): its records are
 # checked one by one by the reader that uses them (a steps record need not be timed).
 RESULTS_JSON = {
-    "type": "object", "description": "an object with 'records'", "required": ["records"],
+    "type": "object", "description": "compile-and-measure's JSON (an object with 'records')",
+    "required": ["records"],
     "properties": {"records": {"type": "array", "description": "a list of records"}},
 }
 

@@ -77,7 +77,7 @@ def test_measured_rows_read_a_runs_json_and_a_partial_one(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("[]")
     with pytest.raises(click.UsageError, match=r"bad.json must be compile-and-measure's JSON "
-                       r"\(an object with 'records'\), got TypeError"):
+                       r"\(an object with 'records'\), got a list; pass its CSV"):
         sweep.measured_rows([bad])
 
 

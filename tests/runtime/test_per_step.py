@@ -189,7 +189,9 @@ def test_steps_command_says_what_a_malformed_json_lacks(tmp_path):
     path.write_text(json.dumps({"no": "records"}))
     result = CliRunner().invoke(sweep_main, ["steps", str(path)])
     assert result.exit_code != 0
-    assert "must be compile-and-measure's JSON (an object with 'records')" in result.output
+    assert result.exit_code == 2
+    assert "r.json field records must be a list of records, got nothing; pass its CSV" in (
+        result.output)
 
 
 def test_a_statement_of_two_kernels_is_one_row():

@@ -110,7 +110,7 @@ def _records(path: Path) -> list[dict]:
                                f"'records'), got {type(e).__name__}; pass its CSV or the "
                                f"run's NAME.json / NAME.partial.json") from None
     check(document, RESULTS_JSON, str(path), "pass its CSV or the run's NAME.json / "
-          "NAME.partial.json")
+          "NAME.partial.json", error=click.UsageError)
     return document["records"]
 
 
