@@ -206,3 +206,26 @@ def test_p5_mid_sizes_hold():
     got = {r["what"]: r["error_%"] for r in validation.measured_rows()}
     for size in ("4 MiB", "16 MiB", "64 MiB", "256 MiB"):
         assert abs(got[f"2 x p5 (8x H100, EFAv2), AllReduce {size}"]) <= 10, size
+
+
+def test_proxy_transports_run_what_their_stack_leaves_nccl():
+    """EFA v1 (aws-ofi-nccl sets NCCL_PROTO=simple without 128-byte in-order delivery) and
+    TCPXO (GCP's A3 Mega environment: NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0) are priced with
+    Simple only and, on TCPXO, without NVLSTree; EFA of p5 keeps LL/LL128 and NVLSTree."""
+    mib = 2**20
+    p4de = preset("aws-p4d", 2)
+    a3 = validation.a3_mega(2)
+    p5 = preset("aws-p5", 2)
+    for c in (p4de, a3):
+        plans = coll.plans("allreduce", mib, c.world_size, c, c.world_size)
+        assert {p.protocol for p in plans} == {"Simple"}, c.fabric.transport
+    assert "nvlstree" not in {p.algorithm for p in coll.plans("allreduce", 64 * mib, 16, a3, 16)}
+    p5_plans = coll.plans("allreduce", mib, 16, p5, 16)
+    assert {"LL", "LL128", "Simple"} <= {p.protocol for p in p5_plans}
+    assert "nvlstree" in {p.algorithm for p in p5_plans}
+    # the message costs refitted on the train rows now that those run the tree Simple
+    got = {r["what"]: r for r in validation.measured_rows()}
+    for what in ("2 x p4de (8x A100, 4x 100 Gb/s EFA), AllReduce 8 B",
+                 "2 x a3-megagpu-8g (8x H100, TCPXO), AllReduce 16 B"):
+        assert got[what]["train"] and got[what]["plan"] == "tree/Simple"
+        assert abs(got[what]["error_%"]) <= 0.5, got[what]
