@@ -229,3 +229,27 @@ def test_proxy_transports_run_what_their_stack_leaves_nccl():
                  "2 x a3-megagpu-8g (8x H100, TCPXO), AllReduce 16 B"):
         assert got[what]["train"] and got[what]["plan"] == "tree/Simple"
         assert abs(got[what]["error_%"]) <= 0.5, got[what]
+
+
+def test_suspected_outlier_follows_the_rule_and_still_counts():
+    """OUTLIER_FACTOR: only nccl-tests#309's 4-node 1 MiB row is below half of both its
+    2- and 8-node neighbours at the same size; it is marked, never trained on, and counted
+    in the summary (leaving it out changes the 1-256 MiB class by exactly that row)."""
+    rows = validation.measured_rows()
+    series = {}
+    for r in rows:
+        if "(nccl-tests#309 tables)" in r["what"]:
+            series[(r["nodes"], r["nbytes"])] = r
+    flagged = []
+    for (nodes, nbytes), r in series.items():
+        lower, upper = series.get((nodes // 2, nbytes)), series.get((nodes * 2, nbytes))
+        if lower and upper and min(lower["measured_GBps"], upper["measured_GBps"]) > \
+                validation.OUTLIER_FACTOR * r["measured_GBps"]:
+            flagged.append(r["what"])
+    assert flagged == [r["what"] for r in rows if r["suspect"]] and len(flagged) == 1
+    assert not any(r["train"] for r in rows if r["suspect"])
+    every = {c["class"]: c["rows"] for c in validation.class_summary(rows, held_out=True)}
+    clean = {c["class"]: c["rows"] for c in
+             validation.class_summary(rows, held_out=True, without_suspects=True)}
+    assert every["1-256 MiB"] == clean["1-256 MiB"] + 1
+    assert every["< 1 MiB"] == clean["< 1 MiB"]
