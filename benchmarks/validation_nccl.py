@@ -10,8 +10,10 @@ Two tables, printed by `python benchmarks/validation_nccl.py` (no GPU needed):
    gives a peak is read at 8 GiB (large-buffer bandwidth, where nccl-tests reports its
    peak); where busbw rounds to 0.00 (small buffers) the figure is nccl-tests' time. A row
    marked train had a parameter fitted on it (one per fitted parameter: the EFA and TCPXO
-   message costs and efficiencies); the summary is printed per size class (< 1 MiB,
-   1-256 MiB, >= 256 MiB), over every row and over the held-out rows. Targets (issue 37):
+   message costs and efficiencies); a row marked suspect is a suspected outlier of its own
+   run (OUTLIER_FACTOR), never fitted and never dropped. The summary is printed per size
+   class (< 1 MiB, 1-256 MiB, >= 256 MiB), over every row, over the held-out rows, and over
+   the held-out rows without the suspected outliers. Targets (issue 37):
    median |error| <= 10 %, max <= 25 % per class; every miss above 15 % is explained in
    benchmarks/README.md.
 2. **NCCL's model.** The time of each (algorithm, protocol) at 16 MiB .. 8 GiB and 1 .. 16
@@ -88,8 +90,10 @@ def _on_transport(c: Cluster, transport: str) -> Cluster:
 
 
 def a3_mega(nodes: int) -> Cluster:
-    """GCP a3-megagpu-8g: 8 H100 on NVSwitch (NVLS) and 8x 200 Gb/s NICs for GPU traffic on
-    GPUDirect-TCPXO (GCP's A3 Mega documentation: 1,600 Gbps of GPU-to-GPU networking)."""
+    """GCP a3-megagpu-8g: 8 H100 on NVSwitch and 8x 200 Gb/s NICs for GPU traffic on
+    GPUDirect-TCPXO (GCP's A3 Mega documentation: 1,600 Gbps of GPU-to-GPU networking). GCP's
+    environment for TCPXO turns NVLS off and leaves Simple only (cost_model.specs
+    TRANSPORT_PROTOCOLS, TRANSPORTS_WITHOUT_NVLS: the transport carries it)."""
     c = preset("dgx-h100", nodes)
     c = dataclasses.replace(c, name="a3-mega", nic=Link("nic-200G", bandwidth_Bps=25e9,
                                                         latency_s=c.nic.latency_s))
