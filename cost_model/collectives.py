@@ -283,12 +283,15 @@ def plans(kind: str, nbytes, P, cluster: Cluster, group_size: int | None = None,
         return [_v26_plan(kind, a, p, nbytes, int(P), cluster, path, one_per_node)
                 for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
     if path.nodes > 1 and is_number(P):
+        fabric = cluster.fabric  # its stack may leave NCCL fewer protocols and no NVLS
         out = [_network_plan(kind, a, p, nbytes, P, cluster, path, one_per_node)
-               for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols]
+               for a in nccl_model.ALGORITHMS[kind] for p in cluster.nccl.protocols
+               if fabric.runs_protocol(p.name)]
         if kind in ("allgather", "reducescatter") and int(P) == path.nodes:
             out.append(_pat_plan(kind, nbytes, int(P), cluster, path, one_per_node))
         gen = cluster.gpu.generation
-        if (kind == "allreduce" and cluster.nvls and not one_per_node and int(P) > path.nodes
+        if (kind == "allreduce" and cluster.nvls and fabric.runs_nvls and not one_per_node
+                and int(P) > path.nodes
                 and gen in nccl_model.NVLS_TREE_PER_CHANNEL_GBPS):
             out.append(_nvls_tree_plan(nbytes, int(P), cluster, path))
         return out

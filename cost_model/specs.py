@@ -314,6 +314,17 @@ class Fabric:
             return self.message_cost_s
         return MESSAGE_COST_S[self.transport]
 
+    def runs_protocol(self, protocol: str) -> bool:
+        """Whether the transport's software stack leaves NCCL `protocol` (LL, LL128, Simple)
+        across nodes (TRANSPORT_PROTOCOLS: EFA v1 and TCPXO run Simple only)."""
+        return protocol in TRANSPORT_PROTOCOLS.get(self.transport, (protocol,))
+
+    @property
+    def runs_nvls(self) -> bool:
+        """Whether the transport's software stack leaves NCCL's NVLS on (NVLSTree across
+        nodes; TRANSPORTS_WITHOUT_NVLS)."""
+        return self.transport not in TRANSPORTS_WITHOUT_NVLS
+
     def efficiency_at(self, nodes: int) -> float:
         """The fraction of line rate a collective over `nodes` nodes reaches (class
         docstring): `efficiency` x (1 - `loss_per_doubling`) ^ log2(nodes / 2), 1 inside a
@@ -347,13 +358,28 @@ TRANSPORTS = ("infiniband", "roce", "efa", "efa-v1", "tcpx", "tcpxo")
 # InfiniBand's, and RoCE runs the same verbs on the same ConnectX NICs: 0 for both).
 # EFA, EFA v1 and TCPXO: fitted, one row each, on a 2-node small-buffer AllReduce of
 # benchmarks/validation_nccl.py (the rows marked train there; every other row of those
-# transports is held out). NCCL picks the tree LL there, whose latency on 2 nodes has 2
-# network hops: 31.7 us modelled without messages against measured floors of 69.1 us
-# (2x p5.48xlarge, EFAv2, 8 B), 164.3 us (2x p4de.24xlarge, EFA v1, 8 B) and 123.2 us
-# (2x a3-megagpu-8g, TCPXO, 16 B): 18.7, 66.3 and 45.7 us per message. TCPX: no public
-# figure found, so a TCPX fabric must give fabric.message_cost_s itself.
-MESSAGE_COST_S = {"infiniband": 0.0, "roce": 0.0, "efa": 18.7e-6, "efa-v1": 66.3e-6,
-                  "tcpxo": 45.7e-6}
+# transports is held out), each the time over the 2 network hops of NCCL's 2-node tree
+# beyond what the model gives without messages: 2x p5.48xlarge (EFAv2, 8 B, 69.1 us
+# measured) runs the tree LL: 18.7 us per message; 2x p4de.24xlarge (EFA v1, 8 B, 164.3 us)
+# and 2x a3-megagpu-8g (TCPXO, 16 B, 123.2 us) run the tree Simple, the one protocol their
+# stacks leave (TRANSPORT_PROTOCOLS below): 32.7 and 12.1 us. TCPX: no public figure found,
+# so a TCPX fabric must give fabric.message_cost_s itself.
+MESSAGE_COST_S = {"infiniband": 0.0, "roce": 0.0, "efa": 18.7e-6, "efa-v1": 32.7e-6,
+                  "tcpxo": 12.1e-6}
+# The protocols the transport's own software stack leaves NCCL across nodes (NCCL's tuning.cc
+# at v2.28.9-1 enables LL and LL128 on every net transport up to PXN; the vendors turn them
+# off around it), and whether that stack leaves NVLS (NVLSTree across nodes) on:
+# - EFA v1 (p4d, p4de): aws-ofi-nccl (src/platform-aws.cpp, configure_ep_inorder) sets
+#   NCCL_PROTO=simple when the endpoint cannot deliver 128-byte aligned writes in order, which
+#   the first EFA generation's SENDRECV protocol cannot ("EFA doesn't support LL and LL128
+#   variants", aws/aws-ofi-nccl#76; the log line "Setting NCCL_PROTO to simple" in
+#   aws/aws-ofi-nccl#715). EFA of p5 and later (RDMA writes) keeps LL and LL128
+#   (aws/aws-ofi-nccl#280: "Do not force NCCL_PROTO=simple on P5").
+# - TCPXO (GCP A3 Mega): GCP's environment for it sets NCCL_ALGO=Ring,Tree, NCCL_PROTO=Simple
+#   and NCCL_NVLS_ENABLE=0 (GoogleCloudPlatform/cluster-toolkit, examples/machine-learning/
+#   a3-megagpu-8g/nemo-framework/Dockerfile at 5417609d, the profile its NCCL runs with).
+TRANSPORT_PROTOCOLS = {"efa-v1": ("Simple",), "tcpxo": ("Simple",)}
+TRANSPORTS_WITHOUT_NVLS = ("tcpxo",)
 
 
 # Dtypes that may have NCCL constants of their own (Cluster.nccl_dtypes); f32 uses Cluster.nccl.

@@ -206,3 +206,50 @@ def test_p5_mid_sizes_hold():
     got = {r["what"]: r["error_%"] for r in validation.measured_rows()}
     for size in ("4 MiB", "16 MiB", "64 MiB", "256 MiB"):
         assert abs(got[f"2 x p5 (8x H100, EFAv2), AllReduce {size}"]) <= 10, size
+
+
+def test_proxy_transports_run_what_their_stack_leaves_nccl():
+    """EFA v1 (aws-ofi-nccl sets NCCL_PROTO=simple without 128-byte in-order delivery) and
+    TCPXO (GCP's A3 Mega environment: NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0) are priced with
+    Simple only and, on TCPXO, without NVLSTree; EFA of p5 keeps LL/LL128 and NVLSTree."""
+    mib = 2**20
+    p4de = preset("aws-p4d", 2)
+    a3 = validation.a3_mega(2)
+    p5 = preset("aws-p5", 2)
+    for c in (p4de, a3):
+        plans = coll.plans("allreduce", mib, c.world_size, c, c.world_size)
+        assert {p.protocol for p in plans} == {"Simple"}, c.fabric.transport
+    assert "nvlstree" not in {p.algorithm for p in coll.plans("allreduce", 64 * mib, 16, a3, 16)}
+    p5_plans = coll.plans("allreduce", mib, 16, p5, 16)
+    assert {"LL", "LL128", "Simple"} <= {p.protocol for p in p5_plans}
+    assert "nvlstree" in {p.algorithm for p in p5_plans}
+    # the message costs refitted on the train rows now that those run the tree Simple
+    got = {r["what"]: r for r in validation.measured_rows()}
+    for what in ("2 x p4de (8x A100, 4x 100 Gb/s EFA), AllReduce 8 B",
+                 "2 x a3-megagpu-8g (8x H100, TCPXO), AllReduce 16 B"):
+        assert got[what]["train"] and got[what]["plan"] == "tree/Simple"
+        assert abs(got[what]["error_%"]) <= 0.5, got[what]
+
+
+def test_suspected_outlier_follows_the_rule_and_still_counts():
+    """OUTLIER_FACTOR: only nccl-tests#309's 4-node 1 MiB row is below half of both its
+    2- and 8-node neighbours at the same size; it is marked, never trained on, and counted
+    in the summary (leaving it out changes the 1-256 MiB class by exactly that row)."""
+    rows = validation.measured_rows()
+    series = {}
+    for r in rows:
+        if "(nccl-tests#309 tables)" in r["what"]:
+            series[(r["nodes"], r["nbytes"])] = r
+    flagged = []
+    for (nodes, nbytes), r in series.items():
+        lower, upper = series.get((nodes // 2, nbytes)), series.get((nodes * 2, nbytes))
+        if lower and upper and min(lower["measured_GBps"], upper["measured_GBps"]) > \
+                validation.OUTLIER_FACTOR * r["measured_GBps"]:
+            flagged.append(r["what"])
+    assert flagged == [r["what"] for r in rows if r["suspect"]] and len(flagged) == 1
+    assert not any(r["train"] for r in rows if r["suspect"])
+    every = {c["class"]: c["rows"] for c in validation.class_summary(rows, held_out=True)}
+    clean = {c["class"]: c["rows"] for c in
+             validation.class_summary(rows, held_out=True, without_suspects=True)}
+    assert every["1-256 MiB"] == clean["1-256 MiB"] + 1
+    assert every["< 1 MiB"] == clean["< 1 MiB"]
