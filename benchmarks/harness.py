@@ -4,6 +4,7 @@
     python benchmarks/harness.py optimizers rows --gpus 2 --out results/run1 [--quick]
     python benchmarks/harness.py all --gpus 1 --out DIR --dry-run     # the commands, nothing run
     python benchmarks/harness.py optimizers --gpus 2 --out DIR --wheels .whl   # offline install
+    python benchmarks/harness.py replay-training --gpus 2 --out DIR   # a recorded call again
 
 Run from the repository root on any machine with NVIDIA GPUs and the `gpu` extra installed
 (`pip install -e '.[gpu]'`), or with `--wheels DIR`, a folder of wheels (the workbench's and its
@@ -12,6 +13,11 @@ goes to DIR/NAME.log (stdout and stderr), compile-and-measure writes its CSV/JSO
 DIR/manifest.json records the commit, the versions, every command with its environment, exit
 code and wall time. A run that fails or times out is recorded and the rest go on; the exit
 code is 1 when any failed.
+
+Two kinds of suite: the benchmarks (`all` runs them), and replays (a suite with `record`, the
+records/ folder whose device call it re-runs: named, never part of `all`). A training run
+(`train = CONFIG`, `variants = [...]`) expands into one torchrun of examples/train_gpt.py per
+variant, from the `[train]` tables of suites.toml (the configurations and variants as data).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class Run:
     env: tuple[tuple[str, str], ...] = ()
     timeout_s: int = 600
     min_gpus: int = 1
+    max_gpus: int = 1024
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class Suite:
     name: str
     about: str
     runs: tuple[dict, ...] = field(default_factory=tuple)
+    record: str = ""  # the records/ folder of the device call this suite replays ("": none)
 
 
 class SuiteError(ValueError):
@@ -80,7 +88,12 @@ _RUN_FIELDS = {
     "timeout_s": ("a whole number of seconds from 1 to 86400",
                   lambda v: type(v) is int and 1 <= v <= 86_400),
     "min_gpus": ("a whole number from 1 to 1024", lambda v: type(v) is int and 1 <= v <= 1024),
+    "max_gpus": ("a whole number from 1 to 1024", lambda v: type(v) is int and 1 <= v <= 1024),
+    "train": ("the name of a [train.configs.NAME] table", lambda v: isinstance(v, str)),
+    "variants": ("a non-empty list of [train.variants.NAME] names",
+                 lambda v: _strings(v) and len(v) > 0),
 }
+_KINDS = ("programs", "command", "train")  # a run is exactly one of these
 _PLACEHOLDERS = {"gpus", "out", "python"}  # what a command's strings may name in {...}
 SUITES_MAX_BYTES = 1 << 20  # a suites file is a page of text; a larger one is not one
 
@@ -124,9 +137,13 @@ def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:
                 raise SuiteError(f"{where} must have a name of its own (it names the run's "
                                  "log); fix the suite file")
             names.add(run["name"])
-            if ("programs" in run) == ("command" in run):
-                raise SuiteError(f"{where} must have exactly one of `programs` or `command`; "
-                                 "fix the suite file")
+            if sum(kind in run for kind in _KINDS) != 1:
+                raise SuiteError(f"{where} must have exactly one of `programs`, `command` or "
+                                 "`train`; fix the suite file")
+            if ("train" in run) != ("variants" in run):
+                raise SuiteError(f"{where} must have `variants` with `train` and only with it;"
+                                 " fix the suite file")
+            _check_training(run, data.get("train", {}), where)
             for arg in run.get("command", []):
                 try:
                     arg.format(**{k: "" for k in _PLACEHOLDERS})
@@ -134,8 +151,56 @@ def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:
                     raise SuiteError(f"{where}: command may fill in only "
                                      f"{{{'}, {'.join(sorted(_PLACEHOLDERS))}}}, got {arg!r:.60}"
                                      "; double a brace to keep it ({{ }})") from None
-        suites[name] = Suite(name, str(body.get("about", "")), tuple(runs))
+        suites[name] = Suite(name, str(body.get("about", "")), tuple(runs),
+                             str(body.get("record", "")))
+    TRAINING.clear()
+    TRAINING.update(data.get("train", {}))
     return suites
+
+
+TRAINING: dict = {}  # suites.toml's [train] tables, as load_suites last read them
+
+
+def _check_training(run: dict, train, where: str) -> None:
+    """A SuiteError unless a training run's configuration and variants are in [train]."""
+    if "train" not in run:
+        return
+    configs = train.get("configs", {}) if isinstance(train, dict) else {}
+    variants = train.get("variants", {}) if isinstance(train, dict) else {}
+    if run["train"] not in configs:
+        raise SuiteError(f"{where}: train must be one of {', '.join(configs) or 'no configs'}, "
+                         f"got {run['train']!r:.60}; add [train.configs.{run['train']:.60}]")
+    unknown = [v for v in run["variants"] if v not in variants]
+    if unknown:
+        raise SuiteError(f"{where}: variants must name [train.variants.NAME] tables, got "
+                         f"{', '.join(unknown):.100}; add them or fix the names")
+
+
+def training_runs(suite: str, r: dict, gpus: int) -> list[Run]:
+    """A training run's torchruns, one per variant (in the order given), then the loss
+    check of every variant against torch's own noise (check_losses.sh): CONFIG's model and
+    steps, the variant's arguments (the workbench's common ones first where it says
+    `workbench = true`), a variant that only P = 1 has (`max_gpus = 1`) left out at larger
+    P. The compile scope `split` compiles three pieces first: `split_timeout_s`."""
+    cfg_name = r["train"]
+    cfg, variants = TRAINING["configs"][cfg_name], TRAINING["variants"]
+    common = [*cfg["model"], "--steps", str(cfg["steps"]), "--warmup-steps",
+              str(cfg["warmup_steps"])]
+    runs = []
+    for name in r["variants"]:
+        v = variants[name]
+        if gpus > v.get("max_gpus", 1024):
+            continue
+        args = [*(TRAINING["workbench_args"] if v.get("workbench") else []), *v["args"]]
+        if "split_blocks" in v:  # the graph cut every N blocks: N blocks' parameter bytes
+            args += ["--split-mb", str(v["split_blocks"] * cfg["block_mb"])]
+        timeout = cfg["split_timeout_s" if v.get("split") else "timeout_s"]
+        argv = ("torchrun", f"--nproc_per_node={gpus}", "examples/train_gpt.py", *args,
+                *common, "--out", f"{{out}}/{gpus}_{cfg_name}_{name}.json")
+        runs.append(Run(suite, f"{r['name']}-{name}", argv, (), timeout))
+    runs.append(Run(suite, f"{r['name']}-losses", ("bash", "benchmarks/gpu/check_losses.sh",
+                                                    "{out}", str(gpus), cfg_name), (), 120))
+    return runs
 
 
 def plan_runs(suites: dict[str, Suite], names: list[str], gpus: int, out: Path,
@@ -145,11 +210,17 @@ def plan_runs(suites: dict[str, Suite], names: list[str], gpus: int, out: Path,
     if unknown:
         raise SuiteError(f"suite must be one of {', '.join(suites)} or all, got "
                          f"{', '.join(unknown)}; see --list")
-    chosen = list(suites) if "all" in names else names
+    benchmarks = [n for n, s in suites.items() if not s.record]  # `all`: no replays
+    chosen = [n for n in dict.fromkeys(
+        n for name in names for n in (benchmarks if name == "all" else [name]))]
     fill = {"gpus": str(gpus), "out": str(out), "python": sys.executable}
     runs = []
     for suite in chosen:
         for r in suites[suite].runs:
+            if "train" in r:
+                runs += [Run(t.suite, t.name, tuple(a.format(**fill) for a in t.argv), t.env,
+                             t.timeout_s) for t in training_runs(suite, r, gpus)]
+                continue
             if "command" in r:
                 argv = tuple(a.format(**fill) for a in r["command"])
             else:
@@ -160,8 +231,8 @@ def plan_runs(suites: dict[str, Suite], names: list[str], gpus: int, out: Path,
                         *(a for s in sizes for a in ("--set", s)),
                         *(a.format(**fill) for a in r.get("args", [])))
             env = tuple(sorted((k, str(v).format(**fill)) for k, v in r.get("env", {}).items()))
-            runs.append(Run(suite, r["name"], argv, env,
-                            int(r.get("timeout_s", 600)), int(r.get("min_gpus", 1))))
+            runs.append(Run(suite, r["name"], argv, env, int(r.get("timeout_s", 600)),
+                            int(r.get("min_gpus", 1)), int(r.get("max_gpus", 1024))))
     return runs
 
 
@@ -221,8 +292,10 @@ def execute(runs: list[Run], gpus: int, out: Path) -> list[dict]:
     for run in runs:
         record = {"suite": run.suite, "name": run.name, "command": shlex.join(run.argv),
                   "env": dict(run.env)}
-        if gpus < run.min_gpus:
-            record.update(status=f"skipped: needs {run.min_gpus} GPUs, got {gpus}")
+        if not run.min_gpus <= gpus <= run.max_gpus:
+            need = (f"{run.min_gpus}" if run.max_gpus >= 1024 else
+                    f"{run.min_gpus} to {run.max_gpus}")
+            record.update(status=f"skipped: needs {need} GPUs, got {gpus}")
             records.append(record)
             print(f"[{run.suite}/{run.name}] {record['status']}", flush=True)
             continue
@@ -271,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         suites = load_suites(SUITES_FILE)
         if args.list or not args.suites:
             for s in suites.values():
-                print(f"{s.name:16} {s.about}")
+                print(f"{s.name:16} {s.about}" + (f" (replays {s.record})" if s.record else ""))
             return 0
         if args.gpus < 1:
             raise SuiteError(f"--gpus must be at least 1, got {args.gpus}")

@@ -132,7 +132,7 @@ def compare(path: Path, m: dict, model: str, mode: str, key, note: str, pred: di
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--measured", action="append", required=True,
-                    help="FOLDER:ACCUMULATE, a results folder of run_training.sh "
+                    help="FOLDER:ACCUMULATE, a results folder of `harness.py replay-training` "
                     "(<P>_<model>_<variant>.json) and how its wbtorch moved gradients")
     ap.add_argument("--hardware", default="h100x8")
     ap.add_argument("--out", required=True)

@@ -138,7 +138,7 @@ def rows_form(plan: RowPlan, min_blocks: int = ROWS_MIN_BLOCKS) -> RowPlan:
 
 def row_min_blocks(opts: CodegenOptions, collective: bool) -> int:
     """__launch_bounds__'s minimum blocks per SM of a row kernel: the options' row_min_blocks
-    (ROW_MIN_BLOCKS by default; 1-4 is a tuning experiment, benchmarks/gpu/run_rmsnorm.sh times
+    (ROW_MIN_BLOCKS by default; 1-4 is a tuning experiment, `harness.py replay-rmsnorm` times
     them side by side through WB_ROW_MIN_BLOCKS). The kernel's name mangles it, so the compile
     cache keeps the variants apart. A fused collective never goes below COLLECTIVE_MIN_BLOCKS."""
     value = opts.row_min_blocks

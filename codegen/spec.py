@@ -214,7 +214,7 @@ class RowPlan:
     # reduces or writes (design note 44).
     min_blocks: int = 1
     # Each block asks L2 for its next row's inputs while it computes this one (prefetch; a
-    # variant timed by run_rmsnorm.sh, codegen.lower_rows.row_prefetch).
+    # variant timed by `harness.py replay-rmsnorm`, codegen.lower_rows.row_prefetch).
     prefetch: bool = False
     # Row groups (wb::RowGroup): a block takes several rows at once, each by as few threads
     # as hold it in the row cache (codegen.lower_rows.ROW_GROUPS); off: the whole block.

@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     missing = [p for p in (args.ref, args.run, *args.noise) if not Path(p).is_file()]
     if missing:
         print(f"error: loss file {missing[0]} must exist (a JSON of train_gpt.py --out), "
-              f"got no such file; run that variant first (benchmarks/gpu/run_training.sh "
+              f"got no such file; run that variant first (`harness.py replay-training` "
               f"names each run's file)", file=sys.stderr)
         return 2
     ref, run = (json.load(open(p)) for p in (args.ref, args.run))

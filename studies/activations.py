@@ -1,6 +1,6 @@
 """The activation functions (tanh, erf, sigmoid; GeLU in both torch forms, SiLU) in one
 generated elementwise kernel, f32 and f16: checked against the reference interpreter on one
-GPU by benchmarks/gpu/run_activations.sh."""
+GPU by `harness.py replay-activations`."""
 
 from workbench import (
     Compute,

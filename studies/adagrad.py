@@ -6,7 +6,7 @@ initial_accumulator_value = 0): AllReduce the gradient, then
 
 The sum is state each rank may keep only its slice of (`may_stay_sliced`), as the optimizer
 studies keep Adam's moments. Written from the README alone, as a new user would (issue 15's
-done-when); checked on one GPU by benchmarks/gpu/run_kernel_ops.sh.
+done-when); checked on one GPU by `harness.py replay-kernel-ops`.
 
     workbench check studies/adagrad.py
     workbench simulate studies/adagrad.py --hardware h200x4 --set N=2**26

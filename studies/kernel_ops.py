@@ -1,5 +1,5 @@
 """Issue 15's new kernels and library calls, one GPU each (P = 1), for
-benchmarks/gpu/run_kernel_ops.sh: a benchmark program file for compile-and-measure, not a study.
+`harness.py replay-kernel-ops`: a benchmark program file for compile-and-measure, not a study.
 
     workbench compile-and-measure studies/kernel_ops.py:<name> --gpus 1 --no-baselines
 
@@ -52,7 +52,7 @@ T, H, F = Size("T", multiple_of=P), Size("H", multiple_of=P), Size("F", multiple
 N = Size("N", multiple_of=P)
 # No file-wide `sizes`: its programs have different sizes (T, H, F or N), and a file's `sizes`
 # must name sizes of the program loaded (`workbench check` refuses it otherwise). Every size is
-# given by --set (benchmarks/gpu/run_kernel_ops.sh).
+# given by --set (`harness.py replay-kernel-ops`).
 
 
 def where_sizes():

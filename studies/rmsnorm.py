@@ -1,5 +1,5 @@
 """Row kernels on one GPU (P = 1), checked against the reference interpreter and timed by
-benchmarks/gpu/run_rmsnorm.sh: the axis reductions (sum, max, min, mean, norm over the last
+`harness.py replay-rmsnorm`: the axis reductions (sum, max, min, mean, norm over the last
 axis), RMSNorm, LayerNorm and softmax (each as written, and fused into one row kernel), and
 residual + RMSNorm (h = x + r; out = rms_norm(h, g)) fused into one kernel returning both, the
 kernel timed against a torch.compile'd residual + RMSNorm (benchmarks/gpu/rmsnorm_vs_torch.py).

@@ -1,11 +1,11 @@
 """Data-parallel SGD with momentum (torch.optim.SGD(momentum=mu, dampening=0)): AllReduce the
 gradient, b <- mu * b + g, w <- w - lr * b. The momentum buffer is state a schedule may keep
-sliced. Timed against torch's fused SGD and a compiled step by benchmarks/gpu/run_optimizer_steps.sh
+sliced. Timed against torch's fused SGD and a compiled step by `harness.py replay-optimizer-steps`
 (no study has SGD with momentum; the program lives with the benchmark).
 
 `sgd_momentum.py:sgd_momentum_wd` adds weight decay as torch.optim.SGD(momentum=mu,
 weight_decay=wd) applies it: d = g + wd * w (to the reduced gradient), b <- mu * b + d,
-w <- w - lr * b; checked on one GPU by benchmarks/gpu/run_kernel_ops.sh (issue 15)."""
+w <- w - lr * b; checked on one GPU by `harness.py replay-kernel-ops` (issue 15)."""
 
 from studies.optimizer_schedules import optimizer_schedules
 from workbench import (

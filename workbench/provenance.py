@@ -18,7 +18,7 @@ def git_commit() -> str:
     """The commit of the checkout this code runs from, `-dirty` appended when files tracked by
     git differ from it; "unknown" outside a git checkout (an installed wheel) or without git.
     WB_SOURCE_COMMIT, where set, names it instead: a tree copied to another machine without its
-    history (the device runs of benchmarks/gpu/run_multi_gpu.sh carry the commit they were sent
+    history (the device runs of `harness.py replay-multi-call*` carry the commit they were sent
     from; the copy's own .git there was the session's first and named a stale commit)."""
     sent = os.environ.get("WB_SOURCE_COMMIT", "").strip()
     if sent:

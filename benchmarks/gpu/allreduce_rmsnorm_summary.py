@@ -1,4 +1,4 @@
-"""Summary of run_allreduce_rmsnorm.sh's timing CSVs (compile-and-measure tables): one row per
+"""Summary of the allreduce-rmsnorm timing CSVs (compile-and-measure tables): one row per
 (dtype, sizes, P) with every schedule's median eager and CUDA-graphed, the fastest baseline and
 the fastest generated schedule's ratio to it (both sides' fastest, graphed or not).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The loss checks of run_training.sh's runs (issue 28 item 3, design notes 64 and 100), on the
+# The loss checks of `harness.py replay-training`'s runs (issue 28 item 3, design notes 64 and 100), on the
 # device after the runs or here on a stored results folder (no GPU, no torch):
 #   usage: bash benchmarks/gpu/check_losses.sh RES P CONFIG
 # Writes RES/compare_{P}_{CONFIG}.txt (fp32 runs against ref) and compare_{P}_{CONFIG}_bf16.txt
@@ -17,7 +17,7 @@ CFG=${3:?usage: check_losses.sh RES P CONFIG}
 TORCH_NOISE="noise nosplit plain plain-b plain-s plain-cg ref-cg"
 BF16_RUNS="wb-bf16p wb-bf16p-a amp"  # judged against bf16p, with bf16p-n as its noise
 [ -d "$RES" ] || { echo "check_losses.sh: results folder $RES does not exist; pass the folder" \
-  "run_training.sh wrote (its {P}_{CONFIG}_{variant}.json)"; exit 2; }
+  "the replay-training suite wrote (its {P}_{CONFIG}_{variant}.json)"; exit 2; }
 failed=0
 judge() {  # judge OUT REF RUN NOISE...: one compare_losses.py verdict appended to OUT
   local out=$1 ref=$2 run=$3
@@ -28,7 +28,7 @@ judge() {  # judge OUT REF RUN NOISE...: one compare_losses.py verdict appended 
 }
 out="$RES/compare_${P}_${CFG}.txt" ref="$RES/${P}_${CFG}_ref.json"
 : > "$out"
-# every other run of the folder is an fp32 run under test: a variant added to run_training.sh
+# every other run of the folder is an fp32 run under test: a variant added to `harness.py replay-training`
 # is judged without being listed here
 for run in "$RES/${P}_${CFG}"_*.json; do
   name=${run##*/${P}_${CFG}_} name=${name%.json} noise=()

@@ -9,7 +9,7 @@ REPO=$(pwd)
 t0=$(date +%s)
 stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
 install_wheels() {
-  # Once per machine: lanes that run side by side (run_multi_gpu.sh) must not install into
+  # Once per machine: lanes that run side by side (`harness.py replay-multi-call*`) must not install into
   # /tmp/site at the same time.
   if [ "${WB_WHEELS_DONE:-}" = 1 ]; then export PYTHONPATH=/tmp/site:$REPO; return 0; fi
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \

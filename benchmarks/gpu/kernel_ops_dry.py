@@ -1,4 +1,4 @@
-"""The CPU-only part of benchmarks/gpu/run_kernel_ops.sh (`run_kernel_ops.sh dry`): given the
+"""The CPU-only part of `harness.py replay-kernel-ops`: given the
 arguments
 of one compile-and-measure command of the GPU run, do everything that command does before it
 needs a GPU, so that a command that would fail on the GPU fails here first:

@@ -1,4 +1,4 @@
-"""Markdown summary of benchmarks/gpu/run_kernel_ops.sh's results: every workbench row (program,
+"""Markdown summary of `harness.py replay-kernel-ops`'s results: every workbench row (program,
 sizes, schedule, time, check) of the compile-and-measure CSVs in RES, and the torch baselines
 of the MatMul + bias + GeLU epilogue beside the workbench's unfused and fused rows.
 
@@ -14,7 +14,7 @@ import pandas as pd
 
 
 def main(res: Path) -> None:
-    print("# Issue 15 on one GPU (benchmarks/gpu/run_kernel_ops.sh)\n")
+    print("# Issue 15 on one GPU (`harness.py replay-kernel-ops`)\n")
     for stem in ("kernel-ops-checks-thf", "kernel-ops-checks-n", "kernel-ops-mlp",
                  "kernel-ops-epilogue-megatron"):
         path = res / f"{stem}.csv"

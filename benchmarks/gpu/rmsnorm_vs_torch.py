@@ -1,5 +1,5 @@
 """The fused residual + RMSNorm row kernel against a torch.compile'd residual + RMSNorm on the
-same GPU (benchmarks/gpu/run_rmsnorm.sh runs it after compile-and-measure has timed the
+same GPU (`harness.py replay-rmsnorm` runs it after compile-and-measure has timed the
 workbench's kernel).
 
 For each size and dtype of the workbench's timing CSV (studies/rmsnorm.py, schedule
@@ -12,7 +12,7 @@ over the median time, against the GPU's HBM datasheet peak.
     python3 benchmarks/gpu/rmsnorm_vs_torch.py --workbench RES/rmsnorm-time.csv --out RES
     python3 benchmarks/gpu/rmsnorm_vs_torch.py --workbench b1=RES/t-b1.csv b2=RES/t-b2.csv ...
 
-A `LABEL=PATH` names the kernel variant of that CSV (run_rmsnorm.sh: the row kernels' minimum
+A `LABEL=PATH` names the kernel variant of that CSV (replay-rmsnorm: the row kernels' minimum
 blocks per SM, WB_ROW_MIN_BLOCKS); torch is timed once per size and dtype, every variant is
 set beside it, and a second table names the fastest variant of each size.
     python3 benchmarks/gpu/rmsnorm_vs_torch.py --self-test     # CPU only: parsing and tables

@@ -1,4 +1,4 @@
-"""The graph of `run_rows_bandwidth.sh occupancy` (design note 86): CUDA-graphed medians of the
+"""The graph of `harness.py replay-rows-bandwidth` (design note 86): CUDA-graphed medians of the
 row kernels with the row cache in registers (`regs`) and in shared memory (`shared4`,
 `shared3`), read from the driver's printed lines (big-f16.txt, small.txt, big-bf16.txt of a
 results folder), beside torch.compile's epilogue at T = 8192, and the speed-up over `regs`

@@ -22,8 +22,9 @@ spec.loader.exec_module(harness)
 SUITES = harness.load_suites()
 
 
-def _runs(quick: bool):
-    return harness.plan_runs(SUITES, ["all"], 2, ROOT / "out", quick)
+def _runs(quick: bool, gpus: int = 2):
+    """Every run of every suite, the replays' too."""
+    return harness.plan_runs(SUITES, list(SUITES), gpus, ROOT / "out", quick)
 
 
 @pytest.mark.parametrize("quick", [False, True])
@@ -42,7 +43,7 @@ def test_every_command_names_a_file_that_exists():
     for run in _runs(False):
         if "compile-and-measure" in run.argv:
             continue
-        scripts = [a for a in run.argv if a.endswith(".py")]
+        scripts = [a for a in run.argv if a.endswith((".py", ".sh"))]
         # python's own -m (the interpreter's first option), not a pytest marker's
         modules = [run.argv[2]] if len(run.argv) > 2 and run.argv[1] == "-m" else []
         assert scripts or modules, run.name
@@ -53,7 +54,7 @@ def test_every_command_names_a_file_that_exists():
 def test_dry_run_prints_every_run(capsys):
     assert harness.main(["all", "--gpus", "1", "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == sum(len(s.runs) for s in SUITES.values())
+    assert len(lines) == sum(len(s.runs) for s in SUITES.values() if not s.record)
 
 
 def test_unknown_suite_and_bad_gpu_count_exit_2(capsys):
@@ -144,3 +145,53 @@ def test_a_log_that_is_a_link_is_not_written_through(tmp_path):
     assert first["status"].startswith(f"not run: the output {tmp_path / 'linked.log'} must be "
                                       "a regular file or not exist yet, got a symlink")
     assert second["status"] == "ok" and target.read_text() == "keep"
+
+
+def test_every_session_script_is_a_suite_now():
+    """Issue 38 item 3: the recorded device calls are suites, no run_*.sh script remains, and
+    every replay names a record that exists; `all` runs the benchmarks, never the replays."""
+    assert not sorted(ROOT.glob("benchmarks/**/run_*.sh"))
+    replays = [s for s in SUITES.values() if s.record]
+    assert len(replays) >= 26
+    for suite in replays:
+        assert (ROOT / suite.record).exists(), suite.name
+    in_all = {r.suite for r in harness.plan_runs(SUITES, ["all"], 2, ROOT / "out", False)}
+    assert in_all and not in_all & {s.name for s in replays}
+
+
+def test_a_training_run_is_one_torchrun_a_variant_then_the_loss_check():
+    suite = harness.Suite("t", "", ({"name": "tr", "train": "806m",
+                                     "variants": ["ref", "plain", "wb-ovlsgp4"]},), "records")
+    at2 = harness.plan_runs({"t": suite}, ["t"], 2, ROOT / "out", False)
+    # plain is a one-GPU variant: left out at P = 2
+    assert [r.name for r in at2] == ["tr-ref", "tr-wb-ovlsgp4", "tr-losses"]
+    ref, cut, losses = (r.argv for r in at2)
+    assert ref[:5] == ("torchrun", "--nproc_per_node=2", "examples/train_gpt.py", "--optimizer",
+                       "torch")
+    assert ref[-2:] == ("--out", str(ROOT / "out" / "2_806m_ref.json"))
+    # the workbench's common arguments first; the graph cut every 4 blocks of 192 MB
+    assert cut[3:9] == ("--optimizer", "workbench", "--zero", "--schedule", "fuse-rs-c-ag",
+                        "--overlap")
+    assert cut[cut.index("--split-mb") + 1] == "768"
+    assert at2[1].timeout_s > at2[0].timeout_s  # the split scope compiles its pieces first
+    assert losses == ("bash", "benchmarks/gpu/check_losses.sh", str(ROOT / "out"), "2", "806m")
+    at1 = harness.plan_runs({"t": suite}, ["t"], 1, ROOT / "out", False)
+    assert [r.name for r in at1] == ["tr-ref", "tr-plain", "tr-wb-ovlsgp4", "tr-losses"]
+
+
+@pytest.mark.parametrize("run, message", [
+    ("train = 'big'\nvariants = ['ref']", "train must be one of 101m, 806m, got 'big'"),
+    ("train = '806m'\nvariants = ['ref', 'fast']", "variants must name [train.variants.NAME] "
+     "tables, got fast"),
+    ("train = '806m'", "must have `variants` with `train` and only with it"),
+    ("programs = ['p.py']\ntrain = '806m'\nvariants = ['ref']",
+     "must have exactly one of `programs`, `command` or `train`"),
+])
+def test_a_malformed_training_run_exits_2(tmp_path, monkeypatch, capsys, run, message):
+    train = (ROOT / "benchmarks/suites.toml").read_text().split("\n[train]\n", 1)[1]
+    train = train.split("\n# ----", 1)[0]
+    path = tmp_path / "suites.toml"
+    path.write_text(f"[[suites.a.runs]]\nname = 'x'\n{run}\n\n[train]\n{train}")
+    monkeypatch.setattr(harness, "SUITES_FILE", path)
+    assert harness.main(["a", "--dry-run"]) == 2
+    assert message in capsys.readouterr().err

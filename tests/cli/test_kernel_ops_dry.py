@@ -1,12 +1,13 @@
-"""benchmarks/gpu/kernel_ops_dry.py (`run_kernel_ops.sh dry`): one compile-and-measure command's
-arguments
-checked on the CPU as the GPU run would check them. GPU run 23's part 1 named programs of
-different sizes in one command and stopped at once; the dry run must fail on that too."""
+"""benchmarks/gpu/kernel_ops_dry.py (the kernel-ops replay's CPU half): one compile-and-measure
+command's arguments checked on the CPU as the GPU run would check them. GPU run 23's part 1
+named programs of different sizes in one command and stopped at once; the dry run must fail
+on that too."""
 
 from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,31 +58,19 @@ def test_the_dry_run_checks_lowers_compiles_and_runs_the_reference(capsys, tmp_p
     assert all(": ok;" in line and "reference finite" in line for line in lines)
 
 
-def _measure_commands(script: Path) -> list[list[str]]:
-    """The arguments of each `measure NAME LIMIT ARGS...` call of a run_*.sh script, with
-    $OPS expanded and `$(...)` dropped (what the dry run and the GPU run both receive)."""
-    import re
-    import shlex
-
-    text = script.read_text().replace("\\\n", " ")
-    ops = re.search(r"^OPS=(\S+)$", text, re.M).group(1)
-    out = []
-    for line in text.splitlines():
-        if line.strip().startswith("measure ") and "()" not in line:
-            line = re.sub(r"\$\([^)]*\)", "", line).replace("$OPS", ops)
-            out.append(shlex.split(line)[3:])
-    return out
-
-
-def test_every_command_of_run_kernel_ops_shares_its_sizes():
-    commands = _measure_commands(ROOT / "benchmarks/gpu/run_kernel_ops.sh")
-    assert len(commands) == 4  # part 1 in two size groups, part 2, part 3
+def test_every_command_of_the_kernel_ops_replay_shares_its_sizes():
+    """The replay of GPU runs 23/26 (benchmarks/suites.toml's replay-kernel-ops): each
+    compile-and-measure names programs of one set of sizes."""
+    spec = importlib.util.spec_from_file_location("harness_k", ROOT / "benchmarks/harness.py")
+    harness = importlib.util.module_from_spec(spec)
+    sys.modules["harness_k"] = harness  # dataclasses look their module up
+    spec.loader.exec_module(harness)
+    runs = [r for r in harness.load_suites()["replay-kernel-ops"].runs if "programs" in r]
+    assert len(runs) == 4  # part 1 in two size groups, part 2, part 3
     specs = []
-    for args in commands:
-        programs = [a for a in args if a.endswith(".py") or ".py:" in a]
-        sets = tuple(args[i + 1] for i, a in enumerate(args) if a == "--set")
-        assert job_sizes(programs, sets)  # raises as compile-and-measure would
-        specs += programs
+    for run in runs:
+        assert job_sizes(run["programs"], tuple(run["sizes"]))  # raises as the GPU run would
+        specs += run["programs"]
     for wanted in ("studies/adagrad.py", "studies/sgd_momentum.py:sgd_momentum_wd",
                    "studies/parameter_server.py", "studies/kernel_ops.py:mlp"):
         assert wanted in specs

@@ -52,7 +52,7 @@ def job_sizes(program_files, sets: tuple[str, ...], plans=()) -> list[dict[str, 
     """The size sets a compile-and-measure job runs (every combination of the --set values),
     after checking that every --set names a size of every program: a misspelt or foreign size
     fails here, before any GPU work. One job's programs must share their sizes; programs of
-    different sizes are measured by separate commands (benchmarks/gpu/run_kernel_ops.sh's groups).
+    different sizes are measured by separate commands (`harness.py replay-kernel-ops`'s groups).
     Also called by the CPU-only dry runs, so they validate what the GPU run will."""
     from codegen.compiled import read_compiled
 

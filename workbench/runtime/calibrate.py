@@ -53,7 +53,7 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: in
     if P > 1:
         if importlib.util.find_spec("pycuda") is None:
             raise RuntimeFault("pycuda must be installed for calibrate's fused-kernel benchmark, "
-                               "got none; install the pycuda wheel (see benchmarks/gpu/run_all.sh)")
+                               "got none; install the pycuda wheel (see `harness.py replay-all`)")
         results = run_job([str(ALLREDUCE_SPEC)], P, [{"N": n} for n in FUSED_N], "fused", 30, 5,
                           False, hang_s, echo)
         for r in results["records"]:
