@@ -64,6 +64,22 @@ SHAPE_MAX = {"d_model": 1 << 17, "layers": 1024, "heads": 1024, "vocab": 1 << 22
 TOKENS_MAX = 1 << 22  # batch x seq per GPU
 
 
+def check_work_limits(shape: GptShape) -> None:
+    """A TrainingShapeError when `shape` is past SHAPE_MAX or TOKENS_MAX: limits of the time
+    and memory a prediction takes, not of what can be priced (`simulate-step --force` goes
+    past them)."""
+    for name, most in SHAPE_MAX.items():
+        value = getattr(shape, name)
+        if value > most:
+            raise TrainingShapeError(f"{name} must be at most {most} (far past any trained "
+                                     f"model's), got {value}; e.g. --{name.replace('_', '-')} "
+                                     "8, or pass --force to run anyway")
+    if shape.batch * shape.seq > TOKENS_MAX:
+        raise TrainingShapeError(f"batch x seq must be at most {TOKENS_MAX} tokens per GPU, got "
+                                 f"{shape.batch} x {shape.seq} = {shape.batch * shape.seq}; "
+                                 "e.g. --batch 16 --seq 1024, or pass --force to run anyway")
+
+
 @dataclass(frozen=True, slots=True)
 class GptShape:
     """The example GPT's shape (examples/train_gpt.py's options): width, blocks, heads,
@@ -84,14 +100,6 @@ class GptShape:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise TrainingShapeError(f"{name} must be a positive integer, got {value!r}; "
                                          f"e.g. --{name.replace('_', '-')} 8")
-            if value > SHAPE_MAX[name]:
-                raise TrainingShapeError(f"{name} must be at most {SHAPE_MAX[name]} (far past "
-                                         f"any trained model's), got "
-                                         f"{value}; e.g. --{name.replace('_', '-')} 8")
-        if self.batch * self.seq > TOKENS_MAX:
-            raise TrainingShapeError(f"batch x seq must be at most {TOKENS_MAX} tokens per GPU, "
-                                     f"got {self.batch} x {self.seq} = {self.batch * self.seq}"
-                                     "; e.g. --batch 16 --seq 1024")
         if self.d_model % self.heads:
             raise TrainingShapeError(f"d_model must be a multiple of heads, got d_model "
                                      f"{self.d_model} and heads {self.heads}; pick heads that "

@@ -132,31 +132,35 @@ def _check_elements(program: ir.Program, bound, ranks: int, sizes: Mapping[str, 
                 f"--equivalence must hold at most {ELEMENTS_MAX} elements in the interpreter "
                 f"(every value on each of {ranks} virtual ranks), got more than that at "
                 f"{shown} ({v.name} alone: {numel} per rank); check small sizes: lower --set "
-                "or --ranks")
+                "or --ranks, or pass --force to run anyway")
 
 
 def check_equivalence(loaded, ranks: int, sizes: Mapping[str, int] | None = None,
                       each: Callable[[list], Iterable] = iter,
                       searching: Callable[[], AbstractContextManager] = nullcontext,
-                      generated: Callable[[list], list] | None = None) -> str:
+                      generated: Callable[[list], list] | None = None,
+                      force: bool = False) -> str:
     """`workbench check --equivalence`: every named schedule of a loaded program file and every
     autotuner candidate against the unscheduled program; the summary line, or a VerifyError
     listing each mismatch by statement. `each` walks the (name, program) pairs (the command's
     progress bar) and `searching` is entered while the autotuner searches (its spinner);
     `generated` keeps, of the search's candidates, the (name, program) pairs the GPU backend
     generates (the command's filter, which lowers: the others are never proposed, so they are
-    not run either)."""
+    not run either). `force`: past the work limits (RANKS_MAX ranks, ELEMENTS_MAX elements),
+    which only bound the time and memory the interpreter takes."""
     from workbench import autotune
     from workbench.errors import VerifyError, WorkbenchError
 
-    if not 1 <= ranks <= RANKS_MAX:
+    if ranks < 1 or (ranks > RANKS_MAX and not force):
         raise WorkbenchError(f"--ranks must be from 1 to {RANKS_MAX} (virtual ranks of the "
                              f"interpreter, each a copy of its values), got {ranks}; e.g. "
-                             "--ranks 4")
+                             "--ranks 4" + (", or pass --force to run anyway" if ranks > 1
+                                            else ""))
     program = loaded.program
     run_sizes = {**small_sizes(program, ranks), **dict(sizes or {}), "P": ranks}
     bound = bind_sizes(program, run_sizes)  # a --set that breaks a declared multiple fails here
-    _check_elements(program, bound, ranks, run_sizes)
+    if not force:
+        _check_elements(program, bound, ranks, run_sizes)
     items = [(name, s.apply()) for name, s in loaded.schedules.items()]
     with searching():
         found = autotune.search(program)

@@ -94,11 +94,12 @@ def write_atomic(path: str | Path, data: str | bytes, inside: str | Path | None 
     path = Path(path)
     check_target(path, inside)
     folder = path.parent if str(path.parent) else Path(".")
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name[:64]}.", suffix=".tmp")
-    except OSError as e:
-        raise OSError(e.errno, e.strerror, str(path)) from None
-    try:
+        try:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name[:64]}.", suffix=".tmp")
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(path)) from None
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
@@ -106,9 +107,10 @@ def write_atomic(path: str | Path, data: str | bytes, inside: str | Path | None 
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         check_target(path, inside)  # again just before the rename: the check is not a lock
         os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as e:  # Ctrl-C too: no temporary file is left behind
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         if isinstance(e, OSError) and e.filename != str(path):  # a full disk: say which file
             raise OSError(e.errno, e.strerror, str(path)) from None
         raise

@@ -37,8 +37,19 @@ def test_a_schedule_that_changes_the_meaning_is_named_with_its_statement(capsys)
 @pytest.mark.parametrize("ranks", ["0", "1000000"])
 def test_ranks_must_be_in_range(capsys, ranks):
     assert main(["check", str(ROOT / "studies/sgd.py"), "--equivalence", "--ranks", ranks]) == 2
+    err = capsys.readouterr().err
     assert f"error: --ranks must be from 1 to 1024 (virtual ranks of the interpreter, each a " \
-           f"copy of its values), got {ranks}; e.g. --ranks 4" in capsys.readouterr().err
+           f"copy of its values), got {ranks}; e.g. --ranks 4" in err
+    # past the limit (not below 1) --force is offered
+    assert ("or pass --force to run anyway" in err) == (ranks != "0")
+
+
+def test_force_runs_past_the_rank_limit_and_zero_ranks_stay_refused(capsys):
+    assert main(["check", str(ROOT / "studies/sgd.py"), "--equivalence", "--ranks", "1025",
+                 "--force"]) == 0
+    assert "on 1025 virtual ranks" in capsys.readouterr().out
+    assert main(["check", str(ROOT / "studies/sgd.py"), "--equivalence", "--ranks", "0",
+                 "--force"]) == 2
 
 
 @pytest.mark.parametrize("args", [["--set", "N=2**28"], ["--set", "N=2**26", "--ranks", "8"]])

@@ -54,11 +54,12 @@ def test_one_gpu_is_plain_torch_without_communication(capsys, tmp_path):
     (["--layers", "0"], "layers must be a positive integer, got 0"),
     # issue 40: ran for minutes, and priced steps of 10^18 ms
     (["--layers", "1000000"], "layers must be at most 1024 (far past any trained model's), "
-                              "got 1000000"),
+                              "got 1000000; e.g. --layers 8, or pass --force to run anyway"),
     (["--batch", str(2**62)], f"batch must be at most 65536 (far past any trained model's), "
                               f"got {2**62}"),
     (["--batch", "4096", "--seq", "4096"], "batch x seq must be at most 4194304 tokens per "
-                                           "GPU, got 4096 x 4096 = 16777216"),
+                                           "GPU, got 4096 x 4096 = 16777216; e.g. --batch 16 "
+                                           "--seq 1024, or pass --force to run anyway"),
     (["--gpus", "9"], "--gpus must be 1..8 (the GPUs of 1 node(s) of h100x8), got 9"),
     (["--bucket-mb", "0"], "--bucket-mb must be a number > 0, got 0.0"),
     (["--nodes", "0"], "--nodes must be a positive integer, got 0"),
@@ -116,3 +117,13 @@ def test_collective_grid_at_one_gpu_moves_the_step_in_backward(capsys, tmp_path)
     assert rows["48"][2]["step_ms"] != pytest.approx(rows["0"][2]["step_ms"])
     assert rows["132"] == rows["0"]
     assert all(r["exposed_comm_ms"] == 0 for r in rows["48"])
+
+
+def test_force_goes_past_the_work_limits_only(capsys):
+    """Issue 40 item 3: a limit that bounds only the prediction's time is passed with --force;
+    what cannot be priced (a width heads do not divide) is refused still."""
+    code, out, err = run(capsys, "--layers", "1025", "--d-model", "64", "--force")
+    assert code == 0, err
+    assert "1025 layers" in out or " 1025 " in out
+    code, out, err = run(capsys, "--d-model", "100", "--heads", "3", "--force")
+    assert code == 2 and "d_model must be a multiple of heads" in err

@@ -111,10 +111,13 @@ def show(program_file: str, schedule_name: str | None) -> None:
                    "--ranks virtual ranks; a mismatch is reported by statement (exit 2).")
 @click.option("--ranks", type=int, default=4, show_default=True,
               help="Virtual ranks (the group size P) of --equivalence.")
+@click.option("--force", is_flag=True,
+              help="--equivalence past its work limits (1024 ranks, 2^28 elements held in "
+              "the interpreter), which bound only its time and memory.")
 @click.option("--quiet", is_flag=True,
               help="No progress bar on stderr (there is none where stderr is no terminal).")
 def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
-          equivalence: bool, ranks: int, quiet: bool) -> None:
+          equivalence: bool, ranks: int, force: bool, quiet: bool) -> None:
     """Verify the program, every schedule it names, and its default sizes on the cluster;
     exit 0 when all are well formed."""
     from cost_model.hardware import load_hardware
@@ -157,7 +160,8 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
         def generated(found):
             return generated_candidates(found, ranks, None, "check --equivalence")
 
-        click.echo(check_equivalence(loaded, ranks, size_values, each, searching, generated))
+        click.echo(check_equivalence(loaded, ranks, size_values, each, searching, generated,
+                                     force=force))
 
 
 def _lowers(programs, sizes: dict) -> None:
@@ -298,9 +302,12 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"error: {e.strerror or e} ({e.filename or 'no file name'}); check the path "
                    "and its permissions", err=True)
         return 2
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return 1
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        # Ctrl-C (click turns it into Abort): the shell's convention, 128 + SIGINT. Every
+        # output is written whole or not at all (workbench.files), so nothing is left cut.
+        click.echo("error: interrupted; an output it had not yet reported was not written",
+                   err=True)
+        return 130
     return 0
 
 

@@ -243,6 +243,9 @@ def print_table(rows: list[dict]) -> None:
               help="A fused collective's grid in blocks at most (wbtorch's "
               "CodegenOptions.collective_grid; 0: the full grid): a capped kernel holds that "
               "many SMs and backward runs on the rest (design note 98).")
+@click.option("--force", is_flag=True,
+              help="Past the shape's work limits (1024 layers, 65536 sequences, 2^22 tokens "
+              "per GPU, ...), which bound only the prediction's time and memory.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
@@ -253,11 +256,13 @@ def simulate_step_command(d_model, layers, heads, vocab, seq, batch, dtype, hard
                           nodes_list, gpus, torch_mode, program_file, schedule, autotune,
                           bucket_mb,
                           accumulate, gemm_efficiency, cudagraphs, fused, collective_grid,
-                          csv_path, json_path, trace_path, quiet) -> None:
+                          force, csv_path, json_path, trace_path, quiet) -> None:
     """Predict a training step of the example GPT per phase, for torch (DDP + fused AdamW) and
     the workbench's optimizer (no GPU needed)."""
     check_output_files({"--csv": csv_path, "--json": json_path, "--trace": trace_path})
     shape = ct.GptShape(d_model, layers, heads, vocab, seq, batch, dtype)
+    if not force:
+        ct.check_work_limits(shape)
     if not (math.isfinite(bucket_mb) and bucket_mb > 0):
         raise WorkbenchError(f"--bucket-mb must be a number > 0, got {bucket_mb}; e.g. 25")
     bad = [n for n in nodes_list if n < 1]
