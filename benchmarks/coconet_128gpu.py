@@ -1,7 +1,8 @@
 """CoCoNet's 128-GPU data-parallel Adam (Jangda et al., Fig. 10; 8 DGX-2 nodes of 16 V100s over
 InfiniBand), simulated beside the speedups derived from CoCoNet's public raw data.
 
-    python benchmarks/coconet_128gpu.py [--out records/coconet-128gpu] [--quick]
+    python benchmarks/coconet_128gpu.py [--out DIR] [--quick]
+    python benchmarks/coconet_128gpu.py --out records/coconet-128gpu     # the record again
 
 For every size 2^10..2^30 it runs what
 
@@ -40,19 +41,20 @@ from workbench.cli.simulate import AR_OPT, predict, resolve_sizes
 from workbench.loader import load
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "records" / "coconet-128gpu"
+RECORD = ROOT / "records" / "coconet-128gpu"  # the cluster files it reads; --out to rewrite it
+OUT = Path("workbench-out/coconet-128gpu")  # default --out: the current folder, not the record
 HARDWARE, NODES = "dgx2-v100", 8
 # CoCoNet's baseline ran PyTorch's bundled NCCL 2.4 (design note 76): the same cluster
 # with nccl.release "2.4" prices it; CoCoNet's own kernels ran its NCCL 2.6.4 fork
 # (parasailteam/coconet nccl/build/lib/libnccl.so.2.6.4): nccl.release "2.6" (note 89)
-BASELINE = OUT / "baseline_pytorch16.json"
-KERNELS = OUT / "kernels_nccl264.json"
+BASELINE = RECORD / "baseline_pytorch16.json"
+KERNELS = RECORD / "kernels_nccl264.json"
 EXPONENTS = range(10, 31)
 TARGET = range(20, 31)  # the sizes the issue's target is stated over
 RING = "fuse-rs-c-ag-ring"
 
 
-def measured(path: Path = OUT / "coconet_measured.csv") -> pd.DataFrame:
+def measured(path: Path = RECORD / "coconet_measured.csv") -> pd.DataFrame:
     """CoCoNet's curve: elements, coconet_ms, fusedadam_ms, speedup (comment lines skipped)."""
     return pd.read_csv(path, comment="#")
 
@@ -120,7 +122,9 @@ def figure(df: pd.DataFrame, path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help=f"folder for predicted.csv and speedup.png (default ./{OUT}; "
+                         "records/coconet-128gpu rewrites the record)")
     ap.add_argument("--quick", action="store_true", help="only 2^20, 2^26 and 2^30")
     args = ap.parse_args()
     cluster = load_hardware(HARDWARE, NODES)

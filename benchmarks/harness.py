@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# a relative default: the folder the harness is run from, never the package's own folders
+DEFAULT_OUT = Path("workbench-out/harness")
 SUITES_FILE = ROOT / "benchmarks" / "suites.toml"
 
 
@@ -333,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suites", nargs="*", help="suite names, or `all`")
     ap.add_argument("--gpus", type=int, default=1, help="ranks, one per GPU (default 1)")
-    ap.add_argument("--out", type=Path, default=None, help="results folder (created)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                    help=f"results folder, created (default ./{DEFAULT_OUT}, in the current "
+                         "folder: never inside the package or records/)")
     ap.add_argument("--quick", action="store_true", help="each run's quick sizes")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     ap.add_argument("--list", action="store_true", help="list the suites and exit")
@@ -348,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.gpus < 1:
             raise SuiteError(f"--gpus must be at least 1, got {args.gpus}")
-        out = (args.out or Path("benchmark-results")).resolve()
+        out = args.out.resolve()
         runs = plan_runs(suites, args.suites, args.gpus, out, args.quick)
     except SuiteError as e:
         print(f"error: {e}", file=sys.stderr)

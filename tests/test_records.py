@@ -63,3 +63,53 @@ def test_compile_and_measure_writes_into_the_current_folder_by_default():
     help_text = CliRunner().invoke(cli, ["compile-and-measure", "--help"]).output
     assert "workbench-out/measured" in help_text
     assert "records/" not in help_text and "studies/" not in help_text.split("--out")[1][:200]
+
+
+def writing_options():
+    """(command, option) for every option of every workbench command that names where output
+    goes (an --out, --log, --trace or --report option), lazily loaded commands included."""
+    import click
+
+    from workbench.cli.main import cli
+
+    ctx = click.Context(cli)
+    found, todo = [], [((), cli)]
+    while todo:
+        path, cmd = todo.pop()
+        if isinstance(cmd, click.Group):
+            todo += [((*path, n), cmd.get_command(ctx, n)) for n in cmd.list_commands(ctx)]
+            continue
+        found += [(" ".join(path), opt) for opt in cmd.params if isinstance(opt, click.Option)
+                  and any(o.startswith(("--out", "--log", "--trace", "--report"))
+                          for o in opt.opts)]
+    return found
+
+
+def outside_the_package(default: str) -> bool:
+    """A relative path (the current folder) whose first part is neither a package nor records/."""
+    path = Path(default)
+    return not path.is_absolute() and path.parts[0] not in (*PACKAGES, "records")
+
+
+def test_no_command_writes_inside_the_package_by_default():
+    options = writing_options()
+    assert any(cmd == "compile-and-measure" for cmd, _ in options)  # the walk found commands
+    for cmd, opt in options:
+        if opt.required or opt.is_flag or not isinstance(opt.default, str | Path):
+            continue  # the user names it (no default), or a flag (--trace-all) names no path
+        assert outside_the_package(str(opt.default)), f"{cmd} {opt.opts[0]}: {opt.default}"
+        assert opt.show_default, f"{cmd} {opt.opts[0]} must state its default in --help"
+
+
+def test_the_harness_and_the_coconet_benchmark_write_into_the_current_folder():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import coconet_128gpu
+        import harness
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    for default in (harness.DEFAULT_OUT, coconet_128gpu.OUT):
+        assert outside_the_package(str(default)) and default.parts[0] == "workbench-out"
+    help_text = subprocess.run([sys.executable, "benchmarks/harness.py", "--help"], cwd=ROOT,
+                               capture_output=True, text=True).stdout
+    assert "default ./workbench-out/harness" in help_text
