@@ -31,11 +31,28 @@ def test_the_index_names_every_record_folder(tmp_path):
         {"meta": {"device": "GPU", "P": 2, "date": "2026-01-02T03:04", "commit": "abcdef123",
                   "command": "workbench compile-and-measure x.py"}, "records": []}))
     (tmp_path / "gpu" / "run1" / "bad.json").write_bytes(b"\xff not json")
-    (tmp_path / "sweep").mkdir()
-    rows = records_index.index_text(tmp_path).splitlines()
+    (tmp_path / "gpu" / "h200x4-run9").mkdir()
+    (tmp_path / "gpu" / "h200x4-run9" / "README.md").write_text("# Run 9 (2026-02-03): no JSON\n")
+    (tmp_path / "h200x8").mkdir()  # a top-level folder named after the preset it predicted on
+    rows = records_index.index_text(tmp_path, {"gpu/run1": ["replay-one", "replay-two"]})
+    rows = rows.splitlines()
+    assert rows[-3] == ("| [gpu/h200x4-run9](gpu/h200x4-run9/) | Run 9 (2026-02-03): no JSON | "
+                        "H200 x4 (name) | 2026-02-03 (README) | - | README |")
     assert rows[-2] == ("| [gpu/run1](gpu/run1/) | Run 1: a \\| pipe | GPU x2 | 2026-01-02 | "
-                        "abcdef1 | 1 |")
-    assert rows[-1] == "| [sweep](sweep/) | - | - | - | - | 0 |"
+                        "abcdef1 | `replay-one`, `replay-two` |")
+    assert rows[-1] == "| [h200x8](h200x8/) | - | - | - | - | README |"
+
+
+def test_every_replay_suite_is_in_the_index():
+    index = (ROOT / "records/README.md").read_text()
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import records_index
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    named = [s for suites in records_index.replays().values() for s in suites]
+    assert len(named) > 20
+    assert [s for s in named if f"`{s}`" not in index] == []
 
 
 def test_no_measured_results_inside_the_package():
