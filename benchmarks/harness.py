@@ -15,9 +15,10 @@ code and wall time. A run that fails or times out is recorded and the rest go on
 code is 1 when any failed.
 
 Two kinds of suite: the benchmarks (`all` runs them), and replays (a suite with `record`, the
-records/ folder whose device call it re-runs: named, never part of `all`). A training run
-(`train = CONFIG`, `variants = [...]`) expands into one torchrun of examples/train_gpt.py per
-variant, from the `[train]` tables of suites.toml (the configurations and variants as data).
+records/ folder, or list of folders, whose device calls it re-runs: named, never part of
+`all`). A training run (`train = CONFIG`, `variants = [...]`) expands into one torchrun of
+examples/train_gpt.py per variant, from the `[train]` tables of suites.toml (the
+configurations and variants as data).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ class Suite:
     name: str
     about: str
     runs: tuple[dict, ...] = field(default_factory=tuple)
-    record: str = ""  # the records/ folder of the device call this suite replays ("": none)
+    # the records/ folders of the device calls this suite replays (none: a benchmark)
+    records: tuple[str, ...] = ()
 
 
 class SuiteError(ValueError):
@@ -98,6 +100,17 @@ _RUN_FIELDS = {
 _KINDS = ("programs", "command", "train")  # a run is exactly one of these
 _PLACEHOLDERS = {"gpus", "out", "python"}  # what a command's strings may name in {...}
 SUITES_MAX_BYTES = 1 << 20  # a suites file is a page of text; a larger one is not one
+
+
+def _records(value, suite: str, path: Path) -> tuple[str, ...]:
+    """A suite's `record`: one records/ folder, or a list of them (a suite that re-runs the
+    device calls of several runs)."""
+    folders = [value] if isinstance(value, str) else value
+    if not isinstance(folders, list | tuple) or not all(
+            isinstance(f, str) and f.startswith("records/") for f in folders):
+        raise SuiteError(f"suite {suite} in {path}: `record` must be a records/ folder or a list"
+                         f" of them, got {value!r:.60}; fix the suite file")
+    return tuple(folders)
 
 
 def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:
@@ -154,7 +167,7 @@ def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:
                                      f"{{{'}, {'.join(sorted(_PLACEHOLDERS))}}}, got {arg!r:.60}"
                                      "; double a brace to keep it ({{ }})") from None
         suites[name] = Suite(name, str(body.get("about", "")), tuple(runs),
-                             str(body.get("record", "")))
+                             _records(body.get("record", ()), name, path))
     TRAINING.clear()
     TRAINING.update(data.get("train", {}))
     return suites
@@ -212,7 +225,7 @@ def plan_runs(suites: dict[str, Suite], names: list[str], gpus: int, out: Path,
     if unknown:
         raise SuiteError(f"suite must be one of {', '.join(suites)} or all, got "
                          f"{', '.join(unknown)}; see --list")
-    benchmarks = [n for n, s in suites.items() if not s.record]  # `all`: no replays
+    benchmarks = [n for n, s in suites.items() if not s.records]  # `all`: no replays
     chosen = [n for n in dict.fromkeys(
         n for name in names for n in (benchmarks if name == "all" else [name]))]
     fill = {"gpus": str(gpus), "out": str(out), "python": sys.executable}
@@ -348,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         suites = load_suites(SUITES_FILE)
         if args.list or not args.suites:
             for s in suites.values():
-                print(f"{s.name:16} {s.about}" + (f" (replays {s.record})" if s.record else ""))
+                replays = f" (replays {', '.join(s.records)})" if s.records else ""
+                print(f"{s.name:16} {s.about}{replays}")
             return 0
         if args.gpus < 1:
             raise SuiteError(f"--gpus must be at least 1, got {args.gpus}")

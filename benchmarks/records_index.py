@@ -98,8 +98,8 @@ def replays(suites_file: Path = harness.SUITES_FILE) -> dict[str, list[str]]:
     """The replay suites of each record folder (its path under records/), in file order."""
     out: dict[str, list[str]] = {}
     for suite in harness.load_suites(suites_file).values():
-        if suite.record:
-            out.setdefault(Path(suite.record).relative_to("records").as_posix(), []).append(
+        for folder in suite.records:
+            out.setdefault(Path(folder).relative_to("records").as_posix(), []).append(
                 suite.name)
     return out
 

@@ -130,3 +130,20 @@ def test_the_harness_and_the_coconet_benchmark_write_into_the_current_folder():
     help_text = subprocess.run([sys.executable, "benchmarks/harness.py", "--help"], cwd=ROOT,
                                capture_output=True, text=True).stdout
     assert "default ./workbench-out/harness" in help_text
+
+
+def test_every_replayed_record_readme_names_its_suites():
+    """A record's README says which harness suites re-run it (where the folder has a README;
+    the early runs without one are told in records/gpu/README.md)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import records_index
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    unnamed = []
+    for folder, suites in records_index.replays().items():
+        readme = ROOT / "records" / folder / "README.md"
+        text = readme.read_text() if readme.is_file() else (ROOT / "records/gpu/README.md"
+                                                             ).read_text()
+        unnamed += [f"{folder}: {s}" for s in suites if s not in text]
+    assert unnamed == []

@@ -54,7 +54,7 @@ def test_every_command_names_a_file_that_exists():
 def test_dry_run_prints_every_run(capsys):
     assert harness.main(["all", "--gpus", "1", "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == sum(len(s.runs) for s in SUITES.values() if not s.record)
+    assert len(lines) == sum(len(s.runs) for s in SUITES.values() if not s.records)
 
 
 def test_unknown_suite_and_bad_gpu_count_exit_2(capsys):
@@ -110,6 +110,10 @@ def test_a_run_that_times_out_leaves_nothing_running(tmp_path):
      "command may fill in only {{gpus}}, {{out}}, {{python}}, got '{{home}}/x'"),
     ("[[suites.a.runs]]\nname = 'x'\ncommand = ['a']\n[[suites.b.runs]]\nname = 'x'\n"
      "command = ['b']\n", "run b/x in {path} must have a name of its own"),
+    ("[suites.a]\nrecord = 3\n[[suites.a.runs]]\nname = 'x'\ncommand = ['a']\n",
+     "suite a in {path}: `record` must be a records/ folder or a list of them, got 3"),
+    ("[suites.a]\nrecord = ['records/gpu/x', 'studies']\n[[suites.a.runs]]\nname = 'x'\n"
+     "command = ['a']\n", "`record` must be a records/ folder or a list of them, got ['records"),
 ])
 def test_a_malformed_suites_file_exits_2_with_one_message(tmp_path, monkeypatch, capsys, text,
                                                           message):
@@ -151,10 +155,10 @@ def test_every_session_script_is_a_suite_now():
     """Issue 38 item 3: the recorded device calls are suites, no run_*.sh script remains, and
     every replay names a record that exists; `all` runs the benchmarks, never the replays."""
     assert not sorted(ROOT.glob("benchmarks/**/run_*.sh"))
-    replays = [s for s in SUITES.values() if s.record]
+    replays = [s for s in SUITES.values() if s.records]
     assert len(replays) >= 26
     for suite in replays:
-        assert (ROOT / suite.record).exists(), suite.name
+        assert all((ROOT / folder).is_dir() for folder in suite.records), suite.name
     in_all = {r.suite for r in harness.plan_runs(SUITES, ["all"], 2, ROOT / "out", False)}
     assert in_all and not in_all & {s.name for s in replays}
 
