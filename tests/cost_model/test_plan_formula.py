@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-import sympy
 from conftest import ROOT
 
 from codegen.lower import lower
