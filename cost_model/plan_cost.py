@@ -20,8 +20,8 @@ CoCoNet's ring-fused form (RingFusedStep: NCCL's ring on its kernel's bytes). Wh
 kind of step a region became (the fused-kind switch) is lowering's decision, read here from
 the step's class and its kernel's kind.
 
-Numbers only: the closed-form `--symbolic` stays the IR-level `program_cost` (a plan is lowered
-for a number of ranks).
+Numbers only: `--symbolic`'s closed form is a lower bound read from the same plan
+(`cost_model.plan_formula`).
 """
 
 from __future__ import annotations
