@@ -8,8 +8,9 @@ part, the computation's HBM traffic on the 1/P slice, overlapped inside one kern
 program's time.
 
 `CostContext.symbolic` selects sympy expressions in the program's size symbols (no command
-asks for them since `--symbolic` reads the plan: cost_model.plan_formula) or plain floats (fast; what the simulator uses). The topology (which links a
-group spans) always comes from the bound sizes.
+asks for them since `--symbolic` reads the plan: cost_model.plan_formula) or plain floats
+(fast; what the simulator uses). The topology (which links a group spans) always comes from
+the bound sizes.
 """
 
 from cost_model.ops.alltoall import alltoall_cost, alltoall_fixed_s, alltoall_time
