@@ -252,8 +252,13 @@ def nccl_plan(pc: PlanContext, step: cp.NcclStep, chunks: int = 1) -> coll.Plan:
 
 
 def copies(step: cp.NcclStep) -> bool:
-    """Whether NCCL over one rank copies the buffer (out of place), as `single_rank_copy`."""
-    return (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset)
+    """Whether NCCL over one rank copies the buffer (out of place), as `single_rank_copy`:
+    offsets compared on that rank, rank 0 (an AllGather of an update's slice, from offset
+    `N * rank` of the buffer it gathers into, runs in place)."""
+    def where(loc):
+        return loc.buffer, sympy.sympify(loc.offset).subs(cp.RANK, 0)
+
+    return where(step.src) != where(step.dst)
 
 
 def copy_work(pc: PlanContext, step: cp.NcclStep) -> Work:
