@@ -20,8 +20,8 @@ CoCoNet's ring-fused form (RingFusedStep: NCCL's ring on its kernel's bytes). Wh
 kind of step a region became (the fused-kind switch) is lowering's decision, read here from
 the step's class and its kernel's kind.
 
-Numbers only: the closed-form `--symbolic` stays the IR-level `program_cost` (a plan is lowered
-for a number of ranks).
+Numbers only: `--symbolic`'s closed form is a lower bound read from the same plan
+(`cost_model.plan_formula`).
 """
 
 from __future__ import annotations
@@ -252,8 +252,13 @@ def nccl_plan(pc: PlanContext, step: cp.NcclStep, chunks: int = 1) -> coll.Plan:
 
 
 def copies(step: cp.NcclStep) -> bool:
-    """Whether NCCL over one rank copies the buffer (out of place), as `single_rank_copy`."""
-    return (step.src.buffer, step.src.offset) != (step.dst.buffer, step.dst.offset)
+    """Whether NCCL over one rank copies the buffer (out of place), as `single_rank_copy`:
+    offsets compared on that rank, rank 0 (an AllGather of an update's slice, from offset
+    `N * rank` of the buffer it gathers into, runs in place)."""
+    def where(loc):
+        return loc.buffer, sympy.sympify(loc.offset).subs(cp.RANK, 0)
+
+    return where(step.src) != where(step.dst)
 
 
 def copy_work(pc: PlanContext, step: cp.NcclStep) -> Work:

@@ -19,6 +19,7 @@ BF16_RUNS="wb-bf16p wb-bf16p-a amp"  # judged against bf16p, with bf16p-n as its
 [ -d "$RES" ] || { echo "check_losses.sh: results folder $RES does not exist; pass the folder" \
   "the replay-training suite wrote (its {P}_{CONFIG}_{variant}.json)"; exit 2; }
 failed=0
+unjudged=()  # runs under test whose reference did not run: said, and exit 2, never a pass
 judge() {  # judge OUT REF RUN NOISE...: one compare_losses.py verdict appended to OUT
   local out=$1 ref=$2 run=$3
   shift 3
@@ -33,7 +34,8 @@ out="$RES/compare_${P}_${CFG}.txt" ref="$RES/${P}_${CFG}_ref.json"
 for run in "$RES/${P}_${CFG}"_*.json; do
   name=${run##*/${P}_${CFG}_} name=${name%.json} noise=()
   case " ref noise bf16p bf16p-n $BF16_RUNS " in *" $name "*) continue ;; esac
-  [ -f "$run" ] && [ -f "$ref" ] || continue
+  [ -f "$run" ] || continue
+  [ -f "$ref" ] || { unjudged+=("$name"); continue; }
   for other in $TORCH_NOISE; do
     [ "$other" != "$name" ] && [ -f "$RES/${P}_${CFG}_$other.json" ] && \
       noise+=("$RES/${P}_${CFG}_$other.json")
@@ -52,4 +54,8 @@ for name in $BF16_RUNS; do
   [ "$name" = amp ] || [ $rc -eq 0 ] || { echo "FAILED: P=$P $CFG losses of $name"; failed=1; }
 done
 grep -h "^==\|^MATCH\|^MISMATCH" "$out" "$out16" | cut -c1-240
+if [ ${#unjudged[@]} -gt 0 ]; then
+  echo "NOT JUDGED: ${unjudged[*]} (no ${P}_${CFG}_ref.json in $RES: run the ref variant too)"
+  exit 2
+fi
 exit $failed

@@ -7,9 +7,10 @@ part, the computation's HBM traffic on the 1/P slice, overlapped inside one kern
 `rules` holds one cost rule per op class (COST_RULES, FIXED_COST_RULES), `program` a whole
 program's time.
 
-`CostContext.symbolic` selects sympy expressions in the program's size symbols (for
-`--symbolic`) or plain floats (fast; what the simulator uses). The topology (which links a
-group spans) always comes from the bound sizes.
+`CostContext.symbolic` selects sympy expressions in the program's size symbols (no command
+asks for them since `--symbolic` reads the plan: cost_model.plan_formula) or plain floats
+(fast; what the simulator uses). The topology (which links a group spans) always comes from
+the bound sizes.
 """
 
 from cost_model.ops.alltoall import alltoall_cost, alltoall_fixed_s, alltoall_time

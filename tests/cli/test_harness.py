@@ -181,6 +181,10 @@ def test_a_training_run_is_one_torchrun_a_variant_then_the_loss_check():
     assert losses == ("bash", "benchmarks/gpu/check_losses.sh", str(ROOT / "out"), "2", "806m")
     at1 = harness.plan_runs({"t": suite}, ["t"], 1, ROOT / "out", False)
     assert [r.name for r in at1] == ["tr-ref", "tr-plain", "tr-wb-ovlsgp4", "tr-losses"]
+    # no reference among the variants: nothing to judge against, so no loss check is run
+    # (check_losses.sh would say NOT JUDGED, exit 2)
+    alone = harness.Suite("t", "", ({"name": "tr", "train": "806m", "variants": ["wb"]},), "r")
+    assert [r.name for r in harness.plan_runs({"t": alone}, ["t"], 1, ROOT, False)] == ["tr-wb"]
 
 
 @pytest.mark.parametrize("run, message", [

@@ -13,7 +13,8 @@ import sympy
 from codegen.lower import lower
 from codegen.plan import RANK, CopyEngineStep
 from cost_model.hardware import preset
-from cost_model.ops import CostContext, fused_link_s, fused_parts, stmt_cost
+from cost_model.ops import fused_link_s
+from cost_model.plan_cost import PlanContext, copy_engine_parts, plan_cost, step_cost
 from simulator import simulate
 from workbench import interpreter
 from workbench.errors import IllegalTransform, NotOnThisCluster
@@ -197,27 +198,29 @@ def test_the_model_prices_the_bytes_at_the_copy_engines_bandwidth():
     cluster = preset("h200x4")
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
     N, P = 2**28, 4
-    ctx = CostContext(program, cluster, bind_sizes(program, {"N": N, "P": P}))
-    parts = fused_parts(ctx, _fused(program))
-    link = fused_link_s(ctx, parts)
+    bound = bind_sizes(program, {"N": N, "P": P})
+    plan = lower(program, P)
+    pc = PlanContext.of(plan, cluster, bound)
+    (step,) = [s for s in plan.steps if isinstance(s, CopyEngineStep)]
+    link = fused_link_s(pc.ctx, copy_engine_parts(pc, step))
     assert link == pytest.approx((P - 1) / P * 2 * N * 4 / cluster.copy_engine_bandwidth_Bps)
     slower = dataclasses.replace(cluster, copy_engine_bandwidth_Bps=cluster.
                                  copy_engine_bandwidth_Bps / 2)
-    ctx2 = CostContext(program, slower, ctx.bound)
-    assert stmt_cost(ctx2, _fused(program)).time_s > 1.8 * stmt_cost(ctx, _fused(program)).time_s
+    priced = float(step_cost(pc, step).time_s)
+    assert step_cost(PlanContext.of(plan, slower, bound), step).time_s > 1.8 * priced
     # the simulator's pipeline of pieces agrees with the closed form within 5 %
-    sim = simulate(program, cluster, ctx.bound).time_s
-    assert sim == pytest.approx(float(stmt_cost(ctx, _fused(program)).time_s), rel=0.05)
+    sim = simulate(program, cluster, bound).time_s
+    assert sim == pytest.approx(priced, rel=0.05)
 
 
 def test_copy_engines_cannot_cross_nodes():
     cluster = preset("h200x4").with_nodes(2)
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
-    ctx = CostContext(program, cluster, bind_sizes(program, {"N": 2**20, "P": 8}))
+    bound = bind_sizes(program, {"N": 2**20, "P": 8})
     with pytest.raises(NotOnThisCluster, match=r"copy engines move data between GPUs of one "
                        r"node, got a group of 8 GPUs on nodes of 4; keep a fused collective "
                        r"across nodes on the SMs"):
-        stmt_cost(ctx, _fused(program))
+        plan_cost(lower(program, 8), cluster, bound)
 
 
 def test_simulate_leaves_out_what_the_cluster_cannot_run_and_says_why(capsys):

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plan_priced import priced
 
 from codegen.lower import lower
 from codegen.plan import KernelStep, NcclStep
-from cost_model import load_hardware, program_cost
+from cost_model import load_hardware
 from simulator import simulate
 from workbench import (
     Broadcast,
@@ -51,13 +52,13 @@ def test_the_interpreter_reduces_updates_on_the_root_and_broadcasts(ps, Pn):
 def test_it_is_priced_and_simulated(ps):
     cluster = load_hardware("h200x4")
     bound = interpreter.bind_sizes(ps, {"N": 2**26, "P": 4})
-    cost = program_cost(ps, cluster, bound)
+    cost = priced(ps, cluster, bound)
     sim = simulate(ps, cluster, bound)
     assert sim.time_s >= cost.lower_bound_s > 0
     assert sim.time_s == pytest.approx(cost.time_s, rel=0.01)  # one stream, no overlap
     # Reduce + Broadcast through one root costs more than the AllReduce it stands for
     sgd = load("studies/sgd.py").program
-    ar = program_cost(sgd, cluster, interpreter.bind_sizes(sgd, {"N": 2**26, "P": 4}))
+    ar = priced(sgd, cluster, interpreter.bind_sizes(sgd, {"N": 2**26, "P": 4}))
     assert cost.time_s > ar.time_s
 
 
@@ -128,12 +129,12 @@ def test_fused_forms_are_priced_and_simulated_alike(ps_file, name):
     cluster = load_hardware("h200x4")
     program = ps_file.schedules[name].apply()
     bound = interpreter.bind_sizes(program, {"N": 2**26, "P": 4})
-    cost = program_cost(program, cluster, bound)
+    cost = priced(program, cluster, bound)
     sim = simulate(program, cluster, bound)
     assert sim.time_s >= cost.lower_bound_s > 0
     assert sim.time_s == pytest.approx(cost.time_s, rel=0.02)
     # the root's links carry (P - 1) x the tensor: slower than NCCL's rings at 4 GPUs
-    assert cost.time_s > program_cost(ps_file.program, cluster, bound).time_s
+    assert cost.time_s > priced(ps_file.program, cluster, bound).time_s
 
 
 def test_a_fused_reduce_and_broadcast_must_share_a_root():

@@ -5,13 +5,13 @@ simulator running the same plan steps (never below the cost model's lower bound)
 from dataclasses import replace
 
 import pytest
+from plan_priced import kernel_steps, priced
 
 from codegen.lower import lower
 from cost_model.hardware import preset
-from cost_model.ops import program_cost, work_s
-from cost_model.ops.context import CostContext
-from cost_model.ops.fused import fused_cost, fused_latency_s, fused_link_s, fused_parts
-from cost_model.plan_cost import plan_cost
+from cost_model.ops import work_s
+from cost_model.ops.fused import fused_latency_s, fused_link_s, fused_parts_cost
+from cost_model.plan_cost import PlanContext, fused_parts_of, plan_cost
 from simulator import simulate
 from workbench.interpreter import bind_sizes
 
@@ -21,8 +21,14 @@ NEW = ("fuse-ar-c", "fuse-ar-c-oneshot", "fuse-ar-c-lamport")
 def _parts(f, name, T=64, H=4096, P=4, fixed_s=0.0):
     p = f.schedules[name].apply()
     cluster = replace(preset("h200x4"), fused_fixed_s=fixed_s)
-    ctx = CostContext(p, cluster, bind_sizes(p, {"T": T, "H": H, "P": P}))
-    return ctx, p.stmts[0], fused_parts(ctx, p.stmts[0])
+    return _fused(p, cluster, {"T": T, "H": H, "P": P})
+
+
+def _fused(program, cluster, sizes):
+    """(the plan's cost context, its fused collective kernel step, its FusedParts)."""
+    pc = PlanContext.of(lower(program, sizes["P"]), cluster, bind_sizes(program, sizes))
+    kernel = kernel_steps(pc.plan, "collective")[0]
+    return pc.ctx, kernel, fused_parts_of(pc, kernel)
 
 
 def test_bytes_of_each_algorithm(study):
@@ -43,12 +49,12 @@ def test_lamport_pays_no_barrier(study):
     """A calibrated fused kernel's fixed cost beyond launch (its barriers: 20 us here) is not
     paid by the Lamport kernel; one-shot keeps both barriers."""
     f = study("studies/allreduce_rmsnorm.py")
-    ctx, s, lam = _parts(f, "fuse-ar-c-lamport", fixed_s=20e-6)
-    ctx2, s2, two = _parts(f, "fuse-ar-c", fixed_s=20e-6)
-    assert float(fused_latency_s(ctx2, s2, two)) - float(fused_latency_s(ctx, s, lam)) == \
+    ctx, _, lam = _parts(f, "fuse-ar-c-lamport", fixed_s=20e-6)
+    ctx2, _, two = _parts(f, "fuse-ar-c", fixed_s=20e-6)
+    assert float(fused_latency_s(ctx2, None, two)) - float(fused_latency_s(ctx, None, lam)) == \
         pytest.approx(20e-6)
     _, _, one = _parts(f, "fuse-ar-c-oneshot", fixed_s=20e-6)
-    assert float(fused_latency_s(ctx2, s2, one)) == float(fused_latency_s(ctx2, s2, two))
+    assert float(fused_latency_s(ctx2, None, one)) == float(fused_latency_s(ctx2, None, two))
 
 
 @pytest.mark.parametrize("T", [4, 128, 8192])
@@ -58,7 +64,7 @@ def test_fuse_ar_c_is_priced_below_fuse_rs_c_ag_and_nccl(study, T):
     sizes = {"T": T, "H": 8192, "P": 4}
 
     def cost(p):
-        return float(program_cost(p, cluster, bind_sizes(p, sizes)).time_s)
+        return float(priced(p, cluster, bind_sizes(p, sizes)).time_s)
 
     ar = cost(f.schedules["fuse-ar-c"].apply())
     assert ar < cost(f.schedules["fuse-rs-c-ag"].apply())
@@ -73,17 +79,15 @@ def test_the_simulator_runs_each_algorithm_above_the_lower_bound(study, name, T)
     cluster = preset("h200x4")
     bound = bind_sizes(p, {"T": T, "H": 8192, "P": 4})
     sim = simulate(p, cluster, bound)
-    model = program_cost(p, cluster, bound)
+    model = priced(p, cluster, bound)
     assert sim.time_s >= float(model.lower_bound_s) * (1 - 1e-9)
     assert sim.time_s == pytest.approx(float(model.time_s), rel=0.1)
 
 
 def _on_h100x2(f, name, T, H):
-    """(context, fused statement, parts) of a schedule on 2 GPUs of the h100x8 preset."""
+    """(context, fused kernel step, parts) of a schedule on 2 GPUs of the h100x8 preset."""
     p = f.schedules[name].apply()
-    ctx = CostContext(p, preset("h100x8"), bind_sizes(p, {"T": T, "H": H, "P": 2}))
-    s = next(s for s in p.stmts if hasattr(s.op, "body"))
-    return ctx, s, fused_parts(ctx, s)
+    return _fused(p, preset("h100x8"), {"T": T, "H": H, "P": 2})
 
 
 def test_two_shot_passes_run_after_the_link_phase(study):
@@ -93,7 +97,7 @@ def test_two_shot_passes_run_after_the_link_phase(study):
     f = study("studies/allreduce_rmsnorm.py")
     T, H = 8192, 16384
     S = T * H * 2
-    ctx, s, two = _on_h100x2(f, "fuse-ar-c", T, H)
+    ctx, _, two = _on_h100x2(f, "fuse-ar-c", T, H)
     # phase one: my input served once, the summed rows landing; after: summed rows and the
     # residual read, h and out written (and g, the statistic: a row's worth)
     assert float(two.work.hbm_bytes) == 2 * S
@@ -101,8 +105,8 @@ def test_two_shot_passes_run_after_the_link_phase(study):
     link, comp, after = (float(x) for x in (fused_link_s(ctx, two), work_s(ctx.cluster, two.work),
                                              work_s(ctx.cluster, two.after)))
     assert link > comp and after > 0.3 * link  # link-bound phase one, then a pass over HBM
-    t = float(fused_cost(ctx, s).time_s)
-    assert t == pytest.approx(float(fused_latency_s(ctx, s, two)) + link + after, rel=1e-12)
+    t = float(fused_parts_cost(ctx, two).time_s)
+    assert t == pytest.approx(float(fused_latency_s(ctx, None, two)) + link + after, rel=1e-12)
     _, _, one = _on_h100x2(f, "fuse-ar-c-oneshot", T, H)
     assert one.after is None
 
@@ -131,10 +135,8 @@ def test_one_shot_is_priced_below_two_shot_at_p2_and_large_t(study, H):
     for name in ("fuse-ar-c", "fuse-ar-c-oneshot"):
         p = f.schedules[name].apply()
         bound = bind_sizes(p, {"T": 8192, "H": H, "P": 2})
-        ir_s = float(program_cost(p, cluster, bound).time_s)
         plan_s = float(plan_cost(lower(p, 2), cluster, bound).time_s)
-        assert plan_s == pytest.approx(ir_s, rel=1e-4)
-        times[name] = (ir_s, simulate(p, cluster, bound).time_s)
+        times[name] = (plan_s, simulate(p, cluster, bound).time_s)
     assert times["fuse-ar-c-oneshot"][0] < times["fuse-ar-c"][0] / 1.2
     assert times["fuse-ar-c-oneshot"][1] < times["fuse-ar-c"][1] / 1.2
 
@@ -143,10 +145,10 @@ def test_the_simulator_runs_the_passes_after_the_link_phase(study):
     """The simulated two-shot takes at least its link phase plus its passes (never the
     two beside each other), as the cost model prices it."""
     f = study("studies/allreduce_rmsnorm.py")
-    ctx, s, two = _on_h100x2(f, "fuse-ar-c", 8192, 8192)
+    ctx, _, two = _on_h100x2(f, "fuse-ar-c", 8192, 8192)
     sim = simulate(ctx.program, ctx.cluster, ctx.bound)
     floor = float(fused_link_s(ctx, two) + work_s(ctx.cluster, two.after))
-    assert floor <= sim.time_s == pytest.approx(float(fused_cost(ctx, s).time_s), rel=0.02)
+    assert floor <= sim.time_s == pytest.approx(float(fused_parts_cost(ctx, two).time_s), rel=0.02)
 
 
 def test_the_autotuners_cheapest_candidate_at_p2_and_large_t_is_one_shot(study):
@@ -161,7 +163,7 @@ def test_the_autotuners_cheapest_candidate_at_p2_and_large_t_is_one_shot(study):
 
     def cost(c):
         bound = bind_sizes(c.program, {"T": 8192, "H": 16384, "P": 2})
-        return float(program_cost(c.program, cluster, bound).time_s)
+        return float(priced(c.program, cluster, bound).time_s)
 
     best = min(found.candidates, key=cost)
     assert best.name.endswith("allreduce-algorithm-one-shot")

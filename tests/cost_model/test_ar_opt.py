@@ -2,9 +2,10 @@
 optimizer kernel) in the optimizer studies, priced at the bytes that kernel moves."""
 
 import pytest
+from plan_priced import kernel_steps
 
-from cost_model.hardware import preset
-from cost_model.ops import CostContext, elementwise_work
+from codegen.lower import lower
+from codegen.work import step_work
 from workbench import ir
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
@@ -15,13 +16,13 @@ N = 2**20
 def _update_bytes_per_element(spec: str, schedule: str | None) -> float:
     loaded = load(spec)
     program = loaded.schedules[schedule].apply() if schedule else loaded.program
-    ctx = CostContext(program, preset("h200x4"), bind_sizes(program, {"N": N, "P": 4}))
+    bound = bind_sizes(program, {"N": N, "P": 4})
+    plan = lower(program, 4)
+    numel = {b.name: b.numel for b in plan.buffers}
     total = 0
-    for s in program.stmts:
-        if isinstance(s.op, ir.Fused) and s.op.kind == "compute":
-            total += elementwise_work(ctx, s.op.body).hbm_bytes
-        elif isinstance(s.op, ir.ELEMENTWISE_OPS):
-            total += elementwise_work(ctx, [s]).hbm_bytes
+    for k in kernel_steps(plan, "elementwise"):  # the update's kernels (the AllReduce: NCCL)
+        w = step_work(k, 4, numel)
+        total += (w.read_bytes + w.write_bytes).subs(bound)
     return float(total) / N
 
 

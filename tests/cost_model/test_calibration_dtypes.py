@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from plan_priced import priced
 from test_calibration import _known_split
 
 from cost_model import calibration, collectives
 from cost_model.collectives import collective_time, fused_block_fraction
 from cost_model.hardware import load_hardware, preset
-from cost_model.ops import program_cost
 from simulator import simulate
 from workbench.errors import HardwareError
 from workbench.interpreter import bind_sizes
@@ -176,8 +176,8 @@ def test_f16_collective_uses_its_dtype_constants_in_model_and_simulator():
     known = _known()
     without = dataclasses.replace(known, nccl_dtypes=())
     program, bound = _adam_mixed()
-    with_cost = program_cost(program, known, bound)
-    without_cost = program_cost(program, without, bound)
+    with_cost = priced(program, known, bound)
+    without_cost = priced(program, without, bound)
     ar = program.stmts[0]
     assert type(ar.op).__name__ == "AllReduce"
     nbytes = 2 * 2**24  # f16 gradients
@@ -193,7 +193,7 @@ def test_f16_collective_uses_its_dtype_constants_in_model_and_simulator():
     # an f32 program does not see the f16 constants
     f32 = load("studies/adam.py").program
     b32 = bind_sizes(f32, {"N": 2**24, "P": 2})
-    assert program_cost(f32, known, b32).time_s == program_cost(f32, without, b32).time_s
+    assert priced(f32, known, b32).time_s == priced(f32, without, b32).time_s
 
 
 def test_f16_hbm_rates_price_mixed_kernels_only():
@@ -202,13 +202,13 @@ def test_f16_hbm_rates_price_mixed_kernels_only():
     program, bound = _adam_mixed()
     # m1 = b1 m + (1 - b1) g: reads f32 m (2^26 B) and f16 g (2^25 B), writes f32 m (2^26 B)
     m1 = next(i for i, s in enumerate(program.stmts) if s.name == "m1")
-    t_known = program_cost(program, known, bound).stmts[m1].time_s
-    t_flat = program_cost(program, flat, bound).stmts[m1].time_s
+    t_known = priced(program, known, bound).by_statement()[program.stmts[m1].name][0]
+    t_flat = priced(program, flat, bound).by_statement()[program.stmts[m1].name][0]
     extra = 2**26 * (1 / 2.43e12 - 1 / 3.3e12) + 2**25 * (1 / 3.2e12 - 1 / 4.1e12)
     assert t_known - t_flat == pytest.approx(extra, rel=1e-6)
     f32 = load("studies/adam.py").program
     b32 = bind_sizes(f32, {"N": 2**24, "P": 2})
-    assert program_cost(f32, known, b32).time_s == program_cost(f32, flat, b32).time_s
+    assert priced(f32, known, b32).time_s == priced(f32, flat, b32).time_s
     assert simulate(program, known, bound).time_s > simulate(program, flat, bound).time_s
 
 
@@ -229,49 +229,43 @@ def test_fused_collective_bandwidth_follows_the_curve():
 
 
 def test_overlapped_fused_collective_time_shares_the_sms_with_a_matmul_with_a_curve():
-    from cost_model.ops import CostContext, stmt_cost
+    from codegen.lower import lower
+    from cost_model.plan_cost import PlanContext, step_cost, step_fixed_s
 
     f = load("studies/model_parallel.py")
     program = f.schedules["overlap-mm-fuse-ar-c"].apply()
     curved = _known()
     flat = dataclasses.replace(curved, fused_block_bandwidth=())
-    overlapped = program.stmts[0]
-    mm, fused = overlapped.op.body
-    c = overlapped.op.chunks
+    (step,) = lower(program, 2).steps
+    c = step.chunks
     # the closed form: the MatMul at its own speed (a launch per chunk), then the
-    # collective's chunks in its gaps on the runtime's grid, a quarter of the full one
-    # (codegen.plan.overlap_grid: 66 of 264 blocks on an H200), one kernel's fixed cost per
-    # chunk
+    # collective's chunks (a launch each, on a chunk's rows) in its gaps on the runtime's
+    # grid, a quarter of the full one (codegen.plan.overlap_grid: 66 of 264 blocks on an
+    # H200), one kernel's fixed cost per chunk
     from codegen.plan import overlap_grid
 
     blocks = overlap_grid(2 * curved.gpu.sm_count)
     for sizes in ({"T": 8192, "H": 12288}, {"T": 65536, "H": 4096}):
         bound = bind_sizes(program, {**sizes, "P": 2})
-        ctx = CostContext(program, curved, bound)
+        pc = PlanContext.of(lower(program, 2), curved, bound)
         launch = curved.gpu.launch_latency_s
-        tp, tc = stmt_cost(ctx, mm).time_s, stmt_cost(ctx, fused).time_s
-        lat = fused_latency(ctx, fused)
-        beside = (tc - lat) / fused_block_fraction(curved, blocks) + c * lat
-        model = program_cost(program, curved, bound).time_s
+        tp = step_cost(pc, step.producer).time_s
+        chunk = step_cost(pc, step.consumer).time_s  # one chunk's kernel on every SM
+        lat = step_fixed_s(pc, step.consumer)
+        beside = c * ((chunk - lat) / fused_block_fraction(curved, blocks) + lat)
+        model = priced(program, curved, bound).time_s
         assert model == pytest.approx(tp + (c - 1) * launch + beside, rel=1e-9)
         # without a curve (the presets) the overlap stays a pipeline: the slower stage plus
         # one chunk of the other, each stage paying its fixed cost once per chunk
-        tp_c, tc_c = tp + (c - 1) * launch, tc + (c - 1) * lat
-        assert program_cost(program, flat, bound).time_s == pytest.approx(
+        tp_c, tc_c = tp + (c - 1) * launch, c * chunk
+        assert priced(program, flat, bound).time_s == pytest.approx(
             max(tp_c, tc_c) + min(tp_c, tc_c) / c, rel=1e-9)
         # the simulator runs the same schedule: one kernel at a time, within 2 %
         assert simulate(program, curved, bound).time_s == pytest.approx(model, rel=0.02)
     # the fused kernel alone (no overlap) runs on every SM: the curve changes nothing
     alone = f.schedules["fuse-ar-c"].apply()
     fb = bind_sizes(alone, {"T": 65536, "H": 4096, "P": 2})
-    assert program_cost(alone, curved, fb).time_s == program_cost(alone, flat, fb).time_s
-
-
-def fused_latency(ctx, stmt):
-    """The fixed part of a fused statement's cost (what fewer blocks do not slow)."""
-    from cost_model.ops import fused_latency_s, fused_parts
-
-    return fused_latency_s(ctx, stmt, fused_parts(ctx, stmt))
+    assert priced(alone, curved, fb).time_s == priced(alone, flat, fb).time_s
 
 
 # ---------------------------------------------------------------- bad input, pinned

@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 from conftest import ROOT
+from plan_priced import kernel_steps, priced
 
 from cost_model import collectives as coll
 from cost_model.hardware import load_hardware
-from cost_model.ops import program_cost
 from simulator import simulate
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
@@ -27,7 +27,7 @@ def _adam(schedule, P=4, N=2**24):
 
 
 def _time(program, bound, cluster, options):
-    return program_cost(program, cluster, bound, options=options).time_s
+    return priced(program, cluster, bound, options).time_s
 
 
 def test_push_reduce_scatters_by_peer_stores_and_a_local_pass():
@@ -168,18 +168,26 @@ def test_unroll_leaves_row_kernels_alone():
 
 
 def test_a_capped_kernel_beside_others_computes_on_its_own_sms():
-    """capped_fused_cost (design note 99): a fused collective on `sms` SMs beside other
-    kernels streams at the roofline's rate for that share of the SMs (HBM saturates at half
-    of them, falls in proportion below); on every SM it is fused_cost."""
-    from cost_model.ops import CostContext, capped_fused_cost, fused_cost
+    """A capped fused collective (design note 99: `fused_parts_cost` with its computation on
+    `sms / sm_count` of the GPU, as simulator.training prices it) beside other kernels
+    streams at the roofline's rate for that share of the SMs (HBM saturates at half of them,
+    falls in proportion below); on every SM it is the plan's price of the kernel."""
+    from codegen.lower import lower
+    from cost_model.ops.fused import fused_parts_cost
+    from cost_model.plan_cost import PlanContext, fused_parts_of, step_cost
 
     program, bound = _adam("fuse-rs-c-ag", P=1, N=2**24)
     cluster = load_hardware("h100x8")
-    ctx = CostContext(program, cluster, bound)
-    stmt = next(s for s in program.stmts if type(s.op).__name__ == "Fused")
-    full = float(fused_cost(ctx, stmt).time_s)
-    assert float(capped_fused_cost(ctx, stmt, cluster.gpu.sm_count).time_s) == full
-    t = {sms: float(capped_fused_cost(ctx, stmt, sms).time_s) for sms in (16, 48, 66)}
+    pc = PlanContext.of(lower(program, 1), cluster, bound)
+    (kernel,) = kernel_steps(pc.plan, "collective")
+    parts = fused_parts_of(pc, kernel)
+
+    def capped(sms):
+        return float(fused_parts_cost(pc.ctx, parts, None, sms / cluster.gpu.sm_count).time_s)
+
+    full = float(step_cost(pc, kernel).time_s)
+    assert capped(cluster.gpu.sm_count) == full
+    t = {sms: capped(sms) for sms in (16, 48, 66)}
     launch = cluster.gpu.launch_latency_s
     assert (t[16] - launch) / (t[48] - launch) == pytest.approx(3.0)
     assert t[66] == full  # half the SMs saturate HBM

@@ -5,9 +5,10 @@ residual epilogue on 8192 x 12288 took 0.222 ms, 0.179 without the dropout)."""
 import dataclasses
 
 import pytest
+from plan_priced import priced
 
 from cost_model.hardware import HardwareError, load_hardware, preset
-from cost_model.ops import Work, program_cost, work_s
+from cost_model.ops import Work, work_s
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
 
@@ -18,7 +19,7 @@ SIZES = {"T": T, "H": H, "P": 1}
 
 def _epilogue_s(name: str, cluster) -> float:
     pf = load(f"{OPS}:{name}")
-    return program_cost(pf.program, cluster, bind_sizes(pf.program, SIZES)).time_s
+    return priced(pf.program, cluster, bind_sizes(pf.program, SIZES)).time_s
 
 
 def test_a_dropout_adds_its_hashing_to_the_streaming_time():
@@ -49,7 +50,7 @@ def test_hashing_slows_on_fewer_sms_and_scales_with_the_chunk():
 
 def test_the_epilogue_stays_memory_bound():
     pf = load(f"{OPS}:bias_dropout_residual")
-    cost = program_cost(pf.program, preset("h200x4"), bind_sizes(pf.program, SIZES))
+    cost = priced(pf.program, preset("h200x4"), bind_sizes(pf.program, SIZES))
     assert [s.bottleneck for s in cost.stmts] == ["hbm"]
 
 

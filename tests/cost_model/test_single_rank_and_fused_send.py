@@ -5,16 +5,15 @@ its bytes by peer stores. Checked on the model and on the simulator."""
 import dataclasses
 
 import pytest
+from plan_priced import kernel_steps
 
+from codegen.lower import lower
+from codegen.plan import NcclStep
+from codegen.work import step_work
 from cost_model.hardware import preset
-from cost_model.ops import (
-    CostContext,
-    fused_latency_s,
-    fused_link_s,
-    fused_parts,
-    single_rank_copy,
-    stmt_cost,
-)
+from cost_model.ops import fused_latency_s, fused_link_s
+from cost_model.plan_cost import PlanContext, copies, copy_work, fused_parts_of, leaf_steps
+from cost_model.plan_cost import plan_cost as price
 from simulator import simulate
 from workbench.cli.simulate import candidates
 from workbench.interpreter import bind_sizes
@@ -28,13 +27,24 @@ def _schedules(path):
     return dict(candidates(load(path)))
 
 
-def _ctx(program, P, cluster=None):
+def _plan(program, P, cluster=None, sizes=SIZES):
+    """The PlanContext of `program` lowered for P ranks, on 2-GPU nodes of h200x4 by default."""
     cluster = cluster or dataclasses.replace(preset("h200x4"), gpus_per_node=2)
-    return CostContext(program, cluster, bind_sizes(program, {**SIZES, "P": P}))
+    bound = bind_sizes(program, {**sizes, "P": P})
+    return PlanContext.of(lower(program, P), cluster, bound)
 
 
-def _stmt(program, name):
-    return next(s for s in program.stmts if s.name == name)
+def _nccl(pc, stmt):
+    """The NCCL step lowered from statement `stmt`."""
+    return next(s for top in pc.plan.steps for s in leaf_steps(top)
+                if isinstance(s, NcclStep) and s.stmt == stmt)
+
+
+def _cost(pc, stmt):
+    """(seconds, its bottleneck) of a statement's steps, priced from the plan."""
+    cost = price(pc.plan, pc.ctx.cluster, pc.ctx.bound)
+    (c,) = [c for c, n in zip(cost.stmts, cost.names) if n == stmt]
+    return c
 
 
 def _live_input_allreduce():
@@ -50,29 +60,23 @@ def _live_input_allreduce():
 def test_a_one_rank_allreduce_costs_a_copy_only_when_it_cannot_run_in_place():
     # the pipeline's gradient-like partial sums die at their AllReduce: reduced in place, as
     # the generated code does (GPU run 15: 0.013 ms for 201 MB on one rank; a copy is 0.1 ms)
-    pipeline = _schedules("studies/pipeline.py")["unscheduled"]
-    ar = _stmt(pipeline, "summed")
-    one = _ctx(pipeline, 1)
-    assert single_rank_copy(one, ar) is None
-    assert stmt_cost(one, ar).time_s == pytest.approx(one.cluster.nccl.host_overhead_s)
+    one = _plan(_schedules("studies/pipeline.py")["unscheduled"], 1)
+    assert not copies(_nccl(one, "summed"))
+    assert _cost(one, "summed").time_s == pytest.approx(one.ctx.cluster.nccl.host_overhead_s)
     # y read after its AllReduce: NCCL copies it on one rank, on two it moves it over the link
     live = _live_input_allreduce()
-    ar = live.stmts[0]
-    one, two = _ctx(live, 1), _ctx(live, 2)
-    work = single_rank_copy(one, ar)
-    assert work is not None and work.hbm_bytes == COPY_BYTES
-    assert single_rank_copy(two, ar) is None
-    cost = stmt_cost(one, ar)
-    c = one.cluster
+    one, two = _plan(live, 1), _plan(live, 2)
+    name = live.stmts[0].name
+    assert copies(_nccl(one, name)) and copy_work(one, _nccl(one, name)).hbm_bytes == COPY_BYTES
+    assert "hbm" not in _cost(two, name).busy_s
+    cost = _cost(one, name)
+    c = one.ctx.cluster
     assert cost.time_s == pytest.approx(c.nccl.host_overhead_s + c.gpu.launch_latency_s
                                         + c.gpu.hbm_time_s(COPY_BYTES, COPY_BYTES / 2))
     assert cost.bottleneck == "hbm"
 
 
 def test_the_model_and_the_generated_code_agree_on_which_allreduce_runs_in_place():
-    from codegen.lower import lower
-    from codegen.plan import NcclStep
-
     for path in ("studies/pipeline.py", "studies/adam.py", "studies/sgd.py"):
         for name, program in _schedules(path).items():
             if name == "fuse-rs-c-ag-ring":
@@ -92,11 +96,11 @@ def test_an_allgather_of_an_updates_slice_runs_in_place_even_on_one_rank():
     adam = _schedules("studies/adam.py")["rs-c-ag-sliced-state"]
     gathers = [s for s in adam.stmts if type(s.op).__name__ == "AllGather"]
     assert gathers
-    ctx = CostContext(adam, preset("h200x4"), bind_sizes(adam, {"N": 2**20, "P": 1}))
-    assert all(single_rank_copy(ctx, s) is None for s in gathers)
+    pc = _plan(adam, 1, preset("h200x4"), {"N": 2**20})
+    assert not any(copies(_nccl(pc, s.name)) for s in gathers)
     # the pipeline's AllGather of what the Send received gathers into a fresh buffer: a copy
-    pipe = _schedules("studies/pipeline.py")["rs-c-send-ag"]
-    assert single_rank_copy(_ctx(pipe, 1), _stmt(pipe, "out")) is not None
+    pipe = _plan(_schedules("studies/pipeline.py")["rs-c-send-ag"], 1)
+    assert copies(_nccl(pipe, "out"))
 
 
 def test_the_simulator_adds_the_copy_where_the_model_does():
@@ -112,42 +116,44 @@ def test_the_simulator_adds_the_copy_where_the_model_does():
 
 def test_a_fused_send_moves_its_bytes_at_the_peer_store_bandwidth():
     program = _schedules("studies/pipeline.py")["fuse-rs-c-send-ag"]
-    fused = _stmt(program, "summed_rs,z_s,out_s")
-    ctx = _ctx(program, 1)
-    parts = fused_parts(ctx, fused)
+    pc = _plan(program, 1)
+    (send,) = kernel_steps(pc.plan, "send")
+    parts = fused_parts_of(pc, send)
     assert parts.send_nbytes == COPY_BYTES / 2
-    assert fused_link_s(ctx, parts) == pytest.approx(
-        parts.send_nbytes / ctx.cluster.peer_store_bandwidth_Bps)
+    assert fused_link_s(pc.ctx, parts) == pytest.approx(
+        parts.send_nbytes / pc.ctx.cluster.peer_store_bandwidth_Bps)
 
 
 def test_a_one_rank_fused_collective_pays_no_cross_gpu_barrier():
     # 2x H200 GPU run 12 (one GPU per stage): fuse-rs-c-send-ag measured 0.103 ms at T=1024,
     # which the 2-GPU fused kernel's fixed cost (17 us) priced 12 % slow (0.115 ms)
     program = _schedules("studies/pipeline.py")["fuse-rs-c-send-ag"]
-    fused = _stmt(program, "summed_rs,z_s,out_s")
     base = dataclasses.replace(preset("h200x4"), gpus_per_node=2)
     slow_barrier = dataclasses.replace(base, fused_fixed_s=1e-3)
-    one, two = _ctx(program, 1, slow_barrier), _ctx(program, 2, slow_barrier)
-    parts = fused_parts(one, fused)
-    c = one.cluster
-    assert fused_latency_s(one, fused, parts) == pytest.approx(
-        c.gpu.launch_latency_s + c.nvlink.latency_s)
+
+    def latency(P):
+        pc = _plan(program, P, slow_barrier)
+        (send,) = kernel_steps(pc.plan, "send")
+        return fused_latency_s(pc.ctx, None, fused_parts_of(pc, send))
+
+    c = slow_barrier
+    assert latency(1) == pytest.approx(c.gpu.launch_latency_s + c.nvlink.latency_s)
     # two ranks per stage: the reduce-scatter reads the peer, behind the kernel's barriers
-    assert fused_latency_s(two, fused, fused_parts(two, fused)) > 1e-3
+    assert latency(2) > 1e-3
 
 
 def test_an_update_on_a_slice_reads_only_that_slice_of_a_replicated_operand():
     # GPU run 14 (per-step times): Adam rs-c-ag's m1_s took 0.388 ms, the bytes of the slice;
     # priced at the whole replicated m it was 0.551 ms. A broadcast bias stays whole.
-    from cost_model.ops import elementwise_work
+    def hbm_bytes(pc, stmt):
+        (kernel,) = [k for k in kernel_steps(pc.plan) if k.stmts == (stmt,)]
+        w = step_work(kernel, pc.plan.P, pc.numel)
+        return (w.read_bytes + w.write_bytes).subs(pc.ctx.bound)
 
-    adam = _schedules("studies/adam.py")["rs-c-ag"]
     N, P = 2**20, 2
-    ctx = CostContext(adam, preset("h200x4"), bind_sizes(adam, {"N": N, "P": P}))
-    work = elementwise_work(ctx, [_stmt(adam, "m1_s")])
-    assert work.hbm_bytes == 3 * (N // P) * 4 + 4  # m's slice, g1_rs, m1_s; the scalar beta1
-    layer = _schedules("studies/model_parallel.py")["unscheduled"]
-    ctx = _ctx(layer, 2)
-    out = _stmt(layer, "out")
+    adam = _plan(_schedules("studies/adam.py")["rs-c-ag"], P, preset("h200x4"), {"N": N})
+    # m's slice, g1_rs, m1_s; the scalar beta1
+    assert hbm_bytes(adam, "m1_s") == 3 * (N // P) * 4 + 4
+    layer = _plan(_schedules("studies/model_parallel.py")["unscheduled"], 2)
     T, H = SIZES["T"], SIZES["H"]
-    assert elementwise_work(ctx, [out]).hbm_bytes == (3 * T * H + H) * 2  # summed, r, out; b
+    assert hbm_bytes(layer, "out") == (3 * T * H + H) * 2  # summed, r, out; b

@@ -6,8 +6,9 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plan_priced import priced
 
-from cost_model import load_hardware, program_cost
+from cost_model import load_hardware
 from simulator import simulate
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
@@ -40,7 +41,7 @@ def runnable(program, cluster, bound) -> bool:
     from workbench.errors import NotOnThisCluster
 
     try:
-        program_cost(program, cluster, bound)
+        priced(program, cluster, bound)
     except NotOnThisCluster:
         return False
     return True
@@ -96,7 +97,7 @@ def test_simulated_time_never_below_the_lower_bound(case, log_n, hardware, nodes
     bound = bind_sizes(program, chosen)
     if not runnable(program, cluster, bound):
         return
-    lower = program_cost(program, cluster, bound).lower_bound_s
+    lower = priced(program, cluster, bound).lower_bound_s
     assert lower > 0
     assert simulate(program, cluster, bound, reduced=True).time_s >= lower * (1 - 1e-9)
 
@@ -139,7 +140,7 @@ def test_communication_kernel_holds_sms_and_slows_overlapped_compute():
     bound = bind_sizes(program, {**loaded.sizes, "P": 4})
     df = simulate(program, cluster, bound).dataframe()
     mm = df[(df.resource == "stream") & df.op.str.contains("MatMul") & (df.gpu == 0)]
-    alone = program_cost(loaded.program, cluster, bound).stmts[0].time_s
+    alone = priced(loaded.program, cluster, bound).stmts[0].time_s
     assert (mm.t_end - mm.t_start).sum() > alone
 
 
@@ -168,7 +169,7 @@ def test_a_cross_stage_overlap_runs_its_consumer_on_the_next_stages_gpu():
     assert set(gathers.gpu) == {1} and set(sends.gpu) == {0}
     # chunk i's AllGather starts when chunk i's Send ends, while chunk i + 1 is being sent
     assert gathers.t_start.tolist() == pytest.approx(sends.t_end.tolist())
-    assert result.time_s >= program_cost(program, cluster, bound).lower_bound_s
+    assert result.time_s >= priced(program, cluster, bound).lower_bound_s
 
 
 @pytest.mark.parametrize("spec, T", [("studies/pipeline.py", 1024), ("studies/pipeline.py", 8192),
@@ -177,7 +178,7 @@ def test_a_cross_stage_overlap_runs_its_consumer_on_the_next_stages_gpu():
 def test_overlaps_simulate_near_the_closed_form_without_contention(spec, T):
     """With a calibrated 2-GPU profile (SM time-sharing, one GPU per pipeline stage) nothing
     contends beyond what the closed form prices, so the two agree: each chunk pays its
-    statement's fixed cost again in both (cost_model.ops.stmt_fixed_s)."""
+    step's fixed cost again in both (cost_model.plan_cost.step_fixed_s)."""
     from pathlib import Path
 
     from cost_model.hardware import load_profile
@@ -192,7 +193,7 @@ def test_overlaps_simulate_near_the_closed_form_without_contention(spec, T):
             continue
         bound = bind_sizes(program, {"T": T, "H": 12288, "P": P})
         sim = simulate(program, cluster, bound).time_s
-        model = program_cost(program, cluster, bound).time_s
+        model = priced(program, cluster, bound).time_s
         # The simulator also prices the last chunk's computation after the link (pipeline
         # fill), which the closed form leaves out: 4-5 % on the pipeline at T = 8192 since
         # dropout hashing is priced (GPU.dropout_element_s).

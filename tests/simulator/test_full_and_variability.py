@@ -7,10 +7,10 @@ import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plan_priced import priced
 
 from cost_model.collectives import choose_plan
 from cost_model.hardware import preset
-from cost_model.ops import program_cost
 from simulator import Simulation, Variability, VariabilityError, rings, simulate
 from simulator.engine import MAX_STEP_EVENTS
 from workbench.cli.main import main
@@ -32,7 +32,7 @@ def runnable(program, cluster, bound):
     from workbench.errors import NotOnThisCluster
 
     try:
-        program_cost(program, cluster, bound)
+        priced(program, cluster, bound)
     except NotOnThisCluster:
         return False
     return True
@@ -140,7 +140,7 @@ def test_full_time_is_the_ring_and_tree_closed_forms_and_grows_with_the_gpus():
             if not runnable(program, cluster, bound):
                 continue
             full = simulate(program, cluster, bound, reduced=False, record=False)
-            model = float(program_cost(program, cluster, bound).time_s)
+            model = float(priced(program, cluster, bound).time_s)
             assert full.time_s == pytest.approx(model, rel=1e-9), (gpus, name)
             times.setdefault(name, []).append(full.time_s)
     assert set(times) == {"unscheduled", "ar-opt", "rs-c-ag", "rs-c-ag-sliced-state",

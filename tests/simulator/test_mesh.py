@@ -4,9 +4,9 @@ slowing each other by the max-min share (simulator.network), while those on disj
 do not."""
 
 import pytest
+from plan_priced import priced
 
 from cost_model.hardware import preset
-from cost_model.ops import program_cost
 from simulator import simulate
 from simulator.mesh import Mesh, MeshError, Phase, simulate_mesh
 from workbench import AllReduce, Local, Program, Size, Sum, Tensor, float32
@@ -65,7 +65,7 @@ def test_concurrent_collectives_on_disjoint_links_do_not_slow_each_other():
     bound2 = bind_sizes(program, {"N": N, "P": 2})
     dp = simulate_mesh(cluster, mesh, [Phase(program, "dp", bound2)])
     view = mesh.view(cluster, "dp")
-    assert dp.time_s == pytest.approx(float(program_cost(program, view, bound2).time_s),
+    assert dp.time_s == pytest.approx(float(priced(program, view, bound2).time_s),
                                       rel=1e-12)
 
 
@@ -219,7 +219,7 @@ def test_tp_allreduce_dp_reducescatter_and_pipeline_send_at_once_meet_on_the_lin
         assert lone_link_s(together, op) > 1.05 * lone_link_s(alone, op), op
     # each alone on the mesh is its time alone on its own links (nothing else to meet)
     assert simulate_mesh(cluster, mesh, [phases["rs = ReduceScatter"]]).time_s == \
-        pytest.approx(float(program_cost(rs, mesh.view(cluster, "dp"),
+        pytest.approx(float(priced(rs, mesh.view(cluster, "dp"),
                                          phases["rs = ReduceScatter"].bound).time_s), rel=1e-12)
 
 

@@ -7,9 +7,9 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from plan_priced import priced
 
 from cost_model.hardware import preset
-from cost_model.ops import program_cost
 from simulator import simulate
 from workbench import autotune
 from workbench.interpreter import bind_sizes
@@ -24,7 +24,7 @@ pipelined = _tph.pipelined
 
 def _times(program, cluster, N, reduced=None):
     bound = bind_sizes(program, {"N": N, "P": cluster.world_size})
-    cost = program_cost(program, cluster, bound)
+    cost = priced(program, cluster, bound)
     return (simulate(program, cluster, bound, reduced=reduced, record=False).time_s,
             float(cost.time_s), float(cost.lower_bound_s))
 

@@ -201,7 +201,11 @@ def test_a_capped_fused_grid_holds_its_blocks_sms_and_backward_runs_on_the_rest(
     # kernel's link time is the cost model's at that grid (the preset has no block curve: the
     # full grid's) and its computation runs on its 32 SMs (note 99), so the step in backward
     # gets shorter and the link carries the kernel
-    from cost_model.ops import CostContext, capped_fused_cost
+    from plan_priced import kernel_steps
+
+    from codegen.lower import lower
+    from cost_model.ops.fused import fused_parts_cost
+    from cost_model.plan_cost import PlanContext, fused_parts_of
     from simulator.training import capped_sms, program_stages
     from workbench.interpreter import bind_sizes
     from workbench.loader import load
@@ -222,9 +226,10 @@ def test_a_capped_fused_grid_holds_its_blocks_sms_and_backward_runs_on_the_rest(
     # model's price for a kernel on 32 SMs
     assert [s.name for s in capped] == [s.name for s in shared]
     assert all(c.seconds >= s.seconds for c, s in zip(capped, shared, strict=True))
-    ctx = CostContext(program, cluster, bound, options=grid32)
-    stmt = next(s for s in program.stmts if s.outs[0].name == fused[0].name)
-    assert fused[0].seconds == pytest.approx(float(capped_fused_cost(ctx, stmt, 32).time_s))
+    pc = PlanContext.of(lower(program, 2, grid32), cluster, bound)
+    (kernel,) = kernel_steps(pc.plan, "collective")
+    on_32 = fused_parts_cost(pc.ctx, fused_parts_of(pc, kernel), None, 32 / cluster.gpu.sm_count)
+    assert fused[0].seconds == pytest.approx(float(on_32.time_s))
     shape = ct.GptShape(1024, 4, 8, batch=4)
     numels = set(workbench_bucket_numels(shape, 2, ct.DDP_BUCKET_BYTES))
     steps = {}

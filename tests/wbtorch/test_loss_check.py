@@ -163,3 +163,15 @@ def test_check_losses_names_a_missing_folder_and_a_missing_noise_run(tmp_path):
     assert done.returncode == 1
     assert f"loss file {tmp_path / '1_101m_noise.json'} must exist" in \
         (tmp_path / "compare_1_101m.txt").read_text()
+
+
+def test_runs_without_their_reference_are_not_judged_and_not_passed(tmp_path):
+    """GPU run 40 call 10: a replay whose variants hold no `ref` (run 36 call 8: plain and two
+    workbench runs) had every run skipped and exited 0; now it names them, exit 2."""
+    _loss_file(tmp_path, "plain", [3.0, 2.9])
+    _loss_file(tmp_path, "wb-ovlsg48", [3.0, 2.9])
+    done = _check_losses(tmp_path, 1, "101m")
+    assert done.returncode == 2
+    assert done.stdout.strip().splitlines()[-1] == (
+        f"NOT JUDGED: plain wb-ovlsg48 (no 1_101m_ref.json in {tmp_path}: run the ref variant "
+        "too)")

@@ -59,10 +59,11 @@ def test_the_exchanged_dim_must_divide_by_the_group():
 
 
 def test_every_layer_prices_runs_and_lowers_it():
+    from plan_priced import priced
+
     from codegen.lower import lower
     from codegen.plan import NcclStep
     from cost_model.hardware import load_hardware
-    from cost_model.ops import CostContext, stmt_cost
     from simulator import simulate
     from workbench.interpreter import bind_sizes
 
@@ -73,8 +74,7 @@ def test_every_layer_prices_runs_and_lowers_it():
     assert all(isinstance(s, NcclStep) for s in steps)
     cluster = load_hardware("h200x4")
     bound = bind_sizes(program, {**sizes, "P": 4})
-    ctx = CostContext(program, cluster, bound)
-    t = float(stmt_cost(ctx, program.stmts[0]).time_s)
+    t = float(priced(program, cluster, bound).stmts[0].time_s)  # the first AllToAll
     nbytes = 4096 * 4096 * 4 * 3 / 4  # each rank sends 3/4 of its 64 MiB
     assert nbytes / cluster.nvlink.bandwidth_Bps < t < 4 * nbytes / cluster.nvlink.bandwidth_Bps
     sim = simulate(program, cluster, bound)

@@ -12,6 +12,7 @@ import sympy
 from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plan_priced import kernel_steps
 
 from codegen.lower import lower
 from codegen.plan import KernelStep
@@ -19,8 +20,7 @@ from codegen.render import render
 from codegen.spec import ComputedPush
 from codegen.work import step_work
 from cost_model.hardware import preset
-from cost_model.ops.context import CostContext
-from cost_model.ops.fused import fused_parts
+from cost_model.plan_cost import PlanContext, fused_parts_of
 from workbench import (
     AllGather,
     Cast,
@@ -161,8 +161,9 @@ def test_priced_as_a_push_of_the_cast_value():
     fused = pf.schedules["fuse-cast-rs"].apply()
     bound = {sympy.Symbol("N", integer=True, positive=True): 2**26,
              sympy.Symbol("P", integer=True, positive=True): 4}
-    ctx = CostContext(fused, preset("h200x4"), bound)
-    parts = fused_parts(ctx, fused.stmts[0])
+    pc = PlanContext.of(lower(fused, 4), preset("h200x4"), bound)
+    (kernel,) = kernel_steps(pc.plan, "collective")
+    parts = fused_parts_of(pc, kernel)
     assert parts.pushed and parts.rs_nbytes == 2 * 2**26  # bf16, not the f32 it came from
     from workbench.cli import simulate as sim
 

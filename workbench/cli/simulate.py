@@ -21,9 +21,9 @@ import numpy as np
 import sympy
 
 from cost_model.hardware import load_hardware
-from cost_model.ops import program_cost
 from cost_model.plan_cost import plan_cost
 from cost_model.plan_explain import plan_collectives
+from cost_model.plan_formula import plan_formula
 from cost_model.plan_memory import plan_memory
 from simulator import Variability
 from simulator import simulate as simulate_program
@@ -285,10 +285,8 @@ def predict(loaded, cluster, sets: dict | None = None,
                     for i in range(samples if variability is not None else 1)]
         result = runs[0]
         times = tuple(r.time_s for r in runs)
-        # --symbolic: a formula in the size symbols and P, which no plan can say (a plan is
-        # lowered for a number of ranks): the one reader of the IR-level rules (decision 104)
-        formula = (program_cost(program, cluster, bound, symbolic=True, options=options).time_s
-                   if symbolic else None)
+        # --symbolic: a lower bound in the size symbols, read from the plan (P its number)
+        formula = plan_formula(plan, cluster) if symbolic else None
         picks = tuple(plan_collectives(plan, cluster, bound))  # --explain: its NCCL steps
         out.append(Prediction(name, program, float(np.median(times)), float(cost.time_s),
                               float(cost.lower_bound_s), result.bottleneck(link), result,
@@ -472,7 +470,10 @@ def rank_factors(pairs, option: str) -> tuple[tuple[int, float], ...]:
               help="NVLink SHARP off (as NCCL_NVLS_ENABLE=0): no NVLS/NVLSTree algorithms.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Bind a size, e.g. --set N=2**28 (P defaults to the cluster's GPUs).")
-@click.option("--symbolic", is_flag=True, help="Also print each schedule's closed-form time.")
+@click.option("--symbolic", is_flag=True,
+              help="Also print a closed-form lower bound on each schedule's time, read from "
+                   "its plan: a formula in the size symbols, with P the plan's number of "
+                   "ranks (a number, not a symbol).")
 @click.option("--full", is_flag=True, help="Simulate every rank (no reduction by symmetry).")
 @click.option("--autotune", is_flag=True,
               help="Add the autotuner's candidates (workbench.autotune.search).")
@@ -568,7 +569,7 @@ def simulate(program_file, hardware, nodes, no_nvls, sets, symbolic, full, autot
     if symbolic:
         for p in (p for p in predictions if p.ok):
             # 4 significant digits: the constants are fitted, more digits would be noise.
-            click.echo(f"\n{p.name}: t(s) = {sympy.N(p.formula, 4)}")
+            click.echo(f"\n{p.name}: t(s) >= {sympy.N(p.formula, 4)}")
     if explain:
         click.echo(explanation(predictions))
     # the files say what the header says: the cluster and the sizes of every row
