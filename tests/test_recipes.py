@@ -11,14 +11,15 @@ from __future__ import annotations
 import importlib
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import ROOT
 
-from workbench import Compute, P, Program, Replicated, Size, Tensor, float32
-from workbench.dsl.trace import _unary
+from workbench import Compute, P, Program, Replicated, Size, Tensor, float32, ir
+from workbench.dsl.trace import _stmt, _unary
 
 # "cube": x^3, a function no layer knows (its name must not exist anywhere already).
 TOY = "toycube"
@@ -75,6 +76,14 @@ def _program(fn):
 
 
 def test_a_toy_elementwise_function_runs_through_every_layer(toy_function, cubin_cache):
+    source = _through_every_layer(_program(toy_function), lambda v: v**3 + 1, kernels=1)
+    assert re.search(r"\* .* \*", source)  # the toy's C, x * x * x, is in the kernel
+
+
+def _through_every_layer(program, want, kernels: int) -> str:
+    """Interpret `program` (output checked against `want` of the input and inside its error
+    bound), lower it, price and simulate its plan, render its kernels and compile them where
+    nvcc is present; the rendered source."""
     from codegen.lower import lower
     from codegen.render import include_dir, render
     from cost_model.hardware import preset
@@ -83,21 +92,97 @@ def test_a_toy_elementwise_function_runs_through_every_layer(toy_function, cubin
     from workbench.interpreter import bind_sizes, run
     from workbench.interpreter.bounds import bounded_reference
 
-    program = _program(toy_function)
+    out = program.outputs[0].name
     x = np.random.default_rng(0).normal(size=1024).astype(np.float32)
-    got = run(program, {"x": x}, {"N": 1024, "P": 2})["y"]
-    np.testing.assert_allclose(got, x.astype(np.float64) ** 3 + 1, rtol=1e-6, atol=1e-6)
+    got = run(program, {"x": x}, {"N": 1024, "P": 2})[out]
+    np.testing.assert_allclose(got, want(x.astype(np.float64)), rtol=1e-6, atol=1e-6)
     ref = bounded_reference(program, {"x": x}, {"N": 1024, "P": 2})
-    assert (np.abs(got - ref.values["y"]) <= ref.bounds["y"]).all()
+    assert (np.abs(got - ref.values[out]) <= ref.bounds[out]).all()
 
-    plan = lower(program, 2)
-    (spec,) = plan.kernels()
-    source = render(spec)
-    assert re.search(r"\* .* \*", source)  # the toy's C, x * x * x, is in the kernel
+    specs = lower(program, 2).kernels()
+    assert len(specs) == kernels
+    sources = [render(spec) for spec in specs]
     cluster, bound = preset("h200x4"), bind_sizes(program, {"N": 2**20, "P": 4})
     assert plan_cost(lower(program, 4), cluster, bound).time_s > 0
     assert simulate(program, cluster, bound).time_s > 0
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
-        pytest.skip("nvcc (CUDA toolkit) not installed: the toy kernel was rendered, not compiled")
+        pytest.skip("nvcc (CUDA toolkit) not installed: the kernels were rendered, not compiled")
     from workbench.runtime.compiler import compile_cubin
-    assert compile_cubin(spec.name, source, include_dir()).stat().st_size > 0
+    for spec, source in zip(specs, sources):
+        assert compile_cubin(spec.name, source, include_dir()).stat().st_size > 0
+    return "\n".join(sources)
+
+
+# ------------------------------------------------------------------ a toy op
+
+
+@dataclass(frozen=True, slots=True)
+class ToyTwice:
+    """A toy op: 2 x, elementwise (its own class, so every layer must look it up by class)."""
+
+    x: str
+
+    @property
+    def expr(self):
+        return ir.Binary("mul", ir.Const(2.0), ir.Ref(self.x))
+
+    def operands(self):
+        return (self.x,)
+
+    def rename(self, m):
+        return ToyTwice(m.get(self.x, self.x))
+
+    def infer(self, env, what):
+        return env[self.x]
+
+    def __str__(self):
+        return f"ToyTwice({self.x})"
+
+
+def _as_compute(stmt):
+    return ir.Stmt(stmt.outs, ir.Compute(stmt.op.expr), stmt.loc)
+
+
+# Each op table the recipe "How to add an op" names, and the toy's entry (the shipped rules of
+# Compute, which read the op's `expr`; lowering and the closed form take it as a Compute).
+def _op_tables():
+    from codegen.lower import LOWERING_RULES
+    from cost_model.ops.rules import COST_RULES, FIXED_COST_RULES
+    from workbench.interpreter.bounds import BOUND_RULES
+    from workbench.interpreter.machine import INTERPRETER_RULES
+
+    return {
+        "workbench.interpreter.machine.INTERPRETER_RULES": INTERPRETER_RULES[ir.Compute],
+        "workbench.interpreter.bounds.BOUND_RULES": BOUND_RULES[ir.Compute],
+        "cost_model.ops.rules.COST_RULES":
+            lambda ctx, s: COST_RULES[ir.Compute](ctx, _as_compute(s)),
+        "cost_model.ops.rules.FIXED_COST_RULES": FIXED_COST_RULES[ir.Compute],
+        "codegen.lower.LOWERING_RULES":
+            lambda ctx, s, first: LOWERING_RULES[ir.Compute](ctx, _as_compute(s), first),
+    }
+
+
+@pytest.fixture
+def toy_op(monkeypatch):
+    """The toy op registered through the recipe's tables; its DSL constructor."""
+    for dotted, entry in _op_tables().items():
+        module, name = dotted.rsplit(".", 1)
+        table = getattr(importlib.import_module(module), name)
+        assert ToyTwice not in table
+        monkeypatch.setitem(table, ToyTwice, entry)
+    monkeypatch.setattr("workbench.ir.ops.OP_CLASSES", (*ir.OP_CLASSES, ToyTwice))
+    return lambda x, name=None: _stmt(lambda a: ToyTwice(a[0]), [x], [False], name)
+
+
+def test_the_op_recipe_names_the_tables_the_test_registers_into():
+    named = _recipe_tables("How to add an op")
+    assert set(_op_tables()) <= set(named), "a table the toy op needs is not in the recipe"
+
+
+def test_a_toy_op_runs_through_every_layer(toy_op, cubin_cache):
+    N = Size("N", multiple_of=P)
+    x = Tensor(float32, [N], Replicated, "x")
+    y = toy_op(x, name="y")
+    z = Compute(y + 1.0, name="z")
+    _through_every_layer(Program(inputs=[x], outputs=[z], name="toy_op"),
+                         lambda v: 2 * v + 1, kernels=2)
