@@ -11,14 +11,27 @@ from __future__ import annotations
 import importlib
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import ROOT
 
-from workbench import Compute, P, Program, Replicated, Size, Tensor, float32, ir
+from codegen import plan as cp
+from workbench import (
+    AllReduce,
+    Compute,
+    Local,
+    P,
+    Program,
+    Replicated,
+    Size,
+    Sum,
+    Tensor,
+    float32,
+    ir,
+)
 from workbench.dsl.trace import _stmt, _unary
 
 # "cube": x^3, a function no layer knows (its name must not exist anywhere already).
@@ -186,3 +199,81 @@ def test_a_toy_op_runs_through_every_layer(toy_op, cubin_cache):
     z = Compute(y + 1.0, name="z")
     _through_every_layer(Program(inputs=[x], outputs=[z], name="toy_op"),
                          lambda v: 2 * v + 1, kernels=2)
+
+
+# ------------------------------------------------------------------ a toy plan step
+
+
+@dataclass(frozen=True)
+class ToyNcclStep(cp.NcclStep):
+    """A toy plan step: an NCCL collective under a class of its own. It inherits NcclStep's
+    fields (and so passes NcclStep's isinstance checks); every table keyed by the exact step
+    class must have an entry for it, which is what the recipe's list is held to."""
+
+
+def _step_tables():
+    from codegen.work import WORK_RULES
+    from cost_model.plan_cost import PLAN_COST_RULES, PLAN_FIXED_RULES
+    from simulator.plan_steps import PLAN_RUN_RULES
+    from workbench.runtime.executor import PREPARERS
+
+    return {
+        "codegen.work.WORK_RULES": WORK_RULES[cp.NcclStep],
+        "cost_model.plan_cost.PLAN_COST_RULES": PLAN_COST_RULES[cp.NcclStep],
+        "cost_model.plan_cost.PLAN_FIXED_RULES": PLAN_FIXED_RULES[cp.NcclStep],
+        "simulator.plan_steps.PLAN_RUN_RULES": PLAN_RUN_RULES[cp.NcclStep],
+        "workbench.runtime.executor.PREPARERS": PREPARERS[cp.NcclStep],
+    }
+
+
+def _register_toy_step(monkeypatch) -> None:
+    """The toy step registered through the recipe's tables, and an AllReduce lowered to it
+    (its lowering rule: the shipped one, its NcclStep retyped)."""
+    from codegen.lower import LOWERING_RULES
+
+    for dotted, entry in _step_tables().items():
+        module, name = dotted.rsplit(".", 1)
+        table = getattr(importlib.import_module(module), name)
+        monkeypatch.setitem(table, ToyNcclStep, entry)
+    shipped = LOWERING_RULES[ir.AllReduce]
+
+    def lower_to_toy(ctx, stmt, first):
+        return [(ToyNcclStep(**{f.name: getattr(s, f.name) for f in fields(s)})
+                 if type(s) is cp.NcclStep else s, groups)
+                for s, groups in shipped(ctx, stmt, first)]
+    monkeypatch.setitem(LOWERING_RULES, ir.AllReduce, lower_to_toy)
+
+
+def test_the_plan_step_recipe_names_the_tables_the_test_registers_into():
+    named = _recipe_tables("How to add a plan step")
+    assert set(_step_tables()) <= set(named), "a table the toy step needs is not in the recipe"
+
+
+def _allreduce_program():
+    N = Size("N", multiple_of=P)
+    x = Tensor(float32, [N], Local, "x")
+    y = AllReduce(Sum, x, name="y")
+    return Program(inputs=[x], outputs=[y], name="toy_step")
+
+
+def test_a_toy_plan_step_is_lowered_priced_and_simulated_as_the_step_it_copies(monkeypatch):
+    from codegen.lower import lower
+    from cost_model.hardware import preset
+    from cost_model.plan_cost import plan_cost
+    from simulator import simulate
+    from workbench.interpreter import bind_sizes
+
+    program = _allreduce_program()
+    cluster, bound = preset("h200x4"), bind_sizes(program, {"N": 2**24, "P": 4})
+    shipped = (plan_cost(lower(program, 4), cluster, bound).time_s,
+               simulate(program, cluster, bound).time_s)
+    with monkeypatch.context() as m:
+        _register_toy_step(m)
+        plan = lower(program, 4)
+        assert [type(s) for s in plan.steps] == [ToyNcclStep]
+        toy = (plan_cost(plan, cluster, bound).time_s, simulate(program, cluster, bound).time_s)
+    # the toy's rules are NcclStep's: it must cost and run exactly as the step it copies
+    assert toy == pytest.approx(shipped, rel=1e-12)
+    assert shipped[0] > 0 and shipped[1] > 0
+    # The runtime's preparer is registered (PREPARERS) but not run here: running a plan needs
+    # GPUs (the lead's device runs); tests/runtime/ pins each shipped step with its fakes.
