@@ -277,3 +277,33 @@ def test_a_toy_plan_step_is_lowered_priced_and_simulated_as_the_step_it_copies(m
     assert shipped[0] > 0 and shipped[1] > 0
     # The runtime's preparer is registered (PREPARERS) but not run here: running a plan needs
     # GPUs (the lead's device runs); tests/runtime/ pins each shipped step with its fakes.
+
+
+# ------------------------------------------------------------------ every name the recipes cite
+
+PACKAGES = ("workbench", "codegen", "cost_model", "simulator", "wbtorch")
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether `package.module.attr...` names something that exists (the longest importable
+    module prefix, then attributes)."""
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for attr in parts[k:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_dotted_name_the_architecture_cites_exists():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    names = {n for n in re.findall(r"`([A-Za-z_]+(?:\.[A-Za-z_]+)+)`", text)
+             if n.split(".")[0] in PACKAGES}
+    assert len(names) > 20  # the recipes cite their tables this way
+    assert sorted(n for n in names if not _resolves(n)) == []
