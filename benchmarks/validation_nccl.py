@@ -190,7 +190,7 @@ class Measured:
     # error is then that of the busbw the time implies (measured time / model time - 1).
     time_us: float | None = None
     # A figure a parameter was fitted on (the transports' message costs): reported apart from
-    # the held-out rows (design note in docs/design/cost_model.md, "message costs").
+    # the held-out rows (decision 102, "message costs").
     train: bool = False
     # Why the figure is a suspected outlier of its own run (OUTLIER_FACTOR), else "": it is
     # not fitted, stays in every count and is marked in the table.

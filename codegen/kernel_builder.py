@@ -5,6 +5,8 @@ stored (locally or into every peer's buffer), norms' partial sums, and loop-inva
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import sympy
 
@@ -28,6 +30,16 @@ from workbench.types import Sliced, TensorType
 # What a fused kernel accumulates for ReduceTensor(op, x), by op (f64 partials per block).
 REDUCE_TENSOR_ACC = {ir.ReduceOp.Sum: "sum", ir.ReduceOp.Max: "max", ir.ReduceOp.Min: "min",
                      ir.ReduceOp.Prod: "prod"}
+
+# The CUDA C of each elementwise function (f32, no fast math), from its operand's C; one entry
+# per name in ir.UNARY_OPS.
+C_UNARY: dict[str, Callable[[str], str]] = {
+    "neg": lambda x: f"(-{x})", "sqrt": lambda x: f"sqrtf({x})",
+    "rsqrt": lambda x: f"(1.0f / sqrtf({x}))", "exp": lambda x: f"expf({x})",
+    "log": lambda x: f"logf({x})", "abs": lambda x: f"fabsf({x})",
+    "tanh": lambda x: f"tanhf({x})", "erf": lambda x: f"erff({x})",
+    "sigmoid": lambda x: f"(1.0f / (1.0f + expf(-{x})))",
+}
 
 
 class KernelBuilder:
@@ -261,10 +273,7 @@ class KernelBuilder:
                         "min": f"fminf({x}, {y})"}[op]
             case ir.Unary(fn, a):
                 x = self.expr(a, env_types, hoist)
-                return {"neg": f"(-{x})", "sqrt": f"sqrtf({x})", "rsqrt": f"(1.0f / sqrtf({x}))",
-                        "exp": f"expf({x})", "log": f"logf({x})", "abs": f"fabsf({x})",
-                        "tanh": f"tanhf({x})", "erf": f"erff({x})",
-                        "sigmoid": f"(1.0f / (1.0f + expf(-{x})))"}[fn]
+                return C_UNARY[fn](x)
             case ir.Cast(dtype, a):
                 return f"wb::round_to<{C_TYPES[dtype.name]}>({self.expr(a, env_types, hoist)})"
             case ir.Dropout(p, seed, a):

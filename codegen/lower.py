@@ -117,7 +117,7 @@ def _lower_fused(ctx: LoweringContext, stmt: ir.Stmt, first: int) -> Steps:
                "nodes needs a collective whose network steps a kernel drives with "
                "computation between them (NCCL 2.28's device API reaches peers over "
                "NVLink/NVLS, and GIN's one-sided puts over the network, but gives no ring "
-               "to fuse into; docs/design/codegen.md); run fuse-rs-c-ag inside a node, or "
+               "to fuse into; decision 72); run fuse-rs-c-ag inside a node, or "
                "the pipelined hierarchy across nodes")
         kernels = fused_collective_steps(ctx.pl, stmt, first, ctx.opts)
         if len(kernels) != 1:

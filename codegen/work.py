@@ -3,7 +3,7 @@
 run it), read from the plan alone: the buffers, counts and kernel specs lowering made.
 
 This is the first part of pricing plan steps instead of IR statements (issue 22's "one plan,
-four readers"; docs/design/house.md, note 61 says what is left). Sizes stay expressions, as the
+four readers"; decision 104 says what changed since). Sizes stay expressions, as the
 plan's. What a record counts:
 
 - a generated kernel: each vector load and store of `extent` elements per rank (a row kernel:

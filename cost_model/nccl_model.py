@@ -360,7 +360,7 @@ def nvls_tree_bus_Bps(heads: int, nodes: int, nic_Bps: float, gen: str,
 # The other reading, a stage per tree level (2 + 2 log2(nodes)), was tried against
 # NVIDIA/nccl-tests#309's 4- and 8-node InfiniBand tables and missed them by -28 and -36 %
 # at 16 MiB (4 stages: -8.8 and -4.0 %), so those rows chose between the two readings.
-# The workbench adds that fill (docs/design/cost_model.md note 102: where the model leaves
+# The workbench adds that fill (decision 102: where the model leaves
 # NCCL's, following measurements).
 NVLS_TREE_CHANNELS = {"hopper": 16, "blackwell": 32}
 NVLS_CHUNK_BYTES = 128 * 1024

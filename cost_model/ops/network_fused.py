@@ -12,7 +12,7 @@ CoCoNet's kernel, which applies the update per NCCL chunk (the update's HBM traf
 assumed not to slow the ring's steps, which at 16+ ranks move far more bytes).
 
 Not generated (no backend can drive NCCL's network steps with computation between them
-yet; docs/design/codegen.md), so `workbench simulate` shows the row as simulated only.
+yet; decision 72), so `workbench simulate` shows the row as simulated only.
 """
 
 from __future__ import annotations

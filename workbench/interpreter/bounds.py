@@ -209,25 +209,26 @@ class _BoundsMachine:
             self.overflow = f"{stmt.out.name} = {stmt.op}"
 
 
+# First-order propagated error of each elementwise function at x given |dx| <= ex, with r the
+# function's value there (its own rounding is LIBM_ULPS'); one entry per name in ir.UNARY_OPS.
+UNARY_ERRORS: dict[str, Callable] = {
+    "neg": lambda x, ex, r: ex,
+    "abs": lambda x, ex, r: ex,
+    # |sqrt(x + d) - sqrt(x)| <= min(|d| / (2 sqrt x), sqrt |d|)
+    "sqrt": lambda x, ex, r: np.minimum(ex / (2 * np.sqrt(np.abs(x))), np.sqrt(ex)),
+    "rsqrt": lambda x, ex, r: 0.5 * np.abs(r) / np.abs(x) * ex,
+    "exp": lambda x, ex, r: np.abs(r) * np.expm1(ex),
+    "log": lambda x, ex, r: ex / np.abs(x),
+    "tanh": lambda x, ex, r: (1 - r * r) * ex,
+    "erf": lambda x, ex, r: (2 / math.sqrt(math.pi) * np.exp(-(np.abs(x) - ex).clip(0) ** 2)
+                             * ex),
+    "sigmoid": lambda x, ex, r: 0.25 * ex,
+}
+
+
 def _unary_error(fn: str, x, ex, r):
     """First-order propagated error of fn at x given |dx| <= ex (rounding of fn not included)."""
-    if fn in ("neg", "abs"):
-        return ex
-    if fn == "sqrt":  # |sqrt(x + d) - sqrt(x)| <= min(|d| / (2 sqrt x), sqrt |d|)
-        return np.minimum(ex / (2 * np.sqrt(np.abs(x))), np.sqrt(ex))
-    if fn == "rsqrt":
-        return 0.5 * np.abs(r) / np.abs(x) * ex
-    if fn == "exp":
-        return np.abs(r) * np.expm1(ex)
-    if fn == "log":
-        return ex / np.abs(x)
-    if fn == "tanh":
-        return (1 - r * r) * ex
-    if fn == "erf":
-        return 2 / math.sqrt(math.pi) * np.exp(-(np.abs(x) - ex).clip(0) ** 2) * ex
-    if fn == "sigmoid":
-        return 0.25 * ex
-    raise TypeError(fn)
+    return UNARY_ERRORS[fn](x, ex, r)
 
 
 def _binary_error(op: str, x, ex, y, ey, r):

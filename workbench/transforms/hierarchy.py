@@ -195,7 +195,7 @@ class RingFuse(Transform):
     Meaning unchanged (time only). The cost model and the simulator price it on NCCL's ring
     plan (cost_model.ops.network_fused); no backend generates it yet: the GPU would need a
     collective whose network steps a kernel drives with computation between them (NCCL's
-    device API does not give that across nodes today: docs/design/codegen.md), so
+    device API does not give that across nodes today: decision 72), so
     `workbench simulate` says "simulated only: needs a fused network collective" and never
     marks it best.
 
