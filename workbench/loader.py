@@ -70,6 +70,8 @@ def load(spec: str) -> ProgramFile:
         what = e.code if isinstance(e, HardExit) else f"exit({e.code})"
         raise ProgramFileError(f"program file {path} must not exit, got {what}; remove the "
                                "exit (a program file is run to read its program)") from None
+    except KeyboardInterrupt:
+        raise  # Ctrl-C while the file runs: the user's interrupt, not the file's error (exit 130)
     except BaseException as e:  # a user's file may raise anything; report where and what
         frames = [f for f in traceback.extract_tb(sys.exc_info()[2])
                   if Path(f.filename).resolve() == path.resolve()]
