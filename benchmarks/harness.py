@@ -66,6 +66,8 @@ class Suite:
     runs: tuple[dict, ...] = field(default_factory=tuple)
     # the records/ folders of the device calls this suite replays (none: a benchmark)
     records: tuple[str, ...] = ()
+    # the [train] tables of the file it was read from (its training runs' configs, variants)
+    training: dict = field(default_factory=dict, compare=False)
 
 
 class SuiteError(ValueError):
@@ -167,13 +169,9 @@ def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:
                                      f"{{{'}, {'.join(sorted(_PLACEHOLDERS))}}}, got {arg!r:.60}"
                                      "; double a brace to keep it ({{ }})") from None
         suites[name] = Suite(name, str(body.get("about", "")), tuple(runs),
-                             _records(body.get("record", ()), name, path))
-    TRAINING.clear()
-    TRAINING.update(data.get("train", {}))
+                             _records(body.get("record", ()), name, path),
+                             data.get("train", {}))
     return suites
-
-
-TRAINING: dict = {}  # suites.toml's [train] tables, as load_suites last read them
 
 
 def _check_training(run: dict, train, where: str) -> None:
@@ -191,15 +189,16 @@ def _check_training(run: dict, train, where: str) -> None:
                          f"{', '.join(unknown):.100}; add them or fix the names")
 
 
-def training_runs(suite: str, r: dict, gpus: int) -> list[Run]:
+def training_runs(suite: str, r: dict, gpus: int, training: dict) -> list[Run]:
     """A training run's torchruns, one per variant (in the order given), then the loss
     check of every variant against torch's own noise (check_losses.sh; only where the
     variants hold its reference, `ref` or `bf16p`: else no run is judged): CONFIG's model and
     steps, the variant's arguments (the workbench's common ones first where it says
     `workbench = true`), a variant that only P = 1 has (`max_gpus = 1`) left out at larger
-    P. The compile scope `split` compiles three pieces first: `split_timeout_s`."""
+    P. The compile scope `split` compiles three pieces first: `split_timeout_s`. `training`:
+    the suite file's [train] tables."""
     cfg_name = r["train"]
-    cfg, variants = TRAINING["configs"][cfg_name], TRAINING["variants"]
+    cfg, variants = training["configs"][cfg_name], training["variants"]
     common = [*cfg["model"], "--steps", str(cfg["steps"]), "--warmup-steps",
               str(cfg["warmup_steps"])]
     runs = []
@@ -207,7 +206,7 @@ def training_runs(suite: str, r: dict, gpus: int) -> list[Run]:
         v = variants[name]
         if gpus > v.get("max_gpus", 1024):
             continue
-        args = [*(TRAINING["workbench_args"] if v.get("workbench") else []), *v["args"]]
+        args = [*(training["workbench_args"] if v.get("workbench") else []), *v["args"]]
         if "split_blocks" in v:  # the graph cut every N blocks: N blocks' parameter bytes
             args += ["--split-mb", str(v["split_blocks"] * cfg["block_mb"])]
         timeout = cfg["split_timeout_s" if v.get("split") else "timeout_s"]
@@ -235,8 +234,9 @@ def plan_runs(suites: dict[str, Suite], names: list[str], gpus: int, out: Path,
     for suite in chosen:
         for r in suites[suite].runs:
             if "train" in r:
+                expanded = training_runs(suite, r, gpus, suites[suite].training)
                 runs += [Run(t.suite, t.name, tuple(a.format(**fill) for a in t.argv), t.env,
-                             t.timeout_s) for t in training_runs(suite, r, gpus)]
+                             t.timeout_s) for t in expanded]
                 continue
             if "command" in r:
                 argv = tuple(a.format(**fill) for a in r["command"])

@@ -164,8 +164,10 @@ def test_every_session_script_is_a_suite_now():
 
 
 def test_a_training_run_is_one_torchrun_a_variant_then_the_loss_check():
+    tables = SUITES["replay-training"].training  # suites.toml's [train]
     suite = harness.Suite("t", "", ({"name": "tr", "train": "806m",
-                                     "variants": ["ref", "plain", "wb-ovlsgp4"]},), "records")
+                                     "variants": ["ref", "plain", "wb-ovlsgp4"]},),
+                          ("records/x",), tables)
     at2 = harness.plan_runs({"t": suite}, ["t"], 2, ROOT / "out", False)
     # plain is a one-GPU variant: left out at P = 2
     assert [r.name for r in at2] == ["tr-ref", "tr-wb-ovlsgp4", "tr-losses"]
@@ -183,7 +185,8 @@ def test_a_training_run_is_one_torchrun_a_variant_then_the_loss_check():
     assert [r.name for r in at1] == ["tr-ref", "tr-plain", "tr-wb-ovlsgp4", "tr-losses"]
     # no reference among the variants: nothing to judge against, so no loss check is run
     # (check_losses.sh would say NOT JUDGED, exit 2)
-    alone = harness.Suite("t", "", ({"name": "tr", "train": "806m", "variants": ["wb"]},), "r")
+    alone = harness.Suite("t", "", ({"name": "tr", "train": "806m", "variants": ["wb"]},),
+                          ("records/x",), tables)
     assert [r.name for r in harness.plan_runs({"t": alone}, ["t"], 1, ROOT, False)] == ["tr-wb"]
 
 
