@@ -2,7 +2,7 @@
 
 `fused_form(stmt)` says what moves a Fused region's bytes and what computes it, and lowering
 (codegen.lower) generates the region by it. The reader that prices a region without its
-plan (the IR-level cost rules, cost_model.ops.rules: tests only, decision 104) dispatches on the
+plan dispatches on the
 same answer instead of re-deriving it from `Fused.kind` and `Fused.engine`; a lowered plan's
 readers read its steps (cost_model.plan_cost, simulator.plan_steps), which are this form made
 concrete (the ring form a RingFusedStep: decision 104).

@@ -157,19 +157,16 @@ def _as_compute(stmt):
 
 
 # Each op table the recipe "How to add an op" names, and the toy's entry (the shipped rules of
-# Compute, which read the op's `expr`; lowering and the closed form take it as a Compute).
+# Compute, which read the op's `expr`; lowering takes it as a Compute). The cost model needs no
+# entry: the op is priced by the plan steps it lowers to (decision 104).
 def _op_tables():
     from codegen.lower import LOWERING_RULES
-    from cost_model.ops.rules import COST_RULES, FIXED_COST_RULES
     from workbench.interpreter.bounds import BOUND_RULES
     from workbench.interpreter.machine import INTERPRETER_RULES
 
     return {
         "workbench.interpreter.machine.INTERPRETER_RULES": INTERPRETER_RULES[ir.Compute],
         "workbench.interpreter.bounds.BOUND_RULES": BOUND_RULES[ir.Compute],
-        "cost_model.ops.rules.COST_RULES":
-            lambda ctx, s: COST_RULES[ir.Compute](ctx, _as_compute(s)),
-        "cost_model.ops.rules.FIXED_COST_RULES": FIXED_COST_RULES[ir.Compute],
         "codegen.lower.LOWERING_RULES":
             lambda ctx, s, first: LOWERING_RULES[ir.Compute](ctx, _as_compute(s), first),
     }

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 from cost_model import collectives as coll
 from cost_model.hardware import Cluster
-from cost_model.ops.compute import compute_cost, io_work
-from cost_model.ops.context import CostContext, OpCost
-from workbench import ir
 
 
 def alltoall_split(cluster: Cluster, nbytes, P: int):
@@ -57,35 +54,11 @@ def alltoall_latency_s(cluster: Cluster, P: int):
     return coll.p2p_time(0.0, cluster, alltoall_split(cluster, 0, P)[2])
 
 
-def _of(ctx: CostContext, s: ir.Stmt):
-    """(a rank's buffer bytes, ranks) of an AllToAll statement; ranks from the bound sizes."""
-    return ctx.local_nbytes(s.op.x), ctx.group_size(ctx.types[s.op.x].group)
 
 
-def alltoall_parts(ctx: CostContext, s: ir.Stmt):
-    """(bytes each rank sends inside its node, bytes it sends to other nodes, ranks, whether
-    the group spans nodes) of an AllToAll statement."""
-    nbytes, P = _of(ctx, s)
-    intra, inter, crosses = alltoall_split(ctx.cluster, nbytes, P)
-    return intra, inter, P, crosses
 
 
-def alltoall_time(ctx: CostContext, s: ir.Stmt, scale: float = 1.0):
-    """Seconds of one AllToAll statement on `scale` of its buffer; None over one rank."""
-    return alltoall_seconds(ctx.cluster, *_of(ctx, s), scale)
 
 
-def alltoall_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
-    """The AllToAll's time (see the module docstring) and the link time it occupies."""
-    nbytes, P = _of(ctx, s)
-    t = alltoall_seconds(ctx.cluster, nbytes, P)
-    host = ctx.cluster.nccl.host_overhead_s
-    if t is None:  # one rank: NCCL copies the buffer
-        c = compute_cost(ctx, io_work(ctx, [s.op.x], [s.out.name]))
-        return OpCost(c.time_s + host, c.busy_s, "hbm", host)
-    return OpCost(t, alltoall_busy(ctx.cluster, nbytes, P), "link", host)
 
 
-def alltoall_fixed_s(ctx: CostContext, s: ir.Stmt, chunks: int = 1):
-    """The AllToAll statement's latency (`alltoall_latency_s`)."""
-    return alltoall_latency_s(ctx.cluster, _of(ctx, s)[1])

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from codegen.work import expr_dropouts, expr_flops
-from cost_model.collectives import smax, smin
+from cost_model.collectives import smax
 from cost_model.hardware import Cluster
 from cost_model.ops.context import CostContext, OpCost
 from workbench import ir
@@ -78,50 +77,8 @@ def dropout_s(cluster: Cluster, work: Work, sm_fraction: float = 1.0):
     return work.dropout_elements * cluster.gpu.dropout_element_s / sm_fraction
 
 
-def io_work(ctx: CostContext, reads, writes, flops=0) -> Work:
-    """The Work of a kernel that reads the values named in `reads` and writes those in
-    `writes` (this rank's part of each), with the bytes of 2-byte elements counted apart."""
-    def f16(names):
-        return sum((ctx.local_nbytes(n) for n in names if ctx.types[n].dtype.nbytes == 2), 0)
-
-    read = sum((ctx.local_nbytes(n) for n in reads), 0)
-    write = sum((ctx.local_nbytes(n) for n in writes), 0)
-    return Work(read + write, flops, write_bytes=write, f16_read_bytes=f16(reads),
-                f16_write_bytes=f16(writes))
 
 
-def elementwise_work(ctx: CostContext, stmts, produced_inside=frozenset()) -> Work:
-    """HBM traffic and flops of elementwise statements (and axis reductions, row kernels) run as
-    one kernel: each tensor read from HBM once (values produced inside the kernel are not
-    re-read; a row kernel keeps a row in registers between its passes), each result written
-    once."""
-    reads, writes, flops, dropouts = {}, {}, 0, 0
-    dtype = "f32"
-    inside = set(produced_inside)
-    for s in stmts:
-        expr = s.op.expr
-        out = s.out.name
-        elements = iteration_numel(ctx, s)
-        for name in ir.expr_refs(expr):
-            if name not in inside:
-                # An elementwise statement on a slice reads only that slice of a Replicated
-                # operand (GPU run 14: Adam's rs-c-ag updates measured at the slice's bytes);
-                # broadcast operands (a bias, a scalar) are read whole.
-                slice_bytes = elements * ctx.types[name].dtype.nbytes
-                reads[name] = smin(ctx.local_nbytes(name), slice_bytes)
-        writes[out] = ctx.local_nbytes(out)
-        # an axis reduction also combines each element into its row's accumulator
-        combine = 1 if isinstance(s.op, ir.ReduceAxis) else 0
-        flops = flops + (expr_flops(expr) + combine) * elements
-        dropouts = dropouts + expr_dropouts(expr) * elements
-        dtype = s.out.type.dtype.name
-        inside.add(out)
-
-    def f16(table):
-        return sum((n for name, n in table.items() if ctx.types[name].dtype.nbytes == 2), 0)
-
-    return Work(sum(reads.values()) + sum(writes.values()), flops, dtype, sum(writes.values()),
-                f16(reads), f16(writes), dropouts)
 
 
 def iteration_numel(ctx: CostContext, s: ir.Stmt):
@@ -133,61 +90,12 @@ def iteration_numel(ctx: CostContext, s: ir.Stmt):
     return ctx.local_numel(s.out.name)
 
 
-def matmul_work(ctx: CostContext, s: ir.Stmt) -> Work:
-    """HBM traffic and flops of a MatMul on this rank: both operands read, the result written
-    once, 2 flops per multiply-add at the first operand's dtype's rate."""
-    a, b = s.op.a, s.op.b
-    ta = ctx.types[a]
-    k_local = ctx.size(ta.local_shape()[-1])
-    flops = 2 * ctx.local_numel(s.out.name) * k_local
-    return Work(ctx.local_nbytes(a) + ctx.local_nbytes(b) + ctx.local_nbytes(s.out.name),
-                flops, ta.dtype.name)
 
 
-def matmul_epilogue_works(ctx: CostContext, s: ir.Stmt) -> list[Work]:
-    """The kernels of a fused MatMul + epilogue region (ir.Fused kind "matmul"), in order.
-
-    An epilogue the GEMM library runs (ir.library_epilogue: bias, bias + ReLU, bias + GeLU):
-    one GEMM that reads the bias and writes the epilogue's result instead of the product, so
-    the product's round trip through HBM (written by the GEMM, read back by a kernel: 2 x its
-    bytes) is saved. Any other epilogue: the GEMM, then one kernel computing every epilogue
-    statement from the product in registers (what unfused statements would cost, less the
-    intermediate values' round trips)."""
-    mm, *epilogue = s.op.body
-    gemm = matmul_work(ctx, mm)
-    lib = ir.library_epilogue(s.op.body, ctx.types)
-    if lib is None:
-        return [gemm, elementwise_work(ctx, epilogue)]
-    n = ctx.local_numel(mm.out.name)
-    extra = Work(ctx.local_nbytes(lib.bias) + ctx.local_nbytes(epilogue[0].out.name)
-                 - ctx.local_nbytes(mm.out.name), expr_flops(epilogue[0].op.expr) * n)
-    return [gemm + extra]
 
 
-def reduction_work(ctx: CostContext, s: ir.Stmt) -> Work:
-    """The Work of a ReduceTensor or Norm on this rank's part of its input: one read and two
-    flops per element (the combine of the ranks' partials is priced apart,
-    `comm.norm_combine_s`)."""
-    return Work(ctx.local_nbytes(s.op.x), 2 * ctx.local_numel(s.op.x))
 
 
-def index_work(ctx: CostContext, s: ir.Stmt) -> Work:
-    """The Work of an index op's kernel on this rank (design decision 106). A Gather reads its
-    ids and the rows it picks (its output's bytes: a masked row is a zero, not read, so this
-    is the most it reads) and writes its output; no flops. A TopK reads its input once and
-    writes its k values or indices a row; each lane inserts each element into its sorted k
-    best, k comparisons an element."""
-    out = s.out.name
-    if isinstance(s.op, ir.Gather):
-        read = ctx.local_nbytes(s.op.ids) + ctx.local_nbytes(out)
-        write = ctx.local_nbytes(out)
-        half = ctx.local_nbytes(out) if s.out.type.dtype.nbytes == 2 else 0
-        return Work(read + write, 0, s.out.type.dtype.name, write, half, half)
-    x = s.op.x
-    half_in = ctx.local_nbytes(x) if ctx.types[x].dtype.nbytes == 2 else 0
-    half_out = ctx.local_nbytes(out) if s.out.type.dtype.nbytes == 2 else 0
-    return Work(ctx.local_nbytes(x) + ctx.local_nbytes(out), s.op.k * ctx.local_numel(x),
-                ctx.types[x].dtype.name, ctx.local_nbytes(out), half_in, half_out)
 
 
 def kernel_bound(cluster: Cluster, work: Work, sm_fraction: float = 1.0) -> str:

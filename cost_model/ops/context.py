@@ -12,9 +12,7 @@ from cost_model.collectives import smax
 from cost_model.hardware import Cluster
 from workbench import ir
 from workbench.options import CodegenOptions
-from workbench.types import Group, Sliced, TensorType
-
-RESOURCES = ("link", "hbm")
+from workbench.types import Group, TensorType
 
 
 @dataclass(frozen=True)
@@ -82,20 +80,8 @@ class OpCost:
     host_s: object = 0.0
 
 
-def stmt_group(ctx: CostContext, s: ir.Stmt) -> Group:
-    """The group whose ranks run statement `s`: that of its first operand with a shape (a
-    Send's destination stage receives, but the source stage runs it)."""
-    names = s.op.operands()
-    for n in names:
-        t = ctx.types[n]
-        if t.shape or len(names) == 1:
-            return t.group
-    return s.outs[0].type.group
 
 
-def is_sliced(t: TensorType) -> bool:
-    """Whether a value's layout is Sliced (each rank holds 1/P of it)."""
-    return isinstance(t.layout, Sliced)
 
 
 def max_busy(a: dict, b: dict) -> dict:

@@ -20,8 +20,7 @@ from __future__ import annotations
 from cost_model import collectives as coll
 from cost_model.ops.compute import work_s
 from cost_model.ops.context import CostContext, OpCost
-from cost_model.ops.fused import FusedParts, fused_cost, fused_parts
-from workbench import ir
+from cost_model.ops.fused import FusedParts
 
 # Chunks of a rank's slice in flight in the ring (NCCL's pipeline depth, NCCL_STEPS = 8).
 RING_PIPELINE = 8
@@ -54,11 +53,5 @@ def ring_cost(ctx: CostContext, parts: FusedParts) -> OpCost | None:
                   "link")
 
 
-def ring_fused_plan(ctx: CostContext, s: ir.Stmt) -> tuple[coll.Plan, object] | None:
-    """`ring_plan` of the ring-fused statement `s` (the IR-level price)."""
-    return ring_plan(ctx, fused_parts(ctx, s))
 
 
-def ring_fused_cost(ctx: CostContext, s: ir.Stmt) -> OpCost:
-    """`ring_cost` of the ring-fused statement `s`; over one rank its fused kernel's."""
-    return ring_cost(ctx, fused_parts(ctx, s)) or fused_cost(ctx, s)

@@ -24,39 +24,7 @@ schedule takes about the network's time, NCCL's flat algorithms' floor too.
 from __future__ import annotations
 
 from cost_model.collectives import smax
-from cost_model.ops.comm import collective_plan
-from cost_model.ops.context import CostContext, OpCost, add_busy
-from workbench import ir
-
-
-def is_pipeline(op) -> bool:
-    """Whether `op` is a pipelined hierarchy: an Overlapped of three legs whose middle one is
-    a node-level AllReduce (workbench.verify.is_hierarchy_pipeline, restated here so the
-    cost model reads the IR only)."""
-    return (isinstance(op, ir.Overlapped) and len(op.body) == 3
-            and isinstance(op.body[1].op, ir.AllReduce) and op.body[1].op.sub is not None)
-
-
-def pipeline_leg_s(ctx: CostContext, leg: ir.Stmt, chunks: int, stmt_cost, stmt_fixed_s):
-    """One piece of a leg on the GPU: its whole time over `chunks`, plus the fixed cost every
-    piece after the first pays again, less NCCL's host part (the host issues the pieces ahead
-    of the GPU, design note 9), spread over the pieces; and the leg's host part per piece."""
-    whole = stmt_cost(ctx, leg)
-    host = whole.host_s
-    if isinstance(leg.op, ir.COMMUNICATION_OPS) and not ctx.symbolic:
-        # an NCCL call on 1/chunks of the data: the plan NCCL picks for that size, with every
-        # step's latency (a ring's 2(n-1) steps are paid by every piece), host cost aside
-        return float(collective_plan(ctx, leg, 1.0 / chunks).time_s) - host, whole, host
-    again = (chunks - 1) * (stmt_fixed_s(ctx, leg, chunks) - host)
-    return (whole.time_s + again) / chunks, whole, host
-
-
-def pipeline_cost(ctx: CostContext, s: ir.Stmt, stmt_cost, stmt_fixed_s) -> OpCost:
-    """The pipelined hierarchy's time (module docstring); the rules pass their own
-    `stmt_cost` and `stmt_fixed_s` (cost_model.ops.rules) to price each leg."""
-    chunks = s.op.chunks
-    legs = [pipeline_leg_s(ctx, leg, chunks, stmt_cost, stmt_fixed_s) for leg in s.op.body]
-    return pipelined(legs, chunks, ctx.symbolic)
+from cost_model.ops.context import OpCost, add_busy
 
 
 def pipelined(legs, chunks: int, symbolic: bool = False) -> OpCost:

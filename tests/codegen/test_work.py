@@ -9,10 +9,6 @@ from conftest import ROOT
 from codegen import plan as plan_types
 from codegen.lower import lower
 from codegen.work import WORK_RULES, plan_work
-from cost_model.hardware import load_hardware
-from cost_model.ops import CostContext, fused_parts
-from cost_model.ops.compute import elementwise_work
-from workbench import ir
 from workbench.errors import WorkbenchError
 from workbench.interpreter import bind_sizes
 from workbench.loader import load
@@ -24,9 +20,8 @@ def _case(spec, schedule, sizes):
     pf = load(str(ROOT / spec))
     program = pf.program if schedule is None else pf.schedules[schedule].apply()
     bound = bind_sizes(program, {**sizes, "P": P})
-    ctx = CostContext(program, load_hardware("h200x4"), bound)
     works = [(s, w) for s, _, w in plan_work(lower(program, P))]
-    return program, bound, ctx, works
+    return program, bound, None, works
 
 
 def _n(expr, bound):
@@ -37,51 +32,6 @@ def test_every_plan_step_class_has_a_work_rule():
     steps = {c for c in vars(plan_types).values()
              if isinstance(c, type) and c.__name__.endswith("Step")}
     assert steps == set(WORK_RULES)
-
-
-@pytest.mark.parametrize("spec, schedule, sizes", [
-    ("studies/adam.py", None, {"N": 2**24}),
-    ("studies/adam.py", "rs-c-ag", {"N": 2**24}),
-    ("studies/lamb.py", None, {"N": 2**24}),
-])
-def test_elementwise_kernels_move_the_bytes_the_cost_model_counts(spec, schedule, sizes):
-    program, bound, ctx, works = _case(spec, schedule, sizes)
-    stmts = {s.name: s for s in program.stmts}
-    checked = 0
-    for step, work in works:
-        if isinstance(step, plan_types.KernelStep) and step.spec.kind == "elementwise" \
-                and all(isinstance(stmts[n].op, (ir.Compute, ir.Update)) for n in step.stmts):
-            model = elementwise_work(ctx, [stmts[n] for n in step.stmts])
-            assert _n(work.read_bytes + work.write_bytes, bound) == float(model.hbm_bytes)
-            assert _n(work.write_bytes, bound) == float(model.write_bytes)
-            checked += 1
-    assert checked
-
-
-@pytest.mark.parametrize("spec, schedule, sizes, extra_writes", [
-    # the model writes what the kernel writes (design note 85: a reduce-scattered slice only
-    # if read after the kernel, a gathered buffer's own slice once, by its producer)
-    ("studies/adam.py", "fuse-rs-c-ag", {"N": 2**24}, 0),
-    ("studies/sgd.py", "fuse-rs-c-ag", {"N": 2**24}, 0),
-    # but for the row statistic (f32 per row), which the kernel keeps in registers
-    ("studies/allreduce_rmsnorm.py", "fuse-rs-c-ag", {"T": 8192, "H": 8192}, 8192 // P * 4),
-    ("studies/model_parallel.py", "fuse-ar-c", {"T": 8192, "H": 12288}, 0),
-])
-def test_fused_collectives_move_the_link_bytes_the_cost_model_counts(spec, schedule, sizes,
-                                                                     extra_writes):
-    program, bound, ctx, works = _case(spec, schedule, sizes)
-    fused = next(s for s in program.stmts if isinstance(s.op, ir.Fused))
-    parts = fused_parts(ctx, fused)
-    (work,) = [w for s, w in works if isinstance(s, plan_types.KernelStep)
-               and s.spec.kind == "collective"]
-    # peer loads and stores: (P - 1) / P of the reduce-scattered and the gathered buffers
-    assert _n(work.link_bytes, bound) == (P - 1) / P * float(parts.rs_nbytes + parts.ag_nbytes)
-    model_writes = float(parts.work.write_bytes)
-    reads = float(parts.work.hbm_bytes) - model_writes
-    assert _n(work.read_bytes, bound) == pytest.approx(reads, rel=1e-9)
-    # what the plan shows the IR-level count still gets wrong (not priced from the plan yet:
-    # design note 61)
-    assert model_writes - _n(work.write_bytes, bound) == extra_writes
 
 
 def test_a_gemm_is_its_flops_and_operands():
