@@ -497,7 +497,7 @@ PLAN_FIXED_RULES: dict[type, Callable] = {
     cp.RingFusedStep: _ring_fused_fixed_s,
 }
 """The part of a step's time that does not shrink with its data, for one of `chunks` equal
-pieces of it (an overlap pays it once per chunk), as FIXED_COST_RULES for statements."""
+pieces of it (an overlap pays it once per chunk)."""
 
 
 def _rule(table: dict, name: str, step):

@@ -76,7 +76,7 @@ class OpCost:
     busy_s: dict  # resource -> seconds
     bottleneck: str
     # The part of time_s spent by the host issuing the op (NCCL's per-call cost). A host that
-    # is ahead of the GPU pays it while earlier kernels run; see program_cost.
+    # is ahead of the GPU pays it while earlier kernels run (plan_cost.plan_cost's total).
     host_s: object = 0.0
 
 
