@@ -568,22 +568,31 @@ def leaf_steps(step):
     return [step]
 
 
+def nccl_link_bytes(plan: cp.Plan, step: cp.NcclStep) -> sympy.Expr:
+    """Bytes one rank moves over links for an NCCL step, sizes unbound: a collective's bus
+    bytes (`collectives.collective_bus_bytes` of its nccl-tests buffer: 2(P-1)/P of it for an
+    AllReduce, (P-1)/P for ReduceScatter and AllGather, the buffer for a Broadcast or Reduce's
+    chain), the (P-1)/P of its buffer an AllToAll sends away. `plan_link_bytes` binds it;
+    `plan_formula` keeps it a formula."""
+    nbytes = sympy.sympify(step.count) * DTYPE_BYTES[step.dtype]
+    if _exchanges(step):  # all_to_all: all but this rank's own block
+        return nbytes * (plan.P - 1) / plan.P
+    P = plan.nodes if step.comm == "inter" else plan.P
+    c = step.collective
+    whole = nbytes * (P if c.whole_src or c.whole_dst else 1)
+    return sympy.sympify(coll.collective_bus_bytes(c.kind, whole, P))
+
+
 def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
     """Bytes each GPU must send (= receive) for the plan's communication, at the bandwidth
-    lower bound: an NCCL collective's bus bytes (`collectives.collective_bus_bytes`: 2(P-1)/P
-    of the buffer for an AllReduce, (P-1)/P for ReduceScatter and AllGather, the buffer for a
-    Broadcast or Reduce's chain), the (P-1)/P of its buffer an AllToAll sends away, a Send's
-    payload, a fused kernel's peer loads and stores (StepWork.link_bytes). Divided by the link
-    bandwidth, the link floor of the step (the runtime's `comm_bytes`)."""
+    lower bound: an NCCL step's (`nccl_link_bytes`), a Send's payload, a fused kernel's peer
+    loads and stores (StepWork.link_bytes). Divided by the link bandwidth, the link floor of
+    the step (the runtime's `comm_bytes`)."""
     pc = PlanContext.of(plan, None, bound)
     total = 0.0
     for step in (leaf for s in plan.steps for leaf in leaf_steps(s)):
-        if isinstance(step, cp.NcclStep) and not _exchanges(step):
-            kind, nbytes, P, _ = nccl_buffer(pc, step)
-            total += float(coll.collective_bus_bytes(kind, nbytes, P))
-        elif isinstance(step, cp.NcclStep):  # all_to_all: all but this rank's own block
-            nbytes, P = alltoall_of(pc, step)
-            total += nbytes * (P - 1) / P
+        if isinstance(step, cp.NcclStep):
+            total += pc.n(nccl_link_bytes(plan, step))
         else:
             total += pc.work(step).link_bytes
     return total
@@ -592,6 +601,6 @@ def plan_link_bytes(plan: cp.Plan, bound: Mapping[sympy.Symbol, int]) -> float:
 __all__ = ["PLAN_COST_RULES", "PLAN_FIXED_RULES", "PlanContext", "PlanCost",
            "alltoall_of", "consumer_sms", "copies", "copy_engine_parts", "copy_work",
            "fused_parts_of", "gemm_work", "kernel_work", "leaf_steps", "nccl_buffer", "nccl_call",
-           "nccl_plan", "plan_cost",
+           "nccl_link_bytes", "nccl_plan", "plan_cost",
            "plan_link_bytes", "receives", "shares_sms_step", "step_cost",
            "step_fixed_s"]

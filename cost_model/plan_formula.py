@@ -8,7 +8,7 @@ number here, never a symbol). Read from the plan alone (decision 104):
 - each leaf step by the roofline of its work (`codegen.work.StepWork`): HBM bytes at the GPU's
   rates (`GPU.hbm_time_s`), flops at the peak of the step's dtype, link bytes at the peak
   bandwidth of the slowest link the step's ranks span (`peak_link_Bps`; an NCCL step's bus
-  bytes, as `plan_cost.plan_link_bytes` counts them), the largest of the three; plus the
+  bytes: `plan_cost.nccl_link_bytes`), the largest of the three; plus the
   GPU's launch latency of a step that launches a kernel (a generated kernel other than a
   flag wait, a GEMM, a library reduction): the one fixed cost that does not depend on sizes
   (NCCL's and a Send's fixed costs depend on the protocol NCCL picks for the size);
@@ -27,12 +27,11 @@ from __future__ import annotations
 import sympy
 
 from codegen import plan as cp
-from codegen.work import DTYPE_BYTES, StepWork, per_chunk, step_work
-from cost_model import collectives as coll
+from codegen.work import StepWork, per_chunk, step_work
 from cost_model.collectives import smax
 from cost_model.hardware import Cluster
 from cost_model.ops.comm import peak_link_Bps
-from cost_model.plan_cost import PlanContext, receives
+from cost_model.plan_cost import PlanContext, nccl_link_bytes, receives
 
 
 def plan_formula(plan: cp.Plan, cluster: Cluster) -> sympy.Expr:
@@ -68,17 +67,11 @@ def _launches(step) -> int:
 
 
 def _link_bytes(pc: PlanContext, step, chunks: int = 1):
-    """Bytes this rank must move over links for a step: an NCCL call's bus bytes (an
-    AllToAll's (P - 1) / P of its buffer), any other step's StepWork.link_bytes."""
-    if not isinstance(step, cp.NcclStep):
-        return _work(pc, step, chunks).link_bytes
-    P = pc.plan.nodes if step.comm == "inter" else pc.plan.P
-    nbytes = sympy.sympify(step.count) * DTYPE_BYTES[step.dtype]
-    if step.op == "all_to_all":
-        return nbytes * (P - 1) / P
-    c = step.collective
-    whole = nbytes * (P if c.whole_src or c.whole_dst else 1)
-    return sympy.sympify(coll.collective_bus_bytes(c.kind, whole, P))
+    """Bytes this rank must move over links for a step: an NCCL call's (`nccl_link_bytes`),
+    any other step's StepWork.link_bytes."""
+    if isinstance(step, cp.NcclStep):
+        return nccl_link_bytes(pc.plan, step)
+    return _work(pc, step, chunks).link_bytes
 
 
 def _roofline_s(pc: PlanContext, step, chunks: int = 1):
