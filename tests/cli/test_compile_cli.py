@@ -106,6 +106,9 @@ def test_autotuner_candidates_get_folders_of_their_own(capsys, tmp_path):
     (["--codegen", "unroll=3"], "error: --codegen unroll must be one of (1, 2, 4), got 3; 1 is "
                                 "the default"),
     (["--set", "M=4"], "error: --set must name sizes of program sgd, got M; known: N, P"),
+    # a size P cannot slice: refused at compile as every run would refuse it (issue 35)
+    (["--set", "N=1001"], "error: size N must be a multiple of P = 2, got 1001; pad it to "
+                          "N = 1002"),
 ])
 def test_bad_input_is_named(capsys, tmp_path, args, message):
     code, _, err = run(capsys, "studies/sgd.py", "--gpus", "2", "--out", str(tmp_path), *args)

@@ -102,6 +102,7 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
     """Write each schedule's CUDA sources and plan, and compile them with nvcc (no GPU needed)."""
     from codegen.compiled import compile_folder, write_manifest
     from codegen.lower import stage_order
+    from workbench.interpreter import bind_sizes
     from workbench.runtime.worker import stage_split
 
     if gpus < 1:
@@ -113,6 +114,10 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
     size_values = parse_sets(sets)
     check_size_names(loaded.program, size_values)
     sizes = {**loaded.sizes, **size_values, "P": P}
+    if {s.name for s in loaded.program.symbols()} <= sizes.keys():
+        # the kernels are size-generic, but a plan shown at sizes that P cannot slice (N = 2^20
+        # at P = 3) would be a plan no run can take: refuse it here, as every run would
+        bind_sizes(loaded.program, sizes)
     out = Path(out_dir)
     # The whole run holds --out: two compiles into one folder would mix one program's kernels
     # with the other's plans and manifest
