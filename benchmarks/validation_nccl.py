@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cost_model import collectives as coll  # noqa: E402
 from cost_model import nccl_model  # noqa: E402
 from cost_model.hardware import Cluster, Link, preset  # noqa: E402
+from cost_model.ops import alltoall as a2a  # noqa: E402
 from cost_model.presets import NETWORK_EFFICIENCY, SWITCH_LATENCY_S  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
 
@@ -123,7 +124,8 @@ def ideal(c: Cluster) -> Cluster:
 
 def bus_factor(kind: str, ranks: int) -> float:
     """nccl-tests' busbw / algbw (its README: AllReduce 2(n-1)/n, AllGather and
-    ReduceScatter (n-1)/n)."""
+    ReduceScatter (n-1)/n; AllToAll (n-1)/n, "since 1/n of the data is local", NCCL's
+    maintainer in NVIDIA/nccl-tests#130)."""
     return 2 * (ranks - 1) / ranks if kind == "allreduce" else (ranks - 1) / ranks
 
 
@@ -141,7 +143,13 @@ def gpu_time_s(plan, cluster: Cluster) -> float:
 def model_busbw_GBps(kind: str, nbytes: float, cluster: Cluster,
                      algorithm: str | None = None) -> tuple[float, str]:
     """nccl-tests' busbw the model predicts (GB/s), and the plan it picks; `algorithm`
-    forces one (NCCL_ALGO)."""
+    forces one (NCCL_ALGO). An AllToAll is NCCL's grouped sends (cost_model.ops.alltoall,
+    the description the plan and the simulator price it by)."""
+    if kind == "alltoall":
+        P = cluster.world_size
+        t = float(a2a.alltoall_seconds(cluster, nbytes, P)) - cluster.nccl.host_overhead_s
+        return nbytes / t * bus_factor(kind, P) / 1e9, \
+            f"p2p/{a2a.alltoall_protocol(nbytes, P)}"
     plans = [p for p in model_plans(kind, nbytes, cluster)
              if algorithm is None or p.algorithm == algorithm]
     # NCCL's choice: least time by its own estimate (what it does not model left out)
@@ -408,10 +416,59 @@ MEASURED = [
 ]
 
 
+# ---------------------------------------------------------------- AllToAll, and AllGather /
+# ReduceScatter across sizes (issue 37 items 1 and 2: every collective it names)
+
+
+def nodes_of_h100(gpus: int) -> Cluster:
+    """One node of H100 on NVSwitch of which `gpus` GPUs run (CUDA_VISIBLE_DEVICES): each GPU
+    keeps its NVLink bandwidth into the switch."""
+    return dataclasses.replace(preset("dgx-h100"), gpus_per_node=gpus)
+
+
+def hgx_h20() -> Cluster:
+    """One HGX H20 node: 8 Hopper GPUs on NVSwitch with NVLink 4 (900 GB/s, 18 links, as H100:
+    NVIDIA's H20 product brief), the H100 preset's NVLink; AllToAll's NVLink leg and latency
+    do not depend on the SM count or HBM the H20 has less of."""
+    return dataclasses.replace(preset("dgx-h100"), name="hgx-h20")
+
+
+DEEPEP = "https://github.com/deepseek-ai/DeepEP/issues/"
+
+MEASURED_OTHER_COLLECTIVES = [
+    # ------------------------------------------------ AllToAll, one node
+    # deepseek-ai/DeepEP#303: nccl-tests on 8 H20 of one node; the table is alltoall_perf's
+    # (its buffers below 128 B have count 0: alltoall_perf rounds each peer's count down to
+    # 16 bytes, all_gather_perf does not)
+    *[_m(f"8x H20, AllToAll {_size(n)}", hgx_h20(), "alltoall", 0.0,
+         f"deepseek-ai/DeepEP#303 (8x H20, one node, alltoall_perf row '{row}') {DEEPEP}303",
+         nbytes=n, time_us=t, gpu="H20")
+      for n, t, row in ((128, 10.59, "128 4 float none -1 10.59 0.01 0.01"),
+                        (1024, 10.80, "1024 32 float none -1 10.80 0.09 0.08"),
+                        (4096, 11.13, "4096 128 float none -1 11.13 0.37 0.32"))],
+    # NVIDIA/nccl-tests#314: alltoall_perf -b 1M -e 32G -g 8 on 8 H20-3e of one node
+    *[_m(f"8x H20-3e, AllToAll {_size(n)}", hgx_h20(), "alltoall", bw,
+         f"NVIDIA/nccl-tests#314 (8x H20-3e, one node, alltoall_perf row '{row}') {TESTS}314",
+         nbytes=n, gpu="H20")
+      for n, bw, row in ((MIB, 15.78, "1048576 32768 float none -1 58.14 18.04 15.78"),
+                         (2 * MIB, 31.14, "2097152 65536 float none -1 58.94 35.58 31.14"),
+                         (4 * MIB, 61.84, "4194304 131072 float none -1 59.35 70.67 61.84"))],
+    # NVIDIA/nccl#2169: 4 H100 of one node, NCCL 2.30.4, NCCL_ALGO=Ring NCCL_PROTO=Simple,
+    # alltoall_perf -b 500M -e 524M -R1 (below the 512 MB the issue finds a drop above)
+    _m("4x H100 (one node), AllToAll 500 MiB", nodes_of_h100(4), "alltoall", 358.40,
+       "NVIDIA/nccl#2169 (4x H100, NCCL 2.30.4, -R1, row '524288000 32768000 float none -1 "
+       f"1097.14 477.87 358.40') {NCCL}2169", nbytes=524288000),
+]
+
+
+def measured_figures() -> list[Measured]:
+    """Every cited figure: MEASURED and MEASURED_OTHER_COLLECTIVES."""
+    return [*MEASURED, *MEASURED_OTHER_COLLECTIVES]
+
 def measured_rows() -> list[dict]:
     """One row per measured figure: the model's busbw, the plan, the error."""
     rows = []
-    for m in MEASURED:
+    for m in measured_figures():
         got, plan = model_busbw_GBps(m.kind, m.nbytes, m.cluster, m.algorithm)
         if m.time_us is not None:  # busbw rounds to 0.00: the time's error, as busbw
             model_us = m.nbytes * bus_factor(m.kind, m.cluster.world_size) / got / 1e3
