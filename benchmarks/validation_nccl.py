@@ -149,7 +149,7 @@ def model_busbw_GBps(kind: str, nbytes: float, cluster: Cluster,
         P = cluster.world_size
         t = float(a2a.alltoall_seconds(cluster, nbytes, P)) - cluster.nccl.host_overhead_s
         return nbytes / t * bus_factor(kind, P) / 1e9, \
-            f"p2p/{a2a.alltoall_protocol(nbytes, P)}"
+            f"p2p/{a2a.alltoall_protocol(cluster, nbytes, P)}"
     plans = [p for p in model_plans(kind, nbytes, cluster)
              if algorithm is None or p.algorithm == algorithm]
     # NCCL's choice: least time by its own estimate (what it does not model left out)
@@ -458,6 +458,12 @@ MEASURED_OTHER_COLLECTIVES = [
     _m("4x H100 (one node), AllToAll 500 MiB", nodes_of_h100(4), "alltoall", 358.40,
        "NVIDIA/nccl#2169 (4x H100, NCCL 2.30.4, -R1, row '524288000 32768000 float none -1 "
        f"1097.14 477.87 358.40') {NCCL}2169", nbytes=524288000),
+    # ------------------------------------------------ AllToAll across nodes
+    # one GPU per node: every block but its own crosses the network through its one NIC
+    _m("2 nodes x 1 H100, 400 Gb/s NIC, AllToAll", one_gpu_per_node(2), "alltoall", 48.5,
+       "NVIDIA/nccl-tests#130 (maintainer: 'If you have one GPU per node the BusBw should be "
+       "the NIC BW') and #267 (maintainer, in the alltoall thread: 'CX-7 NICs at NDR rate "
+       f"(400Gbps) should achieve up to 48-49GB/s per NIC') {TESTS}130"),
 ]
 
 

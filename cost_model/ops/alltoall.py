@@ -66,9 +66,13 @@ def _local_ranks(cluster: Cluster, P: int) -> int:
     return min(P, cluster.gpus_per_node) if cluster.nodes > 1 else P
 
 
-def alltoall_protocol(nbytes, P: int) -> str:
+def alltoall_protocol(cluster: Cluster, nbytes, P: int) -> str:
     """The protocol NCCL runs an AllToAll's sends with: LL up to P2P_LL_THRESHOLD_BYTES per
-    peer, Simple above (and for a size not bound to a number)."""
+    peer, Simple above (and for a size not bound to a number, and across nodes on a fabric
+    whose software stack leaves NCCL Simple only: `Fabric.runs_protocol`, decision 110)."""
+    crosses = alltoall_split(cluster, 0.0, P)[2]
+    if crosses and not cluster.fabric.runs_protocol("LL"):
+        return "Simple"
     if coll.is_number(nbytes) and float(nbytes) / P <= P2P_LL_THRESHOLD_BYTES:
         return "LL"
     return "Simple"
@@ -113,7 +117,7 @@ def alltoall_seconds(cluster: Cluster, nbytes, P: int, scale: float = 1.0):
     chunk of an overlap), NCCL's host cost included; None over one rank (a copy)."""
     if P == 1:
         return None
-    protocol = alltoall_protocol(nbytes * scale, P)
+    protocol = alltoall_protocol(cluster, nbytes * scale, P)
     intra, inter, crosses = alltoall_split(cluster, nbytes * scale, P)
     nvlink_Bps, net_Bps = _rates_Bps(cluster, P, protocol)
     transfer = intra / nvlink_Bps
@@ -138,4 +142,4 @@ def alltoall_latency_s(cluster: Cluster, P: int, nbytes=0.0):
     if P == 1:
         return cluster.nccl.host_overhead_s + cluster.gpu.launch_latency_s
     return cluster.nccl.host_overhead_s + alltoall_gpu_latency_s(
-        cluster, P, alltoall_protocol(nbytes, P))
+        cluster, P, alltoall_protocol(cluster, nbytes, P))

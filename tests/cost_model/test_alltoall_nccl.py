@@ -1,0 +1,105 @@
+"""AllToAll as NCCL runs it (issue 37, decision 113): grouped sends, LL up to 16 KiB a peer,
+Simple above, a protocol hop per local peer and a posted network operation per remote peer,
+one NIC's delivered rate per GPU across nodes; nccl-tests' busbw (n-1)/n; the plan, the
+simulator and benchmarks/validation_nccl.py read the one description
+(cost_model/ops/alltoall.py)."""
+
+import dataclasses
+import importlib.util
+import json
+import sys
+
+import pytest
+from conftest import ROOT
+
+from cost_model import nccl_model
+from cost_model.hardware import load_hardware, preset
+from cost_model.ops import alltoall as a2a
+
+_spec = importlib.util.spec_from_file_location("validation_nccl_alltoall",
+                                               ROOT / "benchmarks" / "validation_nccl.py")
+validation = importlib.util.module_from_spec(_spec)
+sys.modules["validation_nccl_alltoall"] = validation  # its dataclasses look their module up
+_spec.loader.exec_module(validation)
+
+MIB = 2**20
+
+
+def test_one_node_latency_and_bandwidth_closed_form():
+    """8 GPUs of one node: LL's base and one LL NVLink hop per peer (tuning.cc 6.6 + 7 x 0.6
+    us) up to 16 KiB a peer; above, Simple's (8.4 + 7 x 3.4 us) and 7/8 of the buffer at
+    NVLink x the fitted Simple efficiency."""
+    c = preset("dgx-h100")
+    host = c.nccl.host_overhead_s
+    small = 16384 * 8
+    assert a2a.alltoall_protocol(c, small, 8) == "LL"
+    assert a2a.alltoall_protocol(c, small + 8, 8) == "Simple"
+    ll = next(p for p in c.nccl.protocols if p.name == "LL")
+    want = host + (6.6 + 7 * 0.6) * 1e-6 + small * 7 / 8 / (450e9 * ll.efficiency)
+    assert a2a.alltoall_seconds(c, small, 8) == pytest.approx(want, rel=1e-12)
+    simple = c.nccl.protocols[-1]
+    want = host + (8.4 + 7 * 3.4) * 1e-6 + MIB * 7 / 8 / (450e9 * simple.efficiency)
+    assert a2a.alltoall_seconds(c, MIB, 8) == pytest.approx(want, rel=1e-12)
+    # the fixed part the simulator and the plan's overlap read is the same latency
+    assert a2a.alltoall_latency_s(c, 8, MIB) == pytest.approx(host + 32.2e-6, rel=1e-12)
+
+
+def test_across_nodes_one_nic_per_gpu():
+    """2 nodes of 8: the 8/16 of the buffer bound for the other node leave through one NIC's
+    delivered rate per GPU (InfiniBand 0.96 of 50 GB/s); nccl-tests' busbw is then
+    nic x (P-1)/(P-g), the maintainer's 'N/(N-1)x the bandwidth per GPU' (nccl-tests#130)
+    within its rounding; latency: 8 posted Simple network operations and one network hop."""
+    c = preset("dgx-h100", 2)
+    S = 8 * 2**30
+    nic = 50e9 * 0.96
+    lat = (8.4 + 7 * 3.4 + 8 * nccl_model.NET_OVERHEAD_US * 3 + 14.0) * 1e-6
+    want = c.nccl.host_overhead_s + lat + S * 8 / 16 / nic
+    assert a2a.alltoall_seconds(c, S, 16) == pytest.approx(want, rel=1e-12)
+    busbw, plan = validation.model_busbw_GBps("alltoall", S, c)
+    assert plan == "p2p/Simple"
+    assert busbw == pytest.approx(nic * 15 / 8 / 1e9, rel=2e-3)
+
+
+def test_simple_only_transport_and_message_cost():
+    """Across nodes an AllToAll runs what the fabric's stack leaves NCCL (EFA v1: Simple
+    only, cost_model.specs TRANSPORT_PROTOCOLS), and a transport's per-message cost lands
+    once (the remote sends fly at once)."""
+    p4d = preset("aws-p4d", 2)
+    assert a2a.alltoall_protocol(p4d, 1024, 16) == "Simple"
+    assert a2a.alltoall_protocol(preset("aws-p5", 2), 1024, 16) == "LL"
+    ib = preset("dgx-h100", 2)
+    tcpx = dataclasses.replace(ib, fabric=dataclasses.replace(
+        ib.fabric, transport="tcpx", message_cost_s=3e-5))
+    extra = a2a.alltoall_seconds(tcpx, 1024, 16) - a2a.alltoall_seconds(ib, 1024, 16)
+    assert extra == pytest.approx(3e-5)
+
+
+def test_a_tcpx_profile_without_message_cost_is_refused(tmp_path):
+    """Issue 37's bad input, for the AllToAll too: the fabric is refused before anything is
+    priced, naming the field and the fix."""
+    p = tmp_path / "tcpx.json"
+    p.write_text(json.dumps({"base": "dgx-h100", "fabric": {"transport": "tcpx"}}))
+    with pytest.raises(Exception, match=r"^fabric.message_cost_s must be given for transport "
+                                        r"'tcpx'.*add \"message_cost_s\""):
+        load_hardware(str(p))
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return {r["what"]: r for r in validation.measured_rows() if "AllToAll" in r["what"]}
+
+
+def test_alltoall_rows_cover_every_size_class_and_hold_where_explained(rows):
+    """Cited alltoall_perf figures in every size class, none fitted; the one-node LL rows
+    (DeepEP#303), the 500 MiB 4-GPU row (nccl#2169) and the one-GPU-per-node row hold within
+    5 %; the 8x H20-3e 1-4 MiB rows (nccl-tests#314, a flat ~58 us the model does not give)
+    are the explained misses, model too fast (benchmarks/README.md, decision 113)."""
+    assert {r["class"] for r in rows.values()} == {"< 1 MiB", "1-256 MiB", ">= 256 MiB"}
+    assert not any(r["train"] for r in rows.values())
+    assert all(r["plan"].startswith("p2p/") for r in rows.values())
+    for what, r in rows.items():
+        if "H20-3e" in what:
+            assert r["error_%"] > 15, r
+        else:
+            assert abs(r["error_%"]) <= 5, r
+    assert {r["plan"] for r in rows.values() if r["nbytes"] <= 4096} == {"p2p/LL"}
