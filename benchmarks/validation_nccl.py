@@ -3,7 +3,8 @@
 Two tables, printed by `python benchmarks/validation_nccl.py` (no GPU needed):
 
 1. **Measured.** nccl-tests bus bandwidth that users, NCCL's maintainers and vendors posted in
-   public threads and guides (AllReduce, ReduceScatter, AllGather; A100, H100, H200, H800,
+   public threads and guides (AllReduce, ReduceScatter, AllGather, and AllToAll in their own
+   list, MEASURED_OTHER_COLLECTIVES, priced by cost_model.ops.alltoall; A100, H100, H200, H800,
    B200, GB200; one node and 2 to 128 nodes; InfiniBand, RoCE, EFA, GCP TCPXO; 8 B to
    16 GiB), against the workbench's cost model on the matching cluster. Each figure names
    its source and quotes its row. A post that gives a table is read at its size; one that
