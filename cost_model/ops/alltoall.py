@@ -18,8 +18,10 @@ v2.28.9-1: the p2p schedule pairs the send to rank + i with the receive from ran
   so the performance you should see is the performance of a single NIC" (NCCL's maintainer,
   NVIDIA/nccl-tests#267). PXN (a remote block relayed through the GPU on the destination's
   rail) adds NVLink traffic an order of magnitude below NVLink's rate: not priced.
-- Latency: a send/recv of at most NCCL_P2P_LL_THRESHOLD bytes per peer (16 KiB, enqueue.cc)
-  runs the LL protocol, a larger one Simple. The workbench's reading: the rounds start one
+- Protocol: a send/recv runs LL up to NCCL_P2P_LL_THRESHOLD (16 KiB, enqueue.cc) times the
+  channels a peer's operation may use (p2pnChannelsPerPeer, `p2p_channels_per_peer`), Simple
+  above: 512 KiB a peer inside an H100 node, 32 KiB across nodes.
+- Latency: the workbench's reading: the rounds start one
   after the other, each local peer one NVLink hop of the protocol (tuning.cc hwLatencies
   [NVLINK][RING]), each remote peer one network operation posted by the proxy (tuning.cc
   getNetOverhead: 1 us on x86, 3 for Simple), after the protocol's base latency
@@ -46,9 +48,15 @@ from cost_model import collectives as coll
 from cost_model import nccl_model
 from cost_model.hardware import Cluster
 
-# enqueue.cc (v2.28.9-1): NCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 16384): a p2p
-# operation of at most this many bytes runs LL, a larger one Simple.
+# enqueue.cc (v2.28.9-1, addP2pToPlan): NCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD",
+# 16384); a p2p operation runs LL while its bytes are at most this times nChannelsMax, the
+# channels one peer's operation may be striped over (comm->p2pnChannelsPerPeer).
 P2P_LL_THRESHOLD_BYTES = 16384
+# paths.cc (v2.28.9-1, ncclTopoGetNchannels): a remote peer gets 2 channels ("start from 2
+# channels per NIC and reduce with scale": halved while 2 x ranks > 4 x p2pnChannels); a peer
+# over NVLink 2 x (path bandwidth / one link's), 2 x the NVLinks on an NVSwitch.
+P2P_CHANNELS_PER_NET_PEER = 2
+P2P_NET_CHANNELS_PER_P2P_CHANNEL = 4
 # tuning.cc (v2.28.9-1), ring LL across nodes: bus bandwidth x 0.5 (LL moves 8-byte lines
 # of 4 bytes of data and a 4-byte flag).
 LL_NET_BANDWIDTH_FACTOR = 0.5
@@ -66,14 +74,40 @@ def _local_ranks(cluster: Cluster, P: int) -> int:
     return min(P, cluster.gpus_per_node) if cluster.nodes > 1 else P
 
 
+def _pow2_up(n: int) -> int:
+    """The smallest power of two >= n (NCCL's pow2Up)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def p2p_channels_per_peer(cluster: Cluster, P: int) -> int:
+    """NCCL 2.28.9's comm->p2pnChannelsPerPeer for a group of P ranks (paths.cc
+    ncclTopoComputeP2pChannels): the power of two at or above the fewest channels any peer
+    gets, at most p2pnChannels (the communicator's channels rounded up to a power of two).
+    The communicator's channels: inside one node the profile's NCCL channel count
+    (`nccl.max_channels`, 32 on the presets; NCCL's graph gives a DGX H100 24, which rounds up
+    to the same 32), across nodes one graph channel per NIC doubled (connect.cc
+    ncclTopoPostset: 16 on a DGX H100), as `collectives.network_channels` reads search.cc."""
+    g = _local_ranks(cluster, P)
+    if P == g:
+        p2p = _pow2_up(cluster.nccl.max_channels)
+        return min(_pow2_up(min(p2p, 2 * cluster.nvlink_link_count)), p2p)
+    p2p = _pow2_up(2 * coll.network_channels(cluster))
+    net = P2P_CHANNELS_PER_NET_PEER
+    while net * P > P2P_NET_CHANNELS_PER_P2P_CHANNEL * p2p and net > 1:
+        net //= 2
+    return min(_pow2_up(net), p2p)
+
+
 def alltoall_protocol(cluster: Cluster, nbytes, P: int) -> str:
-    """The protocol NCCL runs an AllToAll's sends with: LL up to P2P_LL_THRESHOLD_BYTES per
-    peer, Simple above (and for a size not bound to a number, and across nodes on a fabric
-    whose software stack leaves NCCL Simple only: `Fabric.runs_protocol`, decision 110)."""
+    """The protocol NCCL runs an AllToAll's sends with: LL while a peer's block is at most
+    P2P_LL_THRESHOLD_BYTES x `p2p_channels_per_peer`, Simple above (and for a size not bound
+    to a number, and across nodes on a fabric whose software stack leaves NCCL Simple only:
+    `Fabric.runs_protocol`, decision 110)."""
     crosses = alltoall_split(cluster, 0.0, P)[2]
     if crosses and not cluster.fabric.runs_protocol("LL"):
         return "Simple"
-    if coll.is_number(nbytes) and float(nbytes) / P <= P2P_LL_THRESHOLD_BYTES:
+    threshold = P2P_LL_THRESHOLD_BYTES * p2p_channels_per_peer(cluster, P)
+    if coll.is_number(nbytes) and float(nbytes) / P <= threshold:
         return "LL"
     return "Simple"
 

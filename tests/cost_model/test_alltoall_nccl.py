@@ -26,22 +26,35 @@ MIB = 2**20
 
 
 def test_one_node_latency_and_bandwidth_closed_form():
-    """8 GPUs of one node: LL's base and one LL NVLink hop per peer (tuning.cc 6.6 + 7 x 0.6
-    us) up to 16 KiB a peer; above, Simple's (8.4 + 7 x 3.4 us) and 7/8 of the buffer at
-    NVLink x the fitted Simple efficiency."""
+    """8 GPUs of one node: LL while a peer's block is at most 16 KiB x the channels a peer may
+    use (32 on an H100 node: 2 x 18 NVLinks, at most the 32 p2p channels), with LL's base and
+    one LL NVLink hop per peer (tuning.cc 6.6 + 7 x 0.6 us); above, Simple's (8.4 + 7 x 3.4
+    us) and 7/8 of the buffer at NVLink x the fitted Simple efficiency."""
     c = preset("dgx-h100")
     host = c.nccl.host_overhead_s
-    small = 16384 * 8
+    assert a2a.p2p_channels_per_peer(c, 8) == 32
+    small = 16384 * 32 * 8
     assert a2a.alltoall_protocol(c, small, 8) == "LL"
     assert a2a.alltoall_protocol(c, small + 8, 8) == "Simple"
     ll = next(p for p in c.nccl.protocols if p.name == "LL")
     want = host + (6.6 + 7 * 0.6) * 1e-6 + small * 7 / 8 / (450e9 * ll.efficiency)
     assert a2a.alltoall_seconds(c, small, 8) == pytest.approx(want, rel=1e-12)
     simple = c.nccl.protocols[-1]
-    want = host + (8.4 + 7 * 3.4) * 1e-6 + MIB * 7 / 8 / (450e9 * simple.efficiency)
-    assert a2a.alltoall_seconds(c, MIB, 8) == pytest.approx(want, rel=1e-12)
+    S = 8 * MIB
+    want = host + (8.4 + 7 * 3.4) * 1e-6 + S * 7 / 8 / (450e9 * simple.efficiency)
+    assert a2a.alltoall_seconds(c, S, 8) == pytest.approx(want, rel=1e-12)
     # the fixed part the simulator and the plan's overlap read is the same latency
-    assert a2a.alltoall_latency_s(c, 8, MIB) == pytest.approx(host + 32.2e-6, rel=1e-12)
+    assert a2a.alltoall_latency_s(c, 8, S) == pytest.approx(host + 32.2e-6, rel=1e-12)
+
+
+def test_p2p_channels_per_peer_follow_paths_cc():
+    """Across nodes 2 channels a remote peer, halved while 2 x ranks > 4 x p2pnChannels (16
+    on DGX H100 nodes: 8 NICs' graph channels, doubled); the LL threshold follows."""
+    assert [a2a.p2p_channels_per_peer(preset("dgx-h100", n), 8 * n)
+            for n in (2, 4, 8, 16)] == [2, 2, 1, 1]
+    c = preset("dgx-h100", 2)
+    assert a2a.alltoall_protocol(c, 16 * 32768, 16) == "LL"
+    assert a2a.alltoall_protocol(c, 16 * 32768 + 16, 16) == "Simple"
 
 
 def test_across_nodes_one_nic_per_gpu():
