@@ -465,6 +465,11 @@ MEASURED_OTHER_COLLECTIVES = [
        "NVIDIA/nccl-tests#130 (maintainer: 'If you have one GPU per node the BusBw should be "
        "the NIC BW') and #267 (maintainer, in the alltoall thread: 'CX-7 NICs at NDR rate "
        f"(400Gbps) should achieve up to 48-49GB/s per NIC') {TESTS}130"),
+    # 8 GPUs per node: half of each rank's blocks cross the network on 2 nodes
+    _m("2 nodes x 8 H100, 400 Gb/s NICs, AllToAll", dgx_h100(2), "alltoall", 97.0,
+       "NVIDIA/nccl-tests#130 (maintainer: 'On 2 nodes, 50% of the traffic is inter-node so "
+       "you should see BusBW = 2x network bandwidth per GPU'), at #267's 48-49 GB/s per NDR "
+       f"NIC: 2 x 48.5 {TESTS}130"),
 ]
 
 
