@@ -434,7 +434,21 @@ def hgx_h20() -> Cluster:
     return dataclasses.replace(preset("dgx-h100"), name="hgx-h20")
 
 
+def gcp_rdma(name: str, nodes: int) -> Cluster:
+    """GCP's A3 Ultra (a3-ultragpu-8g: 8 H200, preset dgx-h200) or A4 (a4-highgpu-8g: 8 B200,
+    preset dgx-b200) nodes: 8x 400 Gb/s ConnectX-7 NICs on GCP's RoCE network ("GPUDirect
+    RDMA", the VPC's network profile "vpc-roce"), priced as RoCE (cost_model.presets
+    NETWORK_EFFICIENCY, SWITCH_LATENCY_S)."""
+    c = _on_transport(preset(name, nodes), "roce")
+    fabric = dataclasses.replace(c.fabric, switch_latency_s=SWITCH_LATENCY_S["roce"])
+    return dataclasses.replace(c, name=f"gcp-{name}", fabric=fabric)
+
+
 DEEPEP = "https://github.com/deepseek-ai/DeepEP/issues/"
+SKYPILOT_URL = ("https://github.com/skypilot-org/skypilot/blob/9a3aa4d924105d5426c4fc56f0d8ade69"
+                "e266169/examples/gcp_gpu_direct_tcpx/README.md")
+VERL_GKE_URL = ("https://github.com/esaaren/verl-on-gke/blob/bd1c838168f06d8a96f376b9d0e3e23603"
+                "9fb1f5/README.md")
 
 MEASURED_OTHER_COLLECTIVES = [
     # ------------------------------------------------ AllToAll, one node
@@ -470,6 +484,37 @@ MEASURED_OTHER_COLLECTIVES = [
        "NVIDIA/nccl-tests#130 (maintainer: 'On 2 nodes, 50% of the traffic is inter-node so "
        "you should see BusBW = 2x network bandwidth per GPU'), at #267's 48-49 GB/s per NDR "
        f"NIC: 2 x 48.5 {TESTS}130"),
+    # ------------------------------------------------ AllGather across sizes, 2 nodes of 8
+    # skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md (commit 9a3aa4d9): 2x
+    # a3-ultragpu-8g (8 H200, GPUDirect-RDMA), NCCL 2.26.6, all_gather_perf -b 1K -e 8G; the
+    # SkyPilot run's out-of-place rows (GCP's raw test pods, in the same file, agree within 3 %)
+    *[_m(f"2 x a3-ultragpu-8g (8x H200, RoCE), AllGather {_size(n)}", gcp_rdma("dgx-h200", 2),
+         "allgather", bw, "skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md "
+         f"(commit 9a3aa4d9) row '{row}' {SKYPILOT_URL}", nbytes=n, time_us=t, gpu="H200")
+      for n, bw, t, row in (
+          (1024, 0.0, 28.39, "1024 16 float none -1 28.39 0.04 0.03"),
+          (65536, 0.0, 40.62, "65536 1024 float none -1 40.62 1.61 1.51"),
+          (MIB, 16.82, None, "1048576 16384 float none -1 58.46 17.94 16.82"),
+          (16 * MIB, 135.41, None, "16777216 262144 float none -1 116.2 144.43 135.41"),
+          (64 * MIB, 226.19, None, "67108864 1048576 float none -1 278.1 241.27 226.19"),
+          (256 * MIB, 284.21, None, "268435456 4194304 float none -1 885.5 303.16 284.21"),
+          (GIB, 322.23, None, "1073741824 16777216 float none -1 3123.9 343.72 322.23"),
+          (8 * GIB, 325.72, None, "8589934592 134217728 float none -1 24724 347.44 325.72"))],
+    # esaaren/verl-on-gke README.md (commit bd1c8381): 2x a4-highgpu-8g (8 B200, GPUDirect-RDMA;
+    # its .env: MACHINE_TYPE a4-highgpu-8g, GPU_TYPE nvidia-b200), NCCL 2.26.6, all_gather_perf
+    # -b 1K -e 8G
+    *[_m(f"2 x a4-highgpu-8g (8x B200, RoCE), AllGather {_size(n)}", gcp_rdma("dgx-b200", 2),
+         "allgather", bw, "esaaren/verl-on-gke README.md (commit bd1c8381) "
+         f"row '{row}' {VERL_GKE_URL}", nbytes=n, time_us=t, gpu="B200")
+      for n, bw, t, row in (
+          (1024, 0.0, 43.34, "1024 16 float none -1 43.34 0.02 0.02"),
+          (65536, 0.0, 48.31, "65536 1024 float none -1 48.31 1.36 1.27"),
+          (MIB, 15.41, None, "1048576 16384 float none -1 63.77 16.44 15.41"),
+          (16 * MIB, 111.99, None, "16777216 262144 float none -1 140.4 119.46 111.99"),
+          (64 * MIB, 266.37, None, "67108864 1048576 float none -1 236.2 284.13 266.37"),
+          (256 * MIB, 338.77, None, "268435456 4194304 float none -1 742.9 361.35 338.77"),
+          (GIB, 363.80, None, "1073741824 16777216 float none -1 2767.0 388.05 363.80"),
+          (8 * GIB, 376.40, None, "8589934592 134217728 float none -1 21395 401.49 376.40"))],
 ]
 
 
