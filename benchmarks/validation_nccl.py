@@ -447,6 +447,8 @@ def gcp_rdma(name: str, nodes: int) -> Cluster:
 DEEPEP = "https://github.com/deepseek-ai/DeepEP/issues/"
 SKYPILOT_URL = ("https://github.com/skypilot-org/skypilot/blob/9a3aa4d924105d5426c4fc56f0d8ade69"
                 "e266169/examples/gcp_gpu_direct_tcpx/README.md")
+CTK_A3M_URL = ("https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/2ee5a53ee6f4e1da8c92"
+               "a06b59ce92f975c0340c/examples/gke-a3-megagpu/README.md")
 VERL_GKE_URL = ("https://github.com/esaaren/verl-on-gke/blob/bd1c838168f06d8a96f376b9d0e3e23603"
                 "9fb1f5/README.md")
 
@@ -515,6 +517,21 @@ MEASURED_OTHER_COLLECTIVES = [
           (256 * MIB, 338.77, None, "268435456 4194304 float none -1 742.9 361.35 338.77"),
           (GIB, 363.80, None, "1073741824 16777216 float none -1 2767.0 388.05 363.80"),
           (8 * GIB, 376.40, None, "8589934592 134217728 float none -1 21395 401.49 376.40"))],
+    # GoogleCloudPlatform/cluster-toolkit examples/gke-a3-megagpu/README.md (commit 2ee5a53e):
+    # GCP's A3 Mega blueprint, 2x a3-megagpu-8g (8 H100, GPUDirect-TCPXO), its NCCL test
+    # manifest's all_gather_perf (nccl-plugin-gpudirecttcpx v1.0.15)
+    *[_m(f"2 x a3-megagpu-8g (8x H100, TCPXO), AllGather {_size(n)}", a3_mega(2), "allgather",
+         bw, "GoogleCloudPlatform/cluster-toolkit examples/gke-a3-megagpu/README.md (commit "
+         f"2ee5a53e) row '{row}' {CTK_A3M_URL}", nbytes=n, time_us=t)
+      for n, bw, t, row in (
+          (1024, 0.0, 85.27, "1024 16 float none -1 85.27 0.01 0.01"),
+          (65536, 0.0, 96.98, "65536 1024 float none -1 96.98 0.68 0.63"),
+          (MIB, 7.34, None, "1048576 16384 float none -1 133.87 7.83 7.34"),
+          (16 * MIB, 79.49, None, "16777216 262144 float none -1 197.88 84.79 79.49"),
+          (64 * MIB, 121.49, None, "67108864 1048576 float none -1 517.87 129.59 121.49"),
+          (256 * MIB, 166.55, None, "268435456 4194304 float none -1 1510.98 177.66 166.55"),
+          (GIB, 182.00, None, "1073741824 16777216 float none -1 5531.01 194.13 182.00"),
+          (8 * GIB, 188.73, None, "8589934592 134217728 float none -1 42668.7 201.32 188.73"))],
 ]
 
 
