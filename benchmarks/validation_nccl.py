@@ -444,7 +444,17 @@ def gcp_rdma(name: str, nodes: int) -> Cluster:
     return dataclasses.replace(c, name=f"gcp-{name}", fabric=fabric)
 
 
+def gb200_racks(racks: int, trays: int) -> Cluster:
+    """`racks` GB200 NVL72 racks of which `trays` compute trays (4 GPUs each) run, NVLink
+    inside a rack (MNNVL), one 400 Gb/s NIC per GPU across racks (OCI BM.GPU.GB200.4: 4x
+    400 Gb/s RDMA a tray, InfiniBand in its quick start's shape table)."""
+    c = preset("gb200-nvl72", racks)
+    return dataclasses.replace(c, gpus_per_node=4 * trays, nics_per_node=4 * trays)
+
+
 DEEPEP = "https://github.com/deepseek-ai/DeepEP/issues/"
+OCI_GB200_URL = ("https://github.com/oracle-quickstart/oci-gpu-quickstarts/blob/2a523ef9e292f0d2"
+                 "2f26d32807edf587fbb5211d/nvidia/GB200/README-GB200.md")
 SKYPILOT_URL = ("https://github.com/skypilot-org/skypilot/blob/9a3aa4d924105d5426c4fc56f0d8ade69"
                 "e266169/examples/gcp_gpu_direct_tcpx/README.md")
 CTK_A3M_URL = ("https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/2ee5a53ee6f4e1da8c92"
@@ -486,6 +496,24 @@ MEASURED_OTHER_COLLECTIVES = [
        "NVIDIA/nccl-tests#130 (maintainer: 'On 2 nodes, 50% of the traffic is inter-node so "
        "you should see BusBW = 2x network bandwidth per GPU'), at #267's 48-49 GB/s per NDR "
        f"NIC: 2 x 48.5 {TESTS}130"),
+    # oracle-quickstart/oci-gpu-quickstarts nvidia/GB200/README-GB200.md (commit 2a523ef9): OCI
+    # GB200 NVL72, alltoall_perf at 8 GiB on 1, 2 and 16 trays of one rack (NVLink, MNNVL) and
+    # on 16 trays of each of 2 and 3 racks (across racks: the trays' NICs)
+    *[_m(f"GB200 NVL72, {trays * racks} tray{'s' if trays * racks > 1 else ''} ({racks} "
+         f"rack{'s' if racks > 1 else ''}), AllToAll", gb200_racks(racks, trays), "alltoall", bw,
+         "oracle-quickstart/oci-gpu-quickstarts nvidia/GB200/README-GB200.md (commit 2a523ef9) "
+         f"'{title}' row '{row}' {OCI_GB200_URL}", gpu="GB200")
+      for racks, trays, bw, title, row in (
+          (1, 1, 615.30, "NCCL All-to-All Single Node",
+           "8589934592 2147483648 float none -1 10470 820.40 615.30"),
+          (1, 2, 657.81, "NCCL All to All Scale Performance 2 Hosts Single Rack",
+           "8589934592 2147483648 float none -1 11426 751.78 657.81"),
+          (1, 16, 622.92, "NCCL All to All Scale Performance 16 Hosts 1 Rack",
+           "8589934592 2147483648 float none -1 13574 632.81 622.92"),
+          (2, 16, 89.70, "NCCL All to All Scale Performance 32 Hosts 2 Racks",
+           "8589934592 2147483648 float none -1 95018 90.40 89.70"),
+          (3, 16, 62.49, "NCCL All to All Scale Performance 48 Hosts 3 Racks",
+           "8589934592 2147483648 float none -1 136749 62.82 62.49"))],
     # ------------------------------------------------ AllGather across sizes, 2 nodes of 8
     # skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md (commit 9a3aa4d9): 2x
     # a3-ultragpu-8g (8 H200, GPUDirect-RDMA), NCCL 2.26.6, all_gather_perf -b 1K -e 8G; the
