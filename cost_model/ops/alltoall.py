@@ -57,6 +57,8 @@ P2P_LL_THRESHOLD_BYTES = 16384
 # over NVLink 2 x (path bandwidth / one link's), 2 x the NVLinks on an NVSwitch.
 P2P_CHANNELS_PER_NET_PEER = 2
 P2P_NET_CHANNELS_PER_P2P_CHANNEL = 4
+# device.h (v2.28.9-1): MAXCHANNELS 64, NCCL_MAX_P2P_NCHANNELS' default: p2pnChannels at most.
+MAX_CHANNELS = 64
 # tuning.cc (v2.28.9-1), ring LL across nodes: bus bandwidth x 0.5 (LL moves 8-byte lines
 # of 4 bytes of data and a 4-byte flag).
 LL_NET_BANDWIDTH_FACTOR = 0.5
@@ -89,9 +91,9 @@ def p2p_channels_per_peer(cluster: Cluster, P: int) -> int:
     ncclTopoPostset: 16 on a DGX H100), as `collectives.network_channels` reads search.cc."""
     g = _local_ranks(cluster, P)
     if P == g:
-        p2p = _pow2_up(cluster.nccl.max_channels)
+        p2p = min(_pow2_up(cluster.nccl.max_channels), MAX_CHANNELS)
         return min(_pow2_up(min(p2p, 2 * cluster.nvlink_link_count)), p2p)
-    p2p = _pow2_up(2 * coll.network_channels(cluster))
+    p2p = min(_pow2_up(2 * coll.network_channels(cluster)), MAX_CHANNELS)
     net = P2P_CHANNELS_PER_NET_PEER
     while net * P > P2P_NET_CHANNELS_PER_P2P_CHANNEL * p2p and net > 1:
         net //= 2
