@@ -26,10 +26,10 @@ v2.28.9-1: the p2p schedule pairs the send to rank + i with the receive from ran
   network operation posted by the proxy (tuning.cc getNetOverhead: 1 us on x86, 3 for
   Simple), after the protocol's base latency (baseLatencies[RING]); the remote operations fly
   at once, so one network hop (hwLatencies[NET][RING], the fabric's switch hops beyond NCCL's
-  table and the transport's per-message cost, `Fabric.message_s`) is paid once. NCCL's tuning model has no p2p entry; this is not
-  its estimate. On 8 GPUs of one node at LL it gives 6.6 + 7 x 0.6 = 10.8 us, against
-  10.59-11.13 us measured at 128 B to 4 KiB (deepseek-ai/DeepEP#303, benchmarks/
-  validation_nccl.py): nothing was fitted on those rows.
+  table and the transport's per-message cost, `Fabric.message_s`) is paid once. NCCL's
+  tuning model has no p2p entry; this is not its estimate. On 8 GPUs of one node at LL it
+  gives 6.6 + 7 x 0.6 = 10.8 us, against 10.59-11.13 us measured at 128 B to 4 KiB
+  (deepseek-ai/DeepEP#303, benchmarks/validation_nccl.py): nothing was fitted on those rows.
 - nccl-tests reports busbw = algbw x (P - 1)/P ("1/n of the data is local", NCCL's
   maintainer, NVIDIA/nccl-tests#130).
 
