@@ -163,3 +163,17 @@ def test_allgather_rows_across_sizes_hold_from_256_mib_and_miss_fast_below():
         elif abs(r["error_%"]) > 15:
             assert r["error_%"] > 0, r
     assert abs(rows["2 x a3-megagpu-8g (8x H100, TCPXO), AllGather 1 KiB"]["error_%"]) <= 5
+
+
+def test_a_size_not_bound_to_a_number_prices_simple():
+    """`simulate --symbolic` passes sizes as sympy symbols: the AllToAll is then priced at
+    Simple (the large-buffer form, as the ring's symbolic plans), its bytes kept symbolic."""
+    import sympy
+
+    n = sympy.Symbol("n", positive=True)
+    c = preset("dgx-h100", 2)
+    assert a2a.alltoall_protocol(c, n, 16) == "Simple"
+    t = a2a.alltoall_seconds(c, n, 16)
+    assert t.free_symbols == {n}
+    assert float(t.subs(n, 2**30)) == pytest.approx(
+        a2a.alltoall_seconds(c, 2**30, 16), rel=1e-12)
