@@ -3,7 +3,8 @@
 Two tables, printed by `python benchmarks/validation_nccl.py` (no GPU needed):
 
 1. **Measured.** nccl-tests bus bandwidth that users, NCCL's maintainers and vendors posted in
-   public threads and guides (AllReduce, ReduceScatter, AllGather; A100, H100, H200, H800,
+   public threads and guides (AllReduce, ReduceScatter, AllGather, and AllToAll in their own
+   list, MEASURED_OTHER_COLLECTIVES, priced by cost_model.ops.alltoall; A100, H100, H200, H800,
    B200, GB200; one node and 2 to 128 nodes; InfiniBand, RoCE, EFA, GCP TCPXO; 8 B to
    16 GiB), against the workbench's cost model on the matching cluster. Each figure names
    its source and quotes its row. A post that gives a table is read at its size; one that
@@ -43,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cost_model import collectives as coll  # noqa: E402
 from cost_model import nccl_model  # noqa: E402
 from cost_model.hardware import Cluster, Link, preset  # noqa: E402
+from cost_model.ops import alltoall as a2a  # noqa: E402
 from cost_model.presets import NETWORK_EFFICIENCY, SWITCH_LATENCY_S  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
 
@@ -123,7 +125,8 @@ def ideal(c: Cluster) -> Cluster:
 
 def bus_factor(kind: str, ranks: int) -> float:
     """nccl-tests' busbw / algbw (its README: AllReduce 2(n-1)/n, AllGather and
-    ReduceScatter (n-1)/n)."""
+    ReduceScatter (n-1)/n; AllToAll (n-1)/n, "since 1/n of the data is local", NCCL's
+    maintainer in NVIDIA/nccl-tests#130)."""
     return 2 * (ranks - 1) / ranks if kind == "allreduce" else (ranks - 1) / ranks
 
 
@@ -141,7 +144,13 @@ def gpu_time_s(plan, cluster: Cluster) -> float:
 def model_busbw_GBps(kind: str, nbytes: float, cluster: Cluster,
                      algorithm: str | None = None) -> tuple[float, str]:
     """nccl-tests' busbw the model predicts (GB/s), and the plan it picks; `algorithm`
-    forces one (NCCL_ALGO)."""
+    forces one (NCCL_ALGO). An AllToAll is NCCL's grouped sends (cost_model.ops.alltoall,
+    the description the plan and the simulator price it by)."""
+    if kind == "alltoall":
+        P = cluster.world_size
+        t = float(a2a.alltoall_seconds(cluster, nbytes, P)) - cluster.nccl.host_overhead_s
+        return nbytes / t * bus_factor(kind, P) / 1e9, \
+            f"p2p/{a2a.alltoall_protocol(cluster, nbytes, P)}"
     plans = [p for p in model_plans(kind, nbytes, cluster)
              if algorithm is None or p.algorithm == algorithm]
     # NCCL's choice: least time by its own estimate (what it does not model left out)
@@ -408,10 +417,160 @@ MEASURED = [
 ]
 
 
+# ---------------------------------------------------------------- AllToAll, and AllGather /
+# ReduceScatter across sizes (issue 37 items 1 and 2: every collective it names)
+
+
+def nodes_of_h100(gpus: int) -> Cluster:
+    """One node of H100 on NVSwitch of which `gpus` GPUs run (CUDA_VISIBLE_DEVICES): each GPU
+    keeps its NVLink bandwidth into the switch."""
+    return dataclasses.replace(preset("dgx-h100"), gpus_per_node=gpus)
+
+
+def hgx_h20() -> Cluster:
+    """One HGX H20 node: 8 Hopper GPUs on NVSwitch with NVLink 4 (900 GB/s, 18 links, as H100:
+    NVIDIA's H20 product brief), the H100 preset's NVLink; AllToAll's NVLink leg and latency
+    do not depend on the SM count or HBM the H20 has less of."""
+    return dataclasses.replace(preset("dgx-h100"), name="hgx-h20")
+
+
+def gcp_rdma(name: str, nodes: int) -> Cluster:
+    """GCP's A3 Ultra (a3-ultragpu-8g: 8 H200, preset dgx-h200) or A4 (a4-highgpu-8g: 8 B200,
+    preset dgx-b200) nodes: 8x 400 Gb/s ConnectX-7 NICs on GCP's RoCE network ("GPUDirect
+    RDMA", the VPC's network profile "vpc-roce"), priced as RoCE (cost_model.presets
+    NETWORK_EFFICIENCY, SWITCH_LATENCY_S)."""
+    c = _on_transport(preset(name, nodes), "roce")
+    fabric = dataclasses.replace(c.fabric, switch_latency_s=SWITCH_LATENCY_S["roce"])
+    return dataclasses.replace(c, name=f"gcp-{name}", fabric=fabric)
+
+
+def gb200_racks(racks: int, trays: int) -> Cluster:
+    """`racks` GB200 NVL72 racks of which `trays` compute trays (4 GPUs each) run, NVLink
+    inside a rack (MNNVL), one 400 Gb/s NIC per GPU across racks (OCI BM.GPU.GB200.4: 4x
+    400 Gb/s RDMA a tray, InfiniBand in its quick start's shape table)."""
+    c = preset("gb200-nvl72", racks)
+    return dataclasses.replace(c, gpus_per_node=4 * trays, nics_per_node=4 * trays)
+
+
+DEEPEP = "https://github.com/deepseek-ai/DeepEP/issues/"
+OCI_GB200_URL = ("https://github.com/oracle-quickstart/oci-gpu-quickstarts/blob/2a523ef9e292f0d2"
+                 "2f26d32807edf587fbb5211d/nvidia/GB200/README-GB200.md")
+SKYPILOT_URL = ("https://github.com/skypilot-org/skypilot/blob/9a3aa4d924105d5426c4fc56f0d8ade69"
+                "e266169/examples/gcp_gpu_direct_tcpx/README.md")
+CTK_A3M_URL = ("https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/2ee5a53ee6f4e1da8c92"
+               "a06b59ce92f975c0340c/examples/gke-a3-megagpu/README.md")
+VERL_GKE_URL = ("https://github.com/esaaren/verl-on-gke/blob/bd1c838168f06d8a96f376b9d0e3e23603"
+                "9fb1f5/README.md")
+
+MEASURED_OTHER_COLLECTIVES = [
+    # ------------------------------------------------ AllToAll, one node
+    # deepseek-ai/DeepEP#303: nccl-tests on 8 H20 of one node; the table is alltoall_perf's
+    # (its buffers below 128 B have count 0: alltoall_perf rounds each peer's count down to
+    # 16 bytes, all_gather_perf does not)
+    *[_m(f"8x H20, AllToAll {_size(n)}", hgx_h20(), "alltoall", 0.0,
+         f"deepseek-ai/DeepEP#303 (8x H20, one node, alltoall_perf row '{row}') {DEEPEP}303",
+         nbytes=n, time_us=t, gpu="H20")
+      for n, t, row in ((128, 10.59, "128 4 float none -1 10.59 0.01 0.01"),
+                        (1024, 10.80, "1024 32 float none -1 10.80 0.09 0.08"),
+                        (4096, 11.13, "4096 128 float none -1 11.13 0.37 0.32"))],
+    # NVIDIA/nccl-tests#314: alltoall_perf -b 1M -e 32G -g 8 on 8 H20-3e of one node
+    *[_m(f"8x H20-3e, AllToAll {_size(n)}", hgx_h20(), "alltoall", bw,
+         f"NVIDIA/nccl-tests#314 (8x H20-3e, one node, alltoall_perf row '{row}') {TESTS}314",
+         nbytes=n, gpu="H20")
+      for n, bw, row in ((MIB, 15.78, "1048576 32768 float none -1 58.14 18.04 15.78"),
+                         (2 * MIB, 31.14, "2097152 65536 float none -1 58.94 35.58 31.14"),
+                         (4 * MIB, 61.84, "4194304 131072 float none -1 59.35 70.67 61.84"))],
+    # NVIDIA/nccl#2169: 4 H100 of one node, NCCL 2.30.4, NCCL_ALGO=Ring NCCL_PROTO=Simple,
+    # alltoall_perf -b 500M -e 524M -R1 (below the 512 MB the issue finds a drop above)
+    _m("4x H100 (one node), AllToAll 500 MiB", nodes_of_h100(4), "alltoall", 358.40,
+       "NVIDIA/nccl#2169 (4x H100, NCCL 2.30.4, -R1, row '524288000 32768000 float none -1 "
+       f"1097.14 477.87 358.40') {NCCL}2169", nbytes=524288000),
+    # ------------------------------------------------ AllToAll across nodes
+    # one GPU per node: every block but its own crosses the network through its one NIC
+    _m("2 nodes x 1 H100, 400 Gb/s NIC, AllToAll", one_gpu_per_node(2), "alltoall", 48.5,
+       "NVIDIA/nccl-tests#130 (maintainer: 'If you have one GPU per node the BusBw should be "
+       "the NIC BW') and #267 (maintainer, in the alltoall thread: 'CX-7 NICs at NDR rate "
+       f"(400Gbps) should achieve up to 48-49GB/s per NIC') {TESTS}130"),
+    # 8 GPUs per node: half of each rank's blocks cross the network on 2 nodes
+    _m("2 nodes x 8 H100, 400 Gb/s NICs, AllToAll", dgx_h100(2), "alltoall", 97.0,
+       "NVIDIA/nccl-tests#130 (maintainer: 'On 2 nodes, 50% of the traffic is inter-node so "
+       "you should see BusBW = 2x network bandwidth per GPU'), at #267's 48-49 GB/s per NDR "
+       f"NIC: 2 x 48.5 {TESTS}130"),
+    # oracle-quickstart/oci-gpu-quickstarts nvidia/GB200/README-GB200.md (commit 2a523ef9): OCI
+    # GB200 NVL72, alltoall_perf at 8 GiB on 1, 2 and 16 trays of one rack (NVLink, MNNVL) and
+    # on 16 trays of each of 2 and 3 racks (across racks: the trays' NICs)
+    *[_m(f"GB200 NVL72, {trays * racks} tray{'s' if trays * racks > 1 else ''} ({racks} "
+         f"rack{'s' if racks > 1 else ''}), AllToAll", gb200_racks(racks, trays), "alltoall", bw,
+         "oracle-quickstart/oci-gpu-quickstarts nvidia/GB200/README-GB200.md (commit 2a523ef9) "
+         f"'{title}' row '{row}' {OCI_GB200_URL}", gpu="GB200")
+      for racks, trays, bw, title, row in (
+          (1, 1, 615.30, "NCCL All-to-All Single Node",
+           "8589934592 2147483648 float none -1 10470 820.40 615.30"),
+          (1, 2, 657.81, "NCCL All to All Scale Performance 2 Hosts Single Rack",
+           "8589934592 2147483648 float none -1 11426 751.78 657.81"),
+          (1, 16, 622.92, "NCCL All to All Scale Performance 16 Hosts 1 Rack",
+           "8589934592 2147483648 float none -1 13574 632.81 622.92"),
+          (2, 16, 89.70, "NCCL All to All Scale Performance 32 Hosts 2 Racks",
+           "8589934592 2147483648 float none -1 95018 90.40 89.70"),
+          (3, 16, 62.49, "NCCL All to All Scale Performance 48 Hosts 3 Racks",
+           "8589934592 2147483648 float none -1 136749 62.82 62.49"))],
+    # ------------------------------------------------ AllGather across sizes, 2 nodes of 8
+    # skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md (commit 9a3aa4d9): 2x
+    # a3-ultragpu-8g (8 H200, GPUDirect-RDMA), NCCL 2.26.6, all_gather_perf -b 1K -e 8G; the
+    # SkyPilot run's out-of-place rows (GCP's raw test pods, in the same file, agree within 3 %)
+    *[_m(f"2 x a3-ultragpu-8g (8x H200, RoCE), AllGather {_size(n)}", gcp_rdma("dgx-h200", 2),
+         "allgather", bw, "skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md "
+         f"(commit 9a3aa4d9) row '{row}' {SKYPILOT_URL}", nbytes=n, time_us=t, gpu="H200")
+      for n, bw, t, row in (
+          (1024, 0.0, 28.39, "1024 16 float none -1 28.39 0.04 0.03"),
+          (65536, 0.0, 40.62, "65536 1024 float none -1 40.62 1.61 1.51"),
+          (MIB, 16.82, None, "1048576 16384 float none -1 58.46 17.94 16.82"),
+          (16 * MIB, 135.41, None, "16777216 262144 float none -1 116.2 144.43 135.41"),
+          (64 * MIB, 226.19, None, "67108864 1048576 float none -1 278.1 241.27 226.19"),
+          (256 * MIB, 284.21, None, "268435456 4194304 float none -1 885.5 303.16 284.21"),
+          (GIB, 322.23, None, "1073741824 16777216 float none -1 3123.9 343.72 322.23"),
+          (8 * GIB, 325.72, None, "8589934592 134217728 float none -1 24724 347.44 325.72"))],
+    # esaaren/verl-on-gke README.md (commit bd1c8381): 2x a4-highgpu-8g (8 B200, GPUDirect-RDMA;
+    # its .env: MACHINE_TYPE a4-highgpu-8g, GPU_TYPE nvidia-b200), NCCL 2.26.6, all_gather_perf
+    # -b 1K -e 8G
+    *[_m(f"2 x a4-highgpu-8g (8x B200, RoCE), AllGather {_size(n)}", gcp_rdma("dgx-b200", 2),
+         "allgather", bw, "esaaren/verl-on-gke README.md (commit bd1c8381) "
+         f"row '{row}' {VERL_GKE_URL}", nbytes=n, time_us=t, gpu="B200")
+      for n, bw, t, row in (
+          (1024, 0.0, 43.34, "1024 16 float none -1 43.34 0.02 0.02"),
+          (65536, 0.0, 48.31, "65536 1024 float none -1 48.31 1.36 1.27"),
+          (MIB, 15.41, None, "1048576 16384 float none -1 63.77 16.44 15.41"),
+          (16 * MIB, 111.99, None, "16777216 262144 float none -1 140.4 119.46 111.99"),
+          (64 * MIB, 266.37, None, "67108864 1048576 float none -1 236.2 284.13 266.37"),
+          (256 * MIB, 338.77, None, "268435456 4194304 float none -1 742.9 361.35 338.77"),
+          (GIB, 363.80, None, "1073741824 16777216 float none -1 2767.0 388.05 363.80"),
+          (8 * GIB, 376.40, None, "8589934592 134217728 float none -1 21395 401.49 376.40"))],
+    # GoogleCloudPlatform/cluster-toolkit examples/gke-a3-megagpu/README.md (commit 2ee5a53e):
+    # GCP's A3 Mega blueprint, 2x a3-megagpu-8g (8 H100, GPUDirect-TCPXO), its NCCL test
+    # manifest's all_gather_perf (nccl-plugin-gpudirecttcpx v1.0.15)
+    *[_m(f"2 x a3-megagpu-8g (8x H100, TCPXO), AllGather {_size(n)}", a3_mega(2), "allgather",
+         bw, "GoogleCloudPlatform/cluster-toolkit examples/gke-a3-megagpu/README.md (commit "
+         f"2ee5a53e) row '{row}' {CTK_A3M_URL}", nbytes=n, time_us=t)
+      for n, bw, t, row in (
+          (1024, 0.0, 85.27, "1024 16 float none -1 85.27 0.01 0.01"),
+          (65536, 0.0, 96.98, "65536 1024 float none -1 96.98 0.68 0.63"),
+          (MIB, 7.34, None, "1048576 16384 float none -1 133.87 7.83 7.34"),
+          (16 * MIB, 79.49, None, "16777216 262144 float none -1 197.88 84.79 79.49"),
+          (64 * MIB, 121.49, None, "67108864 1048576 float none -1 517.87 129.59 121.49"),
+          (256 * MIB, 166.55, None, "268435456 4194304 float none -1 1510.98 177.66 166.55"),
+          (GIB, 182.00, None, "1073741824 16777216 float none -1 5531.01 194.13 182.00"),
+          (8 * GIB, 188.73, None, "8589934592 134217728 float none -1 42668.7 201.32 188.73"))],
+]
+
+
+def measured_figures() -> list[Measured]:
+    """Every cited figure: MEASURED and MEASURED_OTHER_COLLECTIVES."""
+    return [*MEASURED, *MEASURED_OTHER_COLLECTIVES]
+
 def measured_rows() -> list[dict]:
     """One row per measured figure: the model's busbw, the plan, the error."""
     rows = []
-    for m in MEASURED:
+    for m in measured_figures():
         got, plan = model_busbw_GBps(m.kind, m.nbytes, m.cluster, m.algorithm)
         if m.time_us is not None:  # busbw rounds to 0.00: the time's error, as busbw
             model_us = m.nbytes * bus_factor(m.kind, m.cluster.world_size) / got / 1e3

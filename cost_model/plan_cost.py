@@ -307,7 +307,8 @@ def _nccl_cost(pc: PlanContext, step: cp.NcclStep) -> OpCost:
 
 def _nccl_fixed_s(pc: PlanContext, step: cp.NcclStep, chunks: int):
     if _exchanges(step):
-        return a2a.alltoall_latency_s(pc.ctx.cluster, alltoall_of(pc, step)[1])
+        nbytes, P = alltoall_of(pc, step)
+        return a2a.alltoall_latency_s(pc.ctx.cluster, P, nbytes / chunks)
     kind, nbytes, P, across, cluster = nccl_call(pc, step)
     if P == 1 and copies(step):
         return cluster.nccl.host_overhead_s + pc.ctx.cluster.gpu.launch_latency_s

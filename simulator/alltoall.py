@@ -14,8 +14,8 @@ def _exchange(sim, gpu, nbytes: float, P: int, scale: float, host_paid: bool, co
               key):
     """An AllToAll of `nbytes` per rank over P ranks on `scale` of its buffer; `copy()`: the
     Work of the one-rank copy; `key` names it for the price cache."""
-    latency_s = sim._priced(("a2a_fixed", key), lambda: float(alltoall_latency_s(
-        sim.cluster, P)))
+    latency_s = sim._priced(("a2a_fixed", key, scale), lambda: float(alltoall_latency_s(
+        sim.cluster, P, nbytes * scale)))
     total = sim._priced(("a2a_time", key, scale),
                         lambda: alltoall_seconds(sim.cluster, nbytes, P, scale))
     wait_s = latency_s - sim.cluster.nccl.host_overhead_s if host_paid else latency_s
