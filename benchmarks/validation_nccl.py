@@ -9,8 +9,9 @@ Two tables, printed by `python benchmarks/validation_nccl.py` (no GPU needed):
    its source and quotes its row. A post that gives a table is read at its size; one that
    gives a peak is read at 8 GiB (large-buffer bandwidth, where nccl-tests reports its
    peak); where busbw rounds to 0.00 (small buffers) the figure is nccl-tests' time. A row
-   marked train had a parameter fitted on it (one per fitted parameter: the EFA and TCPXO
-   message costs and efficiencies); a row marked suspect is a suspected outlier of its own
+   marked train had a parameter fitted on it (the EFA and TCPXO message costs and
+   efficiencies, one row each; EFA v1's and TCPXO's lone-message cost and rate, their 4 and
+   8 MiB rows, decision 112); a row marked suspect is a suspected outlier of its own
    run (OUTLIER_FACTOR), never fitted and never dropped. The summary is printed per size
    class (< 1 MiB, 1-256 MiB, >= 256 MiB), over every row, over the held-out rows, and over
    the held-out rows without the suspected outliers. Targets (issue 37):

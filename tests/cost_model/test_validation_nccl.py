@@ -59,7 +59,8 @@ def test_measured_table_meets_its_targets():
     summary = validation.measured_summary(rows)
     assert len(rows) >= 25 and summary["rows"] >= 25
     assert summary["median_%"] <= 10
-    # issue 37 moved EFA to 0.91 of line rate (a current stack's 2x p4de); NVIDIA/nccl#527's
+    # issue 37 moved EFA to 0.91 of line rate (a current stack's 2x p4de; EFA v1 0.85 since
+    # decision 112); NVIDIA/nccl#527's
     # 2022 p4dn rows (NCCL 2.9.9, "Slow bus bandwidth") and nccl-tests#309's 4-node 256 MiB
     # row (a dip of that run: 234 GB/s between 246 at 128 MiB and 289 at 512 MiB) are the
     # only ones left above 25 % (benchmarks/README.md explains each)
