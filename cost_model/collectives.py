@@ -235,7 +235,8 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
     # the hop latencies ride on the steps, the base latency and the host cost are fixed
     step_s = (lat - base) / steps + bus_bytes / steps / bw
     fill = 0.0
-    if (algorithm, protocol) == ("tree", "Simple") and not one_per_node:
+    if ((algorithm, protocol) == ("tree", "Simple") and not one_per_node
+            and cluster.fabric.lone_message is not None):
         stream_bw, _ = _network_bandwidth(kind, algorithm, proto, P, cluster, path, False,
                                           estimate=False)
         fill = _tree_first_loop_s(nbytes, bus_bytes, nodes, cluster, stream_bw, bw)
@@ -256,14 +257,12 @@ def tree_channels(cluster: Cluster) -> int:
 def _tree_first_loop_s(nbytes, bus_bytes, nodes: int, cluster: Cluster, stream_Bps: float,
                        estimate_Bps: float) -> float:
     """The Simple tree's time beyond NCCL's estimate on a transport whose lone messages are
-    slow (0 on the others): its first loop (nccl_model.tree_first_loop_s) and the rest of the
+    slow (`Fabric.lone_message`): its first loop (nccl_model.tree_first_loop_s) and the rest of the
     buffer at the stream rate `stream_Bps` (what the fabric delivers), where NCCL's estimate
     takes the whole buffer at `estimate_Bps` (its tree factors, caps and size correction:
     its own reading of the ramp that the pipeline prices here, and a cap the proxy
     transports' large buffers pass: decision 112). Symbolic sizes: a full loop."""
     lone = cluster.fabric.lone_message
-    if lone is None:
-        return 0.0
     size = float(nbytes) if is_number(nbytes) else math.inf
     first = nccl_model.tree_first_loop_s(
         size, nodes, tree_channels(cluster),

@@ -404,11 +404,11 @@ TRANSPORT_BUFFSIZE = {"efa": 1 << 23, "efa-v1": 1 << 23, "tcpxo": 1 << 23}
 # (host cost per message in seconds, paid one active channel after the other; the rate one
 # message moves at, bytes/s). InfiniBand, RoCE and EFA of p5/p6 (RDMA writes): absent, a
 # lone message moves as the stream. EFA v1 (p4d/p4de, aws-ofi-nccl's SENDRECV protocol) and
-# TCPXO (GCP's FasTrak plugin, host-driven TCP flows): fitted together with MESSAGE_COST_S
-# on three rows each of a 2-node AllReduce table (benchmarks/validation_nccl.py, the rows
-# marked train): 8 or 16 B (the latency), 4 and 8 MiB (under one loop of the tree, 16
-# channels x 1 MiB, where the whole buffer crosses as lone messages); every other row of
-# these transports is held out.
+# TCPXO (GCP's FasTrak plugin, host-driven TCP flows): fitted, MESSAGE_COST_S as it was, on
+# two rows each of a 2-node AllReduce table (benchmarks/validation_nccl.py, the rows marked
+# train), 4 and 8 MiB: under one loop of the tree (16 channels x 1 MiB), where the whole
+# buffer crosses as lone messages; 2x p4de 533.9 and 762.8 us, 2x a3-megagpu-8g 364.6 and
+# 571.9 us. Every other row of these transports is held out.
 LONE_MESSAGE = {"efa-v1": (4.69e-6, 2.29e9), "tcpxo": (1.14e-6, 2.53e9)}
 
 
