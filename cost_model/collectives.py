@@ -250,8 +250,8 @@ def tree_channels(cluster: Cluster) -> int:
     doubled by connect.cc (ncclTopoPostset, v2.28.9-1: "nChannels = comm->nChannels =
     std::min(MAXCHANNELS, nChannels*2)"): 16 on 8-GPU nodes. A reading of the source that
     the proxy transports' rows confirm: their tree's rate changes where the buffer passes
-    16 channels x 1 MiB (decision 112)."""
-    return 2 * cluster.gpus_per_node
+    16 channels x 1 MiB (decision 112). At most NCCL's MAXCHANNELS."""
+    return min(nccl_model.MAX_CHANNELS, 2 * cluster.gpus_per_node)
 
 
 def _tree_first_loop_s(nbytes, bus_bytes, nodes: int, cluster: Cluster, stream_Bps: float,

@@ -410,6 +410,7 @@ def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0, message_s: float = 0.
 # and TCPXO, fitted), which NCCL's tuning model does not see: the plan keeps it out of NCCL's
 # choice (collectives.Plan.unseen_s), as NVLSTree's fill.
 NCCL_STEPS = 8  # src/include/device.h, v2.28.9-1
+MAX_CHANNELS = 64  # src/include/device.h MAXCHANNELS, v2.28.9-1
 # enqueue.cc (ring/tree channel tuning): NCCL drops channels while the buffer is below
 # channels x threads x threadThreshold; Simple: NCCL_SIMPLE_MAX_NTHREADS (device.h, 512) x
 # NCCL_SIMPLE_THREAD_THRESHOLD (comm.h, 64) = 32 KiB per channel.

@@ -290,6 +290,9 @@ def test_lone_messages_are_priced_but_not_chosen_by():
     tree = [p for p in coll.plans("allreduce", 16 * 2**20, 16, ib, 16)
             if (p.algorithm, p.protocol) == ("tree", "Simple")]
     assert tree and float(tree[0].unseen_s) == 0.0
+    # 8-GPU nodes run 16 tree channels; a 72-GPU rack no more than NCCL's MAXCHANNELS (64)
+    assert coll.tree_channels(a3) == 16
+    assert coll.tree_channels(preset("gb200-nvl72")) == nccl_model.MAX_CHANNELS
     # symbolic sizes: a full loop, no error
     import sympy
     n = sympy.Symbol("n", positive=True)
