@@ -10,8 +10,9 @@ Two tables, printed by `python benchmarks/validation_nccl.py` (no GPU needed):
    its source and quotes its row. A post that gives a table is read at its size; one that
    gives a peak is read at 8 GiB (large-buffer bandwidth, where nccl-tests reports its
    peak); where busbw rounds to 0.00 (small buffers) the figure is nccl-tests' time. A row
-   marked train had a parameter fitted on it (one per fitted parameter: the EFA and TCPXO
-   message costs and efficiencies); a row marked suspect is a suspected outlier of its own
+   marked train had a parameter fitted on it (the EFA and TCPXO message costs and
+   efficiencies, one row each; EFA v1's and TCPXO's lone-message cost and rate, their 4 and
+   8 MiB rows, decision 112); a row marked suspect is a suspected outlier of its own
    run (OUTLIER_FACTOR), never fitted and never dropped. The summary is printed per size
    class (< 1 MiB, 1-256 MiB, >= 256 MiB), over every row, over the held-out rows, and over
    the held-out rows without the suspected outliers. Targets (issue 37):
@@ -337,11 +338,14 @@ MEASURED = [
     # the same README, 2x p4de.24xlarge (8x A100 80 GB, 4x 100 Gb/s EFA), 8 B .. 2 GiB
     *[_m(f"2 x p4de (8x A100, 4x 100 Gb/s EFA), AllReduce {_size(n)}", preset("aws-p4d", 2),
          "allreduce", bw, f"{AWS_README} 2x p4de.24xlarge row '{row}' {AWS_URL}", nbytes=n,
-         time_us=t, gpu="A100", train=n in (8, 2 * GIB))
+         time_us=t, gpu="A100", train=n in (8, 4 * MIB, 8 * MIB, 2 * GIB))
       for n, bw, t, row in (
           (8, 0.0, 164.3, "8 2 float sum -1 164.3 0.00 0.00"),
           (65536, 0.0, 227.4, "65536 16384 float sum -1 227.4 0.29 0.54"),
           (MIB, 6.35, None, "1048576 262144 float sum -1 309.4 3.39 6.35"),
+          # 4 and 8 MiB: the lone-message cost and rate's train rows (decision 112)
+          (4 * MIB, 14.73, None, "4194304 1048576 float sum -1 533.9 7.86 14.73"),
+          (8 * MIB, 20.62, None, "8388608 2097152 float sum -1 762.8 11.00 20.62"),
           (16 * MIB, 26.39, None, "16777216 4194304 float sum -1 1191.8 14.08 26.39"),
           (256 * MIB, 69.89, None, "268435456 67108864 float sum -1 7201.7 37.27 69.89"),
           (2 * GIB, 78.33, None, "2147483648 536870912 float sum -1 51406 41.78 78.33"))],
@@ -354,7 +358,9 @@ MEASURED = [
           (16, 0.0, 123.2, "16 4 float sum -1 123.2 0.00 0.00", True),
           (65536, 0.0, 159.4, "65536 16384 float sum -1 159.4 0.41 0.77", False),
           (MIB, 9.68, None, "1048576 262144 float sum -1 203.2 5.16 9.68", False),
-          (4 * MIB, 21.57, None, "4194304 1048576 float sum -1 364.6 11.50 21.57", False),
+          # 4 and 8 MiB: the lone-message cost and rate's train rows (decision 112)
+          (4 * MIB, 21.57, None, "4194304 1048576 float sum -1 364.6 11.50 21.57", True),
+          (8 * MIB, 27.50, None, "8388608 2097152 float sum -1 571.9 14.67 27.50", True),
           (16 * MIB, 32.18, None, "16777216 4194304 float sum -1 977.6 17.16 32.18", False),
           (64 * MIB, 99.74, None, "67108864 16777216 float sum -1 1261.6 53.20 99.74", False),
           (256 * MIB, 213.19, None, "268435456 67108864 float sum -1 2360.9 113.70 213.19",

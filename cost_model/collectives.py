@@ -234,16 +234,49 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
     base = nccl_model.BASE_LATENCY_US[(algorithm, protocol)] * 1e-6
     # the hop latencies ride on the steps, the base latency and the host cost are fixed
     step_s = (lat - base) / steps + bus_bytes / steps / bw
-    fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + base
+    fill = 0.0
+    if ((algorithm, protocol) == ("tree", "Simple") and not one_per_node
+            and cluster.fabric.lone_message is not None):
+        stream_bw, _ = _network_bandwidth(kind, algorithm, proto, P, cluster, path, False,
+                                          estimate=False)
+        fill = _tree_first_loop_s(nbytes, bus_bytes, nodes, cluster, stream_bw, bw)
+    fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + base + fill
     return Plan(kind, algorithm, protocol, channels, steps, bus_bytes / steps, step_s,
-                fixed_s, link, bus_bytes)
+                fixed_s, link, bus_bytes, fill)
+
+
+def tree_channels(cluster: Cluster) -> int:
+    """The channels NCCL runs a tree on across nodes: its search's one per GPU of the node,
+    doubled by connect.cc (ncclTopoPostset, v2.28.9-1: "nChannels = comm->nChannels =
+    std::min(MAXCHANNELS, nChannels*2)"): 16 on 8-GPU nodes. A reading of the source that
+    the proxy transports' rows confirm: their tree's rate changes where the buffer passes
+    16 channels x 1 MiB (decision 112). At most NCCL's MAXCHANNELS."""
+    return min(nccl_model.MAX_CHANNELS, 2 * cluster.gpus_per_node)
+
+
+def _tree_first_loop_s(nbytes, bus_bytes, nodes: int, cluster: Cluster, stream_Bps: float,
+                       estimate_Bps: float) -> float:
+    """The Simple tree's time beyond NCCL's estimate on a transport whose lone messages are
+    slow (`Fabric.lone_message`): its first loop (nccl_model.tree_first_loop_s) and the rest of the
+    buffer at the stream rate `stream_Bps` (what the fabric delivers), where NCCL's estimate
+    takes the whole buffer at `estimate_Bps` (its tree factors, caps and size correction:
+    its own reading of the ramp that the pipeline prices here, and a cap the proxy
+    transports' large buffers pass: decision 112). Symbolic sizes: a full loop."""
+    lone = cluster.fabric.lone_message
+    size = float(nbytes) if is_number(nbytes) else math.inf
+    first = nccl_model.tree_first_loop_s(
+        size, nodes, tree_channels(cluster),
+        nccl_model.tree_chunk_bytes(cluster.fabric.buffsize_bytes), *lone, stream_Bps)
+    return first + bus_bytes / stream_Bps - bus_bytes / estimate_Bps
 
 
 def _network_bandwidth(kind, algorithm, proto: Protocol, P, cluster: Cluster, path: Path_,
-                       one_per_node: bool) -> tuple[float, str]:
+                       one_per_node: bool, estimate: bool = True) -> tuple[float, str]:
     """(bus bandwidth, bottleneck link) of a ring or tree plan across nodes, before the
     tree's size correction: the slower of the NICs' leg as NCCL's model gives it per protocol
-    and the NVLink leg at the fitted protocol efficiency."""
+    and the NVLink leg at the fitted protocol efficiency. `estimate` False: the NICs' leg
+    as the fabric delivers it, without NCCL's per-protocol factors and per-channel caps (the
+    stream of a tree on a lone-message transport, `_tree_first_loop_s`)."""
     nccl = cluster.nccl
     protocol = proto.name
     ranks, nodes = int(P), path.nodes
@@ -257,8 +290,9 @@ def _network_bandwidth(kind, algorithm, proto: Protocol, P, cluster: Cluster, pa
         # node's NVLink carries it
         injection = min(2 * injection, cluster.nccl_nvlink_Bps) if not one_per_node \
             else 2 * injection
-    nic_bw = nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol, injection, ranks, nodes,
-                                          network_channels(cluster, one_per_node), gen)
+    nic_bw = (nccl_model.bus_bandwidth_Bps(kind, algorithm, protocol, injection, ranks, nodes,
+                                           network_channels(cluster, one_per_node), gen)
+              if estimate else injection)
     factor = nccl.allreduce_bandwidth_factor if kind == "allreduce" else 1.0
     nvlink_bw = cluster.nvlink.bandwidth_Bps * proto.efficiency * factor
     return (nic_bw, "nic") if nic_bw <= nvlink_bw else (nvlink_bw, "nvlink")

@@ -394,6 +394,58 @@ def nvls_tree_latency_s(nodes: int, fabric_s: float = 0.0, message_s: float = 0.
     return NVLS_LATENCY_US * 1e-6 + 2 * (nodes.bit_length() - 1) * net
 
 
+# ---------------------------------------------------------------- the tree's network pipeline
+
+# NCCL moves a tree's buffer through the network as a pipeline of proxy steps (decision 112).
+# Every channel cuts its share of the buffer into chunks of one step, buffSize / NCCL_STEPS
+# (enqueue.cc calcCollChunking: the Simple tree keeps chunkSteps = 1 and never halves its
+# chunk; device.h NCCL_STEPS 8), and each chunk crosses the network as one message of the
+# transport's net plugin, up the tree and back down. A channel has up to NCCL_STEPS messages
+# in flight: while a buffer fills more than one loop (channels x chunk), the later chunks
+# follow the first at the stream rate; the first loop's chunks cross alone, one message per
+# active channel per network stage. On InfiniBand and RoCE a lone message moves as the stream
+# does (the verbs write goes straight to the NIC) and this adds nothing; the proxy
+# transports' plugins pay a host cost per message, one active channel after the other, and
+# move a lone message at a rate far below the line's (cost_model.specs LONE_MESSAGE: EFA v1
+# and TCPXO, fitted), which NCCL's tuning model does not see: the plan keeps it out of NCCL's
+# choice (collectives.Plan.unseen_s), as NVLSTree's fill.
+NCCL_STEPS = 8  # src/include/device.h, v2.28.9-1
+MAX_CHANNELS = 64  # src/include/device.h MAXCHANNELS, v2.28.9-1
+# enqueue.cc (ring/tree channel tuning): NCCL drops channels while the buffer is below
+# channels x threads x threadThreshold; Simple: NCCL_SIMPLE_MAX_NTHREADS (device.h, 512) x
+# NCCL_SIMPLE_THREAD_THRESHOLD (comm.h, 64) = 32 KiB per channel.
+SIMPLE_CHANNEL_BYTES = 512 * 64
+
+
+def tree_chunk_bytes(buffsize_bytes: int) -> int:
+    """The Simple tree's chunk: one step of the transport's Simple buffer (enqueue.cc
+    calcCollChunking: stepSize = buffSizes[Simple] / NCCL_STEPS, chunkSteps 1 for the tree)."""
+    return buffsize_bytes // NCCL_STEPS
+
+
+def active_channels(nbytes: float, channels: int) -> int:
+    """The channels NCCL runs a Simple tree of `nbytes` on, of its `channels` (enqueue.cc:
+    one less while the buffer is below SIMPLE_CHANNEL_BYTES per channel, at least 1)."""
+    return max(1, int(min(channels, nbytes // SIMPLE_CHANNEL_BYTES)))
+
+
+def tree_first_loop_s(nbytes: float, nodes: int, channels: int, chunk_bytes: int,
+                      message_s: float, message_Bps: float, stream_Bps: float) -> float:
+    """The time the Simple tree's first loop takes beyond what its bytes cost at the stream
+    rate. Its first min(`nbytes`, channels x `chunk_bytes`) bytes cross 2 log2(`nodes`)
+    network stages as lone messages: at each stage the active channels' messages pay the
+    host cost `message_s` one after the other and each moves at `message_Bps` (one
+    message's rate), where the plan prices those bytes as 2 passes at its bus rate `stream_Bps`.
+    The first channel's host cost is the per-message cost already in the latency
+    (Fabric.message_s): each further active channel's message waits for those before it.
+    Never below 0."""
+    active = active_channels(nbytes, channels)
+    first = min(nbytes, active * chunk_bytes)
+    stages = 2 * math.floor(math.log2(nodes))
+    stage_s = (active - 1) * message_s + first / active / message_Bps
+    return max(0.0, stages * stage_s - 2 * first / stream_Bps)
+
+
 # ---------------------------------------------------------------- NCCL 2.4.8 (release "2.4")
 
 # A profile's `nccl.release` names the NCCL whose algorithm choice prices its collectives:

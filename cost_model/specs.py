@@ -320,6 +320,18 @@ class Fabric:
         return protocol in TRANSPORT_PROTOCOLS.get(self.transport, (protocol,))
 
     @property
+    def lone_message(self) -> tuple[float, float] | None:
+        """(host cost per message in s, rate of one message in bytes/s) of a message alone
+        in its channel (LONE_MESSAGE), or None where it moves as the stream does."""
+        return LONE_MESSAGE.get(self.transport)
+
+    @property
+    def buffsize_bytes(self) -> int:
+        """NCCL's Simple buffer per channel and peer as the transport's stack sets it
+        (NCCL_BUFFSIZE; TRANSPORT_BUFFSIZE, else NCCL's default)."""
+        return TRANSPORT_BUFFSIZE.get(self.transport, NCCL_DEFAULT_BUFFSIZE)
+
+    @property
     def runs_nvls(self) -> bool:
         """Whether the transport's software stack leaves NCCL's NVLS on (NVLSTree across
         nodes; TRANSPORTS_WITHOUT_NVLS)."""
@@ -380,6 +392,24 @@ MESSAGE_COST_S = {"infiniband": 0.0, "roce": 0.0, "efa": 18.7e-6, "efa-v1": 32.7
 #   a3-megagpu-8g/nemo-framework/Dockerfile at 5417609d, the profile its NCCL runs with).
 TRANSPORT_PROTOCOLS = {"efa-v1": ("Simple",), "tcpxo": ("Simple",)}
 TRANSPORTS_WITHOUT_NVLS = ("tcpxo",)
+# NCCL's Simple buffer (NCCL_BUFFSIZE): 4 MiB by default (src/init.cc
+# DEFAULT_BUFFSIZE at v2.28.9-1); the proxy transports' stacks set 8 MiB: aws-ofi-nccl
+# (src/platform-aws.cpp, platform_data_map, p4d/p4de/p5 env NCCL_BUFFSIZE=8388608, at
+# 2daf7d30) and GCP's TCPXO environment (cluster-toolkit a3-megagpu-8g nemo-framework
+# Dockerfile at 5417609d: NCCL_BUFFSIZE=8388608). The tree's chunk is one eighth of it
+# (nccl_model.tree_chunk_bytes): 1 MiB on these transports.
+NCCL_DEFAULT_BUFFSIZE = 1 << 22
+TRANSPORT_BUFFSIZE = {"efa": 1 << 23, "efa-v1": 1 << 23, "tcpxo": 1 << 23}
+# A lone network message on a proxy transport (nccl_model.tree_first_loop_s, decision 112):
+# (host cost per message in seconds, paid one active channel after the other; the rate one
+# message moves at, bytes/s). InfiniBand, RoCE and EFA of p5/p6 (RDMA writes): absent, a
+# lone message moves as the stream. EFA v1 (p4d/p4de, aws-ofi-nccl's SENDRECV protocol) and
+# TCPXO (GCP's FasTrak plugin, host-driven TCP flows): fitted, MESSAGE_COST_S as it was, on
+# two rows each of a 2-node AllReduce table (benchmarks/validation_nccl.py, the rows marked
+# train), 4 and 8 MiB: under one loop of the tree (16 channels x 1 MiB), where the whole
+# buffer crosses as lone messages; 2x p4de 533.9 and 762.8 us, 2x a3-megagpu-8g 364.6 and
+# 571.9 us. Every other row of these transports is held out.
+LONE_MESSAGE = {"efa-v1": (4.69e-6, 2.29e9), "tcpxo": (1.14e-6, 2.53e9)}
 
 
 # Dtypes that may have NCCL constants of their own (Cluster.nccl_dtypes); f32 uses Cluster.nccl.
