@@ -315,8 +315,10 @@ def test_proxy_transports_mid_sizes_hold():
 
 def test_large_class_does_not_regress():
     """issue 37 item 2 (decision 112): the held-out >= 256 MiB class stays at or below the
-    median 3.8 % and max 42.5 % it had at 65c9906."""
-    rows = validation.measured_rows()
+    median 3.8 % and max 42.5 % it had at 65c9906, on the figures it had then (MEASURED;
+    decision 113's other collectives came later and are held to their own explained misses)."""
+    had = {m.what for m in validation.MEASURED}
+    rows = [r for r in validation.measured_rows() if r["what"] in had]
     summary = {c["class"]: c for c in validation.class_summary(rows, held_out=True)}
     assert summary[">= 256 MiB"]["median_%"] <= 3.8
     assert summary[">= 256 MiB"]["max_%"] <= 42.5
