@@ -81,6 +81,20 @@ def _got(error) -> str:
     return _kind(error.instance)
 
 
+def _property_description(schema: dict, schema_path: list, name: str) -> str:
+    """The `description` of property `name` as the object schema nearest the end of
+    `schema_path` declares it (a `required` inside an if/then names a property declared
+    beside it)."""
+    nodes, node = [schema], schema
+    for part in schema_path:
+        node = node[part]
+        nodes.append(node)
+    for node in reversed(nodes):
+        if isinstance(node, dict) and name in node.get("properties", {}):
+            return node["properties"][name].get("description", "valid")
+    return "given"
+
+
 def problem(data, schema: dict) -> str | None:
     """The first way `data` breaks `schema`, as "field X must be Y, got a Z", or None."""
     error = jsonschema.exceptions.best_match(Validator(schema).iter_errors(data))
@@ -93,8 +107,7 @@ def problem(data, schema: dict) -> str | None:
         error = error.parent
     if error.validator == "required":
         missing = next(n for n in error.validator_value if n not in error.instance)
-        what = _description(schema, [*list(error.absolute_schema_path)[:-1], "properties", missing,
-                                     "x"])
+        what = _property_description(schema, list(error.absolute_schema_path)[:-1], missing)
         return f"field {_field([*error.absolute_path, missing])} must be {what}, got nothing"
     if error.validator == "additionalProperties" and error.validator_value is False:
         known = error.schema.get("properties", {})
