@@ -71,6 +71,11 @@ def _got(error) -> str:
     """What `error`'s instance is: its JSON type, and for a number past a bound which side."""
     if error.validator in _BEYOND:
         return f"a number {_BEYOND[error.validator].format(f'{error.validator_value:g}')}"
+    if (error.validator == "type" and error.validator_value == "integer"
+            and isinstance(error.instance, float) and math.isfinite(error.instance)):
+        return "a number that is not whole"
+    if error.validator == "not":
+        return f"{_kind(error.instance)} in the range it excludes"
     if error.validator == "minItems" and not error.instance:
         return "an empty list"
     if error.validator == "anyOf" and isinstance(error.instance, Mapping):
@@ -115,6 +120,9 @@ def problem(data, schema: dict) -> str | None:
         return (f"field {_field([*error.absolute_path, extra])} must be one of the known fields "
                 f"({', '.join(known)}), got an unknown field")
     what = _description(schema, error.absolute_schema_path)
+    if "propertyNames" in error.absolute_schema_path:  # a key: name it in the field's path
+        return (f"field {_field([*error.absolute_path, str(error.instance)])} must be named "
+                f"{what}, got another name")
     if not error.absolute_path:  # the file as a whole: no field to name
         return f"must be {what}, got {_got(error)}"
     return f"field {_field(error.absolute_path)} must be {what}, got {_got(error)}"

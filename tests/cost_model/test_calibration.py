@@ -232,8 +232,9 @@ def test_profile_with_only_one_of_read_write(tmp_path):
 def test_profile_fused_fixed_cost_must_be_positive(tmp_path):
     p = tmp_path / "p.json"
     p.write_text(json.dumps({"base": "h200x4", "fused_fixed_s": -1e-6}))
-    with pytest.raises(HardwareError, match=r"hardware profile field fused_fixed_s must be a "
-                       r"finite number >= 0 and <= 3600 \(seconds\), got -1e-06"):
+    with pytest.raises(HardwareError, match=r"p\.json field fused_fixed_s must be a finite "
+                       r"number >= 0 and <= 3600 \(seconds\), e\.g\. 2e-6 for 2 us, got a "
+                       r"number < 0; fix the profile"):
         load_hardware(str(p))
 
 

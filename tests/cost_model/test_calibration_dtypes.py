@@ -307,7 +307,8 @@ def test_collectives_by_dtype_empty(tmp_path, raw):
 def test_streams_f16_bad_row(tmp_path, raw):
     raw["device"]["streams_f16"][0]["f16_inputs"] = 1.5
     with pytest.raises(HardwareError, match=r"field device\.streams_f16\[0\]\.f16_inputs "
-                       r"must be an integer >= 0, got a number; run"):
+                       r"must be an integer >= 0, got a number that is not whole; "
+                       r"run"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
@@ -375,9 +376,9 @@ def test_profile_nccl_dtypes_unknown_dtype(tmp_path):
 
 
 def test_profile_nccl_dtypes_bad_field(tmp_path):
-    with pytest.raises(HardwareError, match=r"hardware profile field "
-                       r"nccl_dtypes.f16.host_overhead_s must be a finite number >= 0 and <= "
-                       r"3600 \(seconds\), got -1"):
+    with pytest.raises(HardwareError, match=r"field nccl_dtypes\.f16\.host_overhead_s must be "
+                       r"a finite number >= 0 and <= 3600 \(seconds\), e\.g\. 2e-6 for 2 us, "
+                       r"got a number < 0"):
         load_hardware(_profile(tmp_path, {"nccl_dtypes": {"f16": {"host_overhead_s": -1}}}))
 
 
@@ -398,7 +399,8 @@ def test_profile_block_curve_bad_key(tmp_path):
 
 def test_profile_block_curve_zero_fraction(tmp_path):
     with pytest.raises(HardwareError, match=r"fused_block_bandwidth.8 must be a finite number "
-                       r">= 0.001 and <= 1 \(a share of the peak\), got 0"):
+                       r">= 0.001 and <= 1 \(a share of the peak\), e\.g\. 0\.85, got a "
+                       r"number < 0\.001"):
         load_hardware(_profile(tmp_path, {"fused_block_bandwidth": {"8": 0}}))
 
 

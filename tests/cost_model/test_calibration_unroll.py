@@ -88,9 +88,9 @@ def test_profile_unroll_curve_reference_is_one(tmp_path):
 
 @pytest.mark.parametrize("value", [0, "nan", 1e9, -1])
 def test_profile_unroll_curve_bad_factor(tmp_path, value):
-    with pytest.raises(HardwareError, match=r"hardware profile field fused_unroll_bandwidth.2 "
-                       r"must be a finite number >= 0.1 and <= 10 \(unroll 1's peer bandwidth "
-                       r"= 1\), got "):
+    with pytest.raises(HardwareError, match=r"field fused_unroll_bandwidth\.2 must be a finite "
+                       r"number >= 0\.1 and <= 10 \(unroll 1's peer bandwidth = 1\), "
+                       r"e\.g\. 0\.99, got "):
         load_hardware(_profile(tmp_path, {"fused_unroll_bandwidth": {"2": value}}))
 
 
