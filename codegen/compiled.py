@@ -29,8 +29,9 @@ from codegen.plan_file import (
 )
 from workbench import ir
 from workbench.errors import WorkbenchError
-from workbench.files import check_target, write_atomic
+from workbench.files import check_target, read_bounded, write_atomic
 from workbench.options import CodegenOptions
+from workbench.schemas import check, integer, rows
 
 MANIFEST, PROGRAM_FILE, PLAN_FILE = "manifest.json", "program.json", "plan.json"
 UNSCHEDULED = "unscheduled"
@@ -157,23 +158,83 @@ class Compiled:
         return out
 
 
+# A folder name as folder_name makes it: a plain path component, never a leading dot.
+_FOLDER = {"type": "string", "pattern": r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,199}$",
+           "description": "a schedule folder's name (letters, digits, _ . + -; no leading dot)"}
+_STATUSES = ("generated", "illegal", "not generated")
+
+# manifest.json as compile-and-measure reads it (what compile_folder and write_manifest write).
+MANIFEST_SCHEMA = {
+    "type": "object", "description": "workbench compile's manifest (a JSON object)",
+    "required": ["spec", "program_sha256", "gpus", "P", "schedules"],
+    "properties": {
+        "spec": {"type": "string", "description": "the program file's name"},
+        "program": {"type": "string", "description": "the program's name"},
+        "program_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$",
+                           "description": "64 hex digits (the program file's sha256)"},
+        "gpus": integer("a positive integer", minimum=1),
+        "P": integer("a positive integer", minimum=1),
+        "codegen": {"type": "object", "description": "a mapping with the codegen options",
+                    "properties": {"options": {
+                        "type": "object", "additionalProperties": False,
+                        "description": "a mapping of codegen option names to values",
+                        "properties": {k: {} for k in CodegenOptions().as_dict()}}}},
+        "schedules": rows("a list of schedule entries", {
+            "type": "object", "description": "a schedule entry (schedule, folder, status)",
+            "required": ["schedule", "folder", "status"],
+            "properties": {
+                "schedule": {"type": "string", "description": "the schedule's name"},
+                "folder": _FOLDER,
+                "status": {"enum": list(_STATUSES),
+                           "description": f"one of {', '.join(_STATUSES)}"},
+                "reason": {"type": "string", "description": "why it was not generated"},
+                "kernels": rows("a list of kernel names", {"type": "string",
+                                                           "description": "a kernel name"}),
+            },
+            # a generated schedule lists its kernels, another says why it was not generated
+            "allOf": [{"if": {"properties": {"status": {"const": "generated"}}},
+                       "then": {"required": ["kernels"]}},
+                      {"if": {"properties": {"status": {"enum": list(_STATUSES[1:])}}},
+                       "then": {"required": ["reason"]}}],
+        }),
+    },
+}
+
+
 def read_compiled(folder: str | Path) -> Compiled:
     """The compiled folder at `folder` (`workbench compile --out FOLDER`); refused, naming
-    the folder, when it is not one or was written by another plan format version."""
+    the folder, when it is not one or was written by another plan format version. Its files
+    are read as a results folder's are (no link out of it, bounded, MANIFEST_SCHEMA), and
+    every generated schedule's plan is loaded here, so a broken folder fails before any GPU
+    work, never in a rank."""
     folder = Path(folder)
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError) as e:
+    fix = f"run workbench compile PROGRAM.py --gpus P --out {folder}"
+    path = folder / MANIFEST
+    if not path.exists() and not path.is_symlink():
         raise PlanFileError(f"--plan must name a folder written by workbench compile, got "
-                            f"{folder} without a readable {MANIFEST} ({e}); run workbench "
-                            f"compile PROGRAM.py --gpus P --out {folder}") from None
-    version = manifest.get("plan_format_version")
+                            f"{folder} without a readable {MANIFEST} (no such file); {fix}")
+    data = read_bounded(path, "--plan's manifest", fix, error=PlanFileError)
+    try:
+        manifest = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        why = (f"invalid JSON at line {e.lineno} column {e.colno}"
+               if isinstance(e, json.JSONDecodeError) else "bytes that are not UTF-8"
+               if isinstance(e, UnicodeDecodeError) else "nesting too deep")
+        raise PlanFileError(f"--plan's manifest {path} must be JSON, got {why}; {fix}") from None
+    version = manifest.get("plan_format_version") if isinstance(manifest, dict) else None
     if version != PLAN_FORMAT_VERSION:
+        got = version if isinstance(version, int) else "none" if version is None else "another"
         raise PlanFileError(f"{folder} must hold plans of format version {PLAN_FORMAT_VERSION} "
-                            f"(this workbench's), got {version!r}; compile the program again "
+                            f"(this workbench's), got {got}; compile the program again "
                             "with this workbench (workbench compile)")
+    check(manifest, MANIFEST_SCHEMA, f"--plan's manifest {path}", fix, PlanFileError)
     program, defaults = load_program(folder / PROGRAM_FILE)
-    options = CodegenOptions(**manifest.get("codegen", {}).get("options", {}))
-    return Compiled(folder, program, defaults, manifest["spec"], manifest["program_sha256"],
-                    int(manifest["gpus"]), int(manifest["P"]), tuple(manifest["schedules"]),
-                    options)
+    try:
+        options = CodegenOptions(**manifest.get("codegen", {}).get("options", {}))
+    except (TypeError, ValueError, WorkbenchError) as e:
+        raise PlanFileError(f"--plan's manifest {path} field codegen.options must be codegen "
+                            f"options this workbench takes ({type(e).__name__}); {fix}") from None
+    compiled = Compiled(folder, program, defaults, manifest["spec"], manifest["program_sha256"],
+                        manifest["gpus"], manifest["P"], tuple(manifest["schedules"]), options)
+    compiled.plans(["all"])  # each plan.json loads (PlanFileError naming it), or none runs
+    return compiled

@@ -38,7 +38,9 @@ from workbench import ir
 from workbench import options as options_module
 from workbench import types as types_module
 from workbench.errors import WorkbenchError
+from workbench.files import read_bounded
 from workbench.ir import communication, computation, epilogue, expressions, program, regions
+from workbench.schemas import SIZES, check
 
 PLAN_FORMAT = "workbench-plan"
 # 1: the first loadable plan (issue 38). 2: a kernel step carries its flops, dropout masks,
@@ -160,7 +162,8 @@ def load_program(path: str | Path) -> tuple[ir.Program, dict[str, int]]:
     """The program and default sizes of a compiled folder's `program.json` (`program_json`)."""
     record = _read(path)
     program = _from_record(record, "program", ir.Program, str(path))
-    return program, {k: int(v) for k, v in record.get("sizes", {}).items()}
+    check(record, {"properties": {"sizes": SIZES}}, str(path), _FIX, PlanFileError)
+    return program, dict(record.get("sizes", {}))
 
 
 def plan_from_record(record, where: str = "the plan") -> Plan:
@@ -168,59 +171,119 @@ def plan_from_record(record, where: str = "the plan") -> Plan:
     return _from_record(record, "plan", Plan, where)
 
 
+_FIX = "compile the program again with workbench compile"
+# A plan file of the largest study is ~100 kB; far more is not one (and is not parsed).
+PLAN_MAX_BYTES = 16 << 20
+
+
 def _read(path: str | Path):
+    """A plan file's JSON: a regular file in its folder (no link, FIFO or device), bounded,
+    UTF-8, nested no deeper than JSON's recursion allows; errors quote none of it."""
     path = Path(path)
+    data = read_bounded(path, "a plan file", _FIX, limit=PLAN_MAX_BYTES, error=PlanFileError)
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise PlanFileError(f"a plan file must be readable JSON, got {path}: {e}; write it "
-                            "again with workbench compile") from None
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        why = ("bytes that are not UTF-8" if isinstance(e, UnicodeDecodeError) else
+               f"invalid JSON at line {e.lineno} column {e.colno}"
+               if isinstance(e, json.JSONDecodeError) else "nesting too deep")
+        raise PlanFileError(f"a plan file must be readable JSON, got {path} with {why}; write "
+                            "it again with workbench compile") from None
+
+
+def _envelope(key: str) -> dict:
+    """The schema of a plan file's outside: its symbols and the `key` record's class."""
+    return {
+        "type": "object", "description": f"a {PLAN_FORMAT} file", "required": ["symbols", key],
+        "properties": {
+            "symbols": {"type": "object", "description": "a mapping of symbol names to their "
+                                                         "assumptions",
+                        "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"},
+                        "additionalProperties": {
+                            "type": "object", "description": "a mapping of assumptions "
+                                                             "(integer, positive, ...) to booleans",
+                            "propertyNames": {"pattern": "^[a-z_]{1,40}$"},
+                            "additionalProperties": {"type": "boolean",
+                                                     "description": "true or false"}}},
+            key: {"type": "object", "required": ["class"],
+                  "description": f"a record ({{\"class\": ...}}) of the {key}"},
+        },
+    }
 
 
 def _from_record(record, key: str, cls: type, where: str):
     if not isinstance(record, dict) or record.get("format") != PLAN_FORMAT:
-        got = record.get("format") if isinstance(record, dict) else type(record).__name__
-        raise PlanFileError(f"{where} must be a {PLAN_FORMAT} file, got format {got!r}; write "
+        got = ("no format field" if not isinstance(record, dict) or "format" not in record
+               else "another format")
+        raise PlanFileError(f"{where} must be a {PLAN_FORMAT} file, got {got}; write "
                             "it with workbench compile")
     version = record.get("version")
     if version != PLAN_FORMAT_VERSION:
+        got = (f"version {version}" if isinstance(version, int) else
+               "no version" if version is None else "a version that is not an integer")
         raise PlanFileError(f"{where} must be of plan format version {PLAN_FORMAT_VERSION} "
-                            f"(this workbench's), got version {version!r}; compile the program "
+                            f"(this workbench's), got {got}; compile the program "
                             "again with this workbench (workbench compile), or run it with "
                             "the workbench that wrote it")
+    check(record, _envelope(key), where, _FIX, PlanFileError)
+    table = {name: sympy.Symbol(name, **a) for name, a in record["symbols"].items()}
     try:
-        table = {name: sympy.Symbol(name, **dict(a)) for name, a in record["symbols"].items()}
-        obj = _decode(record[key], table)
-    except (KeyError, TypeError, ValueError, SyntaxError) as e:
-        raise PlanFileError(f"{where} must hold a {key} of plan format version {version}, got "
-                            f"a record this version cannot read ({type(e).__name__}: {e}); "
-                            "compile the program again with workbench compile") from None
+        obj = _decode(record[key], table, key)
+    except _Unreadable as e:
+        raise PlanFileError(f"{where} field {e.at} must be {e.what}, got {e.got}; {_FIX}") \
+            from None
+    except RecursionError:
+        raise PlanFileError(f"{where} must hold a {key} nested as a plan is, got records "
+                            f"nested too deep; {_FIX}") from None
     if not isinstance(obj, cls):
         raise PlanFileError(f"{where} must hold a {cls.__name__} record, got "
                             f"{type(obj).__name__}; write it with workbench compile")
     return obj
 
 
-def _decode(x, symbols: Mapping[str, sympy.Symbol]):
+class _Unreadable(Exception):
+    """A record of a plan file that this version cannot read: where it is, what it must be
+    and what it is (by kind, never by its text)."""
+
+    def __init__(self, at: str, what: str, got: str):
+        super().__init__(at)
+        self.at, self.what, self.got = at, what, got
+
+
+def _decode(x, symbols: Mapping[str, sympy.Symbol], at: str):
     if isinstance(x, list):
-        return tuple(_decode(v, symbols) for v in x)
+        return tuple(_decode(v, symbols, f"{at}[{i}]") for i, v in enumerate(x))
     if not isinstance(x, dict):
         return x
     if "class" not in x:
         if "expr" in x:
-            return _parse_expr(x["expr"], symbols)
-        cls = _CLASSES[x["enum"]]
-        if not issubclass(cls, enum.Enum):
-            raise TypeError(f"{x['enum']} is not an enum")
-        return cls(x["value"])
+            return _parse_expr(x["expr"], symbols, f"{at}.expr")
+        cls = _CLASSES.get(x["enum"]) if isinstance(x.get("enum"), str) else None
+        if cls is None or not issubclass(cls, enum.Enum):
+            raise _Unreadable(at, "a record ({\"class\": ...}), an enum ({\"enum\": ...}) or a "
+                                  "size ({\"expr\": ...}) this version knows", "something else")
+        try:
+            return cls(x.get("value"))
+        except ValueError:
+            raise _Unreadable(f"{at}.value", f"a {cls.__name__} ("
+                              f"{', '.join(str(m.value) for m in cls)})", "another value") \
+                from None
     name = x["class"]
     if name == "dict":
-        return {k: _decode(v, symbols) for k, v in x["items"].items()}
-    cls = _CLASSES.get(name)
+        if not isinstance(x.get("items"), dict):
+            raise _Unreadable(f"{at}.items", "a mapping", "something else")
+        return {k: _decode(v, symbols, f"{at}.items.{k}") for k, v in x["items"].items()}
+    cls = _CLASSES.get(name) if isinstance(name, str) else None
     if cls is None or not dataclasses.is_dataclass(cls):
-        raise TypeError(f"unknown record type {name!r}")
-    fields = {k: _decode(v, symbols) for k, v in x.items() if k != "class"}
-    return cls(**fields)
+        raise _Unreadable(f"{at}.class", "the name of a record class of codegen.plan_file",
+                          "an unknown name")
+    fields = {k: _decode(v, symbols, f"{at}.{k}") for k, v in x.items() if k != "class"}
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError, WorkbenchError):
+        names = ", ".join(f.name for f in dataclasses.fields(cls) if f.init)
+        raise _Unreadable(at, f"a {name} record of fields {names}", "other fields or values") \
+            from None
 
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -232,12 +295,32 @@ _FUNCTIONS = {"floor": sympy.floor, "ceiling": sympy.ceiling, "Mod": sympy.Mod,
 _CONSTANTS = {"pi": sympy.pi, "E": sympy.E, "oo": sympy.oo}
 
 
-def _parse_expr(text: str, symbols: Mapping[str, sympy.Symbol]) -> sympy.Expr:
+# A size expression of a lowered plan is tens of characters; a numeric exponent beyond this
+# (9**9**9) would make sympy compute a number of millions of digits while the file is read.
+EXPR_MAX_CHARS, EXPONENT_MAX = 1000, 64
+
+
+def _parse_expr(text, symbols: Mapping[str, sympy.Symbol], at: str = "expr") -> sympy.Expr:
     """A size expression from its text: numbers, `symbols`, + - * / ** and _FUNCTIONS only
-    (no attribute, subscript or other call: the text is data)."""
+    (no attribute, subscript or other call: the text is data), at most EXPR_MAX_CHARS long,
+    numeric exponents at most EXPONENT_MAX in size."""
+    what = (f"a size expression of at most {EXPR_MAX_CHARS} characters: numbers, the file's "
+            f"symbols, + - * / ** (numeric exponents of at most {EXPONENT_MAX}) and "
+            f"{', '.join(_FUNCTIONS)}")
+    if not isinstance(text, str) or len(text) > EXPR_MAX_CHARS:
+        raise _Unreadable(at, what, "a string too long" if isinstance(text, str)
+                          else "something else")
+
+    def power(base, exponent):
+        if exponent.is_number and not (abs(exponent) <= EXPONENT_MAX):
+            raise _Unreadable(at, what, "a larger exponent")
+        return base ** exponent
+
     def walk(node):
         if isinstance(node, ast.Expression):
             return walk(node.body)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            return power(walk(node.left), walk(node.right))
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             return _BINARY[type(node.op)](walk(node.left), walk(node.right))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
@@ -250,12 +333,13 @@ def _parse_expr(text: str, symbols: Mapping[str, sympy.Symbol]) -> sympy.Expr:
                 return symbols[node.id]
             if node.id in _CONSTANTS:
                 return _CONSTANTS[node.id]
-            raise ValueError(f"size expression {text!r} names {node.id!r}, which is no "
-                             "symbol of the file")
+            raise _Unreadable(at, what, "a name that is no symbol of the file")
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id in _FUNCTIONS and not node.keywords):
             return _FUNCTIONS[node.func.id](*(walk(a) for a in node.args))
-        raise ValueError(f"size expression {text!r} must use numbers, symbols, + - * / ** "
-                         f"and {', '.join(_FUNCTIONS)} only, got {ast.dump(node)[:60]}")
+        raise _Unreadable(at, what, f"a node of type {type(node).__name__}")
 
-    return walk(ast.parse(text, mode="eval"))
+    try:
+        return walk(ast.parse(text, mode="eval"))
+    except (SyntaxError, ValueError, TypeError, ZeroDivisionError):
+        raise _Unreadable(at, what, "text that does not parse as one") from None

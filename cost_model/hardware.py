@@ -18,7 +18,7 @@ from cost_model.presets import (
                                 PRESETS,
                                 preset,
 )
-from cost_model.profiles import load_hardware, load_profile, override
+from cost_model.profiles import load_hardware, load_profile, override, profile_cluster
 from cost_model.specs import (
                                 F16_KERNEL_CLASSES,
                                 FABRIC_KINDS,
@@ -36,4 +36,4 @@ from workbench.errors import HardwareError
 __all__ = ["F16_KERNEL_CLASSES", "FABRIC_KINDS", "GPU", "H200_NCCL", "MACHINE_PRESETS",
            "NCCL_DTYPES", "NDR_RAIL_FABRIC", "NIC_400G", "PRESETS", "TRANSPORTS", "Cluster",
            "Fabric", "HardwareError", "Link", "NcclTuning", "Protocol", "load_hardware",
-           "load_profile", "override", "preset"]
+           "load_profile", "override", "preset", "profile_cluster"]

@@ -14,9 +14,9 @@ from typing import Any
 
 from cost_model.presets import PRESETS, preset
 from cost_model.specs import Cluster
-from cost_model.validate import profile_text, profile_value
+from cost_model.validate import coerce, profile_schema, profile_text
 from workbench.errors import HardwareError
-from workbench.ir import COLLECTIVES
+from workbench.schemas import check
 
 
 def load_hardware(spec: str, nodes: int = 1, nvls: bool | None = None) -> Cluster:
@@ -56,10 +56,24 @@ def load_profile(path: Path) -> Cluster:
         raise HardwareError(f"hardware profile {path} must set at least one field (e.g. "
                             f'{{"base": "h100x8"}}), got an empty mapping; to use a preset, pass '
                             f"its name: --hardware {', '.join(PRESETS)}")
-    data = dict(data)
+    return profile_cluster(data, f"hardware profile {path}")
+
+
+def profile_cluster(profile: dict, where: str) -> Cluster:
+    """The cluster a profile mapping describes ({"base": PRESET, <field>: value ...}): its
+    base preset with the fields it sets, checked against `profile_schema` of that preset;
+    `where` (the file) begins every error."""
+    data = dict(profile)
     base = data.pop("base", "h200x4")
-    cluster = preset(str(base))
-    return override(cluster, data, prefix="")
+    if not isinstance(base, str) or base not in PRESETS:
+        raise HardwareError(f"{where} field base must be a preset name ({', '.join(PRESETS)}), "
+                            f"got {'another string' if isinstance(base, str) else 'no string'}"
+                            "; fix the profile")
+    cluster = preset(base)
+    schema = profile_schema(cluster)
+    data = coerce(data, schema)
+    check(data, schema, where, "fix the profile", HardwareError)
+    return override(cluster, data)
 
 
 def _where(e: Exception) -> str:
@@ -73,93 +87,36 @@ def _where(e: Exception) -> str:
     return ""
 
 
-def override(obj: Any, changes: dict, prefix: str) -> Any:
-    """`obj` (a frozen dataclass) with fields replaced from `changes`, recursively; a wrong
-    field name or type raises HardwareError naming the field."""
+def override(obj: Any, changes: dict) -> Any:
+    """`obj` (a frozen dataclass) with fields replaced from `changes`, recursively; `changes`
+    has passed `profile_schema(obj)` (cost_model.validate), so every name and value fits."""
     fields = {f.name: f for f in dataclasses.fields(obj)}
     new = {}
     # Tables of a field's per-name variants (metadata "template": Cluster.nccl_dtypes) come
     # last, so that their entries start from the field as this profile changed it.
-    last = [k for k in changes if k in fields and fields[k].metadata.get("template")]
+    last = [k for k in changes if fields[k].metadata.get("template")]
     for key in [k for k in changes if k not in last] + last:
-        value = changes[key]
-        where = f"{prefix}{key}"
-        if key not in fields:
-            raise HardwareError(f"hardware profile field {where} must be one of "
-                                f"{', '.join(sorted(fields))}, got unknown field {key!r}")
-        old = getattr(obj, key)
+        value, old = changes[key], getattr(obj, key)
         template = fields[key].metadata.get("template")
-        if template:
-            base = new.get(template, getattr(obj, template))
-            new[key] = _override_variants(old, value, where, base)
+        if template:  # a name already in the table changes its entry, a new one starts from
+            base = new.get(template, getattr(obj, template))  # the template (nccl)
+            table = dict(old)
+            new[key] = tuple({**table, **{name: override(table.get(name, base), sub)
+                                          for name, sub in value.items()}}.items())
         elif dataclasses.is_dataclass(old):
-            if not isinstance(value, dict):
-                raise HardwareError(f"hardware profile field {where} must be a mapping of "
-                                    f"{type(old).__name__} fields, got {value!r}")
-            new[key] = override(old, value, f"{where}.")
+            new[key] = override(old, value)
+        elif isinstance(old, tuple) and old and dataclasses.is_dataclass(old[0]):
+            by_name = {item.name: item for item in old}
+            new[key] = tuple(override(item, value[name]) if name in value else item
+                             for name, item in by_name.items())
         elif isinstance(old, tuple):
-            new[key] = _override_tuple(old, value, where)
-        elif isinstance(old, bool):
-            if not isinstance(value, bool):
-                raise HardwareError(f"hardware profile field {where} must be true or false, got "
-                                    f"{value!r}; write {key}: false (JSON/YAML booleans)")
+            # a profile's efficiency table is a measured grid of its own: it replaces the
+            # base's (merged, two grids of different axes would leave holes)
+            table = {} if key in _REPLACED_TABLES else dict(old)
+            new[key] = tuple({**table, **value}.items())
+        else:
             new[key] = value
-        elif isinstance(old, str):
-            if not isinstance(value, str):
-                raise HardwareError(f"hardware profile field {where} must be a string, got "
-                                    f"{value!r}; quote it in the profile (e.g. \"{old}\")")
-            new[key] = value
-        else:  # a number: finite, in its field's range, an integer for counts
-            new[key] = profile_value(where, key, value, allow_zero=fields[key].default == 0,
-                                     integer=isinstance(old, int))
     return dataclasses.replace(obj, **new)
 
 
-def _override_variants(old: tuple, value: Any, where: str, base: Any) -> tuple:
-    """A (name, dataclass) table from a mapping name -> {field: value}: a name already in
-    the table changes its entry, a new name starts from `base` (e.g. nccl_dtypes from nccl)."""
-    if not isinstance(value, dict):
-        raise HardwareError(f"hardware profile field {where} must be a mapping by name, got "
-                            f"{value!r}")
-    table = dict(old)
-    for name, sub in value.items():
-        if not isinstance(sub, dict):
-            raise HardwareError(f"hardware profile field {where}.{name} must be a mapping of "
-                                f"{type(base).__name__} fields, got {sub!r}")
-        table[str(name)] = override(table.get(str(name), base), sub, f"{where}.{name}.")
-    return tuple(table.items())
-
-
-# The names a (name, number) table of a profile may hold, where they are a closed set: a
-# misspelt collective in collective_latency_s was kept and never read (its latency 0).
-_TABLE_KEYS = {"collective_latency_s": tuple(c.kind for c in COLLECTIVES)}
 _REPLACED_TABLES = ("efficiency_table",)
-
-
-def _override_tuple(old: tuple, value: Any, where: str) -> tuple:
-    """Tuples in specs are (name, number) tables or tuples of named dataclasses; a profile
-    gives a mapping name -> number or name -> {field: value}."""
-    if not isinstance(value, dict):
-        raise HardwareError(f"hardware profile field {where} must be a mapping by name, got "
-                            f"{value!r}")
-    if old and dataclasses.is_dataclass(old[0]):
-        by_name = {item.name: item for item in old}
-        for name, sub in value.items():
-            if name not in by_name:
-                raise HardwareError(f"hardware profile field {where}.{name} must name one of "
-                                    f"{', '.join(by_name)}, got {name!r}")
-            if not isinstance(sub, dict):
-                raise HardwareError(f"hardware profile field {where}.{name} must be a mapping, "
-                                    f"got {sub!r}")
-            by_name[name] = override(by_name[name], sub, f"{where}.{name}.")
-        return tuple(by_name.values())
-    # a profile's efficiency table is a measured grid of its own: it replaces the base's
-    # (merged, two grids of different axes would leave holes)
-    table = {} if where.rsplit(".", 1)[-1] in _REPLACED_TABLES else dict(old)
-    known = _TABLE_KEYS.get(where.rsplit(".", 1)[-1])
-    for name, number in value.items():
-        if known is not None and str(name) not in known:  # was priced as 0 without a word
-            raise HardwareError(f"hardware profile field {where}.{name} must name one of "
-                                f"{', '.join(known)}, got {name!r}; fix the profile")
-        table[str(name)] = profile_value(f"{where}.{name}", where.rsplit(".", 1)[-1], number)
-    return tuple(table.items())

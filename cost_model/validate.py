@@ -1,22 +1,26 @@
-"""Validation of the numbers a hardware profile gives: what physics allows for each field.
+"""Validation of a hardware profile: what physics allows for each field, as a JSON Schema.
 
 A profile is data from a file (JSON or YAML): `NaN`, `"nan"`, YAML's `.nan`, `inf`, 1e9
-efficiencies, `max_channels: 0.2`, 5e-324 bandwidths and `fabric.tiers: 1e9` all parse. Each
-value the loader takes goes through `profile_value`, which returns it as the field's type or
-raises HardwareError naming the field, what it must be and the fix. The rules are one table
-(`RULES`), keyed by the field's own name, so that a field has one rule wherever it appears
-(gpu.sm_count, nccl_dtypes.f16.max_channels, nccl.protocols.LL.efficiency).
+efficiencies, `max_channels: 0.2`, 5e-324 bandwidths and `fabric.tiers: 1e9` all parse.
+`profile_schema(cluster)` is the schema of a profile over `cluster` (its base preset), made from
+the cluster's dataclasses: every field it may set, each number's rule from one table (`RULES`,
+keyed by the field's own name, so that a field has one rule wherever it appears: gpu.sm_count,
+nccl_dtypes.f16.max_channels, nccl.protocols.LL.efficiency); `workbench.schemas.check` turns
+the first violation into one message naming the file, the field and what it must be, never the
+value (a profile may be a link to a secret). `coerce` first reads numeric strings (YAML 1.1
+reads 1.0e11 as a string) as numbers and integral floats of counts as ints.
 
-Pure functions only: the loader (cost_model.hardware) calls them; nothing here reads files.
+Pure functions only: the loader (cost_model.profiles) calls them; nothing here reads files.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import HardwareError
+from workbench.ir import COLLECTIVES
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,17 @@ class Rule:
         kind = "an integer" if self.integer else "a finite number"
         low = f"> {_g(self.low)}" if self.low_open else f">= {_g(self.low)}"
         return f"{kind} {low} and <= {_g(self.high)}" + (f" ({self.unit})" if self.unit else "")
+
+    def schema(self, allow_zero: bool = False) -> dict:
+        """The JSON Schema of a value under this rule; `allow_zero`: 0 too (a field whose 0
+        means "not known" or "none")."""
+        zero = allow_zero and (self.low_open or self.low > 0)
+        low = {"exclusiveMinimum" if self.low_open else "minimum": self.low}
+        if zero:  # 0, or within the rule: nothing in (0, low)
+            low = {"minimum": 0, "not": {"exclusiveMinimum": 0, **(
+                {"maximum": self.low} if self.low_open else {"exclusiveMaximum": self.low})}}
+        return {"type": "integer" if self.integer else "number", **low, "maximum": self.high,
+                "description": f"{self.describe()}{' (or 0)' if zero else ''}, {self.example}"}
 
 
 def _g(x: float) -> str:
@@ -102,39 +117,70 @@ def rule_for(key: str, integer: bool = False) -> Rule:
     return Rule(False, 0.0, 1e30, True, "", "a positive number")
 
 
-def finite_number(value: Any) -> float | int | None:
-    """`value` as an int or float if it is a finite real number (numeric strings too: YAML 1.1
-    reads 1.0e11 as a string), else None. Booleans are not numbers here."""
-    if isinstance(value, str):
+def coerce(data: Any, schema: dict) -> Any:
+    """`data` with what a profile may write for a number read as one, where `schema` wants
+    one: a numeric string ("3.0e12"; "nan" becomes a non-finite float the schema refuses) as a
+    float, an integral float (132.0) as an int for an integer, an int as a float for a real;
+    mapping keys as strings (YAML reads `2:` as an int). Anything else is left for the schema
+    to refuse."""
+    kind = schema.get("type")
+    if isinstance(data, dict):
+        props, rest = schema.get("properties", {}), schema.get("additionalProperties", {})
+        return {str(k): coerce(v, props.get(str(k), rest if isinstance(rest, dict) else {}))
+                for k, v in data.items()}
+    if kind not in ("number", "integer") or isinstance(data, bool):
+        return data
+    if isinstance(data, str):
         try:
-            value = float(value)
+            data = float(data)
         except ValueError:
-            return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+            return data
+    if isinstance(data, float) and kind == "integer" and data.is_integer():
+        return int(data)
+    if isinstance(data, int) and kind == "number":
+        return float(data)
+    return data
 
 
-def profile_value(where: str, key: str, value: Any, *, allow_zero: bool = False,
-                  integer: bool = False) -> int | float:
-    """`value` of the profile field `where` (whose own name is `key`) checked against its rule
-    and returned as the field's type (int for counts; `integer`: the field holds an int).
-    `allow_zero`: a field whose 0 means "not known" or "none" (a latency,
-    p2p_bandwidth_Bps) may also be 0."""
-    rule = rule_for(key, integer)
-    number = finite_number(value)
-    ok = number is not None
-    if ok and rule.integer:
-        ok = float(number).is_integer()
-    if ok and not (allow_zero and number == 0):
-        ok = (number > rule.low if rule.low_open else number >= rule.low) and number <= rule.high
-    if not ok:
-        zero = " (or 0)" if allow_zero and not (rule.low == 0 and not rule.low_open) else ""
-        raise HardwareError(f"hardware profile field {where} must be {rule.describe()}{zero}, "
-                            f"got {value!r}; fix the profile ({rule.example})")
-    return int(number) if rule.integer else float(number)
+def profile_schema(obj: Any, where: str = "") -> dict:
+    """The schema of a profile's changes to `obj` (a frozen dataclass of cost_model.specs,
+    the base preset's Cluster at the top): each field by its current value's kind."""
+    fields = [f for f in dataclasses.fields(obj) if f.init]
+    return {"type": "object", "additionalProperties": False,
+            "description": f"a mapping of {type(obj).__name__} fields",
+            "properties": {f.name: _field_schema(obj, f) for f in fields}}
+
+
+# The names a (name, number) table of a profile may hold, where they are a closed set: a
+# misspelt collective in collective_latency_s was kept and never read (its latency 0).
+TABLE_KEYS = {"collective_latency_s": tuple(c.kind for c in COLLECTIVES)}
+
+
+def _field_schema(obj: Any, f: dataclasses.Field) -> dict:
+    old = getattr(obj, f.name)
+    template = f.metadata.get("template")
+    if template:  # a table of per-name variants of another field (nccl_dtypes of nccl)
+        base = getattr(obj, template)
+        return {"type": "object", "additionalProperties": profile_schema(base),
+                "description": f"a mapping by name of {type(base).__name__} fields"}
+    if dataclasses.is_dataclass(old):
+        return profile_schema(old)
+    if isinstance(old, tuple) and old and dataclasses.is_dataclass(old[0]):
+        return {"type": "object", "additionalProperties": False,
+                "description": f"a mapping by name ({', '.join(i.name for i in old)})",
+                "properties": {item.name: profile_schema(item) for item in old}}
+    if isinstance(old, tuple):  # a (name, number) table
+        known = TABLE_KEYS.get(f.name)
+        return {"type": "object", "additionalProperties": rule_for(f.name).schema(),
+                "description": "a mapping of names to numbers",
+                **({"propertyNames": {"enum": list(known),
+                                      "description": f"one of {', '.join(known)}"}}
+                   if known else {})}
+    if isinstance(old, bool):
+        return {"type": "boolean", "description": "true or false (JSON/YAML booleans)"}
+    if isinstance(old, str):
+        return {"type": "string", "description": "a string (quote it in the profile)"}
+    return rule_for(f.name, isinstance(old, int)).schema(allow_zero=f.default == 0)
 
 
 # A profile is a few kB; a file far larger is not one (a binary, a log, a dataset).

@@ -126,14 +126,14 @@ READ_MAX_BYTES = 64 << 20  # a results table or JSON of the workbench is at most
 
 
 def read_bounded(path: str | Path, what: str, fix: str, limit: int = READ_MAX_BYTES,
-                 follow: bool = False) -> bytes:
+                 follow: bool = False, error: type[WorkbenchError] = WorkbenchError) -> bytes:
     """The bytes of input file `path`, read only if it is a regular file (not a link, a FIFO
     that would block the read forever, a device or a folder) of at most `limit` bytes: the
     size is checked before anything is read, so a 1 GB file is refused at once instead of
     parsed into gigabytes of memory. `what` names the input in the error ("results file"),
     `fix` says what to pass instead; the error never quotes the file's content. `follow`: a
     file the user named on the command line may be a link (to a regular file); one found in
-    a folder (a report's inputs) may not."""
+    a folder (a report's inputs) may not. `error`: the WorkbenchError raised."""
     path = Path(path)
     try:
         # O_NOFOLLOW: a link is refused, not followed out of a results folder to any file the
@@ -141,20 +141,20 @@ def read_bounded(path: str | Path, what: str, fix: str, limit: int = READ_MAX_BY
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
     except OSError as e:
         kind = "a symlink" if os.path.islink(path) else e.strerror
-        raise WorkbenchError(f"{what} {path} must be a regular file that can be read, got "
+        raise error(f"{what} {path} must be a regular file that can be read, got "
                              f"{kind}; {fix}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise WorkbenchError(f"{what} {path} must be a regular file, got "
+            raise error(f"{what} {path} must be a regular file, got "
                                  f"{_kind(st.st_mode)}; {fix}")
         if st.st_size > limit:
-            raise WorkbenchError(f"{what} {path} must be at most {limit} bytes, got "
+            raise error(f"{what} {path} must be at most {limit} bytes, got "
                                  f"{st.st_size}; {fix}")
         with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read(limit + 1)
     finally:
         os.close(fd)
     if len(data) > limit:  # grew while being read
-        raise WorkbenchError(f"{what} {path} must be at most {limit} bytes, got more; {fix}")
+        raise error(f"{what} {path} must be at most {limit} bytes, got more; {fix}")
     return data

@@ -62,20 +62,70 @@ def _description(schema: dict, schema_path) -> str:
     return found
 
 
+# What a number that fails a bound is, said by the bound (the value is file content).
+_BEYOND = {"minimum": "< {}", "exclusiveMinimum": "<= {}", "maximum": "> {}",
+           "exclusiveMaximum": ">= {}"}
+
+
+def _got(error) -> str:
+    """What `error`'s instance is: its JSON type, and for a number past a bound which side."""
+    if error.validator in _BEYOND:
+        return f"a number {_BEYOND[error.validator].format(f'{error.validator_value:g}')}"
+    if (error.validator == "type" and error.validator_value == "integer"
+            and isinstance(error.instance, float) and math.isfinite(error.instance)):
+        return "a number that is not whole"
+    if error.validator == "not":
+        return f"{_kind(error.instance)} in the range it excludes"
+    if error.validator == "minItems" and not error.instance:
+        return "an empty list"
+    if error.validator == "anyOf" and isinstance(error.instance, Mapping):
+        return "a mapping that has none of them"
+    if error.validator in ("const", "enum"):
+        kind = _kind(error.instance)
+        return f"another {kind.split(' ', 1)[1]}" if kind.startswith("a") else kind
+    return _kind(error.instance)
+
+
+def _property_description(schema: dict, schema_path: list, name: str) -> str:
+    """The `description` of property `name` as the object schema nearest the end of
+    `schema_path` declares it (a `required` inside an if/then names a property declared
+    beside it)."""
+    nodes, node = [schema], schema
+    for part in schema_path:
+        node = node[part]
+        nodes.append(node)
+    for node in reversed(nodes):
+        if isinstance(node, dict) and name in node.get("properties", {}):
+            return node["properties"][name].get("description", "valid")
+    return "given"
+
+
 def problem(data, schema: dict) -> str | None:
     """The first way `data` breaks `schema`, as "field X must be Y, got a Z", or None."""
     error = jsonschema.exceptions.best_match(Validator(schema).iter_errors(data))
     if error is None:
         return None
+    # an alternative about a record as a whole ("at least one of a or b") is said as itself,
+    # not as the failure of one of its branches deeper in the record
+    while (error.parent is not None and "description" in error.parent.schema
+           and len(error.absolute_path) > len(error.parent.absolute_path)):
+        error = error.parent
     if error.validator == "required":
         missing = next(n for n in error.validator_value if n not in error.instance)
-        what = _description(schema, [*list(error.absolute_schema_path)[:-1], "properties", missing,
-                                     "x"])
+        what = _property_description(schema, list(error.absolute_schema_path)[:-1], missing)
         return f"field {_field([*error.absolute_path, missing])} must be {what}, got nothing"
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        known = error.schema.get("properties", {})
+        extra = next(str(k) for k in error.instance if k not in known)
+        return (f"field {_field([*error.absolute_path, extra])} must be one of the known fields "
+                f"({', '.join(known)}), got an unknown field")
     what = _description(schema, error.absolute_schema_path)
+    if "propertyNames" in error.absolute_schema_path:  # a key: name it in the field's path
+        return (f"field {_field([*error.absolute_path, str(error.instance)])} must be named "
+                f"{what}, got another name")
     if not error.absolute_path:  # the file as a whole: no field to name
-        return f"must be {what}, got {_kind(error.instance)}"
-    return f"field {_field(error.absolute_path)} must be {what}, got {_kind(error.instance)}"
+        return f"must be {what}, got {_got(error)}"
+    return f"field {_field(error.absolute_path)} must be {what}, got {_got(error)}"
 
 
 def check(data, schema: dict, where: str, fix: str,
@@ -87,15 +137,26 @@ def check(data, schema: dict, where: str, fix: str,
         raise error(f"{where} {found}; {fix}")
 
 
-def _number(description: str, **bounds) -> dict:
+def number(description: str, **bounds) -> dict:
+    """A finite number's schema with its `description` and JSON Schema bounds."""
     return {"type": "number", "description": description, **bounds}
+
+
+def integer(description: str, **bounds) -> dict:
+    """An integer's (not a bool's) schema with its `description` and bounds."""
+    return {"type": "integer", "description": description, **bounds}
+
+
+def rows(description: str, row: dict, **more) -> dict:
+    """A list of records, each matching `row`."""
+    return {"type": "array", "description": description, "items": row, **more}
 
 
 NAME = {"type": "string", "description": "a string"}
 SIZES = {"type": "object", "description": "a mapping of size names to positive integers",
          "additionalProperties": {"type": "integer", "minimum": 1,
                                   "description": "a positive integer"}}
-TIME_MS = _number("a finite number >= 0", minimum=0)
+TIME_MS = number("a finite number >= 0", minimum=0)
 TIME_MS_OR_NULL = {"description": "a finite number >= 0 or null",
                    "anyOf": [TIME_MS, {"type": "null"}]}
 
@@ -138,7 +199,7 @@ STEP_RECORD = {
             "properties": {
                 "stage": {"type": "integer", "minimum": 0, "description": "an integer >= 0"},
                 "stmts": {"type": "string", "description": "the statement names as text"},
-                "median_ms": _number("a finite time >= 0 in ms", minimum=0),
+                "median_ms": number("a finite time >= 0 in ms", minimum=0),
             }}},
     },
 }
@@ -157,7 +218,7 @@ LINK_PROBE = {
     "required": ["P", "practical_GBps", "practical_by"],
     "properties": {
         "P": {"type": "integer", "minimum": 1, "description": "the GPU count, a positive integer"},
-        "practical_GBps": _number("a finite rate in GB/s > 0", exclusiveMinimum=0),
+        "practical_GBps": number("a finite rate in GB/s > 0", exclusiveMinimum=0),
         "practical_by": {"type": "string", "description": "the mechanism's name"},
     },
 }

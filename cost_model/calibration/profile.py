@@ -32,7 +32,7 @@ from cost_model.calibration.nccl import (
     table_errors,
 )
 from cost_model.calibration.raw import collective_rows, copy_engine_rows, nccl_table, p2p_rows
-from cost_model.hardware import Cluster, NcclTuning, override, preset
+from cost_model.hardware import Cluster, NcclTuning, preset, profile_cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,5 +255,4 @@ def _nccl_errors(raw: dict, dtype: str, P: int, cluster: Cluster):
 
 def _apply(profile: dict) -> Cluster:
     """The cluster a profile mapping describes (through the same code as a profile file)."""
-    data = dict(profile)
-    return override(preset(str(data.pop("base"))), data, prefix="")
+    return profile_cluster(profile, "the fitted profile")

@@ -10,7 +10,6 @@ missing section leaves its profile fields as the base preset has them.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from cost_model.calibration.nccl import KINDS, Table
@@ -18,6 +17,7 @@ from cost_model.hardware import NCCL_DTYPES
 from workbench.errors import HardwareError, WorkbenchError
 from workbench.files import read_bounded
 from workbench.options import UNROLLS
+from workbench.schemas import check, integer, number, rows
 
 FIX = "run `workbench calibrate --gpus P` on the GPU machine to measure it again"
 
@@ -62,7 +62,9 @@ def fused_block_counts(sm_count: int, full_grid: int) -> list[int]:
 
 
 def read_raw(path: Path, gpus: int) -> dict:
-    """Read and check a raw calibration file (JSON, as written by `workbench calibrate`)."""
+    """Read and check a raw calibration file (JSON, as written by `workbench calibrate`)
+    against `raw_schema(gpus)`: every error names the file, the field (row and key) and what
+    it must be, never the file's content."""
     path = Path(path)
     if not path.exists():  # a FIFO or a folder: refused by read_bounded, saying what it is
         raise HardwareError(f"calibration raw file must be an existing file, got {path}; {FIX}")
@@ -80,126 +82,103 @@ def read_raw(path: Path, gpus: int) -> dict:
                if isinstance(e, json.JSONDecodeError) else type(e).__name__)
         raise HardwareError(f"calibration raw file {path} must be valid JSON, got {why}; "
                             f"{FIX}") from None
-    if not isinstance(raw, dict):
-        raise HardwareError(f"calibration raw file {path} must hold a JSON object, got "
-                            f"{type(raw).__name__}; {FIX}")
-    if raw.get("gpus") != gpus:
-        raise HardwareError(f"calibration raw file's gpus must equal --gpus, got "
-                            f"{raw.get('gpus')!r} in {path} with --gpus {gpus}; pass --gpus "
-                            f"{raw.get('gpus')} or measure again with --gpus {gpus}")
-    dev = raw.get("device")
-    need = {"copy": "Bps", "triad": "Bps", "launch": "eager_s_per_kernel", "gemm": "f16"}
-    if not isinstance(dev, dict) or any(not isinstance(dev.get(k), dict) or v not in dev[k]
-                                        for k, v in need.items()):
-        raise HardwareError(f"calibration raw file {path} must hold device measurements "
-                            f"({', '.join(f'{k}.{v}' for k, v in need.items())}), got "
-                            f"{sorted(dev) if isinstance(dev, dict) else dev!r}; {FIX}")
-    rows = raw.get("collectives")
-    if gpus > 1:
-        if not isinstance(rows, list) or not rows:
-            raise HardwareError(f"calibration raw file {path} must hold collective rows for "
-                                f"{gpus} GPUs, got {rows!r}; {FIX}")
-        _check_collective_rows(rows, path, "collective rows")
-    by_dtype = raw.get("collectives_by_dtype")
-    if by_dtype is not None:
-        if not isinstance(by_dtype, dict) or any(d not in NCCL_DTYPES for d in by_dtype):
-            raise HardwareError(f"calibration raw file {path} collectives_by_dtype must map a "
-                                f"dtype ({', '.join(NCCL_DTYPES)}) to collective rows, got "
-                                f"{sorted(by_dtype) if isinstance(by_dtype, dict) else by_dtype!r}"
-                                f"; {FIX}")
-        for dtype, drows in by_dtype.items():
-            if not isinstance(drows, list) or not drows:
-                raise HardwareError(f"calibration raw file {path} collectives_by_dtype.{dtype} "
-                                    f"must be a non-empty list of rows, got {drows!r}; {FIX}")
-            _check_collective_rows(drows, path, f"collectives_by_dtype.{dtype} rows")
-    _check_rows(dev.get("streams"), path, "device.streams",
-                lambda r: all(_count(r.get(k), 1) for k in ("inputs", "outputs"))
-                and all(_positive(r.get(k)) for k in ("nbytes", "ms")),
-                "inputs and outputs as positive integers and nbytes and ms as positive numbers")
-    _check_rows(dev.get("streams_f16"), path, "device.streams_f16", _stream_f16_ok,
-                f"{', '.join(F16_STREAM_KEYS)} as non-negative integers (at least one input, "
-                f"one output and one f16 array) and numel and ms as positive numbers")
-    if dev.get("streams_f16") and not dev.get("streams"):
-        raise HardwareError(f"calibration raw file {path} device.streams_f16 needs the f32 "
-                            f"k-stream rows device.streams to compare with, got none; {FIX}")
-    issue = raw.get("host_issue")
-    if issue is not None and (not isinstance(issue, dict)
-                              or not all(_positive(v) for v in issue.values())):
-        raise HardwareError(f"calibration raw file {path} host_issue must map each NCCL path's "
-                            f"call (e.g. torch_allreduce_s, nccl4py_allreduce_s) to its host "
-                            f"seconds, positive numbers, got {issue!r}; {FIX}")
-    _check_rows(raw.get("p2p"), path, "p2p",
-                lambda r: _positive(r.get("nbytes")) and _positive(r.get("sendrecv_ms")),
-                "nbytes and sendrecv_ms as positive numbers")
-    _check_rows(raw.get("fused"), path, "fused",
-                lambda r: _positive(r.get("nbytes")) and _positive(r.get("ms")),
-                "nbytes and ms as positive numbers")
-    _check_rows(raw.get("copy_engines"), path, "copy_engines",
-                lambda r: _count(r.get("peers"), 1) and r["peers"] == gpus - 1
-                and _positive(r.get("nbytes")) and _positive(r.get("ms")),
-                f"nbytes (bytes per peer) and ms as positive numbers and peers as the other "
-                f"GPUs' count ({gpus - 1}), to fit copy_engine_bandwidth_Bps")
-    _check_rows(raw.get("fused_blocks"), path, "fused_blocks",
-                lambda r: _count(r.get("blocks"), 1) and _positive(r.get("nbytes"))
-                and _positive(r.get("ms")),
-                "blocks as a positive integer and nbytes and ms as positive numbers")
-    _check_rows(raw.get("fused_unroll"), path, "fused_unroll",
-                lambda r: _count(r.get("unroll"), 1) and r["unroll"] in UNROLLS
-                and _positive(r.get("nbytes")) and _positive(r.get("ms")),
-                f"unroll as one of {', '.join(map(str, UNROLLS))} and nbytes and ms as "
-                f"positive numbers")
+    found = raw.get("gpus") if isinstance(raw, dict) else None
+    if isinstance(found, int) and not isinstance(found, bool) and found != gpus:
+        raise HardwareError(f"calibration raw file's gpus must equal --gpus, got {found} in "
+                            f"{path} with --gpus {gpus}; pass --gpus {found} or measure again "
+                            f"with --gpus {gpus}")
+    check(raw, raw_schema(gpus), f"calibration raw file {path}", FIX, HardwareError)
     return raw
 
 
 # The largest number a raw file's measurement may be (bytes, milliseconds, bytes per second):
-# 1e308 ms passed and fitted to a profile of absurd times (issue 40). "Positive numbers" in
-# the messages below are numbers > 0 and at most this.
+# 1e308 ms passed and fitted to a profile of absurd times (issue 40).
 RAW_MAX = 1e15
 
-
-def _positive(x) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= RAW_MAX
-            and math.isfinite(x))
-
-
-def _count(x, least: int = 0) -> bool:
-    """An integer (not a bool) of at least `least`."""
-    return isinstance(x, int) and not isinstance(x, bool) and x >= least
+POSITIVE = number(f"a positive number (at most {RAW_MAX:g})", exclusiveMinimum=0,
+                  maximum=RAW_MAX)
+COUNT = integer("a positive integer", minimum=1)
 
 
-def _check_collective_rows(rows: list, path: Path, where: str) -> None:
-    """Each row must give nbytes and every kind's time as positive numbers."""
-    for row in rows:
-        if not isinstance(row, dict) or any(not _positive(row.get(f"{k}_ms"))
-                                            for k in KINDS) or not _positive(row.get("nbytes")):
-            times = ", ".join(f"{k}_ms" for k in KINDS)
-            raise HardwareError(f"calibration raw file {path} {where} must give nbytes and "
-                                f"{times} as positive numbers (at most {RAW_MAX:g}), got "
-                                f"{row!r:.200}; {FIX}")
+def _row(description: str, **fields) -> dict:
+    """A row of measurements: a mapping that must give each of `fields` (name -> schema)."""
+    return {"type": "object", "description": description, "required": list(fields),
+            "properties": fields}
 
 
-def _stream_f16_ok(row: dict) -> bool:
-    """A device.streams_f16 row: non-negative array counts with at least one input, one
-    output and one f16 array; positive numel and ms."""
-    return all(_count(row.get(k)) for k in F16_STREAM_KEYS) \
-        and all(_positive(row.get(k)) for k in ("numel", "ms")) \
-        and row["f32_inputs"] + row["f16_inputs"] >= 1 \
-        and row["f32_outputs"] + row["f16_outputs"] >= 1 \
-        and row["f16_inputs"] + row["f16_outputs"] >= 1
+def _measured(key: str) -> dict:
+    """A device section that must hold `key` (copy.Bps, gemm.f16, ...)."""
+    return {"type": "object", "description": f"a mapping with {key}", "required": [key]}
 
 
-def _check_rows(rows, path: Path, where: str, row_ok, what: str) -> None:
-    """An optional section of rows (None: absent, as in raw files older than it): a list of
-    mappings that `row_ok` accepts, else an error naming the section and what a row gives."""
-    if rows is None:
-        return
-    if not isinstance(rows, list):
-        raise HardwareError(f"calibration raw file {path} {where} must be a list of rows, got "
-                            f"{rows!r}; {FIX}")
-    for row in rows:
-        if not isinstance(row, dict) or not row_ok(row):
-            raise HardwareError(f"calibration raw file {path} {where} rows must give {what}, "
-                                f"got {row!r}; {FIX}")
+def raw_schema(gpus: int) -> dict:
+    """The JSON Schema of a raw calibration file measured on `gpus` GPUs: every section but
+    `device` (and `collectives` on more than one GPU) is optional (files written before a
+    section existed still read); each row's fields are what the fits read."""
+    collective_row = _row("a collective row (nbytes and each kind's time in ms)",
+                          nbytes=POSITIVE, **{f"{k}_ms": POSITIVE for k in KINDS})
+    collective_rows = rows("a non-empty list of collective rows", collective_row, minItems=1)
+    at_least_one = [{"anyOf": [{"properties": {k: COUNT}, "required": [k]} for k in keys],
+                     "description": f"a row with at least one of {' or '.join(keys)} >= 1"}
+                    for keys in (("f32_inputs", "f16_inputs"), ("f32_outputs", "f16_outputs"),
+                                 ("f16_inputs", "f16_outputs"))]
+    f16_row = _row("a mixed stream row", numel=POSITIVE, ms=POSITIVE,
+                   **{k: integer("an integer >= 0", minimum=0) for k in F16_STREAM_KEYS})
+    device = {
+        "type": "object",
+        "description": "the device measurements (copy.Bps, triad.Bps, "
+                       "launch.eager_s_per_kernel, gemm.f16)",
+        "required": ["copy", "triad", "launch", "gemm"],
+        "properties": {
+            "copy": _measured("Bps"), "triad": _measured("Bps"),
+            "launch": _measured("eager_s_per_kernel"), "gemm": _measured("f16"),
+            "streams": rows("a list of k-stream rows", _row(
+                "a k-stream row", inputs=COUNT, outputs=COUNT, nbytes=POSITIVE, ms=POSITIVE)),
+            # the counts' sums are checked once each count is itself valid (its own message)
+            "streams_f16": rows("a list of mixed stream rows",
+                                f16_row | {"if": f16_row, "then": {"allOf": at_least_one}}),
+        },
+        # the mixed rows are fitted against the f32 k-stream rows
+        "if": {"properties": {"streams_f16": {"minItems": 1}}, "required": ["streams_f16"]},
+        "then": {"required": ["streams"], "properties": {"streams": {
+            "minItems": 1, "description": "the f32 k-stream rows that device.streams_f16 is "
+                                          "fitted against"}}},
+    }
+    return {
+        "type": "object", "description": "a JSON object of measurements",
+        "required": ["gpus", "device", *(["collectives"] if gpus > 1 else [])],
+        "properties": {
+            "gpus": {"const": gpus, "description": f"the GPU count, --gpus ({gpus})"},
+            "device": device,
+            # on one GPU there is no collective to time (synthetic_raw writes an empty list)
+            "collectives": collective_rows if gpus > 1 else rows("a list of collective rows",
+                                                                collective_row),
+            "collectives_by_dtype": {
+                "type": "object", "additionalProperties": False,
+                "description": f"a mapping of a dtype ({', '.join(NCCL_DTYPES)}) to collective "
+                               f"rows",
+                "properties": {d: collective_rows for d in NCCL_DTYPES}},
+            "host_issue": {"type": "object", "additionalProperties": POSITIVE,
+                           "description": "a mapping of each NCCL path's call (e.g. "
+                                          "torch_allreduce_s) to its host seconds"},
+            "p2p": rows("a list of send/recv rows", _row(
+                "a send/recv row", nbytes=POSITIVE, sendrecv_ms=POSITIVE)
+                | {"properties": {"nbytes": POSITIVE, "sendrecv_ms": POSITIVE,
+                                  "nccl4py_sendrecv_ms": POSITIVE}}),
+            "fused": rows("a list of fused kernel rows", _row(
+                "a fused kernel row", nbytes=POSITIVE, ms=POSITIVE)),
+            "copy_engines": rows("a list of copy-engine rows", _row(
+                "a copy-engine row (nbytes per peer, peers, ms)", nbytes=POSITIVE, ms=POSITIVE,
+                peers={"const": gpus - 1, "description": f"the other GPUs' count ({gpus - 1}), "
+                                                         "to fit copy_engine_bandwidth_Bps"})),
+            "fused_blocks": rows("a list of block sweep rows", _row(
+                "a block sweep row", blocks=COUNT, nbytes=POSITIVE, ms=POSITIVE)),
+            "fused_unroll": rows("a list of unroll sweep rows", _row(
+                "an unroll sweep row", nbytes=POSITIVE, ms=POSITIVE,
+                unroll={"enum": list(UNROLLS),
+                        "description": f"one of {', '.join(map(str, UNROLLS))}"})),
+        },
+    }
 
 
 # ---------------------------------------------------------------- the rows the fits read

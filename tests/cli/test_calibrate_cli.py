@@ -124,9 +124,7 @@ def _big(obj):
     ("binary", "must be valid JSON, got bytes that are not UTF-8"),
     ("utf16", "must be valid JSON, got bytes that are not UTF-8"),
     ("deep", "must be valid JSON, got nesting too deep"),
-    ("1e308", "collective rows must give nbytes and allreduce_ms, reducescatter_ms, "
-              "allgather_ms as positive numbers (at most 1e+15), got {'nbytes': 1048576, "
-              "'allreduce_ms': 1e+308"),
+    ("1e308", "field collectives[0]."),  # then the first time field the schema reports
     ("fifo", "must be a regular file, got a FIFO"),
 ])
 def test_from_raw_of_a_file_that_is_not_a_raw_file(tmp_path, case, message):
@@ -145,4 +143,7 @@ def test_from_raw_of_a_file_that_is_not_a_raw_file(tmp_path, case, message):
     r = _run(["--gpus", "2", "--from-raw", str(raw), "--out", str(tmp_path / "p.json")])
     assert isinstance(r.exception, HardwareError), r.exception
     assert f"calibration raw file {raw} {message}" in str(r.exception)
+    if case == "1e308":
+        assert "_ms must be a positive number (at most 1e+15), got a number > 1e+15; run " \
+            "`workbench calibrate" in str(r.exception)
     assert not (tmp_path / "p.json").exists()

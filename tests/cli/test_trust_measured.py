@@ -34,7 +34,7 @@ def test_a_good_record_folds(tmp_path, capsys):
                      "compile-and-measure wrote"),
     ({"P": "two"}, "record 0 field P must be a positive integer, got a string"),
     ({"spec": 3}, "record 0 field spec must be a string, got an integer"),
-    ({"sizes": {"N": -1}}, "record 0 field sizes.N must be a positive integer, got an integer"),
+    ({"sizes": {"N": -1}}, "record 0 field sizes.N must be a positive integer, got a number < 1"),
     ({"median_ms": float("nan")}, "record 0 field median_ms must be a finite number >= 0 or "
                                   "null, got a non-finite number"),
     ({"median_ms": "fast"}, "record 0 field median_ms must be a finite number >= 0 or null, "

@@ -129,26 +129,25 @@ def test_one_gpu_raw_file_has_no_copy_engines():
 def test_bad_copy_engine_row(tmp_path, fitted):
     raw, _ = fitted
     bad = dict(raw, copy_engines=[dict(raw["copy_engines"][0], ms=0)])
-    with pytest.raises(HardwareError, match=r"copy_engines rows must give nbytes \(bytes per "
-                       r"peer\) and ms as positive numbers and peers as the other GPUs' count "
-                       r"\(1\), to fit copy_engine_bandwidth_Bps, got \{'nbytes': 268435456, "
-                       r"'peers': 1, 'ms': 0, .*\}; run `workbench calibrate --gpus P` on "
-                       r"the GPU machine to measure it again"):
+    with pytest.raises(HardwareError, match=r"field copy_engines\[0\]\.ms must be a "
+                       r"positive number \(at most 1e\+15\), got a number <= 0; run "
+                       r"`workbench calibrate --gpus P` on the GPU machine to measure it "
+                       r"again$"):
         calibration.read_raw(_raw_file(tmp_path, bad), 2)
 
 
 def test_copy_engine_row_with_the_wrong_peer_count(tmp_path, fitted):
     raw, _ = fitted
     bad = dict(raw, copy_engines=[dict(r, peers=3) for r in raw["copy_engines"]])
-    with pytest.raises(HardwareError, match=r"copy_engines rows must give .* peers as the "
-                       r"other GPUs' count \(1\), to fit copy_engine_bandwidth_Bps, got "
-                       r"\{'nbytes': 268435456, 'peers': 3,"):
+    with pytest.raises(HardwareError, match=r"field copy_engines\[\d\]\.peers must be the other "
+                       r"GPUs' count \(1\), to fit copy_engine_bandwidth_Bps, got another "
+                       r"integer; run"):
         calibration.read_raw(_raw_file(tmp_path, bad), 2)
 
 
 def test_copy_engines_must_be_a_list(tmp_path, fitted):
     raw, _ = fitted
     bad = dict(raw, copy_engines={"nbytes": GiB})
-    with pytest.raises(HardwareError, match=r"copy_engines must be a list of rows, got "
-                       r"\{'nbytes': 1073741824\}; run `workbench calibrate --gpus P`"):
+    with pytest.raises(HardwareError, match=r"field copy_engines must be a list of copy-engine "
+                       r"rows, got a mapping; run `workbench calibrate --gpus P`"):
         calibration.read_raw(_raw_file(tmp_path, bad), 2)

@@ -284,50 +284,53 @@ def raw():
 
 def test_collectives_by_dtype_unknown_dtype(tmp_path, raw):
     raw["collectives_by_dtype"]["fp16"] = raw["collectives_by_dtype"].pop("f16")
-    with pytest.raises(HardwareError, match=r"collectives_by_dtype must map a dtype \(f16, "
-                       r"bf16\) to collective rows, got \['bf16', 'fp16'\]"):
+    with pytest.raises(HardwareError, match=r"field collectives_by_dtype\.fp16 must be one of the "
+                       r"known fields \(f16, bf16\), got an unknown field"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
 def test_collectives_by_dtype_bad_row(tmp_path, raw):
     raw["collectives_by_dtype"]["f16"][1]["reducescatter_ms"] = "slow"
-    with pytest.raises(HardwareError, match=r"collectives_by_dtype.f16 rows must give nbytes "
-                       r"and allreduce_ms, reducescatter_ms, allgather_ms as positive numbers"):
+    with pytest.raises(HardwareError, match=r"field collectives_by_dtype\.f16\[1\]\."
+                       r"reducescatter_ms must be a positive number \(at most 1e\+15\), "
+                       r"got a string"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
 def test_collectives_by_dtype_empty(tmp_path, raw):
     raw["collectives_by_dtype"]["bf16"] = []
-    with pytest.raises(HardwareError, match=r"collectives_by_dtype.bf16 must be a non-empty "
-                       r"list of rows, got \[\]"):
+    with pytest.raises(HardwareError, match=r"field collectives_by_dtype\.bf16 must be a non-empty "
+                       r"list of collective rows, got an empty list"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
 def test_streams_f16_bad_row(tmp_path, raw):
     raw["device"]["streams_f16"][0]["f16_inputs"] = 1.5
-    with pytest.raises(HardwareError, match=r"device.streams_f16 rows must give f32_inputs, "
-                       r"f16_inputs, f32_outputs, f16_outputs as non-negative integers \(at "
-                       r"least one input, one output and one f16 array\) and numel and ms as "
-                       r"positive numbers, got"):
+    with pytest.raises(HardwareError, match=r"field device\.streams_f16\[0\]\.f16_inputs "
+                       r"must be an integer >= 0, got a number that is not whole; "
+                       r"run"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
 def test_streams_f16_without_f16(tmp_path, raw):
     raw["device"]["streams_f16"][0].update(f16_inputs=0, f16_outputs=0, f32_inputs=1)
-    with pytest.raises(HardwareError, match=r"device.streams_f16 rows must give"):
+    with pytest.raises(HardwareError, match=r"field device\.streams_f16\[0\] must be a row with "
+                       r"at least one of f16_inputs or f16_outputs >= 1, got a mapping that has "
+                       r"none of them"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
 def test_streams_f16_without_f32_streams(tmp_path, raw):
     del raw["device"]["streams"]
-    with pytest.raises(HardwareError, match=r"device.streams_f16 needs the f32 k-stream rows "
-                       r"device.streams to compare with, got none"):
+    with pytest.raises(HardwareError, match=r"field device\.streams must be the f32 k-stream rows "
+                       r"that device\.streams_f16 is fitted against, got nothing"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
 def test_streams_f16_not_a_list(tmp_path, raw):
     raw["device"]["streams_f16"] = {"f16_inputs": 1}
-    with pytest.raises(HardwareError, match=r"device.streams_f16 must be a list of rows, got"):
+    with pytest.raises(HardwareError, match=r"field device\.streams_f16 must be a list of mixed "
+                       r"stream rows, got a mapping"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
@@ -340,14 +343,15 @@ def test_streams_f16_of_one_shape_frees_at_most_one_class():
 
 def test_fused_blocks_bad_row(tmp_path, raw):
     raw["fused_blocks"][2]["blocks"] = 0
-    with pytest.raises(HardwareError, match=r"fused_blocks rows must give blocks as a positive "
-                       r"integer and nbytes and ms as positive numbers, got"):
+    with pytest.raises(HardwareError, match=r"field fused_blocks\[2\]\.blocks must be a positive "
+                       r"integer, got a number < 1"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
 def test_fused_blocks_not_a_list(tmp_path, raw):
     raw["fused_blocks"] = "264"
-    with pytest.raises(HardwareError, match=r"fused_blocks must be a list of rows, got '264'"):
+    with pytest.raises(HardwareError, match=r"field fused_blocks must be a list of block sweep "
+                       r"rows, got a string"):
         calibration.read_raw(_raw_file(tmp_path, raw), 2)
 
 
@@ -372,9 +376,9 @@ def test_profile_nccl_dtypes_unknown_dtype(tmp_path):
 
 
 def test_profile_nccl_dtypes_bad_field(tmp_path):
-    with pytest.raises(HardwareError, match=r"hardware profile field "
-                       r"nccl_dtypes.f16.host_overhead_s must be a finite number >= 0 and <= "
-                       r"3600 \(seconds\), got -1"):
+    with pytest.raises(HardwareError, match=r"field nccl_dtypes\.f16\.host_overhead_s must be "
+                       r"a finite number >= 0 and <= 3600 \(seconds\), e\.g\. 2e-6 for 2 us, "
+                       r"got a number < 0"):
         load_hardware(_profile(tmp_path, {"nccl_dtypes": {"f16": {"host_overhead_s": -1}}}))
 
 
@@ -395,7 +399,8 @@ def test_profile_block_curve_bad_key(tmp_path):
 
 def test_profile_block_curve_zero_fraction(tmp_path):
     with pytest.raises(HardwareError, match=r"fused_block_bandwidth.8 must be a finite number "
-                       r">= 0.001 and <= 1 \(a share of the peak\), got 0"):
+                       r">= 0.001 and <= 1 \(a share of the peak\), e\.g\. 0\.85, got a "
+                       r"number < 0\.001"):
         load_hardware(_profile(tmp_path, {"fused_block_bandwidth": {"8": 0}}))
 
 

@@ -156,12 +156,12 @@ GRID_1 = {f"gemm:bf16:{m}x256x256": 0.5 for m in (256, 1024)}
 
 @pytest.mark.parametrize("table, message", [
     ({**GRID_1, "gemm:bf16:1024x256x256": 1.3},
-     "hardware profile field gpu.efficiency_table.gemm:bf16:1024x256x256 must be a finite "
-     "number > 0 and <= 1 (achieved / peak_flops for its dtype), got 1.3; fix the profile "
-     "(e.g. 0.75)"),
+     "p.json field gpu.efficiency_table.gemm:bf16:1024x256x256 must be a finite "
+     "number > 0 and <= 1 (achieved / peak_flops for its dtype), e.g. 0.75, got a number > 1; "
+     "fix the profile"),
     ({**GRID_1, "gemm:bf16:1024x256x256": 0},
-     "hardware profile field gpu.efficiency_table.gemm:bf16:1024x256x256 must be a finite "
-     "number > 0 and <= 1"),
+     "p.json field gpu.efficiency_table.gemm:bf16:1024x256x256 must be a finite "
+     "number > 0 and <= 1 (achieved / peak_flops for its dtype), e.g. 0.75, got a number <= 0"),
     ({**GRID_1, "gemm:bf16:256x1024x256": 0.5},
      "gpu.efficiency_table's gemm:bf16 entries must form a full grid (every combination of "
      "[256, 1024] x [256, 1024] x [256]), got 1 missing, first gemm:bf16:1024x1024x256; "
@@ -181,10 +181,12 @@ def test_a_bad_efficiency_table_exits_2_naming_the_field(capsys, tmp_path, table
 
 
 @pytest.mark.parametrize("fabric, message", [
-    ({"efficiency": 1.2}, "hardware profile field fabric.efficiency must be a finite number >= "
-                          "0.001 and <= 1 (a share of the peak), got 1.2; fix the profile"),
-    ({"efficiency": 0}, "hardware profile field fabric.efficiency must be a finite number >= "
-                        "0.001 and <= 1 (a share of the peak), got 0; fix the profile"),
+    ({"efficiency": 1.2}, "p.json field fabric.efficiency must be a finite number >= 0.001 and "
+                          "<= 1 (a share of the peak), e.g. 0.85, got a number > 1; fix the "
+                          "profile"),
+    ({"efficiency": 0}, "p.json field fabric.efficiency must be a finite number >= 0.001 and "
+                        "<= 1 (a share of the peak), e.g. 0.85, got a number < 0.001; fix the "
+                        "profile"),
 ])
 def test_a_fabric_efficiency_outside_0_1_exits_2(capsys, tmp_path, fabric, message):
     p = tmp_path / "p.json"

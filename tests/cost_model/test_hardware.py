@@ -104,17 +104,17 @@ def test_oversubscription_divides_what_crosses_the_spine():
 
 @pytest.mark.parametrize("profile, message", [
     ({"base": "dgx-h100", "nic": {"bandwidth_Bps": -1}},
-     "hardware profile field nic.bandwidth_Bps must be a finite number >= 1 and <= 1e+18 (per "
-     "second), got -1; fix the profile (e.g. 3.3e12 for 3.3 TB/s)"),
+     "bad.json field nic.bandwidth_Bps must be a finite number >= 1 and <= 1e+18 (per "
+     "second), e.g. 3.3e12 for 3.3 TB/s, got a number < 1; fix the profile"),
     ({"base": "dgx-h100", "fabric": {"oversubscription": 0.5}},
-     "hardware profile field fabric.oversubscription must be a finite number >= 1 and <= "
-     "1000000 (downlink : uplink), got 0.5; fix the profile (e.g. 1)"),
+     "bad.json field fabric.oversubscription must be a finite number >= 1 and <= "
+     "1000000 (downlink : uplink), e.g. 1, got a number < 1; fix the profile"),
     ({"base": "dgx-h100", "fabric": {"kind": "torus"}},
      "fabric.kind must be one of rail-optimized, fat-tree, got 'torus'; rail-optimized is "
      "what DGX SuperPODs use"),
     ({"base": "dgx-h100", "nvlink": {"bandwidth_Bps": "fast"}},
-     "hardware profile field nvlink.bandwidth_Bps must be a finite number >= 1 and <= 1e+18 "
-     "(per second), got 'fast'"),
+     "bad.json field nvlink.bandwidth_Bps must be a finite number >= 1 and <= 1e+18 "
+     "(per second), e.g. 3.3e12 for 3.3 TB/s, got a string"),
 ])
 def test_bad_topology_profiles_name_the_field(tmp_path, profile, message):
     p = tmp_path / "bad.json"

@@ -88,15 +88,15 @@ def test_nvls_false_in_a_profile_and_on_the_cli(tmp_path, capsys):
      "compute capability >= 90 (Hopper) and an NVSwitch, got nvls: true; set \"nvls\": false "
      "in the profile"),
     ({"base": "dgx-h100", "nvls": "yes"},
-     "hardware profile field nvls must be true or false, got 'yes'; write nvls: false "
-     "(JSON/YAML booleans)"),
+     "hardware profile {path} field nvls must be true or false (JSON/YAML booleans), got a "
+     "string; fix the profile"),
     # Numbers a profile gives are checked by cost_model.validate's rules (issue 26).
     ({"base": "dgx-h100", "fabric": {"efficiency": 1.5}},
-     "hardware profile field fabric.efficiency must be a finite number >= 0.001 and <= 1 (a "
-     "share of the peak), got 1.5; fix the profile (e.g. 0.85)"),
+     "hardware profile {path} field fabric.efficiency must be a finite number >= 0.001 and <= 1 "
+     "(a share of the peak), e.g. 0.85, got a number > 1; fix the profile"),
     ({"base": "dgx-h100", "fabric": {"efficiency": float("nan")}},
-     "hardware profile field fabric.efficiency must be a finite number >= 0.001 and <= 1 (a "
-     "share of the peak), got nan; fix the profile (e.g. 0.85)"),
+     "hardware profile {path} field fabric.efficiency must be a finite number >= 0.001 and <= 1 "
+     "(a share of the peak), e.g. 0.85, got a non-finite number; fix the profile"),
     ({"base": "dgx-h100", "fabric": {"loss_per_doubling": 1.0}},
      "fabric.loss_per_doubling must be in [0, 1) (the fraction of the efficiency lost per "
      "doubling of nodes), got 1.0; use 0 for no loss with scale"),
@@ -110,33 +110,34 @@ def test_nvls_false_in_a_profile_and_on_the_cli(tmp_path, capsys):
      "\"message_cost_s\" (seconds per network message, e.g. 2e-5) to the profile's fabric "
      "section"),
     ({"base": "dgx-h100", "fabric": {"message_cost_s": -1}},
-     "hardware profile field fabric.message_cost_s must be a finite number >= 0 and <= 3600 "
-     "(seconds), got -1; fix the profile (e.g. 2e-6 for 2 us)"),
+     "hardware profile {path} field fabric.message_cost_s must be a finite number >= 0 and <= "
+     "3600 (seconds), e.g. 2e-6 for 2 us, got a number < 0; fix the profile"),
     ({"base": "dgx-h100", "nccl": {"protocols": {"LL": {"efficiency": 1.5}}}},
-     "hardware profile field nccl.protocols.LL.efficiency must be a finite number >= 0.001 and "
-     "<= 1 (a share of the peak), got 1.5; fix the profile (e.g. 0.85)"),
+     "hardware profile {path} field nccl.protocols.LL.efficiency must be a finite number >= "
+     "0.001 and <= 1 (a share of the peak), e.g. 0.85, got a number > 1; fix the profile"),
     ({"base": "dgx-h100", "gpu": {"compute_capability": 60}},
      "gpu.compute_capability must be a GPU generation NCCL 2.28's tuning tables know (volta "
      "70, ampere 80, hopper 90, blackwell 100 and newer), got 60; set gpu.compute_capability "
      "in the profile (e.g. 90), or use a preset"),
     ({"base": "dgx-h100", "gpus_per_node": 8.5},
-     "hardware profile field gpus_per_node must be an integer >= 1 and <= 100000 (GPUs), got "
-     "8.5; fix the profile (e.g. 8)"),
+     "hardware profile {path} field gpus_per_node must be an integer >= 1 and <= 100000 (GPUs), "
+     "e.g. 8, got a number that is not whole; fix the profile"),
     ({"base": "dgx-h100", "nics_per_node": float("inf")},
-     "hardware profile field nics_per_node must be an integer >= 0 and <= 100000 (0: one NIC "
-     "per GPU), got inf; fix the profile (e.g. 8)"),
+     "hardware profile {path} field nics_per_node must be an integer >= 0 and <= 100000 (0: one "
+     "NIC per GPU), e.g. 8, got a non-finite number; fix the profile"),
     ({"base": "dgx-h100", "gpu": {"hbm_bandwidth_Bps": float("nan")}},
-     "hardware profile field gpu.hbm_bandwidth_Bps must be a finite number >= 1 and <= 1e+18 "
-     "(per second), got nan; fix the profile (e.g. 3.3e12 for 3.3 TB/s)"),
+     "hardware profile {path} field gpu.hbm_bandwidth_Bps must be a finite number >= 1 and <= "
+     "1e+18 (per second), e.g. 3.3e12 for 3.3 TB/s, got a non-finite number; fix the profile"),
     ({"base": "dgx-h100", "nvlink_links": 2.5},
-     "hardware profile field nvlink_links must be an integer >= 1 and <= 1000000000 (a count) "
-     "(or 0), got 2.5; fix the profile (e.g. 8)"),
+     "hardware profile {path} field nvlink_links must be an integer >= 1 and <= 1000000000 (a "
+     "count) (or 0), e.g. 8, got a number that is not whole; fix the profile"),
 ])
 def test_bad_profiles_exit_2_with_one_message(tmp_path, capsys, profile, message):
     p = tmp_path / "bad.json"
     p.write_text(json.dumps(profile))  # NaN and Infinity as Python's json writes them
     with pytest.raises(HardwareError) as e:
         load_hardware(str(p))
+    message = message.replace("{path}", str(p))  # the schema's messages name the file
     assert str(e.value) == message
     code = main(["simulate", "studies/sgd.py", "--hardware", str(p)])
     err = capsys.readouterr().err

@@ -94,8 +94,8 @@ def test_baseline_allreduce_against_coconets_raw_data():
      "nccl.release must be 2.28 for GPU A100 (compute capability 80): NCCL 2.4.8 predates "
      "Ampere, got release '2.4'; drop nccl.release from the profile"),
     ({"base": "dgx2-v100", "nccl": {"release": 2.4}},
-     "hardware profile field nccl.release must be a string, got 2.4; quote it in the "
-     "profile (e.g. \"2.28\")"),
+     "hardware profile {path} field nccl.release must be a string (quote it in the profile), "
+     "got a number; fix the profile"),
     ({"base": "dgx-h100", "nccl": {"release": "2.6"}},
      "nccl.release must be 2.28 for GPU H100 (compute capability 90): NCCL 2.6.4 predates "
      "Ampere, got release '2.6'; drop nccl.release from the profile"),
@@ -109,6 +109,7 @@ def test_bad_release_exits_2_with_one_message(tmp_path, capsys, profile, message
     p.write_text(json.dumps(profile))
     with pytest.raises(HardwareError) as e:
         load_hardware(str(p))
+    message = message.replace("{path}", str(p))  # the schema's messages name the file
     assert str(e.value) == message
     assert main(["simulate", "studies/sgd.py", "--hardware", str(p)]) == 2
     assert message in capsys.readouterr().err
