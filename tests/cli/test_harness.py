@@ -34,6 +34,8 @@ def test_every_measure_run_has_valid_programs_and_sizes(quick):
     for run in measured:
         argv = list(run.argv)
         first = argv.index("compile-and-measure") + 1
+        if argv[first] == "--plan":  # a folder an earlier run of the suite compiles
+            continue
         programs = argv[first:argv.index("--gpus")]
         sets = tuple(argv[i + 1] for i, a in enumerate(argv) if a == "--set")
         assert job_sizes(programs, sets), run.name
