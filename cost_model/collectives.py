@@ -240,6 +240,12 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
         stream_bw, _ = _network_bandwidth(kind, algorithm, proto, P, cluster, path, False,
                                           estimate=False)
         fill = _tree_first_loop_s(nbytes, bus_bytes, nodes, cluster, stream_bw, bw)
+    if ((algorithm, protocol) == ("ring", "Simple") and not one_per_node
+            and cluster.fabric.lone_message is not None):
+        size = float(nbytes) if numeric else math.inf
+        fill = nccl_model.ring_first_post_s(size, tree_channels(cluster),
+                                            nccl_model.ring_steps(kind, ranks, nodes)[1],
+                                            cluster.fabric.lone_message[0])
     fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + base + fill
     return Plan(kind, algorithm, protocol, channels, steps, bus_bytes / steps, step_s,
                 fixed_s, link, bus_bytes, fill)

@@ -446,6 +446,17 @@ def tree_first_loop_s(nbytes: float, nodes: int, channels: int, chunk_bytes: int
     return max(0.0, stages * stage_s - 2 * first / stream_Bps)
 
 
+
+def ring_first_post_s(nbytes: float, channels: int, inter_steps: int, message_s: float) -> float:
+    """The Simple ring's wait on a lone-message transport (decision 115): on each of its
+    `inter_steps` network steps (tuning.cc nInterSteps) the proxy posts the first message of
+    every active channel one after the other, so each further active channel's first message
+    waits the host cost `message_s` (decision 112's, unchanged; the first channel's is the
+    per-message cost already in the latency). Later messages overlap those in flight (the
+    ring keeps NCCL_STEPS / sliceSteps = 4 slices in flight per channel): no lone-message
+    rate, which the A3 Mega AllGather rows refute for the ring's 4 MiB chunk."""
+    return inter_steps * (active_channels(nbytes, channels) - 1) * message_s
+
 # ---------------------------------------------------------------- NCCL 2.4.8 (release "2.4")
 
 # A profile's `nccl.release` names the NCCL whose algorithm choice prices its collectives:

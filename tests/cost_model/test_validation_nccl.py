@@ -322,3 +322,81 @@ def test_large_class_does_not_regress():
     summary = {c["class"]: c for c in validation.class_summary(rows, held_out=True)}
     assert summary[">= 256 MiB"]["median_%"] <= 3.8
     assert summary[">= 256 MiB"]["max_%"] <= 42.5
+
+
+def _ring_lone_first_loop_floor_s(nbytes: int, ranks: int, channels: int,
+                                  buffsize: int, message_Bps: float) -> float:
+    """decision 115: the least time the Simple ring's first loop would take if it crossed
+    the network as lone messages (decision 112's mechanism carried to the ring). Its chunk is
+    NCCL_STEPS/2 steps of the buffer (enqueue.cc calcCollChunking, v2.28.9-1), one loop is
+    ranks x active channels x chunk; each node's network hop carries (ranks - 1)/ranks of the
+    loop, spread over the active channels, each at one message's rate (host costs left out:
+    a floor)."""
+    chunk = nccl_model.NCCL_STEPS // 2 * nccl_model.tree_chunk_bytes(buffsize)
+    bus = nbytes * (ranks - 1) / ranks
+    active = nccl_model.active_channels(bus, channels)
+    first = min(nbytes, ranks * active * chunk)
+    return first * (ranks - 1) / ranks / (active * message_Bps)
+
+
+def test_ring_first_loop_closed_form():
+    """decision 115: the ring's chunk on the proxy transports' 8 MiB buffer is 4 MiB, so one
+    loop of 16 ranks x 16 channels is 1 GiB: below it the whole buffer is the first loop."""
+    mib = 2**20
+    assert nccl_model.NCCL_STEPS // 2 * nccl_model.tree_chunk_bytes(8 * mib) == 4 * mib
+    got = _ring_lone_first_loop_floor_s(64 * mib, 16, 16, 8 * mib, 2.5e9)
+    assert got == pytest.approx(64 * mib * 15 / 16 / (16 * 2.5e9))
+    big = _ring_lone_first_loop_floor_s(8 * 2**30, 16, 16, 8 * mib, 2.5e9)
+    assert big == pytest.approx(2**30 * 15 / 16 / (16 * 2.5e9))
+
+
+def test_tcpxo_allgather_refutes_a_lone_message_ring():
+    """decision 115: with decision 112's TCPXO message rate unchanged, a ring whose first
+    loop crossed as lone messages could not finish the held-out A3 Mega AllGather rows from
+    16 MiB to 256 MiB in their measured time (its floor is 2.0, 3.0, 4.1x the measurement):
+    the ring keeps the stream's rate."""
+    from cost_model.specs import LONE_MESSAGE, TRANSPORT_BUFFSIZE
+    got = {r["what"]: r for r in validation.measured_rows()}
+    a3 = "2 x a3-megagpu-8g (8x H100, TCPXO), AllGather {}"
+    _, rate = LONE_MESSAGE["tcpxo"]
+    for size, mib in (("16 MiB", 16), ("64 MiB", 64), ("256 MiB", 256)):
+        row = got[a3.format(size)]
+        nbytes = mib * 2**20
+        measured_s = nbytes * 15 / 16 / (row["measured_GBps"] * 1e9)
+        floor = _ring_lone_first_loop_floor_s(nbytes, 16, 16, TRANSPORT_BUFFSIZE["tcpxo"], rate)
+        assert not row["train"] and floor > 1.5 * measured_s, (row, floor, measured_s)
+
+
+def test_ring_first_post_closed_form():
+    """decision 115: each further active channel's first message waits one host cost, once
+    per network step of the ring (nInterSteps); channels drop below 32 KiB each."""
+    c = 1.14e-6
+    assert nccl_model.ring_first_post_s(2**20, 16, 1, c) == pytest.approx(15 * c)
+    assert nccl_model.ring_first_post_s(2**30, 16, 2, c) == pytest.approx(30 * c)
+    assert nccl_model.ring_first_post_s(64 * 1024, 16, 1, c) == pytest.approx(c)
+    assert nccl_model.ring_first_post_s(8, 16, 4, c) == 0.0
+
+
+def test_ring_first_post_is_priced_but_not_chosen_by():
+    """The ring's wait is unseen by NCCL's choice, on the proxy transports only."""
+    a3 = validation.a3_mega(2)
+    ring = [p for p in coll.plans("allgather", 16 * 2**20, 16, a3, 16)
+            if (p.algorithm, p.protocol) == ("ring", "Simple")][0]
+    assert float(ring.unseen_s) == pytest.approx(15 * 1.14e-6)
+    ib = validation.dgx_h100(2)
+    ring = [p for p in coll.plans("allgather", 16 * 2**20, 16, ib, 16)
+            if (p.algorithm, p.protocol) == ("ring", "Simple")][0]
+    assert float(ring.unseen_s) == 0.0
+
+
+def test_tcpxo_allgather_held_out_rows_as_found():
+    """decision 115's held-out evidence: the A3 Mega AllGather errors (+ = model fast) with
+    the ring's first-post wait (before it: 64 KiB 17.6, 1 MiB 53.2, 16 MiB 18.1, 64 MiB 22.1,
+    256 MiB 4.2, 1 GiB -0.4 %); 1 KiB has one active channel and does not move."""
+    got = {r["what"]: r for r in validation.measured_rows()}
+    a3 = "2 x a3-megagpu-8g (8x H100, TCPXO), AllGather {}"
+    found = {"1 KiB": 3.9, "64 KiB": 16.0, "1 MiB": 28.1, "16 MiB": 7.1, "64 MiB": 17.4,
+             "256 MiB": 3.0, "1 GiB": -0.7, "8 GiB": -2.7}
+    for size, error in found.items():
+        row = got[a3.format(size)]
+        assert not row["train"] and row["error_%"] == pytest.approx(error, abs=0.2), row
