@@ -207,3 +207,59 @@ def test_mpirun_output_of_a_line_without_newlines_counts_for_its_rank():
     run._read(io.BytesIO(long + b"[1,0]<stdout>:hi\nmpirun says\n"), L._TagParser(False))
     assert run.ranks[1].last_output_s > start + 50 and len(run.ranks[1].tail) == 4
     assert list(run.ranks[0].tail) == ["hi"] and list(run.own.tail) == ["mpirun says"]
+
+
+CHATTY_NO_NEWLINE = """\
+import sys, time
+for i in range(24):
+    sys.stdout.write('x' * 2**20)
+    sys.stdout.flush()
+    time.sleep(0.15)
+print()
+print('done', flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_rank_printing_megabytes_without_a_newline_is_not_hung(kind):
+    """Under mpirun a rank printing 400 MB without a newline was ended as hung while it
+    printed (issue 40): Open MPI holds a line until its newline, at a cost quadratic in its
+    length (4 MiB: 28 s). The rank's reaper frames its output (64 KiB lines), so 24 MiB over
+    3.6 s passes with hang_s 2 and the launcher keeps its bounded tail."""
+    from workbench.runtime.launcher import _LINE_KEPT
+
+    outs = launch(1, [sys.executable, "-c", CHATTY_NO_NEWLINE], hang_s=2, launcher=kind)
+    lines = outs[0].splitlines()
+    assert lines[-1] == "done" and max(map(len, lines)) <= _LINE_KEPT
+
+
+@pytest.mark.parametrize("chunks, want", [
+    ([b"a" * 10 + b"\n" + b"b" * 5], b"a" * 10 + b"\n" + b"b" * 5),
+    ([b"x" * (3 << 16) + b"\n"], (b"x" * (1 << 16) + b"\n") * 3),
+    ([b"y" * 40000, b"y" * 40000, b"\nz"], b"y" * (1 << 16) + b"\n" + b"y" * (80000 - (1 << 16))
+     + b"\nz"),
+], ids=["short lines", "three frames", "a line across reads"])
+def test_the_reaper_frames_long_lines_and_passes_the_rest_as_is(chunks, want):
+    import threading
+
+    from workbench.runtime.watchdog import _forward
+
+    (r_in, w_in), (r_out, w_out) = os.pipe(), os.pipe()
+    copier = threading.Thread(target=_forward, args=(r_in, w_out), daemon=True)
+    copier.start()
+
+    def rank():  # writes as a rank does, while the test reads what the reaper passes on
+        for chunk in chunks:
+            while chunk:
+                chunk = chunk[os.write(w_in, chunk[:32768]):]
+        os.close(w_in)
+
+    writer = threading.Thread(target=rank, daemon=True)
+    writer.start()
+    got = b""
+    while len(got) < len(want):
+        got += os.read(r_out, 1 << 20)
+    writer.join(timeout=5)
+    copier.join(timeout=5)
+    os.close(w_out)
+    assert got == want and not copier.is_alive()
