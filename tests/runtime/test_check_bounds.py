@@ -219,3 +219,29 @@ def test_an_op_without_a_bound_rule_names_where_to_add_one(monkeypatch):
     with pytest.raises(VerifyError, match="BOUND_RULES"):
         interpreter.bounded_reference(program, interpreter.random_inputs(program, sizes, 0),
                                       sizes)
+
+
+@pytest.mark.parametrize("spec,sizes", [
+    ("studies/lamb.py", {"N": 2**14, "P": 4}),  # norms: scalars broadcast into the blocks
+    ("studies/allreduce_rmsnorm.py", {"T": 64, "H": 512, "P": 4}),  # a row vector (the weight)
+    ("studies/model_parallel.py", {"T": 64, "H": 256, "P": 2}),  # dropout's global indices
+])
+def test_blocked_evaluation_is_bit_identical(spec, sizes, monkeypatch):
+    """The reference's elementwise statements run in row blocks on threads (bounds.
+    BLOCK_ELEMENTS); every value and bound equals the whole-array evaluation's, bit for bit."""
+    from workbench.interpreter import bounds
+
+    program = load_study(spec).program
+    inputs = interpreter.random_inputs(program, sizes, 0)
+    monkeypatch.setattr(bounds, "BLOCK_ELEMENTS", 1 << 40)  # one block: the whole array
+    whole = bounds.bounded_reference(program, inputs, sizes)
+    monkeypatch.setattr(bounds, "BLOCK_ELEMENTS", 100)  # many blocks, some ragged
+    counts, blocks = [], bounds._blocks
+    monkeypatch.setattr(bounds, "_blocks", lambda shape: counts.append(len(blocks(shape)))
+                        or blocks(shape))
+    blocked = bounds.bounded_reference(program, inputs, sizes)
+    assert max(counts) > 4  # the blocked path ran
+    assert whole.values.keys() == blocked.values.keys()
+    for name in whole.values:
+        np.testing.assert_array_equal(whole.values[name], blocked.values[name])
+        np.testing.assert_array_equal(whole.bounds[name], blocked.bounds[name])
