@@ -295,27 +295,25 @@ def _bounded_elementwise(b: _BoundsMachine, op, t: TensorType, P: int):
     u = UNIT_ROUNDOFF[t.dtype.name]
     under = UNDERFLOW[t.dtype.name]
     shape = tuple(b.values.local_shape(t))
-    vals, errs = [], []
-    for r in range(P):
-        blocks = _blocks(shape)
-        if len(blocks) <= 1:
-            v, e = b.eval(op.expr, r, t)
-            v = np.broadcast_to(v, shape).copy()
-            vals.append(v)
-            errs.append(np.broadcast_to(e, shape) + u * np.abs(v) + under)  # the store's
-            continue                                                     # rounding
-        v, e = np.empty(shape), np.empty(shape)
+    blocks = _blocks(shape)
+    vals = [np.empty(shape) for _ in range(P)]
+    errs = [np.empty(shape) for _ in range(P)]
 
-        def one(rows, r=r, v=v, e=e):
-            bv, be = b.eval(op.expr, r, t, (rows, shape))
-            v[rows] = np.broadcast_to(bv, v[rows].shape)
-            e[rows] = np.broadcast_to(be, e[rows].shape) + u * np.abs(v[rows]) + under
+    def one(r: int, rows: slice | None) -> None:  # rows None: the whole arrays at once
+        at = ... if rows is None else rows
+        bv, be = b.eval(op.expr, r, t, None if rows is None else (rows, shape))
+        v = vals[r]
+        v[at] = np.broadcast_to(bv, v[at].shape)
+        # the propagated error, then the store's rounding
+        errs[r][at] = np.broadcast_to(be, v[at].shape) + u * np.abs(v[at]) + under
 
-        with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-            for done in [pool.submit(one, rows) for rows in blocks]:
-                done.result()  # a block's error raises here, as the whole array's would
-        vals.append(v)
-        errs.append(e)
+    if len(blocks) <= 1:
+        for r in range(P):
+            one(r, None)
+        return vals, errs
+    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+        for done in [pool.submit(one, r, rows) for r in range(P) for rows in blocks]:
+            done.result()  # a block's error raises here, as the whole array's would
     return vals, errs
 
 
