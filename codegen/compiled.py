@@ -73,18 +73,46 @@ def schedules(loaded, wanted: str | list[str], autotune: bool = False) -> list[t
     return out
 
 
-def emit(name: str, program, P: int, options: CodegenOptions, sizes: dict, out: Path) -> dict:
-    """Lower one schedule and write its folder; its manifest entry (status, reason, files)."""
-    from codegen.emit import plan_text, sources
+def refuse_sizes(plans: Iterable[tuple[str, Plan]], sizes: dict) -> None:
+    """Raise a SizeError (exit 2) naming the schedule and the sizes when `sizes` (every
+    symbol's value and P) leave a chunked step of one of the (name, plan) pairs undivided
+    (codegen.plan.size_faults): `check`, `compile` and `compile-and-measure` refuse them
+    before anything is written or any rank starts, where a rank would refuse them later."""
+    from codegen.plan import size_faults
+    from workbench.errors import SizeError
+    from workbench.interpreter import bind_sizes
+
+    for name, plan in plans:
+        faults = size_faults(plan, bind_sizes(plan.program, sizes))
+        if faults:
+            shown = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items()))
+            more = f" (and {len(faults) - 1} more)" if len(faults) > 1 else ""
+            raise SizeError(f"schedule {name} at {shown}: {faults[0]}{more}")
+
+
+def lower_entry(name: str, program, P: int, options: CodegenOptions) -> tuple[dict, Plan | None]:
+    """Lower one schedule: its manifest entry (status, and the reason where it is not
+    generated) and its plan (None where it is not)."""
     from codegen.lower import lower
 
     entry = {"schedule": name, "folder": folder_name(name)}
     if isinstance(program, WorkbenchError):
-        return {**entry, "status": "illegal", "reason": str(program).split("\n\nin program:")[0]}
+        return {**entry, "status": "illegal",
+                "reason": str(program).split("\n\nin program:")[0]}, None
     try:
         plan = lower(program, P, options)
     except WorkbenchError as e:  # RuntimeFault: what the backend does not generate
-        return {**entry, "status": "not generated", "reason": str(e)}
+        return {**entry, "status": "not generated", "reason": str(e)}, None
+    return {**entry, "status": "generated"}, plan
+
+
+def write_entry(entry: dict, plan: Plan | None, sizes: dict, out: Path) -> dict:
+    """Write a generated schedule's folder (plan.txt, plan.json, its kernels' sources);
+    its manifest entry with the kernels named."""
+    from codegen.emit import plan_text, sources
+
+    if plan is None:
+        return entry
     folder = out / entry["folder"]
     check_target(folder / "plan.txt", out)  # a planted link: refused before mkdir goes through
     folder.mkdir(parents=True, exist_ok=True)
@@ -93,24 +121,29 @@ def emit(name: str, program, P: int, options: CodegenOptions, sizes: dict, out: 
     files = sources(plan)
     for file, text in files.items():
         write_atomic(folder / file, text, out)
-    return {**entry, "status": "generated", "kernels": [f.removesuffix(".cu") for f in files]}
+    return {**entry, "kernels": [f.removesuffix(".cu") for f in files]}
 
 
 def compile_folder(out: Path, loaded, spec: str, gpus: int, P: int, options: CodegenOptions,
                    sizes: dict, wanted: str | list[str] = "all", autotune: bool = False,
                    provenance: dict | None = None, extra: list[tuple[str, object]] = (),
-                   each: Callable[[list], Iterable] = iter) -> dict:
+                   each: Callable[[list], Iterable] = iter, runs_at: Iterable[dict] = ()) -> dict:
     """Lower every schedule `wanted` picks of a loaded program file for P ranks per stage
     (`gpus` in all) with `options`, and the `extra` (name, program) pairs (the autotuner's
     candidates a caller chose), and write the folder (program.json and each schedule's
     folder); return its manifest, which the caller completes (nvcc) and writes
     (`write_manifest`). `sizes`: shown beside the plans' expressions; `each` wraps the
-    schedules as they are lowered (a progress bar)."""
+    schedules as they are lowered (a progress bar). `runs_at`: the sizes (every symbol and P)
+    the plans will run at: sizes that a plan's chunks cannot take are refused (SizeError)
+    before anything is written."""
     from workbench.loader import file_digest
 
-    out.mkdir(parents=True, exist_ok=True)
     todo = [*schedules(loaded, wanted, autotune), *extra]
-    entries = [emit(n, prog, P, options, sizes, out) for n, prog in each(todo)]
+    made = [lower_entry(n, prog, P, options) for n, prog in each(todo)]
+    for at in runs_at:
+        refuse_sizes([(e["schedule"], plan) for e, plan in made if plan is not None], at)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = [write_entry(e, plan, sizes, out) for e, plan in made]
     write_atomic(out / PROGRAM_FILE, program_json(loaded.program, loaded.sizes), out)
     return {"program": loaded.program.name, "spec": spec,
             "program_sha256": file_digest(spec), "gpus": gpus, "P": P, "sizes": sizes,
@@ -120,6 +153,13 @@ def compile_folder(out: Path, loaded, spec: str, gpus: int, P: int, options: Cod
 
 def write_manifest(out: Path, manifest: dict) -> None:
     write_atomic(out / MANIFEST, json.dumps(manifest, indent=1, default=str), out)
+
+
+def run_sizes(program: ir.Program, defaults: dict, size_set: dict, P: int) -> dict:
+    """The sizes a run takes at one point of a sweep: the program file's defaults, the
+    point's values over them, only the program's own symbols, and P the ranks per stage."""
+    names = {s.name for s in program.symbols()}
+    return {**{k: v for k, v in {**defaults, **size_set}.items() if k in names}, "P": P}
 
 
 @dataclass(frozen=True)
@@ -137,6 +177,10 @@ class Compiled:
     P: int
     entries: tuple[dict, ...]
     options: CodegenOptions = CodegenOptions()  # what every plan of it was lowered with
+
+    def sizes_at(self, size_set: dict) -> dict:
+        """The sizes a run of this folder takes at one point of a sweep (run_sizes)."""
+        return run_sizes(self.program, self.defaults, size_set, self.P)
 
     @property
     def names(self) -> tuple[str, ...]:

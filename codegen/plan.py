@@ -460,29 +460,121 @@ def fault(what: str) -> RuntimeFault:
 def check_overlap_rows(step: OverlapStep, rows: int, P: int) -> None:
     """Raise unless `rows` (the MatMul's output rows, sizes bound) split into the step's
     chunks, and each chunk evenly over the P ranks when a fused collective consumes it."""
-    per = step.chunks * (P if isinstance(step.consumer, KernelStep) else 1)
-    check_chunk_rows(step.stmt, rows, per, step.chunks, rows_are="the MatMul's {} output rows",
-                     action="overlap in")
+    _raise(_overlap_rows_fault(step, rows, P))
 
 
 def check_row_cols(step: KernelStep, cols: int) -> None:
     """Raise unless a row kernel's rows (`cols` elements, sizes bound) fit its row cache:
     values kept between its passes live in registers, `cache` per thread."""
-    row = step.spec.row
-    if row is not None and row.cache and cols > row.max_threads * row.cache:
-        most = row.max_threads * row.cache
-        raise fault(f"statement {', '.join(step.stmts)}: a row kernel's rows must have at most "
-                    f"{most} elements (its threads keep {row.cache} each in "
-                    f"registers between passes), got {cols}; reduce over a shorter axis, or do "
-                    "not fuse the statements that read the row after its reduction")
+    _raise(_row_cols_fault(step, cols))
 
 
 def check_chunk_rows(stmt: str, rows: int, per: int, chunks: int,
                      rows_are: str = "the {} rows", action: str = "run in") -> None:
     """Raise unless `rows` (sizes bound) split into `per` equal parts: `chunks` per tensor,
     times P when each chunk is split again over the ranks of a stage."""
+    _raise(_chunk_rows_fault(stmt, rows, per, chunks, rows_are, action))
+
+
+def check_sizes(plan: Plan, bound: dict) -> None:
+    """Raise the first of `size_faults` (the runtime's refusal, before it allocates)."""
+    faults = size_faults(plan, bound)
+    if faults:
+        raise fault(faults[0])
+
+
+def size_faults(plan: Plan, bound: dict) -> list[str]:
+    """Every way sizes `bound` (interpreter.bind_sizes) leave a chunked step of `plan`
+    undivided, one message each: an overlap's or a chunked step's rows into its chunks (times
+    P when each chunk is split again over the ranks), a pipelined hierarchy's node slice into
+    its chunks, a rank's slice into copy-engine pieces, a rotated exchange's rows into P
+    blocks and its chunks, a row kernel's row beyond its register cache. The one statement of
+    these conditions: `workbench check`, `compile` and `compile-and-measure` refuse such sizes
+    before any rank starts, and the runtime before it allocates (check_sizes)."""
+
+    def values(expr) -> set[int]:
+        # counts are per rank and equal on every rank; an expression of the rank is checked
+        # at each of the P ranks
+        e = sympy.sympify(expr).subs(bound)
+        ranks = range(plan.P) if RANK in e.free_symbols else (0,)
+        return {int(e.subs(RANK, r)) for r in ranks}
+
+    return [f for step in plan.steps for f in _step_faults(step, values, plan.P) if f]
+
+
+def _step_faults(step, values, P: int, chunks: int = 1):
+    """The messages (or None) of `step` and the steps inside it (size_faults)."""
+    if isinstance(step, KernelStep):
+        if step.spec.row is not None:
+            yield from (_row_cols_fault(step, c) for c in values(step.cols))
+    elif isinstance(step, NcclStep):
+        if step.exchange and chunks > 1:
+            yield from (_exchange_fault(step, c, P, chunks) for c in values(step.count))
+    elif isinstance(step, OverlapStep):
+        if isinstance(step.producer, GemmStep):
+            yield from (_overlap_rows_fault(step, m, P) for m in values(step.producer.m))
+        else:
+            yield from (_chunk_rows_fault(step.stmt, r, step.per, step.chunks)
+                        for r in values(step.rows))
+        for inner in (step.producer, step.consumer):
+            yield from _step_faults(inner, values, P, step.chunks)
+    elif isinstance(step, ChunkedStep):
+        yield from (_chunk_rows_fault(step.stmt, r, step.per, step.chunks)
+                    for r in values(step.rows))
+        for inner in step.steps:
+            yield from _step_faults(inner, values, P, step.chunks)
+    elif isinstance(step, PipelineStep):
+        yield from (_chunk_rows_fault(step.stmt, r, step.chunks, step.chunks,
+                                      rows_are="a rank's node slice of {} elements",
+                                      action="pipeline its legs in")
+                    for r in values(step.rows))
+        for inner in step.legs:
+            yield from _step_faults(inner, values, P, step.chunks)
+    elif isinstance(step, CopyEngineStep):
+        yield from (_chunk_rows_fault(", ".join(step.stmts), n, step.chunks, step.chunks,
+                                      rows_are="a rank's slice of {} elements",
+                                      action="move by copy engines in")
+                    for n in values(step.kernel.extent))
+        for inner in (step.start, step.kernel, step.end):
+            yield from _step_faults(inner, values, P)
+
+
+def _raise(message: str | None) -> None:
+    if message:
+        raise fault(message)
+
+
+def _overlap_rows_fault(step: OverlapStep, rows: int, P: int) -> str | None:
+    per = step.chunks * (P if isinstance(step.consumer, KernelStep) else 1)
+    return _chunk_rows_fault(step.stmt, rows, per, step.chunks,
+                             rows_are="the MatMul's {} output rows", action="overlap in")
+
+
+def _row_cols_fault(step: KernelStep, cols: int) -> str | None:
+    row = step.spec.row
+    if row is not None and row.cache and cols > row.max_threads * row.cache:
+        most = row.max_threads * row.cache
+        return (f"statement {', '.join(step.stmts)}: a row kernel's rows must have at most "
+                f"{most} elements (its threads keep {row.cache} each in "
+                f"registers between passes), got {cols}; reduce over a shorter axis, or do "
+                "not fuse the statements that read the row after its reduction")
+    return None
+
+
+def _exchange_fault(step: NcclStep, count: int, P: int, chunks: int) -> str | None:
+    if count % P or count % chunks:
+        return (f"statement {step.stmt}: a rotated exchange of {count} elements per rank must "
+                f"split into {P} blocks and {chunks} chunks evenly, got a remainder; pick "
+                f"chunks dividing the rows (s.overlap(..., chunks=...)) or sizes that divide")
+    return None
+
+
+def _chunk_rows_fault(stmt: str, rows: int, per: int, chunks: int,
+                      rows_are: str = "the {} rows", action: str = "run in") -> str | None:
     if rows % per:
-        raise fault(f"statement {stmt}: {rows_are.format(rows)} must be a multiple of "
-                    f"{'chunks x ranks = ' if per != chunks else 'chunks = '}{per} to "
-                    f"{action} {chunks} chunks; pick sizes that divide, or fewer chunks")
+        return (f"statement {stmt}: {rows_are.format(rows)} must be a multiple of "
+                f"{'chunks x ranks = ' if per != chunks else 'chunks = '}{per} to "
+                f"{action} {chunks} chunks; pick sizes that divide, or a chunk count that "
+                f"divides them")
+    return None
 

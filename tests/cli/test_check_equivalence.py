@@ -78,6 +78,7 @@ def test_check_refuses_overlap_chunks_that_do_not_divide_the_rows(capsys):
     code = main(["check", str(ROOT / "studies/model_parallel.py"), "--set", "T=8196"])
     err = capsys.readouterr().err
     assert code == 2
-    assert err == ("error: schedule overlap-mm-fuse-ar-c: an overlap in 4 chunks must split "
-                   "the 8196 rows of y into 16 equal parts at H=12288, P=4, T=8196, got a "
-                   "remainder of 4; pick chunks dividing 8196 / P or other sizes\n")
+    assert err == ("error: schedule overlap-mm-fuse-ar-c at H=12288, P=4, T=8196: statement "
+                   "y,summed_rs,out_s,out: the MatMul's 8196 output rows must be a multiple of "
+                   "chunks x ranks = 16 to overlap in 4 chunks; pick sizes that divide, or a "
+                   "chunk count that divides them\n")

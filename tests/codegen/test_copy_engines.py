@@ -183,15 +183,13 @@ def test_the_executor_pulls_computes_and_pushes_piece_by_piece():
 
 
 def test_pieces_must_divide_the_slice():
-    from workbench.errors import RuntimeFault
-    from workbench.runtime.chunked import CopyEnginesRun as _CopyEngines
+    from codegen.plan import size_faults
 
     program = _schedule("studies/adam.py", "fuse-rs-c-ag-ce")
-    (step,) = [s for s in lower(program, 2).steps if isinstance(s, CopyEngineStep)]
-    run = _Run(bind_sizes(program, {"N": 20, "P": 2}))
-    with pytest.raises(RuntimeFault, match=r"copy engines move pieces of 1/8 of each rank's "
-                       r"slice of 10 elements, which must divide evenly"):
-        _CopyEngines(run, step)
+    plan = lower(program, 2)
+    (fault,) = size_faults(plan, bind_sizes(program, {"N": 20, "P": 2}))
+    assert "a rank's slice of 10 elements must be a multiple of chunks = 8" in fault
+    assert size_faults(plan, bind_sizes(program, {"N": 32, "P": 2})) == []
 
 
 def test_the_model_prices_the_bytes_at_the_copy_engines_bandwidth():

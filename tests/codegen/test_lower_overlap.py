@@ -92,7 +92,7 @@ def test_overlap_with_an_nccl_allreduce_chunks_the_nccl_call():
     check_overlap_rows(step, rows=4, P=2)  # NCCL needs whole chunks only
     with pytest.raises(RuntimeFault, match=r"^statement y,summed: the MatMul's 6 output rows "
                                            r"must be a multiple of chunks = 4 to overlap in 4 "
-                                           r"chunks; pick sizes that divide, or fewer chunks$"):
+                                           r"chunks; pick sizes that divide, or a chunk count that divides them$"):
         check_overlap_rows(step, rows=6, P=2)
 
 

@@ -180,7 +180,7 @@ def test_chunk_rows_must_divide():
     check_chunk_rows("x", 16, 8, 4)
     with pytest.raises(RuntimeFault, match=r"statement out_s: the 12 rows must be a multiple "
                                            r"of chunks x ranks = 8 to run in 4 chunks; pick "
-                                           r"sizes that divide, or fewer chunks"):
+                                           r"sizes that divide, or a chunk count that divides them"):
         check_chunk_rows("out_s", 12, 8, 4)
     with pytest.raises(RuntimeFault, match=r"multiple of chunks = 4 to run in 4 chunks"):
         check_chunk_rows("out", 6, 4, 4)

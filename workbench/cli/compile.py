@@ -114,10 +114,13 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
     size_values = parse_sets(sets)
     check_size_names(loaded.program, size_values)
     sizes = {**loaded.sizes, **size_values, "P": P}
+    runs_at = []
     if {s.name for s in loaded.program.symbols()} <= sizes.keys():
         # the kernels are size-generic, but a plan shown at sizes that P cannot slice (N = 2^20
-        # at P = 3) would be a plan no run can take: refuse it here, as every run would
+        # at P = 3), or whose chunks they leave undivided, would be a plan no run can take:
+        # refuse it here, as every run would
         bind_sizes(loaded.program, sizes)
+        runs_at = [sizes]
     out = Path(out_dir)
     # The whole run holds --out: two compiles into one folder would mix one program's kernels
     # with the other's plans and manifest
@@ -134,7 +137,7 @@ def compile_program(program_file, gpus, out_dir, schedule, sets, autotune, codeg
             out, loaded, program_file, gpus, P, options, sizes, schedule, False,
             provenance(options), extra,
             lambda todo: progress(todo, "compile: lowering", lambda item: item[0], plain=False,
-                                  quiet=quiet))
+                                  quiet=quiet), runs_at)
         entries = manifest["schedules"]
         nvcc = None if no_nvcc else find_nvcc()
         failed = compile_all(entries, out, quiet) if nvcc else []

@@ -134,7 +134,6 @@ def check(program_file: str, hardware: str, nodes: int, sets: tuple[str, ...],
     _lowers([("unscheduled", loaded.program), *programs.items()],
             resolve_sizes(loaded.program, loaded.sizes, size_values, cluster))
     verdict = _sizes_verdict(loaded, size_values, cluster, programs)
-    _check_chunks(loaded, programs, size_values, cluster)
     elsewhere = _not_on_cluster(loaded, programs, size_values, cluster)
     n = len(programs) - len(elsewhere)
     click.echo(f"{loaded.path}: program {loaded.program.name} ok"
@@ -182,7 +181,9 @@ def _sizes_verdict(loaded, size_values: dict, cluster, programs: dict) -> str:
     """Bind the default sizes (and --set) as simulate would on `cluster`: a size that must
     divide by P and does not is an error here, not minutes into a sweep; so are sizes at
     which no schedule fits in a GPU's memory (check said `N=2^80 ok` where simulate left
-    every schedule out), and the schedules that do not fit are named."""
+    every schedule out), and the schedules that do not fit are named; so are sizes a
+    schedule's chunks cannot take (codegen.compiled.refuse_sizes)."""
+    from codegen.compiled import refuse_sizes
     from cost_model.plan_memory import plan_memory
     from workbench.cli.simulate import lowered, resolve_sizes
     from workbench.interpreter import bind_sizes
@@ -199,6 +200,8 @@ def _sizes_verdict(loaded, size_values: dict, cluster, programs: dict) -> str:
         plan, _ = lowered(program, sizes.get("P", cluster.world_size))  # as simulate reads it
         if plan is None:
             continue  # lowering refuses it: _lowers says why
+        # chunks the sizes leave undivided: refused here, as compile-and-measure would
+        refuse_sizes([(name, plan)], {**sizes, "P": plan.P})
         memory = plan_memory(plan, cluster, bound)
         if not memory.fits:
             too_big[name] = memory.why_not()
@@ -211,43 +214,6 @@ def _sizes_verdict(loaded, size_values: dict, cluster, programs: dict) -> str:
         return (f"; sizes {shown} ok on {cluster.name}, where {', '.join(too_big)} "
                 "do not fit in a GPU's memory (simulate leaves them out)")
     return f"; sizes {shown} ok on {cluster.name}"
-
-
-def _check_chunks(loaded, programs: dict, size_values: dict, cluster) -> None:
-    """An overlap splits its producer's rows into `chunks` equal pieces (and each piece over
-    the P ranks when a fused collective consumes it): at the resolved sizes they must divide,
-    as the GPU run requires, or `check` says so (was: accepted here, refused on the GPU)."""
-    from workbench import ir
-    from workbench.cli.simulate import resolve_sizes
-    from workbench.interpreter import bind_sizes, concrete
-    from workbench.types import Sliced
-    from workbench.verify import is_hierarchy_pipeline
-
-    sizes = resolve_sizes(loaded.program, loaded.sizes, size_values, cluster)
-    if any(s.name not in sizes for s in loaded.program.symbols()):
-        return
-    bound = bind_sizes(loaded.program, sizes)
-    for name, program in programs.items():
-        for stmt in program.stmts:
-            # A pipelined hierarchy's three legs cut the node slice, a count that its
-            # placement decides: verify.check_pipeline_chunks checks it when lowering
-            if not isinstance(stmt.op, ir.Overlapped) or is_hierarchy_pipeline(stmt.op):
-                continue
-            prod, cons = stmt.op.body
-            t = prod.outs[-1].type
-            if t.rank == 0:
-                continue
-            rows = concrete(t.shape[0], bound)
-            sliced = isinstance(t.layout, Sliced) and t.layout.dim == 0
-            per = stmt.op.chunks * (concrete(t.group.size, bound)
-                                    if sliced or isinstance(cons.op, ir.Fused) else 1)
-            if rows % per:
-                raise WorkbenchError(
-                    f"schedule {name}: an overlap in {stmt.op.chunks} chunks must split the "
-                    f"{rows} rows of {prod.outs[-1].name} into {per} equal parts at "
-                    f"{', '.join(f'{k}={v}' for k, v in sorted(sizes.items()))}, got a "
-                    f"remainder of {rows % per}; pick chunks dividing {rows}"
-                    + (" / P" if per != stmt.op.chunks else "") + " or other sizes")
 
 
 def _not_on_cluster(loaded, programs: dict, size_values: dict, cluster) -> dict[str, str]:

@@ -194,11 +194,6 @@ class CopyEnginesRun:
         self.start, self.end = run.prepare(step.start), run.prepare(step.end)
         self.kernel = run.prepare(step.kernel)
         n, C = run.int_of(step.kernel.extent), step.chunks
-        if n % C:
-            raise RuntimeFault(f"statement {','.join(step.stmts)}: copy engines move pieces of "
-                               f"1/{C} of each rank's slice of {n} elements, which must divide "
-                               f"evenly; pick chunks dividing {n} (s.copy_engines(..., "
-                               "chunks=...))")
         self.piece = n // C
         spec = step.kernel.spec
         grid = elementwise_grid(self.piece, spec.vec, run.gpu.sm_count)

@@ -32,9 +32,7 @@ from codegen.plan import (  # noqa: F401  (collective_grid: the runtime's name f
     Plan,
     ReduceStep,
     SendStep,
-    check_chunk_rows,
-    check_overlap_rows,
-    check_row_cols,
+    check_sizes,
     collective_grid,
 )
 from codegen.spec import ROWS_CACHE, ROWS_MAX_THREADS, THREADS
@@ -135,6 +133,9 @@ class PlanRun:
         if plan.per_node:
             self.stage = 0
         self.bound = interpreter.bind_sizes(plan.program, sizes)
+        # sizes the plan's chunks cannot take: refused before anything is allocated (the
+        # CLI refuses them before any rank starts, from the same conditions)
+        check_sizes(plan, self.bound)
         self.subs = dict(self.bound)
 
         self.subs[RANK] = self.local
@@ -435,9 +436,7 @@ def _prepare_reduce(run: PlanRun, step: ReduceStep) -> LibraryCall:
 def _prepare_overlap(run: PlanRun, step: OverlapStep) -> PartsCall:
     if isinstance(step.producer, GemmStep):
         producer = Gemm(run, step.producer)
-        check_overlap_rows(step, producer.m, run.P)
     else:
-        check_chunk_rows(step.stmt, run.int_of(step.rows), step.per, step.chunks)
         producer = run.prepare(step.producer)
     if isinstance(step.consumer, GemmStep):  # AllGather -> MatMul (chunked by root)
         return PartsCall(OverlapRun(run, step, producer, Gemm(run, step.consumer)))
@@ -452,7 +451,6 @@ def _prepare_copy_engines(run: PlanRun, step: CopyEngineStep) -> PartsCall:
 
 
 def _prepare_chunked(run: PlanRun, step: ChunkedStep) -> ChunkedCall:
-    check_chunk_rows(step.stmt, run.int_of(step.rows), step.per, step.chunks)
     return ChunkedCall(step.chunks, tuple(run.prepare(s) for s in step.steps))
 
 
@@ -497,8 +495,6 @@ def _prepare_kernel(run: PlanRun, step: KernelStep) -> KernelLaunch:
             raise RuntimeFault(f"kernel parameter kind must be known, got {p.kind}")
     fn.prepare(sig)
     extent = run.int_of(step.extent)
-    if spec.row is not None:
-        check_row_cols(step, run.int_of(step.cols))
     rule = step.grid_rule  # lowering's decision (codegen.plan.GRID_RULES)
     if rule == "rows":
         threads = rows_threads(run.int_of(step.cols), spec.row.cache)

@@ -12,8 +12,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from codegen.compiled import compile_folder, read_compiled, write_manifest
+from codegen.compiled import (
+    compile_folder,
+    read_compiled,
+    refuse_sizes,
+    run_sizes,
+    write_manifest,
+)
 from codegen.lower import stage_order
+from codegen.plan import Plan
 from workbench.errors import RuntimeFault, WorkbenchError
 from workbench.loader import load
 from workbench.options import CodegenOptions
@@ -96,13 +103,11 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         raise WorkbenchError(f"--schedule must name a schedule of {what}, got "
                              f"{', '.join(map(repr, unknown))}; known: "
                              f"{', '.join(sorted(known)) or 'none'}")
-    launcher.require_gpus(P, gpu_count())
-    if importlib.util.find_spec("pycuda") is None:
-        raise RuntimeFault("pycuda must be installed for compile-and-measure, got none; "
-                           "pip install 'coconet-workbench[gpu]' (pycuda builds from source "
-                           "against /usr/local/cuda; nvcc is needed too)")
-    compiler.nvcc_path()
     opts = options or CodegenOptions()
+    for c in compiled:  # sizes a compiled plan's chunks cannot take: refused before any rank
+        runnable = [(n, plan) for n, plan in c.plans(wanted) if isinstance(plan, Plan)]
+        for size_set in sizes:
+            refuse_sizes(runnable, c.sizes_at(size_set))
     private = None
     if partial is None:  # a folder of its own (mode 0700), never a fixed name in shared /tmp
         private = Path(tempfile.mkdtemp(prefix="wb-partial-"))
@@ -117,10 +122,19 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         for k, (spec, pf, stage_P) in enumerate(loaded):
             folder = Path(tmp) / f"program{k}"
             mine = ["unscheduled"] + [w for w in wanted if w == "all" or w in pf.schedules]
+            runs_at = [run_sizes(pf.program, pf.sizes, size_set, stage_P) for size_set in sizes]
             write_manifest(folder, compile_folder(folder, pf, spec, P, stage_P, opts,
                                                   {**pf.sizes, "P": stage_P}, mine,
-                                                  provenance=provenance(opts)))
+                                                  provenance=provenance(opts),
+                                                  runs_at=runs_at))
             folders.append(str(folder))
+        # what the machine must have, once every plan is known to run at these sizes
+        launcher.require_gpus(P, gpu_count())
+        if importlib.util.find_spec("pycuda") is None:
+            raise RuntimeFault("pycuda must be installed for compile-and-measure, got none; "
+                               "pip install 'coconet-workbench[gpu]' (pycuda builds from "
+                               "source against /usr/local/cuda; nvcc is needed too)")
+        compiler.nvcc_path()
         job = {"programs": [{"folder": f, "schedules": wanted} for f in folders],
                "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
                "baselines": baselines, "out": str(out), "seed": 0,

@@ -53,11 +53,6 @@ class PipelineRun:
     def __init__(self, run: PlanRun, step: PipelineStep):
         drv = run.gpu.drv
         self.run_, self.step = run, step
-        rows = run.int_of(step.rows)
-        if rows % step.chunks:
-            raise RuntimeFault(f"statement {step.stmt}: chunks must divide a rank's node slice "
-                               f"of {rows} elements, got chunks={step.chunks}; pick chunks "
-                               "dividing it (s.pipeline_hierarchy(..., chunks=...))")
         self.legs = [run.prepare(leg) for leg in step.legs]
         self.streams = [drv.Stream() for _ in self.legs]
         self.join = drv.Event(drv.event_flags.DISABLE_TIMING)

@@ -26,7 +26,7 @@ import traceback
 
 import numpy as np
 
-from codegen.compiled import read_compiled
+from codegen.compiled import read_compiled, run_sizes
 from codegen.lower import lower, stage_order
 from codegen.plan import Plan
 from cost_model.plan_cost import plan_link_bytes
@@ -258,11 +258,7 @@ def main(job_path: str) -> int:
         gpu.use_stages(stages)
         unscheduled = dict(programs).get("unscheduled")
         for size_set in job["sizes"]:
-            sizes = {**compiled.defaults, **size_set}
-            sizes = {k: v for k, v in sizes.items()
-                     if k in {s.name for s in original.symbols()}}
-            sizes.setdefault("P", P)
-            sizes["P"] = P
+            sizes = run_sizes(original, compiled.defaults, size_set, P)
             base = {"spec": compiled.spec, "program": original.name, "sizes": sizes, "P": P,
                     "program_sha256": compiled.sha256,  # results name it by content too
                     "comm_bytes": (plan_comm_bytes(unscheduled, sizes)
