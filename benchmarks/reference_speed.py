@@ -1,9 +1,12 @@
-"""Time of the GPU check's float64 reference with error bounds (`checks.reference`) of
-LAMB (the shipped study whose global norms keep it from a sampled check), its elementwise
-statements in row blocks on threads (`bounds.BLOCK_ELEMENTS`) against one pass over whole
-arrays, in the same run: median and range of 3.
+"""Time of the GPU check's float64 reference with error bounds (`checks.reference`) of a
+shipped study (default LAMB, whose global norms keep it from a sampled check) in the same run,
+median and range of 3, three ways: one pass over whole arrays, every rank its own; the
+elementwise statements in row blocks on threads (`bounds.BLOCK_ELEMENTS`), every rank its
+own; and row blocks with the ranks that do the same work sharing it (`bounds._same_work`:
+an unscheduled optimizer's update on an AllReduce's result runs once, not P times).
 
-    python benchmarks/reference_speed.py [LOG2_N]     (default 24: N = 2^24, P = 1)
+    python benchmarks/reference_speed.py [LOG2_N] [P] [STUDY]
+        (default 24 1 studies/lamb.py: N = 2^24, P = 1)
 """
 
 import os
@@ -18,21 +21,29 @@ from workbench.runtime import checks
 
 def main() -> None:
     n = 2 ** int(sys.argv[1]) if len(sys.argv) > 1 else 2**24
-    program = load("studies/lamb.py").program
-    sizes = {"N": n, "P": 1}
+    P = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    spec = sys.argv[3] if len(sys.argv) > 3 else "studies/lamb.py"
+    program = load(spec).program
+    sizes = {"N": n, "P": P}
     inputs = checks.make_inputs(program, sizes, 0)
-    print(f"LAMB, N = 2^{n.bit_length() - 1}, P = 1, {os.cpu_count()} CPUs")
-    blocked = bounds.BLOCK_ELEMENTS
-    for label, block in (("whole arrays", 1 << 62), ("row blocks on threads", blocked)):
-        bounds.BLOCK_ELEMENTS = block
+    print(f"{spec}, N = 2^{n.bit_length() - 1}, P = {P}, {os.cpu_count()} CPUs")
+    blocked, shared = bounds.BLOCK_ELEMENTS, bounds._same_work
+
+    def own(b, op, t, P):
+        return list(range(P))
+
+    for label, block, work in (("whole arrays, per rank", 1 << 62, own),
+                               ("row blocks, per rank", blocked, own),
+                               ("row blocks, shared work", blocked, shared)):
+        bounds.BLOCK_ELEMENTS, bounds._same_work = block, work
         times = []
         for _ in range(3):
             t0 = time.perf_counter()
-            checks.reference(program, inputs, sizes, 1)
+            checks.reference(program, inputs, sizes, P)
             times.append(time.perf_counter() - t0)
-        print(f"  {label:22} median {statistics.median(times):7.2f} s  "
+        print(f"  {label:24} median {statistics.median(times):7.2f} s  "
               f"(range {min(times):.2f}-{max(times):.2f})")
-    bounds.BLOCK_ELEMENTS = blocked
+    bounds.BLOCK_ELEMENTS, bounds._same_work = blocked, shared
 
 
 if __name__ == "__main__":

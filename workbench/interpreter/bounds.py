@@ -59,7 +59,7 @@ from workbench.interpreter.sizes import (
     from_ranks,
     to_ranks,
 )
-from workbench.types import OnRoot, Sliced, TensorType
+from workbench.types import NodeSliced, OnRoot, Sliced, TensorType
 
 # Unit roundoff (half an ulp of 1) of each storage dtype; integers are exact.
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8, "i32": 0.0}
@@ -209,9 +209,11 @@ class _BoundsMachine:
         if t.dtype.name == "i32":
             return
         limit = float(ml_dtypes.finfo(NUMPY_DTYPES[t.dtype.name]).max)
-        meaningful = [vals[t.layout.root]] if isinstance(t.layout, OnRoot) else vals
+        # each array once: ranks doing the same work hold the same one (_same_work)
+        meaningful = _distinct([vals[t.layout.root]] if isinstance(t.layout, OnRoot) else vals)
         operands_finite = all(np.isfinite(a).all() for name in stmt.op.operands()
-                              if name in self.values.env for a in self.values.env[name])
+                              if name in self.values.env
+                              for a in _distinct(self.values.env[name]))
         with np.errstate(invalid="ignore"):
             beyond = any((~(np.abs(a) <= limit)).any() for a in meaningful)
         if beyond and operands_finite:
@@ -291,13 +293,53 @@ def _blocks(shape: tuple) -> list[slice]:
     return [slice(i, min(i + step, shape[0])) for i in range(0, shape[0], step)]
 
 
+def _distinct(arrays: list) -> list:
+    """The arrays of a per-rank list, each object once."""
+    return list({id(a): a for a in arrays}.values())
+
+
+def _rank_slot(t: TensorType, rank: int):
+    """Which part of a value of type `t` `rank` computes: its slice for Sliced (its local
+    rank's for NodeSliced), the whole (None) otherwise."""
+    if isinstance(t.layout, Sliced):
+        return rank
+    if isinstance(t.layout, NodeSliced):
+        return rank % t.layout.per_node
+    return None
+
+
+def _same_work(b: _BoundsMachine, op, t: TensorType, P: int) -> list[int]:
+    """For each rank, the first rank whose evaluation of elementwise `op` is the same work:
+    the same operand arrays (the same objects: a Replicated input, an AllReduce's result, a
+    value computed once for them) and the same part of the result (a Sliced result's slice
+    cuts Replicated operands and indexes dropout masks by rank). Replicated work at P ranks
+    is then computed once, not P times (the reference of an unscheduled optimizer at P = 8
+    would otherwise run its update 8 times)."""
+    names = sorted(set(ir.expr_refs(op.expr)))
+    slots = {_rank_slot(t, r) for r in range(P)}
+    for node in ir.expr_nodes(op.expr):  # a dropout's mask is indexed by its argument's slice
+        if isinstance(node, ir.Dropout):
+            arg = ir.expr_type(node.a, b.types, "Dropout")
+            if arg is not None and {_rank_slot(arg, r) for r in range(P)} != slots:
+                return list(range(P))
+    first: dict = {}
+    out = []
+    for r in range(P):
+        key = (_rank_slot(t, r), *(id(b.values.env[n][r]) for n in names),
+               *(id(b.errors.env[n][r]) for n in names))
+        out.append(first.setdefault(key, r))
+    return out
+
+
 def _bounded_elementwise(b: _BoundsMachine, op, t: TensorType, P: int):
     u = UNIT_ROUNDOFF[t.dtype.name]
     under = UNDERFLOW[t.dtype.name]
     shape = tuple(b.values.local_shape(t))
     blocks = _blocks(shape)
-    vals = [np.empty(shape) for _ in range(P)]
-    errs = [np.empty(shape) for _ in range(P)]
+    same = _same_work(b, op, t, P)
+    computed = sorted(set(same))
+    vals = {r: np.empty(shape) for r in computed}
+    errs = {r: np.empty(shape) for r in computed}
 
     def one(r: int, rows: slice | None) -> None:  # rows None: the whole arrays at once
         at = ... if rows is None else rows
@@ -308,21 +350,33 @@ def _bounded_elementwise(b: _BoundsMachine, op, t: TensorType, P: int):
         errs[r][at] = np.broadcast_to(be, v[at].shape) + u * np.abs(v[at]) + under
 
     if len(blocks) <= 1:
-        for r in range(P):
+        for r in computed:
             one(r, None)
-        return vals, errs
-    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-        for done in [pool.submit(one, r, rows) for r in range(P) for rows in blocks]:
-            done.result()  # a block's error raises here, as the whole array's would
-    return vals, errs
+    else:
+        with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+            for done in [pool.submit(one, r, rows) for r in computed for rows in blocks]:
+                done.result()  # a block's error raises here, as the whole array's would
+    # ranks doing the same work hold the same arrays (never written after: every rule makes
+    # new ones), as an AllReduce's ranks do
+    return [vals[same[r]] for r in range(P)], [errs[same[r]] for r in range(P)]
+
+
+def _rank_sum(arrays, fn=None) -> np.ndarray:
+    """The sum of per-rank arrays (each through `fn` first), added in rank order without
+    stacking them: numpy's sum over the leading axis of the stacked arrays adds them in the
+    same order, bit for bit (tests/runtime/test_check_bounds.py), at P times the memory."""
+    total = np.array(arrays[0] if fn is None else fn(arrays[0]), dtype=np.float64)
+    for a in arrays[1:]:
+        total += a if fn is None else fn(a)
+    return total
 
 
 def _sum_over_ranks(op, vals_in, errs_in, u: float, eta: float = 0.0):
     """Exact value and error bound of reducing per-rank arrays in any order (collectives)."""
     n = len(vals_in)
     if op == ir.ReduceOp.Sum:
-        v = np.sum(vals_in, axis=0)
-        return v, (np.sum(errs_in, axis=0) + gamma(n - 1, u) * np.sum(np.abs(vals_in), axis=0)
+        v = _rank_sum(vals_in)
+        return v, (_rank_sum(errs_in) + gamma(n - 1, u) * _rank_sum(vals_in, np.abs)
                    + (n - 1) * eta)
     if op in (ir.ReduceOp.Max, ir.ReduceOp.Min):
         fn = np.max if op == ir.ReduceOp.Max else np.min
@@ -520,9 +574,12 @@ def bounded_reference(program: ir.Program, inputs: Mapping[str, np.ndarray],
     b = _BoundsMachine(_Machine(bound, types, {}), _Machine(bound, types, {}))
     for v in program.inputs:
         types[v.name] = v.type
-        ranks = to_ranks(inputs[v.name], v.type, bound)
-        b.values.env[v.name] = [np.asarray(a).astype(np.float64) for a in ranks]
-        b.errors.env[v.name] = [np.zeros(np.shape(a)) for a in ranks]  # inputs are exact
+        # a Replicated input is one array every rank reads (converted once, not P times)
+        ranks = to_ranks(inputs[v.name], v.type, bound, shared=True)
+        exact = {id(a): np.asarray(a).astype(np.float64) for a in ranks}
+        zeros = {id(a): np.zeros(np.shape(a)) for a in ranks}  # inputs are exact
+        b.values.env[v.name] = [exact[id(a)] for a in ranks]
+        b.errors.env[v.name] = [zeros[id(a)] for a in ranks]
     for stmt in program.stmts:
         b.run_stmt(stmt)
     values = {v.name: from_ranks(v.name, b.values.env[v.name], v.type)

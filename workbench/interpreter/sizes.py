@@ -77,8 +77,10 @@ def concrete_shape(t: TensorType, bound) -> tuple[int, ...]:
     return tuple(concrete(d, bound) for d in t.shape)
 
 
-def to_ranks(value: np.ndarray, t: TensorType, bound) -> list[np.ndarray]:
-    """Split a logical value into what each rank holds."""
+def to_ranks(value: np.ndarray, t: TensorType, bound, shared: bool = False
+             ) -> list[np.ndarray]:
+    """Split a logical value into what each rank holds; `shared`: a Replicated value as the
+    same array on every rank (for a reader that never writes), else a copy each."""
     P = concrete(t.group.size, bound)
     shape = concrete_shape(t, bound)
     value = np.asarray(value, dtype=numpy_dtype(t.dtype))
@@ -95,7 +97,7 @@ def to_ranks(value: np.ndarray, t: TensorType, bound) -> list[np.ndarray]:
         # Views, not fancy indexing: np.take with a range copies element by element (minutes
         # at 2^28 elements); np.split returns slices at once.
         return np.split(value, P, axis=t.layout.dim)
-    return [value.copy() for _ in range(P)]
+    return [value] * P if shared else [value.copy() for _ in range(P)]
 
 
 def from_ranks(name: str, arrays: list[np.ndarray], t: TensorType) -> np.ndarray:
@@ -116,7 +118,7 @@ def from_ranks(name: str, arrays: list[np.ndarray], t: TensorType) -> np.ndarray
             return whole[0]
         case ReplicatedLayout():
             for r, a in enumerate(arrays[1:], start=1):
-                if not np.array_equal(a, arrays[0], equal_nan=True):
+                if a is not arrays[0] and not np.array_equal(a, arrays[0], equal_nan=True):
                     raise VerifyError(f"Replicated value '{name}' must be equal on every rank, "
                                       f"got rank {r} different from rank 0")
             return arrays[0]
