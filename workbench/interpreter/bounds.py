@@ -462,18 +462,25 @@ def _bounded_reduction(b: _BoundsMachine, op, t: TensorType, P: int):
     then combine across ranks (an f32 AllReduce of P scalars)."""
     xs, es = b.values.env[op.x], b.errors.env[op.x]
     norm = isinstance(op, ir.Norm)
-    parts = []
-    for x, ex in zip(xs, es):
+
+    def part(x, ex):
         x = x.astype(np.float64).reshape(-1)
         if norm:
-            parts.append(_kernel_sum(x * x, 2 * np.abs(x) * ex + ex * ex))
-        elif op.op == ir.ReduceOp.Sum:
-            parts.append(_kernel_sum(x, ex))
-        elif x.size:  # Max / Min: exact, the largest error of any element
+            return _kernel_sum(x * x, 2 * np.abs(x) * ex + ex * ex)
+        if op.op == ir.ReduceOp.Sum:
+            return _kernel_sum(x, ex)
+        if x.size:  # Max / Min: exact, the largest error of any element
             fn = np.max if op.op == ir.ReduceOp.Max else np.min
-            parts.append((fn(x), np.max(ex)))
-        else:
-            parts.append((np.float64(0.0), np.float64(0.0)))
+            return fn(x), np.max(ex)
+        return np.float64(0.0), np.float64(0.0)
+
+    done: dict = {}  # ranks holding the same arrays (a Replicated value) reduce them once
+    parts = []
+    for x, ex in zip(xs, es):
+        key = (id(x), id(ex))
+        if key not in done:
+            done[key] = part(x, ex)
+        parts.append(done[key])
     rop = ir.ReduceOp.Sum if norm else op.op
     if isinstance(b.types[op.x].layout, Sliced):
         v, e = _sum_over_ranks(rop, [np.asarray(p[0]) for p in parts],
