@@ -135,3 +135,15 @@ def test_a_sweep_point_that_fixes_the_defaults_is_taken(capsys, tmp_path, monkey
                  "T=8208", "--set", "H=12288", "--out", str(tmp_path / "res")]) == 2
     assert capsys.readouterr().err == "error: stopped after the size check\n"
     assert Path(tmp_path / "res").exists()
+
+
+def test_simulate_leaves_out_a_schedule_the_sizes_cannot_run(capsys):
+    """A simulated win must be a schedule that can run: at T = 8196 on 4 GPUs the overlapped
+    layer (its best at T = 8192) is left out, saying why, and another is best."""
+    assert main(["simulate", "studies/model_parallel.py", "--hardware", "h200x4", "--set",
+                 "T=8196"]) == 0
+    out, err = capsys.readouterr()
+    assert ("schedule overlap-mm-fuse-ar-c left out on h200x4: statement y,summed_rs,out_s,out: "
+            "the MatMul's 8196 output rows must be a multiple of chunks x ranks = 16") in err
+    best = [line.split()[0] for line in out.splitlines() if line.rstrip().endswith("*")]
+    assert best == ["fuse-ar-c"]
