@@ -5,8 +5,8 @@ elementwise statements in row blocks on threads (`bounds.BLOCK_ELEMENTS`), every
 own; and row blocks with the ranks that do the same work sharing it (`bounds._same_work`:
 an unscheduled optimizer's update on an AllReduce's result runs once, not P times).
 
-    python benchmarks/reference_speed.py [LOG2_N] [P] [STUDY]
-        (default 24 1 studies/lamb.py: N = 2^24, P = 1)
+    python benchmarks/reference_speed.py [LOG2_N] [P] [STUDY] [blocks]
+        (default 24 1 studies/lamb.py: N = 2^24, P = 1; `blocks`: the two row-block ways only)
 """
 
 import os
@@ -32,9 +32,9 @@ def main() -> None:
     def own(b, op, t, P):
         return list(range(P))
 
-    for label, block, work in (("whole arrays, per rank", 1 << 62, own),
-                               ("row blocks, per rank", blocked, own),
-                               ("row blocks, shared work", blocked, shared)):
+    ways = [("whole arrays, per rank", 1 << 62, own), ("row blocks, per rank", blocked, own),
+            ("row blocks, shared work", blocked, shared)]
+    for label, block, work in ways[1:] if sys.argv[4:5] == ["blocks"] else ways:
         bounds.BLOCK_ELEMENTS, bounds._same_work = block, work
         times = []
         for _ in range(3):
