@@ -258,9 +258,9 @@ def _tree_ll128_forward_s(nbytes, ranks: int, nodes: int, cluster: Cluster,
                           stream_Bps: float, one_per_node: bool) -> float:
     """The tree LL128's chunk stored whole at each network stage (decision 116,
     nccl_model.tree_ll128_forward_s) on `tree_channels` (one GPU per node of a hierarchical
-    split: its own communicator's 2), each at its share of the network leg's rate
-    `stream_Bps` (before the tree's size correction, NCCL's reading of the ramp). Symbolic
-    sizes: a full chunk."""
+    split: its own communicator's 2), up at the network leg's rate `stream_Bps` (before the
+    tree's size correction, NCCL's reading of the ramp) over the channels. Symbolic sizes: a
+    full chunk."""
     size = float(nbytes) if is_number(nbytes) else math.inf
     channels = network_channels(cluster, True) if one_per_node else tree_channels(cluster)
     return nccl_model.tree_ll128_forward_s(size, nodes, ranks // nodes, channels,

@@ -474,9 +474,14 @@ def ring_first_post_s(nbytes: float, channels: int, inter_steps: int, message_s:
 #   so the step-sized message adds nothing beyond NCCL's bandwidth term (no term here).
 # - The tree: each chunk goes up and down the tree; at each of its 2 log2(nodes) network
 #   stages it is stored whole before it is forwarded, so the pipeline's fill gains one chunk's
-#   transfer per network stage, at a channel's share of the network leg. NCCL's tuning model
-#   prices latency per hop and the buffer at its rate, not this fill: like NVLSTree's fill
-#   (decision 102) it is the plan's `unseen_s`.
+#   transfer per network stage. Up the tree a chunk shares its NIC's direction only with the
+#   other channels' chunks going up: the network leg's rate over the channels. NCCL's two
+#   trees are mirrored (connect.cc: the second half of the channels runs the other tree), so
+#   every NIC direction carries one tree's up pass and the other's down pass: while a
+#   channel's up pass still streams (its share of the buffer is more than a chunk), a chunk
+#   going down gets half that rate, the plan's own steady rate (it prices 2 x the buffer at
+#   the leg's rate). NCCL's tuning model prices latency per hop and the buffer at its rate,
+#   not this fill: like NVLSTree's fill (decision 102) it is the plan's `unseen_s`.
 LL128_BUFFSIZE = 120 * 640 * NCCL_STEPS * 8  # init.cc DEFAULT_LL128_BUFFSIZE: 4,915,200 bytes
 LL128_LINE_WORDS, LL128_DATA_WORDS = 16, 15  # device.h NCCL_LL128_LINEELEMS, _DATAELEMS
 
@@ -506,12 +511,15 @@ def tree_ll128_chunk_bytes(nbytes: float, channels: int, nodes: int, ppn: int) -
 def tree_ll128_forward_s(nbytes: float, nodes: int, ppn: int, channels: int,
                          channel_Bps: float) -> float:
     """The tree LL128's store-and-forward across the network, beyond NCCL's estimate: at each
-    of its 2 log2(`nodes`) network stages a channel's chunk (tree_ll128_chunk_bytes, or the
-    channel's whole share of `nbytes` if less) crosses whole, its 16/15 wire bytes at
-    `channel_Bps`, a channel's share of the network leg, before the next stage starts."""
+    of its log2(`nodes`) network stages up and as many down, a channel's chunk
+    (tree_ll128_chunk_bytes, or the channel's whole share of `nbytes` if less) crosses whole,
+    its 16/15 wire bytes, before the next stage starts: up at `channel_Bps` (the network
+    leg's rate over the channels), down at half of it while the channel's up pass still
+    streams (a share of more than one chunk), else at it."""
     chunk = tree_ll128_chunk_bytes(nbytes, channels, nodes, ppn)
     message = min(chunk, nbytes / channels) * LL128_LINE_WORDS / LL128_DATA_WORDS
-    return 2 * math.floor(math.log2(nodes)) * message / channel_Bps
+    down_share = 0.5 if nbytes / channels > chunk else 1.0
+    return math.floor(math.log2(nodes)) * message * (1 + 1 / down_share) / channel_Bps
 
 
 # ---------------------------------------------------------------- NCCL 2.4.8 (release "2.4")

@@ -68,8 +68,9 @@ def tree_closed_form_s(c, protocol, P):
     # 1 GiB is past the tree correction table (64 B .. 256 MiB): no correction
     bus = _bus_Bps(c, protocol, "tree", nodes)
     # LL128 (decision 116): a full chunk of 576,000 data bytes, 614,400 on the wire, stored
-    # whole at each of the 2 log2(nodes) network stages, at one of 16 channels' share
-    forward = (2 * math.floor(math.log2(nodes)) * 614400 / (bus / 16)
+    # whole at each of the log2(nodes) network stages up (one of 16 channels' share of the
+    # leg) and down (half of it: a channel's 64 MiB share is more than a chunk)
+    forward = (math.floor(math.log2(nodes)) * 614400 * (1 + 2) / (bus / 16)
                if protocol == "LL128" else 0.0)
     return _fixed_s(c) + lat + 2 * GIB / bus + forward
 
