@@ -218,6 +218,7 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
     lat = nccl_model.latency_s(kind, algorithm, protocol, ranks, nodes,
                                fabric_hop_s(cluster, nodes), cluster.fabric.message_s)
     bw, link = _network_bandwidth(kind, algorithm, proto, P, cluster, path, one_per_node)
+    stream_bw = bw  # before the tree's size correction
     if algorithm == "tree":
         if numeric:
             bw *= nccl_model.tree_correction(protocol, float(nbytes))
@@ -246,9 +247,24 @@ def _network_plan(kind, algorithm, proto: Protocol, nbytes, P, cluster: Cluster,
         fill = nccl_model.ring_first_post_s(size, tree_channels(cluster),
                                             nccl_model.ring_steps(kind, ranks, nodes)[1],
                                             cluster.fabric.lone_message[0])
+    if (algorithm, protocol) == ("tree", "LL128"):
+        fill = _tree_ll128_forward_s(nbytes, ranks, nodes, cluster, stream_bw, one_per_node)
     fixed_s = nccl.host_overhead_s + nccl.kind_latency_s(kind) + base + fill
     return Plan(kind, algorithm, protocol, channels, steps, bus_bytes / steps, step_s,
                 fixed_s, link, bus_bytes, fill)
+
+
+def _tree_ll128_forward_s(nbytes, ranks: int, nodes: int, cluster: Cluster,
+                          stream_Bps: float, one_per_node: bool) -> float:
+    """The tree LL128's chunk stored whole at each network stage (decision 116,
+    nccl_model.tree_ll128_forward_s) on `tree_channels` (one GPU per node of a hierarchical
+    split: its own communicator's 2), up at the network leg's rate `stream_Bps` (before the
+    tree's size correction, NCCL's reading of the ramp) over the channels. Symbolic sizes: a
+    full chunk."""
+    size = float(nbytes) if is_number(nbytes) else math.inf
+    channels = network_channels(cluster, True) if one_per_node else tree_channels(cluster)
+    return nccl_model.tree_ll128_forward_s(size, nodes, ranks // nodes, channels,
+                                           stream_Bps / channels)
 
 
 def tree_channels(cluster: Cluster) -> int:

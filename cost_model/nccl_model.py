@@ -457,6 +457,71 @@ def ring_first_post_s(nbytes: float, channels: int, inter_steps: int, message_s:
     rate, which the A3 Mega AllGather rows refute for the ring's 4 MiB chunk."""
     return inter_steps * (active_channels(nbytes, channels) - 1) * message_s
 
+# ---------------------------------------------------------------- LL128 across the network
+
+# LL128 crosses a network connection one step at a time (decision 116). Inside a node an LL128
+# receiver reads each 128-byte line as it lands (its flag is the line's last 8 bytes,
+# prims_ll128.h); across the network the kernel writes a whole step into the connection's
+# buffer, then `postSend` (after a barrier and __threadfence_system) moves the tail, and only
+# then does the proxy send the step as one message (transport/net.cc sendProxy: with GPUDirect
+# RDMA an LL128 step is ready when the tail passes it; LL128 is never flushed). The step is
+# the protocol's chunk (enqueue.cc calcCollChunking: chunkSteps = sliceSteps = 1 for LL128),
+# at most a step of the LL128 buffer, 15 of its 16 words data. A collective connection is not
+# shared, so its proxy keeps NCCL_STEPS steps in flight (net.cc maxDepth: NCCL_SHARED_STEPS /
+# nsubs with one sub).
+# - The ring: every network step is a step of the ring (one chunk per rank and channel while
+#   the buffer is under a loop); the network link stays busy from the first step to the last,
+#   so the step-sized message adds nothing beyond NCCL's bandwidth term (no term here).
+# - The tree: each chunk goes up and down the tree; at each of its 2 log2(nodes) network
+#   stages it is stored whole before it is forwarded, so the pipeline's fill gains one chunk's
+#   transfer per network stage. Up the tree a chunk shares its NIC's direction only with the
+#   other channels' chunks going up: the network leg's rate over the channels. NCCL's two
+#   trees are mirrored (connect.cc: the second half of the channels runs the other tree), so
+#   every NIC direction carries one tree's up pass and the other's down pass: while a
+#   channel's up pass still streams (its share of the buffer is more than a chunk), a chunk
+#   going down gets half that rate, the plan's own steady rate (it prices 2 x the buffer at
+#   the leg's rate). NCCL's tuning model prices latency per hop and the buffer at its rate,
+#   not this fill: like NVLSTree's fill (decision 102) it is the plan's `unseen_s`.
+LL128_BUFFSIZE = 120 * 640 * NCCL_STEPS * 8  # init.cc DEFAULT_LL128_BUFFSIZE: 4,915,200 bytes
+LL128_LINE_WORDS, LL128_DATA_WORDS = 16, 15  # device.h NCCL_LL128_LINEELEMS, _DATAELEMS
+
+
+def ll128_chunk_bytes(buffsize_bytes: int = LL128_BUFFSIZE) -> int:
+    """The data bytes of one LL128 step (enqueue.cc calcCollChunking: stepSize =
+    buffSizes[LL128] / NCCL_STEPS, then (chunkSize / NCCL_LL128_LINEELEMS) x
+    NCCL_LL128_DATAELEMS): 576,000 bytes by NCCL's default buffer."""
+    return buffsize_bytes // NCCL_STEPS // LL128_LINE_WORDS * LL128_DATA_WORDS
+
+
+def tree_ll128_chunk_bytes(nbytes: float, channels: int, nodes: int, ppn: int) -> int:
+    """The chunk NCCL 2.28.9 gives a tree LL128 AllReduce of `nbytes` on `channels` channels
+    over `nodes` nodes of `ppn` ranks (enqueue.cc calcCollChunking, NCCL_ALGO_TREE with
+    NCCL_PROTO_LL128: halved while a channel has fewer than nstepsLL128 x 64 / ppn chunks
+    down to 128 KiB, then fewer than nstepsLL128 x 16 / ppn down to 32 KiB; nstepsLL128 =
+    1 + log2(nodes) + 0.1 ppn; the quotient an integer division, as NCCL's)."""
+    chunk = ll128_chunk_bytes()
+    steps = 1 + int(math.log2(nodes)) + 0.1 * ppn
+    size = math.inf if math.isinf(nbytes) else int(nbytes)
+    for per_rank, floor in ((64, 131072), (16, 32768)):
+        while size // (channels * chunk) < steps * per_rank / ppn and chunk > floor:
+            chunk //= 2
+    return chunk
+
+
+def tree_ll128_forward_s(nbytes: float, nodes: int, ppn: int, channels: int,
+                         channel_Bps: float) -> float:
+    """The tree LL128's store-and-forward across the network, beyond NCCL's estimate: at each
+    of its log2(`nodes`) network stages up and as many down, a channel's chunk
+    (tree_ll128_chunk_bytes, or the channel's whole share of `nbytes` if less) crosses whole,
+    its 16/15 wire bytes, before the next stage starts: up at `channel_Bps` (the network
+    leg's rate over the channels), down at half of it while the channel's up pass still
+    streams (a share of more than one chunk), else at it."""
+    chunk = tree_ll128_chunk_bytes(nbytes, channels, nodes, ppn)
+    message = min(chunk, nbytes / channels) * LL128_LINE_WORDS / LL128_DATA_WORDS
+    down_share = 0.5 if nbytes / channels > chunk else 1.0
+    return math.floor(math.log2(nodes)) * message * (1 + 1 / down_share) / channel_Bps
+
+
 # ---------------------------------------------------------------- NCCL 2.4.8 (release "2.4")
 
 # A profile's `nccl.release` names the NCCL whose algorithm choice prices its collectives:

@@ -66,7 +66,13 @@ def tree_closed_form_s(c, protocol, P):
     net += _fabric_s(nodes) * (2 if protocol == "Simple" else 1)
     lat = base + 2 * ((8 - 1) * intra + math.floor(math.log2(nodes)) * net)
     # 1 GiB is past the tree correction table (64 B .. 256 MiB): no correction
-    return _fixed_s(c) + lat + 2 * GIB / _bus_Bps(c, protocol, "tree", nodes)
+    bus = _bus_Bps(c, protocol, "tree", nodes)
+    # LL128 (decision 116): a full chunk of 576,000 data bytes, 614,400 on the wire, stored
+    # whole at each of the log2(nodes) network stages up (one of 16 channels' share of the
+    # leg) and down (half of it: a channel's 64 MiB share is more than a chunk)
+    forward = (math.floor(math.log2(nodes)) * 614400 * (1 + 2) / (bus / 16)
+               if protocol == "LL128" else 0.0)
+    return _fixed_s(c) + lat + 2 * GIB / bus + forward
 
 
 @pytest.mark.parametrize("P", [1024, 16384])

@@ -135,7 +135,13 @@ def test_coconet_experiment_prices_the_baseline_on_its_release():
     for k in (22, 28):
         row = bench.simulate_size(loaded, cluster, baseline, k)
         if k == 22:
-            assert row["baseline_ms"] > 1.5 * row["ar_opt_ms"]
+            # decision 116: the LL128 tree's store-and-forward across nodes makes ar-opt
+            # slower there (0.817 -> 1.120 ms) and the best schedule's time meets CoCoNet's
+            # measured 0.892 ms (0.909, was 0.817); the speedup (-17.7 %, was -8.4 %) now
+            # carries the baseline's own error (NCCL 2.4.8's tree priced 1.326 against 1.580)
+            assert row["baseline_ms"] > 1.15 * row["ar_opt_ms"]
+            assert abs(row["best_ms"] / (ref.loc[2**k, "coconet_ms"] / 1e3) - 1) <= 0.05, row
+            assert abs(row["speedup"] / ref.loc[2**k, "speedup"] - 1) <= 0.20, row
         else:
             assert row["baseline_ms"] == pytest.approx(row["ar_opt_ms"])
-        assert abs(row["speedup"] / ref.loc[2**k, "speedup"] - 1) <= 0.10, row
+            assert abs(row["speedup"] / ref.loc[2**k, "speedup"] - 1) <= 0.10, row

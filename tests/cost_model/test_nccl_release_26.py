@@ -83,13 +83,15 @@ def test_ring_and_tree_against_coconets_runs():
 
 def test_the_preset_keeps_228_and_228_is_faster_on_the_tree():
     """NCCL 2.28.9's model runs the same LL128 tree faster on Volta than 2.6.4's (LL128 at
-    120/128 across nodes and a 0.8 correction at 4 MiB, against 7/9 and 0.7)."""
+    120/128 across nodes and a 0.8 correction at 4 MiB, against 7/9 and 0.7): the models'
+    estimates (the 2.28 plan's time adds the store-and-forward NCCL's model leaves out,
+    decision 116)."""
     v228 = preset("dgx2-v100", 8)
     assert v228.nccl.release == "2.28"
     t228 = coll.choose_plan("allreduce", 4 * 2**20, 128, v228)
     t26 = coll.choose_plan("allreduce", 4 * 2**20, 128, _cluster())
     assert (t228.algorithm, t228.protocol) == (t26.algorithm, t26.protocol) == ("tree", "LL128")
-    assert float(t26.time_s) / float(t228.time_s) > 1.15
+    assert float(t26.nccl_estimate_s) / float(t228.nccl_estimate_s) > 1.15
 
 
 def test_one_node_keeps_the_fitted_constants():
