@@ -61,6 +61,9 @@ def test_every_shipped_schedule_takes_its_default_sizes(spec, P):
     # an MoE dispatch overlapped with its GEMM: NCCL's chunks of the exchanged rows
     ("studies/moe.py", "overlap-a2a-mm", {"T": 4098}, (
         "the 4098 rows must be a multiple of chunks = 4 to run in 4 chunks")),
+    # a pipelined hierarchy's three legs, chunk by chunk over a rank's node slice
+    ("studies/pipeline_hierarchy.py", "pipelined-c4", {"N": 1048578}, (
+        "a rank's node slice of 1048578 elements must be a multiple of chunks = 4")),
     # a row kernel whose row outgrows the registers its threads keep between passes
     ("studies/rmsnorm.py", "fused", {"H": 20000}, (
         "a row kernel's rows must have at most 16384 elements")),

@@ -201,7 +201,7 @@ def _sizes_verdict(loaded, size_values: dict, cluster, programs: dict) -> str:
         if plan is None:
             continue  # lowering refuses it: _lowers says why
         # chunks the sizes leave undivided: refused here, as compile-and-measure would
-        refuse_sizes([(name, plan)], {**sizes, "P": plan.P})
+        refuse_sizes([(name, plan)], {**sizes, "P": sizes.get("P", cluster.world_size)})
         memory = plan_memory(plan, cluster, bound)
         if not memory.fits:
             too_big[name] = memory.why_not()
