@@ -78,7 +78,7 @@ class KernelStep:
     stmts: tuple[str, ...]
     flags: str = ""
     extent: sympy.Expr = sympy.Integer(0)  # elements per rank (sizes unbound); rows: rows
-    cols: sympy.Expr = sympy.Integer(0)  # a row kernel's row length (check_row_cols)
+    cols: sympy.Expr = sympy.Integer(0)  # a row kernel's row length (row_cols_fault)
     flops: sympy.Expr = sympy.Integer(0)
     dropouts: sympy.Expr = sympy.Integer(0)
     flops_dtype: str = "f32"
@@ -187,7 +187,7 @@ class OverlapStep:
     consumer: KernelStep | NcclStep | GemmStep
     stmt: str
     rows: sympy.Expr = sympy.Integer(0)  # NCCL producer: rows of the chunked tensor
-    per: int = 1  # ... which must divide into this many equal parts (check_chunk_rows)
+    per: int = 1  # ... which must divide into this many equal parts (chunk_rows_fault)
     # A generated consumer beside a GEMM time-shares the SMs with it and runs on part of its
     # grid (`consumer_grid`): lowering decides it, the runtime launches it so and the cost
     # model and the simulator price it so. `consumer_blocks`: the blocks chosen
@@ -272,7 +272,7 @@ class ChunkedStep:
     steps: tuple
     stmt: str
     rows: sympy.Expr = sympy.Integer(0)  # rows of the chunked tensor (sizes unbound) ...
-    per: int = 1  # ... which must divide into this many equal parts (check_chunk_rows)
+    per: int = 1  # ... which must divide into this many equal parts (chunk_rows_fault)
 
 
 @dataclass(frozen=True)
@@ -457,25 +457,6 @@ def fault(what: str) -> RuntimeFault:
     return RuntimeFault(what)
 
 
-def check_overlap_rows(step: OverlapStep, rows: int, P: int) -> None:
-    """Raise unless `rows` (the MatMul's output rows, sizes bound) split into the step's
-    chunks, and each chunk evenly over the P ranks when a fused collective consumes it."""
-    _raise(_overlap_rows_fault(step, rows, P))
-
-
-def check_row_cols(step: KernelStep, cols: int) -> None:
-    """Raise unless a row kernel's rows (`cols` elements, sizes bound) fit its row cache:
-    values kept between its passes live in registers, `cache` per thread."""
-    _raise(_row_cols_fault(step, cols))
-
-
-def check_chunk_rows(stmt: str, rows: int, per: int, chunks: int,
-                     rows_are: str = "the {} rows", action: str = "run in") -> None:
-    """Raise unless `rows` (sizes bound) split into `per` equal parts: `chunks` per tensor,
-    times P when each chunk is split again over the ranks of a stage."""
-    _raise(_chunk_rows_fault(stmt, rows, per, chunks, rows_are, action))
-
-
 def check_sizes(plan: Plan, bound: dict) -> None:
     """Raise the first of `size_faults` (the runtime's refusal, before it allocates)."""
     faults = size_faults(plan, bound)
@@ -506,51 +487,51 @@ def _step_faults(step, values, P: int, chunks: int = 1):
     """The messages (or None) of `step` and the steps inside it (size_faults)."""
     if isinstance(step, KernelStep):
         if step.spec.row is not None:
-            yield from (_row_cols_fault(step, c) for c in values(step.cols))
+            yield from (row_cols_fault(step, c) for c in values(step.cols))
     elif isinstance(step, NcclStep):
         if step.exchange and chunks > 1:
-            yield from (_exchange_fault(step, c, P, chunks) for c in values(step.count))
+            yield from (exchange_fault(step, c, P, chunks) for c in values(step.count))
     elif isinstance(step, OverlapStep):
         if isinstance(step.producer, GemmStep):
-            yield from (_overlap_rows_fault(step, m, P) for m in values(step.producer.m))
+            yield from (overlap_rows_fault(step, m, P) for m in values(step.producer.m))
         else:
-            yield from (_chunk_rows_fault(step.stmt, r, step.per, step.chunks)
+            yield from (chunk_rows_fault(step.stmt, r, step.per, step.chunks)
                         for r in values(step.rows))
         for inner in (step.producer, step.consumer):
             yield from _step_faults(inner, values, P, step.chunks)
     elif isinstance(step, ChunkedStep):
-        yield from (_chunk_rows_fault(step.stmt, r, step.per, step.chunks)
+        yield from (chunk_rows_fault(step.stmt, r, step.per, step.chunks)
                     for r in values(step.rows))
         for inner in step.steps:
             yield from _step_faults(inner, values, P, step.chunks)
     elif isinstance(step, PipelineStep):
-        yield from (_chunk_rows_fault(step.stmt, r, step.chunks, step.chunks,
-                                      rows_are="a rank's node slice of {} elements",
-                                      action="pipeline its legs in")
+        yield from (chunk_rows_fault(step.stmt, r, step.chunks, step.chunks,
+                                     rows_are="a rank's node slice of {} elements",
+                                     action="pipeline its legs in")
                     for r in values(step.rows))
         for inner in step.legs:
             yield from _step_faults(inner, values, P, step.chunks)
     elif isinstance(step, CopyEngineStep):
-        yield from (_chunk_rows_fault(", ".join(step.stmts), n, step.chunks, step.chunks,
-                                      rows_are="a rank's slice of {} elements",
-                                      action="move by copy engines in")
+        yield from (chunk_rows_fault(", ".join(step.stmts), n, step.chunks, step.chunks,
+                                     rows_are="a rank's slice of {} elements",
+                                     action="move by copy engines in")
                     for n in values(step.kernel.extent))
         for inner in (step.start, step.kernel, step.end):
             yield from _step_faults(inner, values, P)
 
 
-def _raise(message: str | None) -> None:
-    if message:
-        raise fault(message)
-
-
-def _overlap_rows_fault(step: OverlapStep, rows: int, P: int) -> str | None:
+def overlap_rows_fault(step: OverlapStep, rows: int, P: int) -> str | None:
+    """Why `rows` (the MatMul's output rows, sizes bound) do not split into the step's
+    chunks, and each chunk evenly over the P ranks when a fused collective consumes it; None
+    when they do."""
     per = step.chunks * (P if isinstance(step.consumer, KernelStep) else 1)
-    return _chunk_rows_fault(step.stmt, rows, per, step.chunks,
+    return chunk_rows_fault(step.stmt, rows, per, step.chunks,
                              rows_are="the MatMul's {} output rows", action="overlap in")
 
 
-def _row_cols_fault(step: KernelStep, cols: int) -> str | None:
+def row_cols_fault(step: KernelStep, cols: int) -> str | None:
+    """Why a row kernel's rows (`cols` elements, sizes bound) do not fit its row cache
+    (values kept between its passes live in registers, `cache` per thread); None if they do."""
     row = step.spec.row
     if row is not None and row.cache and cols > row.max_threads * row.cache:
         most = row.max_threads * row.cache
@@ -561,7 +542,9 @@ def _row_cols_fault(step: KernelStep, cols: int) -> str | None:
     return None
 
 
-def _exchange_fault(step: NcclStep, count: int, P: int, chunks: int) -> str | None:
+def exchange_fault(step: NcclStep, count: int, P: int, chunks: int) -> str | None:
+    """Why a rotated exchange of `count` elements per rank does not split into P blocks and
+    `chunks` chunks (workbench.runtime.chunked.exchange_pieces); None when it does."""
     if count % P or count % chunks:
         return (f"statement {step.stmt}: a rotated exchange of {count} elements per rank must "
                 f"split into {P} blocks and {chunks} chunks evenly, got a remainder; pick "
@@ -569,8 +552,10 @@ def _exchange_fault(step: NcclStep, count: int, P: int, chunks: int) -> str | No
     return None
 
 
-def _chunk_rows_fault(stmt: str, rows: int, per: int, chunks: int,
-                      rows_are: str = "the {} rows", action: str = "run in") -> str | None:
+def chunk_rows_fault(stmt: str, rows: int, per: int, chunks: int,
+                     rows_are: str = "the {} rows", action: str = "run in") -> str | None:
+    """Why `rows` (sizes bound) do not split into `per` equal parts (`chunks` per tensor,
+    times P when each chunk is split again over the ranks of a stage); None when they do."""
     if rows % per:
         return (f"statement {stmt}: {rows_are.format(rows)} must be a multiple of "
                 f"{'chunks x ranks = ' if per != chunks else 'chunks = '}{per} to "

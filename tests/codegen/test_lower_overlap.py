@@ -7,7 +7,7 @@ import pytest
 from codegen_cases import ROOT
 
 from codegen.lower import lower
-from codegen.plan import GemmStep, KernelStep, NcclStep, OverlapStep, check_overlap_rows
+from codegen.plan import GemmStep, KernelStep, NcclStep, OverlapStep, overlap_rows_fault
 from workbench import autotune
 from workbench.errors import RuntimeFault
 from workbench.loader import load
@@ -89,16 +89,14 @@ def test_overlap_with_an_nccl_allreduce_chunks_the_nccl_call():
     cand = next(c for c in result.candidates if c.name == "overlap4")
     step = lower(cand.program, P=2).steps[0]
     assert isinstance(step, OverlapStep) and isinstance(step.consumer, NcclStep)
-    check_overlap_rows(step, rows=4, P=2)  # NCCL needs whole chunks only
-    with pytest.raises(RuntimeFault, match=r"^statement y,summed: the MatMul's 6 output rows "
-                                           r"must be a multiple of chunks = 4 to overlap in 4 "
-                                           r"chunks; pick sizes that divide, or a chunk count that divides them$"):
-        check_overlap_rows(step, rows=6, P=2)
+    assert overlap_rows_fault(step, rows=4, P=2) is None  # NCCL needs whole chunks only
+    assert overlap_rows_fault(step, rows=6, P=2) == (
+        "statement y,summed: the MatMul's 6 output rows must be a multiple of chunks = 4 to "
+        "overlap in 4 chunks; pick sizes that divide, or a chunk count that divides them")
 
 
 def test_fused_overlap_needs_rows_for_every_rank_of_every_chunk():
     step = lower(_model_parallel().schedules["overlap-mm-fuse-ar-c"].apply(), P=2).steps[0]
-    check_overlap_rows(step, rows=8192, P=2)
-    with pytest.raises(RuntimeFault, match=r"must be a multiple of chunks x ranks = 8 to "
-                                           r"overlap in 4 chunks"):
-        check_overlap_rows(step, rows=12, P=2)
+    assert overlap_rows_fault(step, rows=8192, P=2) is None
+    assert "must be a multiple of chunks x ranks = 8 to overlap in 4 chunks" in (
+        overlap_rows_fault(step, rows=12, P=2))

@@ -74,7 +74,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) wb_collective_p4_v8_bc4f0a7
   const long long group_rows = moving_blocks * (per_block > 0 ? per_block : 1);
   uint32_t* const ready[4] = {p_ready_summed_peer0, p_ready_summed_peer1, p_ready_summed_peer2, p_ready_summed_peer3};
   // The row cache: K elements per thread of each value kept between passes, in registers
-  // (the loops over k unroll). The runtime refuses longer rows (codegen.plan.check_row_cols).
+  // (the loops over k unroll). Longer rows are refused before a run (codegen.plan.row_cols_fault).
   constexpr int K = 32;
   if (cols > static_cast<long long>(K) * blockDim.x) __trap();
   constexpr int V = 8;

@@ -32,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) wb_rows_p1_v8_36857b8c5cb29
   const long long rows = T;
   const long long cols = H;
   // The row cache: K elements per thread of each value kept between passes, in registers
-  // (the loops over k unroll). The runtime refuses longer rows (codegen.plan.check_row_cols).
+  // (the loops over k unroll). Longer rows are refused before a run (codegen.plan.row_cols_fault).
   constexpr int K = 32;
   if (cols > static_cast<long long>(K) * blockDim.x) __trap();
   constexpr int V = 8;
