@@ -79,8 +79,9 @@ def concrete_shape(t: TensorType, bound) -> tuple[int, ...]:
 
 def to_ranks(value: np.ndarray, t: TensorType, bound, shared: bool = False
              ) -> list[np.ndarray]:
-    """Split a logical value into what each rank holds; `shared`: a Replicated value as the
-    same array on every rank (for a reader that never writes), else a copy each."""
+    """Split a logical value into what each rank holds; `shared` (for a reader that never
+    writes): views of the value, a Replicated one the same array on every rank, where
+    otherwise each rank gets a copy."""
     P = concrete(t.group.size, bound)
     shape = concrete_shape(t, bound)
     value = np.asarray(value, dtype=numpy_dtype(t.dtype))
@@ -89,7 +90,7 @@ def to_ranks(value: np.ndarray, t: TensorType, bound, shared: bool = False
         raise SizeError(f"input must have logical shape {tuple(expect)} for {t}, got "
                         f"{value.shape}")
     if isinstance(t.layout, LocalLayout):
-        return [value[r].copy() for r in range(P)]
+        return [value[r] if shared else value[r].copy() for r in range(P)]
     if isinstance(t.layout, NodeSliced):  # local rank l of every node holds slice l
         parts = np.split(value, t.layout.per_node, axis=t.layout.dim)
         return [parts[r % t.layout.per_node] for r in range(P)]
