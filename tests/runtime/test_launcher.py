@@ -236,3 +236,34 @@ def test_find_mpirun_looks_beside_this_python(tmp_path, monkeypatch):
     assert L.find_mpirun() is None
     (tmp_path / "mpirun").write_text("")
     assert L.find_mpirun() == str(tmp_path / "mpirun")
+
+
+@needs_mpirun
+def test_mpirun_failing_to_start_its_pmix_server_runs_the_job_once_more(tmp_path, monkeypatch):
+    """Open MPI 5's mpirun sometimes fails to start its PMIx server's listener when several
+    start at once: no rank ran, so the job starts once more and completes; said on the
+    launcher's own line. A second such failure, or any other, is raised."""
+    first = tmp_path / "failed-once"
+    fake = tmp_path / "mpirun"
+    fake.write_text(f"""#!/bin/sh
+if [ "$1" != "--version" ] && [ ! -e {first} ]; then
+  touch {first}
+  echo "The PMIx server's listener thread failed to start. We cannot" >&2
+  echo "continue." >&2
+  exit 213
+fi
+exec {_MPIRUN} "$@"
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("WB_MPIRUN", str(fake))
+    said = []
+    tails = launch(2, [sys.executable, FAKE, "ok"], hang_s=30, launcher="mpirun",
+                   echo=lambda rank, line: said.append((rank, line)))
+    assert first.exists() and len(tails) == 2
+    assert (-1, "mpirun failed to start its PMIx server before any rank ran; starting the job "
+                "once more") in said
+    first.unlink()
+    fake.write_text(fake.read_text().replace(f"[ ! -e {first} ]", "true"))  # fails every time
+    with pytest.raises(RuntimeFault, match=r"^mpirun must exit 0, got exit code 213 with no "
+                       r"rank reporting a failure"):
+        launch(2, [sys.executable, FAKE, "ok"], hang_s=30, launcher="mpirun")
