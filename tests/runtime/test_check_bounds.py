@@ -257,6 +257,8 @@ def _scheduled(spec: str, name: str):
     ("studies/model_parallel.py", "", {"T": 64, "H": 256, "P": 4}),  # replicated dropout
     ("studies/model_parallel.py", "fuse-ar-c", {"T": 64, "H": 256, "P": 4}),  # on slices
     ("studies/lamb.py", "", {"N": 2**12, "P": 4}),  # norms broadcast into the update
+    ("studies/lamb.py", "", {"N": 2**12, "P": 8}),
+    ("studies/allreduce_rmsnorm.py", "fuse-rs-c-ag", {"T": 64, "H": 256, "P": 8}),  # rows
 ])
 def test_ranks_doing_the_same_work_share_it_bit_for_bit(spec, name, sizes, monkeypatch):
     """The reference computes an elementwise statement once for the ranks whose operands
