@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,7 @@ def load_script(relpath: str, name: str | None = None):
     path = ROOT / relpath
     spec = importlib.util.spec_from_file_location(name or path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass of the script looks its module up
     spec.loader.exec_module(module)
     return module
 

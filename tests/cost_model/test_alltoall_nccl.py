@@ -5,22 +5,16 @@ simulator and benchmarks/validation_nccl.py read the one description
 (cost_model/ops/alltoall.py)."""
 
 import dataclasses
-import importlib.util
 import json
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import load_script
 
 from cost_model import nccl_model
 from cost_model.hardware import load_hardware, preset
 from cost_model.ops import alltoall as a2a
 
-_spec = importlib.util.spec_from_file_location("validation_nccl_alltoall",
-                                               ROOT / "benchmarks" / "validation_nccl.py")
-validation = importlib.util.module_from_spec(_spec)
-sys.modules["validation_nccl_alltoall"] = validation  # its dataclasses look their module up
-_spec.loader.exec_module(validation)
+validation = load_script("benchmarks/validation_nccl.py", "validation_nccl_alltoall")
 
 MIB = 2**20
 

@@ -3,21 +3,15 @@ transport/net.cc sendProxy, prims_ll128.h), its closed forms, where the plan car
 tree's store-and-forward, unseen by NCCL's choice; nothing for the ring), and the held-out
 rows' errors as found, so that a regression fails."""
 
-import importlib.util
 import math
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import load_script
 
 from cost_model import collectives as coll
 from cost_model import nccl_model
 
-_spec = importlib.util.spec_from_file_location("validation_nccl",
-                                               ROOT / "benchmarks" / "validation_nccl.py")
-validation = importlib.util.module_from_spec(_spec)
-sys.modules["validation_nccl"] = validation  # its dataclasses look their module up
-_spec.loader.exec_module(validation)
+validation = load_script("benchmarks/validation_nccl.py")
 
 MIB = 2**20
 

@@ -3,22 +3,16 @@ tuning model) so that a regression of the collective model fails here; NVLS and 
 their closed forms from NCCL's tuning.cc (v2.28.9-1)."""
 
 import dataclasses
-import importlib.util
 import math
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import load_script
 
 from cost_model import collectives as coll
 from cost_model import nccl_model
 from cost_model.hardware import preset
 
-_spec = importlib.util.spec_from_file_location("validation_nccl",
-                                               ROOT / "benchmarks" / "validation_nccl.py")
-validation = importlib.util.module_from_spec(_spec)
-sys.modules["validation_nccl"] = validation  # its dataclasses look their module up
-_spec.loader.exec_module(validation)
+validation = load_script("benchmarks/validation_nccl.py")
 
 
 @pytest.fixture(scope="module")

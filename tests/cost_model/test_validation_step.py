@@ -7,18 +7,14 @@ import importlib.util
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, load_script
 
 from cost_model import training as ct
 from cost_model.hardware import preset
 from cost_model.parallel_step import Layout, ParallelLayoutError, parallel_step
 from workbench.errors import WorkbenchError
 
-_spec = importlib.util.spec_from_file_location("validation_step",
-                                               ROOT / "benchmarks" / "validation_step.py")
-validation = importlib.util.module_from_spec(_spec)
-sys.modules["validation_step"] = validation  # its dataclasses look their module up
-_spec.loader.exec_module(validation)
+validation = load_script("benchmarks/validation_step.py")
 
 
 @pytest.fixture(scope="module")
