@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 
 from workbench import ir
 from workbench.errors import LayoutError, NotOnThisCluster, SizeError
-from workbench.interpreter import RTOL, assert_equivalent, compare_programs, run
+from workbench.interpreter import (
+    RTOL,
+    assert_equivalent,
+    bounded_reference,
+    compare_programs,
+    random_inputs,
+    run,
+    within_bounds,
+)
 from workbench.placement import Placement
 from workbench.transforms import Fuse, HierarchicalSplit, Reorder, Split
 from workbench.types import (
@@ -48,9 +56,16 @@ def test_hierarchical_split_is_equivalent(per_node, nodes, k, seed, spec):
         if spec.endswith("mixed"):
             # f16 gradients: the node's partial sum is stored in f16 before the sum across
             # nodes (as NCCL's wire format is), one more f16 rounding than the flat
-            # reduction's; so the bound is f16's, on every output
-            for name, err, _ in compare_programs(f.program, prog, sizes, seed):
-                assert err <= RTOL["f16"], (name, err)
+            # reduction's, which the update's 1/sqrt(v) can amplify past a fixed f16
+            # tolerance (5.17e-3 > 5e-3 at 4 x 2 GPUs, N = 24, seed 68); so every output is
+            # held to the bound the GPU check derives from the dtypes, P and the reduction
+            # (any order of f16-rounded partial sums), around the exact reference
+            inputs = random_inputs(f.program, sizes, seed)
+            ref = bounded_reference(f.program, inputs, sizes)
+            got = run(prog, inputs, sizes)
+            for va, vb in zip(f.program.outputs, prog.outputs):
+                ratio = within_bounds(got[vb.name], ref.values[va.name], ref.bounds[va.name])[0]
+                assert ratio <= 1, (va.name, ratio)
         else:
             assert_equivalent(f.program, prog, sizes, seed)
 
