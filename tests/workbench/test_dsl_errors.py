@@ -139,6 +139,26 @@ def test_tensor_range():
         Tensor(float32, [N], Replicated, "v", range=(1.0, 0.0))
 
 
+@pytest.mark.parametrize("bad", [(1.0, 0.0), (0.5,), 0.5, ("a", 1.0)])
+def test_variable_range(bad):
+    with pytest.raises(WorkbenchError, match="^Variable beta1: range must be \\(low, high\\) "
+                       "with low < high, got "):
+        Variable(float32, "beta1", range=bad)
+
+
+def test_a_variable_range_is_where_random_inputs_draw_it():
+    from workbench.interpreter import random_inputs
+
+    x = Tensor(float32, [N], Replicated, "x")
+    step = Variable(float32, "step", range=(1.0, 10.0))
+    lr = Variable(float32, "lr")
+    program = Program(inputs=[x, step, lr], outputs=[Compute(x * step * lr)], name="ranged")
+    draws = [random_inputs(program, {"N": 4, "P": 1}, seed) for seed in range(50)]
+    assert all(1.0 <= float(d["step"]) < 10.0 for d in draws)
+    assert max(float(d["step"]) for d in draws) > 5.0  # drawn over the range, not (0.5, 1)
+    assert all(0.5 <= float(d["lr"]) < 1.0 for d in draws)
+
+
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 1e300, 10**400])
 def test_a_constant_float32_cannot_hold_is_refused_with_its_line(value):
     """inf, nan and 1e300 passed check and simulate, then failed in nvcc (issue 40)."""

@@ -2,6 +2,8 @@
 reference interpreter for random shapes, nodes and GPUs per node; the sub-group collectives'
 semantics; illegal cases and the verifier's refusal on a cluster, with pinned messages."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import STUDY_SPECS, load_study
@@ -143,7 +145,9 @@ def test_verifier_refuses_a_fused_collective_across_nodes():
     with pytest.raises(NotOnThisCluster) as e:
         verify(prog, two_nodes)
     first = str(e.value).split("\n\nin program:")[0]
-    where = "g1_rs,m1_s,v1_s,w1_s,w1 = FusedAllreduce (at adam.py:27)"
+    line = next(i for i, text in enumerate(Path("studies/adam.py").read_text().splitlines(), 1)
+                if "g1 = AllReduce(Sum, g)" in text)  # the statement the message names
+    where = f"g1_rs,m1_s,v1_s,w1_s,w1 = FusedAllreduce (at adam.py:{line})"
     assert first == (
         "a fused allreduce kernel (peer loads and stores over NVLink) must keep its group inside "
         "one NVLink domain of 8 GPUs, got a group of 16 GPUs over 2 nodes of dgx-h100 x2 "

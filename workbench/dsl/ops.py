@@ -59,17 +59,33 @@ def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD,
     shape = [positive_integer(f"Tensor {name}: dim {i} of the shape", d,
                               "use a Size (e.g. N = Size('N')) or a positive int")
              for i, d in enumerate(dims)]
-    if range is not None and not (len(range) == 2 and range[0] < range[1]):
-        raise WorkbenchError(f"Tensor {name}: range must be (low, high) with low < high, got "
-                             f"{range!r}")
     return InputNode(name, TensorType(dtype, as_shape(shape), layout, group),
-                     None if range is None else (float(range[0]), float(range[1])))
+                     _value_range("Tensor", name, range))
 
 
-def Variable(dtype: DType, name: str, group: Group = WORLD) -> InputNode:
-    """A runtime scalar, the same on every rank (a learning rate, a step count)."""
+def _value_range(kind: str, name: str, range) -> tuple[float, float] | None:
+    """An input's declared `range=(low, high)` as floats, or None; anything else refused."""
+    if range is None:
+        return None
+    try:
+        well_formed = len(range) == 2 and range[0] < range[1]
+    except TypeError:  # not a pair of numbers
+        well_formed = False
+    if not well_formed:
+        raise WorkbenchError(f"{kind} {name}: range must be (low, high) with low < high, got "
+                             f"{range!r}")
+    return float(range[0]), float(range[1])
+
+
+def Variable(dtype: DType, name: str, group: Group = WORLD,
+             range: tuple[float, float] | None = None) -> InputNode:
+    """A runtime scalar, the same on every rank (a learning rate, a step count).
+
+    `range=(low, high)` says where its value lives (an Adam beta below 1, a step count from
+    1); random test inputs are drawn uniformly from it, and from (0.5, 1) otherwise."""
     _trace.check_name("Variable", name)
-    return InputNode(name, TensorType(dtype, (), Replicated, group))
+    return InputNode(name, TensorType(dtype, (), Replicated, group),
+                     _value_range("Variable", name, range))
 
 
 # Another name for Variable: a runtime scalar.
