@@ -174,3 +174,24 @@ def test_a_large_finite_constant_passes():
     x = Tensor(float32, [N], Local, "x")
     where(x > 0, x, -1e30)
     maximum(x, 3.4e38)
+
+
+def test_an_input_keeps_the_size_facts_it_was_declared_under():
+    """A later Size of the same name (another program in the same session) leaves a program
+    whose tensors were declared before it as written."""
+    n = Size("N", multiple_of=P)
+    x = Tensor(float32, [n], Local, "x")
+    Size("N")  # another program's N, without the fact
+    program = Program(inputs=[x], outputs=[ReduceScatter(Sum, x)], name="kept")
+    assert dict(program.facts) == {n: P}
+    Size("N", multiple_of=P)
+
+
+def test_one_size_declared_two_ways_for_one_program_is_refused():
+    x = Tensor(float32, [Size("N", multiple_of=P)], Local, "x")
+    y = Tensor(float32, [Size("N", multiple_of=2 * P)], Local, "y")
+    with pytest.raises(WorkbenchError, match="^Size N was declared with multiple_of=P for one "
+                       "input and multiple_of=2\\*P for y; declare each size once, before the "
+                       "tensors that use it"):
+        Program(inputs=[x, y], outputs=[x + y], name="twice")
+    Size("N", multiple_of=P)

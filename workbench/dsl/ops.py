@@ -59,8 +59,8 @@ def Tensor(dtype: DType, shape, layout: Layout, name: str, group: Group = WORLD,
     shape = [positive_integer(f"Tensor {name}: dim {i} of the shape", d,
                               "use a Size (e.g. N = Size('N')) or a positive int")
              for i, d in enumerate(dims)]
-    return InputNode(name, TensorType(dtype, as_shape(shape), layout, group),
-                     _value_range("Tensor", name, range))
+    t = TensorType(dtype, as_shape(shape), layout, group)
+    return InputNode(name, t, _value_range("Tensor", name, range), _trace.declared_facts(t))
 
 
 def _value_range(kind: str, name: str, range) -> tuple[float, float] | None:
@@ -84,8 +84,8 @@ def Variable(dtype: DType, name: str, group: Group = WORLD,
     `range=(low, high)` says where its value lives (an Adam beta below 1, a step count from
     1); random test inputs are drawn uniformly from it, and from (0.5, 1) otherwise."""
     _trace.check_name("Variable", name)
-    return InputNode(name, TensorType(dtype, (), Replicated, group),
-                     _value_range("Variable", name, range))
+    t = TensorType(dtype, (), Replicated, group)
+    return InputNode(name, t, _value_range("Variable", name, range), _trace.declared_facts(t))
 
 
 # Another name for Variable: a runtime scalar.

@@ -9,8 +9,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import sympy
-
 from workbench import ir
 from workbench.dsl.trace import (
     _PACKAGE_DIR,
@@ -25,6 +23,7 @@ from workbench.dsl.trace import (
     _build_arith,
     _node,
     _user_location,
+    size_symbols,
 )
 from workbench.errors import WorkbenchError
 from workbench.types import Group, TensorType
@@ -196,12 +195,8 @@ def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | No
     if name is None:
         loc = _user_location()
         name = loc.split(".py")[0] if loc else "program"
-    symbols = set()
-    for t in tracer.env.values():
-        for d in (*t.shape, t.group.size):
-            symbols |= sympy.sympify(d).free_symbols
-    facts = tuple(sorted(((s, m) for s, m in SIZE_FACTS.items() if s in symbols),
-                         key=lambda f: f[0].name))
+    symbols = set().union(*(size_symbols(t) for t in tracer.env.values()))
+    facts = tuple(sorted(_size_facts(inputs, symbols).items(), key=lambda f: f[0].name))
     program = ir.Program(
         name,
         tuple(ir.Value(n.name, n.type) for n in inputs),
@@ -212,6 +207,24 @@ def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | No
         tuple(sorted(sliced_ok)),
     )
     return verify(program)
+
+
+def _size_facts(inputs: Sequence[InputNode], symbols: set) -> dict:
+    """The program's Size facts: those its inputs were declared under (one value a size), then
+    the registry's for sizes of `symbols` no input carries (a size used in no input's dims)."""
+    facts: dict = {}
+    for node in inputs:
+        for sym, multiple in node.facts:
+            if facts.setdefault(sym, multiple) != multiple:
+                raise WorkbenchError(
+                    f"Size {sym.name} was declared with multiple_of={facts[sym]} for one input "
+                    f"and multiple_of={multiple} for {node.name}; declare each size once, "
+                    "before the tensors that use it")
+    in_inputs = set().union(*(size_symbols(node.type) for node in inputs))
+    for sym in symbols - in_inputs:
+        if sym in SIZE_FACTS:
+            facts[sym] = SIZE_FACTS[sym]
+    return facts
 
 
 def Pipeline(stages: Sequence[Group], inputs: Sequence[InputNode], outputs: Sequence[Node],

@@ -22,8 +22,25 @@ from workbench.types import TensorType, size_symbol
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
 _ids = itertools.count()
 
-# What users declared with Size(name, multiple_of=m); snapshotted into each Program's facts.
+# What users declared with Size(name, multiple_of=m), as last declared in this process. An
+# input keeps the facts of its dims as they were when it was declared (`declared_facts`), so a
+# later Size of the same name elsewhere (another program in the same session) cannot change a
+# program already written; a Program reads this registry only for sizes no input carries.
 SIZE_FACTS: dict[sympy.Symbol, sympy.Expr] = {}
+
+
+def size_symbols(t: TensorType) -> set[sympy.Symbol]:
+    """The size symbols in `t`'s shape and its group's size."""
+    symbols = set()
+    for d in (*t.shape, t.group.size):
+        symbols |= sympy.sympify(d).free_symbols
+    return symbols
+
+
+def declared_facts(t: TensorType) -> tuple[tuple[sympy.Symbol, sympy.Expr], ...]:
+    """The Size facts (symbol, multiple) of the sizes in `t`'s shape and group, as declared now."""
+    return tuple((s, SIZE_FACTS[s]) for s in sorted(size_symbols(t), key=lambda s: s.name)
+                 if s in SIZE_FACTS)
 
 
 def _user_location() -> str:
@@ -131,6 +148,8 @@ class InputNode(Node):
     name: str
     type: TensorType
     range: tuple[float, float] | None = None
+    # The Size facts of its dims when it was declared (declared_facts).
+    facts: tuple[tuple[sympy.Symbol, sympy.Expr], ...] = ()
 
 
 @dataclass(eq=False)
