@@ -139,10 +139,10 @@ def test_tensor_range():
         Tensor(float32, [N], Replicated, "v", range=(1.0, 0.0))
 
 
-@pytest.mark.parametrize("bad", [(1.0, 0.0), (0.5,), 0.5, ("a", 1.0)])
+@pytest.mark.parametrize("bad", [(1.0, 0.0), (0.5,), 0.5, ("a", 1.0), (0.0, float("inf"))])
 def test_variable_range(bad):
     with pytest.raises(WorkbenchError, match="^Variable beta1: range must be \\(low, high\\) "
-                       "with low < high, got "):
+                       "with low < high, both finite, got "):
         Variable(float32, "beta1", range=bad)
 
 

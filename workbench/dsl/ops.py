@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import sympy
 
 from workbench import ir
@@ -68,12 +70,13 @@ def _value_range(kind: str, name: str, range) -> tuple[float, float] | None:
     if range is None:
         return None
     try:
-        well_formed = len(range) == 2 and range[0] < range[1]
+        well_formed = (len(range) == 2 and range[0] < range[1]
+                       and all(math.isfinite(bound) for bound in range))
     except TypeError:  # not a pair of numbers
         well_formed = False
     if not well_formed:
-        raise WorkbenchError(f"{kind} {name}: range must be (low, high) with low < high, got "
-                             f"{range!r}")
+        raise WorkbenchError(f"{kind} {name}: range must be (low, high) with low < high, both "
+                             f"finite, got {range!r}")
     return float(range[0]), float(range[1])
 
 

@@ -210,7 +210,8 @@ def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | No
 
 
 def _size_facts(inputs: Sequence[InputNode], symbols: set) -> dict:
-    """The program's Size facts: those its inputs were declared under (one value a size), then
+    """The program's Size facts: those its inputs were declared under (one multiple per size),
+    then
     the registry's for sizes of `symbols` no input carries (a size used in no input's dims)."""
     facts: dict = {}
     for node in inputs:
