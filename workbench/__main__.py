@@ -1,5 +1,5 @@
 """`python -m workbench ...`: the same as the `workbench` command."""
 
-from workbench.cli.main import run
+from workbench.cli.entry import run
 
 run()

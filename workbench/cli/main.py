@@ -12,6 +12,7 @@ import sys
 import click
 from click.utils import make_default_short_help
 
+from workbench.cli.entry import INTERRUPTED
 from workbench.errors import WorkbenchError
 
 # The commands that live in their own modules, imported when one runs (not for `workbench
@@ -271,16 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt):
         # Ctrl-C (click turns it into Abort): the shell's convention, 128 + SIGINT. Every
         # output is written whole or not at all (workbench.files), so nothing is left cut.
-        click.echo("error: interrupted; an output it had not yet reported was not written",
-                   err=True)
+        click.echo(INTERRUPTED, err=True)
         return 130
     return 0
 
 
-def run() -> None:
-    """Console-script wrapper: exit with main()'s code."""
-    sys.exit(main())
-
-
 if __name__ == "__main__":
-    run()
+    sys.exit(main())
