@@ -73,7 +73,7 @@ def test_bad_layout_names_op_and_line(capsys):
 
 
 def test_debug_shows_the_traceback():
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli.main", "--debug", "check",
+    proc = subprocess.run([sys.executable, "-m", "workbench", "--debug", "check",
                            str(PROGRAMS / "no_program.py")], capture_output=True, text=True)
     assert proc.returncode != 0 and "Traceback" in proc.stderr
 

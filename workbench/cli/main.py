@@ -12,7 +12,6 @@ import sys
 import click
 from click.utils import make_default_short_help
 
-from workbench.cli.entry import INTERRUPTED
 from workbench.errors import WorkbenchError
 
 # The commands that live in their own modules, imported when one runs (not for `workbench
@@ -246,7 +245,8 @@ def _schedule(loaded, name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `workbench` console script."""
+    """The `workbench` command line on `argv` (default sys.argv[1:]): its exit code. Ctrl-C
+    propagates as KeyboardInterrupt, which the entry point answers (workbench.cli.entry)."""
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args
     if debug:  # allowed anywhere, also after the subcommand: click knows it on the group only
@@ -269,13 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"error: {e.strerror or e} ({e.filename or 'no file name'}); check the path "
                    "and its permissions", err=True)
         return 2
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        # Ctrl-C (click turns it into Abort): the shell's convention, 128 + SIGINT. Every
-        # output is written whole or not at all (workbench.files), so nothing is left cut.
-        click.echo(INTERRUPTED, err=True)
-        return 130
+    except click.exceptions.Abort:
+        # Ctrl-C (click turns it into Abort): the entry point answers it, as it does one that
+        # lands while this module loads (workbench.cli.entry).
+        raise KeyboardInterrupt from None
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
