@@ -190,8 +190,8 @@ def test_an_input_keeps_the_size_facts_it_was_declared_under():
 def test_one_size_declared_two_ways_for_one_program_is_refused():
     x = Tensor(float32, [Size("N", multiple_of=P)], Local, "x")
     y = Tensor(float32, [Size("N", multiple_of=2 * P)], Local, "y")
-    with pytest.raises(WorkbenchError, match="^Size N was declared with multiple_of=P for one "
-                       "input and multiple_of=2\\*P for y; declare each size once, before the "
+    with pytest.raises(WorkbenchError, match="^Size N was declared with multiple_of=P for x "
+                       "and multiple_of=2\\*P for y; declare each size once, before the "
                        "tensors that use it"):
         Program(inputs=[x, y], outputs=[x + y], name="twice")
     Size("N", multiple_of=P)

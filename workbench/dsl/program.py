@@ -214,13 +214,15 @@ def _size_facts(inputs: Sequence[InputNode], symbols: set) -> dict:
     then
     the registry's for sizes of `symbols` no input carries (a size used in no input's dims)."""
     facts: dict = {}
+    first: dict = {}  # size -> the input that brought its fact
     for node in inputs:
         for sym, multiple in node.facts:
             if facts.setdefault(sym, multiple) != multiple:
                 raise WorkbenchError(
-                    f"Size {sym.name} was declared with multiple_of={facts[sym]} for one input "
-                    f"and multiple_of={multiple} for {node.name}; declare each size once, "
-                    "before the tensors that use it")
+                    f"Size {sym.name} was declared with multiple_of={facts[sym]} for "
+                    f"{first[sym]} and multiple_of={multiple} for {node.name}; declare each "
+                    "size once, before the tensors that use it")
+            first.setdefault(sym, node.name)
     in_inputs = set().union(*(size_symbols(node.type) for node in inputs))
     for sym in symbols - in_inputs:
         if sym in SIZE_FACTS:
