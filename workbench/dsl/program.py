@@ -211,8 +211,7 @@ def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | No
 
 def _size_facts(inputs: Sequence[InputNode], symbols: set) -> dict:
     """The program's Size facts: those its inputs were declared under (one multiple per size),
-    then
-    the registry's for sizes of `symbols` no input carries (a size used in no input's dims)."""
+    then the registry's for sizes of `symbols` no input carries (used in no input's dims)."""
     facts: dict = {}
     first: dict = {}  # size -> the input that brought its fact
     for node in inputs:
