@@ -203,6 +203,13 @@ class TensorType:
     def numel(self) -> sympy.Expr:
         return sympy.Mul(*self.shape) if self.shape else sympy.Integer(1)
 
+    def size_symbols(self) -> set[sympy.Symbol]:
+        """The size symbols in the shape and the group's size."""
+        symbols: set[sympy.Symbol] = set()
+        for d in (*self.shape, self.group.size):
+            symbols |= sympy.sympify(d).free_symbols
+        return symbols
+
     def nbytes(self) -> sympy.Expr:
         return self.numel() * self.dtype.nbytes
 

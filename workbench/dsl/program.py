@@ -23,7 +23,6 @@ from workbench.dsl.trace import (
     _build_arith,
     _node,
     _user_location,
-    size_symbols,
 )
 from workbench.errors import WorkbenchError
 from workbench.types import Group, TensorType
@@ -195,7 +194,7 @@ def Program(inputs: Sequence[InputNode], outputs: Sequence[Node], name: str | No
     if name is None:
         loc = _user_location()
         name = loc.split(".py")[0] if loc else "program"
-    symbols = set().union(*(size_symbols(t) for t in tracer.env.values()))
+    symbols = set().union(*(t.size_symbols() for t in tracer.env.values()))
     facts = tuple(sorted(_size_facts(inputs, symbols).items(), key=lambda f: f[0].name))
     program = ir.Program(
         name,
@@ -222,7 +221,7 @@ def _size_facts(inputs: Sequence[InputNode], symbols: set) -> dict:
                     f"{first[sym]} and multiple_of={multiple} for {node.name}; declare each "
                     "size once, before the tensors that use it")
             first.setdefault(sym, node.name)
-    in_inputs = set().union(*(size_symbols(node.type) for node in inputs))
+    in_inputs = set().union(*(node.type.size_symbols() for node in inputs))
     for sym in symbols - in_inputs:
         if sym in SIZE_FACTS:
             facts[sym] = SIZE_FACTS[sym]

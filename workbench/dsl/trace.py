@@ -29,17 +29,9 @@ _ids = itertools.count()
 SIZE_FACTS: dict[sympy.Symbol, sympy.Expr] = {}
 
 
-def size_symbols(t: TensorType) -> set[sympy.Symbol]:
-    """The size symbols in `t`'s shape and its group's size."""
-    symbols = set()
-    for d in (*t.shape, t.group.size):
-        symbols |= sympy.sympify(d).free_symbols
-    return symbols
-
-
 def declared_facts(t: TensorType) -> tuple[tuple[sympy.Symbol, sympy.Expr], ...]:
     """The Size facts (symbol, multiple) of the sizes in `t`'s shape and group, as declared now."""
-    return tuple((s, SIZE_FACTS[s]) for s in sorted(size_symbols(t), key=lambda s: s.name)
+    return tuple((s, SIZE_FACTS[s]) for s in sorted(t.size_symbols(), key=lambda s: s.name)
                  if s in SIZE_FACTS)
 
 

@@ -77,8 +77,7 @@ class Program:
         """Every size symbol the program's types use, sorted by name (group sizes included)."""
         syms: set[sympy.Symbol] = set()
         for v in self.all_values():
-            for d in (*v.type.shape, v.type.group.size):
-                syms |= sympy.sympify(d).free_symbols
+            syms |= v.type.size_symbols()
         for stmt in self.leaves():  # sizes used as numbers inside expressions (x / H)
             expr = getattr(stmt.op, "expr", None)
             if expr is not None:
