@@ -6,6 +6,7 @@ and mpi4py are installed (the dev extra brings both)."""
 import importlib.util
 import itertools
 import os
+import socket
 import sys
 import threading
 import time
@@ -267,3 +268,23 @@ exec {_MPIRUN} "$@"
     with pytest.raises(RuntimeFault, match=r"^mpirun must exit 0, got exit code 213 with no "
                        r"rank reporting a failure"):
         launch(2, [sys.executable, FAKE, "ok"], hang_s=30, launcher="mpirun")
+
+
+def test_the_store_port_is_free_and_outside_the_ephemeral_range():
+    """torch.distributed's store port: one that binds, below the ports the kernel numbers
+    outgoing connections from (one of those was taken before rank 0 listened: GPU run 43)."""
+    ports = {L.free_port() for _ in range(20)}
+    assert all(p in L.STORE_PORTS for p in ports)
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+def test_a_crowded_range_falls_back_to_a_port_the_kernel_gives(monkeypatch):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        busy = taken.getsockname()[1]
+        taken.listen()
+        monkeypatch.setattr(L, "STORE_PORTS", range(busy, busy + 1))
+        port = L.free_port()
+    assert port != busy and port > 0

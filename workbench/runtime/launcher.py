@@ -65,9 +65,29 @@ _EXIT_RE = re.compile(_EXIT_MARK + r" (-?\d+)\s*$")
 _TAG_RE = re.compile(r"\[[^\[\]\s]*?(\d+),(\d+)\]<(stdout|stderr|stddiag)>:")
 
 
+# Where free_port looks: below Linux's default range of ephemeral ports (32768-60999, the
+# ports the kernel gives outgoing connections and bind to port 0), as torchrun's 29500 is.
+STORE_PORTS = range(20000, 32768)
+
+
 def free_port() -> int:
-    """A TCP port that was free a moment ago (for torch.distributed's store)."""
-    with socket.socket() as s:
+    """A TCP port that was free a moment ago, for torch.distributed's store, which rank 0
+    listens on seconds later. Not an ephemeral port: between the pick and the listen the
+    ranks and mpirun open connections (PMIx, NCCL's bootstrap) that the kernel numbers from
+    that range, and one took the picked port (EADDRINUSE, GPU run 43 call 21, a port of
+    bind(0)); a port below it is taken only by a program binding that number itself."""
+    import random
+
+    rng = random.SystemRandom()
+    for _ in range(64):
+        port = rng.choice(STORE_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use: another
+            return port
+    with socket.socket() as s:  # all 64 taken (a crowded machine): what the kernel gives
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
