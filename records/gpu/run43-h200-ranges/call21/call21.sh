@@ -1,4 +1,4 @@
-# Two H200s (GPU run 43, call 21, 890b991): call 20's one failure at P = 2
+# Two H200s (GPU run 43, call 21, at the commit in .gpurun/commit): call 20's one failure at P = 2
 # (test_model_parallel_schedules_check_on_gpus[P2]) again with its whole report, then the GPU
 # tests call 20's time limit cut off (the ones after it), with a junit report.
 source benchmarks/gpu/env.sh; pack_results; install_wheels >/dev/null 2>&1 || exit 1; ensure_pycuda || exit 1
