@@ -9,10 +9,13 @@ root on CI and the GPU machines, where replacing /dev/null breaks the system).""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import secrets
 import stat
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from workbench.errors import WorkbenchError
 
@@ -93,33 +96,47 @@ def write_atomic(path: str | Path, data: str | bytes, inside: str | Path | None 
     refused (check_target); `inside`: the --out folder the file must stay in, through no link."""
     path = Path(path)
     check_target(path, inside)
-    folder = path.parent if str(path.parent) else Path(".")
-    tmp = None
     try:
-        try:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name[:64]}.", suffix=".tmp")
-        except OSError as e:
-            raise OSError(e.errno, e.strerror, str(path)) from None
-        with os.fdopen(fd, "wb") as f:
+        with temporary_beside(path) as (tmp, f):
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
-        check_target(path, inside)  # again just before the rename: the check is not a lock
-        os.replace(tmp, path)
-    except BaseException as e:  # Ctrl-C too: no temporary file is left behind
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename != str(path):  # a full disk: say which file
+            f.close()
+            check_target(path, inside)  # again just before the rename: the check is not a lock
+            os.replace(tmp, path)
+    except OSError as e:
+        if e.filename != str(path):  # a full disk: say which file
             raise OSError(e.errno, e.strerror, str(path)) from None
         raise
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+@contextlib.contextmanager
+def temporary_beside(path: Path, suffix: str = ".tmp") -> Iterator[tuple[Path, BinaryIO]]:
+    """A new empty file in `path`'s folder, hidden and named after `path`, with the mode that
+    open() gives (0o666 less the umask), as (its path, it opened for writing) for the block to
+    fill and rename over `path`. If the block raises, Ctrl-C included, the file is removed.
+    Its name is chosen before the file exists, so that a Ctrl-C landing just as it is created
+    still finds it: tempfile.mkstemp says the name only after, and a clean clone's CI at
+    cb8eeae was left a `.plan.txt.*.tmp` by a SIGINT in that window."""
+    tmp: Path | None = None
+    try:
+        for _ in range(100):
+            tmp = path.parent / f".{path.name[:64]}.{secrets.token_hex(6)}{suffix}"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o666)
+                break
+            except FileExistsError:
+                tmp = None  # another's file: never removed here
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary name beside it", str(path))
+        with os.fdopen(fd, "wb") as f:
+            yield tmp, f
+    except BaseException:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
 
 
 READ_MAX_BYTES = 64 << 20  # a results table or JSON of the workbench is at most megabytes

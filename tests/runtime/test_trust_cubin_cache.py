@@ -158,3 +158,14 @@ def test_a_fifo_among_the_cached_cubins_is_not_opened_blocking(cache):
     first = cache()
     os.mkfifo(first.with_name(f"wb_k-{first.stem.split('-')[1]}-0000000000000000.cubin"))
     assert cache() == first and _ncalls(cache) == 1  # the FIFO sorts first, and is passed over
+
+
+def test_ctrl_c_during_nvcc_leaves_no_work_folder(cache, monkeypatch):
+    """nvcc takes seconds; a Ctrl-C then left the kernel's work folder in the cache."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(compiler.subprocess, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cache()
+    assert list(cache.root.iterdir()) == []

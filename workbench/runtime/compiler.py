@@ -17,10 +17,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 from workbench.errors import RuntimeFault
@@ -94,10 +94,20 @@ def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
     for cached in sorted(root.glob(f"{name}-{digest}-*.cubin")):
         if _trusted_cubin(cached):
             return cached
-    work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))  # mode 0700, ours alone
-    src = work / f"{name}-{digest}.cu"
-    src.write_text(source)
-    out = nvcc_compile(name, src, work / f"{name}.cubin", include_dir)  # a failure keeps src
+    work = None
+    try:
+        # named before it exists, so that a Ctrl-C landing as it is made still finds it
+        work = root / f".{name}-{secrets.token_hex(6)}"
+        os.mkdir(work, 0o700)  # ours alone
+        src = work / f"{name}-{digest}.cu"
+        src.write_text(source)
+        out = nvcc_compile(name, src, work / f"{name}.cubin", include_dir)
+    except RuntimeFault:
+        raise  # nvcc refused the source: it stays in `work` for the user to read
+    except BaseException:  # Ctrl-C during nvcc (seconds) too: nothing outlives the run
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
     try:
         content = out.read_bytes()
         os.chmod(out, 0o600)
@@ -126,13 +136,13 @@ def _replace_into(tmp: Path, entry: Path) -> None:
 
 def nvcc_compile(name: str, src: Path, cubin: Path, include_dir: Path) -> Path:
     """Compile the kernel source file `src` (entry `name`) into `cubin` with NVCC_FLAGS; the
-    file appears whole or not at all (ranks compiling the same kernel never see half a one)."""
-    fd, tmp = tempfile.mkstemp(suffix=".cubin", dir=Path(cubin).parent)
-    os.close(fd)
-    cmd = [nvcc_path(), *NVCC_FLAGS, "-I", str(include_dir), "-o", tmp, str(src)]
+    file appears whole or not at all. `cubin`'s folder is the caller's alone (compile_cubin's
+    work folder), so the file nvcc writes before the rename has a fixed name beside it."""
+    tmp = Path(cubin).with_suffix(".tmp.cubin")
+    cmd = [nvcc_path(), *NVCC_FLAGS, "-I", str(include_dir), "-o", str(tmp), str(src)]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
-        os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
         errors = "\n".join(result.stderr.strip().splitlines()[:20])
         raise RuntimeFault(f"kernel {name} must compile with nvcc, got exit code "
                            f"{result.returncode}:\n{errors}\nthe rendered source is at {src}")
