@@ -74,6 +74,40 @@ def test_ctrl_c_at_a_random_point_is_exit_130_and_leaves_nothing_cut(tmp_path, c
         assert not (out / ".workbench.lock").exists() or _lock_is_free(out)
 
 
+def test_ctrl_c_while_nvcc_runs_stops_the_compile_and_leaves_no_work_folder(tmp_path):
+    """A terminal's Ctrl-C reaches nvcc too, which answers it with exit code 2 ('cicc died
+    due to signal 2'), not by dying of the signal: that read as a compile error, which kept
+    the kernel's hidden work folder in the cubin cache, and the kernels not yet started were
+    still compiled one by one. Here nvcc is a stand-in that answers SIGINT as nvcc does."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    started = tmp_path / "started"
+    (bin_ / "nvcc").write_text(f"#!/bin/sh\ntrap 'exit 2' INT\necho x >> '{started}'\n"
+                               "i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n")
+    (bin_ / "nvcc").chmod(0o755)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    env = dict(os.environ, PATH=f"{bin_}:{os.environ['PATH']}", WB_CACHE_DIR=str(cache))
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "compile", "studies/adam.py",
+                             "--gpus", "2", "--out", str(out), "--quiet"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert started.exists(), proc.communicate()[1][-800:]
+    os.killpg(proc.pid, signal.SIGINT)
+    stopped = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-800:]
+    assert err.strip().splitlines()[-1] == ("error: interrupted; an output it had not yet "
+                                            "reported was not written")
+    assert time.monotonic() - stopped < 20  # not the 30 s of a stand-in nvcc per kernel
+    assert len(started.read_text().split()) <= (os.cpu_count() or 1)  # none started after
+    assert not [p.name for p in cache.iterdir() if p.name.startswith(".")]
+    assert not [p.name for p in out.rglob("*") if p.name.startswith(".")
+                and p.name != ".workbench.lock" or p.suffix == ".tmp"]
+
+
 def _lock_is_free(folder: Path) -> bool:
     from workbench.files import output_lock
 

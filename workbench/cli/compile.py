@@ -17,7 +17,6 @@ rank loads the program file or lowers again.
 from __future__ import annotations
 
 import os
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import click
 
 from workbench.cli.outputs import check_output_dir, output_lock, progress, status
 from workbench.errors import RuntimeFault, WorkbenchError
-from workbench.files import check_target, write_atomic
+from workbench.files import write_atomic
 from workbench.loader import check_size_names, load, parse_sets
 from workbench.options import CodegenOptions
 from workbench.provenance import provenance
@@ -47,18 +46,20 @@ def compile_all(entries: list[dict], out: Path, quiet: bool = True) -> list[str]
 
     def one(item):
         kernel, src = item
-        check_target(src.with_suffix(".cubin"), out)  # nvcc renames its cubin over it
         try:
-            shutil.copyfile(compile_cubin(kernel, src.read_text(), include_dir()),
-                            src.with_suffix(".cubin"))
+            cubin = compile_cubin(kernel, src.read_text(), include_dir())
         except RuntimeFault as e:
             return kernel, str(e)
+        write_atomic(src.with_suffix(".cubin"), cubin.read_bytes(), out)
         return kernel, ""
 
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    try:
         done = progress(pool.map(one, first.items()), "compile: nvcc", lambda r: r[0],
                         total=len(first), plain=False, quiet=quiet)
         failed = {k: why for k, why in done if why}
+    finally:  # Ctrl-C: the kernels not yet started are not compiled
+        pool.shutdown(wait=True, cancel_futures=True)
     for e in entries:
         for k in e.get("kernels", []):
             cubin = out / e["folder"] / f"{k}.cubin"

@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -94,28 +95,27 @@ def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
     for cached in sorted(root.glob(f"{name}-{digest}-*.cubin")):
         if _trusted_cubin(cached):
             return cached
+    kept = root / f"{name}-{digest}.cu"  # beside its cubin for reading, or nvcc's error
     work = None
     try:
         # named before it exists, so that a Ctrl-C landing as it is made still finds it
         work = root / f".{name}-{secrets.token_hex(6)}"
-        os.mkdir(work, 0o700)  # ours alone
-        src = work / f"{name}-{digest}.cu"
+        os.mkdir(work, 0o700)  # ours alone: nvcc reads the source only from here
+        src = work / kept.name
         src.write_text(source)
-        out = nvcc_compile(name, src, work / f"{name}.cubin", include_dir)
-    except RuntimeFault:
-        raise  # nvcc refused the source: it stays in `work` for the user to read
-    except BaseException:  # Ctrl-C during nvcc (seconds) too: nothing outlives the run
-        if work is not None:
-            shutil.rmtree(work, ignore_errors=True)
-        raise
-    try:
+        try:
+            out = nvcc_compile(name, src, work / f"{name}.cubin", include_dir)
+        except NvccRefused as e:
+            _replace_into(src, kept)
+            raise NvccRefused(f"{e}\nthe rendered source is at {kept}") from None
         content = out.read_bytes()
         os.chmod(out, 0o600)
         cubin = root / f"{name}-{digest}-{hashlib.sha256(content).hexdigest()[:16]}.cubin"
         _replace_into(out, cubin)  # atomic: ranks compiling one kernel never see half a file
-        _replace_into(src, root / src.name)  # kept beside it for reading; a link is replaced
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        _replace_into(src, kept)  # a link there is replaced
+    finally:  # Ctrl-C during nvcc (seconds) too: no work folder outlives the run
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     return cubin
 
 
@@ -134,6 +134,11 @@ def _replace_into(tmp: Path, entry: Path) -> None:
     os.replace(tmp, entry)
 
 
+class NvccRefused(RuntimeFault):
+    """nvcc exited with an error on a kernel's source: a codegen bug, or nvcc's own children
+    stopped by a Ctrl-C (nvcc answers that with exit code 2, not by dying of the signal)."""
+
+
 def nvcc_compile(name: str, src: Path, cubin: Path, include_dir: Path) -> Path:
     """Compile the kernel source file `src` (entry `name`) into `cubin` with NVCC_FLAGS; the
     file appears whole or not at all. `cubin`'s folder is the caller's alone (compile_cubin's
@@ -143,8 +148,15 @@ def nvcc_compile(name: str, src: Path, cubin: Path, include_dir: Path) -> Path:
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
+    if result.returncode == -signal.SIGINT:  # a terminal's Ctrl-C reaches nvcc too
+        raise KeyboardInterrupt
+    if result.returncode < 0:
+        raise RuntimeFault(f"nvcc must finish compiling kernel {name}, got stopped by "
+                           f"{signal.Signals(-result.returncode).name} (out of memory? "
+                           "another process's kill?); run the command again")
+    if result.returncode != 0:
         errors = "\n".join(result.stderr.strip().splitlines()[:20])
-        raise RuntimeFault(f"kernel {name} must compile with nvcc, got exit code "
-                           f"{result.returncode}:\n{errors}\nthe rendered source is at {src}")
+        raise NvccRefused(f"kernel {name} must compile with nvcc, got exit code "
+                          f"{result.returncode}:\n{errors}")
     os.replace(tmp, cubin)
     return Path(cubin)
