@@ -4,6 +4,7 @@ nothing is written through a symlink; the folder is private. nvcc is a stand-in 
 script that writes a known 'cubin'), so these run on any machine."""
 
 import hashlib
+import json
 import os
 import stat
 from pathlib import Path
@@ -138,6 +139,48 @@ def test_a_job_without_an_out_folder_keeps_its_partial_file_private(monkeypatch)
     (first, mode), (second, _) = seen
     assert mode == 0o700 and first.parent != second.parent
     assert first.parent.name.startswith("wb-partial-") and not first.parent.exists()
+
+
+
+@pytest.mark.parametrize("end", ["refused before launch", "Ctrl-C", "a rank's fault"])
+def test_a_private_partial_folder_outlives_the_run_only_with_the_file_its_fault_names(
+        monkeypatch, tmp_path, end):
+    """The private folder stayed in /tmp, empty, after a job refused before launch (no GPUs)
+    or cut by Ctrl-C; it stays only when a rank's fault names the partial file in it."""
+    import importlib.util
+    import tempfile
+
+    from workbench.runtime import job as runtime_job
+    from workbench.runtime import launcher
+    from workbench.runtime.worker import ResultsLog
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "pycuda" else real(name, *a))
+    monkeypatch.setattr(compiler, "nvcc_path", lambda: "/usr/bin/true")
+
+    def no_gpus(command="compile-and-measure"):
+        raise RuntimeFault(f"{command} must run on a machine with NVIDIA GPUs, got none")
+
+    def launch(P, argv, hang_s=60.0, echo=None, **kw):
+        log = ResultsLog(json.loads(open(argv[-1]).read())["out"], {"P": P}, writing=True)
+        log.append({"name": "unscheduled"})
+        if end == "Ctrl-C":
+            raise KeyboardInterrupt
+        raise RuntimeFault("rank 1 died")
+
+    monkeypatch.setattr(runtime_job, "gpu_count", no_gpus if end == "refused before launch"
+                        else lambda: 8)
+    monkeypatch.setattr(launcher, "launch", launch)
+    with pytest.raises(KeyboardInterrupt if end == "Ctrl-C" else RuntimeFault) as raised:
+        runtime_job.run_job(["studies/sgd.py"], 2, [{"N": 1024}], "all", 20, 2, False, 60.0)
+    left = [p for p in tmp_path.iterdir() if p.name.startswith("wb-partial-")]
+    if end == "a rank's fault":
+        (kept,) = left
+        assert str(kept) in str(raised.value) and list(kept.iterdir())
+    else:
+        assert left == []
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])

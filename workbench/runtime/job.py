@@ -4,12 +4,15 @@ calibration's own benchmarks all run their kernels through `run_job`."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from codegen.compiled import (
@@ -108,54 +111,74 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
         runnable = [(n, plan) for n, plan in c.plans(wanted) if isinstance(plan, Plan)]
         for size_set in sizes:
             refuse_sizes(runnable, c.sizes_at(size_set))
-    private = None
-    if partial is None:  # a folder of its own (mode 0700), never a fixed name in shared /tmp
-        private = Path(tempfile.mkdtemp(prefix="wb-partial-"))
-        partial = private / f"{job_stem([*specs, *(c.spec for c in compiled)], P)}.partial.json"
-    out = Path(partial)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.unlink(missing_ok=True)  # an earlier run's leftover: this run rewrites it
-    with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
-        # Each program is lowered once, here, into a compiled folder (codegen.compiled):
-        # the ranks run its plans as they are, as they run a folder of `workbench compile`.
-        folders = [str(f) for f in plans]
-        for k, (spec, pf, stage_P) in enumerate(loaded):
-            folder = Path(tmp) / f"program{k}"
-            mine = ["unscheduled"] + [w for w in wanted if w == "all" or w in pf.schedules]
-            runs_at = [run_sizes(pf.program, pf.sizes, size_set, stage_P) for size_set in sizes]
-            write_manifest(folder, compile_folder(folder, pf, spec, P, stage_P, opts,
-                                                  {**pf.sizes, "P": stage_P}, mine,
-                                                  provenance=provenance(opts),
-                                                  runs_at=runs_at))
-            folders.append(str(folder))
-        # what the machine must have, once every plan is known to run at these sizes
-        launcher.require_gpus(P, gpu_count())
-        if importlib.util.find_spec("pycuda") is None:
-            raise RuntimeFault("pycuda must be installed for compile-and-measure, got none; "
-                               "pip install 'coconet-workbench[gpu]' (pycuda builds from "
-                               "source against /usr/local/cuda; nvcc is needed too)")
-        compiler.nvcc_path()
-        job = {"programs": [{"folder": f, "schedules": wanted} for f in folders],
-               "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
-               "baselines": baselines, "out": str(out), "seed": 0,
-               "options": opts.as_dict(), "provenance": provenance(opts), "per_step": per_step,
-               "graph": graph}
-        job_path = Path(tmp) / "job.json"
-        job_path.write_text(json.dumps(job))
-        try:
-            launcher.launch(P, launcher.python_argv("workbench.runtime.worker", str(job_path)),
-                            hang_s=hang_s, echo=echo, limit_s=limit_s)
-        except RuntimeFault as e:
-            mark_incomplete(out, str(e).split("\n")[0], getattr(e, "ranks_ok", None))
-            raise RuntimeFault(f"{e}\n{partial_note(out)}") from None
-    results = read_results(out)
-    if not results.get("meta", {}).get("complete"):
-        raise RuntimeFault(f"rank 0 must mark its results complete when every rank exits 0, "
-                           f"got an incomplete file; {partial_note(out)}")
-    out.unlink()
-    if private is not None:
-        private.rmdir()
+    with _partial_file(partial, job_stem([*specs, *(c.spec for c in compiled)], P)) as out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.unlink(missing_ok=True)  # an earlier run's leftover: this run rewrites it
+        with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
+            # Each program is lowered once, here, into a compiled folder (codegen.compiled):
+            # the ranks run its plans as they are, as they run a folder of `workbench compile`.
+            folders = [str(f) for f in plans]
+            for k, (spec, pf, stage_P) in enumerate(loaded):
+                folder = Path(tmp) / f"program{k}"
+                mine = ["unscheduled"] + [w for w in wanted if w == "all" or w in pf.schedules]
+                runs_at = [run_sizes(pf.program, pf.sizes, size_set, stage_P) for size_set in sizes]
+                write_manifest(folder, compile_folder(folder, pf, spec, P, stage_P, opts,
+                                                      {**pf.sizes, "P": stage_P}, mine,
+                                                      provenance=provenance(opts),
+                                                      runs_at=runs_at))
+                folders.append(str(folder))
+            # what the machine must have, once every plan is known to run at these sizes
+            launcher.require_gpus(P, gpu_count())
+            if importlib.util.find_spec("pycuda") is None:
+                raise RuntimeFault("pycuda must be installed for compile-and-measure, got none; "
+                                   "pip install 'coconet-workbench[gpu]' (pycuda builds from "
+                                   "source against /usr/local/cuda; nvcc is needed too)")
+            compiler.nvcc_path()
+            job = {"programs": [{"folder": f, "schedules": wanted} for f in folders],
+                   "sizes": sizes, "P": P, "reps": reps, "warmup": warmup,
+                   "baselines": baselines, "out": str(out), "seed": 0,
+                   "options": opts.as_dict(), "provenance": provenance(opts), "per_step": per_step,
+                   "graph": graph}
+            job_path = Path(tmp) / "job.json"
+            job_path.write_text(json.dumps(job))
+            try:
+                launcher.launch(P, launcher.python_argv("workbench.runtime.worker", str(job_path)),
+                                hang_s=hang_s, echo=echo, limit_s=limit_s)
+            except RuntimeFault as e:
+                mark_incomplete(out, str(e).split("\n")[0], getattr(e, "ranks_ok", None))
+                raise RuntimeFault(f"{e}\n{partial_note(out)}") from None
+        results = read_results(out)
+        if not results.get("meta", {}).get("complete"):
+            raise RuntimeFault(f"rank 0 must mark its results complete when every rank exits 0, "
+                               f"got an incomplete file; {partial_note(out)}")
+        out.unlink()
     return results
+
+
+@contextlib.contextmanager
+def _partial_file(partial: str | Path | None, stem: str) -> Iterator[Path]:
+    """`partial`, or STEM.partial.json in a folder of the run's own (mode 0700, a fresh name,
+    never a fixed name in the shared temporary folder), which the run's end removes: kept
+    only while it holds the partial file a RuntimeFault's message names; a Ctrl-C or a
+    refusal before launch removes it with what it holds."""
+    if partial is not None:
+        yield Path(partial)
+        return
+    private = None
+    try:
+        # named before it exists, so that a Ctrl-C landing as it is made still finds it
+        private = Path(tempfile.gettempdir()) / f"wb-partial-{secrets.token_hex(6)}"
+        os.mkdir(private, 0o700)
+        yield private / f"{stem}.partial.json"
+    except RuntimeFault:
+        with contextlib.suppress(OSError):
+            private.rmdir()  # not empty: rank 0's partial file, which the message names
+        raise
+    except BaseException:
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
+        raise
+    private.rmdir()
 
 
 def read_results(path: Path) -> dict:
