@@ -27,8 +27,19 @@ import time
 
 def dry(args: list[str], reference: bool = True) -> int:
     """Dry-run one compile-and-measure command given by its arguments; returns the number of
-    failures (each printed)."""
-    os.environ.setdefault("WB_CACHE_DIR", tempfile.mkdtemp(prefix="wb-dry-"))
+    failures (each printed). Its kernels compile into WB_CACHE_DIR if that is set, else into
+    a fresh cubin cache that is gone after the call (nvcc runs for every kernel)."""
+    if "WB_CACHE_DIR" in os.environ:
+        return _dry(args, reference)
+    with tempfile.TemporaryDirectory(prefix="wb-dry-") as cache:
+        os.environ["WB_CACHE_DIR"] = cache
+        try:
+            return _dry(args, reference)
+        finally:
+            del os.environ["WB_CACHE_DIR"]
+
+
+def _dry(args: list[str], reference: bool) -> int:
     from codegen.lower import lower
     from codegen.render import include_dir, render
     from workbench.cli.main import main as cli_main

@@ -6,6 +6,7 @@ on that too."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -34,11 +35,17 @@ def test_one_job_must_share_its_sizes():
     assert job_sizes(["studies/adagrad.py"], ("N=8", "N=16")) == [{"N": 8}, {"N": 16}]
 
 
-def test_the_dry_run_fails_where_gpu_run_23_failed(capsys):
+def test_the_dry_run_fails_where_gpu_run_23_failed(capsys, monkeypatch, tmp_path):
+    import tempfile
+
+    monkeypatch.delenv("WB_CACHE_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     failures = _dry().dry(["--gpus", "1", "studies/kernel_ops.py",
                            "studies/kernel_ops.py:reductions", "--set", "T=8", "--set", "N=8",
                            "--name", "x"])
     assert failures == 1
+    # its own cubin cache is gone with the call, and the environment is as it was
+    assert list(tmp_path.iterdir()) == [] and "WB_CACHE_DIR" not in os.environ
     assert "FAILED: error: --set must name sizes of program where_sizes, got N" in (
         capsys.readouterr().out)
 
