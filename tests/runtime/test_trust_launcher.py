@@ -29,7 +29,9 @@ def test_a_sigkilled_launcher_leaves_no_rank_behind(tmp_path, kind, setsid):
     code = ("import sys; from workbench.runtime.launcher import launch; "
             f"launch(2, [sys.executable, {FAKE!r}, 'hang', {str(tmp_path / 'pids')!r}], "
             f"hang_s=60, launcher={kind!r})")
-    env = {**os.environ, **({"WB_FAKE_SETSID": "1"} if setsid else {})}
+    tmp = tmp_path / "tmp"  # mpirun's session folder (ompi.PID) goes there
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), **({"WB_FAKE_SETSID": "1"} if setsid else {})}
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL, env=env)
     _wait_for_pids(tmp_path, 2, proc)
     t0 = time.monotonic()
@@ -37,6 +39,8 @@ def test_a_sigkilled_launcher_leaves_no_rank_behind(tmp_path, kind, setsid):
     proc.wait(timeout=10)
     assert _nothing_left(tmp_path, 2), [p for p in _pids(tmp_path, 2)]
     assert time.monotonic() - t0 < 5
+    # the watchdog ends mpirun with SIGTERM first, so it removes its session folder
+    assert [p.name for p in tmp.iterdir()] == []
 
 
 @pytest.mark.parametrize("kind", LAUNCHERS)

@@ -10,7 +10,8 @@ session, so a signal to the launcher's group does not reach it) that
 - records, every TICK_S, each process in those sessions and each descendant of one (by
   parent pid, so a setsid()'d helper is recorded while its parent still lives),
 - on `end` (the launcher ended the run) or on end of file (the launcher died: the kernel
-  closes its pipe even on SIGKILL) kills every recorded process that still runs, then exits.
+  closes its pipe even on SIGKILL) ends every recorded process that still runs (SIGTERM,
+  then SIGKILL after GRACE_S), then exits.
 
 A process is recorded with its start time, so a pid the system reused is never killed.
 Linux only (/proc), as the launcher's own session scan is.
@@ -75,14 +76,29 @@ def _record(sids: set[int], seen: dict[int, str]) -> None:
                 changed = True
 
 
-def _kill(seen: dict[int, str]) -> None:
+GRACE_S = 2.0  # how long the recorded processes have to end on SIGTERM before SIGKILL
+
+
+def _alive(seen: dict[int, str]) -> list[int]:
+    """The recorded processes that still run (the same pid and start time)."""
     table = _table()
-    for pid, start in seen.items():
-        if table.get(pid, (0, 0, None))[2] == start:
+    return [pid for pid, start in seen.items() if table.get(pid, (0, 0, None))[2] == start]
+
+
+def _kill(seen: dict[int, str]) -> None:
+    """SIGTERM every recorded process that still runs, then SIGKILL what is left after
+    GRACE_S. mpirun answers SIGTERM by ending its ranks and removing its session folder
+    (/tmp/ompi.PID), which a SIGKILL leaves behind: the tests' SIGKILLed launchers had
+    left 181 of them in this machine's /tmp."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _alive(seen):
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+        deadline = time.monotonic() + GRACE_S
+        while sig == signal.SIGTERM and _alive(seen) and time.monotonic() < deadline:
+            time.sleep(TICK_S / 2)
 
 
 def main() -> None:
