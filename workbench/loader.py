@@ -16,7 +16,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench import ir
+from workbench import interrupts, ir
 from workbench.errors import ProgramFileError, WorkbenchError
 from workbench.scheduling import HardExit, Schedule, collecting, no_hard_exit
 
@@ -70,9 +70,9 @@ def load(spec: str) -> ProgramFile:
         what = e.code if isinstance(e, HardExit) else f"exit({e.code})"
         raise ProgramFileError(f"program file {path} must not exit, got {what}; remove the "
                                "exit (a program file is run to read its program)") from None
-    except KeyboardInterrupt:
-        raise  # Ctrl-C while the file runs: the user's interrupt, not the file's error (exit 130)
     except BaseException as e:  # a user's file may raise anything; report where and what
+        if interrupts.received():
+            raise  # the user's Ctrl-C or SIGTERM while the file ran: theirs, not the file's
         frames = [f for f in traceback.extract_tb(sys.exc_info()[2])
                   if Path(f.filename).resolve() == path.resolve()]
         where = f"{path}:{frames[-1].lineno}" if frames else str(path)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench import ir
+from workbench import interrupts, ir
 from workbench.dsl.trace import Node
 from workbench.errors import IllegalTransform, WorkbenchError
 from workbench.files import check_name
@@ -195,6 +195,8 @@ class Schedule:
                           ) from None
         except BaseException as e:  # user code may raise anything (KeyboardInterrupt,
             # GeneratorExit, a BaseException of its own: a traceback or exit 1), or exit
+            if interrupts.received():
+                raise  # the user's Ctrl-C or SIGTERM as it ran: theirs, not the schedule's
             what = (e.code if isinstance(e, HardExit) else f"exit({e.code})"
                     if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}")
             raise IllegalTransform(

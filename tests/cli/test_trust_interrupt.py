@@ -1,11 +1,14 @@
-"""Ctrl-C at random points (issue 40 item 6): `simulate`, `compile` and `sweep predict`
-interrupted by SIGINT end with exit 130 (or finish: 0) and one line on stderr, no traceback,
-no temporary file left in their output folder, no lock left held; from the moment the command's
-entry point runs (workbench.cli.entry.run), its modules' loading included. The delays count
-from there: before it the interpreter is still starting (site, the environment's .pth files),
-where a SIGINT is Python's own (a traceback, exit 1 or -2), not the workbench's, and a loaded
-machine stretches that start past any fixed delay. A SIGINT while the interpreter shuts down
-ends it by the signal itself (-2 here; 130 in a shell), the exit a shell reports."""
+"""Ctrl-C and SIGTERM at random points (issue 40 item 6): `simulate`, `compile` and `sweep
+predict` interrupted by SIGINT end with exit 130, by SIGTERM with 143 (or finish: 0), and one
+line on stderr, no traceback, no temporary file left in their output folder, no lock left held;
+from the moment the command's entry point runs (workbench.cli.entry.run), its modules' loading
+included. The delays count from there: before it the interpreter is still starting (site, the
+environment's .pth files), where a signal is Python's own (a traceback, exit 1, or death by the
+signal), not the workbench's, and a loaded machine stretches that start past any fixed delay.
+A signal while the interpreter shuts down ends it by the signal itself (-2 or -15 here; 130 or
+143 in a shell), the exit a shell reports. A signal while user code runs (a program file, a
+schedule function) is the user's, not the code's error; the code raising KeyboardInterrupt
+itself is its error."""
 
 import os
 import random
@@ -36,9 +39,10 @@ ENTRY = ("import sys; from workbench.cli.entry import run; sys.argv[0] = 'workbe
 READY = "entry point running"
 
 
-def _interrupted(args, delay_s: float) -> subprocess.CompletedProcess:
-    """`workbench ARGS` in its own session, SIGINT `delay_s` after its entry point starts (as a
-    terminal's Ctrl-C reaches the foreground job)."""
+def _interrupted(args, delay_s: float, sig: int = signal.SIGINT) -> subprocess.CompletedProcess:
+    """`workbench ARGS` in its own session, `sig` to its group `delay_s` after its entry point
+    starts (as a terminal's Ctrl-C reaches the foreground job, or a batch scheduler's
+    SIGTERM the job)."""
     proc = subprocess.Popen([sys.executable, "-c", ENTRY.replace("READY", repr(READY)), *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -46,27 +50,35 @@ def _interrupted(args, delay_s: float) -> subprocess.CompletedProcess:
     assert first.strip() == READY, first
     time.sleep(delay_s)
     try:
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass  # it finished first
     out, err = proc.communicate(timeout=120)
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
+ANSWERS = {signal.SIGINT: (130, "error: interrupted; an output it had not yet reported was "
+                                "not written"),
+           signal.SIGTERM: (143, "error: terminated (SIGTERM); an output it had not yet "
+                                 "reported was not written")}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_ctrl_c_at_a_random_point_is_exit_130_and_leaves_nothing_cut(tmp_path, command):
-    rng = random.Random(f"{command}-{os.getpid()}")
+def test_a_signal_at_a_random_point_is_one_line_and_leaves_nothing_cut(tmp_path, command, sig):
+    """SIGTERM (`timeout`, a batch scheduler) ended the process on the spot, as Python's
+    default does: whatever a writer had made was left; it now unwinds as Ctrl-C does."""
+    rng = random.Random(f"{command}-{sig}-{os.getpid()}")
+    code, line = ANSWERS[sig]
     # the first while the command's modules load (tens of ms), then at random in its run
     for i, delay in enumerate([rng.uniform(0.0, 0.03), 0.6, 1.2, rng.uniform(0.3, 2.5)]):
         out = tmp_path / f"out{i}"
         out.mkdir()
-        done = _interrupted(COMMANDS[command](out), delay)
-        assert done.returncode in (0, 130, -signal.SIGINT), (delay, done.returncode,
-                                                              done.stderr[-800:])
+        done = _interrupted(COMMANDS[command](out), delay, sig)
+        assert done.returncode in (0, code, -sig), (delay, done.returncode, done.stderr[-800:])
         assert "Traceback" not in done.stderr, done.stderr[-800:]
-        if done.returncode == 130:
-            assert done.stderr.strip().splitlines()[-1] == (
-                "error: interrupted; an output it had not yet reported was not written")
+        if done.returncode == code:
+            assert done.stderr.strip().splitlines()[-1] == line
         leftovers = [p.name for p in out.rglob("*") if p.name.startswith(".")
                      and p.name != ".workbench.lock" or p.suffix == ".tmp"]
         assert not leftovers, (delay, leftovers)
@@ -118,3 +130,50 @@ def _lock_is_free(folder: Path) -> bool:
             return True
     except Exception:
         return False
+
+
+SLOW_SCHEDULE = """
+import time
+from workbench import *
+
+N = Size("N", multiple_of=P)
+sizes = {"N": 1024}
+g = Tensor(float32, [N], Local, "g")
+program = Program(inputs=[g], outputs=[AllReduce(Sum, g)], name="slow")
+
+
+@schedule(program)
+def slow(s):
+    print("schedule running", flush=True)
+    time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_while_a_schedule_function_runs_is_the_users(tmp_path, sig):
+    """A schedule raising KeyboardInterrupt is its error (left out of `simulate` with the
+    reason); a real Ctrl-C while one ran was taken for that, and the command went on."""
+    (tmp_path / "prog.py").write_text(SLOW_SCHEDULE)
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "simulate",
+                             str(tmp_path / "prog.py"), "--hardware", "h200x4", "--quiet"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while proc.stdout.readline().strip() != "schedule running":
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()[-800:]
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    code, line = ANSWERS[sig]
+    assert proc.returncode == code, err[-800:]
+    assert err.strip().splitlines() == [line]
+
+
+def test_a_program_file_raising_keyboard_interrupt_itself_is_its_error(tmp_path, capsys):
+    from workbench.cli.main import main
+
+    (tmp_path / "prog.py").write_text("raise KeyboardInterrupt('mine')\n")
+    assert main(["check", str(tmp_path / "prog.py")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: program file must run without errors, got KeyboardInterrupt: mine at "
+        f"{tmp_path / 'prog.py'}:1; fix the file (run it with python to see the whole "
+        "traceback)")
