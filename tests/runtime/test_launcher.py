@@ -60,8 +60,8 @@ def _naming(text: str) -> list[int]:
     return found
 
 
-def _nothing_left(tmp_path, P):
-    deadline = time.monotonic() + 2
+def _nothing_left(tmp_path, P, timeout_s: float = 2.0):
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not any(_alive(p) for p in _pids(tmp_path, P)) and not _naming(str(tmp_path)):
             return True

@@ -13,6 +13,7 @@ from test_launcher import FAKE, LAUNCHERS, _nothing_left, _pids
 
 from workbench.errors import RuntimeFault
 from workbench.runtime.launcher import launch
+from workbench.runtime.watchdog import GRACE_S
 
 
 def _wait_for_pids(tmp_path, P, proc, timeout_s=30):
@@ -37,9 +38,11 @@ def test_a_sigkilled_launcher_leaves_no_rank_behind(tmp_path, kind, setsid):
     t0 = time.monotonic()
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    assert _nothing_left(tmp_path, 2), [p for p in _pids(tmp_path, 2)]
-    assert time.monotonic() - t0 < 5
-    # the watchdog ends mpirun with SIGTERM first, so it removes its session folder
+    # SIGTERM first, SIGKILL after the grace: Open MPI 4.1.6's mpirun took 2-3 s to end on
+    # SIGTERM on the GPU machines (GPU run 44 call 24), while its ranks were gone at once
+    assert _nothing_left(tmp_path, 2, timeout_s=GRACE_S + 2), [p for p in _pids(tmp_path, 2)]
+    assert time.monotonic() - t0 < GRACE_S + 5
+    # so mpirun removes its session folder
     assert [p.name for p in tmp.iterdir()] == []
 
 

@@ -76,7 +76,10 @@ def _record(sids: set[int], seen: dict[int, str]) -> None:
                 changed = True
 
 
-GRACE_S = 2.0  # how long the recorded processes have to end on SIGTERM before SIGKILL
+# How long the recorded processes have to end on SIGTERM before SIGKILL: the launcher's own
+# grace (launcher._end_sessions). Open MPI 4.1.6's mpirun took 2-3 s to end on SIGTERM on the
+# GPU machines (GPU run 44), 5.0's prterun under 1 s here.
+GRACE_S = 3.0
 
 
 def _alive(seen: dict[int, str]) -> list[int]:
