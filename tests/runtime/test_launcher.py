@@ -288,3 +288,57 @@ def test_a_crowded_range_falls_back_to_a_port_the_kernel_gives(monkeypatch):
         monkeypatch.setattr(L, "STORE_PORTS", range(busy, busy + 1))
         port = L.free_port()
     assert port != busy and port > 0
+
+
+
+@needs_mpirun
+@pytest.mark.parametrize("mode", ["ok", "hang"])
+def test_mpirun_leaves_no_session_folder(tmp_path, monkeypatch, mode):
+    """Open MPI 4.1.6 left its session folder (ompi.HOST.UID/pid.N) after runs the launcher
+    ended (a hang, a time limit, SIGTERM) on the GPU machines (GPU run 44 call 26): mpirun's
+    session folder is now in a folder of the run's own, which the watchdog removes."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    if mode == "ok":
+        launch(2, [sys.executable, FAKE, "ok"], hang_s=20, launcher="mpirun")
+    else:
+        with pytest.raises(RuntimeFault, match="must report progress"):
+            launch(2, [sys.executable, FAKE, "hang"], hang_s=1, launcher="mpirun")
+    assert list(tmp_path.iterdir()) == []
+
+
+
+@needs_mpirun
+def test_a_killed_mpirun_leaves_no_session_folder(tmp_path, monkeypatch):
+    """mpirun killed outright (the OOM killer) cannot remove its session folder: the watchdog
+    removes the run's own folder it was put in."""
+    import signal
+    import tempfile
+    from pathlib import Path
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setenv("TMPDIR", str(tmp))  # where mpirun's folder goes without the variables
+
+    def kill_mpirun():
+        deadline = time.monotonic() + 30
+        while not all((tmp_path / f"pids.{r}").exists() for r in range(2)):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
+        for pid in _naming(str(tmp_path)):
+            try:
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if name in ("mpirun", "prterun", "orterun"):
+                os.kill(pid, signal.SIGKILL)
+
+    threading.Thread(target=kill_mpirun, daemon=True).start()
+    with pytest.raises(RuntimeFault):
+        launch(2, [sys.executable, FAKE, "hang", str(tmp_path / "pids")], hang_s=60,
+               launcher="mpirun")
+    assert _nothing_left(tmp_path, 2)
+    assert list(tmp.iterdir()) == []

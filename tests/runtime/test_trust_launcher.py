@@ -42,7 +42,11 @@ def test_a_sigkilled_launcher_leaves_no_rank_behind(tmp_path, kind, setsid):
     # SIGTERM on the GPU machines (GPU run 44 call 24), while its ranks were gone at once
     assert _nothing_left(tmp_path, 2, timeout_s=GRACE_S + 2), [p for p in _pids(tmp_path, 2)]
     assert time.monotonic() - t0 < GRACE_S + 5
-    # so mpirun removes its session folder
+    # and the watchdog removes the run's own folder, which mpirun's session folder is in,
+    # once what could write into it has ended (a moment after the processes above)
+    deadline = time.monotonic() + 5
+    while list(tmp.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert [p.name for p in tmp.iterdir()] == []
 
 

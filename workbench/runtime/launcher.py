@@ -28,12 +28,14 @@ import importlib.util
 import itertools
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -496,8 +498,8 @@ def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll
     try:
         if kind == "mpirun":
             mpirun = find_mpirun()
-            run = _Mpirun(P, argv, base, echo, sorted(exported), mpirun,
-                          open_mpi_major(mpirun), hang_s)
+            run = _Mpirun(P, argv, {**base, **_session_folder(dog)}, echo, sorted(exported),
+                          mpirun, open_mpi_major(mpirun), hang_s)
             dog.watch(run.proc.pid)
         else:
             run = _Spawned(P, argv, base, echo, dog)
@@ -548,6 +550,18 @@ def _launch(P: int, argv: list[str], hang_s: float, env: dict | None, echo, poll
         raise
     finally:
         dog.end()  # what left the ranks' sessions (setsid) goes too
+
+
+def _session_folder(dog: Watchdog) -> dict[str, str]:
+    """The variables that put mpirun's session folder (Open MPI 4: ompi.HOST.UID/pid.N,
+    5: ompi.PID) into a folder of the run's own, which the watchdog removes when the run
+    ends, however it ends: mpirun removes it only when it ends on its own or on SIGTERM
+    within the grace (Open MPI 4.1.6 left pid.N after a run ended on a hang, a time limit or
+    SIGTERM on the GPU machines, GPU run 44 call 26). Unknown variables are ignored."""
+    folder = Path(tempfile.gettempdir()) / f"wb-mpirun-{secrets.token_hex(6)}"
+    dog.own(str(folder))  # before it exists: a launcher killed right after still has it go
+    os.mkdir(folder, 0o700)
+    return {"OMPI_MCA_orte_tmpdir_base": str(folder), "PRTE_MCA_prte_tmpdir_base": str(folder)}
 
 
 def python_argv(module: str, *args: str) -> list[str]:

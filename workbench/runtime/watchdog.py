@@ -9,9 +9,10 @@ session, so a signal to the launcher's group does not reach it) that
 - learns the ranks' session ids from its stdin (`sid PID` lines),
 - records, every TICK_S, each process in those sessions and each descendant of one (by
   parent pid, so a setsid()'d helper is recorded while its parent still lives),
+- learns the run's own folders from `dir PATH` lines (mpirun's session folders),
 - on `end` (the launcher ended the run) or on end of file (the launcher died: the kernel
   closes its pipe even on SIGKILL) ends every recorded process that still runs (SIGTERM,
-  then SIGKILL after GRACE_S), then exits.
+  then SIGKILL after GRACE_S), removes the run's folders, then exits.
 
 A process is recorded with its start time, so a pid the system reused is never killed.
 Linux only (/proc), as the launcher's own session scan is.
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,11 +106,19 @@ def _kill(seen: dict[int, str]) -> None:
             time.sleep(TICK_S / 2)
 
 
+def _remove(folders: list[str]) -> None:
+    """Remove the run's own folders (mpirun's session folders: `Watchdog.own`), once what
+    could write into them has ended."""
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> None:
     """The watchdog's loop (see the module docstring); stdin is the launcher's pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launcher's to handle
     sids: set[int] = set()
     seen: dict[int, str] = {}
+    folders: list[str] = []
     buf = b""
     fd = sys.stdin.fileno()
     while True:
@@ -118,6 +128,7 @@ def main() -> None:
             if not data:  # the launcher is gone: end what it started
                 _record(sids, seen)
                 _kill(seen)
+                _remove(folders)
                 return
             buf += data
             *lines, buf = buf.split(b"\n")
@@ -125,9 +136,12 @@ def main() -> None:
                 word, _, arg = line.decode().partition(" ")
                 if word == "sid":
                     sids.add(int(arg))
+                elif word == "dir":
+                    folders.append(arg)
                 elif word == "end":
                     _record(sids, seen)
                     _kill(seen)
+                    _remove(folders)
                     os.write(sys.stdout.fileno(), b"ended\n")
                     return
         _record(sids, seen)
@@ -260,6 +274,12 @@ class Watchdog:
     def watch(self, sid: int) -> None:
         """Record session `sid` (a rank's, or mpirun's) and what runs in it from now on."""
         self.proc.stdin.write(f"sid {sid}\n".encode())
+        self.proc.stdin.flush()
+
+    def own(self, folder: str) -> None:
+        """Remove `folder` (the run's own) when the run ends, however it ends: told before
+        the folder is made, so a launcher killed just after making it still has it removed."""
+        self.proc.stdin.write(f"dir {folder}\n".encode())
         self.proc.stdin.flush()
 
     def end(self, timeout_s: float = 10.0) -> None:
