@@ -353,9 +353,12 @@ def _bounded_elementwise(b: _BoundsMachine, op, t: TensorType, P: int):
         for r in computed:
             one(r, None)
     else:
-        with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+        pool = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1))
+        try:
             for done in [pool.submit(one, r, rows) for r in computed for rows in blocks]:
                 done.result()  # a block's error raises here, as the whole array's would
+        finally:  # an error or Ctrl-C: the blocks not yet started are not computed
+            pool.shutdown(wait=True, cancel_futures=True)
     # ranks doing the same work hold the same arrays (never written after: every rule makes
     # new ones), as an AllReduce's ranks do
     return [vals[same[r]] for r in range(P)], [errs[same[r]] for r in range(P)]
