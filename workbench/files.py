@@ -12,11 +12,14 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from workbench import interrupts
 from workbench.errors import WorkbenchError
 
 _KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
@@ -137,6 +140,28 @@ def temporary_beside(path: Path, suffix: str = ".tmp") -> Iterator[tuple[Path, B
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def temporary_folder(prefix: str, parent: str | Path | None = None) -> Iterator[Path]:
+    """A new private folder (mode 0700) named PREFIX + random in `parent` (default: the
+    temporary folder), removed with all it holds when the block ends, however it ends. It is
+    named before it is made, so a Ctrl-C landing as it is made still finds it, and removed
+    with Ctrl-C and SIGTERM held back (interrupts.deferred): a signal during the removal left
+    `wb-job-*` folders half removed (stress runs at 4785899 under load)."""
+    folder: Path | None = None
+    try:
+        folder = Path(parent or tempfile.gettempdir()) / f"{prefix}{secrets.token_hex(6)}"
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            folder = None  # another's: never removed here
+            raise
+        yield folder
+    finally:
+        with interrupts.deferred():
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 READ_MAX_BYTES = 64 << 20  # a results table or JSON of the workbench is at most megabytes

@@ -10,9 +10,13 @@ schedule function) may raise KeyboardInterrupt itself, which is its error, repor
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
 
 _received: list[int] = []
+_pending: list[int] = []  # signals held back by `deferred`, raised when it ends
+_deferring = 0
 
 
 class Terminated(BaseException):
@@ -21,6 +25,13 @@ class Terminated(BaseException):
 
 def _on_signal(signum: int, frame) -> None:
     _received.append(signum)
+    if _deferring:
+        _pending.append(signum)
+        return
+    _raise(signum)
+
+
+def _raise(signum: int) -> None:
     raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
 
 
@@ -34,3 +45,21 @@ def install() -> None:
 def received() -> bool:
     """Whether SIGINT or SIGTERM reached this process since `install`."""
     return bool(_received)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while the block runs, and raise the first when it ends:
+    for a cleanup, which a signal must not cut halfway (a temporary folder half removed
+    stays). Where `install` has not run (the package used as a library), the block runs as
+    it is."""
+    global _deferring
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring and _pending:
+            signum = _pending[0]
+            _pending.clear()
+            _raise(signum)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 
 
@@ -31,8 +30,10 @@ def dry(args: list[str], reference: bool = True) -> int:
     a fresh cubin cache that is gone after the call (nvcc runs for every kernel)."""
     if "WB_CACHE_DIR" in os.environ:
         return _dry(args, reference)
-    with tempfile.TemporaryDirectory(prefix="wb-dry-") as cache:
-        os.environ["WB_CACHE_DIR"] = cache
+    from workbench.files import temporary_folder
+
+    with temporary_folder("wb-dry-") as cache:
+        os.environ["WB_CACHE_DIR"] = str(cache)
         try:
             return _dry(args, reference)
         finally:

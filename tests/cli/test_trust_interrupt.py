@@ -177,3 +177,51 @@ def test_a_program_file_raising_keyboard_interrupt_itself_is_its_error(tmp_path,
         f"error: program file must run without errors, got KeyboardInterrupt: mine at "
         f"{tmp_path / 'prog.py'}:1; fix the file (run it with python to see the whole "
         "traceback)")
+
+
+@pytest.fixture
+def answering(monkeypatch):
+    """This process answers SIGINT and SIGTERM as the command line does, for the test only."""
+    from workbench import interrupts
+
+    monkeypatch.setattr(interrupts, "_received", [])
+    monkeypatch.setattr(interrupts, "_pending", [])
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    interrupts.install()
+    yield interrupts
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_during_a_temporary_folders_removal_waits_for_it(tmp_path, monkeypatch,
+                                                                  answering, sig):
+    """A Ctrl-C landing while a temporary folder was being removed (the job's `wb-job-*`,
+    under load) left it half removed; the removal now holds the signal back until it ends."""
+    import shutil
+
+    from workbench import files
+
+    real = shutil.rmtree
+
+    def signalled_midway(path, *args, **kwargs):
+        os.kill(os.getpid(), sig)  # handled at once, in the middle of the removal
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(files.shutil, "rmtree", signalled_midway)
+    expected = KeyboardInterrupt if sig == signal.SIGINT else answering.Terminated
+    with pytest.raises(expected):
+        with files.temporary_folder("wb-test-", tmp_path) as folder:
+            (folder / "a").mkdir()
+            (folder / "a" / "b.txt").write_text("x")
+    assert list(tmp_path.iterdir()) == []
+    assert answering.received()
+
+
+def test_deferred_raises_the_signal_when_the_block_ends(answering):
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with answering.deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("the block went on")
+    assert done == ["the block went on"]

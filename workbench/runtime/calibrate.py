@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import tempfile
 from pathlib import Path
 
 from workbench.errors import RuntimeFault, WorkbenchError
-from workbench.files import write_atomic
+from workbench.files import temporary_folder, write_atomic
 from workbench.runtime import launcher
 from workbench.runtime.calibrate_worker import ALLREDUCE_SPEC
 from workbench.runtime.job import gpu_count, run_job
@@ -43,7 +42,7 @@ def measure(P: int, raw_path: Path, echo=None, hang_s: float = 120.0, passes: in
     """Measure on P GPUs of this machine and write the raw JSON to raw_path; `passes` sweeps
     of the NCCL collectives and send/recv, each point the median over them."""
     launcher.require_gpus(P, gpu_count("calibrate"))
-    with tempfile.TemporaryDirectory(prefix="wb-cal-") as tmp:
+    with temporary_folder("wb-cal-") as tmp:
         out = Path(tmp) / "raw.json"
         argv = launcher.python_argv("workbench.runtime.calibrate_worker", str(out), "--passes",
                                     str(passes))
@@ -80,7 +79,7 @@ def _job(flag: str, section: str, P: int, hang_s: float, echo) -> dict:
     (`section`_error) and the rest of the calibration kept: the profile then has no block
     curve (or unroll curve), as before the sweep existed. Each is a job of its own, so that
     one's failure or hang loses only its own section."""
-    with tempfile.TemporaryDirectory(prefix="wb-cal-sweep-") as tmp:
+    with temporary_folder("wb-cal-sweep-") as tmp:
         out = Path(tmp) / f"{section}.json"
         try:
             argv = launcher.python_argv("workbench.runtime.calibrate_worker", flag, str(out))

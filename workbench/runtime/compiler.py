@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import secrets
 import shutil
 import signal
 import stat
@@ -25,6 +24,7 @@ import subprocess
 from pathlib import Path
 
 from workbench.errors import RuntimeFault
+from workbench.files import temporary_folder
 
 # --fmad=false: the reference interpreter rounds a*b and then a+b separately (numpy); fused
 # multiply-adds would differ in the last bit, and Adam's bias correction amplifies that.
@@ -96,11 +96,8 @@ def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
         if _trusted_cubin(cached):
             return cached
     kept = root / f"{name}-{digest}.cu"  # beside its cubin for reading, or nvcc's error
-    work = None
-    try:
-        # named before it exists, so that a Ctrl-C landing as it is made still finds it
-        work = root / f".{name}-{secrets.token_hex(6)}"
-        os.mkdir(work, 0o700)  # ours alone: nvcc reads the source only from here
+    # ours alone (0700; nvcc reads the source only from here), gone however the call ends
+    with temporary_folder(f".{name}-", root) as work:
         src = work / kept.name
         src.write_text(source)
         try:
@@ -113,9 +110,6 @@ def compile_cubin(name: str, source: str, include_dir: Path) -> Path:
         cubin = root / f"{name}-{digest}-{hashlib.sha256(content).hexdigest()[:16]}.cubin"
         _replace_into(out, cubin)  # atomic: ranks compiling one kernel never see half a file
         _replace_into(src, kept)  # a link there is replaced
-    finally:  # Ctrl-C during nvcc (seconds) too: no work folder outlives the run
-        if work is not None:
-            shutil.rmtree(work, ignore_errors=True)
     return cubin
 
 

@@ -24,7 +24,9 @@ from codegen.compiled import (
 )
 from codegen.lower import stage_order
 from codegen.plan import Plan
+from workbench import interrupts
 from workbench.errors import RuntimeFault, WorkbenchError
+from workbench.files import temporary_folder
 from workbench.loader import load
 from workbench.options import CodegenOptions
 from workbench.provenance import provenance
@@ -114,7 +116,7 @@ def run_job(specs, P: int, sizes: list[dict], schedule: str, reps: int, warmup: 
     with _partial_file(partial, job_stem([*specs, *(c.spec for c in compiled)], P)) as out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.unlink(missing_ok=True)  # an earlier run's leftover: this run rewrites it
-        with tempfile.TemporaryDirectory(prefix="wb-job-") as tmp:
+        with temporary_folder("wb-job-") as tmp:
             # Each program is lowered once, here, into a compiled folder (codegen.compiled):
             # the ranks run its plans as they are, as they run a folder of `workbench compile`.
             folders = [str(f) for f in plans]
@@ -175,8 +177,9 @@ def _partial_file(partial: str | Path | None, stem: str) -> Iterator[Path]:
             private.rmdir()  # not empty: rank 0's partial file, which the message names
         raise
     except BaseException:
-        if private is not None:
-            shutil.rmtree(private, ignore_errors=True)
+        with interrupts.deferred():  # a second signal must not leave it half removed
+            if private is not None:
+                shutil.rmtree(private, ignore_errors=True)
         raise
     private.rmdir()
 
