@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
 
 _received: list[int] = []
@@ -52,8 +53,12 @@ def deferred() -> Iterator[None]:
     """Hold SIGINT and SIGTERM back while the block runs, and raise the first when it ends:
     for a cleanup, which a signal must not cut halfway (a temporary folder half removed
     stays). Where `install` has not run (the package used as a library), the block runs as
-    it is."""
+    it is; in a thread other than the main one too: signals interrupt the main thread only,
+    and one held back there must not be raised in a pool's thread."""
     global _deferring
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _deferring += 1
     try:
         yield
