@@ -10,6 +10,7 @@ A signal while the interpreter shuts down ends it by the signal itself (-2 or -1
 schedule function) is the user's, not the code's error; the code raising KeyboardInterrupt
 itself is its error."""
 
+import importlib.util
 import os
 import random
 import signal
@@ -22,66 +23,34 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-COMMANDS = {
-    "simulate": lambda out: ["simulate", "studies/adam.py", "--hardware", "h200x4",
-                             "--json", str(out / "s.json"), "--csv", str(out / "s.csv"),
-                             "--quiet"],
-    "compile": lambda out: ["compile", "studies/sgd.py", "--gpus", "2", "--out", str(out),
-                            "--no-nvcc", "--quiet"],
-    "sweep-predict": lambda out: ["sweep", "predict", "--hardware", "h200x4", "--out",
-                                  str(out)],
-}
+
+def _stress():
+    spec = importlib.util.spec_from_file_location("interrupt_stress",
+                                                  ROOT / "benchmarks/interrupt_stress.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-# `workbench ARGS` as the console script runs it, saying on stderr when its entry point starts.
-ENTRY = ("import sys; from workbench.cli.entry import run; sys.argv[0] = 'workbench'; "
-         "print(READY, file=sys.stderr, flush=True); run()")
-READY = "entry point running"
-
-
-def _interrupted(args, delay_s: float, sig: int = signal.SIGINT) -> subprocess.CompletedProcess:
-    """`workbench ARGS` in its own session, `sig` to its group `delay_s` after its entry point
-    starts (as a terminal's Ctrl-C reaches the foreground job, or a batch scheduler's
-    SIGTERM the job)."""
-    proc = subprocess.Popen([sys.executable, "-c", ENTRY.replace("READY", repr(READY)), *args],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    first = proc.stderr.readline()
-    assert first.strip() == READY, first
-    time.sleep(delay_s)
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass  # it finished first
-    out, err = proc.communicate(timeout=120)
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
-
-
-ANSWERS = {signal.SIGINT: (130, "error: interrupted; an output it had not yet reported was "
-                                "not written"),
-           signal.SIGTERM: (143, "error: terminated (SIGTERM); an output it had not yet "
-                                 "reported was not written")}
+STRESS = _stress()  # the runner and the judge; benchmarks/interrupt_stress.py runs many more
+COMMANDS = ("compile", "simulate", "sweep-predict")
+ANSWERS = STRESS.ANSWERS
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("command", COMMANDS)
 def test_a_signal_at_a_random_point_is_one_line_and_leaves_nothing_cut(tmp_path, command, sig):
     """SIGTERM (`timeout`, a batch scheduler) ended the process on the spot, as Python's
     default does: whatever a writer had made was left; it now unwinds as Ctrl-C does."""
     rng = random.Random(f"{command}-{sig}-{os.getpid()}")
-    code, line = ANSWERS[sig]
+    args_for, finished = STRESS.COMMANDS[command]
     # the first while the command's modules load (tens of ms), then at random in its run
     for i, delay in enumerate([rng.uniform(0.0, 0.03), 0.6, 1.2, rng.uniform(0.3, 2.5)]):
-        out = tmp_path / f"out{i}"
+        out, tmp = tmp_path / f"out{i}", tmp_path / f"tmp{i}"
         out.mkdir()
-        done = _interrupted(COMMANDS[command](out), delay, sig)
-        assert done.returncode in (0, code, -sig), (delay, done.returncode, done.stderr[-800:])
-        assert "Traceback" not in done.stderr, done.stderr[-800:]
-        if done.returncode == code:
-            assert done.stderr.strip().splitlines()[-1] == line
-        leftovers = [p.name for p in out.rglob("*") if p.name.startswith(".")
-                     and p.name != ".workbench.lock" or p.suffix == ".tmp"]
-        assert not leftovers, (delay, leftovers)
+        tmp.mkdir()
+        done = STRESS.interrupted(args_for(out), delay, sig, tmp)
+        assert STRESS.problem(done, sig, STRESS.leftovers(out, tmp), finished) == "", delay
         # the run's lock is released: a second run into the folder is not refused as busy
         assert not (out / ".workbench.lock").exists() or _lock_is_free(out)
 
