@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from workbench.cli.measure import job_sizes
 from workbench.errors import WorkbenchError
@@ -20,11 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _dry():
-    spec = importlib.util.spec_from_file_location("kernel_ops_dry",
-                                                  ROOT / "benchmarks/gpu/kernel_ops_dry.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/gpu/kernel_ops_dry.py")
 
 
 def test_one_job_must_share_its_sizes():

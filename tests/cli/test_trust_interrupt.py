@@ -10,7 +10,6 @@ A signal while the interpreter shuts down ends it by the signal itself (-2 or -1
 schedule function) is the user's, not the code's error; the code raising KeyboardInterrupt
 itself is its error."""
 
-import importlib.util
 import os
 import random
 import signal
@@ -20,19 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _stress():
-    spec = importlib.util.spec_from_file_location("interrupt_stress",
-                                                  ROOT / "benchmarks/interrupt_stress.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-STRESS = _stress()  # the runner and the judge; benchmarks/interrupt_stress.py runs many more
+# the runner and the judge; benchmarks/interrupt_stress.py runs many more
+STRESS = load_script("benchmarks/interrupt_stress.py")
 COMMANDS = ("compile", "simulate", "sweep-predict")
 ANSWERS = STRESS.ANSWERS
 
