@@ -212,3 +212,23 @@ def test_ctrl_c_during_nvcc_leaves_no_work_folder(cache, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         cache()
     assert list(cache.root.iterdir()) == []
+
+
+@pytest.mark.parametrize("sig", ["KILL", "INT"])
+def test_nvcc_stopped_by_a_signal_is_said_so_and_leaves_no_work_folder(cache, tmp_path,
+                                                                      monkeypatch, sig):
+    """nvcc killed (the OOM killer): a RuntimeFault naming the signal and the kernel, not a
+    compile error pointing at a source that is fine; nvcc itself dying of SIGINT is the
+    user's Ctrl-C. Either way no work folder stays in the cache."""
+    nvcc = tmp_path / "nvcc-dies"
+    nvcc.write_text(f"#!/bin/sh\nkill -{sig} $$\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setattr(compiler, "nvcc_path", lambda: str(nvcc))
+    if sig == "KILL":
+        with pytest.raises(RuntimeFault, match=r"^nvcc must finish compiling kernel wb_k, got "
+                                               r"stopped by SIGKILL \(out of memory\?"):
+            cache()
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            cache()
+    assert not [p for p in cache.root.iterdir() if p.name.startswith(".")]
