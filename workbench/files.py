@@ -100,7 +100,7 @@ def write_atomic(path: str | Path, data: str | bytes, inside: str | Path | None 
     path = Path(path)
     check_target(path, inside)
     try:
-        with temporary_beside(path) as (tmp, f):
+        with _temporary_beside(path) as (tmp, f):
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
@@ -114,7 +114,7 @@ def write_atomic(path: str | Path, data: str | bytes, inside: str | Path | None 
 
 
 @contextlib.contextmanager
-def temporary_beside(path: Path, suffix: str = ".tmp") -> Iterator[tuple[Path, BinaryIO]]:
+def _temporary_beside(path: Path) -> Iterator[tuple[Path, BinaryIO]]:
     """A new empty file in `path`'s folder, hidden and named after `path`, with the mode that
     open() gives (0o666 less the umask), as (its path, it opened for writing) for the block to
     fill and rename over `path`. If the block raises, Ctrl-C included, the file is removed.
@@ -124,7 +124,7 @@ def temporary_beside(path: Path, suffix: str = ".tmp") -> Iterator[tuple[Path, B
     tmp: Path | None = None
     try:
         for _ in range(100):
-            tmp = path.parent / f".{path.name[:64]}.{secrets.token_hex(6)}{suffix}"
+            tmp = path.parent / f".{path.name[:64]}.{secrets.token_hex(6)}.tmp"
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                              | os.O_CLOEXEC, 0o666)
